@@ -1,0 +1,32 @@
+#pragma once
+// Error values returned on hot paths instead of exceptions.
+#include <expected>
+#include <string>
+
+namespace dueq {
+
+enum class Errc {
+  bad_frame,        // undecodable or invalid frame
+  bad_argument,     // a value out of range or malformed
+  unavailable,      // a dependency (Redis, the broker) cannot be reached
+  overloaded,       // refused by admission control; retry later
+  timeout,
+  not_found,
+  internal,
+};
+
+struct Error {
+  Errc code;
+  std::string message;
+};
+
+template <typename T>
+using Result = std::expected<T, Error>;
+
+inline std::unexpected<Error> fail(Errc code, std::string message) {
+  return std::unexpected(Error{code, std::move(message)});
+}
+
+const char* errc_name(Errc code);
+
+}  // namespace dueq

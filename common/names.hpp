@@ -1,0 +1,16 @@
+#pragma once
+#include <string_view>
+
+#include "common/error.hpp"
+
+namespace dueq {
+
+// Queue names become part of Redis keys and of the {queue} hash tag, so they
+// are restricted to [A-Za-z0-9_.-], 1..64 characters.
+Result<void> validate_queue_name(std::string_view name);
+// Job ids: 1..128 printable ASCII characters, no spaces.
+Result<void> validate_job_id(std::string_view id);
+// Job types: 1..128 printable ASCII characters, no spaces.
+Result<void> validate_job_type(std::string_view type);
+
+}  // namespace dueq

@@ -1,0 +1,184 @@
+#include "common/protocol.hpp"
+
+#include <fmt/format.h>
+
+#include "common/names.hpp"
+
+namespace dueq::proto {
+
+namespace {
+
+// Bounds msgpack's allocations on hostile input before any conversion runs.
+const msgpack::unpack_limit kLimits(/*array=*/kMaxBatch * 2, /*map=*/256, /*str=*/kMaxPayloadBytes,
+                                    /*bin=*/kMaxPayloadBytes, /*ext=*/0, /*depth=*/8);
+
+std::unexpected<Error> bad(std::string message) { return fail(Errc::bad_frame, std::move(message)); }
+
+Result<void> check_ref(const JobRef& ref) {
+  if (auto ok = validate_queue_name(ref.queue); !ok) return ok;
+  if (auto ok = validate_job_id(ref.id); !ok) return ok;
+  if (ref.token == 0) return bad("job reference has token 0");
+  return {};
+}
+
+Result<void> check_refs(const std::vector<JobRef>& refs) {
+  if (refs.size() > kMaxBatch) return bad(fmt::format("{} job references exceed the batch limit {}", refs.size(), kMaxBatch));
+  for (const auto& ref : refs)
+    if (auto ok = check_ref(ref); !ok) return ok;
+  return {};
+}
+
+Result<void> validate(const Hello& f) {
+  if (f.worker_id.empty() || f.worker_id.size() > 128) return bad("hello needs a worker_id of 1..128 bytes");
+  if (f.queues.empty() || f.queues.size() > 256) return bad("hello needs 1..256 queues");
+  for (const auto& q : f.queues)
+    if (auto ok = validate_queue_name(q); !ok) return ok;
+  if (f.capacity == 0 || f.capacity > 100'000) return bad("hello capacity must be 1..100000");
+  return check_refs(f.held);
+}
+
+Result<void> validate(const Welcome& f) {
+  if (f.heartbeat_ms == 0) return bad("welcome heartbeat_ms must be positive");
+  return {};
+}
+
+Result<void> validate(const Task& f) {
+  if (auto ok = validate_queue_name(f.queue); !ok) return ok;
+  if (auto ok = validate_job_id(f.id); !ok) return ok;
+  if (auto ok = validate_job_type(f.type); !ok) return ok;
+  if (f.token == 0) return bad("task has token 0");
+  return {};
+}
+
+Result<void> validate(const Heartbeat& f) {
+  if (f.capacity > 100'000) return bad("heartbeat capacity must be at most 100000");
+  return check_refs(f.held);
+}
+
+Result<void> validate(const Pong&) { return {}; }
+
+Result<void> validate(const Results& f) {
+  if (f.items.size() > kMaxBatch) return bad("results batch exceeds the batch limit");
+  for (const auto& item : f.items) {
+    if (auto ok = check_ref(JobRef{item.queue, item.id, item.token}); !ok) return ok;
+    if (item.outcome > static_cast<uint8_t>(Outcome::failed_final)) return bad(fmt::format("unknown outcome {}", item.outcome));
+    if (item.error.size() > kMaxErrorText) return bad("result error text exceeds 4096 bytes");
+  }
+  return {};
+}
+
+Result<void> validate(const Confirm& f) { return check_refs(f.items); }
+Result<void> validate(const Bye& f) { return check_refs(f.unstarted); }
+
+Result<void> validate(const Enqueue& f) {
+  if (f.jobs.empty()) return bad("enqueue carries no jobs");
+  if (f.jobs.size() > kMaxBatch) return bad(fmt::format("enqueue of {} jobs exceeds the batch limit {}", f.jobs.size(), kMaxBatch));
+  // Per-job problems are answered per job (rejected with a reason), so one bad
+  // job does not fail its batch; see the broker's enqueue handler.
+  return {};
+}
+
+Result<void> validate(const EnqueueReply&) { return {}; }
+Result<void> validate(const StatsRequest&) { return {}; }
+Result<void> validate(const StatsReply&) { return {}; }
+
+Result<void> validate(const JobRequest& f) {
+  if (auto ok = validate_job_id(f.id); !ok) return ok;
+  if (!f.queue.empty())
+    if (auto ok = validate_queue_name(f.queue); !ok) return ok;
+  return {};
+}
+
+Result<void> validate(const JobReply&) { return {}; }
+Result<void> validate(const ErrorFrame&) { return {}; }
+
+// Number of fields a body of T must carry (newer peers MAY append more).
+template <typename T>
+size_t field_count() {
+  static const size_t count = [] {
+    msgpack::sbuffer buffer;
+    msgpack::pack(buffer, T{});
+    return msgpack::unpack(buffer.data(), buffer.size()).get().via.array.size;
+  }();
+  return count;
+}
+
+template <typename T>
+Result<Frame> convert_body(const msgpack::object& body) {
+  if (body.type != msgpack::type::ARRAY) return bad(fmt::format("{} body must be an array", type_name(T::kType)));
+  if (body.via.array.size < field_count<T>())
+    return bad(fmt::format("{} body has {} fields, needs {}", type_name(T::kType), body.via.array.size, field_count<T>()));
+  T value;
+  body.convert(value);
+  if (auto ok = validate(value); !ok) {
+    auto e = ok.error();
+    e.code = Errc::bad_frame;
+    return std::unexpected(e);
+  }
+  return Frame{std::move(value)};
+}
+
+}  // namespace
+
+const char* type_name(Type type) {
+  switch (type) {
+    case Type::hello: return "hello";
+    case Type::welcome: return "welcome";
+    case Type::task: return "task";
+    case Type::heartbeat: return "heartbeat";
+    case Type::pong: return "pong";
+    case Type::results: return "results";
+    case Type::confirm: return "confirm";
+    case Type::bye: return "bye";
+    case Type::enqueue: return "enqueue";
+    case Type::enqueue_reply: return "enqueue_reply";
+    case Type::stats_request: return "stats_request";
+    case Type::stats_reply: return "stats_reply";
+    case Type::job_request: return "job_request";
+    case Type::job_reply: return "job_reply";
+    case Type::error: return "error";
+  }
+  return "unknown";
+}
+
+Result<Frame> decode(std::string_view bytes) {
+  if (bytes.empty()) return bad("empty frame");
+  if (bytes.size() > kMaxFrameBytes) return bad(fmt::format("frame of {} bytes exceeds the {} byte limit", bytes.size(), kMaxFrameBytes));
+  try {
+    size_t offset = 0;
+    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, kLimits);
+    if (offset != bytes.size()) return bad("trailing bytes after the frame");
+    const msgpack::object& root = handle.get();
+    if (root.type != msgpack::type::ARRAY || root.via.array.size != 3) return bad("frame must be an array [version, type, body]");
+    const msgpack::object& version = root.via.array.ptr[0];
+    if (version.type != msgpack::type::POSITIVE_INTEGER) return bad("frame version must be a positive integer");
+    if (version.via.u64 != kVersion) return bad(fmt::format("unsupported protocol version {} (this peer speaks {})", version.via.u64, kVersion));
+    const msgpack::object& type = root.via.array.ptr[1];
+    if (type.type != msgpack::type::POSITIVE_INTEGER || type.via.u64 > 255) return bad("frame type must be an integer 0..255");
+    const msgpack::object& body = root.via.array.ptr[2];
+    switch (static_cast<Type>(type.via.u64)) {
+      case Type::hello: return convert_body<Hello>(body);
+      case Type::welcome: return convert_body<Welcome>(body);
+      case Type::task: return convert_body<Task>(body);
+      case Type::heartbeat: return convert_body<Heartbeat>(body);
+      case Type::pong: return convert_body<Pong>(body);
+      case Type::results: return convert_body<Results>(body);
+      case Type::confirm: return convert_body<Confirm>(body);
+      case Type::bye: return convert_body<Bye>(body);
+      case Type::enqueue: return convert_body<Enqueue>(body);
+      case Type::enqueue_reply: return convert_body<EnqueueReply>(body);
+      case Type::stats_request: return convert_body<StatsRequest>(body);
+      case Type::stats_reply: return convert_body<StatsReply>(body);
+      case Type::job_request: return convert_body<JobRequest>(body);
+      case Type::job_reply: return convert_body<JobReply>(body);
+      case Type::error: return convert_body<ErrorFrame>(body);
+    }
+    return bad(fmt::format("unknown frame type {}", type.via.u64));
+  } catch (const msgpack::type_error&) {
+    return bad("a field has the wrong msgpack type");
+  } catch (const std::exception& e) {
+    return bad(std::string("undecodable msgpack: ") + e.what());
+  }
+}
+
+}  // namespace dueq::proto

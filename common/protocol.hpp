@@ -1,0 +1,280 @@
+#pragma once
+// The dueq wire protocol: msgpack frames [version, type, body] where body is a
+// msgpack array of the frame's fields in declaration order. docs/protocol.md
+// is the normative description; this header is its implementation.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "common/error.hpp"
+
+namespace dueq::proto {
+
+inline constexpr uint32_t kVersion = 1;
+inline constexpr size_t kMaxFrameBytes = 16u << 20;
+inline constexpr size_t kMaxBatch = 10'000;
+inline constexpr size_t kMaxPayloadBytes = 1u << 20;
+inline constexpr size_t kMaxErrorText = 4096;
+
+enum class Type : uint8_t {
+  hello = 1,
+  welcome = 2,
+  task = 3,
+  heartbeat = 4,
+  pong = 5,
+  results = 6,
+  confirm = 7,
+  bye = 8,
+  enqueue = 10,
+  enqueue_reply = 11,
+  stats_request = 12,
+  stats_reply = 13,
+  job_request = 14,
+  job_reply = 15,
+  error = 20,
+};
+
+// Opaque job payload bytes; encoded as msgpack bin (str is accepted too).
+struct Bytes {
+  std::string data;
+  bool operator==(const Bytes&) const = default;
+};
+
+struct JobRef {
+  std::string queue;
+  std::string id;
+  uint64_t token = 0;
+  bool operator==(const JobRef&) const = default;
+  MSGPACK_DEFINE(queue, id, token)
+};
+
+struct Hello {
+  static constexpr Type kType = Type::hello;
+  std::string worker_id;
+  std::vector<std::string> queues;
+  uint32_t capacity = 0;       // jobs it can hold at once (running + buffered)
+  std::vector<JobRef> held;    // jobs it holds now (after a reconnect)
+  std::string host;
+  uint32_t pid = 0;
+  MSGPACK_DEFINE(worker_id, queues, capacity, held, host, pid)
+};
+
+struct QueueEndpoint {
+  std::string queue;
+  std::string endpoint;  // "tcp://*:PORT" means: the broker's host, this port
+  MSGPACK_DEFINE(queue, endpoint)
+};
+
+struct Welcome {
+  static constexpr Type kType = Type::welcome;
+  std::string broker_id;
+  uint32_t heartbeat_ms = 0;
+  std::vector<QueueEndpoint> endpoints;
+  MSGPACK_DEFINE(broker_id, heartbeat_ms, endpoints)
+};
+
+struct Task {
+  static constexpr Type kType = Type::task;
+  std::string queue;
+  std::string id;
+  std::string type;
+  Bytes payload;
+  int64_t due_ms = 0;
+  uint32_t attempt = 0;
+  uint32_t max_attempts = 0;
+  uint64_t token = 0;
+  int64_t created_ms = 0;
+  MSGPACK_DEFINE(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms)
+};
+
+struct Heartbeat {
+  static constexpr Type kType = Type::heartbeat;
+  std::vector<JobRef> held;
+  uint32_t capacity = 0;
+  bool draining = false;
+  MSGPACK_DEFINE(held, capacity, draining)
+};
+
+struct Pong {
+  static constexpr Type kType = Type::pong;
+  std::string broker_id;
+  MSGPACK_DEFINE(broker_id)
+};
+
+enum class Outcome : uint8_t {
+  done = 0,          // handler succeeded
+  failed = 1,        // handler failed; retry if attempts remain
+  failed_final = 2,  // handler failed and asks for no retry (bad payload)
+};
+
+struct JobResult {
+  std::string queue;
+  std::string id;
+  uint64_t token = 0;
+  uint8_t outcome = 0;
+  std::string error;
+  MSGPACK_DEFINE(queue, id, token, outcome, error)
+};
+
+struct Results {
+  static constexpr Type kType = Type::results;
+  std::vector<JobResult> items;
+  MSGPACK_DEFINE(items)
+};
+
+// The broker has applied these results in Redis (or found them stale): the
+// worker forgets them. Unconfirmed results are resent after a reconnect.
+struct Confirm {
+  static constexpr Type kType = Type::confirm;
+  std::vector<JobRef> items;
+  MSGPACK_DEFINE(items)
+};
+
+// A worker leaving: the jobs it received but did not start go back at once.
+struct Bye {
+  static constexpr Type kType = Type::bye;
+  std::vector<JobRef> unstarted;
+  MSGPACK_DEFINE(unstarted)
+};
+
+struct NewJob {
+  std::string queue;
+  std::string id;
+  std::string type;
+  Bytes payload;
+  int64_t due_ms = 0;          // Unix ms; 0 = now
+  uint32_t max_attempts = 0;   // 0 = the queue's default
+  MSGPACK_DEFINE(queue, id, type, payload, due_ms, max_attempts)
+};
+
+struct Enqueue {
+  static constexpr Type kType = Type::enqueue;
+  uint64_t request_id = 0;
+  std::vector<NewJob> jobs;
+  MSGPACK_DEFINE(request_id, jobs)
+};
+
+enum class EnqueueStatus : uint8_t { accepted = 0, duplicate = 1, rejected = 2 };
+
+struct EnqueueOutcome {
+  std::string id;
+  uint8_t status = 0;
+  std::string reason;
+  MSGPACK_DEFINE(id, status, reason)
+};
+
+struct EnqueueReply {
+  static constexpr Type kType = Type::enqueue_reply;
+  uint64_t request_id = 0;
+  std::vector<EnqueueOutcome> results;
+  uint32_t retry_after_ms = 0;
+  MSGPACK_DEFINE(request_id, results, retry_after_ms)
+};
+
+struct StatsRequest {
+  static constexpr Type kType = Type::stats_request;
+  uint64_t request_id = 0;
+  MSGPACK_DEFINE(request_id)
+};
+
+struct QueueStats {
+  std::string queue;
+  int64_t scheduled = 0;   // waiting for a future due time
+  int64_t waiting = 0;     // due, not yet leased
+  int64_t in_flight = 0;   // leased to a worker
+  int64_t done = 0;
+  int64_t dead = 0;
+  int64_t accepted = 0;
+  int64_t retried = 0;
+  int64_t stale_acks = 0;
+  int64_t next_due_ms = 0; // 0 = nothing scheduled
+  MSGPACK_DEFINE(queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks, next_due_ms)
+};
+
+struct StatsReply {
+  static constexpr Type kType = Type::stats_reply;
+  uint64_t request_id = 0;
+  std::vector<QueueStats> queues;
+  uint32_t workers = 0;
+  MSGPACK_DEFINE(request_id, queues, workers)
+};
+
+struct JobRequest {
+  static constexpr Type kType = Type::job_request;
+  uint64_t request_id = 0;
+  std::string id;
+  std::string queue;  // empty: search every known queue
+  MSGPACK_DEFINE(request_id, id, queue)
+};
+
+struct JobReply {
+  static constexpr Type kType = Type::job_reply;
+  uint64_t request_id = 0;
+  bool found = false;
+  std::map<std::string, std::string> fields;
+  MSGPACK_DEFINE(request_id, found, fields)
+};
+
+struct ErrorFrame {
+  static constexpr Type kType = Type::error;
+  uint64_t request_id = 0;
+  std::string code;
+  std::string message;
+  uint32_t retry_after_ms = 0;
+  MSGPACK_DEFINE(request_id, code, message, retry_after_ms)
+};
+
+using Frame = std::variant<Hello, Welcome, Task, Heartbeat, Pong, Results, Confirm, Bye, Enqueue, EnqueueReply,
+                           StatsRequest, StatsReply, JobRequest, JobReply, ErrorFrame>;
+
+// Decodes and validates one frame. Never throws; every problem is an Error
+// with code bad_frame and a message naming what was wrong.
+Result<Frame> decode(std::string_view bytes);
+
+template <typename T>
+std::string encode(const T& body) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> packer(buffer);
+  packer.pack_array(3);
+  packer.pack(kVersion);
+  packer.pack(static_cast<uint8_t>(T::kType));
+  packer.pack(body);
+  return std::string(buffer.data(), buffer.size());
+}
+
+const char* type_name(Type type);
+
+}  // namespace dueq::proto
+
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+  namespace adaptor {
+
+  template <>
+  struct convert<dueq::proto::Bytes> {
+    const msgpack::object& operator()(const msgpack::object& o, dueq::proto::Bytes& v) const {
+      if (o.type == msgpack::type::BIN) v.data.assign(o.via.bin.ptr, o.via.bin.size);
+      else if (o.type == msgpack::type::STR) v.data.assign(o.via.str.ptr, o.via.str.size);
+      else throw msgpack::type_error();
+      return o;
+    }
+  };
+
+  template <>
+  struct pack<dueq::proto::Bytes> {
+    template <typename Stream>
+    packer<Stream>& operator()(msgpack::packer<Stream>& o, const dueq::proto::Bytes& v) const {
+      o.pack_bin(static_cast<uint32_t>(v.data.size()));
+      o.pack_bin_body(v.data.data(), static_cast<uint32_t>(v.data.size()));
+      return o;
+    }
+  };
+
+  }  // namespace adaptor
+}
+}  // namespace msgpack

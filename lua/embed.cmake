@@ -1,0 +1,12 @@
+# Writes OUT: a C++ source with each Lua script as a string constant, so the
+# broker carries its scripts and needs no files at run time.
+set(body "// Generated from lua/*.lua by lua/embed.cmake. Do not edit.\n#include \"lua/scripts.hpp\"\nnamespace dueq::lua {\n")
+set(table "")
+foreach(path ${SCRIPTS})
+  get_filename_component(name ${path} NAME_WE)
+  file(READ ${path} text)
+  string(APPEND body "static const char k_${name}[] = R\"dueqlua(${text})dueqlua\";\n")
+  string(APPEND table "  {ScriptId::${name}, \"${name}\", k_${name}},\n")
+endforeach()
+string(APPEND body "const std::array<ScriptSource, kScriptCount> kScripts = {{\n${table}}};\n}  // namespace dueq::lua\n")
+file(WRITE ${OUT} "${body}")

@@ -1,0 +1,65 @@
+--[[
+  enqueue: store a batch of new jobs of one queue.
+
+  A job whose id already exists in the queue (in any state, including "done"
+  while its record is retained) is not written again: a producer that
+  retries an enqueue never makes a second job.
+
+  KEYS[1]  scheduled   zset  id -> due ms
+  KEYS[2]  ready       list  ids due now, in due order
+  KEYS[3]  stats       hash  counters
+  KEYS[4]  job prefix  string prefix of job hashes ("dueq:{q}:j:")
+
+  ARGV[1]  now ms
+  ARGV[2]  default max attempts (>= 1)
+  ARGV[3]  N, number of jobs (1..1000)
+  ARGV[4+5i .. 8+5i] for job i: id, type, payload, due ms (0 = now),
+           max attempts (0 = default)
+
+  Returns  array of N integers: 1 accepted, 0 duplicate
+  Errors   "ERR dueq bad-args <what>"; nothing is written then
+]]
+local now = tonumber(ARGV[1])
+local default_max = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+if not now or not default_max or default_max < 1 or not n or n < 1 or n > 1000 or #ARGV ~= 3 + 5 * n then
+  return redis.error_reply("ERR dueq bad-args enqueue: expected now, default_max, N and 5 values per job")
+end
+for i = 0, n - 1 do
+  local b = 4 + 5 * i
+  local due = tonumber(ARGV[b + 3])
+  local max = tonumber(ARGV[b + 4])
+  if ARGV[b] == "" or ARGV[b + 1] == "" or not due or due < 0 or not max or max < 0 then
+    return redis.error_reply("ERR dueq bad-args enqueue: job " .. i .. " has an empty id/type or a bad due/max")
+  end
+end
+
+local out = {}
+local accepted = 0
+for i = 0, n - 1 do
+  local b = 4 + 5 * i
+  local id = ARGV[b]
+  local key = KEYS[4] .. id
+  if redis.call("EXISTS", key) == 1 then
+    out[i + 1] = 0
+  else
+    local due = tonumber(ARGV[b + 3])
+    if due == 0 then due = now end
+    local max = tonumber(ARGV[b + 4])
+    if max == 0 then max = default_max end
+    local state
+    if due <= now then
+      redis.call("RPUSH", KEYS[2], id)
+      state = "ready"
+    else
+      redis.call("ZADD", KEYS[1], due, id)
+      state = "scheduled"
+    end
+    redis.call("HSET", key, "t", ARGV[b + 1], "p", ARGV[b + 2], "d", due, "a", 0, "m", max, "k", 0,
+      "c", now, "s", state)
+    accepted = accepted + 1
+    out[i + 1] = 1
+  end
+end
+if accepted > 0 then redis.call("HINCRBY", KEYS[3], "accepted", accepted) end
+return out

@@ -1,0 +1,36 @@
+--[[
+  extend: move the lease deadline of jobs a live worker reports holding.
+  A token that is no longer the job's current one (the job was re-delivered)
+  or a job no longer leased changes nothing and is counted.
+
+  KEYS[1]  leased      zset
+  KEYS[2]  stats       hash
+  KEYS[3]  job prefix
+
+  ARGV[1]  new deadline ms
+  ARGV[2]  N (1..5000)
+  ARGV[3+2i], ARGV[4+2i]  id, token
+
+  Returns  array of N integers: 1 extended, 0 stale
+  Errors   "ERR dueq bad-args <what>"
+]]
+local deadline = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+if not deadline or not n or n < 1 or n > 5000 or #ARGV ~= 2 + 2 * n then
+  return redis.error_reply("ERR dueq bad-args extend: expected deadline, N and N id/token pairs")
+end
+local out = {}
+local stale = 0
+for i = 0, n - 1 do
+  local id = ARGV[3 + 2 * i]
+  local f = redis.call("HMGET", KEYS[3] .. id, "k", "s")
+  if f[1] == ARGV[4 + 2 * i] and f[2] == "leased" then
+    redis.call("ZADD", KEYS[1], "XX", deadline, id)
+    out[i + 1] = 1
+  else
+    stale = stale + 1
+    out[i + 1] = 0
+  end
+end
+if stale > 0 then redis.call("HINCRBY", KEYS[2], "stale_extends", stale) end
+return out

@@ -1,0 +1,45 @@
+--[[
+  lease: take up to COUNT ready jobs for delivery. Each gets a new fencing
+  token and one more attempt, and a lease that ends at DEADLINE unless the
+  broker extends it.
+
+  KEYS[1]  ready       list
+  KEYS[2]  leased      zset  id -> lease deadline ms
+  KEYS[3]  job prefix
+
+  ARGV[1]  lease deadline ms
+  ARGV[2]  count (1..1000)
+
+  Returns  flat array, 8 values per leased job:
+           id, type, payload, due ms, attempt, max attempts, token, created ms
+           (ids whose record was removed meanwhile are skipped)
+  Errors   "ERR dueq bad-args <what>"
+]]
+local deadline = tonumber(ARGV[1])
+local count = tonumber(ARGV[2])
+if not deadline or not count or count < 1 or count > 1000 then
+  return redis.error_reply("ERR dueq bad-args lease: expected a deadline and a count of 1..1000")
+end
+local ids = redis.call("LPOP", KEYS[1], count)
+if not ids then return {} end
+local out = {}
+for _, id in ipairs(ids) do
+  local key = KEYS[3] .. id
+  local f = redis.call("HMGET", key, "s", "t", "p", "d", "m", "c")
+  if f[1] == "ready" then
+    local token = redis.call("HINCRBY", key, "k", 1)
+    local attempt = redis.call("HINCRBY", key, "a", 1)
+    redis.call("HSET", key, "s", "leased")
+    redis.call("ZADD", KEYS[2], deadline, id)
+    local n = #out
+    out[n + 1] = id
+    out[n + 2] = f[2]
+    out[n + 3] = f[3]
+    out[n + 4] = f[4]
+    out[n + 5] = attempt
+    out[n + 6] = f[5]
+    out[n + 7] = token
+    out[n + 8] = f[6]
+  end
+end
+return out

@@ -1,0 +1,35 @@
+--[[
+  promote: move jobs whose due time has come from the schedule to the ready
+  list, oldest due first, at most LIMIT per call.
+
+  KEYS[1]  scheduled   zset  id -> due ms
+  KEYS[2]  ready       list
+  KEYS[3]  job prefix
+
+  ARGV[1]  now ms
+  ARGV[2]  limit (1..5000)
+
+  Returns  {moved, next_due}: next_due is the due ms of the earliest job left
+           in the schedule, or -1 when the schedule is empty
+  Errors   "ERR dueq bad-args <what>"
+]]
+local now = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+if not now or not limit or limit < 1 or limit > 5000 then
+  return redis.error_reply("ERR dueq bad-args promote: expected now and a limit of 1..5000")
+end
+local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
+if #ids > 0 then
+  -- ZRANGEBYSCORE from -inf returned ranks 0..#ids-1.
+  redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1)
+  for i = 1, #ids, 500 do
+    redis.call("RPUSH", KEYS[2], unpack(ids, i, math.min(i + 499, #ids)))
+  end
+  for _, id in ipairs(ids) do
+    redis.call("HSET", KEYS[3] .. id, "s", "ready")
+  end
+end
+local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+local next_due = -1
+if head[2] then next_due = tonumber(head[2]) end
+return {#ids, next_due}

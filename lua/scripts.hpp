@@ -1,0 +1,20 @@
+#pragma once
+// The Lua scripts in this folder, embedded at build time (see embed.cmake).
+#include <array>
+#include <cstddef>
+
+namespace dueq::lua {
+
+enum class ScriptId : size_t { enqueue, promote, lease, ack, nack, extend, reclaim, stats };
+inline constexpr size_t kScriptCount = 8;
+
+struct ScriptSource {
+  ScriptId id;
+  const char* name;
+  const char* source;
+};
+
+// Indexed by ScriptId.
+extern const std::array<ScriptSource, kScriptCount> kScripts;
+
+}  // namespace dueq::lua
