@@ -2,6 +2,7 @@
 # broker carries its scripts and needs no files at run time.
 set(body "// Generated from lua/*.lua by lua/embed.cmake. Do not edit.\n#include \"lua/scripts.hpp\"\nnamespace dueq::lua {\n")
 set(table "")
+string(REPLACE "," ";" SCRIPTS "${SCRIPTS}")
 foreach(path ${SCRIPTS})
   get_filename_component(name ${path} NAME_WE)
   file(READ ${path} text)

@@ -1,0 +1,652 @@
+#include "broker/broker.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "common/clock.hpp"
+#include "common/endpoint.hpp"
+#include "common/ids.hpp"
+#include "common/names.hpp"
+#include "common/redis_url.hpp"
+
+namespace dueq::broker {
+
+namespace {
+
+constexpr int64_t kMaxSleepMs = 5'000;      // upper bound on one wait; nothing relies on it
+constexpr int64_t kMaxReconnectMs = 5'000;
+constexpr int64_t kBadFrameLogIntervalMs = 10'000;
+constexpr int64_t kFarFutureMs = 10LL * 365 * 86'400'000;  // due times beyond ~10 years are refused
+constexpr size_t kEnqueueChunk = 1000;                      // enqueue.lua takes at most 1000 jobs
+constexpr size_t kResultChunk = 5000;                       // ack/nack/extend take at most 5000
+
+int64_t min_known(int64_t a, int64_t b) {
+  if (a < 0) return b;
+  if (b < 0) return a;
+  return std::min(a, b);
+}
+
+}  // namespace
+
+Broker::Broker(BrokerConfig config)
+    : config_(std::move(config)),
+      store_(parse_redis_url(config_.redis_url).value_or(RedisAddress{})),
+      context_(1),
+      router_(context_, zmq::socket_type::router),
+      broker_id_(new_instance_id()) {}
+
+Broker::~Broker() {
+  for (auto& [name, q] : queues_) q.push->close();
+  router_.close();
+}
+
+Result<void> Broker::start() {
+  auto address = parse_redis_url(config_.redis_url);
+  if (!address) return std::unexpected(address.error());
+  if (auto ok = validate_config(config_); !ok) return ok;
+
+  int64_t backoff = 100;
+  while (true) {
+    auto ok = store_.connect();
+    if (ok) break;
+    spdlog::warn("waiting for Redis at {}: {}", address->describe(), ok.error().message);
+    ::usleep(static_cast<useconds_t>(backoff * 1000));
+    backoff = std::min<int64_t>(backoff * 2, kMaxReconnectMs);
+  }
+  if (auto ok = store_.check_durability_settings(); !ok) {
+    if (!config_.allow_unsafe_redis) return ok;
+    spdlog::warn("{} (continuing: --allow-unsafe-redis)", ok.error().message);
+  }
+
+  router_.set(zmq::sockopt::linger, 0);
+  router_.set(zmq::sockopt::rcvhwm, 100'000);
+  router_.set(zmq::sockopt::sndhwm, 100'000);
+  try {
+    router_.bind(config_.listen);
+  } catch (const zmq::error_t& e) {
+    return fail(Errc::bad_argument, fmt::format("cannot listen on {}: {}", config_.listen, e.what()));
+  }
+  bound_endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+
+  auto known = store_.known_queues();
+  if (!known) return std::unexpected(known.error());
+  for (const auto& name : *known) {
+    if (!validate_queue_name(name)) continue;
+    Queue& q = queue(name);
+    q.registered = true;
+    // After a restart the broker does not know what is due or leased: the
+    // first round promotes and reclaims, and their replies give the times.
+    q.next_due_ms = 0;
+    q.next_deadline_ms = 0;
+    q.maybe_ready = true;
+  }
+  spdlog::info("broker {} listening on {}, Redis {}, {} known queues", broker_id_, bound_endpoint_,
+               address->describe(), queues_.size());
+  return {};
+}
+
+Broker::Queue& Broker::queue(const std::string& name) {
+  auto it = queues_.find(name);
+  if (it != queues_.end()) return it->second;
+  Queue q;
+  q.name = name;
+  q.push = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::push);
+  q.push->set(zmq::sockopt::linger, 0);
+  q.push->set(zmq::sockopt::sndhwm, 100'000);
+  const std::string bind_at = task_bind_endpoint(bound_endpoint_.empty() ? config_.listen : bound_endpoint_, name);
+  q.push->bind(bind_at);
+  q.advertised = q.push->get(zmq::sockopt::last_endpoint);
+  if (q.advertised.starts_with("tcp://0.0.0.0:")) q.advertised = "tcp://*:" + q.advertised.substr(14);
+  spdlog::info("queue '{}' task endpoint {}", name, q.advertised);
+  return queues_.emplace(name, std::move(q)).first->second;
+}
+
+template <typename T>
+void Broker::send(const Peer& peer, const T& frame) {
+  const std::string body = proto::encode(frame);
+  // ROUTER drops what it cannot route (peer gone): that is the behaviour we
+  // want, since every reply here is either retried by its sender or resent.
+  router_.send(zmq::buffer(peer.routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  if (peer.req_envelope) router_.send(zmq::const_buffer(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  router_.send(zmq::buffer(body), zmq::send_flags::dontwait);
+}
+
+Result<void> Broker::run(int signal_fd) {
+  std::vector<zmq::pollitem_t> items = {
+      {router_.handle(), 0, ZMQ_POLLIN, 0},
+      {nullptr, signal_fd, ZMQ_POLLIN, 0},
+  };
+  while (true) {
+    int64_t now = wall_ms();
+    const int64_t wait = stopping_ ? 0 : std::max<int64_t>(0, next_wake(now) - now);
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) return fail(Errc::internal, std::string("poll failed: ") + e.what());
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      signalfd_siginfo info{};
+      if (::read(signal_fd, &info, sizeof info) == sizeof info) {
+        spdlog::info("signal {}: stopping; applying {} results held", info.ssi_signo, results_.size());
+        stopping_ = true;
+      }
+    }
+    now = wall_ms();
+    if (!stopping_) {
+      for (int n = 0; n < config_.max_frames_per_turn; ++n) {
+        std::vector<zmq::message_t> parts;
+        zmq::message_t part;
+        bool more = true;
+        auto got = router_.recv(part, zmq::recv_flags::dontwait);
+        if (!got) break;
+        parts.push_back(std::move(part));
+        while ((more = parts.back().more())) {
+          zmq::message_t next;
+          (void)router_.recv(next);
+          parts.push_back(std::move(next));
+        }
+        Peer peer{parts.front().to_string(), parts.size() == 3 && parts[1].size() == 0};
+        if (parts.size() < 2 || parts.size() > 3) {
+          on_bad_frame(peer, Error{Errc::bad_frame, "expected one body frame"}, now);
+          continue;
+        }
+        const auto& body = parts.back();
+        auto frame = proto::decode(std::string_view(static_cast<const char*>(body.data()), body.size()));
+        if (!frame) {
+          on_bad_frame(peer, frame.error(), now);
+          continue;
+        }
+        on_frame(peer, std::move(*frame), now);
+      }
+      expire_silent_workers(now);
+    }
+    if (!store_.connected()) reconnect(now);
+    if (store_.connected()) run_round(now);
+    else answer_enqueues_unavailable("Redis is unavailable");
+    if (stopping_) {
+      if (results_.empty()) break;
+      if (!store_.connected()) {
+        spdlog::error("stopping with {} results not applied: Redis unavailable (workers resend them)", results_.size());
+        break;
+      }
+    }
+  }
+  spdlog::info("broker stopped");
+  return {};
+}
+
+void Broker::on_frame(const Peer& peer, proto::Frame&& frame, int64_t now) {
+  std::visit(
+      [&](auto&& f) {
+        using T = std::decay_t<decltype(f)>;
+        if constexpr (std::is_same_v<T, proto::Hello>) on_hello(peer, std::move(f), now);
+        else if constexpr (std::is_same_v<T, proto::Heartbeat>) on_heartbeat(peer, f, now);
+        else if constexpr (std::is_same_v<T, proto::Results>) on_results(peer, std::move(f));
+        else if constexpr (std::is_same_v<T, proto::Bye>) on_bye(peer, f, now);
+        else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::move(f), now);
+        else if constexpr (std::is_same_v<T, proto::StatsRequest>) stats_requests_.emplace_back(peer, f.request_id);
+        else if constexpr (std::is_same_v<T, proto::JobRequest>) on_job_request(peer, f);
+        else on_bad_frame(peer, Error{Errc::bad_frame, fmt::format("a {} frame is not sent to the broker", proto::type_name(T::kType))}, now);
+      },
+      std::move(frame));
+}
+
+void Broker::on_bad_frame(const Peer& peer, const Error& error, int64_t now) {
+  ++frames_rejected_;
+  auto& last = bad_frame_logged_at_[peer.routing_id];
+  if (now - last >= kBadFrameLogIntervalMs) {
+    last = now;
+    spdlog::warn("rejected frame from peer {:?}: {} ({} rejected in total)", peer.routing_id, error.message, frames_rejected_);
+  }
+  if (bad_frame_logged_at_.size() > 10'000) bad_frame_logged_at_.clear();
+  send(peer, proto::ErrorFrame{0, errc_name(error.code), error.message, 0});
+}
+
+void Broker::on_hello(const Peer& peer, proto::Hello&& hello, int64_t now) {
+  proto::Welcome welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms), {}};
+  for (const auto& name : hello.queues) welcome.endpoints.push_back({name, queue(name).advertised});
+  spdlog::info("worker {} ({} pid {}) joined: queues [{}], capacity {}, holding {}", hello.worker_id, hello.host,
+               hello.pid, fmt::join(hello.queues, ","), hello.capacity, hello.held.size());
+  workers_.upsert(peer.routing_id, WorkerInfo{hello.worker_id, hello.queues, hello.capacity, false, now});
+  adopt_held(peer.routing_id, hello.held, now);
+  send(peer, welcome);
+}
+
+void Broker::adopt_held(const std::string& routing_id, const std::vector<proto::JobRef>& held, int64_t now) {
+  for (const auto& ref : held) {
+    InflightJob* job = inflight_.find(ref.queue, ref.id);
+    if (job == nullptr || job->token != ref.token) {
+      // A job leased before this broker started (or re-leased since): Redis
+      // decides by token whether this worker's delivery is still current.
+      if (job == nullptr) inflight_.add(InflightJob{ref.queue, ref.id, ref.token, routing_id, now});
+      extends_[ref.queue].push_back(TokenRef{ref.id, ref.token});
+      continue;
+    }
+    job->worker = routing_id;
+    if (job->lease_deadline_ms - now < config_.lease_ttl_ms / 2) extends_[ref.queue].push_back(TokenRef{ref.id, ref.token});
+  }
+}
+
+void Broker::on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, int64_t now) {
+  WorkerInfo* worker = workers_.find(peer.routing_id);
+  if (worker == nullptr) {
+    // The broker restarted or declared this worker dead: it must say hello
+    // again, reporting what it holds.
+    send(peer, proto::ErrorFrame{0, "unknown_worker", "say hello first", 0});
+    return;
+  }
+  worker->last_seen_ms = now;
+  worker->draining = heartbeat.draining;
+  if (heartbeat.capacity > 0) worker->capacity = heartbeat.capacity;
+  adopt_held(peer.routing_id, heartbeat.held, now);
+  send(peer, proto::Pong{broker_id_});
+}
+
+void Broker::on_results(const Peer& peer, proto::Results&& results) {
+  for (auto& item : results.items) {
+    // Credit comes back now; Redis decides (by token) whether it counts.
+    inflight_.remove(item.queue, item.id, item.token);
+    results_.push_back(PendingResult{peer, std::move(item)});
+  }
+  if (WorkerInfo* w = workers_.find(peer.routing_id)) w->last_seen_ms = wall_ms();
+}
+
+void Broker::on_bye(const Peer& peer, const proto::Bye& bye, int64_t now) {
+  for (const auto& ref : bye.unstarted) {
+    inflight_.remove(ref.queue, ref.id, ref.token);
+    requeues_[ref.queue].push_back(NackItem{ref.id, ref.token, NackMode::now, "handed back by a stopping worker", 0});
+  }
+  forget_worker(peer.routing_id, "said bye", now);
+}
+
+void Broker::forget_worker(const std::string& routing_id, const char* reason, int64_t) {
+  WorkerInfo* w = workers_.find(routing_id);
+  if (w == nullptr) return;
+  auto held = inflight_.take_held_by(routing_id);
+  spdlog::info("worker {} {}; re-delivering {} jobs it held", w->worker_id, reason, held.size());
+  for (auto& job : held)
+    requeues_[job.queue].push_back(NackItem{job.id, job.token, NackMode::now, "worker lost (no heartbeat)", 0});
+  workers_.remove(routing_id);
+}
+
+void Broker::expire_silent_workers(int64_t now) {
+  for (const auto& rid : workers_.silent_since(now - config_.worker_timeout_ms)) forget_worker(rid, "stopped heartbeating", now);
+}
+
+void Broker::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, int64_t now) {
+  EnqueueRequest request{peer, std::move(enqueue), {}, 0};
+  request.outcomes.resize(request.frame.jobs.size());
+  for (size_t i = 0; i < request.frame.jobs.size(); ++i) {
+    auto& job = request.frame.jobs[i];
+    auto& outcome = request.outcomes[i];
+    outcome.id = job.id;
+    Result<void> valid = validate_queue_name(job.queue);
+    if (valid) valid = validate_job_id(job.id);
+    if (valid) valid = validate_job_type(job.type);
+    if (valid && (job.due_ms < 0 || job.due_ms > now + kFarFutureMs)) valid = fail(Errc::bad_argument, "due time is negative or more than 10 years away");
+    if (valid && job.max_attempts > 1000) valid = fail(Errc::bad_argument, "max_attempts must be at most 1000");
+    if (valid && job.payload.data.size() > proto::kMaxPayloadBytes) valid = fail(Errc::bad_argument, "payload exceeds 1 MiB");
+    if (!valid) {
+      outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
+      outcome.reason = valid.error().message;
+    } else {
+      ++request.unanswered;
+    }
+  }
+  if (request.unanswered == 0) {
+    send(peer, proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes), 0});
+    return;
+  }
+  enqueues_.push_back(std::move(request));
+}
+
+void Broker::on_job_request(const Peer& peer, const proto::JobRequest& request) {
+  proto::JobReply reply{request.request_id, false, {}};
+  if (!store_.connected()) {
+    send(peer, proto::ErrorFrame{request.request_id, "unavailable", "Redis is unavailable", 1000});
+    return;
+  }
+  std::vector<std::string> candidates;
+  if (!request.queue.empty()) candidates.push_back(request.queue);
+  else
+    for (const auto& [name, q] : queues_) candidates.push_back(name);
+  for (const auto& name : candidates) {
+    auto fields = store_.job_fields(name, request.id);
+    if (!fields) {
+      send(peer, proto::ErrorFrame{request.request_id, "unavailable", fields.error().message, 1000});
+      return;
+    }
+    if (!fields->empty()) {
+      reply.found = true;
+      reply.fields = std::move(*fields);
+      reply.fields["queue"] = name;
+      reply.fields["id"] = request.id;
+      break;
+    }
+  }
+  send(peer, reply);
+}
+
+bool Broker::has_work_now() const {
+  if (!enqueues_.empty() || !results_.empty() || !extends_.empty() || !requeues_.empty() || !stats_requests_.empty())
+    return true;
+  for (const auto& [name, q] : queues_)
+    if (q.maybe_ready && workers_.capacity_for(name) > inflight_.count(name)) return true;
+  return false;
+}
+
+int64_t Broker::next_wake(int64_t now) const {
+  if (!store_.connected()) return std::max(now, reconnect_at_ms_);
+  if (has_work_now()) return now;
+  int64_t wake = now + kMaxSleepMs;
+  for (const auto& [name, q] : queues_) {
+    if (q.next_due_ms >= 0) wake = std::min(wake, q.next_due_ms);
+    if (q.next_deadline_ms >= 0) wake = std::min(wake, q.next_deadline_ms);
+  }
+  if (workers_.size() > 0) wake = std::min(wake, workers_.oldest_seen_ms() + config_.worker_timeout_ms + 1);
+  return wake;
+}
+
+void Broker::reconnect(int64_t now) {
+  if (now < reconnect_at_ms_) return;
+  auto ok = store_.connect();
+  if (!ok) {
+    spdlog::warn("Redis unavailable, retrying in {} ms: {}", reconnect_backoff_ms_, ok.error().message);
+    reconnect_at_ms_ = now + reconnect_backoff_ms_;
+    reconnect_backoff_ms_ = std::min(reconnect_backoff_ms_ * 2, kMaxReconnectMs);
+    return;
+  }
+  spdlog::info("Redis connection restored");
+  reconnect_backoff_ms_ = 100;
+  // Whatever happened while away (a restart, a failover) the replies of the
+  // next round bring the schedule and lease times up to date.
+  for (auto& [name, q] : queues_) {
+    q.next_due_ms = 0;
+    q.next_deadline_ms = 0;
+    q.maybe_ready = true;
+  }
+}
+
+void Broker::answer_enqueues_unavailable(const std::string& why) {
+  for (auto& request : enqueues_) {
+    proto::ErrorFrame error{request.frame.request_id, "unavailable", why + "; nothing from this request was accepted",
+                            static_cast<uint32_t>(reconnect_backoff_ms_)};
+    send(request.producer, error);
+  }
+  enqueues_.clear();
+  extends_.clear();
+  stats_requests_.clear();
+}
+
+void Broker::run_round(int64_t now) {
+  Round round;
+
+  // Enqueues, grouped by queue, at most kEnqueueChunk jobs per script call.
+  struct EnqueueSlot { size_t request; size_t position; };
+  struct EnqueueCall { size_t reply; std::string queue; std::vector<EnqueueSlot> slots; std::vector<const proto::NewJob*> jobs; };
+  std::vector<EnqueueCall> enqueue_calls;
+  {
+    std::map<std::string, EnqueueCall> open;
+    for (size_t r = 0; r < enqueues_.size(); ++r) {
+      const auto& request = enqueues_[r];
+      for (size_t i = 0; i < request.frame.jobs.size(); ++i) {
+        if (request.outcomes[i].status == static_cast<uint8_t>(proto::EnqueueStatus::rejected)) continue;
+        const auto& job = request.frame.jobs[i];
+        auto& call = open[job.queue];
+        call.queue = job.queue;
+        call.slots.push_back({r, i});
+        call.jobs.push_back(&job);
+        if (call.jobs.size() == kEnqueueChunk) {
+          enqueue_calls.push_back(std::move(call));
+          open.erase(job.queue);
+        }
+      }
+    }
+    for (auto& [name, call] : open) enqueue_calls.push_back(std::move(call));
+    for (auto& call : enqueue_calls) {
+      Queue& q = queue(call.queue);
+      if (!q.registered) round.command(Command{"SADD", kQueuesKey, call.queue});
+      call.reply = round.enqueue(call.queue, call.jobs, now, config_.policy(call.queue).max_attempts);
+    }
+  }
+
+  // Results from workers, split into acks and nacks per queue.
+  struct ResultCall { size_t reply; std::string queue; bool ack; std::vector<size_t> results; };
+  std::vector<ResultCall> result_calls;
+  {
+    std::map<std::pair<std::string, bool>, ResultCall> open;
+    auto close = [&](ResultCall& call) {
+      const auto& policy = config_.policy(call.queue);
+      if (call.ack) {
+        std::vector<TokenRef> items;
+        for (size_t i : call.results) items.push_back({results_[i].result.id, results_[i].result.token});
+        call.reply = round.ack(call.queue, now, policy.done_retention_s, items);
+      } else {
+        std::vector<NackItem> items;
+        std::uniform_real_distribution<double> jitter(0.0, 1.0);
+        for (size_t i : call.results) {
+          const auto& r = results_[i].result;
+          const auto mode = r.outcome == static_cast<uint8_t>(proto::Outcome::failed_final) ? NackMode::dead : NackMode::retry;
+          items.push_back({r.id, r.token, mode, r.error.empty() ? "failed" : r.error, jitter(rng_)});
+        }
+        call.reply = round.nack(call.queue, now, policy.backoff_base_ms, policy.backoff_cap_ms, items);
+      }
+      result_calls.push_back(std::move(call));
+    };
+    for (size_t i = 0; i < results_.size(); ++i) {
+      const auto& r = results_[i].result;
+      const bool ack = r.outcome == static_cast<uint8_t>(proto::Outcome::done);
+      auto key = std::make_pair(r.queue, ack);
+      auto& call = open[key];
+      call.queue = r.queue;
+      call.ack = ack;
+      call.results.push_back(i);
+      if (call.results.size() == kResultChunk) {
+        close(call);
+        open.erase(key);
+      }
+    }
+    for (auto& [key, call] : open) close(call);
+  }
+
+  // Jobs of lost workers go back at once (still counted as an attempt).
+  std::vector<std::pair<size_t, std::string>> requeue_calls;
+  for (auto& [name, items] : requeues_) {
+    for (size_t i = 0; i < items.size(); i += kResultChunk) {
+      std::vector<NackItem> chunk(items.begin() + i, items.begin() + std::min(items.size(), i + kResultChunk));
+      const auto& policy = config_.policy(name);
+      requeue_calls.emplace_back(round.nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, chunk), name);
+    }
+  }
+  requeues_.clear();
+
+  // Lease extensions for jobs workers report holding.
+  const int64_t extended_deadline = now + config_.lease_ttl_ms;
+  struct ExtendCall { size_t reply; std::string queue; std::vector<TokenRef> items; };
+  std::vector<ExtendCall> extend_calls;
+  for (auto& [name, items] : extends_) {
+    for (size_t i = 0; i < items.size(); i += kResultChunk) {
+      std::vector<TokenRef> chunk(items.begin() + i, items.begin() + std::min(items.size(), i + kResultChunk));
+      const size_t reply = round.extend(name, extended_deadline, chunk);
+      extend_calls.push_back({reply, name, std::move(chunk)});
+    }
+  }
+  extends_.clear();
+
+  // Promotion, reclaim and leases per queue. Promote and reclaim come before
+  // the lease in the same pipeline, so the lease sees what they moved.
+  struct QueueCalls { std::string queue; std::optional<size_t> promote, reclaim, lease; int lease_count = 0; };
+  std::vector<QueueCalls> queue_calls;
+  const int64_t lease_deadline = now + config_.delivery_timeout_ms;
+  std::set<std::string> enqueued_to;
+  for (const auto& call : enqueue_calls) enqueued_to.insert(call.queue);
+  for (auto& [name, q] : queues_) {
+    QueueCalls calls{name, {}, {}, {}, 0};
+    if (q.next_due_ms >= 0 && q.next_due_ms <= now) calls.promote = round.promote(name, now, config_.promote_batch);
+    if (q.next_deadline_ms >= 0 && q.next_deadline_ms <= now) {
+      calls.reclaim = round.reclaim(name, now, config_.reclaim_batch);
+      inflight_.expire(now);
+    }
+    const int64_t credit = workers_.capacity_for(name) - inflight_.count(name);
+    const bool maybe_ready = q.maybe_ready || calls.promote || calls.reclaim || enqueued_to.contains(name) ||
+                             std::any_of(requeue_calls.begin(), requeue_calls.end(), [&](auto& c) { return c.second == name; }) ||
+                             std::any_of(result_calls.begin(), result_calls.end(), [&](auto& c) { return c.queue == name && !c.ack; });
+    if (credit > 0 && maybe_ready && !stopping_) {
+      calls.lease_count = static_cast<int>(std::min<int64_t>(credit, config_.lease_batch));
+      calls.lease = round.lease(name, lease_deadline, calls.lease_count);
+    }
+    if (calls.promote || calls.reclaim || calls.lease) queue_calls.push_back(std::move(calls));
+  }
+
+  std::vector<size_t> stats_replies;
+  for (const auto& [name, q] : queues_) stats_replies.push_back(stats_requests_.empty() ? 0 : round.stats(name, now));
+
+  if (round.empty()) return;
+  auto replies = store_.execute(round);
+  if (!replies) {
+    spdlog::error("Redis round failed: {}; results are kept and retried", replies.error().message);
+    store_.disconnect();
+    reconnect_at_ms_ = now;  // try once at once, then back off
+    answer_enqueues_unavailable("Redis connection lost while writing");
+    return;
+  }
+  auto& rs = *replies;
+  auto script_failed = [&](size_t index, const char* what) {
+    if (auto err = reply_error(rs[index].get()); !err.empty()) {
+      spdlog::error("{} script failed: {}", what, err);
+      return true;
+    }
+    return false;
+  };
+
+  for (auto& call : enqueue_calls) {
+    Queue& q = queue(call.queue);
+    q.registered = true;
+    auto statuses = Store::parse_integers(rs[call.reply].get());
+    for (size_t j = 0; j < call.slots.size(); ++j) {
+      auto& request = enqueues_[call.slots[j].request];
+      auto& outcome = request.outcomes[call.slots[j].position];
+      if (!statuses || statuses->size() != call.slots.size()) {
+        outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
+        outcome.reason = "store error: " + (statuses ? std::string("bad reply") : statuses.error().message);
+      } else {
+        outcome.status = static_cast<uint8_t>((*statuses)[j] == 1 ? proto::EnqueueStatus::accepted : proto::EnqueueStatus::duplicate);
+        const int64_t due = call.jobs[j]->due_ms;
+        if (due > now) q.next_due_ms = min_known(q.next_due_ms, due);
+        else q.maybe_ready = true;
+      }
+      --request.unanswered;
+    }
+  }
+  for (auto& request : enqueues_) send(request.producer, proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes), 0});
+  enqueues_.clear();
+
+  std::map<std::string, proto::Confirm> confirms;  // by routing id
+  std::map<std::string, Peer> confirm_peers;
+  for (const auto& call : result_calls) {
+    if (script_failed(call.reply, call.ack ? "ack" : "nack")) continue;  // kept for the next round
+    if (!call.ack) {
+      auto outcomes = Store::parse_nack(rs[call.reply].get());
+      if (outcomes)
+        for (const auto& o : *outcomes)
+          if (o.status == 1) {
+            if (o.due_ms > now) queue(call.queue).next_due_ms = min_known(queue(call.queue).next_due_ms, o.due_ms);
+            else queue(call.queue).maybe_ready = true;
+          }
+    }
+    for (size_t i : call.results) {
+      auto& pending = results_[i];
+      confirm_peers[pending.worker.routing_id] = pending.worker;
+      confirms[pending.worker.routing_id].items.push_back({pending.result.queue, pending.result.id, pending.result.token});
+      pending.result.token = 0;  // applied: dropped below
+    }
+  }
+  std::erase_if(results_, [](const PendingResult& p) { return p.result.token == 0; });
+  for (auto& [rid, confirm] : confirms) send(confirm_peers[rid], confirm);
+
+  for (const auto& [reply, name] : requeue_calls)
+    if (!script_failed(reply, "requeue")) queue(name).maybe_ready = true;
+
+  for (const auto& call : extend_calls) {
+    auto applied = Store::parse_integers(rs[call.reply].get());
+    if (!applied || applied->size() != call.items.size()) continue;
+    for (size_t j = 0; j < call.items.size(); ++j) {
+      if ((*applied)[j] == 1) {
+        if (InflightJob* job = inflight_.find(call.queue, call.items[j].id); job && job->token == call.items[j].token)
+          job->lease_deadline_ms = extended_deadline;
+      } else {
+        // That delivery is no longer current (re-leased or finished): the
+        // worker's eventual result will be rejected as stale.
+        inflight_.remove(call.queue, call.items[j].id, call.items[j].token);
+      }
+    }
+  }
+
+  for (const auto& calls : queue_calls) {
+    Queue& q = queue(calls.queue);
+    if (calls.promote) {
+      if (auto p = Store::parse_promote(rs[*calls.promote].get())) {
+        if (p->moved > 0) q.maybe_ready = true;
+        // More due jobs than one batch: promote again at once.
+        q.next_due_ms = p->moved == config_.promote_batch ? now : p->next_due_ms;
+      } else {
+        spdlog::error("promote on '{}': {}", calls.queue, p.error().message);
+      }
+    }
+    if (calls.reclaim) {
+      if (auto r = Store::parse_reclaim(rs[*calls.reclaim].get())) {
+        if (r->requeued + r->dead > 0)
+          spdlog::info("queue '{}': {} expired leases re-queued, {} dead-lettered", calls.queue, r->requeued, r->dead);
+        if (r->requeued > 0) q.maybe_ready = true;
+        q.next_deadline_ms = r->requeued + r->dead == config_.reclaim_batch ? now : r->next_deadline_ms;
+      } else {
+        spdlog::error("reclaim on '{}': {}", calls.queue, r.error().message);
+      }
+    }
+    if (calls.lease) {
+      auto jobs = Store::parse_lease(rs[*calls.lease].get());
+      if (!jobs) {
+        spdlog::error("lease on '{}': {}", calls.queue, jobs.error().message);
+        continue;
+      }
+      q.maybe_ready = static_cast<int>(jobs->size()) == calls.lease_count;
+      if (!jobs->empty()) q.next_deadline_ms = min_known(q.next_deadline_ms, lease_deadline);
+      dispatch(q, std::move(*jobs), lease_deadline);
+    }
+  }
+
+  if (!stats_requests_.empty()) {
+    proto::StatsReply reply;
+    reply.workers = static_cast<uint32_t>(workers_.size());
+    size_t i = 0;
+    for (const auto& [name, q] : queues_) {
+      if (auto s = Store::parse_stats(name, rs[stats_replies[i]].get())) reply.queues.push_back(*s);
+      ++i;
+    }
+    for (const auto& [peer, request_id] : stats_requests_) {
+      reply.request_id = request_id;
+      send(peer, reply);
+    }
+    stats_requests_.clear();
+  }
+}
+
+void Broker::dispatch(Queue& q, std::vector<LeasedJob>&& jobs, int64_t deadline) {
+  for (auto& job : jobs) {
+    inflight_.add(InflightJob{q.name, job.id, job.token, "", deadline});
+    proto::Task task{q.name, job.id, job.type, proto::Bytes{std::move(job.payload)}, job.due_ms, job.attempt,
+                     job.max_attempts, job.token, job.created_ms};
+    const std::string frame = proto::encode(task);
+    // With no worker connected the send fails; the lease then runs out at
+    // the delivery deadline and the job is leased again.
+    if (!q.push->send(zmq::buffer(frame), zmq::send_flags::dontwait))
+      spdlog::warn("queue '{}': no worker took job {}; it is re-leased after the delivery timeout", q.name, job.id);
+  }
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,121 @@
+#pragma once
+// The coordinator: one thread, one event loop. Each turn it waits for the
+// earliest of (next due time, next lease deadline, next worker expiry, an
+// incoming frame), reads what arrived, and applies everything to Redis in one
+// pipelined round: enqueues, results, lease extensions, promotion of due
+// jobs, reclaim of expired leases and leases for free worker capacity.
+#include <zmq.hpp>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "broker/config.hpp"
+#include "broker/inflight.hpp"
+#include "broker/registry.hpp"
+#include "broker/store.hpp"
+#include "common/protocol.hpp"
+
+namespace dueq::broker {
+
+class Broker {
+ public:
+  explicit Broker(BrokerConfig config);
+  ~Broker();
+
+  // Connects to Redis (waiting for it while it is down), checks its
+  // durability settings, binds the sockets and reads known queues.
+  Result<void> start();
+  // Runs until SIGTERM/SIGINT (delivered through `signal_fd`), then stops
+  // reading, writes the results it holds to Redis and returns.
+  Result<void> run(int signal_fd);
+
+  // The endpoint the main socket is bound to (resolves "tcp://...:0").
+  const std::string& bound_endpoint() const { return bound_endpoint_; }
+
+ private:
+  struct Peer {
+    std::string routing_id;
+    bool req_envelope = false;  // REQ peers put an empty frame before the body
+  };
+
+  struct Queue {
+    std::string name;
+    std::unique_ptr<zmq::socket_t> push;
+    std::string advertised;        // endpoint told to workers
+    int64_t next_due_ms = -1;      // earliest scheduled due time known, -1 none
+    int64_t next_deadline_ms = -1; // earliest lease deadline known, -1 none
+    bool maybe_ready = false;      // the ready list may hold jobs
+    bool registered = false;       // name written to the queue registry
+  };
+
+  struct PendingResult {
+    Peer worker;
+    proto::JobResult result;
+  };
+
+  struct EnqueueRequest {
+    Peer producer;
+    proto::Enqueue frame;
+    std::vector<proto::EnqueueOutcome> outcomes;
+    size_t unanswered = 0;
+  };
+
+  // Frame handlers: decode has happened; they record work for the round.
+  void on_frame(const Peer& peer, proto::Frame&& frame, int64_t now);
+  void on_hello(const Peer& peer, proto::Hello&& hello, int64_t now);
+  void on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, int64_t now);
+  void on_results(const Peer& peer, proto::Results&& results);
+  void on_bye(const Peer& peer, const proto::Bye& bye, int64_t now);
+  void on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, int64_t now);
+  void on_job_request(const Peer& peer, const proto::JobRequest& request);
+  void on_bad_frame(const Peer& peer, const Error& error, int64_t now);
+
+  void adopt_held(const std::string& routing_id, const std::vector<proto::JobRef>& held, int64_t now);
+  void expire_silent_workers(int64_t now);
+  void forget_worker(const std::string& routing_id, const char* reason, int64_t now);
+
+  // One pipelined Redis round for everything gathered this turn.
+  void run_round(int64_t now);
+  void dispatch(Queue& queue, std::vector<LeasedJob>&& jobs, int64_t deadline);
+  void answer_enqueues_unavailable(const std::string& why);
+  void reconnect(int64_t now);
+  int64_t next_wake(int64_t now) const;
+
+  Queue& queue(const std::string& name);
+  bool has_work_now() const;
+
+  template <typename T>
+  void send(const Peer& peer, const T& frame);
+
+  BrokerConfig config_;
+  Store store_;
+  zmq::context_t context_;
+  zmq::socket_t router_;
+  std::string bound_endpoint_;
+  std::string broker_id_;
+  std::map<std::string, Queue> queues_;
+  WorkerRegistry workers_;
+  InflightTable inflight_;
+  std::mt19937_64 rng_{std::random_device{}()};
+
+  // Work gathered from frames, applied by the next round.
+  std::vector<EnqueueRequest> enqueues_;
+  std::vector<PendingResult> results_;              // kept until Redis applied them
+  std::map<std::string, std::vector<TokenRef>> extends_;
+  std::map<std::string, std::vector<NackItem>> requeues_;  // jobs of lost workers
+  std::vector<std::pair<Peer, uint64_t>> stats_requests_;
+
+  int64_t reconnect_at_ms_ = 0;
+  int64_t reconnect_backoff_ms_ = 100;
+  std::unordered_map<std::string, int64_t> bad_frame_logged_at_;
+  uint64_t frames_rejected_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace dueq::broker

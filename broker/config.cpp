@@ -1,0 +1,150 @@
+#include "broker/config.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+#include <toml++/toml.h>
+
+#include "common/duration.hpp"
+#include "common/names.hpp"
+
+namespace dueq::broker {
+
+namespace {
+
+std::unexpected<Error> bad_key(const std::string& key, const std::string& why) {
+  return fail(Errc::bad_argument, fmt::format("config key '{}': {}", key, why));
+}
+
+// Durations may be written as strings ("30s") or integers (milliseconds).
+Result<int64_t> read_duration(const toml::node& node, const std::string& key, int64_t min_ms) {
+  int64_t ms = 0;
+  if (auto s = node.value<std::string>()) {
+    auto parsed = parse_duration_ms(*s);
+    if (!parsed) return bad_key(key, parsed.error().message);
+    ms = *parsed;
+  } else if (auto i = node.value<int64_t>()) {
+    ms = *i;
+  } else {
+    return bad_key(key, "expected a duration such as \"30s\" or milliseconds");
+  }
+  if (ms < min_ms) return bad_key(key, fmt::format("must be at least {} ms", min_ms));
+  return ms;
+}
+
+Result<int64_t> read_int(const toml::node& node, const std::string& key, int64_t lo, int64_t hi) {
+  auto v = node.value<int64_t>();
+  if (!v || *v < lo || *v > hi) return bad_key(key, fmt::format("expected an integer in {}..{}", lo, hi));
+  return *v;
+}
+
+Result<void> read_policy(const toml::table& table, const std::string& prefix, QueuePolicy& policy) {
+  for (const auto& [k, node] : table) {
+    const std::string key(k.str());
+    const std::string full = prefix + key;
+    if (key == "max_attempts") {
+      auto v = read_int(node, full, 1, 1000);
+      if (!v) return std::unexpected(v.error());
+      policy.max_attempts = static_cast<uint32_t>(*v);
+    } else if (key == "backoff_base") {
+      auto v = read_duration(node, full, 0);
+      if (!v) return std::unexpected(v.error());
+      policy.backoff_base_ms = *v;
+    } else if (key == "backoff_cap") {
+      auto v = read_duration(node, full, 0);
+      if (!v) return std::unexpected(v.error());
+      policy.backoff_cap_ms = *v;
+    } else if (key == "done_retention") {
+      auto v = read_duration(node, full, 0);
+      if (!v) return std::unexpected(v.error());
+      policy.done_retention_s = *v / 1000;
+    } else {
+      return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention)");
+    }
+  }
+  if (policy.backoff_cap_ms < policy.backoff_base_ms) return bad_key(prefix + "backoff_cap", "must not be below backoff_base");
+  return {};
+}
+
+}  // namespace
+
+Result<void> load_config_file(const std::string& path, BrokerConfig& config) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return fail(Errc::bad_argument, fmt::format("config file {}: {} (line {})", path, e.description(), e.source().begin.line));
+  }
+  for (const auto& [k, node] : root) {
+    const std::string key(k.str());
+    auto set_duration = [&](int64_t& target, int64_t min_ms) -> Result<void> {
+      auto v = read_duration(node, key, min_ms);
+      if (!v) return std::unexpected(v.error());
+      target = *v;
+      return {};
+    };
+    auto set_int = [&](int& target, int64_t lo, int64_t hi) -> Result<void> {
+      auto v = read_int(node, key, lo, hi);
+      if (!v) return std::unexpected(v.error());
+      target = static_cast<int>(*v);
+      return {};
+    };
+    Result<void> ok;
+    if (key == "redis") {
+      auto v = node.value<std::string>();
+      if (!v) return bad_key(key, "expected a string");
+      config.redis_url = *v;
+    } else if (key == "listen") {
+      auto v = node.value<std::string>();
+      if (!v) return bad_key(key, "expected a string");
+      config.listen = *v;
+    } else if (key == "log_level") {
+      auto v = node.value<std::string>();
+      if (!v) return bad_key(key, "expected a string");
+      config.log_level = *v;
+    } else if (key == "allow_unsafe_redis") {
+      auto v = node.value<bool>();
+      if (!v) return bad_key(key, "expected true or false");
+      config.allow_unsafe_redis = *v;
+    } else if (key == "heartbeat") ok = set_duration(config.heartbeat_ms, 50);
+    else if (key == "worker_timeout") ok = set_duration(config.worker_timeout_ms, 100);
+    else if (key == "delivery_timeout") ok = set_duration(config.delivery_timeout_ms, 100);
+    else if (key == "lease_ttl") ok = set_duration(config.lease_ttl_ms, 1000);
+    else if (key == "lease_batch") ok = set_int(config.lease_batch, 1, 1000);
+    else if (key == "promote_batch") ok = set_int(config.promote_batch, 1, 5000);
+    else if (key == "reclaim_batch") ok = set_int(config.reclaim_batch, 1, 5000);
+    else if (key == "defaults") {
+      auto table = node.as_table();
+      if (!table) return bad_key(key, "expected a table");
+      ok = read_policy(*table, "defaults.", config.default_policy);
+    } else if (key == "queues") {
+      auto table = node.as_table();
+      if (!table) return bad_key(key, "expected a table of [queues.NAME] tables");
+      for (const auto& [qk, qnode] : *table) {
+        const std::string queue(qk.str());
+        if (auto valid = validate_queue_name(queue); !valid) return bad_key("queues." + queue, valid.error().message);
+        auto qtable = qnode.as_table();
+        if (!qtable) return bad_key("queues." + queue, "expected a table");
+        QueuePolicy policy = config.default_policy;
+        if (auto r = read_policy(*qtable, "queues." + queue + ".", policy); !r) return r;
+        config.queues[queue] = policy;
+      }
+    } else {
+      return bad_key(key, "unknown key");
+    }
+    if (!ok) return ok;
+  }
+  return {};
+}
+
+Result<void> validate_config(const BrokerConfig& c) {
+  if (c.worker_timeout_ms < 2 * c.heartbeat_ms)
+    return fail(Errc::bad_argument, "worker_timeout must be at least twice the heartbeat interval");
+  if (c.delivery_timeout_ms < c.heartbeat_ms * 2)
+    return fail(Errc::bad_argument, "delivery_timeout must be at least twice the heartbeat interval");
+  if (c.lease_ttl_ms < c.worker_timeout_ms * 2)
+    return fail(Errc::bad_argument, "lease_ttl must be at least twice worker_timeout");
+  return {};
+}
+
+}  // namespace dueq::broker

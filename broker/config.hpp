@@ -1,0 +1,50 @@
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/error.hpp"
+
+namespace dueq::broker {
+
+// Retry and retention policy of one queue ([queues.NAME] in the config file).
+struct QueuePolicy {
+  uint32_t max_attempts = 5;
+  int64_t backoff_base_ms = 1'000;
+  int64_t backoff_cap_ms = 600'000;
+  int64_t done_retention_s = 3'600;  // how long `dueq job ID` can still see a done job
+};
+
+struct BrokerConfig {
+  std::string redis_url = "redis://127.0.0.1:6379";
+  std::string listen = "tcp://0.0.0.0:7600";
+  bool allow_unsafe_redis = false;
+  std::string log_level = "info";
+
+  int64_t heartbeat_ms = 500;          // workers heartbeat this often
+  int64_t worker_timeout_ms = 1'500;   // silence after which a worker is dead
+  int64_t delivery_timeout_ms = 2'000; // a pushed job must be reported by then
+  int64_t lease_ttl_ms = 10'000;       // lease length once a worker holds the job
+
+  int lease_batch = 500;               // jobs per lease script call
+  int promote_batch = 2'000;           // jobs per promote script call
+  int reclaim_batch = 1'000;           // leases per reclaim script call
+  int max_frames_per_turn = 5'000;     // frames read before touching Redis
+
+  QueuePolicy default_policy;
+  std::map<std::string, QueuePolicy> queues;
+
+  const QueuePolicy& policy(const std::string& queue) const {
+    auto it = queues.find(queue);
+    return it == queues.end() ? default_policy : it->second;
+  }
+};
+
+// Reads a TOML file over the defaults in `config`. Unknown keys and values out
+// of range are errors naming the key.
+Result<void> load_config_file(const std::string& path, BrokerConfig& config);
+
+// Checks relations between settings (e.g. timeout longer than heartbeat).
+Result<void> validate_config(const BrokerConfig& config);
+
+}  // namespace dueq::broker

@@ -1,0 +1,83 @@
+// dueq-broker: the coordinator process. Parses its command line and config,
+// then hands over to broker::Broker.
+#include <signal.h>
+#include <sys/signalfd.h>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "broker/broker.hpp"
+#include "common/duration.hpp"
+#include "common/logging.hpp"
+
+namespace {
+
+// CLI11 validator for durations such as 500ms or 2s.
+struct DurationValidator : CLI::Validator {
+  DurationValidator() : CLI::Validator("DURATION") {
+    func_ = [](std::string& text) -> std::string {
+      auto ms = dueq::parse_duration_ms(text);
+      return ms ? std::string() : ms.error().message;
+    };
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace dueq;
+  broker::BrokerConfig config;
+  std::string config_file, redis, listen, log_level, heartbeat, worker_timeout, delivery_timeout, lease_ttl;
+  bool allow_unsafe = false;
+
+  CLI::App app{"dueq-broker: the dueq coordinator (owns Redis, schedules, leases and dispatches jobs)"};
+  app.add_option("--config", config_file, "TOML config file; command-line flags override it")->check(CLI::ExistingFile);
+  app.add_option("--redis", redis, "Redis URL: redis://[:password@]host:port[/db] or a unix socket path")->envname("DUEQ_REDIS");
+  app.add_option("--listen", listen, "endpoint for workers and producers, e.g. tcp://0.0.0.0:7600")->envname("DUEQ_LISTEN");
+  app.add_flag("--allow-unsafe-redis", allow_unsafe, "start even if Redis persistence is off or it may evict keys (development only)");
+  app.add_option("--heartbeat", heartbeat, "worker heartbeat interval (default 500ms)")->check(DurationValidator());
+  app.add_option("--worker-timeout", worker_timeout, "silence after which a worker is dead (default 1500ms)")->check(DurationValidator());
+  app.add_option("--delivery-timeout", delivery_timeout, "a pushed job must be reported by then (default 2s)")->check(DurationValidator());
+  app.add_option("--lease-ttl", lease_ttl, "lease length once a worker holds a job (default 10s)")->check(DurationValidator());
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!config_file.empty()) {
+    if (auto ok = broker::load_config_file(config_file, config); !ok) {
+      fmt::print(stderr, "dueq-broker: {}\n", ok.error().message);
+      return 2;
+    }
+  }
+  if (!redis.empty()) config.redis_url = redis;
+  if (!listen.empty()) config.listen = listen;
+  if (!log_level.empty()) config.log_level = log_level;
+  if (allow_unsafe) config.allow_unsafe_redis = true;
+  if (!heartbeat.empty()) config.heartbeat_ms = *parse_duration_ms(heartbeat);
+  if (!worker_timeout.empty()) config.worker_timeout_ms = *parse_duration_ms(worker_timeout);
+  if (!delivery_timeout.empty()) config.delivery_timeout_ms = *parse_duration_ms(delivery_timeout);
+  if (!lease_ttl.empty()) config.lease_ttl_ms = *parse_duration_ms(lease_ttl);
+
+  if (auto ok = setup_logging("broker", config.log_level); !ok) {
+    fmt::print(stderr, "dueq-broker: {}\n", ok.error().message);
+    return 2;
+  }
+
+  // Signals arrive through a file descriptor the event loop polls.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+  const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
+
+  broker::Broker broker(config);
+  if (auto ok = broker.start(); !ok) {
+    spdlog::critical("{}", ok.error().message);
+    return 1;
+  }
+  if (auto ok = broker.run(signal_fd); !ok) {
+    spdlog::critical("{}", ok.error().message);
+    return 1;
+  }
+  return 0;
+}

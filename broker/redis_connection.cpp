@@ -1,0 +1,76 @@
+#include "broker/redis_connection.hpp"
+
+namespace dueq::broker {
+
+namespace {
+
+timeval to_timeval(int ms) { return timeval{ms / 1000, (ms % 1000) * 1000}; }
+
+}  // namespace
+
+std::string_view reply_error(const redisReply* reply) {
+  if (reply == nullptr || reply->type != REDIS_REPLY_ERROR) return {};
+  return std::string_view(reply->str, reply->len);
+}
+
+Result<RedisConnection> RedisConnection::connect(const RedisAddress& address, int timeout_ms) {
+  const timeval timeout = to_timeval(timeout_ms);
+  redisContext* raw = address.unix_path.empty()
+                          ? redisConnectWithTimeout(address.host.c_str(), address.port, timeout)
+                          : redisConnectUnixWithTimeout(address.unix_path.c_str(), timeout);
+  if (raw == nullptr) return fail(Errc::unavailable, "cannot allocate a Redis context");
+  RedisConnection conn(raw);
+  if (raw->err) return fail(Errc::unavailable, "cannot connect to Redis at " + address.describe() + ": " + raw->errstr);
+  redisSetTimeout(raw, timeout);
+  if (address.unix_path.empty()) redisEnableKeepAlive(raw);
+  if (!address.password.empty()) {
+    auto reply = conn.run(Command{"AUTH", address.password});
+    if (!reply) return std::unexpected(reply.error());
+    if (auto err = reply_error(reply->get()); !err.empty())
+      return fail(Errc::unavailable, "Redis AUTH failed: " + std::string(err));
+  }
+  if (address.db != 0) {
+    auto reply = conn.run(Command{"SELECT", std::to_string(address.db)});
+    if (!reply) return std::unexpected(reply.error());
+    if (auto err = reply_error(reply->get()); !err.empty())
+      return fail(Errc::unavailable, "Redis SELECT failed: " + std::string(err));
+  }
+  return conn;
+}
+
+Result<std::vector<ReplyPtr>> RedisConnection::pipeline(const std::vector<Command>& commands) {
+  if (broken_) return fail(Errc::unavailable, "Redis connection is broken");
+  std::vector<const char*> argv;
+  std::vector<size_t> lengths;
+  for (const auto& command : commands) {
+    argv.clear();
+    lengths.clear();
+    for (const auto& arg : command.args()) {
+      argv.push_back(arg.data());
+      lengths.push_back(arg.size());
+    }
+    if (redisAppendCommandArgv(context_.get(), static_cast<int>(argv.size()), argv.data(), lengths.data()) != REDIS_OK) {
+      broken_ = true;
+      return fail(Errc::unavailable, std::string("Redis append failed: ") + context_->errstr);
+    }
+  }
+  std::vector<ReplyPtr> replies;
+  replies.reserve(commands.size());
+  for (size_t i = 0; i < commands.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(context_.get(), &raw) != REDIS_OK || raw == nullptr) {
+      broken_ = true;
+      return fail(Errc::unavailable, std::string("Redis connection lost: ") + context_->errstr);
+    }
+    replies.emplace_back(static_cast<redisReply*>(raw));
+  }
+  return replies;
+}
+
+Result<ReplyPtr> RedisConnection::run(const Command& command) {
+  auto replies = pipeline({command});
+  if (!replies) return std::unexpected(replies.error());
+  return std::move(replies->front());
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,64 @@
+#pragma once
+// RAII over hiredis: one blocking connection with a command timeout, used in
+// pipelined rounds (append many commands, then read all replies).
+#include <hiredis/hiredis.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/redis_url.hpp"
+
+namespace dueq::broker {
+
+struct ReplyDeleter {
+  void operator()(redisReply* reply) const { freeReplyObject(reply); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+struct ContextDeleter {
+  void operator()(redisContext* context) const { redisFree(context); }
+};
+
+// One Redis command as owned argument strings.
+class Command {
+ public:
+  Command() = default;
+  explicit Command(std::initializer_list<std::string_view> args) {
+    for (auto a : args) add(a);
+  }
+  Command& add(std::string_view arg) {
+    args_.emplace_back(arg);
+    return *this;
+  }
+  Command& add(int64_t number) { return add(std::string_view(std::to_string(number))); }
+  const std::vector<std::string>& args() const { return args_; }
+
+ private:
+  std::vector<std::string> args_;
+};
+
+class RedisConnection {
+ public:
+  static Result<RedisConnection> connect(const RedisAddress& address, int timeout_ms);
+
+  // Sends every command in one write and reads every reply. A reply that is
+  // a Redis error is returned as a reply (callers inspect it); only a lost or
+  // broken connection is an Error, after which the connection is unusable.
+  Result<std::vector<ReplyPtr>> pipeline(const std::vector<Command>& commands);
+  Result<ReplyPtr> run(const Command& command);
+
+  bool broken() const { return broken_; }
+
+ private:
+  explicit RedisConnection(redisContext* context) : context_(context) {}
+  std::unique_ptr<redisContext, ContextDeleter> context_;
+  bool broken_ = false;
+};
+
+// Short text of an error reply, or "" when the reply is not an error.
+std::string_view reply_error(const redisReply* reply);
+
+}  // namespace dueq::broker

@@ -1,0 +1,268 @@
+#include "broker/store.hpp"
+
+#include <fmt/format.h>
+
+namespace dueq::broker {
+
+namespace {
+
+std::unexpected<Error> bad_reply(const redisReply* reply, const char* what) {
+  if (auto err = reply_error(reply); !err.empty())
+    return fail(Errc::internal, fmt::format("{}: Redis said: {}", what, err));
+  return fail(Errc::internal, fmt::format("{}: unexpected reply shape", what));
+}
+
+std::string str(const redisReply* r) {
+  if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) return std::string(r->str, r->len);
+  if (r->type == REDIS_REPLY_INTEGER) return std::to_string(r->integer);
+  return {};
+}
+
+int64_t num(const redisReply* r) {
+  if (r->type == REDIS_REPLY_INTEGER) return r->integer;
+  if (r->type == REDIS_REPLY_STRING) return std::strtoll(r->str, nullptr, 10);
+  return 0;
+}
+
+bool is_noscript(const redisReply* reply) { return reply_error(reply).starts_with("NOSCRIPT"); }
+
+}  // namespace
+
+size_t Round::script(lua::ScriptId id, std::vector<std::string> keys, Command args) {
+  scripts_.push_back(id);
+  keys_.push_back(std::move(keys));
+  commands_.push_back(std::move(args));
+  return commands_.size() - 1;
+}
+
+size_t Round::command(Command command) {
+  scripts_.push_back(std::nullopt);
+  keys_.emplace_back();
+  commands_.push_back(std::move(command));
+  return commands_.size() - 1;
+}
+
+size_t Round::enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
+                      uint32_t default_max_attempts) {
+  QueueKeys k(queue);
+  Command args;
+  args.add(now_ms).add(static_cast<int64_t>(default_max_attempts)).add(static_cast<int64_t>(jobs.size()));
+  for (const auto* job : jobs)
+    args.add(job->id).add(job->type).add(job->payload.data).add(job->due_ms).add(static_cast<int64_t>(job->max_attempts));
+  return script(lua::ScriptId::enqueue, {k.scheduled, k.ready, k.stats, k.job_prefix}, std::move(args));
+}
+
+size_t Round::promote(const std::string& queue, int64_t now_ms, int limit) {
+  QueueKeys k(queue);
+  return script(lua::ScriptId::promote, {k.scheduled, k.ready, k.job_prefix}, Command().add(now_ms).add(limit));
+}
+
+size_t Round::lease(const std::string& queue, int64_t deadline_ms, int count) {
+  QueueKeys k(queue);
+  return script(lua::ScriptId::lease, {k.ready, k.leased, k.job_prefix}, Command().add(deadline_ms).add(count));
+}
+
+size_t Round::ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<TokenRef>& items) {
+  QueueKeys k(queue);
+  Command args;
+  args.add(now_ms).add(retention_s).add(static_cast<int64_t>(items.size()));
+  for (const auto& item : items) args.add(item.id).add(static_cast<int64_t>(item.token));
+  return script(lua::ScriptId::ack, {k.leased, k.stats, k.job_prefix}, std::move(args));
+}
+
+size_t Round::nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms,
+                   const std::vector<NackItem>& items) {
+  QueueKeys k(queue);
+  Command args;
+  args.add(now_ms).add(base_ms).add(cap_ms).add(static_cast<int64_t>(items.size()));
+  for (const auto& item : items) {
+    const char* mode = item.mode == NackMode::retry ? "retry" : item.mode == NackMode::now ? "now" : "dead";
+    args.add(item.id).add(static_cast<int64_t>(item.token)).add(mode).add(item.reason);
+  }
+  for (const auto& item : items) args.add(fmt::format("{:.6f}", item.jitter));
+  return script(lua::ScriptId::nack, {k.scheduled, k.ready, k.leased, k.dead, k.stats, k.job_prefix}, std::move(args));
+}
+
+size_t Round::extend(const std::string& queue, int64_t deadline_ms, const std::vector<TokenRef>& items) {
+  QueueKeys k(queue);
+  Command args;
+  args.add(deadline_ms).add(static_cast<int64_t>(items.size()));
+  for (const auto& item : items) args.add(item.id).add(static_cast<int64_t>(item.token));
+  return script(lua::ScriptId::extend, {k.leased, k.stats, k.job_prefix}, std::move(args));
+}
+
+size_t Round::reclaim(const std::string& queue, int64_t now_ms, int limit) {
+  QueueKeys k(queue);
+  return script(lua::ScriptId::reclaim, {k.leased, k.ready, k.dead, k.stats, k.job_prefix},
+                Command().add(now_ms).add(limit));
+}
+
+size_t Round::stats(const std::string& queue, int64_t now_ms) {
+  QueueKeys k(queue);
+  return script(lua::ScriptId::stats, {k.scheduled, k.ready, k.leased, k.dead, k.stats}, Command().add(now_ms));
+}
+
+Result<void> Store::connect() {
+  connection_.reset();
+  auto conn = RedisConnection::connect(address_, timeout_ms_);
+  if (!conn) return std::unexpected(conn.error());
+  connection_.emplace(std::move(*conn));
+  if (auto ok = load_scripts(); !ok) {
+    connection_.reset();
+    return ok;
+  }
+  return {};
+}
+
+Result<void> Store::load_scripts() {
+  std::vector<Command> loads;
+  for (const auto& script : lua::kScripts) loads.push_back(Command{"SCRIPT", "LOAD", script.source});
+  auto replies = connection_->pipeline(loads);
+  if (!replies) return std::unexpected(replies.error());
+  for (size_t i = 0; i < lua::kScriptCount; ++i) {
+    const redisReply* r = (*replies)[i].get();
+    if (r->type != REDIS_REPLY_STRING)
+      return fail(Errc::internal, fmt::format("loading script {}: {}", lua::kScripts[i].name, reply_error(r)));
+    shas_[i] = str(r);
+  }
+  return {};
+}
+
+Result<void> Store::check_durability_settings() {
+  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
+  auto replies = connection_->pipeline({Command{"CONFIG", "GET", "appendonly"}, Command{"CONFIG", "GET", "maxmemory-policy"}});
+  if (!replies) return std::unexpected(replies.error());
+  auto value = [](const redisReply* r) -> std::optional<std::string> {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return std::nullopt;
+    return str(r->element[1]);
+  };
+  const auto appendonly = value((*replies)[0].get());
+  const auto policy = value((*replies)[1].get());
+  if (!appendonly || !policy)
+    return fail(Errc::unavailable,
+                "cannot read Redis settings with CONFIG GET (is the command renamed or disabled?); "
+                "check appendonly=yes and maxmemory-policy=noeviction by hand and start with --allow-unsafe-redis");
+  if (*appendonly != "yes")
+    return fail(Errc::bad_argument,
+                "Redis has appendonly=" + *appendonly +
+                    ": accepted jobs would be lost on a restart. Set 'appendonly yes' and 'appendfsync everysec' "
+                    "in redis.conf (or CONFIG SET appendonly yes), or pass --allow-unsafe-redis for development");
+  if (*policy != "noeviction")
+    return fail(Errc::bad_argument,
+                "Redis has maxmemory-policy=" + *policy +
+                    ": Redis may evict jobs under memory pressure. Set 'maxmemory-policy noeviction' in redis.conf, "
+                    "or pass --allow-unsafe-redis for development");
+  return {};
+}
+
+Command Store::build(const Round& round, size_t index) const {
+  const auto& script = round.scripts_[index];
+  if (!script) return round.commands_[index];
+  const auto& keys = round.keys_[index];
+  Command cmd{"EVALSHA", shas_[static_cast<size_t>(*script)], std::to_string(keys.size())};
+  for (const auto& key : keys) cmd.add(key);
+  for (const auto& arg : round.commands_[index].args()) cmd.add(arg);
+  return cmd;
+}
+
+Result<std::vector<ReplyPtr>> Store::execute(const Round& round) {
+  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
+  std::vector<Command> commands;
+  commands.reserve(round.size());
+  for (size_t i = 0; i < round.size(); ++i) commands.push_back(build(round, i));
+  auto replies = connection_->pipeline(commands);
+  if (!replies) return replies;
+  std::vector<size_t> lost;  // scripts Redis no longer had (restart, SCRIPT FLUSH); they did nothing
+  for (size_t i = 0; i < replies->size(); ++i)
+    if (is_noscript((*replies)[i].get())) lost.push_back(i);
+  if (lost.empty()) return replies;
+  if (auto ok = load_scripts(); !ok) return std::unexpected(ok.error());
+  std::vector<Command> again;
+  for (size_t i : lost) again.push_back(build(round, i));
+  auto retried = connection_->pipeline(again);
+  if (!retried) return retried;
+  for (size_t j = 0; j < lost.size(); ++j) (*replies)[lost[j]] = std::move((*retried)[j]);
+  return replies;
+}
+
+Result<std::vector<std::string>> Store::known_queues() {
+  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
+  auto reply = connection_->run(Command{"SMEMBERS", kQueuesKey});
+  if (!reply) return std::unexpected(reply.error());
+  const redisReply* r = reply->get();
+  if (r->type != REDIS_REPLY_ARRAY) return bad_reply(r, "SMEMBERS");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < r->elements; ++i) out.push_back(str(r->element[i]));
+  return out;
+}
+
+Result<std::map<std::string, std::string>> Store::job_fields(const std::string& queue, const std::string& id) {
+  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
+  auto reply = connection_->run(Command{"HGETALL", QueueKeys(queue).job(id)});
+  if (!reply) return std::unexpected(reply.error());
+  const redisReply* r = reply->get();
+  if (r->type != REDIS_REPLY_ARRAY) return bad_reply(r, "HGETALL");
+  std::map<std::string, std::string> out;
+  for (size_t i = 0; i + 1 < r->elements; i += 2) out[str(r->element[i])] = str(r->element[i + 1]);
+  return out;
+}
+
+Result<std::vector<int64_t>> Store::parse_integers(const redisReply* r) {
+  if (r->type != REDIS_REPLY_ARRAY) return bad_reply(r, "script");
+  std::vector<int64_t> out;
+  out.reserve(r->elements);
+  for (size_t i = 0; i < r->elements; ++i) out.push_back(num(r->element[i]));
+  return out;
+}
+
+Result<std::vector<LeasedJob>> Store::parse_lease(const redisReply* r) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements % 8 != 0) return bad_reply(r, "lease");
+  std::vector<LeasedJob> out;
+  out.reserve(r->elements / 8);
+  for (size_t i = 0; i < r->elements; i += 8) {
+    redisReply** e = r->element + i;
+    out.push_back(LeasedJob{str(e[0]), str(e[1]), str(e[2]), num(e[3]), static_cast<uint32_t>(num(e[4])),
+                            static_cast<uint32_t>(num(e[5])), static_cast<uint64_t>(num(e[6])), num(e[7])});
+  }
+  return out;
+}
+
+Result<std::vector<NackOutcome>> Store::parse_nack(const redisReply* r) {
+  auto values = parse_integers(r);
+  if (!values) return std::unexpected(values.error());
+  if (values->size() % 2 != 0) return bad_reply(r, "nack");
+  std::vector<NackOutcome> out;
+  for (size_t i = 0; i < values->size(); i += 2) out.push_back({static_cast<int>((*values)[i]), (*values)[i + 1]});
+  return out;
+}
+
+Result<PromoteOutcome> Store::parse_promote(const redisReply* r) {
+  auto values = parse_integers(r);
+  if (!values || values->size() != 2) return bad_reply(r, "promote");
+  return PromoteOutcome{(*values)[0], (*values)[1]};
+}
+
+Result<ReclaimOutcome> Store::parse_reclaim(const redisReply* r) {
+  auto values = parse_integers(r);
+  if (!values || values->size() != 3) return bad_reply(r, "reclaim");
+  return ReclaimOutcome{(*values)[0], (*values)[1], (*values)[2]};
+}
+
+Result<proto::QueueStats> Store::parse_stats(const std::string& queue, const redisReply* r) {
+  auto v = parse_integers(r);
+  if (!v || v->size() != 9) return bad_reply(r, "stats");
+  proto::QueueStats s;
+  s.queue = queue;
+  s.scheduled = (*v)[0];
+  s.waiting = (*v)[1];
+  s.in_flight = (*v)[2];
+  s.dead = (*v)[3];
+  s.next_due_ms = (*v)[4] < 0 ? 0 : (*v)[4];
+  s.accepted = (*v)[5];
+  s.done = (*v)[6];
+  s.retried = (*v)[7];
+  s.stale_acks = (*v)[8];
+  return s;
+}
+
+}  // namespace dueq::broker

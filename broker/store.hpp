@@ -1,0 +1,129 @@
+#pragma once
+// The broker's typed view of Redis: every change goes through one of the Lua
+// scripts in lua/, built into pipelined rounds so that a loop iteration of the
+// broker costs one round trip however many jobs it moves.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "broker/keys.hpp"
+#include "broker/redis_connection.hpp"
+#include "common/error.hpp"
+#include "common/protocol.hpp"
+#include "common/redis_url.hpp"
+#include "lua/scripts.hpp"
+
+namespace dueq::broker {
+
+struct LeasedJob {
+  std::string id;
+  std::string type;
+  std::string payload;
+  int64_t due_ms = 0;
+  uint32_t attempt = 0;
+  uint32_t max_attempts = 0;
+  uint64_t token = 0;
+  int64_t created_ms = 0;
+};
+
+struct TokenRef {
+  std::string id;
+  uint64_t token = 0;
+};
+
+enum class NackMode { retry, now, dead };
+
+struct NackItem {
+  std::string id;
+  uint64_t token = 0;
+  NackMode mode = NackMode::retry;
+  std::string reason;
+  double jitter = 0;  // [0, 1]
+};
+
+struct NackOutcome {
+  int status = 0;  // 0 stale, 1 retried, 2 dead
+  int64_t due_ms = 0;
+};
+
+struct PromoteOutcome {
+  int64_t moved = 0;
+  int64_t next_due_ms = -1;
+};
+
+struct ReclaimOutcome {
+  int64_t requeued = 0;
+  int64_t dead = 0;
+  int64_t next_deadline_ms = -1;
+};
+
+// A batch of store operations sent in one round trip. Each add_* returns the
+// index of its reply in Store::execute's result.
+class Round {
+ public:
+  size_t enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
+                 uint32_t default_max_attempts);
+  size_t promote(const std::string& queue, int64_t now_ms, int limit);
+  size_t lease(const std::string& queue, int64_t deadline_ms, int count);
+  size_t ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<TokenRef>& items);
+  size_t nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms,
+              const std::vector<NackItem>& items);
+  size_t extend(const std::string& queue, int64_t deadline_ms, const std::vector<TokenRef>& items);
+  size_t reclaim(const std::string& queue, int64_t now_ms, int limit);
+  size_t stats(const std::string& queue, int64_t now_ms);
+  size_t command(Command command);
+
+  bool empty() const { return commands_.empty(); }
+  size_t size() const { return commands_.size(); }
+
+ private:
+  friend class Store;
+  size_t script(lua::ScriptId id, std::vector<std::string> keys, Command args);
+  std::vector<std::optional<lua::ScriptId>> scripts_;
+  std::vector<std::vector<std::string>> keys_;
+  std::vector<Command> commands_;  // script arguments, or a whole plain command
+};
+
+class Store {
+ public:
+  explicit Store(RedisAddress address, int timeout_ms = 2000) : address_(std::move(address)), timeout_ms_(timeout_ms) {}
+
+  // Connects and loads the scripts. Safe to call again after a failure.
+  Result<void> connect();
+  bool connected() const { return connection_.has_value() && !connection_->broken(); }
+  void disconnect() { connection_.reset(); }
+  const RedisAddress& address() const { return address_; }
+
+  // Refuses a Redis that can lose accepted jobs: persistence off or an
+  // eviction policy other than noeviction. The message says what to change.
+  Result<void> check_durability_settings();
+
+  // Runs the round: one pipelined round trip (two if Redis had lost its
+  // script cache, which is reloaded and the scripts sent again).
+  Result<std::vector<ReplyPtr>> execute(const Round& round);
+
+  // Reads that need no script.
+  Result<std::vector<std::string>> known_queues();
+  Result<std::map<std::string, std::string>> job_fields(const std::string& queue, const std::string& id);
+
+  static Result<std::vector<int64_t>> parse_integers(const redisReply* reply);
+  static Result<std::vector<LeasedJob>> parse_lease(const redisReply* reply);
+  static Result<std::vector<NackOutcome>> parse_nack(const redisReply* reply);
+  static Result<PromoteOutcome> parse_promote(const redisReply* reply);
+  static Result<ReclaimOutcome> parse_reclaim(const redisReply* reply);
+  static Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* reply);
+
+ private:
+  Result<void> load_scripts();
+  Command build(const Round& round, size_t index) const;
+
+  RedisAddress address_;
+  int timeout_ms_;
+  std::optional<RedisConnection> connection_;
+  std::array<std::string, lua::kScriptCount> shas_;
+};
+
+}  // namespace dueq::broker
