@@ -1,0 +1,259 @@
+// dueq: command-line producer and inspector. Talks only to the broker.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/clock.hpp"
+#include "common/duration.hpp"
+#include "dueq/client.hpp"
+
+namespace {
+
+// Exit codes: 0 ok, 1 error, 2 usage/bad input, 3 not found, 75 try again later.
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitNotFound = 3;
+constexpr int kExitTempFail = 75;
+
+int report(const dueq::ClientError& error) {
+  fmt::print(stderr, "dueq: {}: {}\n", error.code, error.message);
+  if (error.retry_after_ms > 0) fmt::print(stderr, "dueq: retry after {} ms\n", error.retry_after_ms);
+  return error.code == "unavailable" || error.code == "overloaded" || error.code == "timeout" ? kExitTempFail : kExitError;
+}
+
+std::string format_time(int64_t ms) {
+  if (ms <= 0) return "-";
+  const time_t secs = ms / 1000;
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("{}.{:03}Z", buffer, ms % 1000);
+}
+
+struct EnqueueArgs {
+  std::string queue, type, payload, payload_file, delay, at, id, from;
+  int64_t at_ms = -1;
+  uint32_t max_attempts = 0;
+};
+
+int enqueue_one(dueq::Client& client, const EnqueueArgs& a) {
+  dueq::JobSpec job{a.queue, a.type, a.payload, a.id, 0, a.max_attempts};
+  if (!a.payload_file.empty()) {
+    std::ifstream in(a.payload_file, std::ios::binary);
+    if (a.payload_file != "-" && !in) {
+      fmt::print(stderr, "dueq: cannot read --payload-file {}\n", a.payload_file);
+      return kExitUsage;
+    }
+    std::ostringstream buffer;
+    buffer << (a.payload_file == "-" ? std::cin.rdbuf() : in.rdbuf());
+    job.payload = buffer.str();
+  }
+  if (!a.delay.empty()) {
+    auto ms = dueq::parse_duration_ms(a.delay);
+    if (!ms) {
+      fmt::print(stderr, "dueq: --delay: {}\n", ms.error().message);
+      return kExitUsage;
+    }
+    job.due_ms = dueq::Client::in_ms(*ms);
+  } else if (!a.at.empty()) {
+    auto ms = dueq::parse_rfc3339_ms(a.at);
+    if (!ms) {
+      fmt::print(stderr, "dueq: --at: {}\n", ms.error().message);
+      return kExitUsage;
+    }
+    job.due_ms = *ms;
+  } else if (a.at_ms >= 0) {
+    job.due_ms = a.at_ms;
+  }
+  auto result = client.enqueue(std::move(job));
+  if (!result) return report(result.error());
+  switch (result->status) {
+    case dueq::EnqueueResult::Status::accepted: fmt::print("{}\n", result->id); return 0;
+    case dueq::EnqueueResult::Status::duplicate:
+      fmt::print("{}\n", result->id);
+      fmt::print(stderr, "dueq: job {} already existed; nothing new was enqueued\n", result->id);
+      return 0;
+    case dueq::EnqueueResult::Status::rejected:
+      fmt::print(stderr, "dueq: rejected: {}\n", result->reason);
+      return kExitUsage;
+  }
+  return kExitError;
+}
+
+// JSON lines: {"queue","type","payload","delay_ms"|"at_ms","id","max_attempts"}
+int enqueue_from(dueq::Client& client, const std::string& path) {
+  std::ifstream file(path);
+  if (path != "-" && !file) {
+    fmt::print(stderr, "dueq: cannot read {}\n", path);
+    return kExitUsage;
+  }
+  std::istream& in = path == "-" ? std::cin : file;
+  size_t accepted = 0, duplicate = 0, rejected = 0, line_no = 0;
+  std::vector<dueq::JobSpec> batch;
+  std::vector<size_t> batch_lines;
+  auto flush = [&]() -> int {
+    if (batch.empty()) return 0;
+    auto results = client.enqueue_batch(std::move(batch));
+    batch.clear();
+    if (!results) return report(results.error());
+    for (size_t i = 0; i < results->size(); ++i) {
+      const auto& r = (*results)[i];
+      if (r.status == dueq::EnqueueResult::Status::accepted) ++accepted;
+      else if (r.status == dueq::EnqueueResult::Status::duplicate) ++duplicate;
+      else {
+        ++rejected;
+        fmt::print(stderr, "dueq: line {}: rejected: {}\n", batch_lines[i], r.reason);
+      }
+    }
+    batch_lines.clear();
+    return 0;
+  };
+  std::string line;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    dueq::JobSpec job;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      if (!j.is_object()) throw std::runtime_error("not a JSON object");
+      for (const auto& [key, value] : j.items())
+        if (key != "queue" && key != "type" && key != "payload" && key != "delay_ms" && key != "at_ms" && key != "id" &&
+            key != "max_attempts")
+          throw std::runtime_error("unknown field '" + key + "'");
+      job.queue = j.at("queue").get<std::string>();
+      job.type = j.at("type").get<std::string>();
+      if (j.contains("payload")) job.payload = j["payload"].is_string() ? j["payload"].get<std::string>() : j["payload"].dump();
+      if (j.contains("id")) job.id = j["id"].get<std::string>();
+      if (j.contains("delay_ms") && j.contains("at_ms")) throw std::runtime_error("give delay_ms or at_ms, not both");
+      if (j.contains("delay_ms")) job.due_ms = dueq::Client::in_ms(j["delay_ms"].get<int64_t>());
+      if (j.contains("at_ms")) job.due_ms = j["at_ms"].get<int64_t>();
+      if (j.contains("max_attempts")) job.max_attempts = j["max_attempts"].get<uint32_t>();
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "dueq: {}:{}: {}\n", path, line_no, e.what());
+      ++rejected;
+      continue;
+    }
+    batch.push_back(std::move(job));
+    batch_lines.push_back(line_no);
+    if (batch.size() == 1000)
+      if (int rc = flush(); rc != 0) return rc;
+  }
+  if (int rc = flush(); rc != 0) return rc;
+  fmt::print("accepted {}, duplicate {}, rejected {}\n", accepted, duplicate, rejected);
+  return rejected > 0 ? kExitUsage : 0;
+}
+
+int stats(dueq::Client& client, bool json) {
+  auto result = client.stats();
+  if (!result) return report(result.error());
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& q : *result)
+      out.push_back({{"queue", q.queue}, {"scheduled", q.scheduled}, {"waiting", q.waiting}, {"in_flight", q.in_flight},
+                     {"done", q.done}, {"dead", q.dead}, {"accepted", q.accepted}, {"retried", q.retried},
+                     {"stale_acks", q.stale_acks}, {"next_due_ms", q.next_due_ms}});
+    fmt::print("{}\n", out.dump());
+    return 0;
+  }
+  fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {}\n", "QUEUE", "SCHEDULED", "WAITING",
+             "IN_FLIGHT", "DONE", "DEAD", "RETRIED", "STALE", "NEXT_DUE");
+  for (const auto& q : *result)
+    fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {}\n", q.queue, q.scheduled, q.waiting,
+               q.in_flight, q.done, q.dead, q.retried, q.stale_acks, format_time(q.next_due_ms));
+  return 0;
+}
+
+int show_job(dueq::Client& client, const std::string& id, const std::string& queue, bool json) {
+  auto result = client.job(id, queue);
+  if (!result) return report(result.error());
+  if (!*result) {
+    fmt::print(stderr, "dueq: no job {} (never enqueued, or done and past its retention)\n", id);
+    return kExitNotFound;
+  }
+  const auto& f = **result;
+  auto get = [&](const char* k) {
+    auto it = f.find(k);
+    return it == f.end() ? std::string() : it->second;
+  };
+  auto ms = [&](const char* k) { return get(k).empty() ? int64_t{0} : std::stoll(get(k)); };
+  if (json) {
+    nlohmann::json out{{"id", get("id")}, {"queue", get("queue")}, {"type", get("t")}, {"state", get("s")},
+                       {"due_ms", ms("d")}, {"attempt", ms("a")}, {"max_attempts", ms("m")}, {"token", ms("k")},
+                       {"created_ms", ms("c")}, {"finished_ms", ms("f")}, {"last_error", get("e")},
+                       {"error_log", get("el")}};
+    if (f.contains("p")) out["payload"] = get("p");
+    fmt::print("{}\n", out.dump());
+    return 0;
+  }
+  fmt::print("id:           {}\nqueue:        {}\ntype:         {}\nstate:        {}\ndue:          {}\n"
+             "attempt:      {} of {}\ntoken:        {}\ncreated:      {}\nfinished:     {}\nlast error:   {}\n",
+             get("id"), get("queue"), get("t"), get("s"), format_time(ms("d")), ms("a"), ms("m"), ms("k"),
+             format_time(ms("c")), format_time(ms("f")), get("e").empty() ? "-" : get("e"));
+  if (!get("el").empty()) fmt::print("error log:\n{}", get("el"));
+  if (f.contains("p")) fmt::print("payload:      {}\n", get("p"));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string broker = "tcp://127.0.0.1:7600", timeout = "5s";
+  CLI::App app{"dueq: enqueue jobs and inspect queues through a dueq broker"};
+  app.require_subcommand(1);
+  app.add_option("--broker", broker, "the broker's endpoint")->envname("DUEQ_BROKER");
+  app.add_option("--timeout", timeout, "how long to wait for each reply");
+
+  EnqueueArgs e;
+  auto* enqueue = app.add_subcommand("enqueue", "submit a job (or JSON lines with --from)");
+  auto* from = enqueue->add_option("--from", e.from, "file of JSON lines ('-' = stdin)");
+  auto* queue = enqueue->add_option("--queue", e.queue, "queue name")->excludes(from);
+  auto* type = enqueue->add_option("--type", e.type, "job type")->excludes(from);
+  auto* payload = enqueue->add_option("--payload", e.payload, "payload string")->excludes(from);
+  auto* payload_file = enqueue->add_option("--payload-file", e.payload_file, "payload file ('-' = stdin)")->excludes(from, payload);
+  auto* delay = enqueue->add_option("--delay", e.delay, "due after this long, e.g. 30s")->excludes(from);
+  auto* at = enqueue->add_option("--at", e.at, "due at this RFC 3339 time")->excludes(from, delay);
+  enqueue->add_option("--at-ms", e.at_ms, "due at this Unix time in ms")->excludes(from, delay, at)->check(CLI::NonNegativeNumber);
+  enqueue->add_option("--id", e.id, "job id (default: generated); the same id never makes a second job")->excludes(from);
+  enqueue->add_option("--max-attempts", e.max_attempts, "attempts before dead-lettering (default: the queue's)")
+      ->excludes(from)->check(CLI::Range(1, 1000));
+  (void)payload_file;
+
+  bool json = false;
+  auto* stats_cmd = app.add_subcommand("stats", "per-queue counts");
+  stats_cmd->add_flag("--json", json, "print JSON");
+
+  std::string job_id, job_queue;
+  auto* job_cmd = app.add_subcommand("job", "show one job");
+  job_cmd->add_option("id", job_id, "job id")->required();
+  job_cmd->add_option("--queue", job_queue, "queue to look in (default: all)");
+  job_cmd->add_flag("--json", json, "print JSON");
+
+  CLI11_PARSE(app, argc, argv);
+  auto timeout_ms = dueq::parse_duration_ms(timeout);
+  if (!timeout_ms || *timeout_ms == 0) {
+    fmt::print(stderr, "dueq: --timeout: {}\n", timeout_ms ? "must be positive" : timeout_ms.error().message);
+    return kExitUsage;
+  }
+  dueq::Client client(broker, dueq::ClientOptions{*timeout_ms, 3});
+  try {
+    if (*enqueue) {
+      if (!e.from.empty()) return enqueue_from(client, e.from);
+      if (queue->count() == 0 || type->count() == 0) {
+        fmt::print(stderr, "dueq: enqueue needs --queue and --type (or --from FILE)\n");
+        return kExitUsage;
+      }
+      return enqueue_one(client, e);
+    }
+    if (*stats_cmd) return stats(client, json);
+    if (*job_cmd) return show_job(client, job_id, job_queue, json);
+  } catch (const std::exception& ex) {
+    fmt::print(stderr, "dueq: {}\n", ex.what());
+    return kExitError;
+  }
+  return kExitUsage;
+}

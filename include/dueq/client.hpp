@@ -1,0 +1,73 @@
+#pragma once
+// dueq producer client: enqueue jobs and read queue state through the broker.
+// Not thread-safe: use one Client per thread.
+//
+//   dueq::Client client("tcp://broker:7600");
+//   auto r = client.enqueue({.queue = "emails", .type = "send", .payload = "{...}", .due_ms = dueq::Client::in_ms(30'000)});
+//   if (!r) std::cerr << r.error().message;
+#include <cstdint>
+#include <expected>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dueq {
+
+struct JobSpec {
+  std::string queue;
+  std::string type;
+  std::string payload;
+  std::string id;             // empty: a new id is generated; retrying with the same id never makes a second job
+  int64_t due_ms = 0;         // Unix ms when the job is due; 0 = now
+  uint32_t max_attempts = 0;  // 0 = the queue's default
+};
+
+struct EnqueueResult {
+  enum class Status { accepted, duplicate, rejected };
+  std::string id;
+  Status status = Status::accepted;
+  std::string reason;  // for rejected
+};
+
+struct ClientError {
+  std::string code;     // "timeout", "unavailable", "overloaded", "bad_frame", ...
+  std::string message;
+  uint32_t retry_after_ms = 0;  // set when the broker asks to retry later
+};
+
+struct QueueStats {
+  std::string queue;
+  int64_t scheduled = 0, waiting = 0, in_flight = 0, done = 0, dead = 0;
+  int64_t accepted = 0, retried = 0, stale_acks = 0, next_due_ms = 0;
+};
+
+struct ClientOptions {
+  int64_t timeout_ms = 5'000;  // per attempt
+  int attempts = 3;            // a request unanswered in time is sent again (safe: same job ids)
+};
+
+class Client {
+ public:
+  explicit Client(std::string broker_endpoint, ClientOptions options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  std::expected<EnqueueResult, ClientError> enqueue(JobSpec job);
+  // Up to 10,000 jobs per call; results are in the order of `jobs`.
+  std::expected<std::vector<EnqueueResult>, ClientError> enqueue_batch(std::vector<JobSpec> jobs);
+  std::expected<std::vector<QueueStats>, ClientError> stats();
+  // The job's stored fields, or nullopt when no queue has it.
+  std::expected<std::optional<std::map<std::string, std::string>>, ClientError> job(const std::string& id,
+                                                                                     const std::string& queue = "");
+
+  static int64_t in_ms(int64_t delay_ms);  // now + delay, as a due time
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dueq

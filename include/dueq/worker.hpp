@@ -1,0 +1,78 @@
+#pragma once
+// dueq worker library: connect to a dueq broker, receive jobs of the queues
+// you serve, run a handler per job type, and let the library take care of
+// heartbeats, results, resending after reconnects and graceful draining.
+//
+//   dueq::Worker worker({.broker = "tcp://broker:7600", .queues = {"emails"}, .concurrency = 8});
+//   worker.handle("send", [](const dueq::Job& job) { ...; return dueq::HandlerResult::done(); });
+//   return worker.run();   // until stop() is called (e.g. from a SIGTERM handler thread)
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dueq {
+
+struct Job {
+  std::string queue;
+  std::string id;
+  std::string type;
+  std::string payload;
+  int64_t due_ms = 0;        // when it was due (Unix ms)
+  uint32_t attempt = 0;      // 1 on the first delivery
+  uint32_t max_attempts = 0;
+  int64_t created_ms = 0;    // when the broker accepted it
+  int64_t received_ms = 0;   // when this worker received it
+  // Set when the job should stop early (the worker is being force-stopped).
+  const std::atomic<bool>* cancelled = nullptr;
+};
+
+struct HandlerResult {
+  enum class Status { done, failed, failed_final };
+  Status status = Status::done;
+  std::string error;  // readable reason, kept with the job
+
+  static HandlerResult done() { return {}; }
+  // Failed: retried with backoff while attempts remain.
+  static HandlerResult failed(std::string reason) { return {Status::failed, std::move(reason)}; }
+  // Failed for good (e.g. a payload that can never be processed): dead-lettered.
+  static HandlerResult failed_final(std::string reason) { return {Status::failed_final, std::move(reason)}; }
+};
+
+using Handler = std::function<HandlerResult(const Job&)>;
+
+struct WorkerOptions {
+  std::string broker = "tcp://127.0.0.1:7600";  // the broker's --listen endpoint
+  std::vector<std::string> queues;
+  unsigned concurrency = 1;         // handlers running at once
+  unsigned prefetch = 0;            // extra jobs buffered; 0 = same as concurrency
+  int64_t drain_timeout_ms = 30'000;  // on stop(): how long running jobs may finish
+  std::string worker_id;            // default: host-pid-random
+};
+
+class Worker {
+ public:
+  explicit Worker(WorkerOptions options);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Registers the handler for a job type; "*" handles every type without
+  // a handler of its own. Call before run().
+  void handle(const std::string& type, Handler handler);
+
+  // Runs until stop(); returns 0 after a clean drain, non-zero on a setup error.
+  int run();
+
+  // Thread-safe and signal-thread-safe: take no new jobs, let running ones
+  // finish (up to drain_timeout_ms), hand the rest back, then run() returns.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dueq

@@ -1,0 +1,74 @@
+// Example of the C++ worker library: handlers for a few job types. With
+// --record FILE it appends one line per job start ("id attempt start_us
+// due_ms created_ms pid"), which the end-to-end tests and benchmarks read.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "common/clock.hpp"
+#include "common/logging.hpp"
+#include "dueq/worker.hpp"
+
+int main(int argc, char** argv) {
+  dueq::WorkerOptions options;
+  std::string record;
+  CLI::App app{"dueq-example-worker: the worker library with built-in handlers noop, sleep (payload = ms), fail"};
+  app.add_option("--broker", options.broker, "broker endpoint")->envname("DUEQ_BROKER")->required();
+  app.add_option("--queue", options.queues, "queue to serve")->required();
+  app.add_option("--concurrency", options.concurrency, "handlers at once")->check(CLI::Range(1, 10'000));
+  app.add_option("--prefetch", options.prefetch, "extra jobs buffered");
+  app.add_option("--record", record, "append a line per job start to this file");
+  CLI11_PARSE(app, argc, argv);
+  (void)dueq::setup_logging("worker", "warn");
+
+  int record_fd = -1;
+  if (!record.empty()) {
+    record_fd = ::open(record.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (record_fd < 0) {
+      fmt::print(stderr, "cannot open {}\n", record);
+      return 2;
+    }
+  }
+  auto note_start = [record_fd](const dueq::Job& job) {
+    if (record_fd < 0) return;
+    const std::string line = fmt::format("{} {} {} {} {} {}\n", job.id, job.attempt, dueq::wall_us(), job.due_ms,
+                                         job.created_ms, ::getpid());
+    [[maybe_unused]] auto n = ::write(record_fd, line.data(), line.size());  // O_APPEND: one atomic line
+  };
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  dueq::Worker worker(options);
+  worker.handle("noop", [&](const dueq::Job& job) {
+    note_start(job);
+    return dueq::HandlerResult::done();
+  });
+  worker.handle("sleep", [&](const dueq::Job& job) {
+    note_start(job);
+    const long ms = std::strtol(job.payload.c_str(), nullptr, 10);
+    for (long slept = 0; slept < ms; slept += 10) {
+      if (job.cancelled->load()) return dueq::HandlerResult::failed("cancelled");
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10L, ms - slept)));
+    }
+    return dueq::HandlerResult::done();
+  });
+  worker.handle("fail", [&](const dueq::Job& job) {
+    note_start(job);
+    return dueq::HandlerResult::failed("asked to fail: " + job.payload);
+  });
+  std::thread([&worker, signals] {
+    int signo = 0;
+    sigwait(&signals, &signo);
+    worker.stop();
+  }).detach();
+  return worker.run();
+}

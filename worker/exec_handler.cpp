@@ -1,0 +1,164 @@
+#include "worker/exec_handler.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "common/clock.hpp"
+
+extern char** environ;
+
+namespace dueq {
+
+namespace {
+
+constexpr size_t kStderrTail = 2048;
+
+// Closes a file descriptor when it goes out of scope.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+std::vector<std::string> job_environment(const Job& job) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::string_view(*e).substr(0, 5) != "DUEQ_") env.emplace_back(*e);
+  env.push_back("DUEQ_JOB_ID=" + job.id);
+  env.push_back("DUEQ_JOB_TYPE=" + job.type);
+  env.push_back("DUEQ_QUEUE=" + job.queue);
+  env.push_back("DUEQ_ATTEMPT=" + std::to_string(job.attempt));
+  env.push_back("DUEQ_MAX_ATTEMPTS=" + std::to_string(job.max_attempts));
+  env.push_back("DUEQ_DUE_AT_MS=" + std::to_string(job.due_ms));
+  return env;
+}
+
+HandlerResult run_command(const std::string& command, int64_t timeout_ms, const Job& job) {
+  int in_pipe[2], err_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0) return HandlerResult::failed("cannot create a pipe");
+  Fd in_read(in_pipe[0]), in_write(in_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return HandlerResult::failed("cannot create a pipe");
+  Fd err_read(err_pipe[0]), err_write(err_pipe[1]);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in_read.get(), 0);
+  posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setpgroup(&attr, 0);  // own group: a timeout kills the whole tree
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGTERM);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+
+  auto env = job_environment(job);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string shell = "/bin/sh", dash_c = "-c", cmd = command;
+  char* argv[] = {shell.data(), dash_c.data(), cmd.data(), nullptr};
+
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, "/bin/sh", &actions, &attr, argv, envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return HandlerResult::failed(fmt::format("cannot start command: {}", std::strerror(rc)));
+  in_read.reset();
+  err_write.reset();
+  ::fcntl(in_write.get(), F_SETFL, O_NONBLOCK);
+
+  const int64_t deadline = wall_ms() + timeout_ms;
+  size_t written = 0;
+  if (job.payload.empty()) in_write.reset();
+  std::string err_tail;
+  bool timed_out = false, cancelled = false;
+  while (err_read.get() >= 0) {
+    pollfd fds[2];
+    int n = 0;
+    fds[n++] = {err_read.get(), POLLIN, 0};
+    if (in_write.get() >= 0) fds[n++] = {in_write.get(), POLLOUT, 0};
+    const int64_t left = deadline - wall_ms();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    if (job.cancelled != nullptr && job.cancelled->load()) {
+      cancelled = true;
+      break;
+    }
+    ::poll(fds, n, static_cast<int>(std::min<int64_t>(left, 100)));
+    if (n == 2 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const ssize_t w = ::write(in_write.get(), job.payload.data() + written, job.payload.size() - written);
+      if (w > 0) written += static_cast<size_t>(w);
+      if (w < 0 && errno != EAGAIN) in_write.reset();  // the command closed stdin early: fine
+      else if (written == job.payload.size()) in_write.reset();
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char buffer[4096];
+      const ssize_t r = ::read(err_read.get(), buffer, sizeof buffer);
+      if (r <= 0) {
+        err_read.reset();
+      } else {
+        err_tail.append(buffer, static_cast<size_t>(r));
+        if (err_tail.size() > kStderrTail * 2) err_tail.erase(0, err_tail.size() - kStderrTail);
+      }
+    }
+  }
+  in_write.reset();
+  if (timed_out || cancelled) ::kill(-pid, SIGKILL);
+  int status = 0;
+  // stderr closed but the command may still run (it closed stderr itself).
+  while (!timed_out && !cancelled) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (wall_ms() >= deadline || (job.cancelled != nullptr && job.cancelled->load())) {
+      timed_out = wall_ms() >= deadline;
+      cancelled = !timed_out;
+      ::kill(-pid, SIGKILL);
+      break;
+    }
+    ::usleep(2000);
+  }
+  if (timed_out || cancelled) ::waitpid(pid, &status, 0);
+  if (err_tail.size() > kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
+
+  if (timed_out) return HandlerResult::failed(fmt::format("timed out after {} ms (command killed)", timeout_ms));
+  if (cancelled) return HandlerResult::failed("cancelled: the worker was stopped before the command finished");
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return HandlerResult::done();
+  std::string reason = WIFEXITED(status) ? fmt::format("exit code {}", WEXITSTATUS(status))
+                                         : fmt::format("killed by signal {}", WTERMSIG(status));
+  while (!err_tail.empty() && std::isspace(static_cast<unsigned char>(err_tail.back()))) err_tail.pop_back();
+  if (!err_tail.empty()) reason += "; stderr: " + err_tail;
+  return HandlerResult::failed(std::move(reason));
+}
+
+}  // namespace
+
+Handler make_exec_handler(std::string command, int64_t timeout_ms) {
+  return [command = std::move(command), timeout_ms](const Job& job) { return run_command(command, timeout_ms, job); };
+}
+
+}  // namespace dueq

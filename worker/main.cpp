@@ -1,0 +1,75 @@
+// dueq-worker: runs an external command per job. See `dueq-worker --help`.
+#include <signal.h>
+
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/duration.hpp"
+#include "common/logging.hpp"
+#include "common/names.hpp"
+#include "dueq/worker.hpp"
+#include "worker/exec_handler.hpp"
+
+int main(int argc, char** argv) {
+  using namespace dueq;
+  WorkerOptions options;
+  std::vector<std::string> execs;
+  std::string timeout = "30m", drain_timeout = "30s", log_level = "info";
+
+  CLI::App app{"dueq-worker: runs a command for each job of the queues it serves"};
+  app.add_option("--broker", options.broker, "the broker's endpoint, e.g. tcp://broker-host:7600")
+      ->envname("DUEQ_BROKER")->required();
+  app.add_option("--queue", options.queues, "queue to serve (repeat for several)")->required();
+  app.add_option("--concurrency", options.concurrency, "commands running at once")->check(CLI::Range(1, 10'000));
+  app.add_option("--prefetch", options.prefetch, "extra jobs buffered beyond concurrency (default: = concurrency)")
+      ->check(CLI::Range(0, 100'000));
+  app.add_option("--exec", execs, "TYPE=COMMAND: run COMMAND (via /bin/sh -c) for jobs of TYPE; '*' for any type")
+      ->required();
+  app.add_option("--timeout", timeout, "per-job hard timeout; the command is killed and the attempt fails");
+  app.add_option("--drain-timeout", drain_timeout, "on SIGTERM: how long running jobs may finish");
+  app.add_option("--worker-id", options.worker_id, "name of this worker (default host-pid-random)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  CLI11_PARSE(app, argc, argv);
+
+  auto fail_usage = [](const std::string& message) {
+    fmt::print(stderr, "dueq-worker: {}\n", message);
+    return 2;
+  };
+  auto timeout_ms = parse_duration_ms(timeout);
+  if (!timeout_ms || *timeout_ms == 0) return fail_usage("--timeout: " + (timeout_ms ? "must be positive" : timeout_ms.error().message));
+  auto drain_ms = parse_duration_ms(drain_timeout);
+  if (!drain_ms) return fail_usage("--drain-timeout: " + drain_ms.error().message);
+  options.drain_timeout_ms = *drain_ms;
+  for (const auto& q : options.queues)
+    if (auto ok = validate_queue_name(q); !ok) return fail_usage("--queue: " + ok.error().message);
+  if (auto ok = setup_logging("worker", log_level); !ok) return fail_usage(ok.error().message);
+
+  // Handle SIGTERM/SIGINT on a thread of our own: it asks the worker to drain.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Worker worker(options);
+  for (const auto& spec : execs) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      return fail_usage("--exec '" + spec + "': expected TYPE=COMMAND");
+    const std::string type = spec.substr(0, eq);
+    if (type != "*")
+      if (auto ok = validate_job_type(type); !ok) return fail_usage("--exec: " + ok.error().message);
+    worker.handle(type, make_exec_handler(spec.substr(eq + 1), *timeout_ms));
+  }
+
+  std::thread([&worker, signals] {
+    int signo = 0;
+    sigwait(&signals, &signo);
+    spdlog::info("signal {}: draining", signo);
+    worker.stop();
+  }).detach();
+  return worker.run();
+}

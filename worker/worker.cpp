@@ -1,0 +1,410 @@
+#include "dueq/worker.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "common/clock.hpp"
+#include "common/endpoint.hpp"
+#include "common/ids.hpp"
+#include "common/protocol.hpp"
+
+namespace dueq {
+
+namespace {
+
+constexpr int64_t kHelloRetryMs = 1'000;
+constexpr int64_t kDefaultHeartbeatMs = 500;
+constexpr int64_t kConfirmWaitMs = 2'000;  // on drain: how long to wait for the broker to confirm results
+constexpr int64_t kCancelGraceMs = 5'000;  // on drain: how long cancelled handlers get to return
+
+std::string held_key(const std::string& queue, const std::string& id) { return queue + '\n' + id; }
+
+std::string default_worker_id() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string(host) + "-" + std::to_string(::getpid()) + "-" + new_instance_id().substr(0, 6);
+}
+
+}  // namespace
+
+struct Worker::Impl {
+  struct Delivery {
+    Job job;
+    uint64_t token = 0;
+  };
+
+  explicit Impl(WorkerOptions o) : options(std::move(o)), context(1), dealer(context, zmq::socket_type::dealer) {
+    if (options.prefetch == 0) options.prefetch = options.concurrency;
+    if (options.worker_id.empty()) options.worker_id = default_worker_id();
+    wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  }
+  ~Impl() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+
+  void wake() {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
+  }
+
+  uint32_t capacity() const { return options.concurrency + options.prefetch; }
+
+  // ---- handler pool -------------------------------------------------------
+  void start_pool() {
+    for (unsigned i = 0; i < options.concurrency; ++i) threads.emplace_back([this] { pool_thread(); });
+  }
+
+  void pool_thread() {
+    while (true) {
+      Delivery delivery;
+      {
+        std::unique_lock lock(pool_mutex);
+        pool_cv.wait(lock, [&] { return pool_closed || !pending.empty(); });
+        if (pending.empty()) return;
+        delivery = std::move(pending.front());
+        pending.pop_front();
+        ++running;
+      }
+      proto::JobResult result{delivery.job.queue, delivery.job.id, delivery.token, 0, {}};
+      HandlerResult outcome = run_handler(delivery.job);
+      result.outcome = static_cast<uint8_t>(outcome.status == HandlerResult::Status::done     ? proto::Outcome::done
+                                            : outcome.status == HandlerResult::Status::failed ? proto::Outcome::failed
+                                                                                              : proto::Outcome::failed_final);
+      result.error = std::move(outcome.error);
+      if (result.error.size() > proto::kMaxErrorText) result.error.resize(proto::kMaxErrorText);
+      {
+        std::lock_guard lock(pool_mutex);
+        completed.push_back(std::move(result));
+        --running;
+      }
+      wake();
+    }
+  }
+
+  HandlerResult run_handler(const Job& job) {
+    auto it = handlers.find(job.type);
+    if (it == handlers.end()) it = handlers.find("*");
+    if (it == handlers.end()) return HandlerResult::failed("no handler for job type '" + job.type + "' on worker " + options.worker_id);
+    try {
+      return it->second(job);
+    } catch (const std::exception& e) {
+      return HandlerResult::failed(std::string("handler threw: ") + e.what());
+    } catch (...) {
+      return HandlerResult::failed("handler threw a non-standard exception");
+    }
+  }
+
+  void stop_pool() {
+    {
+      std::lock_guard lock(pool_mutex);
+      pool_closed = true;
+    }
+    pool_cv.notify_all();
+    for (auto& t : threads) t.join();
+    threads.clear();
+  }
+
+  // ---- broker connection --------------------------------------------------
+  template <typename T>
+  void send(const T& frame) {
+    const std::string bytes = proto::encode(frame);
+    (void)dealer.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+  }
+
+  void send_hello(int64_t now) {
+    proto::Hello hello{options.worker_id, options.queues, capacity(), held_refs(), host_name(), static_cast<uint32_t>(::getpid())};
+    send(hello);
+    hello_sent_ms = now;
+  }
+
+  std::vector<proto::JobRef> held_refs() const {
+    std::vector<proto::JobRef> refs;
+    refs.reserve(held.size());
+    for (const auto& [key, ref] : held) refs.push_back(ref);
+    return refs;
+  }
+
+  static std::string host_name() {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    return host;
+  }
+
+  void on_welcome(const proto::Welcome& welcome, int64_t now) {
+    const bool restarted = !broker_id.empty() && broker_id != welcome.broker_id;
+    welcomed = true;
+    broker_id = welcome.broker_id;
+    heartbeat_ms = welcome.heartbeat_ms;
+    last_heard_ms = now;
+    for (const auto& ep : welcome.endpoints) {
+      const std::string endpoint = resolve_advertised_endpoint(options.broker, ep.endpoint);
+      auto& pull = pulls[ep.queue];
+      if (pull.socket && pull.endpoint == endpoint) continue;
+      if (draining) continue;
+      pull.socket = std::make_unique<zmq::socket_t>(context, zmq::socket_type::pull);
+      pull.socket->set(zmq::sockopt::linger, 0);
+      pull.socket->set(zmq::sockopt::rcvhwm, static_cast<int>(capacity()) * 4);
+      pull.socket->connect(endpoint);
+      pull.endpoint = endpoint;
+      spdlog::info("queue '{}': receiving tasks from {}", ep.queue, endpoint);
+    }
+    if (!unconfirmed.empty()) {
+      // The broker may have lost these (restart): it applies them by token,
+      // so resending an already-applied result is harmless.
+      proto::Results again;
+      for (const auto& [key, result] : unconfirmed) again.items.push_back(result);
+      spdlog::info("resending {} unconfirmed results{}", again.items.size(), restarted ? " to the restarted broker" : "");
+      send_results(std::move(again));
+    }
+  }
+
+  void send_results(proto::Results&& results) {
+    for (size_t i = 0; i < results.items.size(); i += proto::kMaxBatch) {
+      proto::Results chunk;
+      const size_t end = std::min(results.items.size(), i + proto::kMaxBatch);
+      chunk.items.assign(std::make_move_iterator(results.items.begin() + i), std::make_move_iterator(results.items.begin() + end));
+      send(chunk);
+    }
+  }
+
+  void on_broker_frame(proto::Frame&& frame, int64_t now) {
+    last_heard_ms = now;
+    if (auto* w = std::get_if<proto::Welcome>(&frame)) return on_welcome(*w, now);
+    if (std::holds_alternative<proto::Pong>(frame)) return;
+    if (auto* c = std::get_if<proto::Confirm>(&frame)) {
+      for (const auto& ref : c->items) {
+        auto it = unconfirmed.find(held_key(ref.queue, ref.id));
+        if (it != unconfirmed.end() && it->second.token == ref.token) unconfirmed.erase(it);
+      }
+      return;
+    }
+    if (auto* e = std::get_if<proto::ErrorFrame>(&frame)) {
+      if (e->code == "unknown_worker") {
+        welcomed = false;
+        send_hello(now);
+      } else {
+        spdlog::warn("broker error: {} {}", e->code, e->message);
+      }
+      return;
+    }
+    spdlog::warn("ignoring unexpected frame from the broker");
+  }
+
+  void on_task(proto::Task&& task, int64_t now) {
+    const std::string key = held_key(task.queue, task.id);
+    if (held.contains(key)) {
+      // A newer delivery of a job this worker still holds: the broker
+      // re-leased it, so the old delivery's result would be stale anyway.
+      spdlog::warn("job {} delivered again (token {}) while held", task.id, task.token);
+    }
+    held[key] = proto::JobRef{task.queue, task.id, task.token};
+    Delivery d{Job{std::move(task.queue), std::move(task.id), std::move(task.type), std::move(task.payload.data),
+                   task.due_ms, task.attempt, task.max_attempts, task.created_ms, now, &force_cancel},
+               task.token};
+    {
+      std::lock_guard lock(pool_mutex);
+      pending.push_back(std::move(d));
+    }
+    pool_cv.notify_one();
+  }
+
+  void collect_results() {
+    std::vector<proto::JobResult> done;
+    {
+      std::lock_guard lock(pool_mutex);
+      done.swap(completed);
+    }
+    if (done.empty()) return;
+    proto::Results results;
+    for (auto& r : done) {
+      const std::string key = held_key(r.queue, r.id);
+      if (auto it = held.find(key); it != held.end() && it->second.token == r.token) held.erase(it);
+      unconfirmed[key] = r;
+      results.items.push_back(std::move(r));
+    }
+    send_results(std::move(results));
+  }
+
+  // Take no new tasks; give back the ones not started.
+  void begin_drain(int64_t now) {
+    draining = true;
+    drain_deadline_ms = now + options.drain_timeout_ms;
+    proto::Bye bye;
+    for (auto& [queue, pull] : pulls) {
+      if (!pull.socket) continue;
+      pull.socket->disconnect(pull.endpoint);
+      zmq::message_t message;
+      while (pull.socket->recv(message, zmq::recv_flags::dontwait)) {
+        auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()));
+        if (auto* task = frame ? std::get_if<proto::Task>(&*frame) : nullptr)
+          bye.unstarted.push_back({task->queue, task->id, task->token});
+      }
+      pull.socket->close();
+      pull.socket.reset();
+    }
+    {
+      std::lock_guard lock(pool_mutex);
+      for (const auto& d : pending) {
+        bye.unstarted.push_back({d.job.queue, d.job.id, d.token});
+        held.erase(held_key(d.job.queue, d.job.id));
+      }
+      pending.clear();
+    }
+    spdlog::info("draining: {} jobs handed back, {} running", bye.unstarted.size(), running.load());
+    send(bye);
+  }
+
+  int run() {
+    if (options.queues.empty() || options.concurrency == 0) {
+      spdlog::error("a worker needs at least one queue and a concurrency of at least 1");
+      return 2;
+    }
+    dealer.set(zmq::sockopt::routing_id, options.worker_id);
+    dealer.set(zmq::sockopt::linger, 2000);
+    dealer.set(zmq::sockopt::reconnect_ivl, 100);
+    dealer.set(zmq::sockopt::reconnect_ivl_max, 1000);
+    try {
+      dealer.connect(options.broker);
+    } catch (const zmq::error_t& e) {
+      spdlog::error("cannot connect to broker endpoint '{}': {}", options.broker, e.what());
+      return 2;
+    }
+    start_pool();
+    int64_t now = wall_ms();
+    send_hello(now);
+    int64_t next_heartbeat = now + heartbeat_ms;
+    while (true) {
+      std::vector<zmq::pollitem_t> items = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
+      std::vector<zmq::socket_t*> pull_sockets;
+      for (auto& [queue, pull] : pulls)
+        if (pull.socket) {
+          items.push_back({pull.socket->handle(), 0, ZMQ_POLLIN, 0});
+          pull_sockets.push_back(pull.socket.get());
+        }
+      now = wall_ms();
+      const int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, draining ? now + 50 : next_heartbeat) - now);
+      try {
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait));
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;
+      }
+      now = wall_ms();
+      if (items[1].revents & ZMQ_POLLIN) {
+        uint64_t count = 0;
+        [[maybe_unused]] auto n = ::read(wake_fd, &count, sizeof count);
+      }
+      zmq::message_t message;
+      while (dealer.recv(message, zmq::recv_flags::dontwait)) {
+        auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()));
+        if (!frame) {
+          spdlog::warn("undecodable frame from the broker: {}", frame.error().message);
+          continue;
+        }
+        on_broker_frame(std::move(*frame), now);
+      }
+      for (size_t i = 0; i < pull_sockets.size(); ++i) {
+        if (draining) break;
+        while (pull_sockets[i]->recv(message, zmq::recv_flags::dontwait)) {
+          auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()));
+          proto::Task* task = frame ? std::get_if<proto::Task>(&*frame) : nullptr;
+          if (task == nullptr) {
+            spdlog::warn("dropping a bad task frame: {}", frame ? "not a task" : frame.error().message);
+            continue;
+          }
+          on_task(std::move(*task), now);
+        }
+      }
+      collect_results();
+      if (stop_requested.load() && !draining) begin_drain(now);
+      if (now >= next_heartbeat) {
+        if (!welcomed) {
+          if (now - hello_sent_ms >= kHelloRetryMs) send_hello(now);
+        } else {
+          send(proto::Heartbeat{held_refs(), capacity(), draining});
+        }
+        next_heartbeat = now + heartbeat_ms;
+      }
+      if (draining) {
+        const bool idle = running.load() == 0 && held.empty();
+        if (idle) {
+          if (idle_since_ms == 0) idle_since_ms = now;
+          // Exit once the broker confirmed every result, or after a short
+          // wait if it does not (down): its leases then expire instead.
+          if (unconfirmed.empty() || now - idle_since_ms >= kConfirmWaitMs) break;
+        } else if (now >= drain_deadline_ms && !force_cancel.load()) {
+          spdlog::warn("drain timeout: cancelling {} running jobs (they are retried)", running.load());
+          force_cancel = true;
+        } else if (now >= drain_deadline_ms + kCancelGraceMs) {
+          spdlog::error("{} handlers ignored cancellation; exiting without their results", running.load());
+          exit_code = 1;
+          break;
+        }
+      }
+    }
+    force_cancel = true;
+    stop_pool();
+    collect_results();
+    for (auto& [queue, pull] : pulls)
+      if (pull.socket) pull.socket->close();
+    dealer.close();
+    spdlog::info("worker {} stopped", options.worker_id);
+    return exit_code;
+  }
+
+  WorkerOptions options;
+  std::unordered_map<std::string, Handler> handlers;
+  std::atomic<bool> stop_requested{false};
+  std::atomic<bool> force_cancel{false};
+  int wake_fd = -1;
+
+  std::mutex pool_mutex;
+  std::condition_variable pool_cv;
+  std::deque<Delivery> pending;
+  std::vector<proto::JobResult> completed;
+  bool pool_closed = false;
+  std::atomic<int> running{0};
+  std::vector<std::thread> threads;
+
+  zmq::context_t context;
+  zmq::socket_t dealer;
+  struct Pull {
+    std::string endpoint;
+    std::unique_ptr<zmq::socket_t> socket;
+  };
+  std::map<std::string, Pull> pulls;
+  std::unordered_map<std::string, proto::JobRef> held;             // received, no result yet
+  std::unordered_map<std::string, proto::JobResult> unconfirmed;   // result sent, not confirmed
+  bool welcomed = false;
+  bool draining = false;
+  std::string broker_id;
+  int64_t heartbeat_ms = kDefaultHeartbeatMs;
+  int64_t hello_sent_ms = 0;
+  int64_t last_heard_ms = 0;
+  int64_t drain_deadline_ms = 0;
+  int64_t idle_since_ms = 0;
+  int exit_code = 0;
+};
+
+Worker::Worker(WorkerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Worker::~Worker() = default;
+
+void Worker::handle(const std::string& type, Handler handler) { impl_->handlers[type] = std::move(handler); }
+
+int Worker::run() { return impl_->run(); }
+
+void Worker::stop() {
+  impl_->stop_requested = true;
+  impl_->wake();
+}
+
+}  // namespace dueq
