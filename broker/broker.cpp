@@ -506,7 +506,13 @@ void Broker::run_round(int64_t now) {
   std::vector<size_t> stats_replies;
   for (const auto& [name, q] : queues_) stats_replies.push_back(stats_requests_.empty() ? 0 : round.stats(name, now));
 
-  if (round.empty()) return;
+  if (round.empty()) {
+    // No queue yet: the answer to a stats request is an empty list.
+    for (const auto& [peer, request_id] : stats_requests_)
+      send(peer, proto::StatsReply{request_id, {}, static_cast<uint32_t>(workers_.size())});
+    stats_requests_.clear();
+    return;
+  }
   auto replies = store_.execute(round);
   if (!replies) {
     spdlog::error("Redis round failed: {}; results are kept and retried", replies.error().message);

@@ -233,7 +233,12 @@ int main(int argc, char** argv) {
   job_cmd->add_option("--queue", job_queue, "queue to look in (default: all)");
   job_cmd->add_flag("--json", json, "print JSON");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help or the error
+    return code == 0 ? 0 : kExitUsage;
+  }
   auto timeout_ms = dueq::parse_duration_ms(timeout);
   if (!timeout_ms || *timeout_ms == 0) {
     fmt::print(stderr, "dueq: --timeout: {}\n", timeout_ms ? "must be positive" : timeout_ms.error().message);

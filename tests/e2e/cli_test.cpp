@@ -1,0 +1,92 @@
+// The dueq command line: output, exit codes and input validation.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cluster.hpp"
+
+using namespace dueq::testing;
+
+namespace {
+
+struct Run {
+  int code;
+  std::string out;
+};
+
+// Runs `dueq ARGS` and captures stdout (stderr too when `with_stderr`).
+Run dueq_cli(const std::string& broker, const std::string& args, bool with_stderr = false) {
+  const std::string cmd = bin("dueq") + " --broker " + broker + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  Run run{-1, ""};
+  if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.out.append(buffer, n);
+    const int status = ::pclose(pipe);
+    run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  return run;
+}
+
+}  // namespace
+
+TEST(Cli, EnqueuePrintsTheIdAndARetryWithTheSameIdMakesNoSecondJob) {
+  Cluster cluster;
+  auto first = dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --payload hi --delay 1h --id my-job");
+  EXPECT_EQ(first.code, 0);
+  EXPECT_EQ(first.out, "my-job\n");
+  auto again = dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --payload hi --delay 1h --id my-job", true);
+  EXPECT_EQ(again.code, 0);
+  EXPECT_NE(again.out.find("already existed"), std::string::npos);
+  auto generated = dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --payload hi --at 2030-01-01T00:00:00Z");
+  EXPECT_EQ(generated.code, 0);
+  EXPECT_EQ(generated.out.size(), 27u);  // 26-character id + newline
+
+  auto stats = dueq_cli(cluster.endpoint(), "stats --json");
+  ASSERT_EQ(stats.code, 0);
+  auto json = nlohmann::json::parse(stats.out);
+  ASSERT_EQ(json.size(), 1u);
+  EXPECT_EQ(json[0]["queue"], "q");
+  EXPECT_EQ(json[0]["scheduled"], 2);
+  EXPECT_EQ(json[0]["accepted"], 2);
+
+  auto job = dueq_cli(cluster.endpoint(), "job my-job --json");
+  ASSERT_EQ(job.code, 0);
+  auto j = nlohmann::json::parse(job.out);
+  EXPECT_EQ(j["state"], "scheduled");
+  EXPECT_EQ(j["payload"], "hi");
+  EXPECT_EQ(j["queue"], "q");
+}
+
+TEST(Cli, EnqueueFromJsonLinesReportsCountsAndBadLines) {
+  Cluster cluster;
+  const auto file = cluster.dir() / "jobs.jsonl";
+  std::ofstream(file) << R"({"queue":"q","type":"t","payload":"a","delay_ms":60000})" << "\n"
+                      << R"({"queue":"q","type":"t","payload":{"k":1},"at_ms":1900000000000,"id":"x1"})" << "\n"
+                      << R"({"queue":"q","type":"t","id":"x1"})" << "\n"
+                      << "not json\n"
+                      << R"({"queue":"q","type":"t","colour":"red"})" << "\n";
+  auto run = dueq_cli(cluster.endpoint(), "enqueue --from " + file.string(), true);
+  EXPECT_EQ(run.code, 2);  // some lines were rejected
+  EXPECT_NE(run.out.find("accepted 2, duplicate 1, rejected 2"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(":4:"), std::string::npos) << "bad line number reported";
+  EXPECT_NE(run.out.find("unknown field 'colour'"), std::string::npos);
+}
+
+TEST(Cli, BadFlagsAreUsageErrorsAndChangeNothing) {
+  Cluster cluster;
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --delay soon").code, 2);
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --at yesterday").code, 2);
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --delay 1s --at-ms 5").code, 2);
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue 'bad queue' --type t").code, 2);
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --type t").code, 2);
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "frobnicate").code, 2);
+  EXPECT_EQ(cluster.redis().cli("KEYS 'dueq:{*'"), "");
+}
+
+TEST(Cli, UnknownJobIsNotFoundAndNoBrokerIsATemporaryFailure) {
+  Cluster cluster;
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "job no-such-job").code, 3);
+  const std::string nobody = "tcp://127.0.0.1:" + std::to_string(free_port());
+  EXPECT_EQ(dueq_cli(nobody, "--timeout 200ms stats").code, 75);
+}

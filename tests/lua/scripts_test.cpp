@@ -1,0 +1,308 @@
+// Each Lua script, run against a real redis-server through the broker's
+// Store: the rules of docs/protocol.md's state diagram, checked one by one.
+#include <gtest/gtest.h>
+
+#include "broker/store.hpp"
+#include "common/clock.hpp"
+#include "tests/support/redis_server.hpp"
+
+using namespace dueq;
+using namespace dueq::broker;
+
+namespace {
+
+class Scripts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    redis_ = std::make_unique<dueq::testing::RedisServer>();
+    store_ = std::make_unique<Store>(*parse_redis_url(redis_->url()));
+    ASSERT_TRUE(store_->connect());
+  }
+
+  const redisReply* run(Round& round, size_t index = 0) {
+    auto replies = store_->execute(round);
+    EXPECT_TRUE(replies) << (replies ? "" : replies.error().message);
+    replies_ = std::move(*replies);
+    return replies_.at(index).get();
+  }
+
+  std::vector<int64_t> enqueue(std::vector<proto::NewJob> jobs, int64_t now, uint32_t default_max = 3) {
+    std::vector<const proto::NewJob*> ptrs;
+    for (auto& j : jobs) ptrs.push_back(&j);
+    Round round;
+    round.enqueue("q", ptrs, now, default_max);
+    return *Store::parse_integers(run(round));
+  }
+
+  std::vector<LeasedJob> lease(int count, int64_t deadline) {
+    Round round;
+    round.lease("q", deadline, count);
+    return *Store::parse_lease(run(round));
+  }
+
+  std::string field(const std::string& id, const std::string& f) { return redis_->cli("HGET 'dueq:{q}:j:" + id + "' " + f); }
+
+  std::unique_ptr<dueq::testing::RedisServer> redis_;
+  std::unique_ptr<Store> store_;
+  std::vector<ReplyPtr> replies_;
+};
+
+proto::NewJob job(std::string id, int64_t due = 0, uint32_t max = 0) {
+  return proto::NewJob{"q", std::move(id), "t", proto::Bytes{"payload-" + std::string("x")}, due, max};
+}
+
+}  // namespace
+
+TEST_F(Scripts, EnqueueWithAnExistingIdMakesNoSecondJob) {
+  EXPECT_EQ(enqueue({job("a"), job("b")}, 1000), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(enqueue({job("a"), job("c")}, 1000), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(redis_->cli("LLEN 'dueq:{q}:ready'"), "3");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' accepted"), "3");
+}
+
+TEST_F(Scripts, EnqueueSchedulesFutureJobsAndReadiesDueOnes) {
+  enqueue({job("now", 0), job("past", 500), job("later", 5000)}, 1000);
+  EXPECT_EQ(redis_->cli("LRANGE 'dueq:{q}:ready' 0 -1"), "now\npast");
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:scheduled' later"), "5000");
+  EXPECT_EQ(field("later", "s"), "scheduled");
+  EXPECT_EQ(field("later", "m"), "3");  // default max attempts applied
+}
+
+TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
+  Round round;
+  round.command(Command{"EVAL", lua::kScripts[0].source, "4", "dueq:{q}:scheduled", "dueq:{q}:ready", "dueq:{q}:stats",
+                        "dueq:{q}:j:", "1000", "3", "2", "a", "t", "p", "0", "0", "", "t", "p", "0", "0"});
+  const redisReply* r = run(round);
+  EXPECT_NE(reply_error(r).find("bad-args"), std::string_view::npos);
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:j:a'"), "0");
+}
+
+TEST_F(Scripts, PromoteMovesOnlyDueJobsInDueOrderAndReportsTheNextDue) {
+  enqueue({job("c", 3000), job("a", 1000 + 1), job("b", 2000), job("d", 9000)}, 1000);
+  Round round;
+  round.promote("q", 3000, 100);
+  auto p = *Store::parse_promote(run(round));
+  EXPECT_EQ(p.moved, 3);
+  EXPECT_EQ(p.next_due_ms, 9000);
+  EXPECT_EQ(redis_->cli("LRANGE 'dueq:{q}:ready' 0 -1"), "a\nb\nc");
+  EXPECT_EQ(field("a", "s"), "ready");
+}
+
+TEST_F(Scripts, PromoteIsBoundedByItsLimit) {
+  enqueue({job("a", 1001), job("b", 1002), job("c", 1003)}, 1000);
+  Round round;
+  round.promote("q", 5000, 2);
+  auto p = *Store::parse_promote(run(round));
+  EXPECT_EQ(p.moved, 2);
+  EXPECT_EQ(p.next_due_ms, 1003);
+}
+
+TEST_F(Scripts, LeaseStampsANewTokenAndAttemptEachTime) {
+  enqueue({job("a")}, 1000);
+  auto first = lease(10, 5000);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].id, "a");
+  EXPECT_EQ(first[0].token, 1u);
+  EXPECT_EQ(first[0].attempt, 1u);
+  EXPECT_EQ(first[0].payload, "payload-x");
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "5000");
+  // Lease runs out; reclaim puts it back; the next lease has a new token.
+  Round reclaim;
+  reclaim.reclaim("q", 6000, 100);
+  EXPECT_EQ(Store::parse_reclaim(run(reclaim))->requeued, 1);
+  auto second = lease(10, 9000);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].token, 2u);
+  EXPECT_EQ(second[0].attempt, 2u);
+}
+
+TEST_F(Scripts, LeaseTakesAtMostCountAndSkipsVanishedJobs) {
+  enqueue({job("a"), job("b"), job("c")}, 1000);
+  redis_->cli("DEL 'dueq:{q}:j:a'");
+  auto leased = lease(2, 5000);
+  ASSERT_EQ(leased.size(), 1u);  // a vanished, b leased; c still ready
+  EXPECT_EQ(leased[0].id, "b");
+  EXPECT_EQ(redis_->cli("LLEN 'dueq:{q}:ready'"), "1");
+}
+
+TEST_F(Scripts, AckWithTheCurrentTokenCompletesTheJob) {
+  enqueue({job("a")}, 1000);
+  auto l = lease(1, 5000);
+  Round round;
+  round.ack("q", 2000, 60, {{"a", l[0].token}});
+  EXPECT_EQ(*Store::parse_integers(run(round)), std::vector<int64_t>{1});
+  EXPECT_EQ(field("a", "s"), "done");
+  EXPECT_EQ(field("a", "p"), "");  // payload dropped from done records
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:leased'"), "0");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' done"), "1");
+  const int ttl = std::stoi(redis_->cli("TTL 'dueq:{q}:j:a'"));
+  EXPECT_GT(ttl, 0);
+  EXPECT_LE(ttl, 60);
+}
+
+TEST_F(Scripts, AckWithAStaleTokenIsACountedNoOp) {
+  enqueue({job("a")}, 1000);
+  auto l = lease(1, 5000);
+  Round round;
+  round.ack("q", 2000, 60, {{"a", l[0].token + 1}});
+  EXPECT_EQ(*Store::parse_integers(run(round)), std::vector<int64_t>{0});
+  EXPECT_EQ(field("a", "s"), "leased");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_acks"), "1");
+  // A second ack of a finished job is stale too.
+  Round good;
+  good.ack("q", 2000, 0, {{"a", l[0].token}});
+  run(good);
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:j:a'"), "0");  // retention 0 deletes
+  Round again;
+  again.ack("q", 2000, 0, {{"a", l[0].token}});
+  EXPECT_EQ(*Store::parse_integers(run(again)), std::vector<int64_t>{0});
+}
+
+TEST_F(Scripts, NackRetriesWithBackoffWithinTheJitterBound) {
+  enqueue({job("a", 0, 5)}, 1000);
+  auto l = lease(1, 5000);
+  Round round;
+  round.nack("q", 2000, 1000, 60'000, {{"a", l[0].token, NackMode::retry, "boom", 0.5}});
+  auto out = *Store::parse_nack(run(round));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].status, 1);
+  EXPECT_EQ(out[0].due_ms, 2000 + 500);  // attempt 1: base * 2^0 * 0.5
+  EXPECT_EQ(field("a", "s"), "scheduled");
+  EXPECT_EQ(field("a", "e"), "boom");
+  EXPECT_EQ(field("a", "el"), "attempt 1: boom");
+}
+
+TEST_F(Scripts, NackDeadLettersWhenAttemptsAreUsedUpKeepingPayloadAndReasons) {
+  enqueue({job("a", 0, 2)}, 1000);
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    auto l = lease(1, 5000);
+    ASSERT_EQ(l.size(), 1u);
+    Round round;
+    round.nack("q", 2000, 0, 0, {{"a", l[0].token, NackMode::retry, "err" + std::to_string(attempt), 0}});
+    auto out = *Store::parse_nack(run(round));
+    EXPECT_EQ(out[0].status, attempt == 2 ? 2 : 1);
+  }
+  EXPECT_EQ(field("a", "s"), "dead");
+  EXPECT_EQ(field("a", "p"), "payload-x");
+  EXPECT_EQ(field("a", "e"), "attempts exhausted (2): err2");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:dead'"), "1");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' dead"), "1");
+}
+
+TEST_F(Scripts, NackModeDeadSkipsRetriesAndModeNowRequeuesAtOnce) {
+  enqueue({job("a", 0, 5), job("b", 0, 5)}, 1000);
+  auto l = lease(2, 5000);
+  Round round;
+  round.nack("q", 2000, 1000, 5000,
+             {{"a", l[0].token, NackMode::dead, "bad payload", 0}, {"b", l[1].token, NackMode::now, "worker lost", 0.9}});
+  auto out = *Store::parse_nack(run(round));
+  EXPECT_EQ(out[0].status, 2);
+  EXPECT_EQ(out[1].status, 1);
+  EXPECT_EQ(out[1].due_ms, 2000);
+  EXPECT_EQ(field("a", "e"), "bad payload");
+  EXPECT_EQ(redis_->cli("LRANGE 'dueq:{q}:ready' 0 -1"), "b");
+}
+
+TEST_F(Scripts, NackWithAStaleTokenChangesNothing) {
+  enqueue({job("a")}, 1000);
+  auto l = lease(1, 5000);
+  Round round;
+  round.nack("q", 2000, 0, 0, {{"a", l[0].token + 7, NackMode::dead, "x", 0}});
+  EXPECT_EQ(Store::parse_nack(run(round))->at(0).status, 0);
+  EXPECT_EQ(field("a", "s"), "leased");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_acks"), "1");
+}
+
+TEST_F(Scripts, NackWithBadModeOrJitterIsRefused) {
+  enqueue({job("a")}, 1000);
+  auto l = lease(1, 5000);
+  Round round;
+  round.nack("q", 2000, 0, 0, {{"a", l[0].token, NackMode::retry, "x", 1.5}});
+  EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos);
+  EXPECT_EQ(field("a", "s"), "leased");
+}
+
+TEST_F(Scripts, ExtendMovesTheDeadlineOnlyForTheCurrentToken) {
+  enqueue({job("a"), job("b")}, 1000);
+  auto l = lease(2, 5000);
+  Round round;
+  round.extend("q", 20'000, {{"a", l[0].token}, {"b", l[1].token + 1}});
+  EXPECT_EQ(*Store::parse_integers(run(round)), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "20000");
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' b"), "5000");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_extends"), "1");
+}
+
+TEST_F(Scripts, ReclaimCountsAnExpiredLeaseAsAnAttemptAndDeadLettersPoisonJobs) {
+  enqueue({job("a", 0, 1), job("b", 0, 3)}, 1000);
+  lease(2, 5000);
+  Round early;
+  early.reclaim("q", 4999, 100);
+  auto none = *Store::parse_reclaim(run(early));
+  EXPECT_EQ(none.requeued + none.dead, 0);
+  EXPECT_EQ(none.next_deadline_ms, 5000);
+  Round round;
+  round.reclaim("q", 5000, 100);
+  auto r = *Store::parse_reclaim(run(round));
+  EXPECT_EQ(r.requeued, 1);
+  EXPECT_EQ(r.dead, 1);
+  EXPECT_EQ(r.next_deadline_ms, -1);
+  EXPECT_EQ(field("a", "s"), "dead");
+  EXPECT_EQ(field("b", "s"), "ready");
+  EXPECT_NE(field("b", "el").find("lease expired"), std::string::npos);
+}
+
+TEST_F(Scripts, StatsCountEveryState) {
+  enqueue({job("a"), job("b"), job("c", 10'000), job("d", 1500)}, 1000);
+  auto l = lease(1, 5000);
+  Round round;
+  round.stats("q", 2000);
+  auto s = *Store::parse_stats("q", run(round));
+  EXPECT_EQ(s.scheduled, 1);  // c
+  EXPECT_EQ(s.waiting, 2);    // b ready, d overdue
+  EXPECT_EQ(s.in_flight, 1);  // a
+  EXPECT_EQ(s.accepted, 4);
+  EXPECT_EQ(s.next_due_ms, 1500);
+}
+
+TEST_F(Scripts, ScriptsSurviveALostScriptCache) {
+  redis_->cli("SCRIPT FLUSH");
+  EXPECT_EQ(enqueue({job("a")}, 1000), std::vector<int64_t>{1});
+}
+
+TEST_F(Scripts, ScriptsSurviveARedisRestartWithAof) {
+  enqueue({job("a", 5000)}, 1000);
+  redis_->cli("SHUTDOWN");  // graceful: AOF flushed
+  redis_->kill(SIGKILL);
+  redis_->start();
+  store_->disconnect();
+  ASSERT_TRUE(store_->connect());
+  Round round;
+  round.promote("q", 6000, 10);
+  EXPECT_EQ(Store::parse_promote(run(round))->moved, 1);
+}
+
+TEST(RedisSettings, BrokerRefusesRedisWithoutAof) {
+  dueq::testing::RedisServer redis({"--appendonly", "no"});
+  Store store(*parse_redis_url(redis.url()));
+  ASSERT_TRUE(store.connect());
+  auto r = store.check_durability_settings();
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("appendonly yes"), std::string::npos);
+}
+
+TEST(RedisSettings, BrokerRefusesAnEvictingRedis) {
+  dueq::testing::RedisServer redis({"--maxmemory-policy", "allkeys-lru"});
+  Store store(*parse_redis_url(redis.url()));
+  ASSERT_TRUE(store.connect());
+  auto r = store.check_durability_settings();
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("maxmemory-policy noeviction"), std::string::npos);
+}
+
+TEST(RedisSettings, ProductionSettingsPass) {
+  dueq::testing::RedisServer redis;
+  Store store(*parse_redis_url(redis.url()));
+  ASSERT_TRUE(store.connect());
+  EXPECT_TRUE(store.check_durability_settings());
+}

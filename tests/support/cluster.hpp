@@ -1,0 +1,133 @@
+#pragma once
+// A real deployment for end-to-end tests: redis-server, dueq-broker and any
+// number of workers as separate processes, all stopped by the destructor.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dueq/client.hpp"
+#include "tests/support/redis_server.hpp"
+
+namespace dueq::testing {
+
+inline std::string bin(const std::string& name) { return std::string(DUEQ_BIN_DIR) + "/" + name; }
+
+// One line of the example worker's --record file.
+struct StartRecord {
+  std::string id;
+  int attempt = 0;
+  int64_t start_us = 0;
+  int64_t due_ms = 0;
+  int64_t created_ms = 0;
+  int pid = 0;
+};
+
+inline std::vector<StartRecord> read_records(const std::filesystem::path& path) {
+  std::vector<StartRecord> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream s(line);
+    StartRecord r;
+    if (s >> r.id >> r.attempt >> r.start_us >> r.due_ms >> r.created_ms >> r.pid) out.push_back(r);
+  }
+  return out;
+}
+
+inline double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[std::min(values.size() - 1, static_cast<size_t>(p / 100.0 * static_cast<double>(values.size())))];
+}
+
+// Polls `condition` every 20 ms until it holds or `timeout` passes.
+template <typename F>
+bool eventually(F condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return condition();
+}
+
+class Cluster {
+ public:
+  explicit Cluster(std::vector<std::string> broker_args = {}) : dir_(make_temp_dir("e2e")), port_(free_port()) {
+    redis_ = std::make_unique<RedisServer>();
+    start_broker(std::move(broker_args));
+  }
+  ~Cluster() {
+    workers_.clear();
+    broker_.reset();
+    redis_.reset();
+    if (!::testing::Test::HasFailure()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+    } else {
+      fprintf(stderr, "keeping logs in %s\n", dir_.c_str());
+    }
+  }
+
+  void start_broker(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {bin("dueq-broker"), "--redis", redis_->url(), "--listen", endpoint(), "--log-level", "info"};
+    for (auto& a : extra) argv.push_back(a);
+    broker_ = std::make_unique<Process>(argv, (dir_ / "broker.log").string());
+    Client probe(endpoint(), ClientOptions{200, 1});
+    if (!eventually([&] { return probe.stats().has_value(); }, std::chrono::seconds(20)))
+      throw std::runtime_error("broker did not come up; see " + (dir_ / "broker.log").string());
+  }
+
+  // Starts the library example worker; returns its index.
+  size_t start_example_worker(const std::string& queue, int concurrency, const std::string& record) {
+    return start_worker({bin("dueq-example-worker"), "--broker", endpoint(), "--queue", queue, "--concurrency",
+                         std::to_string(concurrency), "--record", record});
+  }
+
+  size_t start_worker(std::vector<std::string> argv) {
+    const size_t index = workers_.size();
+    workers_.push_back(std::make_unique<Process>(argv, (dir_ / ("worker" + std::to_string(index) + ".log")).string()));
+    return index;
+  }
+
+  // Waits until `n` workers are registered with the broker.
+  bool wait_for_workers(size_t n) {
+    return eventually([&] { return log_count("joined") >= n; }, std::chrono::seconds(20));
+  }
+
+  size_t log_count(const std::string& needle) const {
+    const std::string log = read_file(dir_ / "broker.log");
+    size_t count = 0;
+    for (size_t pos = log.find(needle); pos != std::string::npos; pos = log.find(needle, pos + 1)) ++count;
+    return count;
+  }
+
+  std::optional<QueueStats> stats(const std::string& queue) {
+    Client client(endpoint(), ClientOptions{2000, 1});
+    auto s = client.stats();
+    if (!s) return std::nullopt;
+    for (const auto& q : *s)
+      if (q.queue == queue) return q;
+    return std::nullopt;
+  }
+
+  std::string endpoint() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
+  const std::filesystem::path& dir() const { return dir_; }
+  Process& broker() { return *broker_; }
+  Process& worker(size_t i) { return *workers_.at(i); }
+  RedisServer& redis() { return *redis_; }
+
+ private:
+  std::filesystem::path dir_;
+  int port_;
+  std::unique_ptr<RedisServer> redis_;
+  std::unique_ptr<Process> broker_;
+  std::vector<std::unique_ptr<Process>> workers_;
+};
+
+}  // namespace dueq::testing

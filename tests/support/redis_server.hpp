@@ -1,0 +1,97 @@
+#pragma once
+// A private redis-server for one test: free loopback port, its own temp dir,
+// AOF on (as in production), stopped and removed when the fixture ends.
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "tests/support/process.hpp"
+
+namespace dueq::testing {
+
+inline int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+inline std::filesystem::path make_temp_dir(const std::string& tag) {
+  std::string pattern = (std::filesystem::temp_directory_path() / ("dueq-" + tag + "-XXXXXX")).string();
+  return ::mkdtemp(pattern.data());
+}
+
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class RedisServer {
+ public:
+  explicit RedisServer(std::vector<std::string> extra_args = {}) : dir_(make_temp_dir("redis")), port_(free_port()) {
+    start(std::move(extra_args));
+  }
+  ~RedisServer() {
+    process_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  void start(std::vector<std::string> extra_args = {}) {
+    std::vector<std::string> argv = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
+                                     "--dir", dir_.string(), "--appendonly", "yes", "--appendfsync", "everysec",
+                                     "--save", "", "--maxmemory-policy", "noeviction", "--daemonize", "no"};
+    for (auto& a : extra_args) argv.push_back(a);
+    process_ = std::make_unique<Process>(argv, (dir_ / "redis.log").string());
+    wait_ready();
+  }
+  void kill(int signo) {
+    process_->signal(signo);
+    process_->wait();
+  }
+
+  int port() const { return port_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  const std::filesystem::path& dir() const { return dir_; }
+
+  // Runs redis-cli against this server and returns its output.
+  std::string cli(const std::string& args) const {
+    const std::string cmd = "redis-cli -p " + std::to_string(port_) + " " + args + " 2>&1";
+    std::string out;
+    if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
+      char buffer[4096];
+      size_t n;
+      while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+      ::pclose(pipe);
+    }
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out;
+  }
+
+ private:
+  void wait_ready() {
+    for (int i = 0; i < 500; ++i) {
+      if (cli("PING") == "PONG") return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    throw std::runtime_error("redis-server did not start; see " + (dir_ / "redis.log").string());
+  }
+
+  std::filesystem::path dir_;
+  int port_;
+  std::unique_ptr<Process> process_;
+};
+
+}  // namespace dueq::testing

@@ -1,0 +1,142 @@
+// Rules for user input outside frames: durations, times, Redis URLs, names and
+// the broker config file each give a clear error and never a silent default.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "broker/config.hpp"
+#include "common/duration.hpp"
+#include "common/names.hpp"
+#include "common/redis_url.hpp"
+#include "tests/support/redis_server.hpp"
+
+using namespace dueq;
+
+TEST(Duration, ParsesUnits) {
+  EXPECT_EQ(*parse_duration_ms("250ms"), 250);
+  EXPECT_EQ(*parse_duration_ms("30s"), 30'000);
+  EXPECT_EQ(*parse_duration_ms("5m"), 300'000);
+  EXPECT_EQ(*parse_duration_ms("2h"), 7'200'000);
+  EXPECT_EQ(*parse_duration_ms("30d"), 2'592'000'000);
+  EXPECT_EQ(*parse_duration_ms("1500"), 1500);
+}
+
+TEST(Duration, RejectsGarbageNegativeAndUnknownUnits) {
+  EXPECT_FALSE(parse_duration_ms(""));
+  EXPECT_FALSE(parse_duration_ms("-1s"));
+  EXPECT_FALSE(parse_duration_ms("10y"));
+  EXPECT_FALSE(parse_duration_ms("s"));
+  EXPECT_FALSE(parse_duration_ms("99999999999999999999d"));
+}
+
+TEST(Rfc3339, ParsesUtcOffsetsAndFractions) {
+  EXPECT_EQ(*parse_rfc3339_ms("1970-01-01T00:00:01Z"), 1000);
+  EXPECT_EQ(*parse_rfc3339_ms("1970-01-01T00:00:01.5Z"), 1500);
+  EXPECT_EQ(*parse_rfc3339_ms("1970-01-01T01:00:00+01:00"), 0);
+  EXPECT_EQ(*parse_rfc3339_ms("2026-11-22T03:00:00Z"), 1795316400000);
+}
+
+TEST(Rfc3339, RejectsMalformedTimes) {
+  EXPECT_FALSE(parse_rfc3339_ms("2026-11-22 03:00:00"));
+  EXPECT_FALSE(parse_rfc3339_ms("2026-13-22T03:00:00Z"));
+  EXPECT_FALSE(parse_rfc3339_ms("2026-11-22T03:00:00"));
+  EXPECT_FALSE(parse_rfc3339_ms("2026-11-22T03:00:00Zjunk"));
+}
+
+TEST(RedisUrl, ParsesAllForms) {
+  auto a = parse_redis_url("redis://:s3cret@db.local:6380/2");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "db.local");
+  EXPECT_EQ(a->port, 6380);
+  EXPECT_EQ(a->password, "s3cret");
+  EXPECT_EQ(a->db, 2);
+  EXPECT_EQ(a->describe().find("s3cret"), std::string::npos);
+  auto b = parse_redis_url("redis://localhost");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->port, 6379);
+  auto c = parse_redis_url("/run/redis.sock");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->unix_path, "/run/redis.sock");
+  auto d = parse_redis_url("unix:///run/redis.sock?db=3");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->db, 3);
+}
+
+TEST(RedisUrl, RejectsBadUrls) {
+  EXPECT_FALSE(parse_redis_url("http://x"));
+  EXPECT_FALSE(parse_redis_url("redis://host:99999"));
+  EXPECT_FALSE(parse_redis_url("redis://host:abc"));
+  EXPECT_FALSE(parse_redis_url("redis://:pw@"));
+  EXPECT_FALSE(parse_redis_url("redis://host/x"));
+}
+
+TEST(Names, QueueNamesAreRestricted) {
+  EXPECT_TRUE(validate_queue_name("emails.high-prio_1"));
+  EXPECT_FALSE(validate_queue_name(""));
+  EXPECT_FALSE(validate_queue_name("a{b}"));
+  EXPECT_FALSE(validate_queue_name("a:b"));
+  EXPECT_FALSE(validate_queue_name(std::string(65, 'a')));
+  EXPECT_FALSE(validate_job_id("has space"));
+  EXPECT_FALSE(validate_job_type(""));
+}
+
+namespace {
+
+Result<void> load(const std::string& text, broker::BrokerConfig& config) {
+  auto dir = dueq::testing::make_temp_dir("config");
+  const auto path = dir / "broker.toml";
+  std::ofstream(path) << text;
+  auto r = broker::load_config_file(path.string(), config);
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+}  // namespace
+
+TEST(ConfigFile, ReadsSettingsAndPerQueuePolicies) {
+  broker::BrokerConfig c;
+  auto r = load(R"(
+redis = "redis://127.0.0.1:6390"
+listen = "tcp://0.0.0.0:7700"
+heartbeat = "250ms"
+worker_timeout = "1s"
+lease_ttl = 20000
+[defaults]
+max_attempts = 7
+[queues.reports]
+max_attempts = 2
+backoff_base = "5s"
+backoff_cap = "1h"
+)", c);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(c.redis_url, "redis://127.0.0.1:6390");
+  EXPECT_EQ(c.heartbeat_ms, 250);
+  EXPECT_EQ(c.lease_ttl_ms, 20'000);
+  EXPECT_EQ(c.policy("other").max_attempts, 7u);
+  EXPECT_EQ(c.policy("reports").max_attempts, 2u);
+  EXPECT_EQ(c.policy("reports").backoff_base_ms, 5'000);
+  EXPECT_TRUE(broker::validate_config(c));
+}
+
+TEST(ConfigFile, UnknownKeysAndBadValuesAreErrorsNamingTheKey) {
+  broker::BrokerConfig c;
+  auto unknown = load("heartbeet = \"1s\"\n", c);
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().message.find("heartbeet"), std::string::npos);
+  auto bad = load("[queues.q]\nmax_attempts = 0\n", c);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("queues.q.max_attempts"), std::string::npos);
+  auto bad_name = load("[queues.\"a b\"]\nmax_attempts = 1\n", c);
+  EXPECT_FALSE(bad_name);
+  auto syntax = load("listen = \n", c);
+  EXPECT_FALSE(syntax);
+  auto cap = load("[defaults]\nbackoff_base = \"10s\"\nbackoff_cap = \"1s\"\n", c);
+  EXPECT_FALSE(cap);
+}
+
+TEST(ConfigFile, InconsistentTimingsAreRefused) {
+  broker::BrokerConfig c;
+  c.heartbeat_ms = 1000;
+  c.worker_timeout_ms = 1500;
+  EXPECT_FALSE(broker::validate_config(c));
+}

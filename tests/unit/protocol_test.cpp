@@ -1,0 +1,174 @@
+// Rules of the wire codec (docs/protocol.md): every frame round-trips, carries
+// the version, and anything malformed is an error value, never a crash.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/protocol.hpp"
+
+using namespace dueq;
+using namespace dueq::proto;
+
+namespace {
+
+template <typename T>
+T round_trip(const T& frame) {
+  auto decoded = decode(encode(frame));
+  EXPECT_TRUE(decoded.has_value()) << (decoded ? "" : decoded.error().message);
+  if (!decoded) return T{};
+  EXPECT_TRUE(std::holds_alternative<T>(*decoded));
+  return std::get<T>(*decoded);
+}
+
+std::string pack_raw(auto&&... values) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> p(buffer);
+  p.pack_array(sizeof...(values));
+  (p.pack(values), ...);
+  return std::string(buffer.data(), buffer.size());
+}
+
+Task sample_task() {
+  return Task{"emails", "job-1", "send", Bytes{std::string("\x00\x01\xffpayload", 10)}, 1700000000123, 2, 5, 77, 1700000000000};
+}
+
+}  // namespace
+
+TEST(Protocol, TaskRoundTripsWithBinaryPayload) {
+  const Task in = sample_task();
+  const Task out = round_trip(in);
+  EXPECT_EQ(out.queue, in.queue);
+  EXPECT_EQ(out.id, in.id);
+  EXPECT_EQ(out.payload, in.payload);
+  EXPECT_EQ(out.due_ms, in.due_ms);
+  EXPECT_EQ(out.attempt, 2u);
+  EXPECT_EQ(out.token, 77u);
+}
+
+TEST(Protocol, PayloadIsEncodedAsMsgpackBin) {
+  const std::string bytes = encode(sample_task());
+  auto handle = msgpack::unpack(bytes.data(), bytes.size());
+  const auto& body = handle.get().via.array.ptr[2];
+  EXPECT_EQ(body.via.array.ptr[3].type, msgpack::type::BIN);
+}
+
+TEST(Protocol, EveryFrameCarriesTheVersion) {
+  const std::string bytes = encode(Pong{"b"});
+  auto handle = msgpack::unpack(bytes.data(), bytes.size());
+  ASSERT_EQ(handle.get().type, msgpack::type::ARRAY);
+  EXPECT_EQ(handle.get().via.array.ptr[0].as<uint32_t>(), kVersion);
+  EXPECT_EQ(handle.get().via.array.ptr[1].as<uint32_t>(), static_cast<uint32_t>(Type::pong));
+}
+
+TEST(Protocol, AllFrameTypesRoundTrip) {
+  round_trip(Hello{"w1", {"a", "b"}, 8, {{"a", "j", 3}}, "host", 42});
+  round_trip(Welcome{"b1", 500, {{"a", "tcp://*:1234"}}});
+  round_trip(Heartbeat{{{"a", "j", 1}}, 4, true});
+  round_trip(Pong{"b1"});
+  round_trip(Results{{{"a", "j", 1, 0, ""}, {"a", "k", 2, 1, "boom"}}});
+  round_trip(Confirm{{{"a", "j", 1}}});
+  round_trip(Bye{{{"a", "j", 1}}});
+  round_trip(Enqueue{7, {{"a", "j", "t", Bytes{"p"}, 0, 3}}});
+  round_trip(EnqueueReply{7, {{"j", 0, ""}}, 0});
+  round_trip(StatsRequest{9});
+  round_trip(StatsReply{9, {QueueStats{"a", 1, 2, 3, 4, 5, 6, 7, 8, 9}}, 2});
+  round_trip(JobRequest{3, "j", ""});
+  round_trip(JobReply{3, true, {{"s", "done"}}});
+  round_trip(ErrorFrame{3, "bad_frame", "nope", 0});
+}
+
+TEST(Protocol, RejectsEmptyAndGarbage) {
+  EXPECT_FALSE(decode(""));
+  EXPECT_FALSE(decode("\xc1"));  // msgpack "never used" byte
+  EXPECT_FALSE(decode("hello world"));
+}
+
+TEST(Protocol, RejectsUnknownVersion) {
+  auto r = decode(pack_raw(2u, static_cast<uint8_t>(Type::pong), std::vector<std::string>{"b"}));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("version"), std::string::npos);
+}
+
+TEST(Protocol, RejectsUnknownType) {
+  auto r = decode(pack_raw(kVersion, 99u, std::vector<int>{}));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("unknown frame type"), std::string::npos);
+}
+
+TEST(Protocol, RejectsTruncatedFrames) {
+  const std::string bytes = encode(sample_task());
+  for (size_t cut = 0; cut < bytes.size(); ++cut) EXPECT_FALSE(decode(bytes.substr(0, cut))) << "cut at " << cut;
+}
+
+TEST(Protocol, RejectsTrailingBytes) { EXPECT_FALSE(decode(encode(Pong{"b"}) + "x")); }
+
+TEST(Protocol, RejectsWrongFieldTypes) {
+  // A task whose id is an integer.
+  auto r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::task),
+                           std::make_tuple("q", 5, "t", "p", 0, 1, 1, 1, 0)));
+  EXPECT_FALSE(r);
+}
+
+TEST(Protocol, RejectsMissingFields) {
+  auto r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::task), std::make_tuple("q", "id")));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("needs"), std::string::npos);
+}
+
+TEST(Protocol, AcceptsExtraTrailingFieldsFromNewerPeers) {
+  auto r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::pong), std::make_tuple("b", "future-field")));
+  EXPECT_TRUE(r);
+}
+
+TEST(Protocol, RejectsInvalidNamesAndZeroTokens) {
+  EXPECT_FALSE(decode(encode(Heartbeat{{{"bad queue", "j", 1}}, 1, false})));
+  EXPECT_FALSE(decode(encode(Heartbeat{{{"q", "", 1}}, 1, false})));
+  EXPECT_FALSE(decode(encode(Heartbeat{{{"q", "j", 0}}, 1, false})));
+  EXPECT_FALSE(decode(encode(Hello{"w", {}, 1, {}, "", 0})));
+  EXPECT_FALSE(decode(encode(Results{{{"q", "j", 1, 9, ""}}})));
+}
+
+TEST(Protocol, RejectsOversizedFramesAndBatches) {
+  EXPECT_FALSE(decode(std::string(kMaxFrameBytes + 1, '\x90')));
+  Enqueue big{1, {}};
+  big.jobs.resize(kMaxBatch + 1, NewJob{"q", "j", "t", Bytes{}, 0, 0});
+  EXPECT_FALSE(decode(encode(big)));
+  Task huge = sample_task();
+  huge.payload.data.assign(kMaxPayloadBytes + 1, 'x');
+  EXPECT_FALSE(decode(encode(huge)));
+}
+
+TEST(Protocol, RejectsHostileNestingDepth) {
+  std::string deep;
+  for (int i = 0; i < 100; ++i) deep += '\x91';  // fixarray of 1, nested
+  deep += '\x00';
+  EXPECT_FALSE(decode(deep));
+}
+
+// Seeded mutation fuzzing: flips, inserts and deletes bytes of valid frames.
+// The decoder must return a value or an error for every input (ASan/UBSan
+// catch what a plain run would not).
+TEST(Protocol, FuzzedFramesNeverCrashTheDecoder) {
+  const std::vector<std::string> seeds = {
+      encode(sample_task()), encode(Hello{"w1", {"a"}, 8, {{"a", "j", 3}}, "h", 1}),
+      encode(Results{{{"a", "j", 1, 1, "boom"}}}), encode(Enqueue{7, {{"a", "j", "t", Bytes{"p"}, 5, 3}}}),
+      encode(StatsReply{9, {QueueStats{"a"}}, 2})};
+  std::mt19937 rng(20261122);
+  size_t decoded_ok = 0, rejected = 0;
+  for (int i = 0; i < 200'000; ++i) {
+    std::string bytes = seeds[rng() % seeds.size()];
+    const int edits = 1 + rng() % 4;
+    for (int e = 0; e < edits && !bytes.empty(); ++e) {
+      const size_t pos = rng() % bytes.size();
+      switch (rng() % 3) {
+        case 0: bytes[pos] = static_cast<char>(rng()); break;
+        case 1: bytes.insert(bytes.begin() + pos, static_cast<char>(rng())); break;
+        default: bytes.erase(pos, 1);
+      }
+    }
+    if (decode(bytes)) ++decoded_ok;
+    else ++rejected;
+  }
+  EXPECT_GT(rejected, 0u);
+  EXPECT_EQ(decoded_ok + rejected, 200'000u);
+}
