@@ -1,0 +1,43 @@
+# dueq: `make demo` and `make test` are the two commands a new user needs.
+# Both install missing Debian packages first (as root, or through sudo).
+
+SHELL := /bin/bash
+BUILD_DIR ?= build
+SAN_BUILD_DIR ?= build-asan
+JOBS ?= 2
+
+PACKAGES := build-essential cmake ninja-build pkg-config \
+	libzmq3-dev cppzmq-dev libhiredis-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev \
+	libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev \
+	redis-server redis-tools
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps build demo test clean
+
+deps:
+	@missing=""; for p in $(PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=OFF >/dev/null
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+demo: build
+	scripts/demo.sh $(BUILD_DIR)/bin
+
+# The suite runs on a build with AddressSanitizer and UndefinedBehaviorSanitizer.
+test: deps
+	cmake -S . -B $(SAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_SANITIZE=ON -DDUEQ_TESTS=ON >/dev/null
+	cmake --build $(SAN_BUILD_DIR) -j$(JOBS)
+	cd $(SAN_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest -j$(JOBS) --output-on-failure --timeout 600
+
+clean:
+	rm -rf $(BUILD_DIR) $(SAN_BUILD_DIR)
