@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "broker/auditor.hpp"
 #include "common/clock.hpp"
 #include "common/endpoint.hpp"
 #include "common/ids.hpp"
@@ -85,6 +86,23 @@ Result<void> Broker::start() {
     q.next_deadline_ms = 0;
     q.maybe_ready = true;
   }
+  // Leases written by a previous broker may run for a full TTL; workers that
+  // still hold those jobs report them within the grace period and get them
+  // extended, the rest expire then and are re-delivered.
+  const int64_t grace_deadline = wall_ms() + config_.worker_timeout_ms + config_.delivery_timeout_ms;
+  for (const auto& [name, q] : queues_) {
+    while (true) {
+      Round round;
+      round.cap_leases(name, grace_deadline, config_.reclaim_batch);
+      auto replies = store_.execute(round);
+      if (!replies) return std::unexpected(replies.error());
+      auto capped = Store::parse_integers((*replies)[0].get());
+      if (!capped) return std::unexpected(capped.error());
+      if (capped->empty() || (*capped)[0] < config_.reclaim_batch) break;
+    }
+  }
+  reconciler_ = std::make_unique<Reconciler>(*address, config_.reconcile_interval_ms);
+  reconciler_->start();
   spdlog::info("broker {} listening on {}, Redis {}, {} known queues", broker_id_, bound_endpoint_,
                address->describe(), queues_.size());
   return {};
@@ -191,6 +209,7 @@ void Broker::on_frame(const Peer& peer, proto::Frame&& frame, int64_t now) {
         else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::move(f), now);
         else if constexpr (std::is_same_v<T, proto::StatsRequest>) stats_requests_.emplace_back(peer, f.request_id);
         else if constexpr (std::is_same_v<T, proto::JobRequest>) on_job_request(peer, f);
+        else if constexpr (std::is_same_v<T, proto::AdminRequest>) on_admin(peer, f, now);
         else on_bad_frame(peer, Error{Errc::bad_frame, fmt::format("a {} frame is not sent to the broker", proto::type_name(T::kType))}, now);
       },
       std::move(frame));
@@ -259,7 +278,7 @@ void Broker::on_results(const Peer& peer, proto::Results&& results) {
 void Broker::on_bye(const Peer& peer, const proto::Bye& bye, int64_t now) {
   for (const auto& ref : bye.unstarted) {
     inflight_.remove(ref.queue, ref.id, ref.token);
-    requeues_[ref.queue].push_back(NackItem{ref.id, ref.token, NackMode::now, "handed back by a stopping worker", 0});
+    requeues_[ref.queue].push_back(NackItem{ref.id, ref.token, NackMode::handed_back, "handed back by a stopping worker", 0});
   }
   forget_worker(peer.routing_id, "said bye", now);
 }
@@ -411,9 +430,14 @@ void Broker::run_round(int64_t now) {
     for (auto& call : enqueue_calls) {
       Queue& q = queue(call.queue);
       if (!q.registered) round.command(Command{"SADD", kQueuesKey, call.queue});
-      call.reply = round.enqueue(call.queue, call.jobs, now, config_.policy(call.queue).max_attempts);
+      const auto& policy = config_.policy(call.queue);
+      call.reply = round.enqueue(call.queue, call.jobs, now, policy.max_attempts, policy.max_backlog);
     }
   }
+  // Optional: confirm to producers only once replicas have the writes.
+  std::optional<size_t> wait_reply;
+  if (config_.min_replicas > 0 && !enqueue_calls.empty())
+    wait_reply = round.command(Command{"WAIT", std::to_string(config_.min_replicas), std::to_string(config_.replica_timeout_ms)});
 
   // Results from workers, split into acks and nacks per queue.
   struct ResultCall { size_t reply; std::string queue; bool ack; std::vector<size_t> results; };
@@ -431,10 +455,12 @@ void Broker::run_round(int64_t now) {
         std::uniform_real_distribution<double> jitter(0.0, 1.0);
         for (size_t i : call.results) {
           const auto& r = results_[i].result;
-          const auto mode = r.outcome == static_cast<uint8_t>(proto::Outcome::failed_final) ? NackMode::dead : NackMode::retry;
+          const auto mode = r.outcome == static_cast<uint8_t>(proto::Outcome::failed_final) ? NackMode::dead
+                            : r.outcome == static_cast<uint8_t>(proto::Outcome::cancelled) ? NackMode::cancel
+                                                                                          : NackMode::retry;
           items.push_back({r.id, r.token, mode, r.error.empty() ? "failed" : r.error, jitter(rng_)});
         }
-        call.reply = round.nack(call.queue, now, policy.backoff_base_ms, policy.backoff_cap_ms, items);
+        call.reply = round.nack(call.queue, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, items);
       }
       result_calls.push_back(std::move(call));
     };
@@ -460,7 +486,8 @@ void Broker::run_round(int64_t now) {
     for (size_t i = 0; i < items.size(); i += kResultChunk) {
       std::vector<NackItem> chunk(items.begin() + i, items.begin() + std::min(items.size(), i + kResultChunk));
       const auto& policy = config_.policy(name);
-      requeue_calls.emplace_back(round.nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, chunk), name);
+      requeue_calls.emplace_back(
+          round.nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, chunk), name);
     }
   }
   requeues_.clear();
@@ -489,7 +516,7 @@ void Broker::run_round(int64_t now) {
     QueueCalls calls{name, {}, {}, {}, 0};
     if (q.next_due_ms >= 0 && q.next_due_ms <= now) calls.promote = round.promote(name, now, config_.promote_batch);
     if (q.next_deadline_ms >= 0 && q.next_deadline_ms <= now) {
-      calls.reclaim = round.reclaim(name, now, config_.reclaim_batch);
+      calls.reclaim = round.reclaim(name, now, config_.reclaim_batch, config_.policy(name).done_retention_s);
       inflight_.expire(now);
     }
     const int64_t credit = workers_.capacity_for(name) - inflight_.count(name);
@@ -530,6 +557,14 @@ void Broker::run_round(int64_t now) {
     return false;
   };
 
+  bool replicated = true;
+  if (wait_reply) {
+    const redisReply* r = rs[*wait_reply].get();
+    replicated = r->type == REDIS_REPLY_INTEGER && r->integer >= config_.min_replicas;
+    if (!replicated)
+      spdlog::warn("WAIT: only {} of {} replicas confirmed; producers are told to retry",
+                   r->type == REDIS_REPLY_INTEGER ? r->integer : -1, config_.min_replicas);
+  }
   for (auto& call : enqueue_calls) {
     Queue& q = queue(call.queue);
     q.registered = true;
@@ -540,6 +575,10 @@ void Broker::run_round(int64_t now) {
       if (!statuses || statuses->size() != call.slots.size()) {
         outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
         outcome.reason = "store error: " + (statuses ? std::string("bad reply") : statuses.error().message);
+      } else if ((*statuses)[j] == 2) {
+        outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
+        outcome.reason = fmt::format("queue '{}' has {} or more jobs due and unfinished; retry later", call.queue,
+                                     config_.policy(call.queue).max_backlog);
       } else {
         outcome.status = static_cast<uint8_t>((*statuses)[j] == 1 ? proto::EnqueueStatus::accepted : proto::EnqueueStatus::duplicate);
         const int64_t due = call.jobs[j]->due_ms;
@@ -549,7 +588,22 @@ void Broker::run_round(int64_t now) {
       --request.unanswered;
     }
   }
-  for (auto& request : enqueues_) send(request.producer, proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes), 0});
+  for (auto& request : enqueues_) {
+    if (!replicated) {
+      // Written on the master but not confirmed by enough replicas: not
+      // "accepted". A retry with the same ids is answered "duplicate".
+      send(request.producer, proto::ErrorFrame{request.frame.request_id, "unavailable",
+                                               fmt::format("not confirmed by {} replicas within {} ms; retry (same ids are safe)",
+                                                           config_.min_replicas, config_.replica_timeout_ms),
+                                               static_cast<uint32_t>(config_.overload_retry_after_ms)});
+      continue;
+    }
+    const bool overloaded = std::any_of(request.outcomes.begin(), request.outcomes.end(), [](const auto& o) {
+      return o.status == static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
+    });
+    send(request.producer, proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes),
+                                               overloaded ? static_cast<uint32_t>(config_.overload_retry_after_ms) : 0u});
+  }
   enqueues_.clear();
 
   std::map<std::string, proto::Confirm> confirms;  // by routing id
@@ -653,6 +707,164 @@ void Broker::dispatch(Queue& q, std::vector<LeasedJob>&& jobs, int64_t deadline)
     if (!q.push->send(zmq::buffer(frame), zmq::send_flags::dontwait))
       spdlog::warn("queue '{}': no worker took job {}; it is re-leased after the delivery timeout", q.name, job.id);
   }
+}
+
+}  // namespace dueq::broker
+
+namespace dueq::broker {
+
+std::vector<std::string> Broker::queues_for(const std::string& queue) const {
+  if (!queue.empty()) return {queue};
+  std::vector<std::string> out;
+  for (const auto& [name, q] : queues_) out.push_back(name);
+  return out;
+}
+
+Result<std::string> Broker::find_job_queue(const std::string& id, const std::string& queue) {
+  for (const auto& name : queues_for(queue)) {
+    auto fields = store_.job_fields(name, id);
+    if (!fields) return std::unexpected(fields.error());
+    if (!fields->empty()) return name;
+  }
+  return fail(Errc::not_found, "no job " + id);
+}
+
+void Broker::on_admin(const Peer& peer, const proto::AdminRequest& request, int64_t now) {
+  if (!store_.connected()) {
+    send(peer, proto::ErrorFrame{request.request_id, "unavailable", "Redis is unavailable", 1000});
+    return;
+  }
+  auto reply = run_admin(request, now);
+  if (!reply) {
+    const bool unavailable = reply.error().code == Errc::unavailable;
+    if (unavailable) store_.disconnect();
+    send(peer, proto::ErrorFrame{request.request_id, errc_name(reply.error().code), reply.error().message,
+                                 unavailable ? 1000u : 0u});
+    return;
+  }
+  reply->request_id = request.request_id;
+  send(peer, *reply);
+}
+
+// Operator commands run inside the event loop: they are rare, and each Redis
+// call they make is bounded (at most 1,000 jobs).
+Result<proto::AdminReply> Broker::run_admin(const proto::AdminRequest& request, int64_t now) {
+  proto::AdminReply reply;
+  auto run_one = [&](Round& round) -> Result<std::vector<ReplyPtr>> {
+    auto replies = store_.execute(round);
+    if (!replies) return replies;
+    if (auto err = reply_error((*replies)[0].get()); !err.empty()) return fail(Errc::internal, std::string(err));
+    return replies;
+  };
+  const std::string& op = request.op;
+
+  if (op == "cancel") {
+    for (const auto& id : request.ids) {
+      std::map<std::string, std::string> row{{"id", id}};
+      auto queue_name = find_job_queue(id, request.queue);
+      if (!queue_name) {
+        if (queue_name.error().code != Errc::not_found) return std::unexpected(queue_name.error());
+        row["result"] = "not found";
+        reply.rows.push_back(std::move(row));
+        continue;
+      }
+      row["queue"] = *queue_name;
+      Round round;
+      round.cancel(*queue_name, now, id, config_.policy(*queue_name).done_retention_s);
+      auto replies = run_one(round);
+      if (!replies) return std::unexpected(replies.error());
+      auto outcome = Store::parse_cancel((*replies)[0].get());
+      if (!outcome) return std::unexpected(outcome.error());
+      switch (outcome->status) {
+        case 1: row["result"] = "cancelled"; break;
+        case 2: {
+          row["result"] = "cancelling: it is running; its worker was told to stop";
+          const InflightJob* job = inflight_.find(*queue_name, id);
+          if (job != nullptr && job->token == outcome->token && !job->worker.empty())
+            send(Peer{job->worker, false}, proto::Cancel{{*queue_name, id, outcome->token}});
+          break;
+        }
+        case -1: row["result"] = "already finished"; break;
+        default: row["result"] = "not found";
+      }
+      reply.rows.push_back(std::move(row));
+    }
+    return reply;
+  }
+
+  if (op == "dead_list") {
+    const int64_t limit = request.limit == 0 ? 1000 : std::min<int64_t>(request.limit, 10'000);
+    for (const auto& name : queues_for(request.queue)) {
+      auto rows = store_.dead_jobs(name, limit);
+      if (!rows) return std::unexpected(rows.error());
+      for (auto& row : *rows) reply.rows.push_back(std::move(row));
+    }
+    return reply;
+  }
+
+  if (op == "replay" || op == "purge") {
+    const bool replay = op == "replay";
+    size_t changed = 0;
+    auto apply = [&](Round& round, const std::string& name) -> Result<size_t> {
+      auto replies = run_one(round);
+      if (!replies) return std::unexpected(replies.error());
+      auto ids = Store::parse_strings((*replies)[0].get());
+      if (!ids) return std::unexpected(ids.error());
+      for (const auto& id : *ids) reply.rows.push_back({{"id", id}, {"queue", name}});
+      changed += ids->size();
+      if (replay && !ids->empty()) queue(name).maybe_ready = true;
+      return ids->size();
+    };
+    if (request.ids.empty()) {
+      if (replay && request.queue.empty()) return fail(Errc::bad_argument, "replaying every dead job needs a queue");
+      if (!replay && request.older_than_ms <= 0) return fail(Errc::bad_argument, "purge needs ids or an age");
+      for (const auto& name : queues_for(request.queue)) {
+        while (true) {
+          Round round;
+          if (replay) round.replay_oldest(name, 1000);
+          else round.purge_dead_before(name, now - request.older_than_ms, 1000);
+          auto n = apply(round, name);
+          if (!n) return std::unexpected(n.error());
+          if (*n < 1000) break;
+        }
+      }
+    } else {
+      std::map<std::string, std::vector<std::string>> by_queue;
+      for (const auto& id : request.ids) {
+        auto name = find_job_queue(id, request.queue);
+        if (name) by_queue[*name].push_back(id);
+        else if (name.error().code != Errc::not_found) return std::unexpected(name.error());
+      }
+      for (const auto& [name, ids] : by_queue) {
+        Round round;
+        if (replay) round.replay(name, ids);
+        else round.purge(name, ids);
+        if (auto n = apply(round, name); !n) return std::unexpected(n.error());
+      }
+    }
+    reply.summary = fmt::format("{} {}", changed, replay ? "replayed" : "purged");
+    return reply;
+  }
+
+  // audit
+  size_t violations = 0;
+  for (const auto& name : queues_for(request.queue)) {
+    auto report = audit_queue(store_, name, /*repair=*/false);
+    if (!report) return std::unexpected(report.error());
+    const auto& c = report->counts;
+    reply.rows.push_back({{"queue", name}, {"accepted", std::to_string(c.accepted)}, {"done", std::to_string(c.done)},
+                          {"cancelled", std::to_string(c.cancelled)}, {"purged", std::to_string(c.purged)},
+                          {"dead", std::to_string(c.dead)}, {"scheduled", std::to_string(c.scheduled)},
+                          {"ready", std::to_string(c.ready)}, {"leased", std::to_string(c.leased)},
+                          {"imbalance", std::to_string(c.imbalance())}});
+    if (c.imbalance() != 0) ++violations;
+    for (const auto& [id, what] : report->problems) {
+      reply.rows.push_back({{"queue", name}, {"id", id}, {"problem", what}});
+      ++violations;
+    }
+  }
+  reply.summary = violations == 0 ? "clean" : fmt::format("{} violations", violations);
+  return reply;
 }
 
 }  // namespace dueq::broker

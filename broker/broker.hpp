@@ -17,6 +17,7 @@
 
 #include "broker/config.hpp"
 #include "broker/inflight.hpp"
+#include "broker/reconciler.hpp"
 #include "broker/registry.hpp"
 #include "broker/store.hpp"
 #include "common/protocol.hpp"
@@ -74,6 +75,11 @@ class Broker {
   void on_bye(const Peer& peer, const proto::Bye& bye, int64_t now);
   void on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, int64_t now);
   void on_job_request(const Peer& peer, const proto::JobRequest& request);
+  void on_admin(const Peer& peer, const proto::AdminRequest& request, int64_t now);
+  Result<proto::AdminReply> run_admin(const proto::AdminRequest& request, int64_t now);
+  // Queues to search for a job: the given one, or every known queue.
+  std::vector<std::string> queues_for(const std::string& queue) const;
+  Result<std::string> find_job_queue(const std::string& id, const std::string& queue);
   void on_bad_frame(const Peer& peer, const Error& error, int64_t now);
 
   void adopt_held(const std::string& routing_id, const std::vector<proto::JobRef>& held, int64_t now);
@@ -103,6 +109,7 @@ class Broker {
   WorkerRegistry workers_;
   InflightTable inflight_;
   std::mt19937_64 rng_{std::random_device{}()};
+  std::unique_ptr<Reconciler> reconciler_;
 
   // Work gathered from frames, applied by the next round.
   std::vector<EnqueueRequest> enqueues_;

@@ -58,8 +58,12 @@ Result<void> read_policy(const toml::table& table, const std::string& prefix, Qu
       auto v = read_duration(node, full, 0);
       if (!v) return std::unexpected(v.error());
       policy.done_retention_s = *v / 1000;
+    } else if (key == "max_backlog") {
+      auto v = read_int(node, full, 0, INT64_MAX);
+      if (!v) return std::unexpected(v.error());
+      policy.max_backlog = *v;
     } else {
-      return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention)");
+      return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, max_backlog)");
     }
   }
   if (policy.backoff_cap_ms < policy.backoff_base_ms) return bad_key(prefix + "backoff_cap", "must not be below backoff_base");
@@ -113,6 +117,9 @@ Result<void> load_config_file(const std::string& path, BrokerConfig& config) {
     else if (key == "lease_batch") ok = set_int(config.lease_batch, 1, 1000);
     else if (key == "promote_batch") ok = set_int(config.promote_batch, 1, 5000);
     else if (key == "reclaim_batch") ok = set_int(config.reclaim_batch, 1, 5000);
+    else if (key == "min_replicas") ok = set_int(config.min_replicas, 0, 100);
+    else if (key == "replica_timeout") ok = set_duration(config.replica_timeout_ms, 1);
+    else if (key == "reconcile_interval") ok = set_duration(config.reconcile_interval_ms, 0);
     else if (key == "defaults") {
       auto table = node.as_table();
       if (!table) return bad_key(key, "expected a table");

@@ -12,7 +12,8 @@ struct QueuePolicy {
   uint32_t max_attempts = 5;
   int64_t backoff_base_ms = 1'000;
   int64_t backoff_cap_ms = 600'000;
-  int64_t done_retention_s = 3'600;  // how long `dueq job ID` can still see a done job
+  int64_t done_retention_s = 3'600;  // how long `dueq job ID` can still see a done or cancelled job
+  int64_t max_backlog = 0;           // refuse enqueues while ready + leased jobs reach this (0 = no limit)
 };
 
 struct BrokerConfig {
@@ -30,6 +31,11 @@ struct BrokerConfig {
   int promote_batch = 2'000;           // jobs per promote script call
   int reclaim_batch = 1'000;           // leases per reclaim script call
   int max_frames_per_turn = 5'000;     // frames read before touching Redis
+
+  int min_replicas = 0;                // > 0: confirm enqueues only after WAIT saw this many replicas
+  int64_t replica_timeout_ms = 1'000;  // how long WAIT may take
+  int64_t reconcile_interval_ms = 60'000;  // background audit and repair (0 = off)
+  int64_t overload_retry_after_ms = 1'000; // hint given to producers refused for backlog
 
   QueuePolicy default_policy;
   std::map<std::string, QueuePolicy> queues;

@@ -43,13 +43,13 @@ size_t Round::command(Command command) {
 }
 
 size_t Round::enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
-                      uint32_t default_max_attempts) {
+                      uint32_t default_max_attempts, int64_t max_backlog) {
   QueueKeys k(queue);
   Command args;
-  args.add(now_ms).add(static_cast<int64_t>(default_max_attempts)).add(static_cast<int64_t>(jobs.size()));
+  args.add(now_ms).add(static_cast<int64_t>(default_max_attempts)).add(max_backlog).add(static_cast<int64_t>(jobs.size()));
   for (const auto* job : jobs)
     args.add(job->id).add(job->type).add(job->payload.data).add(job->due_ms).add(static_cast<int64_t>(job->max_attempts));
-  return script(lua::ScriptId::enqueue, {k.scheduled, k.ready, k.stats, k.job_prefix}, std::move(args));
+  return script(lua::ScriptId::enqueue, {k.scheduled, k.ready, k.stats, k.job_prefix, k.leased}, std::move(args));
 }
 
 size_t Round::promote(const std::string& queue, int64_t now_ms, int limit) {
@@ -70,13 +70,20 @@ size_t Round::ack(const std::string& queue, int64_t now_ms, int64_t retention_s,
   return script(lua::ScriptId::ack, {k.leased, k.stats, k.job_prefix}, std::move(args));
 }
 
-size_t Round::nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms,
+size_t Round::nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
                    const std::vector<NackItem>& items) {
   QueueKeys k(queue);
   Command args;
-  args.add(now_ms).add(base_ms).add(cap_ms).add(static_cast<int64_t>(items.size()));
+  args.add(now_ms).add(base_ms).add(cap_ms).add(retention_s).add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) {
-    const char* mode = item.mode == NackMode::retry ? "retry" : item.mode == NackMode::now ? "now" : "dead";
+    const char* mode = "retry";
+    switch (item.mode) {
+      case NackMode::retry: mode = "retry"; break;
+      case NackMode::now: mode = "now"; break;
+      case NackMode::dead: mode = "dead"; break;
+      case NackMode::handed_back: mode = "return"; break;
+      case NackMode::cancel: mode = "cancel"; break;
+    }
     args.add(item.id).add(static_cast<int64_t>(item.token)).add(mode).add(item.reason);
   }
   for (const auto& item : items) args.add(fmt::format("{:.6f}", item.jitter));
@@ -91,10 +98,62 @@ size_t Round::extend(const std::string& queue, int64_t deadline_ms, const std::v
   return script(lua::ScriptId::extend, {k.leased, k.stats, k.job_prefix}, std::move(args));
 }
 
-size_t Round::reclaim(const std::string& queue, int64_t now_ms, int limit) {
+size_t Round::reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s) {
   QueueKeys k(queue);
   return script(lua::ScriptId::reclaim, {k.leased, k.ready, k.dead, k.stats, k.job_prefix},
-                Command().add(now_ms).add(limit));
+                Command().add(now_ms).add(limit).add(retention_s));
+}
+
+size_t Round::cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s) {
+  QueueKeys k(queue);
+  return script(lua::ScriptId::cancel, {k.scheduled, k.ready, k.stats, k.job_prefix},
+                Command().add(now_ms).add(id).add(retention_s));
+}
+
+size_t Round::replay(const std::string& queue, const std::vector<std::string>& ids) {
+  QueueKeys k(queue);
+  Command args;
+  args.add(static_cast<int64_t>(ids.size()));
+  for (const auto& id : ids) args.add(id);
+  return script(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.job_prefix}, std::move(args));
+}
+
+size_t Round::replay_oldest(const std::string& queue, int limit) {
+  QueueKeys k(queue);
+  return script(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.job_prefix}, Command().add(int64_t{0}).add(limit));
+}
+
+size_t Round::purge(const std::string& queue, const std::vector<std::string>& ids) {
+  QueueKeys k(queue);
+  Command args;
+  args.add(static_cast<int64_t>(ids.size()));
+  for (const auto& id : ids) args.add(id);
+  return script(lua::ScriptId::purge, {k.dead, k.stats, k.job_prefix}, std::move(args));
+}
+
+size_t Round::purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit) {
+  QueueKeys k(queue);
+  return script(lua::ScriptId::purge, {k.dead, k.stats, k.job_prefix},
+                Command().add(int64_t{0}).add(cutoff_ms).add(limit));
+}
+
+size_t Round::repair(const std::string& queue, const std::vector<std::string>& ids) {
+  QueueKeys k(queue);
+  Command args;
+  for (const auto& id : ids) args.add(id);
+  return script(lua::ScriptId::repair, {k.scheduled, k.ready, k.leased, k.dead, k.job_prefix}, std::move(args));
+}
+
+size_t Round::cap_leases(const std::string& queue, int64_t cap_ms, int limit) {
+  QueueKeys k(queue);
+  return script(lua::ScriptId::cap_leases, {k.leased}, Command().add(cap_ms).add(limit));
+}
+
+size_t Round::audit(const std::string& queue, const std::vector<std::string>& ids) {
+  QueueKeys k(queue);
+  Command args;
+  for (const auto& id : ids) args.add(id);
+  return script(lua::ScriptId::audit, {k.scheduled, k.ready, k.leased, k.dead, k.stats, k.job_prefix}, std::move(args));
 }
 
 size_t Round::stats(const std::string& queue, int64_t now_ms) {
@@ -207,6 +266,51 @@ Result<std::map<std::string, std::string>> Store::job_fields(const std::string& 
   return out;
 }
 
+Result<std::pair<std::string, std::vector<std::string>>> Store::scan_job_ids(const std::string& queue,
+                                                                              const std::string& cursor) {
+  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
+  const QueueKeys k(queue);
+  auto reply = connection_->run(Command{"SCAN", cursor, "MATCH", k.job_prefix + "*", "COUNT", "1000"});
+  if (!reply) return std::unexpected(reply.error());
+  const redisReply* r = reply->get();
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return bad_reply(r, "SCAN");
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < r->element[1]->elements; ++i) ids.push_back(str(r->element[1]->element[i]).substr(k.job_prefix.size()));
+  return std::make_pair(str(r->element[0]), std::move(ids));
+}
+
+Result<std::vector<std::string>> Store::range_ids(const std::string& key, bool is_list, int64_t start, int64_t count) {
+  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
+  auto reply = connection_->run(Command{is_list ? "LRANGE" : "ZRANGE", key, std::to_string(start), std::to_string(start + count - 1)});
+  if (!reply) return std::unexpected(reply.error());
+  return parse_strings(reply->get());
+}
+
+Result<std::vector<std::map<std::string, std::string>>> Store::dead_jobs(const std::string& queue, int64_t limit) {
+  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
+  const QueueKeys k(queue);
+  auto reply = connection_->run(Command{"ZRANGE", k.dead, "0", std::to_string(limit - 1), "WITHSCORES"});
+  if (!reply) return std::unexpected(reply.error());
+  auto pairs = parse_strings(reply->get());
+  if (!pairs) return std::unexpected(pairs.error());
+  std::vector<Command> reads;
+  for (size_t i = 0; i + 1 < pairs->size(); i += 2) reads.push_back(Command{"HGETALL", k.job((*pairs)[i])});
+  std::vector<std::map<std::string, std::string>> rows;
+  if (reads.empty()) return rows;
+  auto replies = connection_->pipeline(reads);
+  if (!replies) return std::unexpected(replies.error());
+  for (size_t i = 0; i < reads.size(); ++i) {
+    std::map<std::string, std::string> row;
+    const redisReply* r = (*replies)[i].get();
+    for (size_t j = 0; r->type == REDIS_REPLY_ARRAY && j + 1 < r->elements; j += 2) row[str(r->element[j])] = str(r->element[j + 1]);
+    row["id"] = (*pairs)[2 * i];
+    row["queue"] = queue;
+    row["died_ms"] = (*pairs)[2 * i + 1];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 Result<std::vector<int64_t>> Store::parse_integers(const redisReply* r) {
   if (r->type != REDIS_REPLY_ARRAY) return bad_reply(r, "script");
   std::vector<int64_t> out;
@@ -250,7 +354,7 @@ Result<ReclaimOutcome> Store::parse_reclaim(const redisReply* r) {
 
 Result<proto::QueueStats> Store::parse_stats(const std::string& queue, const redisReply* r) {
   auto v = parse_integers(r);
-  if (!v || v->size() != 9) return bad_reply(r, "stats");
+  if (!v || v->size() != 11) return bad_reply(r, "stats");
   proto::QueueStats s;
   s.queue = queue;
   s.scheduled = (*v)[0];
@@ -262,7 +366,34 @@ Result<proto::QueueStats> Store::parse_stats(const std::string& queue, const red
   s.done = (*v)[6];
   s.retried = (*v)[7];
   s.stale_acks = (*v)[8];
+  s.cancelled = (*v)[9];
+  s.purged = (*v)[10];
   return s;
+}
+
+Result<std::vector<std::string>> Store::parse_strings(const redisReply* r) {
+  if (r->type != REDIS_REPLY_ARRAY) return bad_reply(r, "script");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < r->elements; ++i) out.push_back(str(r->element[i]));
+  return out;
+}
+
+Result<AuditSlice> Store::parse_audit(const redisReply* r) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_ARRAY ||
+      r->element[0]->elements != 8 || r->element[1]->type != REDIS_REPLY_ARRAY)
+    return bad_reply(r, "audit");
+  AuditSlice slice;
+  auto c = [&](size_t i) { return num(r->element[0]->element[i]); };
+  slice.counts = AuditCounts{c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7)};
+  const redisReply* p = r->element[1];
+  for (size_t i = 0; i + 1 < p->elements; i += 2) slice.problems.emplace_back(str(p->element[i]), str(p->element[i + 1]));
+  return slice;
+}
+
+Result<CancelOutcome> Store::parse_cancel(const redisReply* r) {
+  auto v = parse_integers(r);
+  if (!v || v->size() != 2) return bad_reply(r, "cancel");
+  return CancelOutcome{static_cast<int>((*v)[0]), static_cast<uint64_t>((*v)[1])};
 }
 
 }  // namespace dueq::broker

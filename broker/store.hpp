@@ -34,7 +34,13 @@ struct TokenRef {
   uint64_t token = 0;
 };
 
-enum class NackMode { retry, now, dead };
+enum class NackMode {
+  retry,         // back to the schedule after backoff
+  now,           // back to ready at once, counted as an attempt (worker lost)
+  dead,          // straight to the dead-letter set
+  handed_back,   // back to ready at once, not counted (never started)
+  cancel,        // ends cancelled
+};
 
 struct NackItem {
   std::string id;
@@ -45,7 +51,7 @@ struct NackItem {
 };
 
 struct NackOutcome {
-  int status = 0;  // 0 stale, 1 retried, 2 dead
+  int status = 0;  // 0 stale, 1 retried, 2 dead, 3 cancelled
   int64_t due_ms = 0;
 };
 
@@ -60,20 +66,44 @@ struct ReclaimOutcome {
   int64_t next_deadline_ms = -1;
 };
 
+struct AuditCounts {
+  int64_t scheduled = 0, ready = 0, leased = 0, dead = 0, accepted = 0, done = 0, cancelled = 0, purged = 0;
+  // accepted == done + cancelled + purged + dead + scheduled + ready + leased
+  int64_t imbalance() const { return accepted - (done + cancelled + purged + dead + scheduled + ready + leased); }
+};
+
+struct AuditSlice {
+  AuditCounts counts;
+  std::vector<std::pair<std::string, std::string>> problems;  // id, description
+};
+
+struct CancelOutcome {
+  int status = 0;      // 1 cancelled, 2 cancel requested (leased), 0 not found, -1 already finished
+  uint64_t token = 0;  // with status 2: the delivery to stop
+};
+
 // A batch of store operations sent in one round trip. Each add_* returns the
 // index of its reply in Store::execute's result.
 class Round {
  public:
   size_t enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
-                 uint32_t default_max_attempts);
+                 uint32_t default_max_attempts, int64_t max_backlog);
   size_t promote(const std::string& queue, int64_t now_ms, int limit);
   size_t lease(const std::string& queue, int64_t deadline_ms, int count);
   size_t ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<TokenRef>& items);
-  size_t nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms,
+  size_t nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
               const std::vector<NackItem>& items);
   size_t extend(const std::string& queue, int64_t deadline_ms, const std::vector<TokenRef>& items);
-  size_t reclaim(const std::string& queue, int64_t now_ms, int limit);
+  size_t reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s);
   size_t stats(const std::string& queue, int64_t now_ms);
+  size_t cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s);
+  size_t replay(const std::string& queue, const std::vector<std::string>& ids);
+  size_t replay_oldest(const std::string& queue, int limit);
+  size_t purge(const std::string& queue, const std::vector<std::string>& ids);
+  size_t purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit);
+  size_t cap_leases(const std::string& queue, int64_t cap_ms, int limit);
+  size_t audit(const std::string& queue, const std::vector<std::string>& ids);
+  size_t repair(const std::string& queue, const std::vector<std::string>& ids);
   size_t command(Command command);
 
   bool empty() const { return commands_.empty(); }
@@ -108,6 +138,12 @@ class Store {
   // Reads that need no script.
   Result<std::vector<std::string>> known_queues();
   Result<std::map<std::string, std::string>> job_fields(const std::string& queue, const std::string& id);
+  // One SCAN step over the queue's job records: next cursor ("0" = done) and ids.
+  Result<std::pair<std::string, std::vector<std::string>>> scan_job_ids(const std::string& queue, const std::string& cursor);
+  // Members [start, start+count) of a zset or list, by index.
+  Result<std::vector<std::string>> range_ids(const std::string& key, bool is_list, int64_t start, int64_t count);
+  // Dead-lettered jobs, oldest first: id, died ms and the job fields.
+  Result<std::vector<std::map<std::string, std::string>>> dead_jobs(const std::string& queue, int64_t limit);
 
   static Result<std::vector<int64_t>> parse_integers(const redisReply* reply);
   static Result<std::vector<LeasedJob>> parse_lease(const redisReply* reply);
@@ -115,6 +151,9 @@ class Store {
   static Result<PromoteOutcome> parse_promote(const redisReply* reply);
   static Result<ReclaimOutcome> parse_reclaim(const redisReply* reply);
   static Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* reply);
+  static Result<std::vector<std::string>> parse_strings(const redisReply* reply);
+  static Result<AuditSlice> parse_audit(const redisReply* reply);
+  static Result<CancelOutcome> parse_cancel(const redisReply* reply);
 
  private:
   Result<void> load_scripts();

@@ -81,6 +81,9 @@ int enqueue_one(dueq::Client& client, const EnqueueArgs& a) {
     case dueq::EnqueueResult::Status::rejected:
       fmt::print(stderr, "dueq: rejected: {}\n", result->reason);
       return kExitUsage;
+    case dueq::EnqueueResult::Status::overloaded:
+      fmt::print(stderr, "dueq: overloaded: {}\ndueq: retry after {} ms\n", result->reason, result->retry_after_ms);
+      return kExitTempFail;
   }
   return kExitError;
 }
@@ -93,7 +96,8 @@ int enqueue_from(dueq::Client& client, const std::string& path) {
     return kExitUsage;
   }
   std::istream& in = path == "-" ? std::cin : file;
-  size_t accepted = 0, duplicate = 0, rejected = 0, line_no = 0;
+  size_t accepted = 0, duplicate = 0, rejected = 0, overloaded = 0, line_no = 0;
+  uint32_t retry_after_ms = 0;
   std::vector<dueq::JobSpec> batch;
   std::vector<size_t> batch_lines;
   auto flush = [&]() -> int {
@@ -105,7 +109,10 @@ int enqueue_from(dueq::Client& client, const std::string& path) {
       const auto& r = (*results)[i];
       if (r.status == dueq::EnqueueResult::Status::accepted) ++accepted;
       else if (r.status == dueq::EnqueueResult::Status::duplicate) ++duplicate;
-      else {
+      else if (r.status == dueq::EnqueueResult::Status::overloaded) {
+        ++overloaded;
+        retry_after_ms = std::max(retry_after_ms, r.retry_after_ms);
+      } else {
         ++rejected;
         fmt::print(stderr, "dueq: line {}: rejected: {}\n", batch_lines[i], r.reason);
       }
@@ -144,8 +151,11 @@ int enqueue_from(dueq::Client& client, const std::string& path) {
       if (int rc = flush(); rc != 0) return rc;
   }
   if (int rc = flush(); rc != 0) return rc;
-  fmt::print("accepted {}, duplicate {}, rejected {}\n", accepted, duplicate, rejected);
-  return rejected > 0 ? kExitUsage : 0;
+  fmt::print("accepted {}, duplicate {}, rejected {}", accepted, duplicate, rejected);
+  if (overloaded > 0) fmt::print(", overloaded {} (retry after {} ms)", overloaded, retry_after_ms);
+  fmt::print("\n");
+  if (rejected > 0) return kExitUsage;
+  return overloaded > 0 ? kExitTempFail : 0;
 }
 
 int stats(dueq::Client& client, bool json) {
@@ -199,6 +209,46 @@ int show_job(dueq::Client& client, const std::string& id, const std::string& que
   return 0;
 }
 
+std::string field(const std::map<std::string, std::string>& row, const char* key) {
+  auto it = row.find(key);
+  return it == row.end() ? std::string() : it->second;
+}
+
+int admin(dueq::Client& client, const dueq::AdminCommand& command, bool json) {
+  auto result = client.admin(command);
+  if (!result) return report(result.error());
+  if (json) {
+    nlohmann::json out{{"summary", result->summary}, {"rows", result->rows}};
+    fmt::print("{}\n", out.dump());
+  } else if (command.op == "dead_list") {
+    fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", "ID", "QUEUE", "TYPE", "ATTEMPTS", "DIED", "REASON");
+    for (const auto& row : result->rows)
+      fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", field(row, "id"), field(row, "queue"), field(row, "t"),
+                 field(row, "a"), format_time(std::stoll("0" + field(row, "died_ms"))), field(row, "e"));
+  } else if (command.op == "cancel") {
+    for (const auto& row : result->rows) fmt::print("{}: {}\n", field(row, "id"), field(row, "result"));
+  } else if (command.op == "audit") {
+    for (const auto& row : result->rows) {
+      if (row.contains("problem")) {
+        fmt::print("VIOLATION queue {} job {}: {}\n", field(row, "queue"), field(row, "id"), field(row, "problem"));
+      } else {
+        fmt::print("queue {}: accepted {} = done {} + cancelled {} + purged {} + dead {} + scheduled {} + ready {} + "
+                   "leased {}{}\n",
+                   field(row, "queue"), field(row, "accepted"), field(row, "done"), field(row, "cancelled"),
+                   field(row, "purged"), field(row, "dead"), field(row, "scheduled"), field(row, "ready"),
+                   field(row, "leased"),
+                   field(row, "imbalance") == "0" ? "" : "  VIOLATION: off by " + field(row, "imbalance"));
+      }
+    }
+    fmt::print("audit: {}\n", result->summary);
+  } else {
+    for (const auto& row : result->rows) fmt::print("{} {}\n", field(row, "queue"), field(row, "id"));
+    fmt::print("{}\n", result->summary);
+  }
+  if (command.op == "audit" && result->summary != "clean") return kExitError;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -233,6 +283,38 @@ int main(int argc, char** argv) {
   job_cmd->add_option("--queue", job_queue, "queue to look in (default: all)");
   job_cmd->add_flag("--json", json, "print JSON");
 
+  // Operator commands.
+  dueq::AdminCommand dead_cmd;
+  std::string older_than;
+  bool replay_all = false;
+  auto* dead = app.add_subcommand("dead", "dead-letter set: list, show, replay, purge");
+  dead->require_subcommand(1);
+  auto* dead_list = dead->add_subcommand("list", "list dead jobs with their reasons");
+  dead_list->add_option("--queue", dead_cmd.queue, "only this queue");
+  dead_list->add_option("--limit", dead_cmd.limit, "at most this many per queue (default 1000)");
+  dead_list->add_flag("--json", json, "print JSON");
+  std::string show_id;
+  auto* dead_show = dead->add_subcommand("show", "one dead job, with payload and every attempt's error");
+  dead_show->add_option("id", show_id, "job id")->required();
+  dead_show->add_flag("--json", json, "print JSON");
+  auto* dead_replay = dead->add_subcommand("replay", "back to the schedule, attempts reset, same id");
+  dead_replay->add_option("ids", dead_cmd.ids, "job ids");
+  auto* all_flag = dead_replay->add_flag("--all", replay_all, "every dead job of --queue");
+  dead_replay->add_option("--queue", dead_cmd.queue, "queue")->needs(all_flag);
+  auto* dead_purge = dead->add_subcommand("purge", "delete dead jobs for good");
+  dead_purge->add_option("ids", dead_cmd.ids, "job ids");
+  dead_purge->add_option("--older-than", older_than, "every dead job that died longer ago than this, e.g. 30d");
+  dead_purge->add_option("--queue", dead_cmd.queue, "with --older-than: only this queue");
+
+  std::vector<std::string> cancel_ids;
+  auto* cancel_cmd = app.add_subcommand("cancel", "cancel jobs: scheduled ones at once, running ones are stopped");
+  cancel_cmd->add_option("ids", cancel_ids, "job ids")->required();
+
+  std::string audit_queue;
+  auto* audit_cmd = app.add_subcommand("audit", "check that every accepted job is accounted for; exit 1 on a violation");
+  audit_cmd->add_option("--queue", audit_queue, "only this queue");
+  audit_cmd->add_flag("--json", json, "print JSON");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -255,6 +337,39 @@ int main(int argc, char** argv) {
       return enqueue_one(client, e);
     }
     if (*stats_cmd) return stats(client, json);
+    if (*dead) {
+      if (*dead_show) return show_job(client, show_id, "", json);
+      if (*dead_list) {
+        dead_cmd.op = "dead_list";
+        return admin(client, dead_cmd, json);
+      }
+      if (*dead_replay) {
+        dead_cmd.op = "replay";
+        if (replay_all == !dead_cmd.ids.empty() || (replay_all && dead_cmd.queue.empty())) {
+          fmt::print(stderr, "dueq: dead replay needs job ids, or --all --queue Q\n");
+          return kExitUsage;
+        }
+        return admin(client, dead_cmd, false);
+      }
+      if (*dead_purge) {
+        dead_cmd.op = "purge";
+        if (older_than.empty() == dead_cmd.ids.empty()) {
+          fmt::print(stderr, "dueq: dead purge needs job ids, or --older-than AGE\n");
+          return kExitUsage;
+        }
+        if (!older_than.empty()) {
+          auto ms = dueq::parse_duration_ms(older_than);
+          if (!ms || *ms == 0) {
+            fmt::print(stderr, "dueq: --older-than: {}\n", ms ? "must be positive" : ms.error().message);
+            return kExitUsage;
+          }
+          dead_cmd.older_than_ms = *ms;
+        }
+        return admin(client, dead_cmd, false);
+      }
+    }
+    if (*cancel_cmd) return admin(client, dueq::AdminCommand{"cancel", "", cancel_ids, 0, 0}, false);
+    if (*audit_cmd) return admin(client, dueq::AdminCommand{"audit", audit_queue, {}, 0, 0}, json);
     if (*job_cmd) return show_job(client, job_id, job_queue, json);
   } catch (const std::exception& ex) {
     fmt::print(stderr, "dueq: {}\n", ex.what());

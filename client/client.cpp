@@ -89,7 +89,8 @@ std::expected<std::vector<EnqueueResult>, ClientError> Client::enqueue_batch(std
     return std::unexpected(ClientError{"bad_frame", "unexpected reply to enqueue", 0});
   std::vector<EnqueueResult> out;
   for (auto& r : reply->results)
-    out.push_back(EnqueueResult{std::move(r.id), static_cast<EnqueueResult::Status>(r.status), std::move(r.reason)});
+    out.push_back(EnqueueResult{std::move(r.id), static_cast<EnqueueResult::Status>(r.status), std::move(r.reason),
+                                r.status == static_cast<uint8_t>(proto::EnqueueStatus::overloaded) ? reply->retry_after_ms : 0});
   return out;
 }
 
@@ -101,7 +102,7 @@ std::expected<std::vector<QueueStats>, ClientError> Client::stats() {
   std::vector<QueueStats> out;
   for (const auto& q : reply->queues)
     out.push_back(QueueStats{q.queue, q.scheduled, q.waiting, q.in_flight, q.done, q.dead, q.accepted, q.retried,
-                             q.stale_acks, q.next_due_ms});
+                             q.stale_acks, q.next_due_ms, q.cancelled, q.purged});
   return out;
 }
 
@@ -113,6 +114,14 @@ std::expected<std::optional<std::map<std::string, std::string>>, ClientError> Cl
   if (reply == nullptr) return std::unexpected(ClientError{"bad_frame", "unexpected reply to job", 0});
   if (!reply->found) return std::optional<std::map<std::string, std::string>>{};
   return std::optional(std::move(reply->fields));
+}
+
+std::expected<AdminResult, ClientError> Client::admin(const AdminCommand& command) {
+  auto frame = impl_->call(proto::AdminRequest{0, command.op, command.queue, command.ids, command.older_than_ms, command.limit});
+  if (!frame) return std::unexpected(frame.error());
+  auto* reply = std::get_if<proto::AdminReply>(&*frame);
+  if (reply == nullptr) return std::unexpected(ClientError{"bad_frame", "unexpected reply to " + command.op, 0});
+  return AdminResult{std::move(reply->rows), std::move(reply->summary)};
 }
 
 }  // namespace dueq

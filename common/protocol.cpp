@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "common/names.hpp"
 
 namespace dueq::proto {
@@ -61,13 +63,14 @@ Result<void> validate(const Results& f) {
   if (f.items.size() > kMaxBatch) return bad("results batch exceeds the batch limit");
   for (const auto& item : f.items) {
     if (auto ok = check_ref(JobRef{item.queue, item.id, item.token}); !ok) return ok;
-    if (item.outcome > static_cast<uint8_t>(Outcome::failed_final)) return bad(fmt::format("unknown outcome {}", item.outcome));
+    if (item.outcome > static_cast<uint8_t>(Outcome::cancelled)) return bad(fmt::format("unknown outcome {}", item.outcome));
     if (item.error.size() > kMaxErrorText) return bad("result error text exceeds 4096 bytes");
   }
   return {};
 }
 
 Result<void> validate(const Confirm& f) { return check_refs(f.items); }
+Result<void> validate(const Cancel& f) { return check_ref(f.job); }
 Result<void> validate(const Bye& f) { return check_refs(f.unstarted); }
 
 Result<void> validate(const Enqueue& f) {
@@ -90,6 +93,20 @@ Result<void> validate(const JobRequest& f) {
 }
 
 Result<void> validate(const JobReply&) { return {}; }
+
+Result<void> validate(const AdminRequest& f) {
+  static const std::set<std::string> kOps = {"cancel", "dead_list", "replay", "purge", "audit"};
+  if (!kOps.contains(f.op)) return bad("unknown admin op '" + f.op + "' (cancel, dead_list, replay, purge, audit)");
+  if (!f.queue.empty())
+    if (auto ok = validate_queue_name(f.queue); !ok) return ok;
+  if (f.ids.size() > 1000) return bad("at most 1000 ids per admin request");
+  for (const auto& id : f.ids)
+    if (auto ok = validate_job_id(id); !ok) return ok;
+  if (f.older_than_ms < 0) return bad("older_than_ms must not be negative");
+  return {};
+}
+
+Result<void> validate(const AdminReply&) { return {}; }
 Result<void> validate(const ErrorFrame&) { return {}; }
 
 // Number of fields a body of T must carry (newer peers MAY append more).
@@ -130,6 +147,9 @@ const char* type_name(Type type) {
     case Type::results: return "results";
     case Type::confirm: return "confirm";
     case Type::bye: return "bye";
+    case Type::cancel: return "cancel";
+    case Type::admin_request: return "admin_request";
+    case Type::admin_reply: return "admin_reply";
     case Type::enqueue: return "enqueue";
     case Type::enqueue_reply: return "enqueue_reply";
     case Type::stats_request: return "stats_request";
@@ -165,6 +185,9 @@ Result<Frame> decode(std::string_view bytes) {
       case Type::results: return convert_body<Results>(body);
       case Type::confirm: return convert_body<Confirm>(body);
       case Type::bye: return convert_body<Bye>(body);
+      case Type::cancel: return convert_body<Cancel>(body);
+      case Type::admin_request: return convert_body<AdminRequest>(body);
+      case Type::admin_reply: return convert_body<AdminReply>(body);
       case Type::enqueue: return convert_body<Enqueue>(body);
       case Type::enqueue_reply: return convert_body<EnqueueReply>(body);
       case Type::stats_request: return convert_body<StatsRequest>(body);

@@ -30,12 +30,15 @@ enum class Type : uint8_t {
   results = 6,
   confirm = 7,
   bye = 8,
+  cancel = 9,
   enqueue = 10,
   enqueue_reply = 11,
   stats_request = 12,
   stats_reply = 13,
   job_request = 14,
   job_reply = 15,
+  admin_request = 16,
+  admin_reply = 17,
   error = 20,
 };
 
@@ -110,6 +113,7 @@ enum class Outcome : uint8_t {
   done = 0,          // handler succeeded
   failed = 1,        // handler failed; retry if attempts remain
   failed_final = 2,  // handler failed and asks for no retry (bad payload)
+  cancelled = 3,     // handler stopped because the broker sent CANCEL
 };
 
 struct JobResult {
@@ -133,6 +137,13 @@ struct Confirm {
   static constexpr Type kType = Type::confirm;
   std::vector<JobRef> items;
   MSGPACK_DEFINE(items)
+};
+
+// The broker asks a worker to stop one delivery (a user cancelled the job).
+struct Cancel {
+  static constexpr Type kType = Type::cancel;
+  JobRef job;
+  MSGPACK_DEFINE(job)
 };
 
 // A worker leaving: the jobs it received but did not start go back at once.
@@ -159,7 +170,7 @@ struct Enqueue {
   MSGPACK_DEFINE(request_id, jobs)
 };
 
-enum class EnqueueStatus : uint8_t { accepted = 0, duplicate = 1, rejected = 2 };
+enum class EnqueueStatus : uint8_t { accepted = 0, duplicate = 1, rejected = 2, overloaded = 3 };
 
 struct EnqueueOutcome {
   std::string id;
@@ -193,7 +204,10 @@ struct QueueStats {
   int64_t retried = 0;
   int64_t stale_acks = 0;
   int64_t next_due_ms = 0; // 0 = nothing scheduled
-  MSGPACK_DEFINE(queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks, next_due_ms)
+  int64_t cancelled = 0;
+  int64_t purged = 0;
+  MSGPACK_DEFINE(queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks, next_due_ms,
+                 cancelled, purged)
 };
 
 struct StatsReply {
@@ -220,6 +234,26 @@ struct JobReply {
   MSGPACK_DEFINE(request_id, found, fields)
 };
 
+// Operator commands: cancel, dead_list, replay, purge, audit (docs/protocol.md).
+struct AdminRequest {
+  static constexpr Type kType = Type::admin_request;
+  uint64_t request_id = 0;
+  std::string op;
+  std::string queue;              // "" = every queue (where the op allows)
+  std::vector<std::string> ids;
+  int64_t older_than_ms = 0;      // purge: dead before now - older_than_ms
+  uint32_t limit = 0;
+  MSGPACK_DEFINE(request_id, op, queue, ids, older_than_ms, limit)
+};
+
+struct AdminReply {
+  static constexpr Type kType = Type::admin_reply;
+  uint64_t request_id = 0;
+  std::vector<std::map<std::string, std::string>> rows;
+  std::string summary;
+  MSGPACK_DEFINE(request_id, rows, summary)
+};
+
 struct ErrorFrame {
   static constexpr Type kType = Type::error;
   uint64_t request_id = 0;
@@ -229,8 +263,8 @@ struct ErrorFrame {
   MSGPACK_DEFINE(request_id, code, message, retry_after_ms)
 };
 
-using Frame = std::variant<Hello, Welcome, Task, Heartbeat, Pong, Results, Confirm, Bye, Enqueue, EnqueueReply,
-                           StatsRequest, StatsReply, JobRequest, JobReply, ErrorFrame>;
+using Frame = std::variant<Hello, Welcome, Task, Heartbeat, Pong, Results, Confirm, Cancel, Bye, Enqueue, EnqueueReply,
+                           StatsRequest, StatsReply, JobRequest, JobReply, AdminRequest, AdminReply, ErrorFrame>;
 
 // Decodes and validates one frame. Never throws; every problem is an Error
 // with code bad_frame and a message naming what was wrong.

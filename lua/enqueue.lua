@@ -9,24 +9,29 @@
   KEYS[2]  ready       list  ids due now, in due order
   KEYS[3]  stats       hash  counters
   KEYS[4]  job prefix  string prefix of job hashes ("dueq:{q}:j:")
+  KEYS[5]  leased      zset
 
   ARGV[1]  now ms
   ARGV[2]  default max attempts (>= 1)
-  ARGV[3]  N, number of jobs (1..1000)
-  ARGV[4+5i .. 8+5i] for job i: id, type, payload, due ms (0 = now),
+  ARGV[3]  max backlog: when ready + leased jobs reach it the whole batch is
+           refused (0 = no limit)
+  ARGV[4]  N, number of jobs (1..1000)
+  ARGV[5+5i .. 9+5i] for job i: id, type, payload, due ms (0 = now),
            max attempts (0 = default)
 
-  Returns  array of N integers: 1 accepted, 0 duplicate
+  Returns  array of N integers: 1 accepted, 0 duplicate, 2 refused (backlog)
   Errors   "ERR dueq bad-args <what>"; nothing is written then
 ]]
 local now = tonumber(ARGV[1])
 local default_max = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
-if not now or not default_max or default_max < 1 or not n or n < 1 or n > 1000 or #ARGV ~= 3 + 5 * n then
-  return redis.error_reply("ERR dueq bad-args enqueue: expected now, default_max, N and 5 values per job")
+local max_backlog = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
+if not now or not default_max or default_max < 1 or not max_backlog or max_backlog < 0 or not n or n < 1
+    or n > 1000 or #ARGV ~= 4 + 5 * n then
+  return redis.error_reply("ERR dueq bad-args enqueue: expected now, default_max, max_backlog, N and 5 values per job")
 end
 for i = 0, n - 1 do
-  local b = 4 + 5 * i
+  local b = 5 + 5 * i
   local due = tonumber(ARGV[b + 3])
   local max = tonumber(ARGV[b + 4])
   if ARGV[b] == "" or ARGV[b + 1] == "" or not due or due < 0 or not max or max < 0 then
@@ -35,9 +40,13 @@ for i = 0, n - 1 do
 end
 
 local out = {}
+if max_backlog > 0 and redis.call("LLEN", KEYS[2]) + redis.call("ZCARD", KEYS[5]) >= max_backlog then
+  for i = 1, n do out[i] = 2 end
+  return out
+end
 local accepted = 0
 for i = 0, n - 1 do
-  local b = 4 + 5 * i
+  local b = 5 + 5 * i
   local id = ARGV[b]
   local key = KEYS[4] .. id
   if redis.call("EXISTS", key) == 1 then

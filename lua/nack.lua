@@ -3,7 +3,9 @@
   backoff with the jitter the broker drew), back to ready at once, or to the
   dead-letter set when it asks for no retry or its attempts are used up. The
   reason is kept as the last error and appended to the job's error log.
-  A stale token changes nothing and is counted as a stale ack.
+  A stale token changes nothing and is counted as a stale ack. A job a user
+  asked to cancel while it was leased (mark "cx") ends cancelled whatever
+  the mode.
 
   KEYS[1]  scheduled   zset
   KEYS[2]  ready       list
@@ -15,44 +17,51 @@
   ARGV[1]  now ms
   ARGV[2]  backoff base ms (>= 0)
   ARGV[3]  backoff cap ms (>= base)
-  ARGV[4]  N (1..5000)
-  ARGV[5+4i .. 8+4i] for job i: id, token, mode, reason
+  ARGV[4]  retention seconds for a cancelled record (0 = delete at once)
+  ARGV[5]  N (1..5000)
+  ARGV[6+4i .. 9+4i] for job i: id, token, mode, reason
            mode "retry": back to the schedule after
                  jitter * min(cap, base * 2^(attempt-1)) ms (full jitter);
            mode "now": back to ready at once (worker lost; still an attempt);
-           mode "dead": no retry (bad payload, handler said final)
-  ARGV[5+4N+i] for job i: jitter in [0, 1], drawn by the broker
+           mode "dead": no retry (bad payload, handler said final);
+           mode "return": back to ready at once, the attempt not counted
+                 (a draining worker handing back a job it never started);
+           mode "cancel": the handler stopped because the job was cancelled
+  ARGV[6+4N+i] for job i: jitter in [0, 1], drawn by the broker
 
   Returns  flat array, 2 values per job: status, due ms
-           status 0 stale, 1 retried (due ms = when), 2 dead (due ms = 0)
+           status 0 stale, 1 retried (due ms = when), 2 dead (due ms = 0),
+           3 cancelled
   Errors   "ERR dueq bad-args <what>"
 ]]
 local now = tonumber(ARGV[1])
 local base = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
-if not now or not base or base < 0 or not cap or cap < base or not n or n < 1 or n > 5000
-    or #ARGV ~= 4 + 5 * n then
-  return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, N, 4 values per job and N jitters")
+local retention = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
+if not now or not base or base < 0 or not cap or cap < base or not retention or retention < 0 or not n or n < 1
+    or n > 5000 or #ARGV ~= 5 + 5 * n then
+  return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, 4 values per job and N jitters")
 end
-local jitter_at = 4 + 4 * n
+local modes = {retry = true, now = true, dead = true, ["return"] = true, cancel = true}
+local jitter_at = 5 + 4 * n
 for i = 0, n - 1 do
-  local mode = ARGV[7 + 4 * i]
+  local mode = ARGV[8 + 4 * i]
   local jitter = tonumber(ARGV[jitter_at + 1 + i])
-  if (mode ~= "retry" and mode ~= "now" and mode ~= "dead") or not jitter or jitter < 0 or jitter > 1 then
+  if not modes[mode] or not jitter or jitter < 0 or jitter > 1 then
     return redis.error_reply("ERR dueq bad-args nack: job " .. i .. " has a bad mode or jitter")
   end
 end
 
 local out = {}
-local retried, dead, stale = 0, 0, 0
+local retried, dead, stale, cancelled = 0, 0, 0, 0
 for i = 0, n - 1 do
-  local id = ARGV[5 + 4 * i]
-  local mode = ARGV[7 + 4 * i]
-  local reason = ARGV[8 + 4 * i]
+  local id = ARGV[6 + 4 * i]
+  local mode = ARGV[8 + 4 * i]
+  local reason = ARGV[9 + 4 * i]
   local key = KEYS[6] .. id
-  local f = redis.call("HMGET", key, "k", "s", "a", "m", "el")
-  if f[1] ~= ARGV[6 + 4 * i] or f[2] ~= "leased" then
+  local f = redis.call("HMGET", key, "k", "s", "a", "m", "el", "cx")
+  if f[1] ~= ARGV[7 + 4 * i] or f[2] ~= "leased" then
     stale = stale + 1
     out[#out + 1] = 0
     out[#out + 1] = 0
@@ -61,7 +70,24 @@ for i = 0, n - 1 do
     local log = (f[5] or "") .. "attempt " .. attempt .. ": " .. reason .. "\n"
     if #log > 8192 then log = string.sub(log, -8192) end
     redis.call("ZREM", KEYS[3], id)
-    if mode == "dead" or attempt >= tonumber(f[4]) then
+    if f[6] or mode == "cancel" then
+      if retention > 0 then
+        redis.call("HSET", key, "s", "cancelled", "e", "cancelled by a user", "el", log, "f", now)
+        redis.call("HDEL", key, "p")
+        redis.call("EXPIRE", key, retention)
+      else
+        redis.call("DEL", key)
+      end
+      cancelled = cancelled + 1
+      out[#out + 1] = 3
+      out[#out + 1] = 0
+    elseif mode == "return" then
+      redis.call("RPUSH", KEYS[2], id)
+      redis.call("HSET", key, "s", "ready", "a", attempt - 1)
+      retried = retried + 1
+      out[#out + 1] = 1
+      out[#out + 1] = now
+    elseif mode == "dead" or attempt >= tonumber(f[4]) then
       local why = reason
       if mode ~= "dead" then why = "attempts exhausted (" .. attempt .. "): " .. reason end
       redis.call("ZADD", KEYS[4], now, id)
@@ -91,4 +117,5 @@ end
 if retried > 0 then redis.call("HINCRBY", KEYS[5], "retried", retried) end
 if dead > 0 then redis.call("HINCRBY", KEYS[5], "dead", dead) end
 if stale > 0 then redis.call("HINCRBY", KEYS[5], "stale_acks", stale) end
+if cancelled > 0 then redis.call("HINCRBY", KEYS[5], "cancelled", cancelled) end
 return out

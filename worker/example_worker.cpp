@@ -1,5 +1,5 @@
 // Example of the C++ worker library: handlers for a few job types. With
-// --record FILE it appends one line per job start ("id attempt start_us
+// --record FILE it appends one line per job start ("id attempt token start_us
 // due_ms created_ms pid"), which the end-to-end tests and benchmarks read.
 #include <fcntl.h>
 #include <signal.h>
@@ -17,7 +17,7 @@
 int main(int argc, char** argv) {
   dueq::WorkerOptions options;
   std::string record;
-  CLI::App app{"dueq-example-worker: the worker library with built-in handlers noop, sleep (payload = ms), fail"};
+  CLI::App app{"dueq-example-worker: the worker library with built-in handlers noop, sleep (payload = ms), fail, crash"};
   app.add_option("--broker", options.broker, "broker endpoint")->envname("DUEQ_BROKER")->required();
   app.add_option("--queue", options.queues, "queue to serve")->required();
   app.add_option("--concurrency", options.concurrency, "handlers at once")->check(CLI::Range(1, 10'000));
@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
   }
   auto note_start = [record_fd](const dueq::Job& job) {
     if (record_fd < 0) return;
-    const std::string line = fmt::format("{} {} {} {} {} {}\n", job.id, job.attempt, dueq::wall_us(), job.due_ms,
-                                         job.created_ms, ::getpid());
+    const std::string line = fmt::format("{} {} {} {} {} {} {}\n", job.id, job.attempt, job.token, dueq::wall_us(),
+                                         job.due_ms, job.created_ms, ::getpid());
     [[maybe_unused]] auto n = ::write(record_fd, line.data(), line.size());  // O_APPEND: one atomic line
   };
 
@@ -59,6 +59,12 @@ int main(int argc, char** argv) {
       if (job.cancelled->load()) return dueq::HandlerResult::failed("cancelled");
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10L, ms - slept)));
     }
+    return dueq::HandlerResult::done();
+  });
+  // A poison job: takes the whole worker process down with it.
+  worker.handle("crash", [&](const dueq::Job& job) {
+    note_start(job);
+    ::raise(SIGKILL);
     return dueq::HandlerResult::done();
   });
   worker.handle("fail", [&](const dueq::Job& job) {

@@ -38,9 +38,17 @@ std::string default_worker_id() {
 }  // namespace
 
 struct Worker::Impl {
+  // Per delivery: `stop` is what the handler sees (Job::cancelled);
+  // `by_user` says the broker cancelled the job (vs. the worker stopping).
+  struct CancelState {
+    std::atomic<bool> stop{false};
+    std::atomic<bool> by_user{false};
+  };
+
   struct Delivery {
     Job job;
     uint64_t token = 0;
+    std::shared_ptr<CancelState> cancel;
   };
 
   explicit Impl(WorkerOptions o) : options(std::move(o)), context(1), dealer(context, zmq::socket_type::dealer) {
@@ -78,6 +86,7 @@ struct Worker::Impl {
       proto::JobResult result{delivery.job.queue, delivery.job.id, delivery.token, 0, {}};
       HandlerResult outcome = run_handler(delivery.job);
       result.outcome = static_cast<uint8_t>(outcome.status == HandlerResult::Status::done     ? proto::Outcome::done
+                                            : delivery.cancel->by_user.load()                 ? proto::Outcome::cancelled
                                             : outcome.status == HandlerResult::Status::failed ? proto::Outcome::failed
                                                                                               : proto::Outcome::failed_final);
       result.error = std::move(outcome.error);
@@ -188,6 +197,7 @@ struct Worker::Impl {
       }
       return;
     }
+    if (auto* c = std::get_if<proto::Cancel>(&frame)) return on_cancel(c->job);
     if (auto* e = std::get_if<proto::ErrorFrame>(&frame)) {
       if (e->code == "unknown_worker") {
         welcomed = false;
@@ -200,6 +210,29 @@ struct Worker::Impl {
     spdlog::warn("ignoring unexpected frame from the broker");
   }
 
+  // A user cancelled a job this worker holds: drop it if not started, else
+  // signal the handler (the exec handler kills its command).
+  void on_cancel(const proto::JobRef& ref) {
+    const std::string key = held_key(ref.queue, ref.id);
+    auto held_it = held.find(key);
+    if (held_it == held.end() || held_it->second.token != ref.token) return;
+    {
+      std::lock_guard lock(pool_mutex);
+      for (auto it = pending.begin(); it != pending.end(); ++it) {
+        if (it->job.queue == ref.queue && it->job.id == ref.id) {
+          pending.erase(it);
+          completed.push_back({ref.queue, ref.id, ref.token, static_cast<uint8_t>(proto::Outcome::cancelled), "cancelled before it started"});
+          wake();
+          return;
+        }
+      }
+    }
+    if (auto it = cancel_states.find(key); it != cancel_states.end()) {
+      it->second->by_user = true;
+      it->second->stop = true;
+    }
+  }
+
   void on_task(proto::Task&& task, int64_t now) {
     const std::string key = held_key(task.queue, task.id);
     if (held.contains(key)) {
@@ -208,9 +241,11 @@ struct Worker::Impl {
       spdlog::warn("job {} delivered again (token {}) while held", task.id, task.token);
     }
     held[key] = proto::JobRef{task.queue, task.id, task.token};
+    auto cancel = std::make_shared<CancelState>();
+    cancel_states[key] = cancel;
     Delivery d{Job{std::move(task.queue), std::move(task.id), std::move(task.type), std::move(task.payload.data),
-                   task.due_ms, task.attempt, task.max_attempts, task.created_ms, now, &force_cancel},
-               task.token};
+                   task.due_ms, task.attempt, task.max_attempts, task.created_ms, now, &cancel->stop, task.token},
+               task.token, cancel};
     {
       std::lock_guard lock(pool_mutex);
       pending.push_back(std::move(d));
@@ -228,7 +263,10 @@ struct Worker::Impl {
     proto::Results results;
     for (auto& r : done) {
       const std::string key = held_key(r.queue, r.id);
-      if (auto it = held.find(key); it != held.end() && it->second.token == r.token) held.erase(it);
+      if (auto it = held.find(key); it != held.end() && it->second.token == r.token) {
+        held.erase(it);
+        cancel_states.erase(key);
+      }
       unconfirmed[key] = r;
       results.items.push_back(std::move(r));
     }
@@ -257,6 +295,7 @@ struct Worker::Impl {
       for (const auto& d : pending) {
         bye.unstarted.push_back({d.job.queue, d.job.id, d.token});
         held.erase(held_key(d.job.queue, d.job.id));
+        cancel_states.erase(held_key(d.job.queue, d.job.id));
       }
       pending.clear();
     }
@@ -341,9 +380,10 @@ struct Worker::Impl {
           // Exit once the broker confirmed every result, or after a short
           // wait if it does not (down): its leases then expire instead.
           if (unconfirmed.empty() || now - idle_since_ms >= kConfirmWaitMs) break;
-        } else if (now >= drain_deadline_ms && !force_cancel.load()) {
-          spdlog::warn("drain timeout: cancelling {} running jobs (they are retried)", running.load());
-          force_cancel = true;
+        } else if (now >= drain_deadline_ms && !force_cancelled) {
+          spdlog::warn("drain timeout: stopping {} running jobs (they are retried)", running.load());
+          force_cancelled = true;
+          for (auto& [key, state] : cancel_states) state->stop = true;
         } else if (now >= drain_deadline_ms + kCancelGraceMs) {
           spdlog::error("{} handlers ignored cancellation; exiting without their results", running.load());
           exit_code = 1;
@@ -351,7 +391,7 @@ struct Worker::Impl {
         }
       }
     }
-    force_cancel = true;
+    for (auto& [key, state] : cancel_states) state->stop = true;
     stop_pool();
     collect_results();
     for (auto& [queue, pull] : pulls)
@@ -364,7 +404,7 @@ struct Worker::Impl {
   WorkerOptions options;
   std::unordered_map<std::string, Handler> handlers;
   std::atomic<bool> stop_requested{false};
-  std::atomic<bool> force_cancel{false};
+  bool force_cancelled = false;
   int wake_fd = -1;
 
   std::mutex pool_mutex;
@@ -384,6 +424,7 @@ struct Worker::Impl {
   std::map<std::string, Pull> pulls;
   std::unordered_map<std::string, proto::JobRef> held;             // received, no result yet
   std::unordered_map<std::string, proto::JobResult> unconfirmed;   // result sent, not confirmed
+  std::unordered_map<std::string, std::shared_ptr<CancelState>> cancel_states;  // by held key
   bool welcomed = false;
   bool draining = false;
   std::string broker_id;

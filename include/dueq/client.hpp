@@ -25,10 +25,11 @@ struct JobSpec {
 };
 
 struct EnqueueResult {
-  enum class Status { accepted, duplicate, rejected };
+  enum class Status { accepted, duplicate, rejected, overloaded };
   std::string id;
   Status status = Status::accepted;
-  std::string reason;  // for rejected
+  std::string reason;            // for rejected and overloaded
+  uint32_t retry_after_ms = 0;   // for overloaded: when to try again
 };
 
 struct ClientError {
@@ -41,6 +42,22 @@ struct QueueStats {
   std::string queue;
   int64_t scheduled = 0, waiting = 0, in_flight = 0, done = 0, dead = 0;
   int64_t accepted = 0, retried = 0, stale_acks = 0, next_due_ms = 0;
+  int64_t cancelled = 0, purged = 0;
+};
+
+// Operator commands (see `dueq --help`): op is "cancel", "dead_list",
+// "replay", "purge" or "audit".
+struct AdminCommand {
+  std::string op;
+  std::string queue;              // "" = every queue where the op allows it
+  std::vector<std::string> ids;
+  int64_t older_than_ms = 0;      // purge by age
+  uint32_t limit = 0;             // dead_list: at most this many per queue (0 = 1000)
+};
+
+struct AdminResult {
+  std::vector<std::map<std::string, std::string>> rows;
+  std::string summary;
 };
 
 struct ClientOptions {
@@ -62,6 +79,8 @@ class Client {
   // The job's stored fields, or nullopt when no queue has it.
   std::expected<std::optional<std::map<std::string, std::string>>, ClientError> job(const std::string& id,
                                                                                      const std::string& queue = "");
+
+  std::expected<AdminResult, ClientError> admin(const AdminCommand& command);
 
   static int64_t in_ms(int64_t delay_ms);  // now + delay, as a due time
 

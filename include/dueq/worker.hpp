@@ -25,8 +25,12 @@ struct Job {
   uint32_t max_attempts = 0;
   int64_t created_ms = 0;    // when the broker accepted it
   int64_t received_ms = 0;   // when this worker received it
-  // Set when the job should stop early (the worker is being force-stopped).
+  // Becomes true when the handler should stop early: a user cancelled the
+  // job, or the worker's drain timeout ran out. Long handlers should poll it.
   const std::atomic<bool>* cancelled = nullptr;
+  // Fencing token of this delivery: distinct for every delivery of a job,
+  // useful as an idempotency key for side effects.
+  uint64_t token = 0;
 };
 
 struct HandlerResult {

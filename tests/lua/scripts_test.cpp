@@ -26,11 +26,12 @@ class Scripts : public ::testing::Test {
     return replies_.at(index).get();
   }
 
-  std::vector<int64_t> enqueue(std::vector<proto::NewJob> jobs, int64_t now, uint32_t default_max = 3) {
+  std::vector<int64_t> enqueue(std::vector<proto::NewJob> jobs, int64_t now, uint32_t default_max = 3,
+                               int64_t max_backlog = 0) {
     std::vector<const proto::NewJob*> ptrs;
     for (auto& j : jobs) ptrs.push_back(&j);
     Round round;
-    round.enqueue("q", ptrs, now, default_max);
+    round.enqueue("q", ptrs, now, default_max, max_backlog);
     return *Store::parse_integers(run(round));
   }
 
@@ -70,8 +71,9 @@ TEST_F(Scripts, EnqueueSchedulesFutureJobsAndReadiesDueOnes) {
 
 TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
   Round round;
-  round.command(Command{"EVAL", lua::kScripts[0].source, "4", "dueq:{q}:scheduled", "dueq:{q}:ready", "dueq:{q}:stats",
-                        "dueq:{q}:j:", "1000", "3", "2", "a", "t", "p", "0", "0", "", "t", "p", "0", "0"});
+  round.command(Command{"EVAL", lua::kScripts[0].source, "5", "dueq:{q}:scheduled", "dueq:{q}:ready", "dueq:{q}:stats",
+                        "dueq:{q}:j:", "dueq:{q}:leased", "1000", "3", "0", "2", "a", "t", "p", "0", "0", "", "t", "p",
+                        "0", "0"});
   const redisReply* r = run(round);
   EXPECT_NE(reply_error(r).find("bad-args"), std::string_view::npos);
   EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:j:a'"), "0");
@@ -108,7 +110,7 @@ TEST_F(Scripts, LeaseStampsANewTokenAndAttemptEachTime) {
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "5000");
   // Lease runs out; reclaim puts it back; the next lease has a new token.
   Round reclaim;
-  reclaim.reclaim("q", 6000, 100);
+  reclaim.reclaim("q", 6000, 100, 60);
   EXPECT_EQ(Store::parse_reclaim(run(reclaim))->requeued, 1);
   auto second = lease(10, 9000);
   ASSERT_EQ(second.size(), 1u);
@@ -162,7 +164,7 @@ TEST_F(Scripts, NackRetriesWithBackoffWithinTheJitterBound) {
   enqueue({job("a", 0, 5)}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.nack("q", 2000, 1000, 60'000, {{"a", l[0].token, NackMode::retry, "boom", 0.5}});
+  round.nack("q", 2000, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "boom", 0.5}});
   auto out = *Store::parse_nack(run(round));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].status, 1);
@@ -178,7 +180,7 @@ TEST_F(Scripts, NackDeadLettersWhenAttemptsAreUsedUpKeepingPayloadAndReasons) {
     auto l = lease(1, 5000);
     ASSERT_EQ(l.size(), 1u);
     Round round;
-    round.nack("q", 2000, 0, 0, {{"a", l[0].token, NackMode::retry, "err" + std::to_string(attempt), 0}});
+    round.nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "err" + std::to_string(attempt), 0}});
     auto out = *Store::parse_nack(run(round));
     EXPECT_EQ(out[0].status, attempt == 2 ? 2 : 1);
   }
@@ -193,7 +195,7 @@ TEST_F(Scripts, NackModeDeadSkipsRetriesAndModeNowRequeuesAtOnce) {
   enqueue({job("a", 0, 5), job("b", 0, 5)}, 1000);
   auto l = lease(2, 5000);
   Round round;
-  round.nack("q", 2000, 1000, 5000,
+  round.nack("q", 2000, 1000, 5000, 60,
              {{"a", l[0].token, NackMode::dead, "bad payload", 0}, {"b", l[1].token, NackMode::now, "worker lost", 0.9}});
   auto out = *Store::parse_nack(run(round));
   EXPECT_EQ(out[0].status, 2);
@@ -207,7 +209,7 @@ TEST_F(Scripts, NackWithAStaleTokenChangesNothing) {
   enqueue({job("a")}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.nack("q", 2000, 0, 0, {{"a", l[0].token + 7, NackMode::dead, "x", 0}});
+  round.nack("q", 2000, 0, 0, 60, {{"a", l[0].token + 7, NackMode::dead, "x", 0}});
   EXPECT_EQ(Store::parse_nack(run(round))->at(0).status, 0);
   EXPECT_EQ(field("a", "s"), "leased");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_acks"), "1");
@@ -217,7 +219,7 @@ TEST_F(Scripts, NackWithBadModeOrJitterIsRefused) {
   enqueue({job("a")}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.nack("q", 2000, 0, 0, {{"a", l[0].token, NackMode::retry, "x", 1.5}});
+  round.nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "x", 1.5}});
   EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos);
   EXPECT_EQ(field("a", "s"), "leased");
 }
@@ -237,12 +239,12 @@ TEST_F(Scripts, ReclaimCountsAnExpiredLeaseAsAnAttemptAndDeadLettersPoisonJobs) 
   enqueue({job("a", 0, 1), job("b", 0, 3)}, 1000);
   lease(2, 5000);
   Round early;
-  early.reclaim("q", 4999, 100);
+  early.reclaim("q", 4999, 100, 60);
   auto none = *Store::parse_reclaim(run(early));
   EXPECT_EQ(none.requeued + none.dead, 0);
   EXPECT_EQ(none.next_deadline_ms, 5000);
   Round round;
-  round.reclaim("q", 5000, 100);
+  round.reclaim("q", 5000, 100, 60);
   auto r = *Store::parse_reclaim(run(round));
   EXPECT_EQ(r.requeued, 1);
   EXPECT_EQ(r.dead, 1);

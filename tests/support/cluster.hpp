@@ -21,6 +21,7 @@ inline std::string bin(const std::string& name) { return std::string(DUEQ_BIN_DI
 struct StartRecord {
   std::string id;
   int attempt = 0;
+  uint64_t token = 0;
   int64_t start_us = 0;
   int64_t due_ms = 0;
   int64_t created_ms = 0;
@@ -34,7 +35,7 @@ inline std::vector<StartRecord> read_records(const std::filesystem::path& path) 
   while (std::getline(in, line)) {
     std::istringstream s(line);
     StartRecord r;
-    if (s >> r.id >> r.attempt >> r.start_us >> r.due_ms >> r.created_ms >> r.pid) out.push_back(r);
+    if (s >> r.id >> r.attempt >> r.token >> r.start_us >> r.due_ms >> r.created_ms >> r.pid) out.push_back(r);
   }
   return out;
 }

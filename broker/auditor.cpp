@@ -1,0 +1,84 @@
+#include "broker/auditor.hpp"
+
+#include <set>
+
+namespace dueq::broker {
+
+namespace {
+
+constexpr int64_t kSlice = 1000;
+
+Result<AuditSlice> check_slice(Store& store, const std::string& queue, const std::vector<std::string>& ids) {
+  Round round;
+  round.audit(queue, ids);
+  auto replies = store.execute(round);
+  if (!replies) return std::unexpected(replies.error());
+  return Store::parse_audit((*replies)[0].get());
+}
+
+}  // namespace
+
+Result<AuditReport> audit_queue(Store& store, const std::string& queue, bool repair) {
+  AuditReport report;
+  report.queue = queue;
+  auto first = check_slice(store, queue, {});
+  if (!first) return std::unexpected(first.error());
+  report.counts = first->counts;
+
+  std::set<std::pair<std::string, std::string>> problems;
+  auto check = [&](const std::vector<std::string>& ids) -> Result<void> {
+    if (ids.empty()) return {};
+    auto slice = check_slice(store, queue, ids);
+    if (!slice) return std::unexpected(slice.error());
+    problems.insert(slice->problems.begin(), slice->problems.end());
+    return {};
+  };
+
+  std::string cursor = "0";
+  do {
+    auto step = store.scan_job_ids(queue, cursor);
+    if (!step) return std::unexpected(step.error());
+    cursor = step->first;
+    for (size_t i = 0; i < step->second.size(); i += kSlice) {
+      std::vector<std::string> ids(step->second.begin() + i,
+                                   step->second.begin() + std::min<size_t>(step->second.size(), i + kSlice));
+      if (auto ok = check(ids); !ok) return std::unexpected(ok.error());
+    }
+  } while (cursor != "0");
+
+  const QueueKeys keys(queue);
+  for (const auto& [key, is_list] : {std::pair{keys.scheduled, false}, std::pair{keys.ready, true},
+                                     std::pair{keys.leased, false}, std::pair{keys.dead, false}}) {
+    for (int64_t start = 0;; start += kSlice) {
+      auto ids = store.range_ids(key, is_list, start, kSlice);
+      if (!ids) return std::unexpected(ids.error());
+      if (auto ok = check(*ids); !ok) return std::unexpected(ok.error());
+      if (static_cast<int64_t>(ids->size()) < kSlice) break;
+    }
+  }
+
+  std::vector<std::string> dangling;
+  for (const auto& [id, what] : problems) {
+    if (repair && what.find("no job record") != std::string::npos) dangling.push_back(id);
+    else report.problems.emplace_back(id, what);
+  }
+  for (size_t i = 0; i < dangling.size(); i += kSlice) {
+    Round round;
+    round.repair(queue, std::vector<std::string>(dangling.begin() + i,
+                                                 dangling.begin() + std::min<size_t>(dangling.size(), i + kSlice)));
+    auto replies = store.execute(round);
+    if (!replies) return std::unexpected(replies.error());
+    auto removed = Store::parse_strings((*replies)[0].get());
+    if (!removed) return std::unexpected(removed.error());
+    report.repaired.insert(report.repaired.end(), removed->begin(), removed->end());
+  }
+  if (!report.repaired.empty()) {
+    // The counts read before the repair included the dangling entries.
+    auto after = check_slice(store, queue, {});
+    if (!after) return std::unexpected(after.error());
+    report.counts = after->counts;
+  }
+  return report;
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,33 @@
+#pragma once
+// Background job: every `interval` it audits every known queue on its own
+// Redis connection, repairs dangling entries and logs what it cannot repair.
+// start() launches the thread; stop() (or the destructor) ends it promptly.
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#include "common/redis_url.hpp"
+
+namespace dueq::broker {
+
+class Reconciler {
+ public:
+  Reconciler(RedisAddress address, int64_t interval_ms) : address_(std::move(address)), interval_ms_(interval_ms) {}
+  ~Reconciler() { stop(); }
+
+  void start();
+  void stop();
+
+ private:
+  void run();
+
+  RedisAddress address_;
+  int64_t interval_ms_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+};
+
+}  // namespace dueq::broker

@@ -1,0 +1,42 @@
+--[[
+  purge: delete dead-lettered jobs for good, by id or by age. The count of
+  purged jobs is kept so the books still balance.
+
+  KEYS[1]  dead        zset  id -> time of death ms
+  KEYS[2]  stats       hash
+  KEYS[3]  job prefix
+
+  ARGV[1]  N (1..1000), or 0 to purge by age
+  ARGV[2..N+1]  ids (when N > 0)
+  ARGV[2], ARGV[3]  (when N = 0) cutoff ms: purge jobs dead before it;
+           limit (1..1000)
+
+  Returns  array of the purged ids
+  Errors   "ERR dueq bad-args <what>"
+]]
+local n = tonumber(ARGV[1])
+if not n or n < 0 or n > 1000 then
+  return redis.error_reply("ERR dueq bad-args purge: expected N of 0..1000")
+end
+local ids
+if n == 0 then
+  local cutoff = tonumber(ARGV[2])
+  local limit = tonumber(ARGV[3])
+  if not cutoff or not limit or limit < 1 or limit > 1000 then
+    return redis.error_reply("ERR dueq bad-args purge: expected a cutoff and a limit of 1..1000")
+  end
+  ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", "(" .. cutoff, "LIMIT", 0, limit)
+else
+  if #ARGV ~= n + 1 then return redis.error_reply("ERR dueq bad-args purge: expected N ids") end
+  ids = {}
+  for i = 2, n + 1 do ids[#ids + 1] = ARGV[i] end
+end
+local out = {}
+for _, id in ipairs(ids) do
+  if redis.call("ZREM", KEYS[1], id) == 1 then
+    redis.call("DEL", KEYS[3] .. id)
+    out[#out + 1] = id
+  end
+end
+if #out > 0 then redis.call("HINCRBY", KEYS[2], "purged", #out) end
+return out

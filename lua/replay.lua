@@ -1,0 +1,44 @@
+--[[
+  replay: dead-lettered jobs go back to ready with their attempts reset and
+  the same id. Ids that are not dead are skipped.
+
+  KEYS[1]  dead        zset
+  KEYS[2]  ready       list
+  KEYS[3]  stats       hash
+  KEYS[4]  job prefix
+
+  ARGV[1]  N (1..1000), or 0 with ARGV[2] = limit to replay the oldest
+           `limit` dead jobs of the queue (1..1000)
+  ARGV[2..N+1]  ids (when N > 0)
+
+  Returns  array of the replayed ids
+  Errors   "ERR dueq bad-args <what>"
+]]
+local n = tonumber(ARGV[1])
+if not n or n < 0 or n > 1000 then
+  return redis.error_reply("ERR dueq bad-args replay: expected N of 0..1000")
+end
+local ids
+if n == 0 then
+  local limit = tonumber(ARGV[2])
+  if not limit or limit < 1 or limit > 1000 then
+    return redis.error_reply("ERR dueq bad-args replay: expected a limit of 1..1000")
+  end
+  ids = redis.call("ZRANGE", KEYS[1], 0, limit - 1)
+else
+  if #ARGV ~= n + 1 then return redis.error_reply("ERR dueq bad-args replay: expected N ids") end
+  ids = {}
+  for i = 2, n + 1 do ids[#ids + 1] = ARGV[i] end
+end
+local out = {}
+for _, id in ipairs(ids) do
+  local key = KEYS[4] .. id
+  if redis.call("HGET", key, "s") == "dead" and redis.call("ZREM", KEYS[1], id) == 1 then
+    redis.call("HSET", key, "s", "ready", "a", 0)
+    redis.call("HDEL", key, "f", "cx")
+    redis.call("RPUSH", KEYS[2], id)
+    out[#out + 1] = id
+  end
+end
+if #out > 0 then redis.call("HINCRBY", KEYS[3], "replayed", #out) end
+return out
