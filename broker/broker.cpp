@@ -10,7 +10,6 @@
 
 #include "broker/auditor.hpp"
 #include "common/clock.hpp"
-#include "common/endpoint.hpp"
 #include "common/ids.hpp"
 #include "common/names.hpp"
 #include "common/redis_url.hpp"
@@ -41,10 +40,7 @@ Broker::Broker(BrokerConfig config)
       router_(context_, zmq::socket_type::router),
       broker_id_(new_instance_id()) {}
 
-Broker::~Broker() {
-  for (auto& [name, q] : queues_) q.push->close();
-  router_.close();
-}
+Broker::~Broker() { router_.close(); }
 
 Result<void> Broker::start() {
   auto address = parse_redis_url(config_.redis_url);
@@ -113,14 +109,6 @@ Broker::Queue& Broker::queue(const std::string& name) {
   if (it != queues_.end()) return it->second;
   Queue q;
   q.name = name;
-  q.push = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::push);
-  q.push->set(zmq::sockopt::linger, 0);
-  q.push->set(zmq::sockopt::sndhwm, 100'000);
-  const std::string bind_at = task_bind_endpoint(bound_endpoint_.empty() ? config_.listen : bound_endpoint_, name);
-  q.push->bind(bind_at);
-  q.advertised = q.push->get(zmq::sockopt::last_endpoint);
-  if (q.advertised.starts_with("tcp://0.0.0.0:")) q.advertised = "tcp://*:" + q.advertised.substr(14);
-  spdlog::info("queue '{}' task endpoint {}", name, q.advertised);
   return queues_.emplace(name, std::move(q)).first->second;
 }
 
@@ -227,8 +215,8 @@ void Broker::on_bad_frame(const Peer& peer, const Error& error, int64_t now) {
 }
 
 void Broker::on_hello(const Peer& peer, proto::Hello&& hello, int64_t now) {
-  proto::Welcome welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms), {}};
-  for (const auto& name : hello.queues) welcome.endpoints.push_back({name, queue(name).advertised});
+  proto::Welcome welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms)};
+  for (const auto& name : hello.queues) queue(name);
   spdlog::info("worker {} ({} pid {}) joined: queues [{}], capacity {}, holding {}", hello.worker_id, hello.host,
                hello.pid, fmt::join(hello.queues, ","), hello.capacity, hello.held.size());
   workers_.upsert(peer.routing_id, WorkerInfo{hello.worker_id, hello.queues, hello.capacity, false, now});
@@ -246,7 +234,7 @@ void Broker::adopt_held(const std::string& routing_id, const std::vector<proto::
       extends_[ref.queue].push_back(TokenRef{ref.id, ref.token});
       continue;
     }
-    job->worker = routing_id;
+    inflight_.assign(*job, routing_id);
     if (job->lease_deadline_ms - now < config_.lease_ttl_ms / 2) extends_[ref.queue].push_back(TokenRef{ref.id, ref.token});
   }
 }
@@ -280,7 +268,12 @@ void Broker::on_bye(const Peer& peer, const proto::Bye& bye, int64_t now) {
     inflight_.remove(ref.queue, ref.id, ref.token);
     requeues_[ref.queue].push_back(NackItem{ref.id, ref.token, NackMode::handed_back, "handed back by a stopping worker", 0});
   }
-  forget_worker(peer.routing_id, "said bye", now);
+  // It still runs what it started: keep it (and its leases) until its
+  // heartbeats stop, but send it nothing new.
+  if (WorkerInfo* w = workers_.find(peer.routing_id)) {
+    w->draining = true;
+    w->last_seen_ms = now;
+  }
 }
 
 void Broker::forget_worker(const std::string& routing_id, const char* reason, int64_t) {
@@ -355,8 +348,15 @@ bool Broker::has_work_now() const {
   if (!enqueues_.empty() || !results_.empty() || !extends_.empty() || !requeues_.empty() || !stats_requests_.empty())
     return true;
   for (const auto& [name, q] : queues_)
-    if (q.maybe_ready && workers_.capacity_for(name) > inflight_.count(name)) return true;
+    if (q.maybe_ready && credit(name) > 0) return true;
   return false;
+}
+
+int64_t Broker::credit(const std::string& queue) const {
+  int64_t total = 0;
+  for (const auto& [rid, free] : workers_.free_slots(queue, [&](const std::string& w) { return inflight_.count_for_worker(w); }))
+    total += free;
+  return total;
 }
 
 int64_t Broker::next_wake(int64_t now) const {
@@ -519,12 +519,12 @@ void Broker::run_round(int64_t now) {
       calls.reclaim = round.reclaim(name, now, config_.reclaim_batch, config_.policy(name).done_retention_s);
       inflight_.expire(now);
     }
-    const int64_t credit = workers_.capacity_for(name) - inflight_.count(name);
+    const int64_t free = credit(name);
     const bool maybe_ready = q.maybe_ready || calls.promote || calls.reclaim || enqueued_to.contains(name) ||
                              std::any_of(requeue_calls.begin(), requeue_calls.end(), [&](auto& c) { return c.second == name; }) ||
                              std::any_of(result_calls.begin(), result_calls.end(), [&](auto& c) { return c.queue == name && !c.ack; });
-    if (credit > 0 && maybe_ready && !stopping_) {
-      calls.lease_count = static_cast<int>(std::min<int64_t>(credit, config_.lease_batch));
+    if (free > 0 && maybe_ready && !stopping_) {
+      calls.lease_count = static_cast<int>(std::min<int64_t>(free, config_.lease_batch));
       calls.lease = round.lease(name, lease_deadline, calls.lease_count);
     }
     if (calls.promote || calls.reclaim || calls.lease) queue_calls.push_back(std::move(calls));
@@ -697,15 +697,30 @@ void Broker::run_round(int64_t now) {
 }
 
 void Broker::dispatch(Queue& q, std::vector<LeasedJob>&& jobs, int64_t deadline) {
+  // Spread the batch over the workers with free slots, one job each in turn.
+  auto slots = workers_.free_slots(q.name, [&](const std::string& w) { return inflight_.count_for_worker(w); });
+  size_t next = 0;
   for (auto& job : jobs) {
-    inflight_.add(InflightJob{q.name, job.id, job.token, "", deadline});
+    size_t tried = 0;
+    while (tried < slots.size() && slots[next].second == 0) {
+      next = (next + 1) % slots.size();
+      ++tried;
+    }
+    if (tried == slots.size()) {
+      // Two queues leased against the same free slots this round: give the
+      // surplus back at once, without charging an attempt.
+      requeues_[q.name].push_back(NackItem{job.id, job.token, NackMode::handed_back, "no free worker", 0});
+      continue;
+    }
+    const std::string worker = slots[next].first;
+    --slots[next].second;
+    next = (next + 1) % slots.size();
+    inflight_.add(InflightJob{q.name, job.id, job.token, worker, deadline});
     proto::Task task{q.name, job.id, job.type, proto::Bytes{std::move(job.payload)}, job.due_ms, job.attempt,
                      job.max_attempts, job.token, job.created_ms};
-    const std::string frame = proto::encode(task);
-    // With no worker connected the send fails; the lease then runs out at
-    // the delivery deadline and the job is leased again.
-    if (!q.push->send(zmq::buffer(frame), zmq::send_flags::dontwait))
-      spdlog::warn("queue '{}': no worker took job {}; it is re-leased after the delivery timeout", q.name, job.id);
+    // If the worker vanished meanwhile ROUTER drops the frame; the lease then
+    // runs out at the delivery deadline and the job is leased again.
+    send(Peer{worker, false}, task);
   }
 }
 

@@ -4,6 +4,8 @@
 // incoming frame), reads what arrived, and applies everything to Redis in one
 // pipelined round: enqueues, results, lease extensions, promotion of due
 // jobs, reclaim of expired leases and leases for free worker capacity.
+// Tasks go to the chosen worker over the same ROUTER socket, so credit is
+// exact per worker and a hung or dead worker is never sent new work.
 #include <zmq.hpp>
 
 #include <atomic>
@@ -47,8 +49,6 @@ class Broker {
 
   struct Queue {
     std::string name;
-    std::unique_ptr<zmq::socket_t> push;
-    std::string advertised;        // endpoint told to workers
     int64_t next_due_ms = -1;      // earliest scheduled due time known, -1 none
     int64_t next_deadline_ms = -1; // earliest lease deadline known, -1 none
     bool maybe_ready = false;      // the ready list may hold jobs
@@ -95,6 +95,8 @@ class Broker {
 
   Queue& queue(const std::string& name);
   bool has_work_now() const;
+  // Jobs of `queue` its live workers can still take.
+  int64_t credit(const std::string& queue) const;
 
   template <typename T>
   void send(const Peer& peer, const T& frame);

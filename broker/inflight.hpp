@@ -14,7 +14,7 @@ struct InflightJob {
   std::string queue;
   std::string id;
   uint64_t token = 0;
-  std::string worker;         // routing id once a worker reported it; "" before
+  std::string worker;         // routing id of the worker it was sent to (or that reported it)
   int64_t lease_deadline_ms = 0;
 };
 
@@ -24,8 +24,18 @@ class InflightTable {
 
   void add(InflightJob job) {
     auto k = key(job.queue, job.id);
-    auto [it, inserted] = jobs_.insert_or_assign(std::move(k), std::move(job));
-    if (inserted) ++per_queue_[it->second.queue];
+    if (auto it = jobs_.find(k); it != jobs_.end()) erase(it);
+    ++per_queue_[job.queue];
+    ++per_worker_[job.worker];
+    jobs_.emplace(std::move(k), std::move(job));
+  }
+
+  // Moves a job to the worker that reports holding it.
+  void assign(InflightJob& job, const std::string& worker) {
+    if (job.worker == worker) return;
+    --per_worker_[job.worker];
+    job.worker = worker;
+    ++per_worker_[worker];
   }
 
   InflightJob* find(const std::string& queue, const std::string& id) {
@@ -38,8 +48,7 @@ class InflightTable {
   bool remove(const std::string& queue, const std::string& id, uint64_t token) {
     auto it = jobs_.find(key(queue, id));
     if (it == jobs_.end() || it->second.token != token) return false;
-    --per_queue_[queue];
-    jobs_.erase(it);
+    erase(it);
     return true;
   }
 
@@ -47,9 +56,8 @@ class InflightTable {
     std::vector<InflightJob> out;
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       if (it->second.worker == worker) {
-        --per_queue_[it->second.queue];
-        out.push_back(std::move(it->second));
-        it = jobs_.erase(it);
+        out.push_back(it->second);
+        it = erase(it);
       } else {
         ++it;
       }
@@ -63,8 +71,7 @@ class InflightTable {
     size_t dropped = 0;
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       if (it->second.lease_deadline_ms <= now_ms) {
-        --per_queue_[it->second.queue];
-        it = jobs_.erase(it);
+        it = erase(it);
         ++dropped;
       } else {
         ++it;
@@ -77,11 +84,23 @@ class InflightTable {
     auto it = per_queue_.find(queue);
     return it == per_queue_.end() ? 0 : it->second;
   }
+  int64_t count_for_worker(const std::string& worker) const {
+    auto it = per_worker_.find(worker);
+    return it == per_worker_.end() ? 0 : it->second;
+  }
   size_t size() const { return jobs_.size(); }
 
  private:
-  std::unordered_map<std::string, InflightJob> jobs_;
+  using Map = std::unordered_map<std::string, InflightJob>;
+  Map::iterator erase(Map::iterator it) {
+    --per_queue_[it->second.queue];
+    if (--per_worker_[it->second.worker] == 0) per_worker_.erase(it->second.worker);
+    return jobs_.erase(it);
+  }
+
+  Map jobs_;
   std::unordered_map<std::string, int64_t> per_queue_;
+  std::unordered_map<std::string, int64_t> per_worker_;
 };
 
 }  // namespace dueq::broker

@@ -1,6 +1,7 @@
 #pragma once
 // Who is connected and what they can take: workers by ZeroMQ routing id, the
 // queues each serves, their capacity, and when each was last heard from.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -40,15 +41,17 @@ class WorkerRegistry {
     return oldest;
   }
 
-  // Jobs of `queue` the live, non-draining workers can hold at once.
-  int64_t capacity_for(const std::string& queue) const {
-    int64_t total = 0;
+  // Live, non-draining workers serving `queue`, each with how many more jobs
+  // it can take (`held` counts what it holds now).
+  template <typename HeldFn>
+  std::vector<std::pair<std::string, int64_t>> free_slots(const std::string& queue, HeldFn held) const {
+    std::vector<std::pair<std::string, int64_t>> out;
     for (const auto& [rid, w] : workers_) {
-      if (w.draining) continue;
-      for (const auto& q : w.queues)
-        if (q == queue) total += w.capacity;
+      if (w.draining || std::find(w.queues.begin(), w.queues.end(), queue) == w.queues.end()) continue;
+      const int64_t free = static_cast<int64_t>(w.capacity) - held(rid);
+      if (free > 0) out.emplace_back(rid, free);
     }
-    return total;
+    return out;
   }
 
   size_t size() const { return workers_.size(); }

@@ -67,18 +67,11 @@ struct Hello {
   MSGPACK_DEFINE(worker_id, queues, capacity, held, host, pid)
 };
 
-struct QueueEndpoint {
-  std::string queue;
-  std::string endpoint;  // "tcp://*:PORT" means: the broker's host, this port
-  MSGPACK_DEFINE(queue, endpoint)
-};
-
 struct Welcome {
   static constexpr Type kType = Type::welcome;
   std::string broker_id;
   uint32_t heartbeat_ms = 0;
-  std::vector<QueueEndpoint> endpoints;
-  MSGPACK_DEFINE(broker_id, heartbeat_ms, endpoints)
+  MSGPACK_DEFINE(broker_id, heartbeat_ms)
 };
 
 struct Task {

@@ -9,7 +9,8 @@
   ARGV[1]  cap deadline ms
   ARGV[2]  limit (1..5000)
 
-  Returns  number of leases capped (call again while it equals the limit)
+  Returns  {capped}: number of leases capped (call again while it equals
+           the limit)
   Errors   "ERR dueq bad-args <what>"
 ]]
 local cap = tonumber(ARGV[1])
@@ -21,4 +22,4 @@ local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "(" .. cap, "+inf", "LIMIT", 0,
 for _, id in ipairs(ids) do
   redis.call("ZADD", KEYS[1], "XX", cap, id)
 end
-return #ids
+return {#ids}

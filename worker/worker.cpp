@@ -14,7 +14,6 @@
 #include <zmq.hpp>
 
 #include "common/clock.hpp"
-#include "common/endpoint.hpp"
 #include "common/ids.hpp"
 #include "common/protocol.hpp"
 
@@ -155,18 +154,6 @@ struct Worker::Impl {
     broker_id = welcome.broker_id;
     heartbeat_ms = welcome.heartbeat_ms;
     last_heard_ms = now;
-    for (const auto& ep : welcome.endpoints) {
-      const std::string endpoint = resolve_advertised_endpoint(options.broker, ep.endpoint);
-      auto& pull = pulls[ep.queue];
-      if (pull.socket && pull.endpoint == endpoint) continue;
-      if (draining) continue;
-      pull.socket = std::make_unique<zmq::socket_t>(context, zmq::socket_type::pull);
-      pull.socket->set(zmq::sockopt::linger, 0);
-      pull.socket->set(zmq::sockopt::rcvhwm, static_cast<int>(capacity()) * 4);
-      pull.socket->connect(endpoint);
-      pull.endpoint = endpoint;
-      spdlog::info("queue '{}': receiving tasks from {}", ep.queue, endpoint);
-    }
     if (!unconfirmed.empty()) {
       // The broker may have lost these (restart): it applies them by token,
       // so resending an already-applied result is harmless.
@@ -189,6 +176,14 @@ struct Worker::Impl {
   void on_broker_frame(proto::Frame&& frame, int64_t now) {
     last_heard_ms = now;
     if (auto* w = std::get_if<proto::Welcome>(&frame)) return on_welcome(*w, now);
+    if (auto* t = std::get_if<proto::Task>(&frame)) {
+      if (draining) {
+        // Sent before the broker saw our BYE: hand it back too.
+        send(proto::Bye{{{t->queue, t->id, t->token}}});
+        return;
+      }
+      return on_task(std::move(*t), now);
+    }
     if (std::holds_alternative<proto::Pong>(frame)) return;
     if (auto* c = std::get_if<proto::Confirm>(&frame)) {
       for (const auto& ref : c->items) {
@@ -278,18 +273,6 @@ struct Worker::Impl {
     draining = true;
     drain_deadline_ms = now + options.drain_timeout_ms;
     proto::Bye bye;
-    for (auto& [queue, pull] : pulls) {
-      if (!pull.socket) continue;
-      pull.socket->disconnect(pull.endpoint);
-      zmq::message_t message;
-      while (pull.socket->recv(message, zmq::recv_flags::dontwait)) {
-        auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()));
-        if (auto* task = frame ? std::get_if<proto::Task>(&*frame) : nullptr)
-          bye.unstarted.push_back({task->queue, task->id, task->token});
-      }
-      pull.socket->close();
-      pull.socket.reset();
-    }
     {
       std::lock_guard lock(pool_mutex);
       for (const auto& d : pending) {
@@ -323,17 +306,11 @@ struct Worker::Impl {
     send_hello(now);
     int64_t next_heartbeat = now + heartbeat_ms;
     while (true) {
-      std::vector<zmq::pollitem_t> items = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
-      std::vector<zmq::socket_t*> pull_sockets;
-      for (auto& [queue, pull] : pulls)
-        if (pull.socket) {
-          items.push_back({pull.socket->handle(), 0, ZMQ_POLLIN, 0});
-          pull_sockets.push_back(pull.socket.get());
-        }
+      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
       now = wall_ms();
       const int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, draining ? now + 50 : next_heartbeat) - now);
       try {
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait));
+        zmq::poll(items, 2, std::chrono::milliseconds(wait));
       } catch (const zmq::error_t& e) {
         if (e.num() != EINTR) throw;
       }
@@ -350,18 +327,6 @@ struct Worker::Impl {
           continue;
         }
         on_broker_frame(std::move(*frame), now);
-      }
-      for (size_t i = 0; i < pull_sockets.size(); ++i) {
-        if (draining) break;
-        while (pull_sockets[i]->recv(message, zmq::recv_flags::dontwait)) {
-          auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()));
-          proto::Task* task = frame ? std::get_if<proto::Task>(&*frame) : nullptr;
-          if (task == nullptr) {
-            spdlog::warn("dropping a bad task frame: {}", frame ? "not a task" : frame.error().message);
-            continue;
-          }
-          on_task(std::move(*task), now);
-        }
       }
       collect_results();
       if (stop_requested.load() && !draining) begin_drain(now);
@@ -394,8 +359,6 @@ struct Worker::Impl {
     for (auto& [key, state] : cancel_states) state->stop = true;
     stop_pool();
     collect_results();
-    for (auto& [queue, pull] : pulls)
-      if (pull.socket) pull.socket->close();
     dealer.close();
     spdlog::info("worker {} stopped", options.worker_id);
     return exit_code;
@@ -417,11 +380,6 @@ struct Worker::Impl {
 
   zmq::context_t context;
   zmq::socket_t dealer;
-  struct Pull {
-    std::string endpoint;
-    std::unique_ptr<zmq::socket_t> socket;
-  };
-  std::map<std::string, Pull> pulls;
   std::unordered_map<std::string, proto::JobRef> held;             // received, no result yet
   std::unordered_map<std::string, proto::JobResult> unconfirmed;   // result sent, not confirmed
   std::unordered_map<std::string, std::shared_ptr<CancelState>> cancel_states;  // by held key

@@ -308,3 +308,148 @@ TEST(RedisSettings, ProductionSettingsPass) {
   ASSERT_TRUE(store.connect());
   EXPECT_TRUE(store.check_durability_settings());
 }
+
+namespace {
+
+proto::NewJob qjob(std::string id, int64_t due = 0, uint32_t max = 0) { return job(std::move(id), due, max); }
+
+}  // namespace
+
+TEST_F(Scripts, CancelEndsScheduledAndReadyJobsAtOnce) {
+  enqueue({qjob("s", 5000), qjob("r")}, 1000);
+  for (const char* id : {"s", "r"}) {
+    Round round;
+    round.cancel("q", 2000, id, 60);
+    EXPECT_EQ(Store::parse_cancel(run(round))->status, 1) << id;
+    EXPECT_EQ(field(id, "s"), "cancelled");
+  }
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:scheduled'"), "0");
+  EXPECT_EQ(redis_->cli("LLEN 'dueq:{q}:ready'"), "0");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' cancelled"), "2");
+  Round again;
+  again.cancel("q", 2000, "s", 60);
+  EXPECT_EQ(Store::parse_cancel(run(again))->status, -1);  // already finished
+  Round missing;
+  missing.cancel("q", 2000, "nope", 60);
+  EXPECT_EQ(Store::parse_cancel(run(missing))->status, 0);
+}
+
+TEST_F(Scripts, CancellingALeasedJobEndsItCancelledWhenItsDeliveryEnds) {
+  enqueue({qjob("a", 0, 5), qjob("b", 0, 5)}, 1000);
+  auto l = lease(2, 5000);
+  for (const char* id : {"a", "b"}) {
+    Round round;
+    round.cancel("q", 2000, id, 60);
+    auto c = *Store::parse_cancel(run(round));
+    EXPECT_EQ(c.status, 2);
+    EXPECT_GT(c.token, 0u);
+  }
+  // a: its worker reports a failure; the cancel mark wins over a retry.
+  Round nack;
+  nack.nack("q", 2100, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "killed", 0}});
+  EXPECT_EQ(Store::parse_nack(run(nack))->at(0).status, 3);
+  EXPECT_EQ(field("a", "s"), "cancelled");
+  // b: its worker vanished; the lease expires and the job ends cancelled.
+  Round reclaim;
+  reclaim.reclaim("q", 6000, 10, 60);
+  run(reclaim);
+  EXPECT_EQ(field("b", "s"), "cancelled");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' cancelled"), "2");
+  EXPECT_EQ(redis_->cli("LLEN 'dueq:{q}:ready'"), "0");
+}
+
+TEST_F(Scripts, HandedBackJobsDoNotUseAnAttempt) {
+  enqueue({qjob("a", 0, 1)}, 1000);
+  for (int i = 0; i < 3; ++i) {
+    auto l = lease(1, 5000);
+    ASSERT_EQ(l.size(), 1u);
+    EXPECT_EQ(l[0].attempt, 1u);
+    Round round;
+    round.nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::handed_back, "draining", 0}});
+    EXPECT_EQ(Store::parse_nack(run(round))->at(0).status, 1);
+  }
+  EXPECT_EQ(field("a", "s"), "ready");
+}
+
+TEST_F(Scripts, ReplayPutsDeadJobsBackWithAttemptsResetAndTheSameId) {
+  enqueue({qjob("a", 0, 1), qjob("b", 0, 1)}, 1000);
+  auto l = lease(2, 5000);
+  Round kill;
+  kill.nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::dead, "bad", 0}, {"b", l[1].token, NackMode::dead, "bad", 0}});
+  run(kill);
+  Round replay;
+  replay.replay("q", {"a", "not-dead"});
+  EXPECT_EQ(*Store::parse_strings(run(replay)), std::vector<std::string>{"a"});
+  EXPECT_EQ(field("a", "s"), "ready");
+  EXPECT_EQ(field("a", "a"), "0");
+  Round all;
+  all.replay_oldest("q", 1000);
+  EXPECT_EQ(*Store::parse_strings(run(all)), std::vector<std::string>{"b"});
+  auto again = lease(2, 9000);
+  EXPECT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].attempt, 1u);
+}
+
+TEST_F(Scripts, PurgeDeletesDeadJobsByIdOrAgeAndCountsThem) {
+  enqueue({qjob("old", 0, 1), qjob("new", 0, 1)}, 1000);
+  auto l = lease(2, 5000);
+  Round kill_old;
+  kill_old.nack("q", 2000, 0, 0, 60, {{"old", l[0].token, NackMode::dead, "x", 0}});
+  run(kill_old);
+  Round kill_new;
+  kill_new.nack("q", 9000, 0, 0, 60, {{"new", l[1].token, NackMode::dead, "x", 0}});
+  run(kill_new);
+  Round by_age;
+  by_age.purge_dead_before("q", 5000, 100);
+  EXPECT_EQ(*Store::parse_strings(run(by_age)), std::vector<std::string>{"old"});
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:j:old'"), "0");
+  Round by_id;
+  by_id.purge("q", {"new"});
+  EXPECT_EQ(*Store::parse_strings(run(by_id)), std::vector<std::string>{"new"});
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' purged"), "2");
+}
+
+TEST_F(Scripts, EnqueueIsRefusedWholeWhileTheBacklogIsFull) {
+  EXPECT_EQ(enqueue({qjob("a"), qjob("b")}, 1000, 3, 2), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(enqueue({qjob("c", 9000)}, 1000, 3, 2), (std::vector<int64_t>{2}));
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:j:c'"), "0");
+  EXPECT_EQ(enqueue({qjob("c", 9000)}, 1000, 3, 0), (std::vector<int64_t>{1}));  // 0 = no limit
+}
+
+TEST_F(Scripts, CapLeasesShortensOnlyLongerLeases) {
+  enqueue({qjob("a"), qjob("b")}, 1000);
+  lease(1, 3000);
+  lease(1, 60'000);
+  Round round;
+  round.cap_leases("q", 5000, 100);
+  EXPECT_EQ(Store::parse_integers(run(round))->at(0), 1);
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "3000");
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' b"), "5000");
+}
+
+TEST_F(Scripts, AuditBalancesTheBooksAndFindsInconsistentEntries) {
+  enqueue({qjob("a"), qjob("b"), qjob("c", 9000)}, 1000);
+  auto l = lease(1, 5000);
+  Round ack;
+  ack.ack("q", 2000, 0, {{"a", l[0].token}});
+  run(ack);
+  Round clean;
+  clean.audit("q", {"a", "b", "c"});
+  auto slice = *Store::parse_audit(run(clean));
+  EXPECT_EQ(slice.counts.imbalance(), 0);
+  EXPECT_TRUE(slice.problems.empty());
+  // Corrupt the store: a lease without a job, a job in two sets.
+  redis_->cli("ZADD 'dueq:{q}:leased' 1 ghost");
+  redis_->cli("ZADD 'dueq:{q}:scheduled' 1 b");
+  Round dirty;
+  dirty.audit("q", {"ghost", "b"});
+  slice = *Store::parse_audit(run(dirty));
+  EXPECT_NE(slice.counts.imbalance(), 0);
+  ASSERT_EQ(slice.problems.size(), 2u);
+  EXPECT_EQ(slice.problems[0].first, "ghost");
+  EXPECT_EQ(slice.problems[1].first, "b");
+  Round repair;
+  repair.repair("q", {"ghost", "b"});
+  EXPECT_EQ(*Store::parse_strings(run(repair)), std::vector<std::string>{"ghost"});  // b has a record: left alone
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' ghost"), "");
+}

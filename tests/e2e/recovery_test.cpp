@@ -1,0 +1,267 @@
+// The zero-loss promise, with real processes really killed, stopped and
+// restarted: fencing, drains, broker and Redis restarts, poison jobs,
+// cancellation, dead letters, backlog refusal and replica confirmation.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <set>
+#include <unordered_map>
+
+#include "common/clock.hpp"
+#include "tests/support/cluster.hpp"
+
+using namespace dueq;
+using namespace dueq::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Run {
+  int code;
+  std::string out;
+};
+
+Run dueq_cli(const std::string& broker, const std::string& args) {
+  const std::string cmd = bin("dueq") + " --broker " + broker + " " + args + " 2>&1";
+  Run run{-1, ""};
+  if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.out.append(buffer, n);
+    const int status = ::pclose(pipe);
+    run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  return run;
+}
+
+std::map<std::string, std::string> job_fields(Cluster& cluster, const std::string& id) {
+  Client client(cluster.endpoint());
+  auto job = client.job(id);
+  if (!job || !*job) return {};
+  return **job;
+}
+
+}  // namespace
+
+TEST(Recovery, FencingRejectsTheLateResultOfAWorkerPresumedDead) {
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  const size_t first = cluster.start_example_worker("fence", 1, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"fence", "sleep", "3000", "fenced", 0, 5}));
+  ASSERT_TRUE(eventually([&] { return read_records(record).size() == 1; }, 10s));
+  cluster.start_example_worker("fence", 1, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(2));
+
+  cluster.worker(first).signal(SIGSTOP);  // hangs past its heartbeat deadline
+  ASSERT_TRUE(eventually([&] { return read_records(record).size() == 2; }, 10s)) << "not re-delivered";
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("fence"); return s && s->done == 1; }, 10s));
+  cluster.worker(first).signal(SIGCONT);  // wakes up, finishes, reports with its old token
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("fence"); return s && s->stale_acks >= 1; }, 15s))
+      << "the late result was not rejected as stale";
+
+  const auto starts = read_records(record);
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_NE(starts[0].pid, starts[1].pid);
+  EXPECT_LT(starts[0].token, starts[1].token);
+  auto fields = job_fields(cluster, "fenced");
+  EXPECT_EQ(fields["s"], "done");
+  EXPECT_EQ(fields["k"], std::to_string(starts[1].token)) << "completed by the second delivery";
+  auto s = cluster.stats("fence");
+  EXPECT_EQ(s->done, 1);
+  EXPECT_EQ(s->dead, 0);
+}
+
+TEST(Recovery, ADrainingWorkerHandsBackBufferedJobsAndFinishesRunningOnes) {
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  const size_t leaving = cluster.start_example_worker("drain", 1, record.string());  // capacity 2: 1 runs, 1 buffered
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue_batch({{"drain", "sleep", "1500", "d1", 0, 3}, {"drain", "sleep", "1500", "d2", 0, 3}}));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("drain"); return s && s->in_flight == 2 && read_records(record).size() == 1; }, 10s));
+  cluster.start_example_worker("drain", 1, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(2));
+
+  cluster.worker(leaving).signal(SIGTERM);
+  EXPECT_EQ(cluster.worker(leaving).wait(15s), 0) << "a draining worker exits 0";
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("drain"); return s && s->done == 2; }, 15s));
+  const auto starts = read_records(record);
+  ASSERT_EQ(starts.size(), 2u) << "each job ran once";
+  EXPECT_EQ(starts[1].attempt, 1) << "the handed-back job was not charged an attempt (not a lease expiry)";
+  EXPECT_NE(starts[0].pid, starts[1].pid);
+}
+
+TEST(Recovery, BrokerKilledAtAnyMomentAndRestartedLosesNothing) {
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  for (int i = 0; i < 2; ++i) cluster.start_example_worker("crashy", 10, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(2));
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  const int64_t base = wall_ms();
+  for (int i = 0; i < 100; ++i) jobs.push_back({"crashy", "sleep", "700", "slow-" + std::to_string(i), 0, 5});
+  for (int i = 0; i < 100; ++i) jobs.push_back({"crashy", "noop", "", "timer-" + std::to_string(i), base + 500 + i * 30, 5});
+  auto accepted = client.enqueue_batch(jobs);
+  ASSERT_TRUE(accepted);
+
+  std::this_thread::sleep_for(1200ms);
+  cluster.broker().signal(SIGKILL);
+  cluster.broker().wait();
+  std::this_thread::sleep_for(500ms);
+  cluster.start_broker();
+
+  // A producer that never heard back retries with the same ids: no duplicates.
+  auto retry = client.enqueue_batch(jobs);
+  ASSERT_TRUE(retry) << retry.error().message;
+  for (const auto& r : *retry) EXPECT_EQ(r.status, EnqueueResult::Status::duplicate);
+
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("crashy"); return s && s->done == 200; }, 60s))
+      << "done: " << (cluster.stats("crashy") ? cluster.stats("crashy")->done : -1);
+  std::set<std::string> ran;
+  for (const auto& r : read_records(record)) {
+    ran.insert(r.id);
+    EXPECT_GE(r.start_us, r.due_ms * 1000) << r.id << " started early";
+  }
+  EXPECT_EQ(ran.size(), 200u);
+  auto audit = dueq_cli(cluster.endpoint(), "audit");
+  EXPECT_EQ(audit.code, 0) << audit.out;
+}
+
+TEST(Recovery, RedisKilledAndRestartedWithAofIsSurvived) {
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_example_worker("durable", 4, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint(), ClientOptions{2000, 1});
+  std::vector<JobSpec> jobs;
+  const int64_t due = wall_ms() + 4000;
+  for (int i = 0; i < 50; ++i) jobs.push_back({"durable", "noop", "", "d-" + std::to_string(i), due, 3});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  std::this_thread::sleep_for(1500ms);  // past the AOF everysec window
+
+  cluster.redis().kill(SIGKILL);
+  auto refused = client.enqueue({"durable", "noop", "", "while-down", 0, 3});
+  ASSERT_FALSE(refused) << "a job was reported accepted while Redis was down";
+  EXPECT_EQ(refused.error().code, "unavailable");
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "--timeout 1s stats").code, 75) << "not ready while Redis is away";
+  EXPECT_TRUE(cluster.broker().running()) << "the broker must not exit when Redis goes away";
+
+  cluster.redis().start();
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("durable"); return s && s->done == 50; }, 30s));
+  EXPECT_TRUE(cluster.broker().running());
+  EXPECT_EQ(job_fields(cluster, "while-down").size(), 0u);
+}
+
+TEST(Recovery, APoisonJobThatKillsItsWorkersEndsDeadInsteadOfLooping) {
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_example_worker("poison", 1, record.string());
+  cluster.start_example_worker("poison", 1, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(2));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"poison", "crash", "", "poison-1", 0, 2}));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("poison"); return s && s->dead == 1; }, 20s));
+  auto fields = job_fields(cluster, "poison-1");
+  EXPECT_EQ(fields["s"], "dead");
+  EXPECT_NE(fields["e"].find("attempts exhausted (2)"), std::string::npos) << fields["e"];
+  EXPECT_EQ(read_records(record).size(), 2u);
+}
+
+TEST(Recovery, CancelEndsScheduledJobsAndStopsRunningCommands) {
+  Cluster cluster;
+  cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "cx", "--exec",
+                        "slow=sleep 30", "--timeout", "60s"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"cx", "slow", "", "running-job", 0, 3}));
+  ASSERT_TRUE(client.enqueue({"cx", "slow", "", "later-job", Client::in_ms(3'600'000), 3}));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("cx"); return s && s->in_flight == 1; }, 10s));
+  std::this_thread::sleep_for(1200ms);  // a heartbeat has told the broker which worker holds it
+
+  auto run = dueq_cli(cluster.endpoint(), "cancel running-job later-job no-such-job");
+  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("running-job: cancelling"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("later-job: cancelled"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("no-such-job: not found"), std::string::npos) << run.out;
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("cx"); return s && s->cancelled == 2 && s->in_flight == 0; }, 10s))
+      << "the running command was not stopped";
+  EXPECT_EQ(job_fields(cluster, "running-job")["s"], "cancelled");
+}
+
+TEST(Recovery, DeadLettersCanBeListedReplayedAndPurged) {
+  Cluster cluster;
+  const auto flag = cluster.dir() / "fixed";
+  cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "dl", "--exec",
+                        "flaky=test -f " + flag.string() + " || { echo 'upstream down' >&2; exit 3; }", "--exec",
+                        "broken=exit 9"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue_batch({{"dl", "flaky", "p1", "f1", 0, 1}, {"dl", "flaky", "p2", "f2", 0, 1},
+                                    {"dl", "broken", "p3", "b1", 0, 1}}));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("dl"); return s && s->dead == 3; }, 10s));
+
+  auto list = dueq_cli(cluster.endpoint(), "dead list --queue dl --json");
+  ASSERT_EQ(list.code, 0) << list.out;
+  auto rows = nlohmann::json::parse(list.out)["rows"];
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& row : rows) {
+    EXPECT_FALSE(row["p"].get<std::string>().empty()) << "payload kept";
+    EXPECT_NE(row["e"].get<std::string>().find("exit code"), std::string::npos);
+  }
+  auto show = dueq_cli(cluster.endpoint(), "dead show f1");
+  EXPECT_NE(show.out.find("upstream down"), std::string::npos) << show.out;
+
+  std::ofstream(flag) << "ok";
+  auto replay = dueq_cli(cluster.endpoint(), "dead replay f1 f2");
+  EXPECT_EQ(replay.code, 0) << replay.out;
+  EXPECT_NE(replay.out.find("2 replayed"), std::string::npos) << replay.out;
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("dl"); return s && s->done == 2 && s->dead == 1; }, 10s));
+
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "dead purge").code, 2) << "purge needs ids or an age";
+  auto purge = dueq_cli(cluster.endpoint(), "dead purge b1");
+  EXPECT_NE(purge.out.find("1 purged"), std::string::npos) << purge.out;
+  auto s = cluster.stats("dl");
+  EXPECT_EQ(s->dead, 0);
+  EXPECT_EQ(s->purged, 1);
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "audit").code, 0);
+}
+
+TEST(Recovery, ProducersBeyondTheBacklogAreRefusedWithARetryHint) {
+  const auto dir = make_temp_dir("backlog");
+  const auto config = dir / "broker.toml";
+  std::ofstream(config) << "[queues.busy]\nmax_backlog = 3\n";
+  Cluster cluster({"--config", config.string()});
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue_batch({{"busy", "t", "", "", 0, 0}, {"busy", "t", "", "", 0, 0}, {"busy", "t", "", "", 0, 0}}));
+  auto refused = dueq_cli(cluster.endpoint(), "enqueue --queue busy --type t --payload x");
+  EXPECT_EQ(refused.code, 75) << refused.out;
+  EXPECT_NE(refused.out.find("retry after"), std::string::npos) << refused.out;
+  EXPECT_EQ(cluster.stats("busy")->accepted, 3);
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue other --type t --payload x").code, 0) << "other queues are unaffected";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Recovery, WithMinReplicasAJobIsAcceptedOnlyOnceAReplicaHasIt) {
+  const auto dir = make_temp_dir("wait");
+  Cluster probe;  // provides the master Redis
+  RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(probe.redis().port())});
+  ASSERT_TRUE(eventually([&] { return replica.cli("INFO replication").find("master_link_status:up") != std::string::npos; }, 10s));
+  const auto config = dir / "broker.toml";
+  std::ofstream(config) << "min_replicas = 1\nreplica_timeout = \"300ms\"\n";
+  probe.broker().signal(SIGKILL);
+  probe.broker().wait();
+  probe.start_broker({"--config", config.string()});
+  EXPECT_EQ(dueq_cli(probe.endpoint(), "enqueue --queue r --type t --payload x --id replicated").code, 0);
+  EXPECT_EQ(replica.cli("HGET 'dueq:{r}:j:replicated' s"), "ready");
+
+  replica.kill(SIGKILL);
+  std::this_thread::sleep_for(200ms);
+  auto refused = dueq_cli(probe.endpoint(), "enqueue --queue r --type t --payload x --id unreplicated");
+  EXPECT_EQ(refused.code, 75) << refused.out;
+  EXPECT_NE(refused.out.find("not confirmed by 1 replicas"), std::string::npos) << refused.out;
+  std::filesystem::remove_all(dir);
+}
