@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "dueq/client.hpp"
 #include "tests/support/redis_server.hpp"
 
@@ -59,8 +61,9 @@ bool eventually(F condition, std::chrono::milliseconds timeout) {
 
 class Cluster {
  public:
-  explicit Cluster(std::vector<std::string> broker_args = {}) : dir_(make_temp_dir("e2e")), port_(free_port()) {
-    redis_ = std::make_unique<RedisServer>();
+  explicit Cluster(std::vector<std::string> broker_args = {}, std::vector<std::string> redis_args = {})
+      : dir_(make_temp_dir("e2e")), port_(free_port()) {
+    redis_ = std::make_unique<RedisServer>(std::move(redis_args));
     start_broker(std::move(broker_args));
   }
   ~Cluster() {

@@ -40,8 +40,9 @@ inline std::string read_file(const std::filesystem::path& path) {
 
 class RedisServer {
  public:
-  explicit RedisServer(std::vector<std::string> extra_args = {}) : dir_(make_temp_dir("redis")), port_(free_port()) {
-    start(std::move(extra_args));
+  explicit RedisServer(std::vector<std::string> extra_args = {})
+      : dir_(make_temp_dir("redis")), port_(free_port()), extra_args_(std::move(extra_args)) {
+    start();
   }
   ~RedisServer() {
     process_.reset();
@@ -49,11 +50,12 @@ class RedisServer {
     std::filesystem::remove_all(dir_, ec);
   }
 
-  void start(std::vector<std::string> extra_args = {}) {
+  // (Re)starts the server on the same port and data dir with the same settings.
+  void start() {
     std::vector<std::string> argv = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
                                      "--dir", dir_.string(), "--appendonly", "yes", "--appendfsync", "everysec",
                                      "--save", "", "--maxmemory-policy", "noeviction", "--daemonize", "no"};
-    for (auto& a : extra_args) argv.push_back(a);
+    for (auto& a : extra_args_) argv.push_back(a);
     process_ = std::make_unique<Process>(argv, (dir_ / "redis.log").string());
     wait_ready();
   }
@@ -91,6 +93,7 @@ class RedisServer {
 
   std::filesystem::path dir_;
   int port_;
+  std::vector<std::string> extra_args_;
   std::unique_ptr<Process> process_;
 };
 

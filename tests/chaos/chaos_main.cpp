@@ -1,0 +1,207 @@
+// Chaos run: jobs (immediate and delayed) flow through a real Redis, broker
+// and 4 workers while a seeded schedule SIGKILLs, SIGSTOPs and SIGTERMs
+// workers, SIGKILLs the broker and kills Redis. Then every accepted job is
+// accounted for. Exit 0 only if none was lost, none ran early and
+// `dueq audit` is clean.
+//
+//   chaos_run --seed 7 --duration 10m
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "common/clock.hpp"
+#include "common/duration.hpp"
+#include "tests/support/cluster.hpp"
+
+using namespace dueq;
+using namespace dueq::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Accepted {
+  int64_t due_ms = 0;
+  std::string type;
+};
+
+int run_cli(const std::string& broker, const std::string& args) {
+  return WEXITSTATUS(std::system((bin("dueq") + " --broker " + broker + " " + args + " >/dev/null 2>&1").c_str()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t seed = 1;
+  std::string duration_text = "30s";
+  int workers_count = 4;
+  CLI::App app{"chaos_run: kill things while jobs flow, then count every job"};
+  app.add_option("--seed", seed, "seed of the fault schedule and the job mix");
+  app.add_option("--duration", duration_text, "how long faults are injected, e.g. 45s or 10m");
+  app.add_option("--workers", workers_count, "worker processes")->check(CLI::Range(2, 16));
+  CLI11_PARSE(app, argc, argv);
+  auto duration = parse_duration_ms(duration_text);
+  if (!duration) {
+    fmt::print(stderr, "--duration: {}\n", duration.error().message);
+    return 2;
+  }
+
+  std::mt19937_64 rng(seed);
+  // appendfsync always: a Redis SIGKILL then loses nothing, so any loss
+  // counted here is dueq's own (the everysec window is documented apart).
+  Cluster cluster({}, {"--appendfsync", "always"});
+  const auto record = cluster.dir() / "starts.txt";
+  std::vector<size_t> workers;
+  for (int i = 0; i < workers_count; ++i) workers.push_back(cluster.start_example_worker("chaos", 8, record.string()));
+  if (!cluster.wait_for_workers(workers_count)) {
+    fmt::print(stderr, "workers did not join\n");
+    return 1;
+  }
+  fmt::print("chaos: seed {}, {} of faults, {} workers, logs in {}\n", seed, duration_text, workers_count, cluster.dir().string());
+
+  // Producer: batches of 20 every 50 ms; a batch is retried with the same ids
+  // until the broker answers, as a careful producer would.
+  std::mutex accepted_mutex;
+  std::unordered_map<std::string, Accepted> accepted;
+  std::atomic<bool> producing{true};
+  std::atomic<int64_t> producer_retries{0}, duplicates{0};
+  std::thread producer([&] {
+    std::mt19937_64 prng(seed * 7919 + 1);
+    Client client(cluster.endpoint(), ClientOptions{1000, 1});
+    int64_t n = 0;
+    while (producing) {
+      std::vector<JobSpec> batch;
+      for (int i = 0; i < 20; ++i, ++n) {
+        const int kind = static_cast<int>(prng() % 100);
+        JobSpec job{"chaos", "noop", "", fmt::format("c{}-{}", seed, n), 0, 3};
+        if (kind < 15) {
+          job.type = "sleep";
+          job.payload = std::to_string(50 + prng() % 400);
+        } else if (kind < 20) {
+          job.type = "fail";
+          job.max_attempts = 2;
+        }
+        if (prng() % 2 == 0) job.due_ms = wall_ms() + static_cast<int64_t>(prng() % 3000);
+        batch.push_back(job);
+      }
+      while (true) {
+        auto results = client.enqueue_batch(batch);
+        if (results) {
+          std::lock_guard lock(accepted_mutex);
+          for (size_t i = 0; i < results->size(); ++i) {
+            const auto& r = (*results)[i];
+            if (r.status == EnqueueResult::Status::accepted || r.status == EnqueueResult::Status::duplicate) {
+              accepted[r.id] = Accepted{batch[i].due_ms, batch[i].type};
+              if (r.status == EnqueueResult::Status::duplicate) ++duplicates;
+            }
+          }
+          break;
+        }
+        ++producer_retries;
+        std::this_thread::sleep_for(100ms);
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+  });
+
+  // Fault schedule.
+  std::map<std::string, int> faults;
+  const int64_t end = wall_ms() + *duration;
+  while (wall_ms() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500 + rng() % 2500));
+    const size_t w = workers[rng() % workers.size()];
+    switch (rng() % 5) {
+      case 0:
+        ++faults["worker SIGKILL"];
+        cluster.worker(w).signal(SIGKILL);
+        cluster.worker(w).wait();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 800));
+        workers[std::find(workers.begin(), workers.end(), w) - workers.begin()] =
+            cluster.start_example_worker("chaos", 8, record.string());
+        break;
+      case 1:
+        ++faults["worker SIGSTOP past its heartbeat deadline"];
+        cluster.worker(w).signal(SIGSTOP);
+        std::this_thread::sleep_for(2500ms);
+        cluster.worker(w).signal(SIGCONT);
+        break;
+      case 2:
+        ++faults["worker SIGTERM (drain)"];
+        cluster.worker(w).signal(SIGTERM);
+        cluster.worker(w).wait(40s);
+        workers[std::find(workers.begin(), workers.end(), w) - workers.begin()] =
+            cluster.start_example_worker("chaos", 8, record.string());
+        break;
+      case 3:
+        ++faults["broker SIGKILL"];
+        cluster.broker().signal(SIGKILL);
+        cluster.broker().wait();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 900));
+        cluster.start_broker();
+        break;
+      case 4:
+        ++faults["Redis SIGKILL + restart"];
+        cluster.redis().kill(SIGKILL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 900));
+        cluster.redis().start();
+        break;
+    }
+  }
+  producing = false;
+  producer.join();
+
+  // Drain: wait until every accepted job has ended.
+  const size_t total = accepted.size();
+  const bool settled = eventually(
+      [&] {
+        auto s = cluster.stats("chaos");
+        return s && s->scheduled == 0 && s->waiting == 0 && s->in_flight == 0;
+      },
+      120s);
+
+  // Account for every job.
+  Client client(cluster.endpoint(), ClientOptions{5000, 3});
+  std::unordered_map<std::string, std::vector<StartRecord>> starts;
+  for (auto& r : read_records(record)) starts[r.id].push_back(r);
+  size_t done = 0, dead = 0, lost = 0, early = 0, dead_without_reason = 0, executions = 0;
+  double max_gap_s = 0;
+  for (const auto& [id, job] : accepted) {
+    auto fields = client.job(id, "chaos");
+    const std::string state = fields && *fields ? (**fields)["s"] : "";
+    if (state == "done") ++done;
+    else if (state == "dead") {
+      ++dead;
+      if ((**fields)["e"].empty()) ++dead_without_reason;
+    } else {
+      ++lost;
+      fmt::print("LOST {} (state '{}')\n", id, state);
+    }
+    auto& runs = starts[id];
+    executions += runs.size();
+    std::sort(runs.begin(), runs.end(), [](auto& a, auto& b) { return a.start_us < b.start_us; });
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (runs[i].start_us < runs[i].due_ms * 1000) ++early;
+      if (i > 0 && job.type != "fail") max_gap_s = std::max(max_gap_s, (runs[i].start_us - runs[i - 1].start_us) / 1e6);
+    }
+  }
+  const int audit = run_cli(cluster.endpoint(), "audit");
+  auto stats = cluster.stats("chaos");
+
+  fmt::print("faults:");
+  for (const auto& [what, count] : faults) fmt::print(" {} x{};", what, count);
+  fmt::print("\naccepted {}, done {}, dead {} ({} without a reason), lost {}, early {}\n", total, done, dead,
+             dead_without_reason, lost, early);
+  fmt::print("executions {} (duplicate executions {}), stale acks rejected {}, producer retries {} "
+             "(answered duplicate {}), max re-delivery gap {:.2f} s, audit {}\n",
+             executions, executions - std::min(executions, total), stats ? stats->stale_acks : -1,
+             producer_retries.load(), duplicates.load(), max_gap_s, audit == 0 ? "clean" : "VIOLATIONS");
+  const bool ok = settled && lost == 0 && early == 0 && dead_without_reason == 0 && audit == 0 && done + dead == total;
+  fmt::print("chaos: {}\n", ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
