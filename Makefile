@@ -13,7 +13,14 @@ PACKAGES := build-essential cmake ninja-build pkg-config \
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build demo test clean
+SEED ?= 1
+DURATION ?= 10m
+DEV_BUILD_DIR ?= build-dev
+
+SCENARIO ?= all
+BENCH_FLAGS := --scenario $(SCENARIO) $(if $(SMOKE),--smoke,)
+
+.PHONY: deps build demo test chaos bench clean
 
 deps:
 	@missing=""; for p in $(PACKAGES); do \
@@ -39,5 +46,17 @@ test: deps
 	cd $(SAN_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest -j$(JOBS) --output-on-failure --timeout 600
 
+# A longer chaos run: make chaos SEED=7 DURATION=10m
+chaos: deps
+	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
+	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
+	$(DEV_BUILD_DIR)/bin/chaos_run --seed $(SEED) --duration $(DURATION)
+
+# Benchmarks: make bench [SCENARIO=lateness] [SMOKE=1]; records go to bench/results/.
+bench: deps
+	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
+	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
+	$(DEV_BUILD_DIR)/bin/dueq-bench $(BENCH_FLAGS)
+
 clean:
-	rm -rf $(BUILD_DIR) $(SAN_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(SAN_BUILD_DIR) $(DEV_BUILD_DIR)

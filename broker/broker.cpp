@@ -399,6 +399,9 @@ void Broker::answer_enqueues_unavailable(const std::string& why) {
   }
   enqueues_.clear();
   extends_.clear();
+  for (const auto& [peer, request_id] : stats_requests_)
+    send(peer, proto::ErrorFrame{request_id, "unavailable", why + "; the broker is not ready",
+                                 static_cast<uint32_t>(reconnect_backoff_ms_)});
   stats_requests_.clear();
 }
 

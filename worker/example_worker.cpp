@@ -1,6 +1,7 @@
 // Example of the C++ worker library: handlers for a few job types. With
 // --record FILE it appends one line per job start ("id attempt token start_us
-// due_ms created_ms pid"), which the end-to-end tests and benchmarks read.
+// due_ms created_ms pid payload-or-dash"), which the end-to-end tests and
+// benchmarks read (benchmarks put the send time in the payload).
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -36,8 +37,11 @@ int main(int argc, char** argv) {
   }
   auto note_start = [record_fd](const dueq::Job& job) {
     if (record_fd < 0) return;
-    const std::string line = fmt::format("{} {} {} {} {} {} {}\n", job.id, job.attempt, job.token, dueq::wall_us(),
-                                         job.due_ms, job.created_ms, ::getpid());
+    const int64_t now_us = dueq::wall_us();
+    const bool short_word = !job.payload.empty() && job.payload.size() <= 32 &&
+                            job.payload.find_first_of(" \n\t") == std::string::npos;
+    const std::string line = fmt::format("{} {} {} {} {} {} {} {}\n", job.id, job.attempt, job.token, now_us, job.due_ms,
+                                         job.created_ms, ::getpid(), short_word ? job.payload : "-");
     [[maybe_unused]] auto n = ::write(record_fd, line.data(), line.size());  // O_APPEND: one atomic line
   };
 

@@ -31,9 +31,6 @@ struct Accepted {
   std::string type;
 };
 
-int run_cli(const std::string& broker, const std::string& args) {
-  return WEXITSTATUS(std::system((bin("dueq") + " --broker " + broker + " " + args + " >/dev/null 2>&1").c_str()));
-}
 
 }  // namespace
 
@@ -190,7 +187,7 @@ int main(int argc, char** argv) {
       if (i > 0 && job.type != "fail") max_gap_s = std::max(max_gap_s, (runs[i].start_us - runs[i - 1].start_us) / 1e6);
     }
   }
-  const int audit = run_cli(cluster.endpoint(), "audit");
+  const int audit = run_dueq(cluster.endpoint(), "audit").code;
   auto stats = cluster.stats("chaos");
 
   fmt::print("faults:");

@@ -9,23 +9,8 @@ using namespace dueq::testing;
 
 namespace {
 
-struct Run {
-  int code;
-  std::string out;
-};
-
-// Runs `dueq ARGS` and captures stdout (stderr too when `with_stderr`).
-Run dueq_cli(const std::string& broker, const std::string& args, bool with_stderr = false) {
-  const std::string cmd = bin("dueq") + " --broker " + broker + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  Run run{-1, ""};
-  if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
-    char buffer[4096];
-    size_t n;
-    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.out.append(buffer, n);
-    const int status = ::pclose(pipe);
-    run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  return run;
+CliRun dueq_cli(const std::string& broker, const std::string& args, bool with_stderr = false) {
+  return run_dueq(broker, args, with_stderr);
 }
 
 }  // namespace

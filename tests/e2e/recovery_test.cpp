@@ -18,23 +18,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Run {
-  int code;
-  std::string out;
-};
-
-Run dueq_cli(const std::string& broker, const std::string& args) {
-  const std::string cmd = bin("dueq") + " --broker " + broker + " " + args + " 2>&1";
-  Run run{-1, ""};
-  if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
-    char buffer[4096];
-    size_t n;
-    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.out.append(buffer, n);
-    const int status = ::pclose(pipe);
-    run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  return run;
-}
+CliRun dueq_cli(const std::string& broker, const std::string& args) { return run_dueq(broker, args); }
 
 std::map<std::string, std::string> job_fields(Cluster& cluster, const std::string& id) {
   Client client(cluster.endpoint());

@@ -19,6 +19,25 @@ namespace dueq::testing {
 
 inline std::string bin(const std::string& name) { return std::string(DUEQ_BIN_DIR) + "/" + name; }
 
+struct CliRun {
+  int code;
+  std::string out;
+};
+
+// Runs `dueq --broker BROKER ARGS`, capturing stdout (and stderr when asked).
+inline CliRun run_dueq(const std::string& broker, const std::string& args, bool with_stderr = true) {
+  const std::string cmd = bin("dueq") + " --broker " + broker + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  CliRun run{-1, ""};
+  if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.out.append(buffer, n);
+    const int status = ::pclose(pipe);
+    run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  return run;
+}
+
 // One line of the example worker's --record file.
 struct StartRecord {
   std::string id;
@@ -28,6 +47,7 @@ struct StartRecord {
   int64_t due_ms = 0;
   int64_t created_ms = 0;
   int pid = 0;
+  std::string payload;  // "-" when empty or long
 };
 
 inline std::vector<StartRecord> read_records(const std::filesystem::path& path) {
@@ -37,7 +57,7 @@ inline std::vector<StartRecord> read_records(const std::filesystem::path& path) 
   while (std::getline(in, line)) {
     std::istringstream s(line);
     StartRecord r;
-    if (s >> r.id >> r.attempt >> r.token >> r.start_us >> r.due_ms >> r.created_ms >> r.pid) out.push_back(r);
+    if (s >> r.id >> r.attempt >> r.token >> r.start_us >> r.due_ms >> r.created_ms >> r.pid >> r.payload) out.push_back(r);
   }
   return out;
 }
@@ -48,13 +68,13 @@ inline double percentile(std::vector<double> values, double p) {
   return values[std::min(values.size() - 1, static_cast<size_t>(p / 100.0 * static_cast<double>(values.size())))];
 }
 
-// Polls `condition` every 20 ms until it holds or `timeout` passes.
+// Polls `condition` every `every` until it holds or `timeout` passes.
 template <typename F>
-bool eventually(F condition, std::chrono::milliseconds timeout) {
+bool eventually(F condition, std::chrono::milliseconds timeout, std::chrono::milliseconds every = std::chrono::milliseconds(20)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(every);
   }
   return condition();
 }
@@ -79,7 +99,8 @@ class Cluster {
   }
 
   void start_broker(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {bin("dueq-broker"), "--redis", redis_->url(), "--listen", endpoint(), "--log-level", "info"};
+    std::vector<std::string> argv = {bin("dueq-broker"), "--redis", redis_->url(), "--listen", endpoint()};
+    if (std::find(extra.begin(), extra.end(), "--log-level") == extra.end()) extra.insert(extra.end(), {"--log-level", "info"});
     for (auto& a : extra) argv.push_back(a);
     broker_ = std::make_unique<Process>(argv, (dir_ / "broker.log").string());
     Client probe(endpoint(), ClientOptions{200, 1});

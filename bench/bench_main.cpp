@@ -1,0 +1,404 @@
+// dueq-bench: measures the performance targets of DESIGN.md on this machine.
+// Every scenario starts its own redis-server (AOF everysec, noeviction), a
+// broker and worker processes, runs several times, and reports medians with
+// their min-max spread next to a baseline measured in the same run.
+//
+//   dueq-bench                      all scenarios, 3 runs each
+//   dueq-bench --scenario lateness  one scenario
+//   dueq-bench --smoke              small sizes, one run: checks the driver works
+#include <sys/utsname.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "broker/redis_connection.hpp"
+#include "common/clock.hpp"
+#include "tests/support/cluster.hpp"
+
+using namespace dueq;
+using namespace dueq::testing;
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+
+namespace {
+
+struct Options {
+  bool smoke = false;
+  int runs = 3;
+};
+
+// Figures of one run, by name.
+using Figures = std::map<std::string, double>;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
+}
+
+void progress(const std::string& text) { fmt::print(stderr, "  .. {}\n", text); }
+
+int64_t used_memory(RedisServer& redis) {
+  const std::string info = redis.cli("INFO memory");
+  const auto pos = info.find("used_memory:");
+  return pos == std::string::npos ? 0 : std::stoll(info.substr(pos + 12));
+}
+
+// Baselines on the same machine: one Redis round trip, and pipelined INCRs.
+Figures redis_baselines(RedisServer& redis) {
+  auto conn = broker::RedisConnection::connect(*parse_redis_url(redis.url()), 5000);
+  Figures f;
+  if (!conn) return f;
+  const int pings = 5000;
+  int64_t t0 = wall_us();
+  for (int i = 0; i < pings; ++i) (void)conn->run(broker::Command{"PING"});
+  f["redis_round_trip_us"] = static_cast<double>(wall_us() - t0) / pings;
+  std::vector<broker::Command> batch(1000, broker::Command{"INCR", "bench:counter"});
+  t0 = wall_us();
+  for (int i = 0; i < 100; ++i) (void)conn->pipeline(batch);
+  f["redis_pipelined_incr_per_s"] = 100'000 / (static_cast<double>(wall_us() - t0) / 1e6);
+  return f;
+}
+
+// Enqueues `jobs` with `producers` threads in batches of 1,000; returns jobs/s.
+double enqueue_all(const std::string& endpoint, const std::vector<JobSpec>& jobs, int producers) {
+  std::atomic<size_t> next{0};
+  const int64_t t0 = wall_us();
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p)
+    threads.emplace_back([&] {
+      Client client(endpoint, ClientOptions{30'000, 3});
+      while (true) {
+        const size_t start = next.fetch_add(1000);
+        if (start >= jobs.size()) return;
+        std::vector<JobSpec> batch(jobs.begin() + start, jobs.begin() + std::min(jobs.size(), start + 1000));
+        auto r = client.enqueue_batch(std::move(batch));
+        if (!r) fmt::print(stderr, "enqueue failed: {}\n", r.error().message);
+      }
+    });
+  for (auto& t : threads) t.join();
+  return jobs.size() / (static_cast<double>(wall_us() - t0) / 1e6);
+}
+
+std::vector<JobSpec> noop_jobs(size_t n, const std::string& queue, int64_t due_ms = 0, size_t payload = 0) {
+  std::vector<JobSpec> jobs;
+  jobs.reserve(n);
+  for (size_t i = 0; i < n; ++i) jobs.push_back({queue, "noop", std::string(payload, 'x'), "", due_ms, 0});
+  return jobs;
+}
+
+int64_t done_count(Cluster& cluster, const std::string& queue) {
+  auto s = cluster.stats(queue);
+  return s ? s->done : -1;
+}
+
+// Producers keep `queue` fed (at most `window` jobs waiting) for `seconds`
+// while the workers drain it; returns completed jobs/s over the window.
+double steady(Cluster& cluster, const std::string& queue, double seconds, int producers = 2, int64_t window = 20'000) {
+  std::atomic<bool> running{true};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p)
+    threads.emplace_back([&] {
+      Client client(cluster.endpoint(), ClientOptions{30'000, 3});
+      Client probe(cluster.endpoint(), ClientOptions{30'000, 3});
+      while (running) {
+        auto s = probe.stats();
+        int64_t backlog = 0;
+        if (s)
+          for (const auto& q : *s)
+            if (q.queue == queue) backlog = q.waiting + q.in_flight;
+        if (backlog > window) {
+          std::this_thread::sleep_for(1ms);
+          continue;
+        }
+        (void)client.enqueue_batch(noop_jobs(1000, queue));
+      }
+    });
+  std::this_thread::sleep_for(1s);  // warm-up
+  const int64_t d0 = done_count(cluster, queue), t0 = wall_us();
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+  const int64_t d1 = done_count(cluster, queue), t1 = wall_us();
+  running = false;
+  for (auto& t : threads) t.join();
+  return (d1 - d0) / (static_cast<double>(t1 - t0) / 1e6);
+}
+
+void start_workers(Cluster& cluster, const std::string& queue, int count, int concurrency, const std::string& record = "") {
+  for (int i = 0; i < count; ++i) {
+    std::vector<std::string> argv = {bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", queue,
+                                     "--concurrency", std::to_string(concurrency)};
+    if (!record.empty()) {
+      argv.push_back("--record");
+      argv.push_back(record);
+    }
+    cluster.start_worker(argv);
+  }
+}
+
+// ---------------------------------------------------------------- scenarios
+
+Figures throughput(const Options& o, Json& table) {
+  const size_t n = o.smoke ? 20'000 : 200'000;
+  const double steady_s = o.smoke ? 2 : 10;
+  const std::vector<std::pair<int, int>> configs = o.smoke ? std::vector<std::pair<int, int>>{{2, 32}}
+                                                           : std::vector<std::pair<int, int>>{{1, 64}, {2, 32}, {4, 16}};
+  Figures best;
+  for (const auto& [workers, concurrency] : configs) {
+    Cluster cluster;
+    Figures f = redis_baselines(cluster.redis());
+    progress(fmt::format("throughput: {} workers x {}: enqueueing {} jobs", workers, concurrency, n));
+    const double enqueue_rate = enqueue_all(cluster.endpoint(), noop_jobs(n, "bulk"), 2);
+    // Processing is timed from the first completed job (so worker start-up is
+    // not counted) to the last.
+    start_workers(cluster, "bulk", workers, concurrency);
+    int64_t d0 = 0, t0 = 0;
+    eventually([&] {
+      d0 = done_count(cluster, "bulk");
+      t0 = wall_us();
+      return d0 > 0;
+    }, 60s, 1ms);
+    eventually([&] { return done_count(cluster, "bulk") >= static_cast<int64_t>(n); }, 300s);
+    const double process_rate = (n - d0) / (static_cast<double>(wall_us() - t0) / 1e6);
+    cluster.wait_for_workers(workers);
+    start_workers(cluster, "steady", workers, concurrency);
+    cluster.wait_for_workers(2 * workers);
+    progress(fmt::format("throughput: {} workers x {}: steady for {} s", workers, concurrency, steady_s));
+    const double steady_rate = steady(cluster, "steady", steady_s);
+    table.push_back({{"workers", workers}, {"concurrency", concurrency}, {"bulk_enqueue_jobs_per_s", enqueue_rate},
+                     {"bulk_process_jobs_per_s", process_rate}, {"steady_jobs_per_s", steady_rate}});
+    best["bulk_enqueue_jobs_per_s"] = std::max(best["bulk_enqueue_jobs_per_s"], enqueue_rate);
+    best["bulk_process_jobs_per_s"] = std::max(best["bulk_process_jobs_per_s"], process_rate);
+    best["steady_jobs_per_s"] = std::max(best["steady_jobs_per_s"], steady_rate);
+    best["redis_pipelined_incr_per_s"] = f["redis_pipelined_incr_per_s"];
+    best["redis_round_trip_us"] = f["redis_round_trip_us"];
+  }
+  best["ratio_process_to_pipelined_incr"] = best["bulk_process_jobs_per_s"] / best["redis_pipelined_incr_per_s"];
+  return best;
+}
+
+Figures lateness(const Options& o, Json&) {
+  const size_t n = o.smoke ? 2'000 : 20'000;
+  const int64_t spread_ms = o.smoke ? 2'000 : 10'000;
+  Cluster cluster;
+  Figures f = redis_baselines(cluster.redis());
+  const auto record = cluster.dir() / "starts.txt";
+  start_workers(cluster, "timers", 4, 16, record.string());
+  cluster.wait_for_workers(4);
+  const int64_t base = wall_ms() + 2'000;
+  std::vector<JobSpec> jobs;
+  for (size_t i = 0; i < n; ++i) jobs.push_back({"timers", "noop", "", "", base + static_cast<int64_t>(i) * spread_ms / static_cast<int64_t>(n), 0});
+  progress(fmt::format("lateness: {} timers over {} ms", n, spread_ms));
+  enqueue_all(cluster.endpoint(), jobs, 2);
+  eventually([&] { return done_count(cluster, "timers") >= static_cast<int64_t>(n); }, 120s);
+  std::vector<double> late;
+  double early = 0;
+  for (const auto& r : read_records(record)) {
+    const double ms = static_cast<double>(r.start_us - r.due_ms * 1000) / 1000.0;
+    if (ms < 0) ++early;
+    late.push_back(ms);
+  }
+  f["p50_ms"] = percentile(late, 50);
+  f["p99_ms"] = percentile(late, 99);
+  f["p999_ms"] = percentile(late, 99.9);
+  f["max_ms"] = percentile(late, 100);
+  f["early"] = early;
+  f["started"] = static_cast<double>(late.size());
+  return f;
+}
+
+Figures latency(const Options& o, Json&, double rate) {
+  const double seconds = o.smoke ? 2 : 10;
+  Cluster cluster;
+  Figures f = redis_baselines(cluster.redis());
+  const auto record = cluster.dir() / "starts.txt";
+  start_workers(cluster, "lat", 4, 16, record.string());
+  cluster.wait_for_workers(4);
+  progress(fmt::format("latency: {:.0f} jobs/s for {} s", rate, seconds));
+  Client client(cluster.endpoint(), ClientOptions{30'000, 3});
+  const int per_ms = std::max(1, static_cast<int>(rate / 1000));
+  const int64_t end = wall_us() + static_cast<int64_t>(seconds * 1e6);
+  int64_t next = wall_us();
+  size_t sent = 0;
+  while (wall_us() < end) {
+    std::vector<JobSpec> batch;
+    const std::string stamp = std::to_string(wall_us());
+    for (int i = 0; i < per_ms; ++i) batch.push_back({"lat", "noop", stamp, "", 0, 0});
+    (void)client.enqueue_batch(std::move(batch));
+    sent += per_ms;
+    next += 1000;
+    const int64_t wait = next - wall_us();
+    if (wait > 0) std::this_thread::sleep_for(std::chrono::microseconds(wait));
+  }
+  eventually([&] { return done_count(cluster, "lat") >= static_cast<int64_t>(sent); }, 60s);
+  std::vector<double> ms;
+  for (const auto& r : read_records(record))
+    if (r.payload != "-") ms.push_back(static_cast<double>(r.start_us - std::stoll(r.payload)) / 1000.0);
+  f["rate_jobs_per_s"] = rate;
+  f["p50_ms"] = percentile(ms, 50);
+  f["p99_ms"] = percentile(ms, 99);
+  f["p999_ms"] = percentile(ms, 99.9);
+  return f;
+}
+
+Figures recovery(const Options& o, Json&) {
+  const int n = o.smoke ? 100 : 1000;
+  Cluster cluster;
+  Figures f = redis_baselines(cluster.redis());
+  const auto record = cluster.dir() / "starts.txt";
+  start_workers(cluster, "rec", 1, n, record.string());
+  cluster.wait_for_workers(1);
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < n; ++i) jobs.push_back({"rec", "sleep", "120000", "", 0, 5});
+  enqueue_all(cluster.endpoint(), jobs, 1);
+  eventually([&] { return read_records(record).size() >= static_cast<size_t>(n); }, 60s);
+  start_workers(cluster, "rec", 1, n, record.string());
+  cluster.wait_for_workers(2);
+  progress(fmt::format("recovery: SIGKILL of a worker holding {} jobs", n));
+  const int64_t killed = wall_us();
+  cluster.worker(0).signal(SIGKILL);
+  eventually([&] {
+    size_t again = 0;
+    for (const auto& r : read_records(record)) again += r.attempt == 2;
+    return again >= static_cast<size_t>(n);
+  }, 30s);
+  std::vector<double> delays;
+  for (const auto& r : read_records(record))
+    if (r.attempt == 2) delays.push_back(static_cast<double>(r.start_us - killed) / 1e6);
+  f["p50_s"] = percentile(delays, 50);
+  f["p99_s"] = percentile(delays, 99);
+  f["max_s"] = percentile(delays, 100);
+  f["lost"] = n - static_cast<double>(delays.size());
+  return f;
+}
+
+Figures memory(const Options& o, Json&) {
+  const size_t n = o.smoke ? 50'000 : 1'000'000;
+  Cluster cluster;
+  Figures f;
+  // Baseline: the same number of 26-byte members in one plain sorted set, the
+  // least any sorted-set schedule needs.
+  const int64_t m0 = used_memory(cluster.redis());
+  {
+    auto conn = broker::RedisConnection::connect(*parse_redis_url(cluster.redis().url()), 5000);
+    for (size_t i = 0; i < n; i += 1000) {
+      std::vector<broker::Command> batch;
+      for (size_t j = i; j < std::min(n, i + 1000); ++j)
+        batch.push_back(broker::Command{"ZADD", "bench:zset", std::to_string(j), fmt::format("{:026}", j)});
+      (void)conn->pipeline(batch);
+    }
+  }
+  const int64_t m1 = used_memory(cluster.redis());
+  cluster.redis().cli("DEL bench:zset");
+  const int64_t m2 = used_memory(cluster.redis());
+  progress(fmt::format("memory: {} delayed jobs with 100-byte payloads", n));
+  enqueue_all(cluster.endpoint(), noop_jobs(n, "mem", wall_ms() + 86'400'000, 100), 2);
+  const int64_t m3 = used_memory(cluster.redis());
+  f["bytes_per_job"] = static_cast<double>(m3 - m2) / n;
+  f["baseline_zset_bytes_per_member"] = static_cast<double>(m1 - m0) / n;
+  return f;
+}
+
+Figures backlog(const Options& o, Json&) {
+  const size_t n = o.smoke ? 50'000 : 1'000'000;
+  const double seconds = o.smoke ? 2 : 10;
+  Figures f;
+  for (const bool loaded : {false, true}) {
+    Cluster cluster;
+    if (loaded) {
+      progress(fmt::format("backlog: scheduling {} jobs far in the future", n));
+      enqueue_all(cluster.endpoint(), noop_jobs(n, "steady", wall_ms() + 86'400'000, 100), 2);
+    }
+    start_workers(cluster, "steady", 2, 32);
+    cluster.wait_for_workers(2);
+    progress(fmt::format("backlog: steady for {} s ({} store)", seconds, loaded ? "loaded" : "empty"));
+    f[loaded ? "steady_loaded_jobs_per_s" : "steady_empty_jobs_per_s"] = steady(cluster, "steady", seconds);
+  }
+  f["ratio"] = f["steady_loaded_jobs_per_s"] / f["steady_empty_jobs_per_s"];
+  return f;
+}
+
+std::string command_output(const std::string& cmd) {
+  std::string out;
+  if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
+    char buffer[512];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+    ::pclose(pipe);
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  std::string scenario = "all", out = "bench/results/results.jsonl";
+  bool json = false;
+  CLI::App app{"dueq-bench: measure dueq against the targets in DESIGN.md"};
+  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog or all")
+      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog"}));
+  app.add_option("--runs", o.runs, "runs per scenario (median reported)")->check(CLI::Range(1, 20));
+  app.add_flag("--smoke", o.smoke, "small sizes and one run: checks that the driver works");
+  app.add_flag("--json", json, "print the JSON records on stdout");
+  app.add_option("--out", out, "append JSON records to this file ('' = none)");
+  CLI11_PARSE(app, argc, argv);
+  if (o.smoke) o.runs = 1;
+
+  utsname host{};
+  uname(&host);
+  const Json machine{{"cores", std::thread::hardware_concurrency()},
+                     {"cpu", command_output("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'")},
+                     {"kernel", host.release}};
+  const Json versions{{"dueq", command_output("git rev-parse --short HEAD 2>/dev/null")},
+                      {"redis", command_output("redis-server --version | grep -o 'v=[0-9.]*' | cut -c3-")}};
+
+  double max_steady = 0;
+  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog"};
+  int failures = 0;
+  for (const auto& name : order) {
+    if (scenario != "all" && scenario != name) continue;
+    fmt::print(stderr, "== {} ({} run{})\n", name, o.runs, o.runs > 1 ? "s" : "");
+    std::map<std::string, std::vector<double>> samples;
+    Json table = Json::array();
+    const int64_t scenario_start = wall_ms();
+    for (int run = 0; run < o.runs; ++run) {
+      Figures f;
+      if (name == "throughput") f = throughput(o, table);
+      else if (name == "lateness") f = lateness(o, table);
+      else if (name == "latency") f = latency(o, table, max_steady > 0 ? max_steady / 2 : (o.smoke ? 2'000 : 20'000));
+      else if (name == "recovery") f = recovery(o, table);
+      else if (name == "memory") f = memory(o, table);
+      else f = backlog(o, table);
+      for (const auto& [k, v] : f) samples[k].push_back(v);
+    }
+    Json figures, spread;
+    for (const auto& [k, v] : samples) {
+      figures[k] = median(v);
+      spread[k] = {*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+    }
+    if (name == "throughput") max_steady = figures["steady_jobs_per_s"].get<double>();
+    Json record{{"scenario", name}, {"parameters", {{"runs", o.runs}, {"smoke", o.smoke}}}, {"figures", figures},
+                {"spread", spread}, {"versions", versions}, {"machine", machine}, {"time_ms", wall_ms()}};
+    if (!table.empty()) record["table"] = table;
+    std::string line = fmt::format("{} ({:.0f} s):", name, (wall_ms() - scenario_start) / 1000.0);
+    for (const auto& [k, v] : figures.items()) line += fmt::format(" {}={:.4g}", k, v.get<double>());
+    fmt::print("{}\n", line);
+    if (json) fmt::print("{}\n", record.dump());
+    if (!out.empty()) {
+      std::ofstream file(out, std::ios::app);
+      if (!file) {
+        fmt::print(stderr, "cannot append to {}\n", out);
+        ++failures;
+      }
+      file << record.dump() << "\n";
+    }
+    if (samples.empty()) ++failures;
+  }
+  return failures == 0 ? 0 : 1;
+}
