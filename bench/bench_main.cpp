@@ -128,10 +128,12 @@ double steady(Cluster& cluster, const std::string& queue, double seconds, int pr
   return (d1 - d0) / (static_cast<double>(t1 - t0) / 1e6);
 }
 
+// Workers buffer up to 500 jobs beyond their concurrency: with no-op handlers
+// the pipeline must be deep enough to cover a broker round trip.
 void start_workers(Cluster& cluster, const std::string& queue, int count, int concurrency, const std::string& record = "") {
   for (int i = 0; i < count; ++i) {
     std::vector<std::string> argv = {bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", queue,
-                                     "--concurrency", std::to_string(concurrency)};
+                                     "--concurrency", std::to_string(concurrency), "--prefetch", "500"};
     if (!record.empty()) {
       argv.push_back("--record");
       argv.push_back(record);

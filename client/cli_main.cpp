@@ -196,7 +196,7 @@ int show_job(dueq::Client& client, const std::string& id, const std::string& que
                        {"due_ms", ms("d")}, {"attempt", ms("a")}, {"max_attempts", ms("m")}, {"token", ms("k")},
                        {"created_ms", ms("c")}, {"finished_ms", ms("f")}, {"last_error", get("e")},
                        {"error_log", get("el")}};
-    if (f.contains("p")) out["payload"] = get("p");
+    if (!get("p").empty()) out["payload"] = get("p");
     fmt::print("{}\n", out.dump());
     return 0;
   }
@@ -205,7 +205,7 @@ int show_job(dueq::Client& client, const std::string& id, const std::string& que
              get("id"), get("queue"), get("t"), get("s"), format_time(ms("d")), ms("a"), ms("m"), ms("k"),
              format_time(ms("c")), format_time(ms("f")), get("e").empty() ? "-" : get("e"));
   if (!get("el").empty()) fmt::print("error log:\n{}", get("el"));
-  if (f.contains("p")) fmt::print("payload:      {}\n", get("p"));
+  if (!get("p").empty()) fmt::print("payload:      {}\n", get("p"));
   return 0;
 }
 

@@ -22,17 +22,17 @@ if not now or not retention or retention < 0 or not n or n < 1 or n > 5000 or #A
   return redis.error_reply("ERR dueq bad-args ack: expected now, retention, N and N id/token pairs")
 end
 local out = {}
+local finished = {}  -- ids for one ZREM at the end
 local done, stale = 0, 0
 for i = 0, n - 1 do
   local id = ARGV[4 + 2 * i]
   local key = KEYS[3] .. id
   local f = redis.call("HMGET", key, "k", "s")
   if f[1] == ARGV[5 + 2 * i] and f[2] == "leased" then
-    redis.call("ZREM", KEYS[1], id)
+    finished[#finished + 1] = id
     if retention > 0 then
-      redis.call("HSET", key, "s", "done", "f", now)
-      redis.call("HDEL", key, "p")
-      redis.call("EXPIRE", key, retention)
+      redis.call("HSET", key, "s", "done", "f", ARGV[1], "p", "")  -- the payload is not kept
+      redis.call("EXPIRE", key, ARGV[2])
     else
       redis.call("DEL", key)
     end
@@ -42,6 +42,9 @@ for i = 0, n - 1 do
     stale = stale + 1
     out[i + 1] = 0
   end
+end
+for i = 1, #finished, 500 do
+  redis.call("ZREM", KEYS[1], unpack(finished, i, math.min(i + 499, #finished)))
 end
 if done > 0 then redis.call("HINCRBY", KEYS[2], "done", done) end
 if stale > 0 then redis.call("HINCRBY", KEYS[2], "stale_acks", stale) end

@@ -52,20 +52,22 @@ for i = 0, n - 1 do
   if redis.call("EXISTS", key) == 1 then
     out[i + 1] = 0
   else
-    local due = tonumber(ARGV[b + 3])
-    if due == 0 then due = now end
-    local max = tonumber(ARGV[b + 4])
-    if max == 0 then max = default_max end
+    -- Numbers are written from their ARGV strings: formatting a Lua number
+    -- back into a string costs more than the rest of the write.
+    local due = ARGV[b + 3]
+    if tonumber(due) == 0 then due = ARGV[1] end
+    local max = ARGV[b + 4]
+    if tonumber(max) == 0 then max = ARGV[2] end
     local state
-    if due <= now then
+    if tonumber(due) <= now then
       redis.call("RPUSH", KEYS[2], id)
       state = "ready"
     else
       redis.call("ZADD", KEYS[1], due, id)
       state = "scheduled"
     end
-    redis.call("HSET", key, "t", ARGV[b + 1], "p", ARGV[b + 2], "d", due, "a", 0, "m", max, "k", 0,
-      "c", now, "s", state)
+    redis.call("HSET", key, "t", ARGV[b + 1], "p", ARGV[b + 2], "d", due, "a", "0", "m", max, "k", "0",
+      "c", ARGV[1], "s", state)
     accepted = accepted + 1
     out[i + 1] = 1
   end

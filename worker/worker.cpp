@@ -90,12 +90,15 @@ struct Worker::Impl {
                                                                                               : proto::Outcome::failed_final);
       result.error = std::move(outcome.error);
       if (result.error.size() > proto::kMaxErrorText) result.error.resize(proto::kMaxErrorText);
+      bool first;
       {
         std::lock_guard lock(pool_mutex);
+        first = completed.empty();
         completed.push_back(std::move(result));
         --running;
       }
-      wake();
+      // One wake-up per batch: a non-empty list already has one pending.
+      if (first) wake();
     }
   }
 
@@ -241,11 +244,20 @@ struct Worker::Impl {
     Delivery d{Job{std::move(task.queue), std::move(task.id), std::move(task.type), std::move(task.payload.data),
                    task.due_ms, task.attempt, task.max_attempts, task.created_ms, now, &cancel->stop, task.token},
                task.token, cancel};
+    incoming.push_back(std::move(d));
+  }
+
+  // Hands the tasks received this turn to the handler threads in one go.
+  void start_incoming() {
+    if (incoming.empty()) return;
+    const size_t n = incoming.size();
     {
       std::lock_guard lock(pool_mutex);
-      pending.push_back(std::move(d));
+      for (auto& d : incoming) pending.push_back(std::move(d));
     }
-    pool_cv.notify_one();
+    incoming.clear();
+    if (n == 1) pool_cv.notify_one();
+    else pool_cv.notify_all();
   }
 
   void collect_results() {
@@ -328,6 +340,7 @@ struct Worker::Impl {
         }
         on_broker_frame(std::move(*frame), now);
       }
+      start_incoming();
       collect_results();
       if (stop_requested.load() && !draining) begin_drain(now);
       if (now >= next_heartbeat) {
@@ -373,6 +386,7 @@ struct Worker::Impl {
   std::mutex pool_mutex;
   std::condition_variable pool_cv;
   std::deque<Delivery> pending;
+  std::vector<Delivery> incoming;  // received this loop turn, main thread only
   std::vector<proto::JobResult> completed;
   bool pool_closed = false;
   std::atomic<int> running{0};
