@@ -31,6 +31,7 @@ namespace {
 struct Options {
   bool smoke = false;
   int runs = 3;
+  std::string plot_data;  // lateness samples of the last run go here
 };
 
 // Figures of one run, by name.
@@ -204,6 +205,12 @@ Figures lateness(const Options& o, Json&) {
     if (ms < 0) ++early;
     late.push_back(ms);
   }
+  if (!o.plot_data.empty()) {
+    // Sorted lateness samples, for bench/plot-lateness.sh.
+    std::sort(late.begin(), late.end());
+    std::ofstream data(o.plot_data);
+    for (size_t i = 0; i < late.size(); ++i) data << late[i] << " " << (i + 1.0) / late.size() << "\n";
+  }
   f["p50_ms"] = percentile(late, 50);
   f["p99_ms"] = percentile(late, 99);
   f["p999_ms"] = percentile(late, 99.9);
@@ -349,6 +356,7 @@ int main(int argc, char** argv) {
   app.add_flag("--smoke", o.smoke, "small sizes and one run: checks that the driver works");
   app.add_flag("--json", json, "print the JSON records on stdout");
   app.add_option("--out", out, "append JSON records to this file ('' = none)");
+  app.add_option("--lateness-data", o.plot_data, "write the lateness samples (ms, cumulative fraction) of the last run here");
   CLI11_PARSE(app, argc, argv);
   if (o.smoke) o.runs = 1;
 

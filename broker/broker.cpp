@@ -24,6 +24,7 @@ constexpr int64_t kBadFrameLogIntervalMs = 10'000;
 constexpr int64_t kFarFutureMs = 10LL * 365 * 86'400'000;  // due times beyond ~10 years are refused
 constexpr size_t kEnqueueChunk = 1000;                      // enqueue.lua takes at most 1000 jobs
 constexpr size_t kResultChunk = 5000;                       // ack/nack/extend take at most 5000
+constexpr size_t kRequeuePerTurn = 2000;                    // lost workers' jobs returned per queue per turn
 
 int64_t min_known(int64_t a, int64_t b) {
   if (a < 0) return b;
@@ -483,17 +484,20 @@ void Broker::run_round(int64_t now) {
     for (auto& [key, call] : open) close(call);
   }
 
-  // Jobs of lost workers go back at once (still counted as an attempt).
+  // Jobs of lost workers go back at once (still counted as an attempt). A
+  // mass failure is spread over turns: at most kRequeuePerTurn per queue per
+  // round trip, so Redis is never blocked by one huge script call.
   std::vector<std::pair<size_t, std::string>> requeue_calls;
-  for (auto& [name, items] : requeues_) {
-    for (size_t i = 0; i < items.size(); i += kResultChunk) {
-      std::vector<NackItem> chunk(items.begin() + i, items.begin() + std::min(items.size(), i + kResultChunk));
-      const auto& policy = config_.policy(name);
-      requeue_calls.emplace_back(
-          round.nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, chunk), name);
-    }
+  for (auto it = requeues_.begin(); it != requeues_.end();) {
+    auto& [name, items] = *it;
+    const size_t take = std::min(items.size(), kRequeuePerTurn);
+    std::vector<NackItem> chunk(std::make_move_iterator(items.begin()), std::make_move_iterator(items.begin() + take));
+    items.erase(items.begin(), items.begin() + take);
+    const auto& policy = config_.policy(name);
+    requeue_calls.emplace_back(
+        round.nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, chunk), name);
+    it = items.empty() ? requeues_.erase(it) : std::next(it);
   }
-  requeues_.clear();
 
   // Lease extensions for jobs workers report holding.
   const int64_t extended_deadline = now + config_.lease_ttl_ms;
