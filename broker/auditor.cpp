@@ -47,10 +47,9 @@ Result<AuditReport> audit_queue(Store& store, const std::string& queue, bool rep
   } while (cursor != "0");
 
   const QueueKeys keys(queue);
-  for (const auto& [key, is_list] : {std::pair{keys.scheduled, false}, std::pair{keys.ready, true},
-                                     std::pair{keys.leased, false}, std::pair{keys.dead, false}}) {
+  for (const auto& key : {keys.scheduled, keys.ready, keys.leased, keys.dead}) {
     for (int64_t start = 0;; start += kSlice) {
-      auto ids = store.range_ids(key, is_list, start, kSlice);
+      auto ids = store.range_ids(key, start, kSlice);
       if (!ids) return std::unexpected(ids.error());
       if (auto ok = check(*ids); !ok) return std::unexpected(ok.error());
       if (static_cast<int64_t>(ids->size()) < kSlice) break;

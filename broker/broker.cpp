@@ -843,7 +843,7 @@ Result<proto::AdminReply> Broker::run_admin(const proto::AdminRequest& request, 
       for (const auto& name : queues_for(request.queue)) {
         while (true) {
           Round round;
-          if (replay) round.replay_oldest(name, 1000);
+          if (replay) round.replay_oldest(name, now, 1000);
           else round.purge_dead_before(name, now - request.older_than_ms, 1000);
           auto n = apply(round, name);
           if (!n) return std::unexpected(n.error());
@@ -859,7 +859,7 @@ Result<proto::AdminReply> Broker::run_admin(const proto::AdminRequest& request, 
       }
       for (const auto& [name, ids] : by_queue) {
         Round round;
-        if (replay) round.replay(name, ids);
+        if (replay) round.replay(name, now, ids);
         else round.purge(name, ids);
         if (auto n = apply(round, name); !n) return std::unexpected(n.error());
       }

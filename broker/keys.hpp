@@ -17,7 +17,7 @@ struct QueueKeys {
   std::string job(const std::string& id) const { return job_prefix + id; }
 
   std::string scheduled;   // zset id -> due ms
-  std::string ready;       // list of due ids
+  std::string ready;       // zset id -> due ms: due, waiting for a worker
   std::string leased;      // zset id -> lease deadline ms
   std::string dead;        // zset id -> time of death ms
   std::string stats;       // hash of counters

@@ -110,17 +110,18 @@ size_t Round::cancel(const std::string& queue, int64_t now_ms, const std::string
                 Command().add(now_ms).add(id).add(retention_s));
 }
 
-size_t Round::replay(const std::string& queue, const std::vector<std::string>& ids) {
+size_t Round::replay(const std::string& queue, int64_t now_ms, const std::vector<std::string>& ids) {
   QueueKeys k(queue);
   Command args;
-  args.add(static_cast<int64_t>(ids.size()));
+  args.add(now_ms).add(static_cast<int64_t>(ids.size()));
   for (const auto& id : ids) args.add(id);
   return script(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.job_prefix}, std::move(args));
 }
 
-size_t Round::replay_oldest(const std::string& queue, int limit) {
+size_t Round::replay_oldest(const std::string& queue, int64_t now_ms, int limit) {
   QueueKeys k(queue);
-  return script(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.job_prefix}, Command().add(int64_t{0}).add(limit));
+  return script(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.job_prefix},
+                Command().add(now_ms).add(int64_t{0}).add(limit));
 }
 
 size_t Round::purge(const std::string& queue, const std::vector<std::string>& ids) {
@@ -279,9 +280,9 @@ Result<std::pair<std::string, std::vector<std::string>>> Store::scan_job_ids(con
   return std::make_pair(str(r->element[0]), std::move(ids));
 }
 
-Result<std::vector<std::string>> Store::range_ids(const std::string& key, bool is_list, int64_t start, int64_t count) {
+Result<std::vector<std::string>> Store::range_ids(const std::string& key, int64_t start, int64_t count) {
   if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
-  auto reply = connection_->run(Command{is_list ? "LRANGE" : "ZRANGE", key, std::to_string(start), std::to_string(start + count - 1)});
+  auto reply = connection_->run(Command{"ZRANGE", key, std::to_string(start), std::to_string(start + count - 1)});
   if (!reply) return std::unexpected(reply.error());
   return parse_strings(reply->get());
 }

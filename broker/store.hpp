@@ -97,8 +97,8 @@ class Round {
   size_t reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s);
   size_t stats(const std::string& queue, int64_t now_ms);
   size_t cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s);
-  size_t replay(const std::string& queue, const std::vector<std::string>& ids);
-  size_t replay_oldest(const std::string& queue, int limit);
+  size_t replay(const std::string& queue, int64_t now_ms, const std::vector<std::string>& ids);
+  size_t replay_oldest(const std::string& queue, int64_t now_ms, int limit);
   size_t purge(const std::string& queue, const std::vector<std::string>& ids);
   size_t purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit);
   size_t cap_leases(const std::string& queue, int64_t cap_ms, int limit);
@@ -140,8 +140,8 @@ class Store {
   Result<std::map<std::string, std::string>> job_fields(const std::string& queue, const std::string& id);
   // One SCAN step over the queue's job records: next cursor ("0" = done) and ids.
   Result<std::pair<std::string, std::vector<std::string>>> scan_job_ids(const std::string& queue, const std::string& cursor);
-  // Members [start, start+count) of a zset or list, by index.
-  Result<std::vector<std::string>> range_ids(const std::string& key, bool is_list, int64_t start, int64_t count);
+  // Members [start, start+count) of a sorted set, by rank.
+  Result<std::vector<std::string>> range_ids(const std::string& key, int64_t start, int64_t count);
   // Dead-lettered jobs, oldest first: id, died ms and the job fields.
   Result<std::vector<std::map<std::string, std::string>>> dead_jobs(const std::string& queue, int64_t limit);
 

@@ -9,7 +9,7 @@
   script returns the numbers, read atomically; the broker compares them.
 
   KEYS[1]  scheduled   zset
-  KEYS[2]  ready       list
+  KEYS[2]  ready       zset
   KEYS[3]  leased      zset
   KEYS[4]  dead        zset
   KEYS[5]  stats       hash
@@ -25,7 +25,7 @@
 ]]
 if #ARGV > 1000 then return redis.error_reply("ERR dueq bad-args audit: at most 1000 ids") end
 local c = redis.call("HMGET", KEYS[5], "accepted", "done", "cancelled", "purged")
-local counts = {redis.call("ZCARD", KEYS[1]), redis.call("LLEN", KEYS[2]), redis.call("ZCARD", KEYS[3]),
+local counts = {redis.call("ZCARD", KEYS[1]), redis.call("ZCARD", KEYS[2]), redis.call("ZCARD", KEYS[3]),
   redis.call("ZCARD", KEYS[4]), tonumber(c[1] or 0), tonumber(c[2] or 0), tonumber(c[3] or 0),
   tonumber(c[4] or 0)}
 local problems = {}
@@ -36,7 +36,7 @@ end
 for _, id in ipairs(ARGV) do
   local s = redis.call("HGET", KEYS[6] .. id, "s")
   local in_sched = redis.call("ZSCORE", KEYS[1], id) ~= false
-  local in_ready = redis.call("LPOS", KEYS[2], id) ~= false
+  local in_ready = redis.call("ZSCORE", KEYS[2], id) ~= false
   local in_leased = redis.call("ZSCORE", KEYS[3], id) ~= false
   local in_dead = redis.call("ZSCORE", KEYS[4], id) ~= false
   local places = (in_sched and 1 or 0) + (in_ready and 1 or 0) + (in_leased and 1 or 0) + (in_dead and 1 or 0)

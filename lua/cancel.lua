@@ -6,7 +6,7 @@
   jobs are left alone.
 
   KEYS[1]  scheduled   zset
-  KEYS[2]  ready       list
+  KEYS[2]  ready       zset
   KEYS[3]  stats       hash
   KEYS[4]  job prefix
 
@@ -36,7 +36,7 @@ end
 if state == "scheduled" then
   redis.call("ZREM", KEYS[1], id)
 elseif state == "ready" then
-  redis.call("LREM", KEYS[2], 1, id)
+  redis.call("ZREM", KEYS[2], id)
 else
   return {-1, 0}
 end

@@ -6,7 +6,7 @@
   retries an enqueue never makes a second job.
 
   KEYS[1]  scheduled   zset  id -> due ms
-  KEYS[2]  ready       list  ids due now, in due order
+  KEYS[2]  ready       zset  id -> due ms, jobs due now
   KEYS[3]  stats       hash  counters
   KEYS[4]  job prefix  string prefix of job hashes ("dueq:{q}:j:")
   KEYS[5]  leased      zset
@@ -40,7 +40,7 @@ for i = 0, n - 1 do
 end
 
 local out = {}
-if max_backlog > 0 and redis.call("LLEN", KEYS[2]) + redis.call("ZCARD", KEYS[5]) >= max_backlog then
+if max_backlog > 0 and redis.call("ZCARD", KEYS[2]) + redis.call("ZCARD", KEYS[5]) >= max_backlog then
   for i = 1, n do out[i] = 2 end
   return out
 end
@@ -60,7 +60,7 @@ for i = 0, n - 1 do
     if tonumber(max) == 0 then max = ARGV[2] end
     local state
     if tonumber(due) <= now then
-      redis.call("RPUSH", KEYS[2], id)
+      redis.call("ZADD", KEYS[2], due, id)
       state = "ready"
     else
       redis.call("ZADD", KEYS[1], due, id)

@@ -3,7 +3,7 @@
   token and one more attempt, and a lease that ends at DEADLINE unless the
   broker extends it.
 
-  KEYS[1]  ready       list
+  KEYS[1]  ready       zset  id -> due ms (earliest due is leased first)
   KEYS[2]  leased      zset  id -> lease deadline ms
   KEYS[3]  job prefix
 
@@ -20,8 +20,9 @@ local count = tonumber(ARGV[2])
 if not deadline or not count or count < 1 or count > 1000 then
   return redis.error_reply("ERR dueq bad-args lease: expected a deadline and a count of 1..1000")
 end
-local ids = redis.call("LPOP", KEYS[1], count)
-if not ids then return {} end
+local popped = redis.call("ZPOPMIN", KEYS[1], count)
+local ids = {}
+for j = 1, #popped, 2 do ids[#ids + 1] = popped[j] end
 local out = {}
 local leases = {}  -- score, id pairs for one ZADD: a call per job costs more than the work
 for _, id in ipairs(ids) do

@@ -8,7 +8,7 @@
   the mode.
 
   KEYS[1]  scheduled   zset
-  KEYS[2]  ready       list
+  KEYS[2]  ready       zset
   KEYS[3]  leased      zset
   KEYS[4]  dead        zset  id -> time it died (ms)
   KEYS[5]  stats       hash
@@ -82,7 +82,7 @@ for i = 0, n - 1 do
       out[#out + 1] = 3
       out[#out + 1] = 0
     elseif mode == "return" then
-      redis.call("RPUSH", KEYS[2], id)
+      redis.call("ZADD", KEYS[2], ARGV[1], id)
       redis.call("HSET", key, "s", "ready", "a", attempt - 1)
       retried = retried + 1
       out[#out + 1] = 1
@@ -102,7 +102,7 @@ for i = 0, n - 1 do
         due = now + math.floor(tonumber(ARGV[jitter_at + 1 + i]) * backoff)
       end
       if due <= now then
-        redis.call("RPUSH", KEYS[2], id)
+        redis.call("ZADD", KEYS[2], due, id)
         redis.call("HSET", key, "s", "ready", "e", reason, "el", log)
       else
         redis.call("ZADD", KEYS[1], due, id)

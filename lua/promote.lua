@@ -3,7 +3,7 @@
   list, oldest due first, at most LIMIT per call.
 
   KEYS[1]  scheduled   zset  id -> due ms
-  KEYS[2]  ready       list
+  KEYS[2]  ready       zset  id -> due ms
   KEYS[3]  job prefix
 
   ARGV[1]  now ms
@@ -18,12 +18,20 @@ local limit = tonumber(ARGV[2])
 if not now or not limit or limit < 1 or limit > 5000 then
   return redis.error_reply("ERR dueq bad-args promote: expected now and a limit of 1..5000")
 end
-local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
+local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "WITHSCORES", "LIMIT", 0, limit)
+local ids = {}
+for j = 1, #due, 2 do ids[#ids + 1] = due[j] end
 if #ids > 0 then
   -- ZRANGEBYSCORE from -inf returned ranks 0..#ids-1.
   redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1)
-  for i = 1, #ids, 500 do
-    redis.call("RPUSH", KEYS[2], unpack(ids, i, math.min(i + 499, #ids)))
+  for i = 1, #due, 1000 do
+    -- WITHSCORES gives member, score pairs; ZADD wants score, member.
+    local args = {}
+    for j = i, math.min(i + 999, #due), 2 do
+      args[#args + 1] = due[j + 1]
+      args[#args + 1] = due[j]
+    end
+    redis.call("ZADD", KEYS[2], unpack(args))
   end
   for _, id in ipairs(ids) do
     redis.call("HSET", KEYS[3] .. id, "s", "ready")

@@ -6,7 +6,7 @@
   a user asked to cancel (mark "cx") ends cancelled.
 
   KEYS[1]  leased      zset  id -> deadline ms
-  KEYS[2]  ready       list
+  KEYS[2]  ready       zset
   KEYS[3]  dead        zset
   KEYS[4]  stats       hash
   KEYS[5]  job prefix
@@ -52,7 +52,7 @@ for _, id in ipairs(ids) do
       redis.call("HSET", key, "s", "dead", "e", "attempts exhausted (" .. attempt .. "): " .. reason, "el", log, "f", now)
       dead = dead + 1
     else
-      redis.call("RPUSH", KEYS[2], id)
+      redis.call("ZADD", KEYS[2], ARGV[1], id)
       redis.call("HSET", key, "s", "ready", "e", reason, "el", log)
       requeued = requeued + 1
     end

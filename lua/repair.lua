@@ -4,7 +4,7 @@
   removing it is always safe. Ids that do have a record are left alone.
 
   KEYS[1]  scheduled   zset
-  KEYS[2]  ready       list
+  KEYS[2]  ready       zset
   KEYS[3]  leased      zset
   KEYS[4]  dead        zset
   KEYS[5]  job prefix
@@ -18,7 +18,7 @@ if #ARGV < 1 or #ARGV > 1000 then return redis.error_reply("ERR dueq bad-args re
 local out = {}
 for _, id in ipairs(ARGV) do
   if redis.call("EXISTS", KEYS[5] .. id) == 0 then
-    local removed = redis.call("ZREM", KEYS[1], id) + redis.call("LREM", KEYS[2], 0, id)
+    local removed = redis.call("ZREM", KEYS[1], id) + redis.call("ZREM", KEYS[2], id)
       + redis.call("ZREM", KEYS[3], id) + redis.call("ZREM", KEYS[4], id)
     if removed > 0 then out[#out + 1] = id end
   end

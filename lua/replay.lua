@@ -3,32 +3,33 @@
   the same id. Ids that are not dead are skipped.
 
   KEYS[1]  dead        zset
-  KEYS[2]  ready       list
+  KEYS[2]  ready       zset
   KEYS[3]  stats       hash
   KEYS[4]  job prefix
 
-  ARGV[1]  N (1..1000), or 0 with ARGV[2] = limit to replay the oldest
+  ARGV[1]  now ms (the jobs are due again from now)
+  ARGV[2]  N (1..1000), or 0 with ARGV[3] = limit to replay the oldest
            `limit` dead jobs of the queue (1..1000)
-  ARGV[2..N+1]  ids (when N > 0)
+  ARGV[3..N+2]  ids (when N > 0)
 
   Returns  array of the replayed ids
   Errors   "ERR dueq bad-args <what>"
 ]]
-local n = tonumber(ARGV[1])
-if not n or n < 0 or n > 1000 then
-  return redis.error_reply("ERR dueq bad-args replay: expected N of 0..1000")
+local n = tonumber(ARGV[2])
+if not tonumber(ARGV[1]) or not n or n < 0 or n > 1000 then
+  return redis.error_reply("ERR dueq bad-args replay: expected now and N of 0..1000")
 end
 local ids
 if n == 0 then
-  local limit = tonumber(ARGV[2])
+  local limit = tonumber(ARGV[3])
   if not limit or limit < 1 or limit > 1000 then
     return redis.error_reply("ERR dueq bad-args replay: expected a limit of 1..1000")
   end
   ids = redis.call("ZRANGE", KEYS[1], 0, limit - 1)
 else
-  if #ARGV ~= n + 1 then return redis.error_reply("ERR dueq bad-args replay: expected N ids") end
+  if #ARGV ~= n + 2 then return redis.error_reply("ERR dueq bad-args replay: expected N ids") end
   ids = {}
-  for i = 2, n + 1 do ids[#ids + 1] = ARGV[i] end
+  for i = 3, n + 2 do ids[#ids + 1] = ARGV[i] end
 end
 local out = {}
 for _, id in ipairs(ids) do
@@ -36,7 +37,7 @@ for _, id in ipairs(ids) do
   if redis.call("HGET", key, "s") == "dead" and redis.call("ZREM", KEYS[1], id) == 1 then
     redis.call("HSET", key, "s", "ready", "a", 0)
     redis.call("HDEL", key, "f", "cx")
-    redis.call("RPUSH", KEYS[2], id)
+    redis.call("ZADD", KEYS[2], ARGV[1], id)
     out[#out + 1] = id
   end
 end

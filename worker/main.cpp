@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   auto drain_ms = parse_duration_ms(drain_timeout);
   if (!drain_ms) return fail_usage("--drain-timeout: " + drain_ms.error().message);
   options.drain_timeout_ms = *drain_ms;
+  if (options.concurrency + options.prefetch > 100'000) return fail_usage("--concurrency plus --prefetch must be at most 100000");
   for (const auto& q : options.queues)
     if (auto ok = validate_queue_name(q); !ok) return fail_usage("--queue: " + ok.error().message);
   if (auto ok = setup_logging("worker", log_level); !ok) return fail_usage(ok.error().message);

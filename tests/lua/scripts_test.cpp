@@ -57,13 +57,13 @@ proto::NewJob job(std::string id, int64_t due = 0, uint32_t max = 0) {
 TEST_F(Scripts, EnqueueWithAnExistingIdMakesNoSecondJob) {
   EXPECT_EQ(enqueue({job("a"), job("b")}, 1000), (std::vector<int64_t>{1, 1}));
   EXPECT_EQ(enqueue({job("a"), job("c")}, 1000), (std::vector<int64_t>{0, 1}));
-  EXPECT_EQ(redis_->cli("LLEN 'dueq:{q}:ready'"), "3");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "3");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' accepted"), "3");
 }
 
 TEST_F(Scripts, EnqueueSchedulesFutureJobsAndReadiesDueOnes) {
   enqueue({job("now", 0), job("past", 500), job("later", 5000)}, 1000);
-  EXPECT_EQ(redis_->cli("LRANGE 'dueq:{q}:ready' 0 -1"), "now\npast");
+  EXPECT_EQ(redis_->cli("ZRANGE 'dueq:{q}:ready' 0 -1"), "past\nnow");  // in due order
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:scheduled' later"), "5000");
   EXPECT_EQ(field("later", "s"), "scheduled");
   EXPECT_EQ(field("later", "m"), "3");  // default max attempts applied
@@ -86,7 +86,7 @@ TEST_F(Scripts, PromoteMovesOnlyDueJobsInDueOrderAndReportsTheNextDue) {
   auto p = *Store::parse_promote(run(round));
   EXPECT_EQ(p.moved, 3);
   EXPECT_EQ(p.next_due_ms, 9000);
-  EXPECT_EQ(redis_->cli("LRANGE 'dueq:{q}:ready' 0 -1"), "a\nb\nc");
+  EXPECT_EQ(redis_->cli("ZRANGE 'dueq:{q}:ready' 0 -1"), "a\nb\nc");
   EXPECT_EQ(field("a", "s"), "ready");
 }
 
@@ -124,7 +124,7 @@ TEST_F(Scripts, LeaseTakesAtMostCountAndSkipsVanishedJobs) {
   auto leased = lease(2, 5000);
   ASSERT_EQ(leased.size(), 1u);  // a vanished, b leased; c still ready
   EXPECT_EQ(leased[0].id, "b");
-  EXPECT_EQ(redis_->cli("LLEN 'dueq:{q}:ready'"), "1");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "1");
 }
 
 TEST_F(Scripts, AckWithTheCurrentTokenCompletesTheJob) {
@@ -202,7 +202,7 @@ TEST_F(Scripts, NackModeDeadSkipsRetriesAndModeNowRequeuesAtOnce) {
   EXPECT_EQ(out[1].status, 1);
   EXPECT_EQ(out[1].due_ms, 2000);
   EXPECT_EQ(field("a", "e"), "bad payload");
-  EXPECT_EQ(redis_->cli("LRANGE 'dueq:{q}:ready' 0 -1"), "b");
+  EXPECT_EQ(redis_->cli("ZRANGE 'dueq:{q}:ready' 0 -1"), "b");
 }
 
 TEST_F(Scripts, NackWithAStaleTokenChangesNothing) {
@@ -324,7 +324,7 @@ TEST_F(Scripts, CancelEndsScheduledAndReadyJobsAtOnce) {
     EXPECT_EQ(field(id, "s"), "cancelled");
   }
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:scheduled'"), "0");
-  EXPECT_EQ(redis_->cli("LLEN 'dueq:{q}:ready'"), "0");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "0");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' cancelled"), "2");
   Round again;
   again.cancel("q", 2000, "s", 60);
@@ -355,7 +355,7 @@ TEST_F(Scripts, CancellingALeasedJobEndsItCancelledWhenItsDeliveryEnds) {
   run(reclaim);
   EXPECT_EQ(field("b", "s"), "cancelled");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' cancelled"), "2");
-  EXPECT_EQ(redis_->cli("LLEN 'dueq:{q}:ready'"), "0");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "0");
 }
 
 TEST_F(Scripts, HandedBackJobsDoNotUseAnAttempt) {
@@ -378,12 +378,12 @@ TEST_F(Scripts, ReplayPutsDeadJobsBackWithAttemptsResetAndTheSameId) {
   kill.nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::dead, "bad", 0}, {"b", l[1].token, NackMode::dead, "bad", 0}});
   run(kill);
   Round replay;
-  replay.replay("q", {"a", "not-dead"});
+  replay.replay("q", 3000, {"a", "not-dead"});
   EXPECT_EQ(*Store::parse_strings(run(replay)), std::vector<std::string>{"a"});
   EXPECT_EQ(field("a", "s"), "ready");
   EXPECT_EQ(field("a", "a"), "0");
   Round all;
-  all.replay_oldest("q", 1000);
+  all.replay_oldest("q", 3000, 1000);
   EXPECT_EQ(*Store::parse_strings(run(all)), std::vector<std::string>{"b"});
   auto again = lease(2, 9000);
   EXPECT_EQ(again.size(), 2u);
