@@ -23,8 +23,9 @@ constexpr int64_t kMaxReconnectMs = 5'000;
 constexpr int64_t kBadFrameLogIntervalMs = 10'000;
 constexpr int64_t kFarFutureMs = 10LL * 365 * 86'400'000;  // due times beyond ~10 years are refused
 constexpr size_t kEnqueueChunk = 1000;                      // enqueue.lua takes at most 1000 jobs
-constexpr size_t kResultChunk = 5000;                       // ack/nack/extend take at most 5000
-constexpr size_t kRequeuePerTurn = 2000;                    // lost workers' jobs returned per queue per turn
+constexpr size_t kResultChunk = 5000;                       // ack/nack take at most 5000
+constexpr size_t kExtendChunk = 1000;                       // keeps one extend call to a few ms
+constexpr size_t kRequeuePerTurn = 500;                     // lost workers' jobs returned per queue per turn
 
 int64_t min_known(int64_t a, int64_t b) {
   if (a < 0) return b;
@@ -504,8 +505,8 @@ void Broker::run_round(int64_t now) {
   struct ExtendCall { size_t reply; std::string queue; std::vector<TokenRef> items; };
   std::vector<ExtendCall> extend_calls;
   for (auto& [name, items] : extends_) {
-    for (size_t i = 0; i < items.size(); i += kResultChunk) {
-      std::vector<TokenRef> chunk(items.begin() + i, items.begin() + std::min(items.size(), i + kResultChunk));
+    for (size_t i = 0; i < items.size(); i += kExtendChunk) {
+      std::vector<TokenRef> chunk(items.begin() + i, items.begin() + std::min(items.size(), i + kExtendChunk));
       const size_t reply = round.extend(name, extended_deadline, chunk);
       extend_calls.push_back({reply, name, std::move(chunk)});
     }

@@ -35,7 +35,7 @@ Result<void> validate(const Hello& f) {
   if (f.queues.empty() || f.queues.size() > 256) return bad("hello needs 1..256 queues");
   for (const auto& q : f.queues)
     if (auto ok = validate_queue_name(q); !ok) return ok;
-  if (f.capacity == 0 || f.capacity > 100'000) return bad("hello capacity must be 1..100000");
+  if (f.capacity == 0 || f.capacity > kMaxWorkerCapacity) return bad(fmt::format("hello capacity must be 1..{}", kMaxWorkerCapacity));
   return check_refs(f.held);
 }
 
@@ -53,7 +53,7 @@ Result<void> validate(const Task& f) {
 }
 
 Result<void> validate(const Heartbeat& f) {
-  if (f.capacity > 100'000) return bad("heartbeat capacity must be at most 100000");
+  if (f.capacity > kMaxWorkerCapacity) return bad(fmt::format("heartbeat capacity must be at most {}", kMaxWorkerCapacity));
   return check_refs(f.held);
 }
 

@@ -20,6 +20,9 @@ inline constexpr size_t kMaxFrameBytes = 16u << 20;
 inline constexpr size_t kMaxBatch = 10'000;
 inline constexpr size_t kMaxPayloadBytes = 1u << 20;
 inline constexpr size_t kMaxErrorText = 4096;
+// A worker lists every job it holds in each heartbeat, so what it may hold is
+// bounded by the batch limit.
+inline constexpr uint32_t kMaxWorkerCapacity = kMaxBatch;
 
 enum class Type : uint8_t {
   hello = 1,

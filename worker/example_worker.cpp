@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
   CLI::App app{"dueq-example-worker: the worker library with built-in handlers noop, sleep (payload = ms), fail, crash"};
   app.add_option("--broker", options.broker, "broker endpoint")->envname("DUEQ_BROKER")->required();
   app.add_option("--queue", options.queues, "queue to serve")->required();
-  app.add_option("--concurrency", options.concurrency, "handlers at once")->check(CLI::Range(1, 10'000));
-  app.add_option("--prefetch", options.prefetch, "extra jobs buffered")->check(CLI::Range(0, 50'000));
+  app.add_option("--concurrency", options.concurrency, "handlers at once")->check(CLI::Range(1, 5'000));
+  app.add_option("--prefetch", options.prefetch, "extra jobs buffered")->check(CLI::Range(0, 9'000));
   app.add_option("--record", record, "append a line per job start to this file");
   CLI11_PARSE(app, argc, argv);
   (void)dueq::setup_logging("worker", "warn");

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   app.add_option("--queue", options.queues, "queue to serve (repeat for several)")->required();
   app.add_option("--concurrency", options.concurrency, "commands running at once")->check(CLI::Range(1, 10'000));
   app.add_option("--prefetch", options.prefetch, "extra jobs buffered beyond concurrency (default: = concurrency)")
-      ->check(CLI::Range(0, 100'000));
+      ->check(CLI::Range(0, 10'000));
   app.add_option("--exec", execs, "TYPE=COMMAND: run COMMAND (via /bin/sh -c) for jobs of TYPE; '*' for any type")
       ->required();
   app.add_option("--timeout", timeout, "per-job hard timeout; the command is killed and the attempt fails");
@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
   auto drain_ms = parse_duration_ms(drain_timeout);
   if (!drain_ms) return fail_usage("--drain-timeout: " + drain_ms.error().message);
   options.drain_timeout_ms = *drain_ms;
-  if (options.concurrency + options.prefetch > 100'000) return fail_usage("--concurrency plus --prefetch must be at most 100000");
+  const unsigned capacity = options.concurrency + (options.prefetch == 0 ? options.concurrency : options.prefetch);
+  if (capacity > 10'000) return fail_usage("--concurrency plus --prefetch must be at most 10000");
   for (const auto& q : options.queues)
     if (auto ok = validate_queue_name(q); !ok) return fail_usage("--queue: " + ok.error().message);
   if (auto ok = setup_logging("worker", log_level); !ok) return fail_usage(ok.error().message);

@@ -299,8 +299,9 @@ struct Worker::Impl {
   }
 
   int run() {
-    if (options.queues.empty() || options.concurrency == 0 || capacity() > 100'000) {
-      spdlog::error("a worker needs at least one queue, a concurrency of at least 1 and concurrency + prefetch of at most 100000");
+    if (options.queues.empty() || options.concurrency == 0 || capacity() > proto::kMaxWorkerCapacity) {
+      spdlog::error("a worker needs at least one queue, a concurrency of at least 1 and concurrency + prefetch of at most {}",
+                    proto::kMaxWorkerCapacity);
       return 2;
     }
     dealer.set(zmq::sockopt::routing_id, options.worker_id);
