@@ -22,6 +22,7 @@ constexpr int64_t kMaxSleepMs = 5'000;      // upper bound on one wait; nothing 
 constexpr int64_t kMaxReconnectMs = 5'000;
 constexpr int64_t kBadFrameLogIntervalMs = 10'000;
 constexpr int64_t kFarFutureMs = 10LL * 365 * 86'400'000;  // due times beyond ~10 years are refused
+constexpr int64_t kMaxBackoffMs = 30LL * 86'400'000;
 constexpr size_t kEnqueueChunk = 1000;                      // enqueue.lua takes at most 1000 jobs
 constexpr size_t kResultChunk = 5000;                       // ack/nack take at most 5000
 constexpr size_t kExtendChunk = 1000;                       // keeps one extend call to a few ms
@@ -304,6 +305,9 @@ void Broker::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, int64_t now)
     if (valid) valid = validate_job_type(job.type);
     if (valid && (job.due_ms < 0 || job.due_ms > now + kFarFutureMs)) valid = fail(Errc::bad_argument, "due time is negative or more than 10 years away");
     if (valid && job.max_attempts > 1000) valid = fail(Errc::bad_argument, "max_attempts must be at most 1000");
+    if (valid && (job.backoff_base_ms < 0 || job.backoff_cap_ms < 0 || job.backoff_base_ms > kMaxBackoffMs ||
+                  job.backoff_cap_ms > kMaxBackoffMs))
+      valid = fail(Errc::bad_argument, "backoff must be between 0 and 30 days");
     if (valid && job.payload.data.size() > proto::kMaxPayloadBytes) valid = fail(Errc::bad_argument, "payload exceeds 1 MiB");
     if (!valid) {
       outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);

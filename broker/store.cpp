@@ -48,7 +48,8 @@ size_t Round::enqueue(const std::string& queue, const std::vector<const proto::N
   Command args;
   args.add(now_ms).add(static_cast<int64_t>(default_max_attempts)).add(max_backlog).add(static_cast<int64_t>(jobs.size()));
   for (const auto* job : jobs)
-    args.add(job->id).add(job->type).add(job->payload.data).add(job->due_ms).add(static_cast<int64_t>(job->max_attempts));
+    args.add(job->id).add(job->type).add(job->payload.data).add(job->due_ms).add(static_cast<int64_t>(job->max_attempts))
+        .add(job->backoff_base_ms).add(job->backoff_cap_ms);
   return script(lua::ScriptId::enqueue, {k.scheduled, k.ready, k.stats, k.job_prefix, k.leased}, std::move(args));
 }
 

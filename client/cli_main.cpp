@@ -36,13 +36,23 @@ std::string format_time(int64_t ms) {
 }
 
 struct EnqueueArgs {
-  std::string queue, type, payload, payload_file, delay, at, id, from;
+  std::string queue, type, payload, payload_file, delay, at, id, from, backoff_base, backoff_cap;
   int64_t at_ms = -1;
   uint32_t max_attempts = 0;
 };
 
 int enqueue_one(dueq::Client& client, const EnqueueArgs& a) {
-  dueq::JobSpec job{a.queue, a.type, a.payload, a.id, 0, a.max_attempts};
+  dueq::JobSpec job{a.queue, a.type, a.payload, a.id, 0, a.max_attempts, 0, 0};
+  for (auto [text, target, flag] : {std::tuple{&a.backoff_base, &job.backoff_base_ms, "--backoff-base"},
+                                     std::tuple{&a.backoff_cap, &job.backoff_cap_ms, "--backoff-cap"}}) {
+    if (text->empty()) continue;
+    auto ms = dueq::parse_duration_ms(*text);
+    if (!ms) {
+      fmt::print(stderr, "dueq: {}: {}\n", flag, ms.error().message);
+      return kExitUsage;
+    }
+    *target = *ms;
+  }
   if (!a.payload_file.empty()) {
     std::ifstream in(a.payload_file, std::ios::binary);
     if (a.payload_file != "-" && !in) {
@@ -130,7 +140,7 @@ int enqueue_from(dueq::Client& client, const std::string& path) {
       if (!j.is_object()) throw std::runtime_error("not a JSON object");
       for (const auto& [key, value] : j.items())
         if (key != "queue" && key != "type" && key != "payload" && key != "delay_ms" && key != "at_ms" && key != "id" &&
-            key != "max_attempts")
+            key != "max_attempts" && key != "backoff_base_ms" && key != "backoff_cap_ms")
           throw std::runtime_error("unknown field '" + key + "'");
       job.queue = j.at("queue").get<std::string>();
       job.type = j.at("type").get<std::string>();
@@ -140,6 +150,8 @@ int enqueue_from(dueq::Client& client, const std::string& path) {
       if (j.contains("delay_ms")) job.due_ms = dueq::Client::in_ms(j["delay_ms"].get<int64_t>());
       if (j.contains("at_ms")) job.due_ms = j["at_ms"].get<int64_t>();
       if (j.contains("max_attempts")) job.max_attempts = j["max_attempts"].get<uint32_t>();
+      if (j.contains("backoff_base_ms")) job.backoff_base_ms = j["backoff_base_ms"].get<int64_t>();
+      if (j.contains("backoff_cap_ms")) job.backoff_cap_ms = j["backoff_cap_ms"].get<int64_t>();
     } catch (const std::exception& e) {
       fmt::print(stderr, "dueq: {}:{}: {}\n", path, line_no, e.what());
       ++rejected;
@@ -271,6 +283,8 @@ int main(int argc, char** argv) {
   enqueue->add_option("--id", e.id, "job id (default: generated); the same id never makes a second job")->excludes(from);
   enqueue->add_option("--max-attempts", e.max_attempts, "attempts before dead-lettering (default: the queue's)")
       ->excludes(from)->check(CLI::Range(1, 1000));
+  enqueue->add_option("--backoff-base", e.backoff_base, "this job's retry backoff base, e.g. 5s (default: the queue's)")->excludes(from);
+  enqueue->add_option("--backoff-cap", e.backoff_cap, "this job's retry backoff cap, e.g. 1h (default: the queue's)")->excludes(from);
   (void)payload_file;
 
   bool json = false;

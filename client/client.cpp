@@ -80,7 +80,8 @@ std::expected<std::vector<EnqueueResult>, ClientError> Client::enqueue_batch(std
   for (auto& job : jobs) {
     if (job.id.empty()) job.id = new_job_id();
     request.jobs.push_back(proto::NewJob{std::move(job.queue), std::move(job.id), std::move(job.type),
-                                         proto::Bytes{std::move(job.payload)}, job.due_ms, job.max_attempts});
+                                         proto::Bytes{std::move(job.payload)}, job.due_ms, job.max_attempts,
+                                         job.backoff_base_ms, job.backoff_cap_ms});
   }
   auto frame = impl_->call(std::move(request));
   if (!frame) return std::unexpected(frame.error());

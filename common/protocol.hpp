@@ -156,7 +156,9 @@ struct NewJob {
   Bytes payload;
   int64_t due_ms = 0;          // Unix ms; 0 = now
   uint32_t max_attempts = 0;   // 0 = the queue's default
-  MSGPACK_DEFINE(queue, id, type, payload, due_ms, max_attempts)
+  int64_t backoff_base_ms = 0; // 0 = the queue's default
+  int64_t backoff_cap_ms = 0;  // 0 = the queue's default
+  MSGPACK_DEFINE(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms)
 };
 
 struct Enqueue {

@@ -16,8 +16,9 @@
   ARGV[3]  max backlog: when ready + leased jobs reach it the whole batch is
            refused (0 = no limit)
   ARGV[4]  N, number of jobs (1..1000)
-  ARGV[5+5i .. 9+5i] for job i: id, type, payload, due ms (0 = now),
-           max attempts (0 = default)
+  ARGV[5+7i .. 11+7i] for job i: id, type, payload, due ms (0 = now),
+           max attempts (0 = default), backoff base ms and backoff cap ms
+           (0 = the queue's, given to nack)
 
   Returns  array of N integers: 1 accepted, 0 duplicate, 2 refused (backlog)
   Errors   "ERR dueq bad-args <what>"; nothing is written then
@@ -27,15 +28,18 @@ local default_max = tonumber(ARGV[2])
 local max_backlog = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 if not now or not default_max or default_max < 1 or not max_backlog or max_backlog < 0 or not n or n < 1
-    or n > 1000 or #ARGV ~= 4 + 5 * n then
-  return redis.error_reply("ERR dueq bad-args enqueue: expected now, default_max, max_backlog, N and 5 values per job")
+    or n > 1000 or #ARGV ~= 4 + 7 * n then
+  return redis.error_reply("ERR dueq bad-args enqueue: expected now, default_max, max_backlog, N and 7 values per job")
 end
 for i = 0, n - 1 do
-  local b = 5 + 5 * i
+  local b = 5 + 7 * i
   local due = tonumber(ARGV[b + 3])
   local max = tonumber(ARGV[b + 4])
-  if ARGV[b] == "" or ARGV[b + 1] == "" or not due or due < 0 or not max or max < 0 then
-    return redis.error_reply("ERR dueq bad-args enqueue: job " .. i .. " has an empty id/type or a bad due/max")
+  local base = tonumber(ARGV[b + 5])
+  local cap = tonumber(ARGV[b + 6])
+  if ARGV[b] == "" or ARGV[b + 1] == "" or not due or due < 0 or not max or max < 0 or not base or base < 0
+      or not cap or cap < 0 then
+    return redis.error_reply("ERR dueq bad-args enqueue: job " .. i .. " has an empty id/type or a bad due/max/backoff")
   end
 end
 
@@ -46,7 +50,7 @@ if max_backlog > 0 and redis.call("ZCARD", KEYS[2]) + redis.call("ZCARD", KEYS[5
 end
 local accepted = 0
 for i = 0, n - 1 do
-  local b = 5 + 5 * i
+  local b = 5 + 7 * i
   local id = ARGV[b]
   local key = KEYS[4] .. id
   if redis.call("EXISTS", key) == 1 then
@@ -68,6 +72,9 @@ for i = 0, n - 1 do
     end
     redis.call("HSET", key, "t", ARGV[b + 1], "p", ARGV[b + 2], "d", due, "a", "0", "m", max, "k", "0",
       "c", ARGV[1], "s", state)
+    -- Per-job backoff is stored only when given, to keep records small.
+    if ARGV[b + 5] ~= "0" then redis.call("HSET", key, "bb", ARGV[b + 5]) end
+    if ARGV[b + 6] ~= "0" then redis.call("HSET", key, "bc", ARGV[b + 6]) end
     accepted = accepted + 1
     out[i + 1] = 1
   end

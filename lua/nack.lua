@@ -15,8 +15,8 @@
   KEYS[6]  job prefix
 
   ARGV[1]  now ms
-  ARGV[2]  backoff base ms (>= 0)
-  ARGV[3]  backoff cap ms (>= base)
+  ARGV[2]  backoff base ms (>= 0), unless the job has its own ("bb")
+  ARGV[3]  backoff cap ms (>= base), unless the job has its own ("bc")
   ARGV[4]  retention seconds for a cancelled record (0 = delete at once)
   ARGV[5]  N (1..5000)
   ARGV[6+4i .. 9+4i] for job i: id, token, mode, reason
@@ -60,7 +60,7 @@ for i = 0, n - 1 do
   local mode = ARGV[8 + 4 * i]
   local reason = ARGV[9 + 4 * i]
   local key = KEYS[6] .. id
-  local f = redis.call("HMGET", key, "k", "s", "a", "m", "el", "cx")
+  local f = redis.call("HMGET", key, "k", "s", "a", "m", "el", "cx", "bb", "bc")
   if f[1] ~= ARGV[7 + 4 * i] or f[2] ~= "leased" then
     stale = stale + 1
     out[#out + 1] = 0
@@ -98,7 +98,9 @@ for i = 0, n - 1 do
     else
       local due = now
       if mode == "retry" then
-        local backoff = math.min(cap, base * 2 ^ (attempt - 1))
+        local job_base = tonumber(f[7]) or base
+        local job_cap = math.max(tonumber(f[8]) or cap, job_base)
+        local backoff = math.min(job_cap, job_base * 2 ^ (attempt - 1))
         due = now + math.floor(tonumber(ARGV[jitter_at + 1 + i]) * backoff)
       end
       if due <= now then

@@ -22,6 +22,8 @@ struct JobSpec {
   std::string id;             // empty: a new id is generated; retrying with the same id never makes a second job
   int64_t due_ms = 0;         // Unix ms when the job is due; 0 = now
   uint32_t max_attempts = 0;  // 0 = the queue's default
+  int64_t backoff_base_ms = 0;  // retry n waits random(0, min(cap, base * 2^(n-1))); 0 = the queue's
+  int64_t backoff_cap_ms = 0;   // 0 = the queue's
 };
 
 struct EnqueueResult {

@@ -72,8 +72,8 @@ TEST_F(Scripts, EnqueueSchedulesFutureJobsAndReadiesDueOnes) {
 TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
   Round round;
   round.command(Command{"EVAL", lua::kScripts[0].source, "5", "dueq:{q}:scheduled", "dueq:{q}:ready", "dueq:{q}:stats",
-                        "dueq:{q}:j:", "dueq:{q}:leased", "1000", "3", "0", "2", "a", "t", "p", "0", "0", "", "t", "p",
-                        "0", "0"});
+                        "dueq:{q}:j:", "dueq:{q}:leased", "1000", "3", "0", "2", "a", "t", "p", "0", "0", "0", "0", "",
+                        "t", "p", "0", "0", "0", "0"});
   const redisReply* r = run(round);
   EXPECT_NE(reply_error(r).find("bad-args"), std::string_view::npos);
   EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:j:a'"), "0");
@@ -452,4 +452,30 @@ TEST_F(Scripts, AuditBalancesTheBooksAndFindsInconsistentEntries) {
   repair.repair("q", {"ghost", "b"});
   EXPECT_EQ(*Store::parse_strings(run(repair)), std::vector<std::string>{"ghost"});  // b has a record: left alone
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' ghost"), "");
+}
+
+TEST_F(Scripts, AJobsOwnBackoffOverridesTheQueuesOne) {
+  proto::NewJob own = qjob("own", 0, 5);
+  own.backoff_base_ms = 10'000;
+  own.backoff_cap_ms = 15'000;
+  enqueue({own, qjob("queue", 0, 5)}, 1000);
+  EXPECT_EQ(field("own", "bb"), "10000");
+  EXPECT_EQ(field("queue", "bb"), "");  // not stored unless given
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    auto l = lease(2, 5000);
+    ASSERT_EQ(l.size(), 2u);
+    Round round;
+    round.nack("q", 2000, 100, 1000, 60,
+               {{l[0].id, l[0].token, NackMode::retry, "x", 1.0}, {l[1].id, l[1].token, NackMode::retry, "x", 1.0}});
+    auto out = *Store::parse_nack(run(round));
+    for (size_t i = 0; i < 2; ++i) {
+      const bool is_own = l[i].id == "own";
+      const int64_t expected = is_own ? std::min<int64_t>(15'000, 10'000LL << (attempt - 1))
+                                      : std::min<int64_t>(1'000, 100LL << (attempt - 1));
+      EXPECT_EQ(out[i].due_ms, 2000 + expected) << l[i].id << " attempt " << attempt;
+    }
+    Round promote;
+    promote.promote("q", 100'000, 10);
+    run(promote);
+  }
 }
