@@ -65,6 +65,7 @@ TEST(Cli, BadFlagsAreUsageErrorsAndChangeNothing) {
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --delay 1s --at-ms 5").code, 2);
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue 'bad queue' --type t").code, 2);
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --type t").code, 2);
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --backoff-base soon").code, 2);
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "frobnicate").code, 2);
   EXPECT_EQ(cluster.redis().cli("KEYS 'dueq:{*'"), "");
 }
