@@ -331,18 +331,6 @@ Figures backlog(const Options& o, Json&) {
   return f;
 }
 
-std::string command_output(const std::string& cmd) {
-  std::string out;
-  if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
-    char buffer[512];
-    size_t n;
-    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-    ::pclose(pipe);
-  }
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {

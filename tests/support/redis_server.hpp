@@ -31,6 +31,19 @@ inline std::filesystem::path make_temp_dir(const std::string& tag) {
   return ::mkdtemp(pattern.data());
 }
 
+// Runs a shell command and returns its standard output without trailing newlines.
+inline std::string command_output(const std::string& cmd) {
+  std::string out;
+  if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+    ::pclose(pipe);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
 inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -71,16 +84,7 @@ class RedisServer {
 
   // Runs redis-cli against this server and returns its output.
   std::string cli(const std::string& args) const {
-    const std::string cmd = "redis-cli -p " + std::to_string(port_) + " " + args + " 2>&1";
-    std::string out;
-    if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
-      char buffer[4096];
-      size_t n;
-      while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-      ::pclose(pipe);
-    }
-    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-    return out;
+    return command_output("redis-cli -p " + std::to_string(port_) + " " + args + " 2>&1");
   }
 
  private:
