@@ -711,7 +711,7 @@ void Broker::run_round(int64_t now) {
 void Broker::dispatch(Queue& q, std::vector<LeasedJob>&& jobs, int64_t deadline) {
   // Spread the batch over the workers with free slots, one job each in turn.
   auto slots = workers_.free_slots(q.name, [&](const std::string& w) { return inflight_.count_for_worker(w); });
-  size_t next = 0;
+  size_t next = slots.empty() ? 0 : q.rotation++ % slots.size();
   for (auto& job : jobs) {
     size_t tried = 0;
     while (tried < slots.size() && slots[next].second == 0) {

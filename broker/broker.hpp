@@ -53,6 +53,7 @@ class Broker {
     int64_t next_deadline_ms = -1; // earliest lease deadline known, -1 none
     bool maybe_ready = false;      // the ready list may hold jobs
     bool registered = false;       // name written to the queue registry
+    size_t rotation = 0;           // spreads single jobs over the workers in turn
   };
 
   struct PendingResult {
