@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "common/clock.hpp"
 #include "common/ids.hpp"
 #include "common/names.hpp"
+#include "common/unique_fd.hpp"
 #include "common/redis_url.hpp"
 
 namespace dueq::broker {
@@ -126,17 +128,34 @@ void Broker::send(const Peer& peer, const T& frame) {
 }
 
 Result<void> Broker::run(int signal_fd) {
+  // zmq_poll counts in whole milliseconds; a timerfd set to the exact due
+  // millisecond wakes the loop at it instead of up to a millisecond after.
+  UniqueFd timer(::timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC));
+  if (timer.get() < 0) return fail(Errc::internal, "timerfd_create failed");
   std::vector<zmq::pollitem_t> items = {
       {router_.handle(), 0, ZMQ_POLLIN, 0},
       {nullptr, signal_fd, ZMQ_POLLIN, 0},
+      {nullptr, timer.get(), ZMQ_POLLIN, 0},
   };
   while (true) {
     int64_t now = wall_ms();
-    const int64_t wait = stopping_ ? 0 : std::max<int64_t>(0, next_wake(now) - now);
+    const int64_t wake = stopping_ ? now : next_wake(now);
+    long timeout_ms = 0;
+    if (wake > now) {
+      itimerspec at{};
+      at.it_value.tv_sec = wake / 1000;
+      at.it_value.tv_nsec = (wake % 1000) * 1'000'000;
+      ::timerfd_settime(timer.get(), TFD_TIMER_ABSTIME, &at, nullptr);
+      timeout_ms = -1;
+    }
     try {
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait));
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) return fail(Errc::internal, std::string("poll failed: ") + e.what());
+    }
+    if (items[2].revents & ZMQ_POLLIN) {
+      uint64_t expirations = 0;
+      [[maybe_unused]] auto n = ::read(timer.get(), &expirations, sizeof expirations);
     }
     if (items[1].revents & ZMQ_POLLIN) {
       signalfd_siginfo info{};

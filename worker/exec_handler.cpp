@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/clock.hpp"
+#include "common/unique_fd.hpp"
 
 extern char** environ;
 
@@ -18,23 +19,6 @@ namespace dueq {
 namespace {
 
 constexpr size_t kStderrTail = 2048;
-
-// Closes a file descriptor when it goes out of scope.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
 
 std::vector<std::string> job_environment(const Job& job) {
   std::vector<std::string> env;
@@ -52,9 +36,9 @@ std::vector<std::string> job_environment(const Job& job) {
 HandlerResult run_command(const std::string& command, int64_t timeout_ms, const Job& job) {
   int in_pipe[2], err_pipe[2];
   if (::pipe2(in_pipe, O_CLOEXEC) != 0) return HandlerResult::failed("cannot create a pipe");
-  Fd in_read(in_pipe[0]), in_write(in_pipe[1]);
+  UniqueFd in_read(in_pipe[0]), in_write(in_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) return HandlerResult::failed("cannot create a pipe");
-  Fd err_read(err_pipe[0]), err_write(err_pipe[1]);
+  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
