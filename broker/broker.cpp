@@ -561,8 +561,9 @@ void Broker::run_round(int64_t now) {
     if (calls.promote || calls.reclaim || calls.lease) queue_calls.push_back(std::move(calls));
   }
 
-  std::vector<size_t> stats_replies;
-  for (const auto& [name, q] : queues_) stats_replies.push_back(stats_requests_.empty() ? 0 : round.stats(name, now));
+  std::vector<size_t> stats_replies;  // one per queue, only when someone asked
+  if (!stats_requests_.empty())
+    for (const auto& [name, q] : queues_) stats_replies.push_back(round.stats(name, now));
 
   if (round.empty()) {
     // No queue yet: the answer to a stats request is an empty list.

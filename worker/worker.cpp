@@ -151,12 +151,11 @@ struct Worker::Impl {
     return host;
   }
 
-  void on_welcome(const proto::Welcome& welcome, int64_t now) {
+  void on_welcome(const proto::Welcome& welcome) {
     const bool restarted = !broker_id.empty() && broker_id != welcome.broker_id;
     welcomed = true;
     broker_id = welcome.broker_id;
     heartbeat_ms = welcome.heartbeat_ms;
-    last_heard_ms = now;
     if (!unconfirmed.empty()) {
       // The broker may have lost these (restart): it applies them by token,
       // so resending an already-applied result is harmless.
@@ -177,8 +176,7 @@ struct Worker::Impl {
   }
 
   void on_broker_frame(proto::Frame&& frame, int64_t now) {
-    last_heard_ms = now;
-    if (auto* w = std::get_if<proto::Welcome>(&frame)) return on_welcome(*w, now);
+    if (auto* w = std::get_if<proto::Welcome>(&frame)) return on_welcome(*w);
     if (auto* t = std::get_if<proto::Task>(&frame)) {
       if (draining) {
         // Sent before the broker saw our BYE: hand it back too.
@@ -403,7 +401,6 @@ struct Worker::Impl {
   std::string broker_id;
   int64_t heartbeat_ms = kDefaultHeartbeatMs;
   int64_t hello_sent_ms = 0;
-  int64_t last_heard_ms = 0;
   int64_t drain_deadline_ms = 0;
   int64_t idle_since_ms = 0;
   int exit_code = 0;
