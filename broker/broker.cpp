@@ -29,6 +29,8 @@ constexpr size_t kEnqueueChunk = 1000;                      // enqueue.lua takes
 constexpr size_t kResultChunk = 5000;                       // ack/nack take at most 5000
 constexpr size_t kExtendChunk = 1000;                       // keeps one extend call to a few ms
 constexpr size_t kRequeuePerTurn = 500;                     // lost workers' jobs returned per queue per turn
+constexpr int kSweepLimit = 5000;                          // done/cancelled entries removed per sweep call
+constexpr int64_t kSweepIntervalMs = 1000;
 
 int64_t min_known(int64_t a, int64_t b) {
   if (a < 0) return b;
@@ -538,13 +540,13 @@ void Broker::run_round(int64_t now) {
 
   // Promotion, reclaim and leases per queue. Promote and reclaim come before
   // the lease in the same pipeline, so the lease sees what they moved.
-  struct QueueCalls { std::string queue; std::optional<size_t> promote, reclaim, lease; int lease_count = 0; };
+  struct QueueCalls { std::string queue; std::optional<size_t> promote, reclaim, lease, sweep; int lease_count = 0; };
   std::vector<QueueCalls> queue_calls;
   const int64_t lease_deadline = now + config_.delivery_timeout_ms;
   std::set<std::string> enqueued_to;
   for (const auto& call : enqueue_calls) enqueued_to.insert(call.queue);
   for (auto& [name, q] : queues_) {
-    QueueCalls calls{name, {}, {}, {}, 0};
+    QueueCalls calls{name, {}, {}, {}, {}, 0};
     if (q.next_due_ms >= 0 && q.next_due_ms <= now) calls.promote = round.promote(name, now, config_.promote_batch);
     if (q.next_deadline_ms >= 0 && q.next_deadline_ms <= now) {
       calls.reclaim = round.reclaim(name, now, config_.reclaim_batch, config_.policy(name).done_retention_s);
@@ -558,7 +560,9 @@ void Broker::run_round(int64_t now) {
       calls.lease_count = static_cast<int>(std::min<int64_t>(free, config_.lease_batch));
       calls.lease = round.lease(name, lease_deadline, calls.lease_count);
     }
-    if (calls.promote || calls.reclaim || calls.lease) queue_calls.push_back(std::move(calls));
+    if (const int64_t retention_s = config_.policy(name).done_retention_s; retention_s > 0 && now >= q.next_sweep_ms)
+      calls.sweep = round.sweep(name, now - retention_s * 1000, kSweepLimit);
+    if (calls.promote || calls.reclaim || calls.lease || calls.sweep) queue_calls.push_back(std::move(calls));
   }
 
   std::vector<size_t> stats_replies;  // one per queue, only when someone asked
@@ -699,6 +703,13 @@ void Broker::run_round(int64_t now) {
       } else {
         spdlog::error("reclaim on '{}': {}", calls.queue, r.error().message);
       }
+    }
+    if (calls.sweep) {
+      auto removed = Store::parse_integers(rs[*calls.sweep].get());
+      if (!removed || removed->size() != 2) spdlog::error("sweep on '{}': bad reply", calls.queue);
+      // A full sweep means more is past retention: sweep again next turn.
+      const bool more = removed && removed->size() == 2 && std::max((*removed)[0], (*removed)[1]) == kSweepLimit;
+      q.next_sweep_ms = more ? now : now + kSweepIntervalMs;
     }
     if (calls.lease) {
       auto jobs = Store::parse_lease(rs[*calls.lease].get());

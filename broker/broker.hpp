@@ -54,6 +54,7 @@ class Broker {
     bool maybe_ready = false;      // the ready list may hold jobs
     bool registered = false;       // name written to the queue registry
     size_t rotation = 0;           // spreads single jobs over the workers in turn
+    int64_t next_sweep_ms = 0;     // when done/cancelled entries past retention are next removed
   };
 
   struct PendingResult {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "broker/job_record.hpp"
+
 namespace dueq::broker {
 
 namespace {
@@ -46,21 +48,26 @@ size_t Round::enqueue(const std::string& queue, const std::vector<const proto::N
                       uint32_t default_max_attempts, int64_t max_backlog) {
   QueueKeys k(queue);
   Command args;
-  args.add(now_ms).add(static_cast<int64_t>(default_max_attempts)).add(max_backlog).add(static_cast<int64_t>(jobs.size()));
-  for (const auto* job : jobs)
-    args.add(job->id).add(job->type).add(job->payload.data).add(job->due_ms).add(static_cast<int64_t>(job->max_attempts))
-        .add(job->backoff_base_ms).add(job->backoff_cap_ms);
-  return script(lua::ScriptId::enqueue, {k.scheduled, k.ready, k.stats, k.job_prefix, k.leased}, std::move(args));
+  args.add(now_ms).add(max_backlog).add(static_cast<int64_t>(jobs.size()));
+  for (const auto* job : jobs) {
+    const int64_t due = job->due_ms == 0 ? now_ms : job->due_ms;
+    args.add(job->id).add(due).add(encode_job_record(JobRecord{
+        job->type, job->payload.data, due, job->max_attempts == 0 ? default_max_attempts : job->max_attempts, now_ms,
+        job->backoff_base_ms, job->backoff_cap_ms}));
+  }
+  return script(lua::ScriptId::enqueue, {k.scheduled, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled},
+                std::move(args));
 }
 
 size_t Round::promote(const std::string& queue, int64_t now_ms, int limit) {
   QueueKeys k(queue);
-  return script(lua::ScriptId::promote, {k.scheduled, k.ready, k.job_prefix}, Command().add(now_ms).add(limit));
+  return script(lua::ScriptId::promote, {k.scheduled, k.ready}, Command().add(now_ms).add(limit));
 }
 
 size_t Round::lease(const std::string& queue, int64_t deadline_ms, int count) {
   QueueKeys k(queue);
-  return script(lua::ScriptId::lease, {k.ready, k.leased, k.job_prefix}, Command().add(deadline_ms).add(count));
+  return script(lua::ScriptId::lease, {k.ready, k.leased, k.jobs, k.tokens, k.attempts, k.stats},
+                Command().add(deadline_ms).add(count));
 }
 
 size_t Round::ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<TokenRef>& items) {
@@ -68,7 +75,9 @@ size_t Round::ack(const std::string& queue, int64_t now_ms, int64_t retention_s,
   Command args;
   args.add(now_ms).add(retention_s).add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) args.add(item.id).add(static_cast<int64_t>(item.token));
-  return script(lua::ScriptId::ack, {k.leased, k.stats, k.job_prefix}, std::move(args));
+  return script(lua::ScriptId::ack,
+                {k.leased, k.stats, k.jobs, k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested, k.done},
+                std::move(args));
 }
 
 size_t Round::nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
@@ -88,7 +97,10 @@ size_t Round::nack(const std::string& queue, int64_t now_ms, int64_t base_ms, in
     args.add(item.id).add(static_cast<int64_t>(item.token)).add(mode).add(item.reason);
   }
   for (const auto& item : items) args.add(fmt::format("{:.6f}", item.jitter));
-  return script(lua::ScriptId::nack, {k.scheduled, k.ready, k.leased, k.dead, k.stats, k.job_prefix}, std::move(args));
+  return script(lua::ScriptId::nack,
+                {k.scheduled, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens, k.attempts, k.errors, k.error_logs,
+                 k.cancel_requested, k.cancelled},
+                std::move(args));
 }
 
 size_t Round::extend(const std::string& queue, int64_t deadline_ms, const std::vector<TokenRef>& items) {
@@ -96,18 +108,22 @@ size_t Round::extend(const std::string& queue, int64_t deadline_ms, const std::v
   Command args;
   args.add(deadline_ms).add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) args.add(item.id).add(static_cast<int64_t>(item.token));
-  return script(lua::ScriptId::extend, {k.leased, k.stats, k.job_prefix}, std::move(args));
+  return script(lua::ScriptId::extend, {k.leased, k.stats, k.tokens}, std::move(args));
 }
 
 size_t Round::reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s) {
   QueueKeys k(queue);
-  return script(lua::ScriptId::reclaim, {k.leased, k.ready, k.dead, k.stats, k.job_prefix},
+  return script(lua::ScriptId::reclaim,
+                {k.leased, k.ready, k.dead, k.stats, k.jobs, k.tokens, k.attempts, k.errors, k.error_logs,
+                 k.cancel_requested, k.cancelled},
                 Command().add(now_ms).add(limit).add(retention_s));
 }
 
 size_t Round::cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s) {
   QueueKeys k(queue);
-  return script(lua::ScriptId::cancel, {k.scheduled, k.ready, k.stats, k.job_prefix},
+  return script(lua::ScriptId::cancel,
+                {k.scheduled, k.ready, k.leased, k.dead, k.done, k.cancelled, k.stats, k.jobs, k.tokens, k.attempts,
+                 k.errors, k.error_logs, k.cancel_requested},
                 Command().add(now_ms).add(id).add(retention_s));
 }
 
@@ -116,34 +132,38 @@ size_t Round::replay(const std::string& queue, int64_t now_ms, const std::vector
   Command args;
   args.add(now_ms).add(static_cast<int64_t>(ids.size()));
   for (const auto& id : ids) args.add(id);
-  return script(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.job_prefix}, std::move(args));
+  return script(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.jobs, k.attempts, k.cancel_requested},
+                std::move(args));
 }
 
 size_t Round::replay_oldest(const std::string& queue, int64_t now_ms, int limit) {
   QueueKeys k(queue);
-  return script(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.job_prefix},
+  return script(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.jobs, k.attempts, k.cancel_requested},
                 Command().add(now_ms).add(int64_t{0}).add(limit));
 }
 
+namespace {
+std::vector<std::string> purge_keys(const QueueKeys& k) {
+  return {k.dead, k.stats, k.jobs, k.tokens, k.attempts, k.errors, k.error_logs};
+}
+}  // namespace
+
 size_t Round::purge(const std::string& queue, const std::vector<std::string>& ids) {
-  QueueKeys k(queue);
   Command args;
   args.add(static_cast<int64_t>(ids.size()));
   for (const auto& id : ids) args.add(id);
-  return script(lua::ScriptId::purge, {k.dead, k.stats, k.job_prefix}, std::move(args));
+  return script(lua::ScriptId::purge, purge_keys(QueueKeys(queue)), std::move(args));
 }
 
 size_t Round::purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit) {
-  QueueKeys k(queue);
-  return script(lua::ScriptId::purge, {k.dead, k.stats, k.job_prefix},
-                Command().add(int64_t{0}).add(cutoff_ms).add(limit));
+  return script(lua::ScriptId::purge, purge_keys(QueueKeys(queue)), Command().add(int64_t{0}).add(cutoff_ms).add(limit));
 }
 
 size_t Round::repair(const std::string& queue, const std::vector<std::string>& ids) {
   QueueKeys k(queue);
   Command args;
   for (const auto& id : ids) args.add(id);
-  return script(lua::ScriptId::repair, {k.scheduled, k.ready, k.leased, k.dead, k.job_prefix}, std::move(args));
+  return script(lua::ScriptId::repair, {k.scheduled, k.ready, k.leased, k.dead, k.jobs}, std::move(args));
 }
 
 size_t Round::cap_leases(const std::string& queue, int64_t cap_ms, int limit) {
@@ -155,7 +175,20 @@ size_t Round::audit(const std::string& queue, const std::vector<std::string>& id
   QueueKeys k(queue);
   Command args;
   for (const auto& id : ids) args.add(id);
-  return script(lua::ScriptId::audit, {k.scheduled, k.ready, k.leased, k.dead, k.stats, k.job_prefix}, std::move(args));
+  return script(lua::ScriptId::audit, {k.scheduled, k.ready, k.leased, k.dead, k.stats, k.jobs}, std::move(args));
+}
+
+size_t Round::sweep(const std::string& queue, int64_t cutoff_ms, int limit) {
+  QueueKeys k(queue);
+  return script(lua::ScriptId::sweep, {k.done, k.cancelled}, Command().add(cutoff_ms).add(limit));
+}
+
+size_t Round::show(const std::string& queue, const std::string& id) {
+  QueueKeys k(queue);
+  return script(lua::ScriptId::show,
+                {k.scheduled, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs, k.tokens, k.attempts, k.errors,
+                 k.error_logs, k.cancel_requested},
+                Command().add(id));
 }
 
 size_t Round::stats(const std::string& queue, int64_t now_ms) {
@@ -258,26 +291,23 @@ Result<std::vector<std::string>> Store::known_queues() {
 }
 
 Result<std::map<std::string, std::string>> Store::job_fields(const std::string& queue, const std::string& id) {
-  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
-  auto reply = connection_->run(Command{"HGETALL", QueueKeys(queue).job(id)});
-  if (!reply) return std::unexpected(reply.error());
-  const redisReply* r = reply->get();
-  if (r->type != REDIS_REPLY_ARRAY) return bad_reply(r, "HGETALL");
-  std::map<std::string, std::string> out;
-  for (size_t i = 0; i + 1 < r->elements; i += 2) out[str(r->element[i])] = str(r->element[i + 1]);
-  return out;
+  Round round;
+  round.show(queue, id);
+  auto replies = execute(round);
+  if (!replies) return std::unexpected(replies.error());
+  return parse_show((*replies)[0].get());
 }
 
 Result<std::pair<std::string, std::vector<std::string>>> Store::scan_job_ids(const std::string& queue,
                                                                               const std::string& cursor) {
   if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
-  const QueueKeys k(queue);
-  auto reply = connection_->run(Command{"SCAN", cursor, "MATCH", k.job_prefix + "*", "COUNT", "1000"});
+  auto reply = connection_->run(Command{"HSCAN", QueueKeys(queue).jobs, cursor, "COUNT", "1000"});
   if (!reply) return std::unexpected(reply.error());
   const redisReply* r = reply->get();
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return bad_reply(r, "SCAN");
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[1]->type != REDIS_REPLY_ARRAY)
+    return bad_reply(r, "HSCAN");
   std::vector<std::string> ids;
-  for (size_t i = 0; i < r->element[1]->elements; ++i) ids.push_back(str(r->element[1]->element[i]).substr(k.job_prefix.size()));
+  for (size_t i = 0; i < r->element[1]->elements; i += 2) ids.push_back(str(r->element[1]->element[i]));
   return std::make_pair(str(r->element[0]), std::move(ids));
 }
 
@@ -290,25 +320,22 @@ Result<std::vector<std::string>> Store::range_ids(const std::string& key, int64_
 
 Result<std::vector<std::map<std::string, std::string>>> Store::dead_jobs(const std::string& queue, int64_t limit) {
   if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
-  const QueueKeys k(queue);
-  auto reply = connection_->run(Command{"ZRANGE", k.dead, "0", std::to_string(limit - 1), "WITHSCORES"});
-  if (!reply) return std::unexpected(reply.error());
-  auto pairs = parse_strings(reply->get());
-  if (!pairs) return std::unexpected(pairs.error());
-  std::vector<Command> reads;
-  for (size_t i = 0; i + 1 < pairs->size(); i += 2) reads.push_back(Command{"HGETALL", k.job((*pairs)[i])});
+  auto ids = range_ids(QueueKeys(queue).dead, 0, limit);
+  if (!ids) return std::unexpected(ids.error());
   std::vector<std::map<std::string, std::string>> rows;
-  if (reads.empty()) return rows;
-  auto replies = connection_->pipeline(reads);
+  if (ids->empty()) return rows;
+  Round round;
+  for (const auto& id : *ids) round.show(queue, id);
+  auto replies = execute(round);
   if (!replies) return std::unexpected(replies.error());
-  for (size_t i = 0; i < reads.size(); ++i) {
-    std::map<std::string, std::string> row;
-    const redisReply* r = (*replies)[i].get();
-    for (size_t j = 0; r->type == REDIS_REPLY_ARRAY && j + 1 < r->elements; j += 2) row[str(r->element[j])] = str(r->element[j + 1]);
-    row["id"] = (*pairs)[2 * i];
-    row["queue"] = queue;
-    row["died_ms"] = (*pairs)[2 * i + 1];
-    rows.push_back(std::move(row));
+  for (size_t i = 0; i < ids->size(); ++i) {
+    auto row = parse_show((*replies)[i].get());
+    if (!row) return std::unexpected(row.error());
+    if (row->empty()) continue;  // purged or replayed since the range was read
+    (*row)["id"] = (*ids)[i];
+    (*row)["queue"] = queue;
+    (*row)["died_ms"] = (*row)["f"];
+    rows.push_back(std::move(*row));
   }
   return rows;
 }
@@ -322,14 +349,45 @@ Result<std::vector<int64_t>> Store::parse_integers(const redisReply* r) {
 }
 
 Result<std::vector<LeasedJob>> Store::parse_lease(const redisReply* r) {
-  if (r->type != REDIS_REPLY_ARRAY || r->elements % 8 != 0) return bad_reply(r, "lease");
+  if (r->type != REDIS_REPLY_ARRAY || r->elements % 4 != 0) return bad_reply(r, "lease");
   std::vector<LeasedJob> out;
-  out.reserve(r->elements / 8);
-  for (size_t i = 0; i < r->elements; i += 8) {
+  out.reserve(r->elements / 4);
+  for (size_t i = 0; i < r->elements; i += 4) {
     redisReply** e = r->element + i;
-    out.push_back(LeasedJob{str(e[0]), str(e[1]), str(e[2]), num(e[3]), static_cast<uint32_t>(num(e[4])),
-                            static_cast<uint32_t>(num(e[5])), static_cast<uint64_t>(num(e[6])), num(e[7])});
+    if (e[1]->type != REDIS_REPLY_STRING) return bad_reply(r, "lease");
+    auto record = decode_job_record(std::string_view(e[1]->str, e[1]->len));
+    if (!record) return fail(Errc::internal, fmt::format("lease: job {}: {}", str(e[0]), record.error().message));
+    out.push_back(LeasedJob{str(e[0]), std::move(record->type), std::move(record->payload), record->due_ms,
+                            static_cast<uint32_t>(num(e[2])), record->max_attempts, static_cast<uint64_t>(num(e[3])),
+                            record->created_ms});
   }
+  return out;
+}
+
+Result<std::map<std::string, std::string>> Store::parse_show(const redisReply* r) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 8) return bad_reply(r, "show");
+  std::map<std::string, std::string> out;
+  const std::string state = str(r->element[0]);
+  if (state.empty()) return out;
+  out["s"] = state;
+  if (state == "dead" || state == "done" || state == "cancelled") out["f"] = str(r->element[1]);
+  if (const std::string bytes = str(r->element[2]); !bytes.empty()) {
+    auto record = decode_job_record(bytes);
+    if (!record) return std::unexpected(record.error());
+    out["t"] = record->type;
+    out["p"] = record->payload;
+    out["d"] = std::to_string(record->due_ms);
+    out["m"] = std::to_string(record->max_attempts);
+    out["c"] = std::to_string(record->created_ms);
+    if (record->backoff_base_ms != 0) out["bb"] = std::to_string(record->backoff_base_ms);
+    if (record->backoff_cap_ms != 0) out["bc"] = std::to_string(record->backoff_cap_ms);
+  }
+  std::string attempts = str(r->element[3]);
+  out["a"] = attempts.empty() ? std::string("0") : std::move(attempts);
+  if (auto token = str(r->element[4]); !token.empty()) out["k"] = token;
+  if (auto e = str(r->element[5]); !e.empty()) out["e"] = e;
+  if (auto el = str(r->element[6]); !el.empty()) out["el"] = el;
+  if (str(r->element[7]) == "1") out["cx"] = "1";
   return out;
 }
 

@@ -104,6 +104,8 @@ class Round {
   size_t cap_leases(const std::string& queue, int64_t cap_ms, int limit);
   size_t audit(const std::string& queue, const std::vector<std::string>& ids);
   size_t repair(const std::string& queue, const std::vector<std::string>& ids);
+  size_t sweep(const std::string& queue, int64_t cutoff_ms, int limit);
+  size_t show(const std::string& queue, const std::string& id);
   size_t command(Command command);
 
   bool empty() const { return commands_.empty(); }
@@ -135,10 +137,10 @@ class Store {
   // script cache, which is reloaded and the scripts sent again).
   Result<std::vector<ReplyPtr>> execute(const Round& round);
 
-  // Reads that need no script.
+  // Reads for the admin commands and the auditor.
   Result<std::vector<std::string>> known_queues();
   Result<std::map<std::string, std::string>> job_fields(const std::string& queue, const std::string& id);
-  // One SCAN step over the queue's job records: next cursor ("0" = done) and ids.
+  // One HSCAN step over the queue's job records: next cursor ("0" = done) and ids.
   Result<std::pair<std::string, std::vector<std::string>>> scan_job_ids(const std::string& queue, const std::string& cursor);
   // Members [start, start+count) of a sorted set, by rank.
   Result<std::vector<std::string>> range_ids(const std::string& key, int64_t start, int64_t count);
@@ -154,6 +156,9 @@ class Store {
   static Result<std::vector<std::string>> parse_strings(const redisReply* reply);
   static Result<AuditSlice> parse_audit(const redisReply* reply);
   static Result<CancelOutcome> parse_cancel(const redisReply* reply);
+  // The job as a field map (s, t, p, d, a, m, k, c, bb, bc, e, el, f, cx);
+  // empty when the job is unknown.
+  static Result<std::map<std::string, std::string>> parse_show(const redisReply* reply);
 
  private:
   Result<void> load_scripts();

@@ -1,14 +1,22 @@
 --[[
   ack: mark leased jobs done. Only the current delivery may complete a job:
   an ack whose token is not the job's current token, or for a job that is no
-  longer leased, changes nothing and is counted as a stale ack.
+  longer leased, changes nothing and is counted as a stale ack. A done job's
+  data is deleted; its id stays in the done set for the retention period so
+  that `dueq job` can report it and a producer's retry is still a duplicate.
 
-  KEYS[1]  leased      zset
-  KEYS[2]  stats       hash
-  KEYS[3]  job prefix
+  KEYS[1]  leased            zset
+  KEYS[2]  stats             hash
+  KEYS[3]  jobs              hash
+  KEYS[4]  tokens            hash
+  KEYS[5]  attempts          hash
+  KEYS[6]  errors            hash
+  KEYS[7]  error logs        hash
+  KEYS[8]  cancel requested  set
+  KEYS[9]  done              zset  id -> finished ms
 
   ARGV[1]  now ms
-  ARGV[2]  retention seconds for the done record (0 = delete it at once)
+  ARGV[2]  retention seconds for the done entry (0 = keep none)
   ARGV[3]  N (1..5000)
   ARGV[4+2i], ARGV[5+2i]  id, token
 
@@ -21,31 +29,37 @@ local n = tonumber(ARGV[3])
 if not now or not retention or retention < 0 or not n or n < 1 or n > 5000 or #ARGV ~= 3 + 2 * n then
   return redis.error_reply("ERR dueq bad-args ack: expected now, retention, N and N id/token pairs")
 end
-local out = {}
-local finished = {}  -- ids for one ZREM at the end
-local done, stale = 0, 0
-for i = 0, n - 1 do
-  local id = ARGV[4 + 2 * i]
-  local key = KEYS[3] .. id
-  local f = redis.call("HMGET", key, "k", "s")
-  if f[1] == ARGV[5 + 2 * i] and f[2] == "leased" then
+local ids = {}
+for i = 0, n - 1 do ids[i + 1] = ARGV[4 + 2 * i] end
+local tokens = redis.call("HMGET", KEYS[4], unpack(ids))
+local leased = redis.call("ZMSCORE", KEYS[1], unpack(ids))
+local out, finished, seen = {}, {}, {}
+for i = 1, n do
+  local id = ids[i]
+  if leased[i] and tokens[i] == ARGV[3 + 2 * i] and not seen[id] then
+    seen[id] = true
     finished[#finished + 1] = id
-    if retention > 0 then
-      redis.call("HSET", key, "s", "done", "f", ARGV[1], "p", "")  -- the payload is not kept
-      redis.call("EXPIRE", key, ARGV[2])
-    else
-      redis.call("DEL", key)
-    end
-    done = done + 1
-    out[i + 1] = 1
+    out[i] = 1
   else
-    stale = stale + 1
-    out[i + 1] = 0
+    out[i] = 0
   end
 end
-for i = 1, #finished, 500 do
-  redis.call("ZREM", KEYS[1], unpack(finished, i, math.min(i + 499, #finished)))
+local done = #finished
+if done > 0 then
+  redis.call("ZREM", KEYS[1], unpack(finished))
+  for k = 3, 7 do redis.call("HDEL", KEYS[k], unpack(finished)) end
+  redis.call("SREM", KEYS[8], unpack(finished))
+  if retention > 0 then
+    for i = 1, done, 1000 do
+      local args = {}
+      for j = i, math.min(i + 999, done) do
+        args[#args + 1] = ARGV[1]
+        args[#args + 1] = finished[j]
+      end
+      redis.call("ZADD", KEYS[9], unpack(args))
+    end
+  end
+  redis.call("HINCRBY", KEYS[2], "done", done)
 end
-if done > 0 then redis.call("HINCRBY", KEYS[2], "done", done) end
-if stale > 0 then redis.call("HINCRBY", KEYS[2], "stale_acks", stale) end
+if done < n then redis.call("HINCRBY", KEYS[2], "stale_acks", n - done) end
 return out

@@ -5,14 +5,23 @@
   expiry arrives (nack and reclaim honour the mark). Done, dead or cancelled
   jobs are left alone.
 
-  KEYS[1]  scheduled   zset
-  KEYS[2]  ready       zset
-  KEYS[3]  stats       hash
-  KEYS[4]  job prefix
+  KEYS[1]  scheduled         zset
+  KEYS[2]  ready             zset
+  KEYS[3]  leased            zset
+  KEYS[4]  dead              zset
+  KEYS[5]  done              zset
+  KEYS[6]  cancelled         zset  id -> finished ms
+  KEYS[7]  stats             hash
+  KEYS[8]  jobs              hash
+  KEYS[9]  tokens            hash
+  KEYS[10] attempts          hash
+  KEYS[11] errors            hash
+  KEYS[12] error logs        hash
+  KEYS[13] cancel requested  set
 
   ARGV[1]  now ms
   ARGV[2]  job id
-  ARGV[3]  retention seconds for the cancelled record (0 = delete at once)
+  ARGV[3]  retention seconds for the cancelled entry (0 = keep none)
 
   Returns  {status, token}: status 1 cancelled, 2 cancel requested (leased;
            token = the delivery to stop), 0 not found, -1 already finished
@@ -25,27 +34,17 @@ if not now or not retention or retention < 0 or not ARGV[2] or ARGV[2] == "" the
   return redis.error_reply("ERR dueq bad-args cancel: expected now, id and retention")
 end
 local id = ARGV[2]
-local key = KEYS[4] .. id
-local f = redis.call("HMGET", key, "s", "k")
-local state = f[1]
-if not state then return {0, 0} end
-if state == "leased" then
-  redis.call("HSET", key, "cx", 1)
-  return {2, tonumber(f[2])}
+if redis.call("ZSCORE", KEYS[3], id) then
+  redis.call("SADD", KEYS[13], id)
+  return {2, tonumber(redis.call("HGET", KEYS[9], id)) or 0}
 end
-if state == "scheduled" then
-  redis.call("ZREM", KEYS[1], id)
-elseif state == "ready" then
-  redis.call("ZREM", KEYS[2], id)
-else
-  return {-1, 0}
+if redis.call("ZREM", KEYS[1], id) == 0 and redis.call("ZREM", KEYS[2], id) == 0 then
+  for k = 4, 6 do
+    if redis.call("ZSCORE", KEYS[k], id) then return {-1, 0} end
+  end
+  return {0, 0}
 end
-redis.call("HINCRBY", KEYS[3], "cancelled", 1)
-if retention > 0 then
-  redis.call("HSET", key, "s", "cancelled", "f", now, "e", "cancelled by a user")
-  redis.call("HDEL", key, "p")
-  redis.call("EXPIRE", key, retention)
-else
-  redis.call("DEL", key)
-end
+for k = 8, 12 do redis.call("HDEL", KEYS[k], id) end
+if retention > 0 then redis.call("ZADD", KEYS[6], now, id) end
+redis.call("HINCRBY", KEYS[7], "cancelled", 1)
 return {1, 0}

@@ -5,7 +5,7 @@
 
   KEYS[1]  leased      zset
   KEYS[2]  stats       hash
-  KEYS[3]  job prefix
+  KEYS[3]  tokens      hash
 
   ARGV[1]  new deadline ms
   ARGV[2]  N (1..5000)
@@ -19,18 +19,24 @@ local n = tonumber(ARGV[2])
 if not deadline or not n or n < 1 or n > 5000 or #ARGV ~= 2 + 2 * n then
   return redis.error_reply("ERR dueq bad-args extend: expected deadline, N and N id/token pairs")
 end
-local out = {}
+local ids = {}
+for i = 0, n - 1 do ids[i + 1] = ARGV[3 + 2 * i] end
+local tokens = redis.call("HMGET", KEYS[3], unpack(ids))
+local leased = redis.call("ZMSCORE", KEYS[1], unpack(ids))
+local out, args = {}, {}
 local stale = 0
-for i = 0, n - 1 do
-  local id = ARGV[3 + 2 * i]
-  local f = redis.call("HMGET", KEYS[3] .. id, "k", "s")
-  if f[1] == ARGV[4 + 2 * i] and f[2] == "leased" then
-    redis.call("ZADD", KEYS[1], "XX", deadline, id)
-    out[i + 1] = 1
+for i = 1, n do
+  if leased[i] and tokens[i] == ARGV[2 + 2 * i] then
+    args[#args + 1] = ARGV[1]
+    args[#args + 1] = ids[i]
+    out[i] = 1
   else
     stale = stale + 1
-    out[i + 1] = 0
+    out[i] = 0
   end
+end
+for i = 1, #args, 2000 do
+  redis.call("ZADD", KEYS[1], "XX", unpack(args, i, math.min(i + 1999, #args)))
 end
 if stale > 0 then redis.call("HINCRBY", KEYS[2], "stale_extends", stale) end
 return out

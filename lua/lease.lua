@@ -1,18 +1,21 @@
 --[[
   lease: take up to COUNT ready jobs for delivery. Each gets a new fencing
-  token and one more attempt, and a lease that ends at DEADLINE unless the
-  broker extends it.
+  token (from the queue's token sequence, so tokens never repeat) and one
+  more attempt, and a lease that ends at DEADLINE unless the broker extends
+  it.
 
   KEYS[1]  ready       zset  id -> due ms (earliest due is leased first)
   KEYS[2]  leased      zset  id -> lease deadline ms
-  KEYS[3]  job prefix
+  KEYS[3]  jobs        hash  id -> job record
+  KEYS[4]  tokens      hash  id -> token
+  KEYS[5]  attempts    hash  id -> attempts
+  KEYS[6]  stats       hash  (field "token_seq")
 
   ARGV[1]  lease deadline ms
   ARGV[2]  count (1..1000)
 
-  Returns  flat array, 8 values per leased job:
-           id, type, payload, due ms, attempt, max attempts, token, created ms
-           (ids whose record was removed meanwhile are skipped)
+  Returns  flat array, 4 values per leased job: id, job record, attempt,
+           token (ids whose record was removed meanwhile are dropped)
   Errors   "ERR dueq bad-args <what>"
 ]]
 local deadline = tonumber(ARGV[1])
@@ -21,30 +24,37 @@ if not deadline or not count or count < 1 or count > 1000 then
   return redis.error_reply("ERR dueq bad-args lease: expected a deadline and a count of 1..1000")
 end
 local popped = redis.call("ZPOPMIN", KEYS[1], count)
+if #popped == 0 then return {} end
 local ids = {}
 for j = 1, #popped, 2 do ids[#ids + 1] = popped[j] end
-local out = {}
-local leases = {}  -- score, id pairs for one ZADD: a call per job costs more than the work
-for _, id in ipairs(ids) do
-  local key = KEYS[3] .. id
-  local f = redis.call("HMGET", key, "s", "t", "p", "d", "m", "c", "k", "a")
-  if f[1] == "ready" then
-    -- One write for token, attempt and state (cheaper than three).
-    local token = tonumber(f[7]) + 1
-    local attempt = tonumber(f[8]) + 1
-    redis.call("HSET", key, "s", "leased", "k", token, "a", attempt)
+local records = redis.call("HMGET", KEYS[3], unpack(ids))
+local attempts = redis.call("HMGET", KEYS[5], unpack(ids))
+local found = 0
+for i = 1, #ids do
+  if records[i] then found = found + 1 end
+end
+if found == 0 then return {} end
+local token = redis.call("HINCRBY", KEYS[6], "token_seq", found) - found
+local out, leases, token_args, attempt_args = {}, {}, {}, {}
+for i = 1, #ids do
+  if records[i] then
+    local id = ids[i]
+    token = token + 1
+    local attempt = (tonumber(attempts[i]) or 0) + 1
     leases[#leases + 1] = ARGV[1]
     leases[#leases + 1] = id
+    token_args[#token_args + 1] = id
+    token_args[#token_args + 1] = token
+    attempt_args[#attempt_args + 1] = id
+    attempt_args[#attempt_args + 1] = attempt
     local n = #out
     out[n + 1] = id
-    out[n + 2] = f[2]
-    out[n + 3] = f[3]
-    out[n + 4] = f[4]
-    out[n + 5] = attempt
-    out[n + 6] = f[5]
-    out[n + 7] = token
-    out[n + 8] = f[6]
+    out[n + 2] = records[i]
+    out[n + 3] = attempt
+    out[n + 4] = token
   end
 end
-if #leases > 0 then redis.call("ZADD", KEYS[2], unpack(leases)) end
+redis.call("ZADD", KEYS[2], unpack(leases))
+redis.call("HSET", KEYS[4], unpack(token_args))
+redis.call("HSET", KEYS[5], unpack(attempt_args))
 return out

@@ -4,20 +4,26 @@
   dead-letter set when it asks for no retry or its attempts are used up. The
   reason is kept as the last error and appended to the job's error log.
   A stale token changes nothing and is counted as a stale ack. A job a user
-  asked to cancel while it was leased (mark "cx") ends cancelled whatever
-  the mode.
+  asked to cancel while it was leased ends cancelled whatever the mode.
 
-  KEYS[1]  scheduled   zset
-  KEYS[2]  ready       zset
-  KEYS[3]  leased      zset
-  KEYS[4]  dead        zset  id -> time it died (ms)
-  KEYS[5]  stats       hash
-  KEYS[6]  job prefix
+  KEYS[1]  scheduled         zset
+  KEYS[2]  ready             zset
+  KEYS[3]  leased            zset
+  KEYS[4]  dead              zset  id -> time it died (ms)
+  KEYS[5]  stats             hash
+  KEYS[6]  jobs              hash  (max attempts and backoff are read from
+                                    the record)
+  KEYS[7]  tokens            hash
+  KEYS[8]  attempts          hash
+  KEYS[9]  errors            hash
+  KEYS[10] error logs        hash
+  KEYS[11] cancel requested  set
+  KEYS[12] cancelled         zset  id -> finished ms
 
   ARGV[1]  now ms
-  ARGV[2]  backoff base ms (>= 0), unless the job has its own ("bb")
-  ARGV[3]  backoff cap ms (>= base), unless the job has its own ("bc")
-  ARGV[4]  retention seconds for a cancelled record (0 = delete at once)
+  ARGV[2]  backoff base ms (>= 0), unless the job has its own
+  ARGV[3]  backoff cap ms (>= base), unless the job has its own
+  ARGV[4]  retention seconds for a cancelled entry (0 = keep none)
   ARGV[5]  N (1..5000)
   ARGV[6+4i .. 9+4i] for job i: id, token, mode, reason
            mode "retry": back to the schedule after
@@ -59,60 +65,64 @@ for i = 0, n - 1 do
   local id = ARGV[6 + 4 * i]
   local mode = ARGV[8 + 4 * i]
   local reason = ARGV[9 + 4 * i]
-  local key = KEYS[6] .. id
-  local f = redis.call("HMGET", key, "k", "s", "a", "m", "el", "cx", "bb", "bc")
-  if f[1] ~= ARGV[7 + 4 * i] or f[2] ~= "leased" then
+  local record = redis.call("HGET", KEYS[6], id)
+  if not record or redis.call("HGET", KEYS[7], id) ~= ARGV[7 + 4 * i] or not redis.call("ZSCORE", KEYS[3], id) then
     stale = stale + 1
     out[#out + 1] = 0
     out[#out + 1] = 0
   else
-    local attempt = tonumber(f[3])
-    local log = (f[5] or "") .. "attempt " .. attempt .. ": " .. reason .. "\n"
-    if #log > 8192 then log = string.sub(log, -8192) end
+    -- A record that cannot be read makes the job dead (kept for a look),
+    -- never lost: max attempts 1.
+    local ok, r = pcall(cmsgpack.unpack, record)
+    if not ok or type(r) ~= "table" then r = {} end
+    local max_attempts = tonumber(r[5]) or 1
+    local attempt = tonumber(redis.call("HGET", KEYS[8], id)) or 1
     redis.call("ZREM", KEYS[3], id)
-    if f[6] or mode == "cancel" then
-      if retention > 0 then
-        redis.call("HSET", key, "s", "cancelled", "e", "cancelled by a user", "el", log, "f", now)
-        redis.call("HDEL", key, "p")
-        redis.call("EXPIRE", key, retention)
-      else
-        redis.call("DEL", key)
-      end
+    redis.call("HDEL", KEYS[7], id)
+    if mode == "cancel" or redis.call("SREM", KEYS[11], id) == 1 then
+      for k = 6, 10 do redis.call("HDEL", KEYS[k], id) end
+      if retention > 0 then redis.call("ZADD", KEYS[12], now, id) end
       cancelled = cancelled + 1
       out[#out + 1] = 3
       out[#out + 1] = 0
     elseif mode == "return" then
       redis.call("ZADD", KEYS[2], ARGV[1], id)
-      redis.call("HSET", key, "s", "ready", "a", attempt - 1)
+      if attempt > 1 then redis.call("HSET", KEYS[8], id, attempt - 1) else redis.call("HDEL", KEYS[8], id) end
       retried = retried + 1
       out[#out + 1] = 1
       out[#out + 1] = now
-    elseif mode == "dead" or attempt >= tonumber(f[4]) then
-      local why = reason
-      if mode ~= "dead" then why = "attempts exhausted (" .. attempt .. "): " .. reason end
-      redis.call("ZADD", KEYS[4], now, id)
-      redis.call("HSET", key, "s", "dead", "e", why, "el", log, "f", now)
-      dead = dead + 1
-      out[#out + 1] = 2
-      out[#out + 1] = 0
     else
-      local due = now
-      if mode == "retry" then
-        local job_base = tonumber(f[7]) or base
-        local job_cap = math.max(tonumber(f[8]) or cap, job_base)
-        local backoff = math.min(job_cap, job_base * 2 ^ (attempt - 1))
-        due = now + math.floor(tonumber(ARGV[jitter_at + 1 + i]) * backoff)
-      end
-      if due <= now then
-        redis.call("ZADD", KEYS[2], due, id)
-        redis.call("HSET", key, "s", "ready", "e", reason, "el", log)
+      local log = (redis.call("HGET", KEYS[10], id) or "") .. "attempt " .. attempt .. ": " .. reason .. "\n"
+      if #log > 8192 then log = string.sub(log, -8192) end
+      redis.call("HSET", KEYS[10], id, log)
+      if mode == "dead" or attempt >= max_attempts then
+        local why = reason
+        if mode ~= "dead" then why = "attempts exhausted (" .. attempt .. "): " .. reason end
+        redis.call("ZADD", KEYS[4], now, id)
+        redis.call("HSET", KEYS[9], id, why)
+        dead = dead + 1
+        out[#out + 1] = 2
+        out[#out + 1] = 0
       else
-        redis.call("ZADD", KEYS[1], due, id)
-        redis.call("HSET", key, "s", "scheduled", "e", reason, "el", log)
+        local due = now
+        if mode == "retry" then
+          local job_base = tonumber(r[7]) or 0
+          if job_base == 0 then job_base = base end
+          local job_cap = tonumber(r[8]) or 0
+          if job_cap == 0 then job_cap = cap end
+          local backoff = math.min(math.max(job_cap, job_base), job_base * 2 ^ (attempt - 1))
+          due = now + math.floor(tonumber(ARGV[jitter_at + 1 + i]) * backoff)
+        end
+        if due <= now then
+          redis.call("ZADD", KEYS[2], due, id)
+        else
+          redis.call("ZADD", KEYS[1], due, id)
+        end
+        redis.call("HSET", KEYS[9], id, reason)
+        retried = retried + 1
+        out[#out + 1] = 1
+        out[#out + 1] = due
       end
-      retried = retried + 1
-      out[#out + 1] = 1
-      out[#out + 1] = due
     end
   end
 end

@@ -4,7 +4,11 @@
 
   KEYS[1]  dead        zset  id -> time of death ms
   KEYS[2]  stats       hash
-  KEYS[3]  job prefix
+  KEYS[3]  jobs        hash
+  KEYS[4]  tokens      hash
+  KEYS[5]  attempts    hash
+  KEYS[6]  errors      hash
+  KEYS[7]  error logs  hash
 
   ARGV[1]  N (1..1000), or 0 to purge by age
   ARGV[2..N+1]  ids (when N > 0)
@@ -33,10 +37,10 @@ else
 end
 local out = {}
 for _, id in ipairs(ids) do
-  if redis.call("ZREM", KEYS[1], id) == 1 then
-    redis.call("DEL", KEYS[3] .. id)
-    out[#out + 1] = id
-  end
+  if redis.call("ZREM", KEYS[1], id) == 1 then out[#out + 1] = id end
 end
-if #out > 0 then redis.call("HINCRBY", KEYS[2], "purged", #out) end
+if #out > 0 then
+  for k = 3, 7 do redis.call("HDEL", KEYS[k], unpack(out)) end
+  redis.call("HINCRBY", KEYS[2], "purged", #out)
+end
 return out

@@ -1,11 +1,13 @@
 --[[
   replay: dead-lettered jobs go back to ready with their attempts reset and
-  the same id. Ids that are not dead are skipped.
+  the same id (their error log is kept). Ids that are not dead are skipped.
 
-  KEYS[1]  dead        zset
-  KEYS[2]  ready       zset
-  KEYS[3]  stats       hash
-  KEYS[4]  job prefix
+  KEYS[1]  dead              zset
+  KEYS[2]  ready             zset
+  KEYS[3]  stats             hash
+  KEYS[4]  jobs              hash
+  KEYS[5]  attempts          hash
+  KEYS[6]  cancel requested  set
 
   ARGV[1]  now ms (the jobs are due again from now)
   ARGV[2]  N (1..1000), or 0 with ARGV[3] = limit to replay the oldest
@@ -33,11 +35,10 @@ else
 end
 local out = {}
 for _, id in ipairs(ids) do
-  local key = KEYS[4] .. id
-  if redis.call("HGET", key, "s") == "dead" and redis.call("ZREM", KEYS[1], id) == 1 then
-    redis.call("HSET", key, "s", "ready", "a", 0)
-    redis.call("HDEL", key, "f", "cx")
+  if redis.call("HEXISTS", KEYS[4], id) == 1 and redis.call("ZREM", KEYS[1], id) == 1 then
     redis.call("ZADD", KEYS[2], ARGV[1], id)
+    redis.call("HDEL", KEYS[5], id)
+    redis.call("SREM", KEYS[6], id)
     out[#out + 1] = id
   end
 end

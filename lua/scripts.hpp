@@ -5,8 +5,8 @@
 
 namespace dueq::lua {
 
-enum class ScriptId : size_t { enqueue, promote, lease, ack, nack, extend, reclaim, stats, cancel, replay, purge, cap_leases, audit, repair };
-inline constexpr size_t kScriptCount = 14;
+enum class ScriptId : size_t { enqueue, promote, lease, ack, nack, extend, reclaim, stats, cancel, replay, purge, cap_leases, audit, repair, sweep, show };
+inline constexpr size_t kScriptCount = 16;
 
 struct ScriptSource {
   ScriptId id;

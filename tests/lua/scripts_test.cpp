@@ -2,6 +2,7 @@
 // Store: the rules of docs/protocol.md's state diagram, checked one by one.
 #include <gtest/gtest.h>
 
+#include "broker/job_record.hpp"
 #include "broker/store.hpp"
 #include "common/clock.hpp"
 #include "tests/support/redis_server.hpp"
@@ -41,7 +42,14 @@ class Scripts : public ::testing::Test {
     return *Store::parse_lease(run(round));
   }
 
-  std::string field(const std::string& id, const std::string& f) { return redis_->cli("HGET 'dueq:{q}:j:" + id + "' " + f); }
+  // A job field as `dueq job` reports it ("" when absent or the job is unknown).
+  std::string field(const std::string& id, const std::string& f) {
+    auto fields = store_->job_fields("q", id);
+    EXPECT_TRUE(fields) << (fields ? "" : fields.error().message);
+    if (!fields) return {};
+    auto it = fields->find(f);
+    return it == fields->end() ? std::string() : it->second;
+  }
 
   std::unique_ptr<dueq::testing::RedisServer> redis_;
   std::unique_ptr<Store> store_;
@@ -71,12 +79,21 @@ TEST_F(Scripts, EnqueueSchedulesFutureJobsAndReadiesDueOnes) {
 
 TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
   Round round;
-  round.command(Command{"EVAL", lua::kScripts[0].source, "5", "dueq:{q}:scheduled", "dueq:{q}:ready", "dueq:{q}:stats",
-                        "dueq:{q}:j:", "dueq:{q}:leased", "1000", "3", "0", "2", "a", "t", "p", "0", "0", "0", "0", "",
-                        "t", "p", "0", "0", "0", "0"});
-  const redisReply* r = run(round);
-  EXPECT_NE(reply_error(r).find("bad-args"), std::string_view::npos);
-  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:j:a'"), "0");
+  const QueueKeys k("q");
+  const std::string record = encode_job_record(JobRecord{"t", "p", 1000, 3, 1000, 0, 0});
+  auto eval = [&](std::vector<std::string> argv) {
+    Command cmd{"EVAL", lua::kScripts[0].source, "7", k.scheduled, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled};
+    for (auto& a : argv) cmd.add(a);
+    round.command(std::move(cmd));
+  };
+  eval({"1000", "0", "2", "a", "0", record, "", "0", record});           // second id empty
+  eval({"1000", "0", "2", "a", "0", record, "b", "-5", record});         // negative due
+  eval({"1000", "0", "2", "a", "0", record, "b", "0", "not a record"});  // not a job record
+  eval({"1000", "0", "2", "a", "0", record});                            // fewer jobs than N
+  auto replies = store_->execute(round);
+  ASSERT_TRUE(replies);
+  for (const auto& r : *replies) EXPECT_NE(reply_error(r.get()).find("bad-args"), std::string_view::npos);
+  EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' a"), "0");
 }
 
 TEST_F(Scripts, PromoteMovesOnlyDueJobsInDueOrderAndReportsTheNextDue) {
@@ -120,7 +137,7 @@ TEST_F(Scripts, LeaseStampsANewTokenAndAttemptEachTime) {
 
 TEST_F(Scripts, LeaseTakesAtMostCountAndSkipsVanishedJobs) {
   enqueue({job("a"), job("b"), job("c")}, 1000);
-  redis_->cli("DEL 'dueq:{q}:j:a'");
+  redis_->cli("HDEL 'dueq:{q}:jobs' a");
   auto leased = lease(2, 5000);
   ASSERT_EQ(leased.size(), 1u);  // a vanished, b leased; c still ready
   EXPECT_EQ(leased[0].id, "b");
@@ -134,12 +151,41 @@ TEST_F(Scripts, AckWithTheCurrentTokenCompletesTheJob) {
   round.ack("q", 2000, 60, {{"a", l[0].token}});
   EXPECT_EQ(*Store::parse_integers(run(round)), std::vector<int64_t>{1});
   EXPECT_EQ(field("a", "s"), "done");
-  EXPECT_EQ(field("a", "p"), "");  // payload dropped from done records
+  EXPECT_EQ(field("a", "f"), "2000");
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:leased'"), "0");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' done"), "1");
-  const int ttl = std::stoi(redis_->cli("TTL 'dueq:{q}:j:a'"));
-  EXPECT_GT(ttl, 0);
-  EXPECT_LE(ttl, 60);
+  // Nothing of the job is kept but its id in the done set.
+  for (const char* hash : {"jobs", "tokens", "attempts"})
+    EXPECT_EQ(redis_->cli(std::string("HLEN 'dueq:{q}:") + hash + "'"), "0") << hash;
+}
+
+TEST_F(Scripts, ADoneJobStaysADuplicateUntilTheSweepForgetsIt) {
+  enqueue({job("a")}, 1000);
+  auto l = lease(1, 5000);
+  Round ack;
+  ack.ack("q", 2000, 60, {{"a", l[0].token}});
+  run(ack);
+  EXPECT_EQ(enqueue({job("a")}, 3000), std::vector<int64_t>{0});  // a producer's retry
+  Round early;
+  early.sweep("q", 2000, 100);  // finished at 2000: not before the cutoff
+  EXPECT_EQ(*Store::parse_integers(run(early)), (std::vector<int64_t>{0, 0}));
+  Round late;
+  late.sweep("q", 2001, 100);
+  EXPECT_EQ(*Store::parse_integers(run(late)), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(field("a", "s"), "");
+  EXPECT_EQ(enqueue({job("a")}, 3000), std::vector<int64_t>{1});  // a new job after retention
+}
+
+TEST_F(Scripts, SweepIsBoundedByItsLimitAndRefusesBadArguments) {
+  for (const char* id : {"a", "b", "c"}) redis_->cli(std::string("ZADD 'dueq:{q}:done' 10 ") + id);
+  Round round;
+  round.sweep("q", 100, 2);
+  EXPECT_EQ(*Store::parse_integers(run(round)), (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:done'"), "1");
+  Round bad;
+  bad.sweep("q", 100, 0);
+  EXPECT_NE(reply_error(run(bad)).find("bad-args"), std::string_view::npos);
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:done'"), "1");
 }
 
 TEST_F(Scripts, AckWithAStaleTokenIsACountedNoOp) {
@@ -154,7 +200,8 @@ TEST_F(Scripts, AckWithAStaleTokenIsACountedNoOp) {
   Round good;
   good.ack("q", 2000, 0, {{"a", l[0].token}});
   run(good);
-  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:j:a'"), "0");  // retention 0 deletes
+  EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' a"), "0");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:done'"), "0");  // retention 0 keeps no entry
   Round again;
   again.ack("q", 2000, 0, {{"a", l[0].token}});
   EXPECT_EQ(*Store::parse_integers(run(again)), std::vector<int64_t>{0});
@@ -171,7 +218,7 @@ TEST_F(Scripts, NackRetriesWithBackoffWithinTheJitterBound) {
   EXPECT_EQ(out[0].due_ms, 2000 + 500);  // attempt 1: base * 2^0 * 0.5
   EXPECT_EQ(field("a", "s"), "scheduled");
   EXPECT_EQ(field("a", "e"), "boom");
-  EXPECT_EQ(field("a", "el"), "attempt 1: boom");
+  EXPECT_EQ(field("a", "el"), "attempt 1: boom\n");
 }
 
 TEST_F(Scripts, NackDeadLettersWhenAttemptsAreUsedUpKeepingPayloadAndReasons) {
@@ -392,17 +439,18 @@ TEST_F(Scripts, ReplayPutsDeadJobsBackWithAttemptsResetAndTheSameId) {
 
 TEST_F(Scripts, PurgeDeletesDeadJobsByIdOrAgeAndCountsThem) {
   enqueue({qjob("old", 0, 1), qjob("new", 0, 1)}, 1000);
-  auto l = lease(2, 5000);
+  std::map<std::string, uint64_t> token;
+  for (const auto& j : lease(2, 5000)) token[j.id] = j.token;
   Round kill_old;
-  kill_old.nack("q", 2000, 0, 0, 60, {{"old", l[0].token, NackMode::dead, "x", 0}});
+  kill_old.nack("q", 2000, 0, 0, 60, {{"old", token["old"], NackMode::dead, "x", 0}});
   run(kill_old);
   Round kill_new;
-  kill_new.nack("q", 9000, 0, 0, 60, {{"new", l[1].token, NackMode::dead, "x", 0}});
+  kill_new.nack("q", 9000, 0, 0, 60, {{"new", token["new"], NackMode::dead, "x", 0}});
   run(kill_new);
   Round by_age;
   by_age.purge_dead_before("q", 5000, 100);
   EXPECT_EQ(*Store::parse_strings(run(by_age)), std::vector<std::string>{"old"});
-  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:j:old'"), "0");
+  EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' old"), "0");
   Round by_id;
   by_id.purge("q", {"new"});
   EXPECT_EQ(*Store::parse_strings(run(by_id)), std::vector<std::string>{"new"});
@@ -412,7 +460,7 @@ TEST_F(Scripts, PurgeDeletesDeadJobsByIdOrAgeAndCountsThem) {
 TEST_F(Scripts, EnqueueIsRefusedWholeWhileTheBacklogIsFull) {
   EXPECT_EQ(enqueue({qjob("a"), qjob("b")}, 1000, 3, 2), (std::vector<int64_t>{1, 1}));
   EXPECT_EQ(enqueue({qjob("c", 9000)}, 1000, 3, 2), (std::vector<int64_t>{2}));
-  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:j:c'"), "0");
+  EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' c"), "0");
   EXPECT_EQ(enqueue({qjob("c", 9000)}, 1000, 3, 0), (std::vector<int64_t>{1}));  // 0 = no limit
 }
 
@@ -454,13 +502,38 @@ TEST_F(Scripts, AuditBalancesTheBooksAndFindsInconsistentEntries) {
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' ghost"), "");
 }
 
+TEST_F(Scripts, AuditReportsAJobWithARecordInNoStateSetAsLost) {
+  enqueue({qjob("a"), qjob("b")}, 1000);
+  redis_->cli("ZREM 'dueq:{q}:ready' a");  // what a bug that loses a job would leave
+  Round round;
+  round.audit("q", {"a", "b"});
+  auto slice = *Store::parse_audit(run(round));
+  ASSERT_EQ(slice.problems.size(), 1u);
+  EXPECT_EQ(slice.problems[0].first, "a");
+  EXPECT_NE(slice.problems[0].second.find("lost"), std::string::npos);
+  EXPECT_NE(slice.counts.imbalance(), 0);
+}
+
+TEST_F(Scripts, AnUnreadableRecordMakesTheFailedJobDeadNotLost) {
+  enqueue({qjob("a", 0, 5)}, 1000);
+  auto l = lease(1, 5000);
+  redis_->cli("HSET 'dueq:{q}:jobs' a garbage");
+  Round round;
+  round.nack("q", 2000, 100, 1000, 60, {{"a", l[0].token, NackMode::retry, "boom", 0.5}});
+  auto out = *Store::parse_nack(run(round));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].status, 2);
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:dead' a"), "2000");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:jobs' a"), "garbage");  // kept for a look
+}
+
 TEST_F(Scripts, AJobsOwnBackoffOverridesTheQueuesOne) {
   proto::NewJob own = qjob("own", 0, 5);
   own.backoff_base_ms = 10'000;
   own.backoff_cap_ms = 15'000;
   enqueue({own, qjob("queue", 0, 5)}, 1000);
   EXPECT_EQ(field("own", "bb"), "10000");
-  EXPECT_EQ(field("queue", "bb"), "");  // not stored unless given
+  EXPECT_EQ(field("queue", "bb"), "");  // 0 = the queue's
   for (int attempt = 1; attempt <= 3; ++attempt) {
     auto l = lease(2, 5000);
     ASSERT_EQ(l.size(), 2u);

@@ -1,0 +1,34 @@
+#pragma once
+// The stored form of a job's immutable part: one msgpack array per job in
+// the queue's `jobs` hash. The broker writes it at enqueue and reads it back
+// at lease; Lua only unpacks it on the failure paths (nack, reclaim) to read
+// max attempts and backoff. The payload is packed as a msgpack str because
+// Redis's cmsgpack cannot decode bin.
+//
+//   [version=1, type, payload, due_ms, max_attempts, created_ms,
+//    backoff_base_ms (0 = queue's), backoff_cap_ms (0 = queue's)]
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/error.hpp"
+
+namespace dueq::broker {
+
+inline constexpr int kJobRecordVersion = 1;
+
+struct JobRecord {
+  std::string type;
+  std::string payload;
+  int64_t due_ms = 0;
+  uint32_t max_attempts = 0;
+  int64_t created_ms = 0;
+  int64_t backoff_base_ms = 0;
+  int64_t backoff_cap_ms = 0;
+  bool operator==(const JobRecord&) const = default;
+};
+
+std::string encode_job_record(const JobRecord& record);
+Result<JobRecord> decode_job_record(std::string_view bytes);
+
+}  // namespace dueq::broker

@@ -1,0 +1,28 @@
+--[[
+  sweep: forget done and cancelled jobs whose retention period is over, at
+  most LIMIT of each per call (oldest first).
+
+  KEYS[1]  done        zset  id -> finished ms
+  KEYS[2]  cancelled   zset  id -> finished ms
+
+  ARGV[1]  cutoff ms: entries finished before it are removed
+  ARGV[2]  limit (1..10000)
+
+  Returns  {removed done, removed cancelled}; call again while either
+           equals the limit
+  Errors   "ERR dueq bad-args <what>"
+]]
+local cutoff = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+if not cutoff or not limit or limit < 1 or limit > 10000 then
+  return redis.error_reply("ERR dueq bad-args sweep: expected a cutoff and a limit of 1..10000")
+end
+local out = {}
+for k = 1, 2 do
+  -- Counting first keeps the work bounded without materialising the ids.
+  local old = redis.call("ZCOUNT", KEYS[k], "-inf", "(" .. ARGV[1])
+  if old > limit then old = limit end
+  if old > 0 then redis.call("ZREMRANGEBYRANK", KEYS[k], 0, old - 1) end
+  out[k] = old
+end
+return out
