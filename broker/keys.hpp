@@ -36,7 +36,7 @@ struct QueueKeys {
   std::string cancelled;         // zset id -> finished ms, kept for the retention period
   std::string stats;             // hash of counters (and the token sequence)
   std::string jobs;              // hash id -> job record (broker/job_record.hpp) while not finished
-  std::string tokens;            // hash id -> fencing token of the current delivery
+  std::string tokens;            // hash id -> fencing token; present exactly while the job is leased
   std::string attempts;          // hash id -> deliveries counted as attempts (absent = 0)
   std::string errors;            // hash id -> last error
   std::string error_logs;        // hash id -> one line per failed attempt

@@ -31,12 +31,13 @@ if not now or not retention or retention < 0 or not n or n < 1 or n > 5000 or #A
 end
 local ids = {}
 for i = 0, n - 1 do ids[i + 1] = ARGV[4 + 2 * i] end
+-- A job has a token exactly while it is leased (every script that ends a
+-- lease deletes it), so the token alone proves the lease.
 local tokens = redis.call("HMGET", KEYS[4], unpack(ids))
-local leased = redis.call("ZMSCORE", KEYS[1], unpack(ids))
 local out, finished, seen = {}, {}, {}
 for i = 1, n do
   local id = ids[i]
-  if leased[i] and tokens[i] == ARGV[3 + 2 * i] and not seen[id] then
+  if tokens[i] == ARGV[3 + 2 * i] and not seen[id] then
     seen[id] = true
     finished[#finished + 1] = id
     out[i] = 1

@@ -21,12 +21,12 @@ if not deadline or not n or n < 1 or n > 5000 or #ARGV ~= 2 + 2 * n then
 end
 local ids = {}
 for i = 0, n - 1 do ids[i + 1] = ARGV[3 + 2 * i] end
+-- A job has a token exactly while it is leased (see ack.lua).
 local tokens = redis.call("HMGET", KEYS[3], unpack(ids))
-local leased = redis.call("ZMSCORE", KEYS[1], unpack(ids))
 local out, args = {}, {}
 local stale = 0
 for i = 1, n do
-  if leased[i] and tokens[i] == ARGV[2 + 2 * i] then
+  if tokens[i] == ARGV[2 + 2 * i] then
     args[#args + 1] = ARGV[1]
     args[#args + 1] = ids[i]
     out[i] = 1
