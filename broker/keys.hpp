@@ -37,7 +37,7 @@ struct QueueKeys {
   std::string stats;             // hash of counters (and the token sequence)
   std::string jobs;              // hash id -> job record (broker/job_record.hpp) while not finished
   std::string tokens;            // hash id -> fencing token; present exactly while the job is leased
-  std::string attempts;          // hash id -> deliveries counted as attempts (absent = 0)
+  std::string attempts;          // hash id -> failed deliveries (absent = 0); lease adds one for the running one
   std::string errors;            // hash id -> last error
   std::string error_logs;        // hash id -> one line per failed attempt
   std::string cancel_requested;  // set of leased ids a user asked to cancel

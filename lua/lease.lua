@@ -1,14 +1,16 @@
 --[[
   lease: take up to COUNT ready jobs for delivery. Each gets a new fencing
-  token (from the queue's token sequence, so tokens never repeat) and one
-  more attempt, and a lease that ends at DEADLINE unless the broker extends
-  it.
+  token (from the queue's token sequence, so tokens never repeat) and a
+  lease that ends at DEADLINE unless the broker extends it. The attempt
+  number is the failed attempts so far plus one; it is not written here:
+  every delivery that ends without an ack goes through nack or reclaim,
+  which count it (so the common path writes nothing per attempt).
 
   KEYS[1]  ready       zset  id -> due ms (earliest due is leased first)
   KEYS[2]  leased      zset  id -> lease deadline ms
   KEYS[3]  jobs        hash  id -> job record
   KEYS[4]  tokens      hash  id -> token
-  KEYS[5]  attempts    hash  id -> attempts
+  KEYS[5]  attempts    hash  id -> failed attempts (read only)
   KEYS[6]  stats       hash  (field "token_seq")
 
   ARGV[1]  lease deadline ms
@@ -36,7 +38,7 @@ for i = 1, #ids do
 end
 if found == 0 then return {} end
 local token = redis.call("HINCRBY", KEYS[6], "token_seq", found) - found
-local out, leases, token_args, attempt_args = {}, {}, {}, {}
+local out, leases, token_args = {}, {}, {}
 for i = 1, #ids do
   if records[i] then
     local id = ids[i]
@@ -44,14 +46,12 @@ for i = 1, #ids do
     -- Numbers go to redis.call as "%d" strings: Redis would format a Lua
     -- number with "%.17g", several times slower.
     local token_text = string.format("%d", token)
-    local attempt = "1"
-    if attempts[i] then attempt = string.format("%d", tonumber(attempts[i]) + 1) end
+    local attempt = 1
+    if attempts[i] then attempt = tonumber(attempts[i]) + 1 end
     leases[#leases + 1] = ARGV[1]
     leases[#leases + 1] = id
     token_args[#token_args + 1] = id
     token_args[#token_args + 1] = token_text
-    attempt_args[#attempt_args + 1] = id
-    attempt_args[#attempt_args + 1] = attempt
     local n = #out
     out[n + 1] = id
     out[n + 2] = records[i]
@@ -61,5 +61,4 @@ for i = 1, #ids do
 end
 redis.call("ZADD", KEYS[2], unpack(leases))
 redis.call("HSET", KEYS[4], unpack(token_args))
-redis.call("HSET", KEYS[5], unpack(attempt_args))
 return out

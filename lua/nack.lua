@@ -14,7 +14,7 @@
   KEYS[6]  jobs              hash  (max attempts and backoff are read from
                                     the record)
   KEYS[7]  tokens            hash
-  KEYS[8]  attempts          hash
+  KEYS[8]  attempts          hash  id -> failed deliveries
   KEYS[9]  errors            hash
   KEYS[10] error logs        hash
   KEYS[11] cancel requested  set
@@ -76,7 +76,8 @@ for i = 0, n - 1 do
     local ok, r = pcall(cmsgpack.unpack, record)
     if not ok or type(r) ~= "table" then r = {} end
     local max_attempts = tonumber(r[5]) or 1
-    local attempt = tonumber(redis.call("HGET", KEYS[8], id)) or 1
+    -- The attempts hash counts failed deliveries; this one is the next.
+    local attempt = (tonumber(redis.call("HGET", KEYS[8], id)) or 0) + 1
     redis.call("ZREM", KEYS[3], id)
     redis.call("HDEL", KEYS[7], id)
     if mode == "cancel" or redis.call("SREM", KEYS[11], id) == 1 then
@@ -86,12 +87,12 @@ for i = 0, n - 1 do
       out[#out + 1] = 3
       out[#out + 1] = 0
     elseif mode == "return" then
-      redis.call("ZADD", KEYS[2], ARGV[1], id)
-      if attempt > 1 then redis.call("HSET", KEYS[8], id, attempt - 1) else redis.call("HDEL", KEYS[8], id) end
+      redis.call("ZADD", KEYS[2], ARGV[1], id)  -- not counted: the failed attempts stay as they were
       retried = retried + 1
       out[#out + 1] = 1
       out[#out + 1] = now
     else
+      redis.call("HSET", KEYS[8], id, attempt)
       local log = (redis.call("HGET", KEYS[10], id) or "") .. "attempt " .. attempt .. ": " .. reason .. "\n"
       if #log > 8192 then log = string.sub(log, -8192) end
       redis.call("HSET", KEYS[10], id, log)

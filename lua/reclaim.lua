@@ -11,7 +11,7 @@
   KEYS[4]  stats             hash
   KEYS[5]  jobs              hash
   KEYS[6]  tokens            hash
-  KEYS[7]  attempts          hash
+  KEYS[7]  attempts          hash  id -> failed deliveries
   KEYS[8]  errors            hash
   KEYS[9]  error logs        hash
   KEYS[10] cancel requested  set
@@ -47,7 +47,8 @@ for _, id in ipairs(ids) do
   elseif record then
     local ok, r = pcall(cmsgpack.unpack, record)
     if not ok or type(r) ~= "table" then r = {} end
-    local attempt = tonumber(redis.call("HGET", KEYS[7], id)) or 1
+    local attempt = (tonumber(redis.call("HGET", KEYS[7], id)) or 0) + 1  -- the expired delivery
+    redis.call("HSET", KEYS[7], id, attempt)
     local log = (redis.call("HGET", KEYS[9], id) or "") .. "attempt " .. attempt .. ": " .. reason .. "\n"
     if #log > 8192 then log = string.sub(log, -8192) end
     redis.call("HSET", KEYS[9], id, log)

@@ -10,14 +10,14 @@
   KEYS[6]  cancelled         zset
   KEYS[7]  jobs              hash
   KEYS[8]  tokens            hash
-  KEYS[9]  attempts          hash
+  KEYS[9]  attempts          hash  id -> failed deliveries
   KEYS[10] errors            hash
   KEYS[11] error logs        hash
   KEYS[12] cancel requested  set
 
   ARGV[1]  job id
 
-  Returns  {state, score, record, attempts, token, error, error log,
+  Returns  {state, score, record, attempts (a running delivery included), token, error, error log,
             cancel requested}; state is one of scheduled, ready, leased,
            dead, done, cancelled, or "" when the job is unknown; score is
            the state set's score (due, lease deadline or finished ms);
@@ -36,4 +36,8 @@ for k = 1, 6 do
   end
 end
 local function get(k) return redis.call("HGET", KEYS[k], id) or "" end
-return {state, score, get(7), get(9), get(8), get(10), get(11), tostring(redis.call("SISMEMBER", KEYS[12], id))}
+-- The attempts hash counts failed deliveries; a running one is counted too.
+local attempts = tonumber(get(9)) or 0
+if state == "leased" then attempts = attempts + 1 end
+return {state, score, get(7), tostring(attempts), get(8), get(10), get(11),
+  tostring(redis.call("SISMEMBER", KEYS[12], id))}
