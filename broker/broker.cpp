@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <set>
 
 #include "broker/auditor.hpp"
@@ -168,36 +170,13 @@ Result<void> Broker::run(int signal_fd) {
     }
     now = wall_ms();
     if (!stopping_) {
-      for (int n = 0; n < config_.max_frames_per_turn; ++n) {
-        std::vector<zmq::message_t> parts;
-        zmq::message_t part;
-        bool more = true;
-        auto got = router_.recv(part, zmq::recv_flags::dontwait);
-        if (!got) break;
-        parts.push_back(std::move(part));
-        while ((more = parts.back().more())) {
-          zmq::message_t next;
-          (void)router_.recv(next);
-          parts.push_back(std::move(next));
-        }
-        Peer peer{parts.front().to_string(), parts.size() == 3 && parts[1].size() == 0};
-        if (parts.size() < 2 || parts.size() > 3) {
-          on_bad_frame(peer, Error{Errc::bad_frame, "expected one body frame"}, now);
-          continue;
-        }
-        const auto& body = parts.back();
-        auto frame = proto::decode(std::string_view(static_cast<const char*>(body.data()), body.size()));
-        if (!frame) {
-          on_bad_frame(peer, frame.error(), now);
-          continue;
-        }
-        on_frame(peer, std::move(*frame), now);
-      }
+      receive_frames(now);
       expire_silent_workers(now);
     }
     if (!store_.connected()) reconnect(now);
     if (store_.connected()) run_round(now);
     else answer_enqueues_unavailable("Redis is unavailable");
+    for (auto& [peer, frame] : std::exchange(deferred_requests_, {})) on_frame(peer, std::move(frame), wall_ms());
     if (stopping_) {
       if (results_.empty()) break;
       if (!store_.connected()) {
@@ -210,7 +189,57 @@ Result<void> Broker::run(int signal_fd) {
   return {};
 }
 
+void Broker::receive_frames(int64_t now) {
+  for (int n = 0; n < config_.max_frames_per_turn; ++n) {
+    std::vector<zmq::message_t> parts;
+    zmq::message_t part;
+    auto got = router_.recv(part, zmq::recv_flags::dontwait);
+    if (!got) break;
+    parts.push_back(std::move(part));
+    while (parts.back().more()) {
+      zmq::message_t next;
+      (void)router_.recv(next);
+      parts.push_back(std::move(next));
+    }
+    Peer peer{parts.front().to_string(), parts.size() == 3 && parts[1].size() == 0};
+    if (parts.size() < 2 || parts.size() > 3) {
+      on_bad_frame(peer, Error{Errc::bad_frame, "expected one body frame"}, now);
+      continue;
+    }
+    const auto& body = parts.back();
+    auto frame = proto::decode(std::string_view(static_cast<const char*>(body.data()), body.size()));
+    if (!frame) {
+      on_bad_frame(peer, frame.error(), now);
+      continue;
+    }
+    on_frame(peer, std::move(*frame), now);
+  }
+}
+
+void Broker::receive_frames_until_readable(int redis_fd) {
+  if (stopping_) return;
+  round_in_flight_ = true;
+  std::array<zmq::pollitem_t, 2> items = {{{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, redis_fd, ZMQ_POLLIN, 0}}};
+  // Past the limit the blocking read takes over (and times out if Redis hangs).
+  const int64_t give_up = wall_ms() + 1'000;
+  for (int64_t now = wall_ms(); now < give_up; now = wall_ms()) {
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(give_up - now));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) break;
+      continue;
+    }
+    if (items[1].revents & ZMQ_POLLIN) break;
+    if (items[0].revents & ZMQ_POLLIN) receive_frames(now);
+  }
+  round_in_flight_ = false;
+}
+
 void Broker::on_frame(const Peer& peer, proto::Frame&& frame, int64_t now) {
+  if (round_in_flight_ && (std::holds_alternative<proto::JobRequest>(frame) || std::holds_alternative<proto::AdminRequest>(frame))) {
+    deferred_requests_.emplace_back(peer, std::move(frame));
+    return;
+  }
   std::visit(
       [&](auto&& f) {
         using T = std::decay_t<decltype(f)>;
@@ -566,8 +595,12 @@ void Broker::run_round(int64_t now) {
   }
 
   std::vector<size_t> stats_replies;  // one per queue, only when someone asked
+  std::vector<std::string> stats_queues;  // queues_ may gain a queue while the round is in flight
   if (!stats_requests_.empty())
-    for (const auto& [name, q] : queues_) stats_replies.push_back(round.stats(name, now));
+    for (const auto& [name, q] : queues_) {
+      stats_replies.push_back(round.stats(name, now));
+      stats_queues.push_back(name);
+    }
 
   if (round.empty()) {
     // No queue yet: the answer to a stats request is an empty list.
@@ -576,7 +609,11 @@ void Broker::run_round(int64_t now) {
     stats_requests_.clear();
     return;
   }
-  auto replies = store_.execute(round);
+  // Frames that arrive while Redis works join the next round; the ones this
+  // round answers are the first enqueue_count / stats_count of their lists.
+  const size_t enqueue_count = enqueues_.size();
+  const size_t stats_count = stats_requests_.size();
+  auto replies = store_.execute(round, [this](int fd) { receive_frames_until_readable(fd); });
   if (!replies) {
     spdlog::error("Redis round failed: {}; results are kept and retried", replies.error().message);
     store_.disconnect();
@@ -624,7 +661,8 @@ void Broker::run_round(int64_t now) {
       --request.unanswered;
     }
   }
-  for (auto& request : enqueues_) {
+  for (size_t r = 0; r < enqueue_count; ++r) {
+    auto& request = enqueues_[r];
     if (!replicated) {
       // Written on the master but not confirmed by enough replicas: not
       // "accepted". A retry with the same ids is answered "duplicate".
@@ -640,7 +678,7 @@ void Broker::run_round(int64_t now) {
     send(request.producer, proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes),
                                                overloaded ? static_cast<uint32_t>(config_.overload_retry_after_ms) : 0u});
   }
-  enqueues_.clear();
+  enqueues_.erase(enqueues_.begin(), enqueues_.begin() + static_cast<ptrdiff_t>(enqueue_count));
 
   std::map<std::string, proto::Confirm> confirms;  // by routing id
   std::map<std::string, Peer> confirm_peers;
@@ -723,19 +761,16 @@ void Broker::run_round(int64_t now) {
     }
   }
 
-  if (!stats_requests_.empty()) {
+  if (stats_count > 0) {
     proto::StatsReply reply;
     reply.workers = static_cast<uint32_t>(workers_.size());
-    size_t i = 0;
-    for (const auto& [name, q] : queues_) {
-      if (auto s = Store::parse_stats(name, rs[stats_replies[i]].get())) reply.queues.push_back(*s);
-      ++i;
+    for (size_t i = 0; i < stats_replies.size(); ++i)
+      if (auto s = Store::parse_stats(stats_queues[i], rs[stats_replies[i]].get())) reply.queues.push_back(*s);
+    for (size_t i = 0; i < stats_count; ++i) {
+      reply.request_id = stats_requests_[i].second;
+      send(stats_requests_[i].first, reply);
     }
-    for (const auto& [peer, request_id] : stats_requests_) {
-      reply.request_id = request_id;
-      send(peer, reply);
-    }
-    stats_requests_.clear();
+    stats_requests_.erase(stats_requests_.begin(), stats_requests_.begin() + static_cast<ptrdiff_t>(stats_count));
   }
 }
 

@@ -71,6 +71,11 @@ class Broker {
 
   // Frame handlers: decode has happened; they record work for the round.
   void on_frame(const Peer& peer, proto::Frame&& frame, int64_t now);
+  // Reads and handles up to max_frames_per_turn frames without blocking.
+  void receive_frames(int64_t now);
+  // Runs while Redis executes a round: takes in frames until the reply is
+  // readable, so the broker's frame work overlaps Redis's script work.
+  void receive_frames_until_readable(int redis_fd);
   void on_hello(const Peer& peer, proto::Hello&& hello, int64_t now);
   void on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, int64_t now);
   void on_results(const Peer& peer, proto::Results&& results);
@@ -121,6 +126,10 @@ class Broker {
   std::map<std::string, std::vector<TokenRef>> extends_;
   std::map<std::string, std::vector<NackItem>> requeues_;  // jobs of lost workers
   std::vector<std::pair<Peer, uint64_t>> stats_requests_;
+  // While a round is in flight the Redis connection is busy: requests that
+  // read Redis directly (JOB, ADMIN) wait here until the round is done.
+  bool round_in_flight_ = false;
+  std::vector<std::pair<Peer, proto::Frame>> deferred_requests_;
 
   int64_t reconnect_at_ms_ = 0;
   int64_t reconnect_backoff_ms_ = 100;

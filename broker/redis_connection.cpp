@@ -39,6 +39,11 @@ Result<RedisConnection> RedisConnection::connect(const RedisAddress& address, in
 }
 
 Result<std::vector<ReplyPtr>> RedisConnection::pipeline(const std::vector<Command>& commands) {
+  if (auto sent = send(commands); !sent) return std::unexpected(sent.error());
+  return receive(commands.size());
+}
+
+Result<void> RedisConnection::send(const std::vector<Command>& commands) {
   if (broken_) return fail(Errc::unavailable, "Redis connection is broken");
   std::vector<const char*> argv;
   std::vector<size_t> lengths;
@@ -54,9 +59,22 @@ Result<std::vector<ReplyPtr>> RedisConnection::pipeline(const std::vector<Comman
       return fail(Errc::unavailable, std::string("Redis append failed: ") + context_->errstr);
     }
   }
+  // The socket is blocking: redisBufferWrite returns once all is written
+  // (or on an error/timeout).
+  for (int done = 0; !done;) {
+    if (redisBufferWrite(context_.get(), &done) != REDIS_OK) {
+      broken_ = true;
+      return fail(Errc::unavailable, std::string("Redis write failed: ") + context_->errstr);
+    }
+  }
+  return {};
+}
+
+Result<std::vector<ReplyPtr>> RedisConnection::receive(size_t count) {
+  if (broken_) return fail(Errc::unavailable, "Redis connection is broken");
   std::vector<ReplyPtr> replies;
-  replies.reserve(commands.size());
-  for (size_t i = 0; i < commands.size(); ++i) {
+  replies.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
     void* raw = nullptr;
     if (redisGetReply(context_.get(), &raw) != REDIS_OK || raw == nullptr) {
       broken_ = true;

@@ -50,6 +50,13 @@ class RedisConnection {
   Result<std::vector<ReplyPtr>> pipeline(const std::vector<Command>& commands);
   Result<ReplyPtr> run(const Command& command);
 
+  // pipeline() in two halves, so the caller can do other work while Redis
+  // runs the commands: send() writes them all, receive() reads `count`
+  // replies (blocking up to the connection timeout).
+  Result<void> send(const std::vector<Command>& commands);
+  Result<std::vector<ReplyPtr>> receive(size_t count);
+  int fd() const { return context_->fd; }
+
   bool broken() const { return broken_; }
 
  private:

@@ -259,12 +259,14 @@ Command Store::build(const Round& round, size_t index) const {
   return cmd;
 }
 
-Result<std::vector<ReplyPtr>> Store::execute(const Round& round) {
+Result<std::vector<ReplyPtr>> Store::execute(const Round& round, const std::function<void(int fd)>& while_waiting) {
   if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
   std::vector<Command> commands;
   commands.reserve(round.size());
   for (size_t i = 0; i < round.size(); ++i) commands.push_back(build(round, i));
-  auto replies = connection_->pipeline(commands);
+  if (auto sent = connection_->send(commands); !sent) return std::unexpected(sent.error());
+  if (while_waiting) while_waiting(connection_->fd());
+  auto replies = connection_->receive(commands.size());
   if (!replies) return replies;
   std::vector<size_t> lost;  // scripts Redis no longer had (restart, SCRIPT FLUSH); they did nothing
   for (size_t i = 0; i < replies->size(); ++i)

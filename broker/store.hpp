@@ -3,6 +3,7 @@
 // scripts in lua/, built into pipelined rounds so that a loop iteration of the
 // broker costs one round trip however many jobs it moves.
 #include <array>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -134,8 +135,11 @@ class Store {
   Result<void> check_durability_settings();
 
   // Runs the round: one pipelined round trip (two if Redis had lost its
-  // script cache, which is reloaded and the scripts sent again).
-  Result<std::vector<ReplyPtr>> execute(const Round& round);
+  // script cache, which is reloaded and the scripts sent again). When given,
+  // while_waiting(fd) runs after the commands are sent and must return once
+  // the Redis socket `fd` is readable (or it gives up waiting): the broker
+  // takes in frames meanwhile instead of idling.
+  Result<std::vector<ReplyPtr>> execute(const Round& round, const std::function<void(int fd)>& while_waiting = {});
 
   // Reads for the admin commands and the auditor.
   Result<std::vector<std::string>> known_queues();
