@@ -174,8 +174,12 @@ Result<void> Broker::run(int signal_fd) {
       expire_silent_workers(now);
     }
     if (!store_.connected()) reconnect(now);
-    if (store_.connected()) run_round(now);
-    else answer_enqueues_unavailable("Redis is unavailable");
+    if (store_.connected()) {
+      run_round(now);
+    } else {
+      dispatch_pending();
+      answer_enqueues_unavailable("Redis is unavailable");
+    }
     for (auto& [peer, frame] : std::exchange(deferred_requests_, {})) on_frame(peer, std::move(frame), wall_ms());
     if (stopping_) {
       if (results_.empty()) break;
@@ -185,6 +189,7 @@ Result<void> Broker::run(int signal_fd) {
       }
     }
   }
+  dispatch_pending();  // leased in the last round: the workers can still run them
   spdlog::info("broker stopped");
   return {};
 }
@@ -217,6 +222,7 @@ void Broker::receive_frames(int64_t now) {
 }
 
 void Broker::receive_frames_until_readable(int redis_fd) {
+  dispatch_pending();
   if (stopping_) return;
   round_in_flight_ = true;
   std::array<zmq::pollitem_t, 2> items = {{{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, redis_fd, ZMQ_POLLIN, 0}}};
@@ -401,7 +407,8 @@ void Broker::on_job_request(const Peer& peer, const proto::JobRequest& request) 
 }
 
 bool Broker::has_work_now() const {
-  if (!enqueues_.empty() || !results_.empty() || !extends_.empty() || !requeues_.empty() || !stats_requests_.empty())
+  if (!enqueues_.empty() || !results_.empty() || !extends_.empty() || !requeues_.empty() || !stats_requests_.empty() ||
+      !pending_dispatch_.empty())
     return true;
   for (const auto& [name, q] : queues_)
     if (q.maybe_ready && credit(name) > 0) return true;
@@ -409,10 +416,21 @@ bool Broker::has_work_now() const {
 }
 
 int64_t Broker::credit(const std::string& queue) const {
-  int64_t total = 0;
+  int64_t total = -pending_for(queue);  // leased, about to be sent
   for (const auto& [rid, free] : workers_.free_slots(queue, [&](const std::string& w) { return inflight_.count_for_worker(w); }))
     total += free;
   return total;
+}
+
+int64_t Broker::pending_for(const std::string& queue) const {
+  int64_t n = 0;
+  for (const auto& p : pending_dispatch_)
+    if (p.queue == queue) n += static_cast<int64_t>(p.jobs.size());
+  return n;
+}
+
+void Broker::dispatch_pending() {
+  for (auto& p : std::exchange(pending_dispatch_, {})) dispatch(queue(p.queue), std::move(p.jobs), p.deadline_ms);
 }
 
 int64_t Broker::next_wake(int64_t now) const {
@@ -603,6 +621,7 @@ void Broker::run_round(int64_t now) {
     }
 
   if (round.empty()) {
+    dispatch_pending();
     // No queue yet: the answer to a stats request is an empty list.
     for (const auto& [peer, request_id] : stats_requests_)
       send(peer, proto::StatsReply{request_id, {}, static_cast<uint32_t>(workers_.size())});
@@ -615,6 +634,7 @@ void Broker::run_round(int64_t now) {
   const size_t stats_count = stats_requests_.size();
   auto replies = store_.execute(round, [this](int fd) { receive_frames_until_readable(fd); });
   if (!replies) {
+    dispatch_pending();  // leased before the failure: the workers can still run them
     spdlog::error("Redis round failed: {}; results are kept and retried", replies.error().message);
     store_.disconnect();
     reconnect_at_ms_ = now;  // try once at once, then back off
@@ -757,7 +777,7 @@ void Broker::run_round(int64_t now) {
       }
       q.maybe_ready = static_cast<int>(jobs->size()) == calls.lease_count;
       if (!jobs->empty()) q.next_deadline_ms = min_known(q.next_deadline_ms, lease_deadline);
-      dispatch(q, std::move(*jobs), lease_deadline);
+      if (!jobs->empty()) pending_dispatch_.push_back({calls.queue, std::move(*jobs), lease_deadline});
     }
   }
 

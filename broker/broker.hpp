@@ -96,6 +96,11 @@ class Broker {
   // One pipelined Redis round for everything gathered this turn.
   void run_round(int64_t now);
   void dispatch(Queue& queue, std::vector<LeasedJob>&& jobs, int64_t deadline);
+  // Jobs a round leased are sent to workers once the next round is on its
+  // way to Redis, so the sending overlaps Redis's work; or at once when there
+  // is no next round.
+  void dispatch_pending();
+  int64_t pending_for(const std::string& queue) const;
   void answer_enqueues_unavailable(const std::string& why);
   void reconnect(int64_t now);
   int64_t next_wake(int64_t now) const;
@@ -129,6 +134,12 @@ class Broker {
   // While a round is in flight the Redis connection is busy: requests that
   // read Redis directly (JOB, ADMIN) wait here until the round is done.
   bool round_in_flight_ = false;
+  struct PendingDispatch {
+    std::string queue;
+    std::vector<LeasedJob> jobs;
+    int64_t deadline_ms = 0;
+  };
+  std::vector<PendingDispatch> pending_dispatch_;
   std::vector<std::pair<Peer, proto::Frame>> deferred_requests_;
 
   int64_t reconnect_at_ms_ = 0;
