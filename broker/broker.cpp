@@ -764,9 +764,10 @@ void Broker::run_round(int64_t now) {
     }
     if (calls.sweep) {
       auto removed = Store::parse_integers(rs[*calls.sweep].get());
-      if (!removed || removed->size() != 2) spdlog::error("sweep on '{}': bad reply", calls.queue);
+      const bool valid = removed && removed->size() == 2;
+      if (!valid) spdlog::error("sweep on '{}': bad reply", calls.queue);
       // A full sweep means more is past retention: sweep again next turn.
-      const bool more = removed && removed->size() == 2 && std::max((*removed)[0], (*removed)[1]) == kSweepLimit;
+      const bool more = valid && std::max((*removed)[0], (*removed)[1]) == kSweepLimit;
       q.next_sweep_ms = more ? now : now + kSweepIntervalMs;
     }
     if (calls.lease) {
@@ -814,8 +815,9 @@ void Broker::dispatch(Queue& q, std::vector<LeasedJob>&& jobs, int64_t deadline)
     --slots[next].second;
     next = (next + 1) % slots.size();
     inflight_.add(InflightJob{q.name, job.id, job.token, worker, deadline});
-    proto::Task task{q.name, job.id, job.type, proto::Bytes{std::move(job.payload)}, job.due_ms, job.attempt,
-                     job.max_attempts, job.token, job.created_ms};
+    auto& r = job.record;
+    proto::Task task{q.name, job.id, r.type, proto::Bytes{std::move(r.payload)}, r.due_ms, job.attempt,
+                     r.max_attempts, job.token, r.created_ms};
     // If the worker vanished meanwhile ROUTER drops the frame; the lease then
     // runs out at the delivery deadline and the job is leased again.
     send(Peer{worker, false}, task);

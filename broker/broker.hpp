@@ -6,6 +6,7 @@
 // jobs, reclaim of expired leases and leases for free worker capacity.
 // Tasks go to the chosen worker over the same ROUTER socket, so credit is
 // exact per worker and a hung or dead worker is never sent new work.
+#include <type_traits>
 #include <zmq.hpp>
 
 #include <atomic>
@@ -68,6 +69,10 @@ class Broker {
     std::vector<proto::EnqueueOutcome> outcomes;
     size_t unanswered = 0;
   };
+  // A round keeps pointers to the jobs of its enqueue requests while frames
+  // that arrive meanwhile are appended to enqueues_: growing the vector must
+  // move the requests (keeping each jobs buffer in place), never copy them.
+  static_assert(std::is_nothrow_move_constructible_v<EnqueueRequest>);
 
   // Frame handlers: decode has happened; they record work for the round.
   void on_frame(const Peer& peer, proto::Frame&& frame, int64_t now);

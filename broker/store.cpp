@@ -183,6 +183,10 @@ size_t Round::sweep(const std::string& queue, int64_t cutoff_ms, int limit) {
   return script(lua::ScriptId::sweep, {k.done, k.cancelled}, Command().add(cutoff_ms).add(limit));
 }
 
+size_t Round::scan_ids(const std::string& queue, const std::string& cursor, int count) {
+  return script(lua::ScriptId::scan_ids, {QueueKeys(queue).jobs}, Command().add(cursor).add(count));
+}
+
 size_t Round::show(const std::string& queue, const std::string& id) {
   QueueKeys k(queue);
   return script(lua::ScriptId::show,
@@ -302,15 +306,16 @@ Result<std::map<std::string, std::string>> Store::job_fields(const std::string& 
 
 Result<std::pair<std::string, std::vector<std::string>>> Store::scan_job_ids(const std::string& queue,
                                                                               const std::string& cursor) {
-  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
-  auto reply = connection_->run(Command{"HSCAN", QueueKeys(queue).jobs, cursor, "COUNT", "1000"});
-  if (!reply) return std::unexpected(reply.error());
-  const redisReply* r = reply->get();
+  Round round;
+  round.scan_ids(queue, cursor, 1000);
+  auto replies = execute(round);
+  if (!replies) return std::unexpected(replies.error());
+  const redisReply* r = (*replies)[0].get();
   if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[1]->type != REDIS_REPLY_ARRAY)
-    return bad_reply(r, "HSCAN");
-  std::vector<std::string> ids;
-  for (size_t i = 0; i < r->element[1]->elements; i += 2) ids.push_back(str(r->element[1]->element[i]));
-  return std::make_pair(str(r->element[0]), std::move(ids));
+    return bad_reply(r, "scan_ids");
+  auto ids = parse_strings(r->element[1]);
+  if (!ids) return std::unexpected(ids.error());
+  return std::make_pair(str(r->element[0]), std::move(*ids));
 }
 
 Result<std::vector<std::string>> Store::range_ids(const std::string& key, int64_t start, int64_t count) {
@@ -359,9 +364,8 @@ Result<std::vector<LeasedJob>> Store::parse_lease(const redisReply* r) {
     if (e[1]->type != REDIS_REPLY_STRING) return bad_reply(r, "lease");
     auto record = decode_job_record(std::string_view(e[1]->str, e[1]->len));
     if (!record) return fail(Errc::internal, fmt::format("lease: job {}: {}", str(e[0]), record.error().message));
-    out.push_back(LeasedJob{str(e[0]), std::move(record->type), std::move(record->payload), record->due_ms,
-                            static_cast<uint32_t>(num(e[2])), record->max_attempts, static_cast<uint64_t>(num(e[3])),
-                            record->created_ms});
+    out.push_back(LeasedJob{str(e[0]), std::move(*record), static_cast<uint32_t>(num(e[2])),
+                            static_cast<uint64_t>(num(e[3]))});
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/job_record.hpp"
 #include "broker/keys.hpp"
 #include "broker/redis_connection.hpp"
 #include "common/error.hpp"
@@ -21,13 +22,9 @@ namespace dueq::broker {
 
 struct LeasedJob {
   std::string id;
-  std::string type;
-  std::string payload;
-  int64_t due_ms = 0;
+  JobRecord record;
   uint32_t attempt = 0;
-  uint32_t max_attempts = 0;
   uint64_t token = 0;
-  int64_t created_ms = 0;
 };
 
 struct TokenRef {
@@ -107,6 +104,7 @@ class Round {
   size_t repair(const std::string& queue, const std::vector<std::string>& ids);
   size_t sweep(const std::string& queue, int64_t cutoff_ms, int limit);
   size_t show(const std::string& queue, const std::string& id);
+  size_t scan_ids(const std::string& queue, const std::string& cursor, int count);
   size_t command(Command command);
 
   bool empty() const { return commands_.empty(); }

@@ -2,6 +2,8 @@
 // Store: the rules of docs/protocol.md's state diagram, checked one by one.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "broker/job_record.hpp"
 #include "broker/store.hpp"
 #include "common/clock.hpp"
@@ -123,7 +125,7 @@ TEST_F(Scripts, LeaseStampsANewTokenAndAttemptEachTime) {
   EXPECT_EQ(first[0].id, "a");
   EXPECT_EQ(first[0].token, 1u);
   EXPECT_EQ(first[0].attempt, 1u);
-  EXPECT_EQ(first[0].payload, "payload-x");
+  EXPECT_EQ(first[0].record.payload, "payload-x");
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "5000");
   // Lease runs out; reclaim puts it back; the next lease has a new token.
   Round reclaim;
@@ -551,4 +553,25 @@ TEST_F(Scripts, AJobsOwnBackoffOverridesTheQueuesOne) {
     promote.promote("q", 100'000, 10);
     run(promote);
   }
+}
+
+TEST_F(Scripts, ScanIdsWalksEveryJobRecordAndReturnsOnlyIds) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 300; ++i) jobs.push_back(qjob("j" + std::to_string(i), 9000));
+  enqueue(std::move(jobs), 1000);
+  std::set<std::string> seen;
+  std::string cursor = "0";
+  do {
+    auto step = store_->scan_job_ids("q", cursor);
+    ASSERT_TRUE(step) << step.error().message;
+    cursor = step->first;
+    for (const auto& id : step->second) {
+      EXPECT_EQ(id.rfind("j", 0), 0u) << "not an id: " << id.substr(0, 20);
+      seen.insert(id);
+    }
+  } while (cursor != "0");
+  EXPECT_EQ(seen.size(), 300u);
+  Round bad;
+  bad.scan_ids("q", "0", 0);
+  EXPECT_NE(reply_error(run(bad)).find("bad-args"), std::string_view::npos);
 }
