@@ -796,8 +796,19 @@ void Broker::run_round(int64_t now) {
 }
 
 void Broker::dispatch(Queue& q, std::vector<LeasedJob>&& jobs, int64_t deadline) {
-  // Spread the batch over the workers with free slots, one job each in turn.
+  // Spread the batch over the workers with free slots, one job each in turn;
+  // each worker gets its share in TASKS frames, not one message per job.
   auto slots = workers_.free_slots(q.name, [&](const std::string& w) { return inflight_.count_for_worker(w); });
+  std::vector<proto::Tasks> frames(slots.size());
+  std::vector<size_t> frame_bytes(slots.size(), 0);
+  auto flush = [&](size_t slot) {
+    if (frames[slot].items.empty()) return;
+    // If the worker vanished meanwhile ROUTER drops the frame; the leases then
+    // run out at the delivery deadline and the jobs are leased again.
+    send(Peer{slots[slot].first, false}, frames[slot]);
+    frames[slot].items.clear();
+    frame_bytes[slot] = 0;
+  };
   size_t next = slots.empty() ? 0 : q.rotation++ % slots.size();
   for (auto& job : jobs) {
     size_t tried = 0;
@@ -811,17 +822,17 @@ void Broker::dispatch(Queue& q, std::vector<LeasedJob>&& jobs, int64_t deadline)
       requeues_[q.name].push_back(NackItem{job.id, job.token, NackMode::handed_back, "no free worker", 0});
       continue;
     }
-    const std::string worker = slots[next].first;
-    --slots[next].second;
+    const size_t slot = next;
+    --slots[slot].second;
     next = (next + 1) % slots.size();
-    inflight_.add(InflightJob{q.name, job.id, job.token, worker, deadline});
+    inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].first, deadline});
     auto& r = job.record;
-    proto::Task task{q.name, job.id, r.type, proto::Bytes{std::move(r.payload)}, r.due_ms, job.attempt,
-                     r.max_attempts, job.token, r.created_ms};
-    // If the worker vanished meanwhile ROUTER drops the frame; the lease then
-    // runs out at the delivery deadline and the job is leased again.
-    send(Peer{worker, false}, task);
+    frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size();
+    frames[slot].items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},
+                                             r.due_ms, job.attempt, r.max_attempts, job.token, r.created_ms});
+    if (frames[slot].items.size() == proto::kMaxBatch || frame_bytes[slot] >= proto::kMaxTasksFrameBytes) flush(slot);
   }
+  for (size_t slot = 0; slot < frames.size(); ++slot) flush(slot);
 }
 
 }  // namespace dueq::broker

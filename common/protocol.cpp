@@ -52,6 +52,14 @@ Result<void> validate(const Task& f) {
   return {};
 }
 
+Result<void> validate(const Tasks& f) {
+  if (f.items.empty()) return bad("tasks carries no tasks");
+  if (f.items.size() > kMaxBatch) return bad(fmt::format("{} tasks exceed the batch limit {}", f.items.size(), kMaxBatch));
+  for (const auto& task : f.items)
+    if (auto ok = validate(task); !ok) return ok;
+  return {};
+}
+
 Result<void> validate(const Heartbeat& f) {
   if (f.capacity > kMaxWorkerCapacity) return bad(fmt::format("heartbeat capacity must be at most {}", kMaxWorkerCapacity));
   return check_refs(f.held);
@@ -141,7 +149,7 @@ const char* type_name(Type type) {
   switch (type) {
     case Type::hello: return "hello";
     case Type::welcome: return "welcome";
-    case Type::task: return "task";
+    case Type::tasks: return "tasks";
     case Type::heartbeat: return "heartbeat";
     case Type::pong: return "pong";
     case Type::results: return "results";
@@ -179,7 +187,7 @@ Result<Frame> decode(std::string_view bytes) {
     switch (static_cast<Type>(type.via.u64)) {
       case Type::hello: return convert_body<Hello>(body);
       case Type::welcome: return convert_body<Welcome>(body);
-      case Type::task: return convert_body<Task>(body);
+      case Type::tasks: return convert_body<Tasks>(body);
       case Type::heartbeat: return convert_body<Heartbeat>(body);
       case Type::pong: return convert_body<Pong>(body);
       case Type::results: return convert_body<Results>(body);

@@ -27,7 +27,7 @@ inline constexpr uint32_t kMaxWorkerCapacity = kMaxBatch;
 enum class Type : uint8_t {
   hello = 1,
   welcome = 2,
-  task = 3,
+  // 3 was a single-task frame in pre-release drafts; it is not reused.
   heartbeat = 4,
   pong = 5,
   results = 6,
@@ -42,6 +42,7 @@ enum class Type : uint8_t {
   job_reply = 15,
   admin_request = 16,
   admin_reply = 17,
+  tasks = 18,
   error = 20,
 };
 
@@ -77,8 +78,8 @@ struct Welcome {
   MSGPACK_DEFINE(broker_id, heartbeat_ms)
 };
 
+// One job handed to a worker (an item of a TASKS frame).
 struct Task {
-  static constexpr Type kType = Type::task;
   std::string queue;
   std::string id;
   std::string type;
@@ -90,6 +91,17 @@ struct Task {
   int64_t created_ms = 0;
   MSGPACK_DEFINE(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms)
 };
+
+// The broker hands a worker several jobs in one frame: one ZeroMQ message
+// per dispatch instead of one per job.
+struct Tasks {
+  static constexpr Type kType = Type::tasks;
+  std::vector<Task> items;
+  MSGPACK_DEFINE(items)
+};
+
+// Bounds one TASKS frame well under kMaxFrameBytes whatever the payloads.
+inline constexpr size_t kMaxTasksFrameBytes = 4u << 20;
 
 struct Heartbeat {
   static constexpr Type kType = Type::heartbeat;
@@ -261,7 +273,7 @@ struct ErrorFrame {
   MSGPACK_DEFINE(request_id, code, message, retry_after_ms)
 };
 
-using Frame = std::variant<Hello, Welcome, Task, Heartbeat, Pong, Results, Confirm, Cancel, Bye, Enqueue, EnqueueReply,
+using Frame = std::variant<Hello, Welcome, Tasks, Heartbeat, Pong, Results, Confirm, Cancel, Bye, Enqueue, EnqueueReply,
                            StatsRequest, StatsReply, JobRequest, JobReply, AdminRequest, AdminReply, ErrorFrame>;
 
 // Decodes and validates one frame. Never throws; every problem is an Error

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -71,35 +72,56 @@ struct Worker::Impl {
     for (unsigned i = 0; i < options.concurrency; ++i) threads.emplace_back([this] { pool_thread(); });
   }
 
+  // A handler thread hands in its result and takes the next delivery under
+  // one lock: with short handlers the pool mutex is the hot spot.
   void pool_thread() {
+    std::optional<proto::JobResult> finished;
     while (true) {
       Delivery delivery;
+      bool wake_main = false;
       {
         std::unique_lock lock(pool_mutex);
-        pool_cv.wait(lock, [&] { return pool_closed || !pending.empty(); });
-        if (pending.empty()) return;
+        if (finished) {
+          wake_main = completed.empty();  // a non-empty list already has a wake-up pending
+          completed.push_back(std::move(*finished));
+          finished.reset();
+          --running;
+        }
+        if (!pool_closed && pending.empty()) {
+          if (wake_main) {
+            lock.unlock();
+            wake();
+            wake_main = false;
+            lock.lock();
+          }
+          ++idle_threads;
+          pool_cv.wait(lock, [&] { return pool_closed || !pending.empty(); });
+          --idle_threads;
+        }
+        if (pending.empty()) {
+          lock.unlock();
+          if (wake_main) wake();
+          return;
+        }
         delivery = std::move(pending.front());
         pending.pop_front();
         ++running;
       }
-      proto::JobResult result{delivery.job.queue, delivery.job.id, delivery.token, 0, {}};
-      HandlerResult outcome = run_handler(delivery.job);
-      result.outcome = static_cast<uint8_t>(outcome.status == HandlerResult::Status::done     ? proto::Outcome::done
-                                            : delivery.cancel->by_user.load()                 ? proto::Outcome::cancelled
-                                            : outcome.status == HandlerResult::Status::failed ? proto::Outcome::failed
-                                                                                              : proto::Outcome::failed_final);
-      result.error = std::move(outcome.error);
-      if (result.error.size() > proto::kMaxErrorText) result.error.resize(proto::kMaxErrorText);
-      bool first;
-      {
-        std::lock_guard lock(pool_mutex);
-        first = completed.empty();
-        completed.push_back(std::move(result));
-        --running;
-      }
-      // One wake-up per batch: a non-empty list already has one pending.
-      if (first) wake();
+      if (wake_main) wake();
+      finished = run_delivery(delivery);
     }
+  }
+
+  proto::JobResult run_delivery(Delivery& delivery) {
+    proto::JobResult result{delivery.job.queue, delivery.job.id, delivery.token, 0, {}};
+    HandlerResult outcome = run_handler(delivery.job);
+    result.outcome = static_cast<uint8_t>(outcome.status == HandlerResult::Status::done     ? proto::Outcome::done
+                                          : delivery.cancel->by_user.load()                 ? proto::Outcome::cancelled
+                                          : outcome.status == HandlerResult::Status::failed ? proto::Outcome::failed
+                                                                                            : proto::Outcome::failed_final);
+    result.error = std::move(outcome.error);
+    if (result.error.size() > proto::kMaxErrorText) result.error.resize(proto::kMaxErrorText);
+    return result;
   }
 
   HandlerResult run_handler(const Job& job) {
@@ -177,13 +199,16 @@ struct Worker::Impl {
 
   void on_broker_frame(proto::Frame&& frame, int64_t now) {
     if (auto* w = std::get_if<proto::Welcome>(&frame)) return on_welcome(*w);
-    if (auto* t = std::get_if<proto::Task>(&frame)) {
+    if (auto* t = std::get_if<proto::Tasks>(&frame)) {
       if (draining) {
-        // Sent before the broker saw our BYE: hand it back too.
-        send(proto::Bye{{{t->queue, t->id, t->token}}});
+        // Sent before the broker saw our BYE: hand them back too.
+        proto::Bye bye;
+        for (const auto& task : t->items) bye.unstarted.push_back({task.queue, task.id, task.token});
+        send(bye);
         return;
       }
-      return on_task(std::move(*t), now);
+      for (auto& task : t->items) on_task(std::move(task), now);
+      return;
     }
     if (std::holds_alternative<proto::Pong>(frame)) return;
     if (auto* c = std::get_if<proto::Confirm>(&frame)) {
@@ -248,14 +273,19 @@ struct Worker::Impl {
   // Hands the tasks received this turn to the handler threads in one go.
   void start_incoming() {
     if (incoming.empty()) return;
-    const size_t n = incoming.size();
+    size_t to_wake;
     {
       std::lock_guard lock(pool_mutex);
       for (auto& d : incoming) pending.push_back(std::move(d));
+      // Busy threads take the next delivery themselves; wake only as many
+      // idle ones as there is new work (notify_all made every thread fight
+      // for the mutex).
+      to_wake = std::min<size_t>(incoming.size(), idle_threads);
     }
     incoming.clear();
-    if (n == 1) pool_cv.notify_one();
-    else pool_cv.notify_all();
+    if (to_wake == threads.size()) pool_cv.notify_all();
+    else
+      for (size_t i = 0; i < to_wake; ++i) pool_cv.notify_one();
   }
 
   void collect_results() {
@@ -388,6 +418,7 @@ struct Worker::Impl {
   std::vector<Delivery> incoming;  // received this loop turn, main thread only
   std::vector<proto::JobResult> completed;
   bool pool_closed = false;
+  size_t idle_threads = 0;  // waiting on pool_cv
   std::atomic<int> running{0};
   std::vector<std::thread> threads;
 

@@ -32,11 +32,19 @@ Task sample_task() {
   return Task{"emails", "job-1", "send", Bytes{std::string("\x00\x01\xffpayload", 10)}, 1700000000123, 2, 5, 77, 1700000000000};
 }
 
+Tasks sample_tasks() { return Tasks{{sample_task()}}; }
+
 }  // namespace
 
-TEST(Protocol, TaskRoundTripsWithBinaryPayload) {
-  const Task in = sample_task();
-  const Task out = round_trip(in);
+TEST(Protocol, TasksRoundTripWithBinaryPayload) {
+  Tasks batch = sample_tasks();
+  batch.items.push_back(sample_task());
+  batch.items.back().id = "job-2";
+  const Tasks decoded = round_trip(batch);
+  ASSERT_EQ(decoded.items.size(), 2u);
+  EXPECT_EQ(decoded.items[1].id, "job-2");
+  const Task& in = batch.items[0];
+  const Task& out = decoded.items[0];
   EXPECT_EQ(out.queue, in.queue);
   EXPECT_EQ(out.id, in.id);
   EXPECT_EQ(out.payload, in.payload);
@@ -46,10 +54,10 @@ TEST(Protocol, TaskRoundTripsWithBinaryPayload) {
 }
 
 TEST(Protocol, PayloadIsEncodedAsMsgpackBin) {
-  const std::string bytes = encode(sample_task());
+  const std::string bytes = encode(sample_tasks());
   auto handle = msgpack::unpack(bytes.data(), bytes.size());
-  const auto& body = handle.get().via.array.ptr[2];
-  EXPECT_EQ(body.via.array.ptr[3].type, msgpack::type::BIN);
+  const auto& task = handle.get().via.array.ptr[2].via.array.ptr[0].via.array.ptr[0];
+  EXPECT_EQ(task.via.array.ptr[3].type, msgpack::type::BIN);
 }
 
 TEST(Protocol, EveryFrameCarriesTheVersion) {
@@ -96,7 +104,7 @@ TEST(Protocol, RejectsUnknownType) {
 }
 
 TEST(Protocol, RejectsTruncatedFrames) {
-  const std::string bytes = encode(sample_task());
+  const std::string bytes = encode(sample_tasks());
   for (size_t cut = 0; cut < bytes.size(); ++cut) EXPECT_FALSE(decode(bytes.substr(0, cut))) << "cut at " << cut;
 }
 
@@ -104,15 +112,31 @@ TEST(Protocol, RejectsTrailingBytes) { EXPECT_FALSE(decode(encode(Pong{"b"}) + "
 
 TEST(Protocol, RejectsWrongFieldTypes) {
   // A task whose id is an integer.
-  auto r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::task),
-                           std::make_tuple("q", 5, "t", "p", 0, 1, 1, 1, 0)));
+  auto r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::tasks),
+                           std::make_tuple(std::make_tuple(std::make_tuple("q", 5, "t", "p", 0, 1, 1, 1, 0)))));
   EXPECT_FALSE(r);
 }
 
 TEST(Protocol, RejectsMissingFields) {
-  auto r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::task), std::make_tuple("q", "id")));
+  auto r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::tasks), std::make_tuple()));
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("needs"), std::string::npos);
+  // A task cut short lacks its token, and a zero token is never valid.
+  EXPECT_FALSE(decode(pack_raw(kVersion, static_cast<uint8_t>(Type::tasks),
+                               std::make_tuple(std::make_tuple(std::make_tuple("q", "id", "t"))))));
+}
+
+TEST(Protocol, TasksFrameIsRejectedWholeWhenEmptyOrWhenOneTaskIsInvalid) {
+  EXPECT_FALSE(decode(encode(Tasks{})));
+  Tasks batch = sample_tasks();
+  batch.items.push_back(sample_task());
+  batch.items.back().token = 0;
+  auto r = decode(encode(batch));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("token 0"), std::string::npos);
+  Tasks too_many;
+  too_many.items.resize(kMaxBatch + 1, sample_task());
+  EXPECT_FALSE(decode(encode(too_many)));
 }
 
 TEST(Protocol, AcceptsExtraTrailingFieldsFromNewerPeers) {
@@ -133,8 +157,8 @@ TEST(Protocol, RejectsOversizedFramesAndBatches) {
   Enqueue big{1, {}};
   big.jobs.resize(kMaxBatch + 1, NewJob{"q", "j", "t", Bytes{}, 0, 0});
   EXPECT_FALSE(decode(encode(big)));
-  Task huge = sample_task();
-  huge.payload.data.assign(kMaxPayloadBytes + 1, 'x');
+  Tasks huge = sample_tasks();
+  huge.items[0].payload.data.assign(kMaxPayloadBytes + 1, 'x');
   EXPECT_FALSE(decode(encode(huge)));
 }
 
@@ -150,7 +174,7 @@ TEST(Protocol, RejectsHostileNestingDepth) {
 // catch what a plain run would not).
 TEST(Protocol, FuzzedFramesNeverCrashTheDecoder) {
   const std::vector<std::string> seeds = {
-      encode(sample_task()), encode(Hello{"w1", {"a"}, 8, {{"a", "j", 3}}, "h", 1}),
+      encode(sample_tasks()), encode(Hello{"w1", {"a"}, 8, {{"a", "j", 3}}, "h", 1}),
       encode(Results{{{"a", "j", 1, 1, "boom"}}}), encode(Enqueue{7, {{"a", "j", "t", Bytes{"p"}, 5, 3}}}),
       encode(StatsReply{9, {QueueStats{"a"}}, 2})};
   std::mt19937 rng(20261122);
