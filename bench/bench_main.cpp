@@ -147,7 +147,7 @@ void start_workers(Cluster& cluster, const std::string& queue, int count, int co
 
 Figures throughput(const Options& o, Json& table) {
   const size_t n = o.smoke ? 20'000 : 200'000;
-  const double steady_s = o.smoke ? 2 : 10;
+  const double steady_s = o.smoke ? 2 : 20;
   const std::vector<std::pair<int, int>> configs = o.smoke ? std::vector<std::pair<int, int>>{{2, 32}}
                                                            : std::vector<std::pair<int, int>>{{1, 64}, {2, 32}, {4, 16}};
   Figures best;

@@ -174,14 +174,11 @@ Result<void> Broker::run(int signal_fd) {
       expire_silent_workers(now);
     }
     if (!store_.connected()) reconnect(now);
-    if (store_.connected()) {
-      run_round(now);
-    } else {
-      dispatch_pending();
-      answer_enqueues_unavailable("Redis is unavailable");
-    }
-    for (auto& [peer, frame] : std::exchange(deferred_requests_, {})) on_frame(peer, std::move(frame), wall_ms());
-    if (stopping_) {
+    if (store_.connected()) pump_rounds(now);
+    else answer_enqueues_unavailable("Redis is unavailable");
+    if (rounds_.empty())
+      for (auto& [peer, frame] : std::exchange(deferred_requests_, {})) on_frame(peer, std::move(frame), wall_ms());
+    if (stopping_ && rounds_.empty()) {
       if (results_.empty()) break;
       if (!store_.connected()) {
         spdlog::error("stopping with {} results not applied: Redis unavailable (workers resend them)", results_.size());
@@ -189,7 +186,6 @@ Result<void> Broker::run(int signal_fd) {
       }
     }
   }
-  dispatch_pending();  // leased in the last round: the workers can still run them
   spdlog::info("broker stopped");
   return {};
 }
@@ -222,9 +218,7 @@ void Broker::receive_frames(int64_t now) {
 }
 
 void Broker::receive_frames_until_readable(int redis_fd) {
-  dispatch_pending();
   if (stopping_) return;
-  round_in_flight_ = true;
   std::array<zmq::pollitem_t, 2> items = {{{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, redis_fd, ZMQ_POLLIN, 0}}};
   // Past the limit the blocking read takes over (and times out if Redis hangs).
   const int64_t give_up = wall_ms() + 1'000;
@@ -238,11 +232,10 @@ void Broker::receive_frames_until_readable(int redis_fd) {
     if (items[1].revents & ZMQ_POLLIN) break;
     if (items[0].revents & ZMQ_POLLIN) receive_frames(now);
   }
-  round_in_flight_ = false;
 }
 
 void Broker::on_frame(const Peer& peer, proto::Frame&& frame, int64_t now) {
-  if (round_in_flight_ && (std::holds_alternative<proto::JobRequest>(frame) || std::holds_alternative<proto::AdminRequest>(frame))) {
+  if (!rounds_.empty() && (std::holds_alternative<proto::JobRequest>(frame) || std::holds_alternative<proto::AdminRequest>(frame))) {
     deferred_requests_.emplace_back(peer, std::move(frame));
     return;
   }
@@ -408,7 +401,7 @@ void Broker::on_job_request(const Peer& peer, const proto::JobRequest& request) 
 
 bool Broker::has_work_now() const {
   if (!enqueues_.empty() || !results_.empty() || !extends_.empty() || !requeues_.empty() || !stats_requests_.empty() ||
-      !pending_dispatch_.empty())
+      !rounds_.empty())
     return true;
   for (const auto& [name, q] : queues_)
     if (q.maybe_ready && credit(name) > 0) return true;
@@ -416,21 +409,18 @@ bool Broker::has_work_now() const {
 }
 
 int64_t Broker::credit(const std::string& queue) const {
-  int64_t total = -pending_for(queue);  // leased, about to be sent
+  int64_t total = -reserved_leases(queue);
   for (const auto& [rid, free] : workers_.free_slots(queue, [&](const std::string& w) { return inflight_.count_for_worker(w); }))
     total += free;
   return total;
 }
 
-int64_t Broker::pending_for(const std::string& queue) const {
+int64_t Broker::reserved_leases(const std::string& queue) const {
   int64_t n = 0;
-  for (const auto& p : pending_dispatch_)
-    if (p.queue == queue) n += static_cast<int64_t>(p.jobs.size());
+  for (const auto& round : rounds_)
+    for (const auto& calls : round.queue_calls)
+      if (calls.queue == queue) n += calls.lease_count;
   return n;
-}
-
-void Broker::dispatch_pending() {
-  for (auto& p : std::exchange(pending_dispatch_, {})) dispatch(queue(p.queue), std::move(p.jobs), p.deadline_ms);
 }
 
 int64_t Broker::next_wake(int64_t now) const {
@@ -479,17 +469,74 @@ void Broker::answer_enqueues_unavailable(const std::string& why) {
   stats_requests_.clear();
 }
 
-void Broker::run_round(int64_t now) {
-  Round round;
+// Keeps Redis busy: once the oldest round's reply is readable the next round
+// is sent before the broker reads and applies the reply, so Redis runs round
+// N+1 while the broker applies round N (at most two rounds outstanding).
+void Broker::pump_rounds(int64_t now) {
+  if (rounds_.empty()) send_round(now);
+  if (rounds_.empty()) return;
+  if (!store_.replies_buffered()) receive_frames_until_readable(store_.socket_fd());
+  send_round(wall_ms());
+  if (rounds_.empty()) return;  // sending failed: every outstanding round failed with it
+  auto replies = store_.receive();
+  if (!replies) {
+    fail_rounds(replies.error());
+    return;
+  }
+  SentRound oldest = std::move(rounds_.front());
+  rounds_.pop_front();
+  apply_round(oldest, *replies);
+}
+
+void Broker::send_round(int64_t now) {
+  // JOB/ADMIN requests read Redis directly: let the outstanding round finish.
+  if (rounds_.size() >= 2 || !deferred_requests_.empty()) return;
+  auto round = build_round(now);
+  if (!round) return;
+  rounds_.push_back(std::move(*round));
+  if (auto ok = store_.send(rounds_.back().round); !ok) fail_rounds(ok.error());
+}
+
+// The connection broke: no outstanding round is known to have been applied.
+// Results are kept and retried; producers are told to retry (same ids are
+// safe: a stored job is answered "duplicate").
+void Broker::fail_rounds(const Error& error) {
+  spdlog::error("Redis round failed: {}; results are kept and retried", error.message);
+  for (auto& round : rounds_) {
+    for (auto& pending : round.results) results_.push_back(std::move(pending));
+    for (auto& request : round.enqueues) enqueues_.push_back(std::move(request));
+    for (auto& request : round.stats_requests) stats_requests_.push_back(std::move(request));
+  }
+  rounds_.clear();
+  store_.disconnect();
+  reconnect_at_ms_ = wall_ms();  // try once at once, then back off
+  answer_enqueues_unavailable("Redis connection lost while writing");
+}
+
+std::optional<Broker::SentRound> Broker::build_round(int64_t now) {
+  using EnqueueCall = SentRound::EnqueueCall;
+  using ResultCall = SentRound::ResultCall;
+  using QueueCalls = SentRound::QueueCalls;
+  SentRound sent;
+  sent.now = now;
+  Round& round = sent.round;
+  // The round owns the requests it answers; frames that arrive while it is
+  // in Redis gather for the next one. (Enqueue calls point into the owned
+  // requests' job lists, which stay put when the vector is moved.)
+  sent.enqueues = std::exchange(enqueues_, {});
+  sent.results = std::exchange(results_, {});
+  sent.stats_requests = std::exchange(stats_requests_, {});
+  auto& enqueue_calls = sent.enqueue_calls;
+  auto& result_calls = sent.result_calls;
+  auto& requeue_calls = sent.requeue_calls;
+  auto& extend_calls = sent.extend_calls;
+  auto& queue_calls = sent.queue_calls;
 
   // Enqueues, grouped by queue, at most kEnqueueChunk jobs per script call.
-  struct EnqueueSlot { size_t request; size_t position; };
-  struct EnqueueCall { size_t reply; std::string queue; std::vector<EnqueueSlot> slots; std::vector<const proto::NewJob*> jobs; };
-  std::vector<EnqueueCall> enqueue_calls;
   {
     std::map<std::string, EnqueueCall> open;
-    for (size_t r = 0; r < enqueues_.size(); ++r) {
-      const auto& request = enqueues_[r];
+    for (size_t r = 0; r < sent.enqueues.size(); ++r) {
+      const auto& request = sent.enqueues[r];
       for (size_t i = 0; i < request.frame.jobs.size(); ++i) {
         if (request.outcomes[i].status == static_cast<uint8_t>(proto::EnqueueStatus::rejected)) continue;
         const auto& job = request.frame.jobs[i];
@@ -512,26 +559,23 @@ void Broker::run_round(int64_t now) {
     }
   }
   // Optional: confirm to producers only once replicas have the writes.
-  std::optional<size_t> wait_reply;
   if (config_.min_replicas > 0 && !enqueue_calls.empty())
-    wait_reply = round.command(Command{"WAIT", std::to_string(config_.min_replicas), std::to_string(config_.replica_timeout_ms)});
+    sent.wait_reply = round.command(Command{"WAIT", std::to_string(config_.min_replicas), std::to_string(config_.replica_timeout_ms)});
 
   // Results from workers, split into acks and nacks per queue.
-  struct ResultCall { size_t reply; std::string queue; bool ack; std::vector<size_t> results; };
-  std::vector<ResultCall> result_calls;
   {
     std::map<std::pair<std::string, bool>, ResultCall> open;
     auto close = [&](ResultCall& call) {
       const auto& policy = config_.policy(call.queue);
       if (call.ack) {
         std::vector<TokenRef> items;
-        for (size_t i : call.results) items.push_back({results_[i].result.id, results_[i].result.token});
+        for (size_t i : call.results) items.push_back({sent.results[i].result.id, sent.results[i].result.token});
         call.reply = round.ack(call.queue, now, policy.done_retention_s, items);
       } else {
         std::vector<NackItem> items;
         std::uniform_real_distribution<double> jitter(0.0, 1.0);
         for (size_t i : call.results) {
-          const auto& r = results_[i].result;
+          const auto& r = sent.results[i].result;
           const auto mode = r.outcome == static_cast<uint8_t>(proto::Outcome::failed_final) ? NackMode::dead
                             : r.outcome == static_cast<uint8_t>(proto::Outcome::cancelled) ? NackMode::cancel
                                                                                           : NackMode::retry;
@@ -541,8 +585,8 @@ void Broker::run_round(int64_t now) {
       }
       result_calls.push_back(std::move(call));
     };
-    for (size_t i = 0; i < results_.size(); ++i) {
-      const auto& r = results_[i].result;
+    for (size_t i = 0; i < sent.results.size(); ++i) {
+      const auto& r = sent.results[i].result;
       const bool ack = r.outcome == static_cast<uint8_t>(proto::Outcome::done);
       auto key = std::make_pair(r.queue, ack);
       auto& call = open[key];
@@ -560,7 +604,6 @@ void Broker::run_round(int64_t now) {
   // Jobs of lost workers go back at once (still counted as an attempt). A
   // mass failure is spread over turns: at most kRequeuePerTurn per queue per
   // round trip, so Redis is never blocked by one huge script call.
-  std::vector<std::pair<size_t, std::string>> requeue_calls;
   for (auto it = requeues_.begin(); it != requeues_.end();) {
     auto& [name, items] = *it;
     const size_t take = std::min(items.size(), kRequeuePerTurn);
@@ -574,8 +617,7 @@ void Broker::run_round(int64_t now) {
 
   // Lease extensions for jobs workers report holding.
   const int64_t extended_deadline = now + config_.lease_ttl_ms;
-  struct ExtendCall { size_t reply; std::string queue; std::vector<TokenRef> items; };
-  std::vector<ExtendCall> extend_calls;
+  sent.extended_deadline = extended_deadline;
   for (auto& [name, items] : extends_) {
     for (size_t i = 0; i < items.size(); i += kExtendChunk) {
       std::vector<TokenRef> chunk(items.begin() + i, items.begin() + std::min(items.size(), i + kExtendChunk));
@@ -587,9 +629,8 @@ void Broker::run_round(int64_t now) {
 
   // Promotion, reclaim and leases per queue. Promote and reclaim come before
   // the lease in the same pipeline, so the lease sees what they moved.
-  struct QueueCalls { std::string queue; std::optional<size_t> promote, reclaim, lease, sweep; int lease_count = 0; };
-  std::vector<QueueCalls> queue_calls;
   const int64_t lease_deadline = now + config_.delivery_timeout_ms;
+  sent.lease_deadline = lease_deadline;
   std::set<std::string> enqueued_to;
   for (const auto& call : enqueue_calls) enqueued_to.insert(call.queue);
   for (auto& [name, q] : queues_) {
@@ -612,36 +653,24 @@ void Broker::run_round(int64_t now) {
     if (calls.promote || calls.reclaim || calls.lease || calls.sweep) queue_calls.push_back(std::move(calls));
   }
 
-  std::vector<size_t> stats_replies;  // one per queue, only when someone asked
-  std::vector<std::string> stats_queues;  // queues_ may gain a queue while the round is in flight
-  if (!stats_requests_.empty())
+  if (!sent.stats_requests.empty())
     for (const auto& [name, q] : queues_) {
-      stats_replies.push_back(round.stats(name, now));
-      stats_queues.push_back(name);
+      sent.stats_replies.push_back(round.stats(name, now));
+      sent.stats_queues.push_back(name);
     }
 
   if (round.empty()) {
-    dispatch_pending();
     // No queue yet: the answer to a stats request is an empty list.
-    for (const auto& [peer, request_id] : stats_requests_)
+    for (const auto& [peer, request_id] : sent.stats_requests)
       send(peer, proto::StatsReply{request_id, {}, static_cast<uint32_t>(workers_.size())});
-    stats_requests_.clear();
-    return;
+    return std::nullopt;
   }
-  // Frames that arrive while Redis works join the next round; the ones this
-  // round answers are the first enqueue_count / stats_count of their lists.
-  const size_t enqueue_count = enqueues_.size();
-  const size_t stats_count = stats_requests_.size();
-  auto replies = store_.execute(round, [this](int fd) { receive_frames_until_readable(fd); });
-  if (!replies) {
-    dispatch_pending();  // leased before the failure: the workers can still run them
-    spdlog::error("Redis round failed: {}; results are kept and retried", replies.error().message);
-    store_.disconnect();
-    reconnect_at_ms_ = now;  // try once at once, then back off
-    answer_enqueues_unavailable("Redis connection lost while writing");
-    return;
-  }
-  auto& rs = *replies;
+  return sent;
+}
+
+void Broker::apply_round(SentRound& sent, std::vector<ReplyPtr>& replies) {
+  const int64_t now = sent.now;
+  auto& rs = replies;
   auto script_failed = [&](size_t index, const char* what) {
     if (auto err = reply_error(rs[index].get()); !err.empty()) {
       spdlog::error("{} script failed: {}", what, err);
@@ -651,19 +680,19 @@ void Broker::run_round(int64_t now) {
   };
 
   bool replicated = true;
-  if (wait_reply) {
-    const redisReply* r = rs[*wait_reply].get();
+  if (sent.wait_reply) {
+    const redisReply* r = rs[*sent.wait_reply].get();
     replicated = r->type == REDIS_REPLY_INTEGER && r->integer >= config_.min_replicas;
     if (!replicated)
       spdlog::warn("WAIT: only {} of {} replicas confirmed; producers are told to retry",
                    r->type == REDIS_REPLY_INTEGER ? r->integer : -1, config_.min_replicas);
   }
-  for (auto& call : enqueue_calls) {
+  for (auto& call : sent.enqueue_calls) {
     Queue& q = queue(call.queue);
     q.registered = true;
     auto statuses = Store::parse_integers(rs[call.reply].get());
     for (size_t j = 0; j < call.slots.size(); ++j) {
-      auto& request = enqueues_[call.slots[j].request];
+      auto& request = sent.enqueues[call.slots[j].request];
       auto& outcome = request.outcomes[call.slots[j].position];
       if (!statuses || statuses->size() != call.slots.size()) {
         outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
@@ -681,8 +710,7 @@ void Broker::run_round(int64_t now) {
       --request.unanswered;
     }
   }
-  for (size_t r = 0; r < enqueue_count; ++r) {
-    auto& request = enqueues_[r];
+  for (auto& request : sent.enqueues) {
     if (!replicated) {
       // Written on the master but not confirmed by enough replicas: not
       // "accepted". A retry with the same ids is answered "duplicate".
@@ -698,11 +726,10 @@ void Broker::run_round(int64_t now) {
     send(request.producer, proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes),
                                                overloaded ? static_cast<uint32_t>(config_.overload_retry_after_ms) : 0u});
   }
-  enqueues_.erase(enqueues_.begin(), enqueues_.begin() + static_cast<ptrdiff_t>(enqueue_count));
 
   std::map<std::string, proto::Confirm> confirms;  // by routing id
   std::map<std::string, Peer> confirm_peers;
-  for (const auto& call : result_calls) {
+  for (const auto& call : sent.result_calls) {
     if (script_failed(call.reply, call.ack ? "ack" : "nack")) continue;  // kept for the next round
     if (!call.ack) {
       auto outcomes = Store::parse_nack(rs[call.reply].get());
@@ -714,25 +741,26 @@ void Broker::run_round(int64_t now) {
           }
     }
     for (size_t i : call.results) {
-      auto& pending = results_[i];
+      auto& pending = sent.results[i];
       confirm_peers[pending.worker.routing_id] = pending.worker;
       confirms[pending.worker.routing_id].items.push_back({pending.result.queue, pending.result.id, pending.result.token});
       pending.result.token = 0;  // applied: dropped below
     }
   }
-  std::erase_if(results_, [](const PendingResult& p) { return p.result.token == 0; });
+  for (auto& pending : sent.results)
+    if (pending.result.token != 0) results_.push_back(std::move(pending));
   for (auto& [rid, confirm] : confirms) send(confirm_peers[rid], confirm);
 
-  for (const auto& [reply, name] : requeue_calls)
+  for (const auto& [reply, name] : sent.requeue_calls)
     if (!script_failed(reply, "requeue")) queue(name).maybe_ready = true;
 
-  for (const auto& call : extend_calls) {
+  for (const auto& call : sent.extend_calls) {
     auto applied = Store::parse_integers(rs[call.reply].get());
     if (!applied || applied->size() != call.items.size()) continue;
     for (size_t j = 0; j < call.items.size(); ++j) {
       if ((*applied)[j] == 1) {
         if (InflightJob* job = inflight_.find(call.queue, call.items[j].id); job && job->token == call.items[j].token)
-          job->lease_deadline_ms = extended_deadline;
+          job->lease_deadline_ms = sent.extended_deadline;
       } else {
         // That delivery is no longer current (re-leased or finished): the
         // worker's eventual result will be rejected as stale.
@@ -741,7 +769,7 @@ void Broker::run_round(int64_t now) {
     }
   }
 
-  for (const auto& calls : queue_calls) {
+  for (auto& calls : sent.queue_calls) {
     Queue& q = queue(calls.queue);
     if (calls.promote) {
       if (auto p = Store::parse_promote(rs[*calls.promote].get())) {
@@ -777,23 +805,26 @@ void Broker::run_round(int64_t now) {
         continue;
       }
       q.maybe_ready = static_cast<int>(jobs->size()) == calls.lease_count;
-      if (!jobs->empty()) q.next_deadline_ms = min_known(q.next_deadline_ms, lease_deadline);
-      if (!jobs->empty()) pending_dispatch_.push_back({calls.queue, std::move(*jobs), lease_deadline});
+      if (jobs->empty()) continue;
+      q.next_deadline_ms = min_known(q.next_deadline_ms, sent.lease_deadline);
+      // The next round is already in Redis (or there is none): sending now
+      // overlaps Redis's work.
+      dispatch(q, std::move(*jobs), sent.lease_deadline);
     }
   }
 
-  if (stats_count > 0) {
+  if (!sent.stats_requests.empty()) {
     proto::StatsReply reply;
     reply.workers = static_cast<uint32_t>(workers_.size());
-    for (size_t i = 0; i < stats_replies.size(); ++i)
-      if (auto s = Store::parse_stats(stats_queues[i], rs[stats_replies[i]].get())) reply.queues.push_back(*s);
-    for (size_t i = 0; i < stats_count; ++i) {
-      reply.request_id = stats_requests_[i].second;
-      send(stats_requests_[i].first, reply);
+    for (size_t i = 0; i < sent.stats_replies.size(); ++i)
+      if (auto s = Store::parse_stats(sent.stats_queues[i], rs[sent.stats_replies[i]].get())) reply.queues.push_back(*s);
+    for (const auto& [peer, request_id] : sent.stats_requests) {
+      reply.request_id = request_id;
+      send(peer, reply);
     }
-    stats_requests_.erase(stats_requests_.begin(), stats_requests_.begin() + static_cast<ptrdiff_t>(stats_count));
   }
 }
+
 
 void Broker::dispatch(Queue& q, std::vector<LeasedJob>&& jobs, int64_t deadline) {
   // Spread the batch over the workers with free slots, one job each in turn;

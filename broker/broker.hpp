@@ -6,10 +6,10 @@
 // jobs, reclaim of expired leases and leases for free worker capacity.
 // Tasks go to the chosen worker over the same ROUTER socket, so credit is
 // exact per worker and a hung or dead worker is never sent new work.
-#include <type_traits>
 #include <zmq.hpp>
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -69,10 +69,32 @@ class Broker {
     std::vector<proto::EnqueueOutcome> outcomes;
     size_t unanswered = 0;
   };
-  // A round keeps pointers to the jobs of its enqueue requests while frames
-  // that arrive meanwhile are appended to enqueues_: growing the vector must
-  // move the requests (keeping each jobs buffer in place), never copy them.
-  static_assert(std::is_nothrow_move_constructible_v<EnqueueRequest>);
+
+  // A round sent to Redis and not yet applied: the requests it answers and
+  // where each one's reply is.
+  struct SentRound {
+    struct EnqueueSlot { size_t request; size_t position; };
+    struct EnqueueCall { size_t reply; std::string queue; std::vector<EnqueueSlot> slots; std::vector<const proto::NewJob*> jobs; };
+    struct ResultCall { size_t reply; std::string queue; bool ack; std::vector<size_t> results; };
+    struct ExtendCall { size_t reply; std::string queue; std::vector<TokenRef> items; };
+    struct QueueCalls { std::string queue; std::optional<size_t> promote, reclaim, lease, sweep; int lease_count = 0; };
+
+    Round round;
+    int64_t now = 0;
+    int64_t lease_deadline = 0;
+    int64_t extended_deadline = 0;
+    std::vector<EnqueueRequest> enqueues;
+    std::vector<EnqueueCall> enqueue_calls;  // jobs point into `enqueues`
+    std::optional<size_t> wait_reply;
+    std::vector<PendingResult> results;
+    std::vector<ResultCall> result_calls;   // indices into `results`
+    std::vector<std::pair<size_t, std::string>> requeue_calls;
+    std::vector<ExtendCall> extend_calls;
+    std::vector<QueueCalls> queue_calls;
+    std::vector<std::pair<Peer, uint64_t>> stats_requests;
+    std::vector<size_t> stats_replies;      // one per queue, only when someone asked
+    std::vector<std::string> stats_queues;
+  };
 
   // Frame handlers: decode has happened; they record work for the round.
   void on_frame(const Peer& peer, proto::Frame&& frame, int64_t now);
@@ -98,14 +120,17 @@ class Broker {
   void expire_silent_workers(int64_t now);
   void forget_worker(const std::string& routing_id, const char* reason, int64_t now);
 
-  // One pipelined Redis round for everything gathered this turn.
-  void run_round(int64_t now);
+  // Pipelined Redis rounds for everything gathered from frames: pump_rounds
+  // sends, waits for and applies them; build_round returns nothing when
+  // there is nothing to do.
+  void pump_rounds(int64_t now);
+  void send_round(int64_t now);
+  std::optional<SentRound> build_round(int64_t now);
+  void apply_round(SentRound& sent, std::vector<ReplyPtr>& replies);
+  void fail_rounds(const Error& error);
   void dispatch(Queue& queue, std::vector<LeasedJob>&& jobs, int64_t deadline);
-  // Jobs a round leased are sent to workers once the next round is on its
-  // way to Redis, so the sending overlaps Redis's work; or at once when there
-  // is no next round.
-  void dispatch_pending();
-  int64_t pending_for(const std::string& queue) const;
+  // Leases requested by outstanding rounds: credit they may still use.
+  int64_t reserved_leases(const std::string& queue) const;
   void answer_enqueues_unavailable(const std::string& why);
   void reconnect(int64_t now);
   int64_t next_wake(int64_t now) const;
@@ -136,15 +161,9 @@ class Broker {
   std::map<std::string, std::vector<TokenRef>> extends_;
   std::map<std::string, std::vector<NackItem>> requeues_;  // jobs of lost workers
   std::vector<std::pair<Peer, uint64_t>> stats_requests_;
-  // While a round is in flight the Redis connection is busy: requests that
-  // read Redis directly (JOB, ADMIN) wait here until the round is done.
-  bool round_in_flight_ = false;
-  struct PendingDispatch {
-    std::string queue;
-    std::vector<LeasedJob> jobs;
-    int64_t deadline_ms = 0;
-  };
-  std::vector<PendingDispatch> pending_dispatch_;
+  std::deque<SentRound> rounds_;  // sent, oldest first (at most two)
+  // While rounds are outstanding the Redis connection is busy: requests that
+  // read Redis directly (JOB, ADMIN) wait here until none is.
   std::vector<std::pair<Peer, proto::Frame>> deferred_requests_;
 
   int64_t reconnect_at_ms_ = 0;

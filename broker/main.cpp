@@ -69,6 +69,9 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigprocmask(SIG_BLOCK, &signals, nullptr);
   const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
+  // Writing a pipelined round to a Redis that just died must fail with EPIPE
+  // (the broker reconnects), not kill the broker.
+  signal(SIGPIPE, SIG_IGN);
 
   broker::Broker broker(config);
   if (auto ok = broker.start(); !ok) {

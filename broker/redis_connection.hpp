@@ -56,6 +56,9 @@ class RedisConnection {
   Result<void> send(const std::vector<Command>& commands);
   Result<std::vector<ReplyPtr>> receive(size_t count);
   int fd() const { return context_->fd; }
+  // Bytes already read from the socket but not yet parsed: the next replies
+  // may be complete in there, so the socket need not become readable again.
+  bool has_buffered_input() const { return context_->reader->pos < context_->reader->len; }
 
   bool broken() const { return broken_; }
 

@@ -201,7 +201,7 @@ size_t Round::stats(const std::string& queue, int64_t now_ms) {
 }
 
 Result<void> Store::connect() {
-  connection_.reset();
+  disconnect();
   auto conn = RedisConnection::connect(address_, timeout_ms_);
   if (!conn) return std::unexpected(conn.error());
   connection_.emplace(std::move(*conn));
@@ -263,26 +263,69 @@ Command Store::build(const Round& round, size_t index) const {
   return cmd;
 }
 
-Result<std::vector<ReplyPtr>> Store::execute(const Round& round, const std::function<void(int fd)>& while_waiting) {
+Result<void> Store::send(const Round& round) {
   if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
-  std::vector<Command> commands;
-  commands.reserve(round.size());
-  for (size_t i = 0; i < round.size(); ++i) commands.push_back(build(round, i));
-  if (auto sent = connection_->send(commands); !sent) return std::unexpected(sent.error());
-  if (while_waiting) while_waiting(connection_->fd());
-  auto replies = connection_->receive(commands.size());
-  if (!replies) return replies;
-  std::vector<size_t> lost;  // scripts Redis no longer had (restart, SCRIPT FLUSH); they did nothing
-  for (size_t i = 0; i < replies->size(); ++i)
-    if (is_noscript((*replies)[i].get())) lost.push_back(i);
-  if (lost.empty()) return replies;
-  if (auto ok = load_scripts(); !ok) return std::unexpected(ok.error());
-  std::vector<Command> again;
-  for (size_t i : lost) again.push_back(build(round, i));
-  auto retried = connection_->pipeline(again);
-  if (!retried) return retried;
-  for (size_t j = 0; j < lost.size(); ++j) (*replies)[lost[j]] = std::move((*retried)[j]);
-  return replies;
+  OutstandingRound sent;
+  sent.commands.reserve(round.size());
+  for (size_t i = 0; i < round.size(); ++i) sent.commands.push_back(build(round, i));
+  if (auto ok = connection_->send(sent.commands); !ok) {
+    disconnect();
+    return ok;
+  }
+  outstanding_.push_back(std::move(sent));
+  return {};
+}
+
+Result<std::vector<ReplyPtr>> Store::receive() {
+  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
+  if (outstanding_.empty()) return fail(Errc::internal, "no round is waiting for replies");
+  auto& oldest = outstanding_.front();
+  if (!oldest.replies) {
+    auto replies = connection_->receive(oldest.commands.size());
+    if (!replies) {
+      disconnect();
+      return replies;
+    }
+    oldest.replies = std::move(*replies);
+  }
+  if (std::any_of(oldest.replies->begin(), oldest.replies->end(), [](const ReplyPtr& r) { return is_noscript(r.get()); }))
+    if (auto ok = recover_lost_scripts(); !ok) {
+      disconnect();
+      return std::unexpected(ok.error());
+    }
+  auto out = std::move(*outstanding_.front().replies);
+  outstanding_.pop_front();
+  return out;
+}
+
+Result<void> Store::recover_lost_scripts() {
+  // Rounds sent later are already on the wire: read them before anything new.
+  for (auto& round : outstanding_)
+    if (!round.replies) {
+      auto replies = connection_->receive(round.commands.size());
+      if (!replies) return std::unexpected(replies.error());
+      round.replies = std::move(*replies);
+    }
+  if (auto ok = load_scripts(); !ok) return ok;
+  // A refused script did nothing, so sending it again now is safe.
+  for (auto& round : outstanding_) {
+    std::vector<size_t> lost;
+    for (size_t i = 0; i < round.replies->size(); ++i)
+      if (is_noscript((*round.replies)[i].get())) lost.push_back(i);
+    if (lost.empty()) continue;
+    std::vector<Command> again;
+    for (size_t i : lost) again.push_back(round.commands[i]);
+    auto retried = connection_->pipeline(again);
+    if (!retried) return std::unexpected(retried.error());
+    for (size_t j = 0; j < lost.size(); ++j) (*round.replies)[lost[j]] = std::move((*retried)[j]);
+  }
+  return {};
+}
+
+Result<std::vector<ReplyPtr>> Store::execute(const Round& round) {
+  if (!outstanding_.empty()) return fail(Errc::internal, "execute while pipelined rounds are outstanding");
+  if (auto ok = send(round); !ok) return std::unexpected(ok.error());
+  return receive();
 }
 
 Result<std::vector<std::string>> Store::known_queues() {

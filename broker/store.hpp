@@ -3,7 +3,7 @@
 // scripts in lua/, built into pipelined rounds so that a loop iteration of the
 // broker costs one round trip however many jobs it moves.
 #include <array>
-#include <functional>
+#include <deque>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -125,19 +125,32 @@ class Store {
   // Connects and loads the scripts. Safe to call again after a failure.
   Result<void> connect();
   bool connected() const { return connection_.has_value() && !connection_->broken(); }
-  void disconnect() { connection_.reset(); }
+  void disconnect() {
+    connection_.reset();
+    outstanding_.clear();
+  }
   const RedisAddress& address() const { return address_; }
 
   // Refuses a Redis that can lose accepted jobs: persistence off or an
   // eviction policy other than noeviction. The message says what to change.
   Result<void> check_durability_settings();
 
-  // Runs the round: one pipelined round trip (two if Redis had lost its
-  // script cache, which is reloaded and the scripts sent again). When given,
-  // while_waiting(fd) runs after the commands are sent and must return once
-  // the Redis socket `fd` is readable (or it gives up waiting): the broker
-  // takes in frames meanwhile instead of idling.
-  Result<std::vector<ReplyPtr>> execute(const Round& round, const std::function<void(int fd)>& while_waiting = {});
+  // Pipelined rounds. send() writes a round and returns; receive() reads the
+  // replies of the oldest round sent (blocking up to the timeout; a caller
+  // that wants to do other work meanwhile polls socket_fd() first, unless
+  // replies_buffered()). If Redis lost
+  // its script cache (restart, SCRIPT FLUSH) the scripts are reloaded and the
+  // commands it refused sent again, in their original order.
+  Result<void> send(const Round& round);
+  Result<std::vector<ReplyPtr>> receive();
+  size_t outstanding() const { return outstanding_.size(); }
+  int socket_fd() const { return connection_->fd(); }
+  // The oldest round's replies may already be read off the socket (they
+  // arrived with the previous round's): then the socket never turns readable.
+  bool replies_buffered() const { return connection_->has_buffered_input(); }
+  // send + receive; refused while rounds are outstanding (their replies
+  // come first on the connection).
+  Result<std::vector<ReplyPtr>> execute(const Round& round);
 
   // Reads for the admin commands and the auditor.
   Result<std::vector<std::string>> known_queues();
@@ -165,11 +178,20 @@ class Store {
  private:
   Result<void> load_scripts();
   Command build(const Round& round, size_t index) const;
+  // Reads every outstanding round's replies, reloads the scripts and sends
+  // the refused commands again, oldest round first.
+  Result<void> recover_lost_scripts();
+
+  struct OutstandingRound {
+    std::vector<Command> commands;
+    std::optional<std::vector<ReplyPtr>> replies;  // read ahead by recover_lost_scripts
+  };
 
   RedisAddress address_;
   int timeout_ms_;
   std::optional<RedisConnection> connection_;
   std::array<std::string, lua::kScriptCount> shas_;
+  std::deque<OutstandingRound> outstanding_;
 };
 
 }  // namespace dueq::broker

@@ -1,11 +1,14 @@
 // The zero-loss promise, with real processes really killed, stopped and
 // restarted: fencing, drains, broker and Redis restarts, poison jobs,
 // cancellation, dead letters, backlog refusal and replica confirmation.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
 #include <set>
 #include <unordered_map>
 
@@ -138,6 +141,49 @@ TEST(Recovery, RedisKilledAndRestartedWithAofIsSurvived) {
   ASSERT_TRUE(eventually([&] { auto s = cluster.stats("durable"); return s && s->done == 50; }, 30s));
   EXPECT_TRUE(cluster.broker().running());
   EXPECT_EQ(job_fields(cluster, "while-down").size(), 0u);
+}
+
+// The broker keeps rounds pipelined to Redis: one may be written just after
+// Redis died, which must fail with EPIPE (and a reconnect), not kill it.
+// Large payloads make rounds bigger than a socket buffer, so a write is
+// still in progress when the connection resets.
+TEST(Recovery, RedisKilledWhileJobsFlowLeavesTheBrokerRunning) {
+  Cluster cluster;
+  cluster.start_example_worker("flow", 16, (cluster.dir() / "starts.txt").string());
+  cluster.start_example_worker("flow", 16, (cluster.dir() / "starts.txt").string());
+  ASSERT_TRUE(cluster.wait_for_workers(2));
+  std::atomic<bool> producing{true};
+  std::thread producer([&] {
+    Client client(cluster.endpoint(), ClientOptions{500, 1});
+    const std::string payload(8192, 'p');
+    for (int batch = 0; producing; ++batch) {
+      std::vector<JobSpec> jobs;
+      for (int i = 0; i < 200; ++i) jobs.push_back({"flow", "noop", payload, fmt::format("f-{}-{}", batch, i), 0, 3});
+      (void)client.enqueue_batch(jobs);
+    }
+  });
+  struct JoinOnExit {  // also when an assertion returns early
+    std::atomic<bool>& producing;
+    std::thread& producer;
+    ~JoinOnExit() {
+      producing = false;
+      producer.join();
+    }
+  } join_on_exit{producing, producer};
+  Client client(cluster.endpoint(), ClientOptions{2000, 3});
+  // The moment of the kill decides whether a write is cut off: three rounds.
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    const int64_t done_before = cluster.stats("flow").value_or(QueueStats{}).done;
+    ASSERT_TRUE(eventually([&] { auto s = cluster.stats("flow"); return s && s->done > done_before + 1000; }, 30s));
+    cluster.redis().kill(SIGKILL);
+    std::this_thread::sleep_for(1s);
+    ASSERT_TRUE(cluster.broker().running()) << "the broker must survive Redis dying under load (cycle " << cycle << ")";
+    cluster.redis().start();
+    const std::string id = fmt::format("after-restart-{}", cycle);
+    ASSERT_TRUE(eventually([&] { return client.enqueue({"flow", "noop", "", id, 0, 3}).has_value(); }, 30s));
+    ASSERT_TRUE(eventually([&] { return job_fields(cluster, id)["s"] == "done"; }, 30s));
+  }
+  EXPECT_TRUE(cluster.broker().running());
 }
 
 TEST(Recovery, APoisonJobThatKillsItsWorkersEndsDeadInsteadOfLooping) {

@@ -321,6 +321,32 @@ TEST_F(Scripts, ScriptsSurviveALostScriptCache) {
   EXPECT_EQ(enqueue({job("a")}, 1000), std::vector<int64_t>{1});
 }
 
+// The broker keeps two rounds on the wire. After SCRIPT FLUSH both come back
+// refused; each refused call is sent again, the older round's first, so the
+// second round's lease still sees the first round's job.
+TEST_F(Scripts, PipelinedRoundsSurviveALostScriptCacheInOrder) {
+  redis_->cli("SCRIPT FLUSH");
+  proto::NewJob first = job("first");
+  Round enqueue_round;
+  enqueue_round.enqueue("q", {&first}, 1000, 3, 0);
+  Round lease_round;
+  lease_round.lease("q", 5000, 10);
+  ASSERT_TRUE(store_->send(enqueue_round));
+  ASSERT_TRUE(store_->send(lease_round));
+  EXPECT_EQ(store_->outstanding(), 2u);
+  EXPECT_FALSE(store_->execute(enqueue_round)) << "a synchronous round while others are outstanding is refused";
+  auto enqueued = store_->receive();
+  ASSERT_TRUE(enqueued) << enqueued.error().message;
+  EXPECT_EQ(*Store::parse_integers((*enqueued)[0].get()), std::vector<int64_t>{1});
+  auto leased = store_->receive();
+  ASSERT_TRUE(leased) << leased.error().message;
+  auto jobs = Store::parse_lease((*leased)[0].get());
+  ASSERT_TRUE(jobs);
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].id, "first");
+  EXPECT_EQ(store_->outstanding(), 0u);
+}
+
 TEST_F(Scripts, ScriptsSurviveARedisRestartWithAof) {
   enqueue({job("a", 5000)}, 1000);
   redis_->cli("SHUTDOWN");  // graceful: AOF flushed
