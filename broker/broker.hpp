@@ -3,7 +3,9 @@
 // earliest of (next due time, next lease deadline, next worker expiry, an
 // incoming frame), reads what arrived, and applies everything to Redis in one
 // pipelined round: enqueues, results, lease extensions, promotion of due
-// jobs, reclaim of expired leases and leases for free worker capacity.
+// jobs, reclaim of expired leases and leases for free worker capacity. The
+// next round is sent before the previous one's reply is applied, so Redis
+// and the broker work at the same time (at most two rounds outstanding).
 // Tasks go to the chosen worker over the same ROUTER socket, so credit is
 // exact per worker and a hung or dead worker is never sent new work.
 #include <zmq.hpp>
