@@ -491,10 +491,11 @@ void Broker::pump_rounds(int64_t now) {
 void Broker::send_round(int64_t now) {
   // JOB/ADMIN requests read Redis directly: let the outstanding round finish.
   if (rounds_.size() >= 2 || !deferred_requests_.empty()) return;
-  auto round = build_round(now);
-  if (!round) return;
-  rounds_.push_back(std::move(*round));
-  if (auto ok = store_.send(rounds_.back().round); !ok) fail_rounds(ok.error());
+  Round round;
+  auto sent = build_round(now, round);
+  if (!sent) return;
+  rounds_.push_back(std::move(*sent));
+  if (auto ok = store_.send(round); !ok) fail_rounds(ok.error());
 }
 
 // The connection broke: no outstanding round is known to have been applied.
@@ -513,13 +514,12 @@ void Broker::fail_rounds(const Error& error) {
   answer_enqueues_unavailable("Redis connection lost while writing");
 }
 
-std::optional<Broker::SentRound> Broker::build_round(int64_t now) {
+std::optional<Broker::SentRound> Broker::build_round(int64_t now, Round& round) {
   using EnqueueCall = SentRound::EnqueueCall;
   using ResultCall = SentRound::ResultCall;
   using QueueCalls = SentRound::QueueCalls;
   SentRound sent;
   sent.now = now;
-  Round& round = sent.round;
   // The round owns the requests it answers; frames that arrive while it is
   // in Redis gather for the next one. (Enqueue calls point into the owned
   // requests' job lists, which stay put when the vector is moved.)

@@ -81,7 +81,6 @@ class Broker {
     struct ExtendCall { size_t reply; std::string queue; std::vector<TokenRef> items; };
     struct QueueCalls { std::string queue; std::optional<size_t> promote, reclaim, lease, sweep; int lease_count = 0; };
 
-    Round round;
     int64_t now = 0;
     int64_t lease_deadline = 0;
     int64_t extended_deadline = 0;
@@ -123,11 +122,11 @@ class Broker {
   void forget_worker(const std::string& routing_id, const char* reason, int64_t now);
 
   // Pipelined Redis rounds for everything gathered from frames: pump_rounds
-  // sends, waits for and applies them; build_round returns nothing when
-  // there is nothing to do.
+  // sends, waits for and applies them; build_round fills `round` and
+  // returns nothing when there is nothing to do.
   void pump_rounds(int64_t now);
   void send_round(int64_t now);
-  std::optional<SentRound> build_round(int64_t now);
+  std::optional<SentRound> build_round(int64_t now, Round& round);
   void apply_round(SentRound& sent, std::vector<ReplyPtr>& replies);
   void fail_rounds(const Error& error);
   void dispatch(Queue& queue, std::vector<LeasedJob>&& jobs, int64_t deadline);
