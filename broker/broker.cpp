@@ -343,7 +343,8 @@ void Broker::expire_silent_workers(int64_t now) {
 }
 
 void Broker::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, int64_t now) {
-  EnqueueRequest request{peer, std::move(enqueue), {}, 0};
+  EnqueueRequest request{peer, std::move(enqueue), {}};
+  size_t valid_jobs = 0;
   request.outcomes.resize(request.frame.jobs.size());
   for (size_t i = 0; i < request.frame.jobs.size(); ++i) {
     auto& job = request.frame.jobs[i];
@@ -362,10 +363,10 @@ void Broker::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, int64_t now)
       outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
       outcome.reason = valid.error().message;
     } else {
-      ++request.unanswered;
+      ++valid_jobs;
     }
   }
-  if (request.unanswered == 0) {
+  if (valid_jobs == 0) {
     send(peer, proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes), 0});
     return;
   }
@@ -668,9 +669,8 @@ std::optional<Broker::SentRound> Broker::build_round(int64_t now, Round& round) 
   return sent;
 }
 
-void Broker::apply_round(SentRound& sent, std::vector<ReplyPtr>& replies) {
+void Broker::apply_round(SentRound& sent, std::vector<ReplyPtr>& rs) {
   const int64_t now = sent.now;
-  auto& rs = replies;
   auto script_failed = [&](size_t index, const char* what) {
     if (auto err = reply_error(rs[index].get()); !err.empty()) {
       spdlog::error("{} script failed: {}", what, err);
@@ -707,7 +707,6 @@ void Broker::apply_round(SentRound& sent, std::vector<ReplyPtr>& replies) {
         if (due > now) q.next_due_ms = min_known(q.next_due_ms, due);
         else q.maybe_ready = true;
       }
-      --request.unanswered;
     }
   }
   for (auto& request : sent.enqueues) {
@@ -824,7 +823,6 @@ void Broker::apply_round(SentRound& sent, std::vector<ReplyPtr>& replies) {
     }
   }
 }
-
 
 void Broker::dispatch(Queue& q, std::vector<LeasedJob>&& jobs, int64_t deadline) {
   // Spread the batch over the workers with free slots, one job each in turn;

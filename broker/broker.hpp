@@ -69,7 +69,6 @@ class Broker {
     Peer producer;
     proto::Enqueue frame;
     std::vector<proto::EnqueueOutcome> outcomes;
-    size_t unanswered = 0;
   };
 
   // A round sent to Redis and not yet applied: the requests it answers and
@@ -127,7 +126,7 @@ class Broker {
   void pump_rounds(int64_t now);
   void send_round(int64_t now);
   std::optional<SentRound> build_round(int64_t now, Round& round);
-  void apply_round(SentRound& sent, std::vector<ReplyPtr>& replies);
+  void apply_round(SentRound& sent, std::vector<ReplyPtr>& rs);
   void fail_rounds(const Error& error);
   void dispatch(Queue& queue, std::vector<LeasedJob>&& jobs, int64_t deadline);
   // Leases requested by outstanding rounds: credit they may still use.

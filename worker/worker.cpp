@@ -78,36 +78,23 @@ struct Worker::Impl {
     std::optional<proto::JobResult> finished;
     while (true) {
       Delivery delivery;
-      bool wake_main = false;
       {
         std::unique_lock lock(pool_mutex);
         if (finished) {
-          wake_main = completed.empty();  // a non-empty list already has a wake-up pending
+          // One wake-up per batch: a non-empty list already has one pending.
+          if (completed.empty()) wake();
           completed.push_back(std::move(*finished));
           finished.reset();
           --running;
         }
-        if (!pool_closed && pending.empty()) {
-          if (wake_main) {
-            lock.unlock();
-            wake();
-            wake_main = false;
-            lock.lock();
-          }
-          ++idle_threads;
-          pool_cv.wait(lock, [&] { return pool_closed || !pending.empty(); });
-          --idle_threads;
-        }
-        if (pending.empty()) {
-          lock.unlock();
-          if (wake_main) wake();
-          return;
-        }
+        ++idle_threads;
+        pool_cv.wait(lock, [&] { return pool_closed || !pending.empty(); });
+        --idle_threads;
+        if (pending.empty()) return;
         delivery = std::move(pending.front());
         pending.pop_front();
         ++running;
       }
-      if (wake_main) wake();
       finished = run_delivery(delivery);
     }
   }
@@ -283,9 +270,7 @@ struct Worker::Impl {
       to_wake = std::min<size_t>(incoming.size(), idle_threads);
     }
     incoming.clear();
-    if (to_wake == threads.size()) pool_cv.notify_all();
-    else
-      for (size_t i = 0; i < to_wake; ++i) pool_cv.notify_one();
+    for (size_t i = 0; i < to_wake; ++i) pool_cv.notify_one();
   }
 
   void collect_results() {
@@ -418,7 +403,7 @@ struct Worker::Impl {
   std::vector<Delivery> incoming;  // received this loop turn, main thread only
   std::vector<proto::JobResult> completed;
   bool pool_closed = false;
-  size_t idle_threads = 0;  // waiting on pool_cv
+  size_t idle_threads = 0;  // waiting on pool_cv (exact whenever pool_mutex is free)
   std::atomic<int> running{0};
   std::vector<std::thread> threads;
 

@@ -175,9 +175,12 @@ TEST(Recovery, RedisKilledWhileJobsFlowLeavesTheBrokerRunning) {
   for (int cycle = 0; cycle < 3; ++cycle) {
     const int64_t done_before = cluster.stats("flow").value_or(QueueStats{}).done;
     ASSERT_TRUE(eventually([&] { auto s = cluster.stats("flow"); return s && s->done > done_before + 1000; }, 30s));
+    const size_t failures_before = cluster.log_count("Redis unavailable");
     cluster.redis().kill(SIGKILL);
-    std::this_thread::sleep_for(1s);
+    // The broker logs this once it has failed its rounds and tried to reconnect.
+    eventually([&] { return cluster.log_count("Redis unavailable") > failures_before; }, 10s);
     ASSERT_TRUE(cluster.broker().running()) << "the broker must survive Redis dying under load (cycle " << cycle << ")";
+    ASSERT_GT(cluster.log_count("Redis unavailable"), failures_before) << "the broker did not notice Redis going away";
     cluster.redis().start();
     const std::string id = fmt::format("after-restart-{}", cycle);
     ASSERT_TRUE(eventually([&] { return client.enqueue({"flow", "noop", "", id, 0, 3}).has_value(); }, 30s));
