@@ -32,6 +32,7 @@ struct Options {
   bool smoke = false;
   int runs = 3;
   std::string plot_data;  // lateness samples of the last run go here
+  double latency_rate = 0;  // jobs/s for the latency scenario; 0 = half the measured steady maximum
 };
 
 // Figures of one run, by name.
@@ -340,6 +341,8 @@ int main(int argc, char** argv) {
   CLI::App app{"dueq-bench: measure dueq against the targets in DESIGN.md"};
   app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog or all")
       ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog"}));
+  app.add_option("--latency-rate", o.latency_rate, "jobs/s for the latency scenario (default: half the steady maximum measured in the same invocation, else 20,000)")
+      ->check(CLI::Range(100.0, 1'000'000.0));
   app.add_option("--runs", o.runs, "runs per scenario (median reported)")->check(CLI::Range(1, 20));
   app.add_flag("--smoke", o.smoke, "small sizes and one run: checks that the driver works");
   app.add_flag("--json", json, "print the JSON records on stdout");
@@ -369,7 +372,7 @@ int main(int argc, char** argv) {
       Figures f;
       if (name == "throughput") f = throughput(o, table);
       else if (name == "lateness") f = lateness(o, table);
-      else if (name == "latency") f = latency(o, table, max_steady > 0 ? max_steady / 2 : (o.smoke ? 2'000 : 20'000));
+      else if (name == "latency") f = latency(o, table, o.latency_rate > 0 ? o.latency_rate : max_steady > 0 ? max_steady / 2 : (o.smoke ? 2'000 : 20'000));
       else if (name == "recovery") f = recovery(o, table);
       else if (name == "memory") f = memory(o, table);
       else f = backlog(o, table);
