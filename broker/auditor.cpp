@@ -1,12 +1,15 @@
 #include "broker/auditor.hpp"
 
+#include <fmt/format.h>
+
 #include <set>
 
 namespace dueq::broker {
 
 namespace {
 
-constexpr int64_t kSlice = 200;  // ids per audit.lua call: about 10 ms of Redis time
+constexpr int64_t kSlice = 200;  // ids per audit.lua call
+constexpr uint32_t kPartitionsPerRead = 256;
 
 Result<AuditSlice> check_slice(Store& store, const std::string& queue, const std::vector<std::string>& ids) {
   Round round;
@@ -34,20 +37,44 @@ Result<AuditReport> audit_queue(Store& store, const std::string& queue, bool rep
     return {};
   };
 
-  std::string cursor = "0";
-  do {
-    auto step = store.scan_job_ids(queue, cursor);
-    if (!step) return std::unexpected(step.error());
-    cursor = step->first;
-    for (size_t i = 0; i < step->second.size(); i += kSlice) {
-      std::vector<std::string> ids(step->second.begin() + i,
-                                   step->second.begin() + std::min<size_t>(step->second.size(), i + kSlice));
-      if (auto ok = check(ids); !ok) return std::unexpected(ok.error());
-    }
-  } while (cursor != "0");
+  auto check_all = [&](const std::vector<std::string>& ids) -> Result<void> {
+    for (size_t i = 0; i < ids.size(); i += kSlice)
+      if (auto ok = check(std::vector<std::string>(ids.begin() + i, ids.begin() + std::min(ids.size(), i + kSlice)));
+          !ok)
+        return ok;
+    return {};
+  };
 
   const QueueKeys keys(queue);
-  for (const auto& key : {keys.scheduled, keys.ready, keys.leased, keys.dead}) {
+  std::string cursor = "0";
+  do {
+    auto step = store.scan_hash_ids(keys.jobs, cursor);
+    if (!step) return std::unexpected(step.error());
+    cursor = step->first;
+    if (auto ok = check_all(step->second); !ok) return std::unexpected(ok.error());
+  } while (cursor != "0");
+
+  // Every schedule partition, empty or not (a record left in a partition the
+  // index no longer names would otherwise go unseen): its ids and its
+  // records' ids, kPartitionsPerRead partitions per round trip.
+  for (uint32_t first = 0; first < kSchedulePartitions; first += kPartitionsPerRead) {
+    Round round;
+    for (uint32_t p = first; p < std::min(kSchedulePartitions, first + kPartitionsPerRead); ++p) {
+      round.command(Command{"ZRANGE", keys.schedule_partition_key(p), "0", "-1"});
+      round.command(Command{"HKEYS", keys.schedule_jobs_key(p)});
+    }
+    auto replies = store.execute(round);
+    if (!replies) return std::unexpected(replies.error());
+    std::vector<std::string> ids;
+    for (const auto& reply : *replies) {
+      auto some = Store::parse_strings(reply.get());
+      if (!some) return std::unexpected(some.error());
+      ids.insert(ids.end(), some->begin(), some->end());
+    }
+    if (auto ok = check_all(ids); !ok) return std::unexpected(ok.error());
+  }
+
+  for (const auto& key : {keys.ready, keys.leased, keys.dead}) {
     for (int64_t start = 0;; start += kSlice) {
       auto ids = store.range_ids(key, start, kSlice);
       if (!ids) return std::unexpected(ids.error());
@@ -56,6 +83,9 @@ Result<AuditReport> audit_queue(Store& store, const std::string& queue, bool rep
     }
   }
 
+  if (report.counts.scheduled_counter != report.counts.scheduled)
+    report.problems.emplace_back("", fmt::format("the scheduled counter says {} but the schedule holds {} jobs",
+                                                 report.counts.scheduled_counter, report.counts.scheduled));
   std::vector<std::string> dangling;
   for (const auto& [id, what] : problems) {
     if (repair && what.find("no job record") != std::string::npos) dangling.push_back(id);

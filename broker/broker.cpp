@@ -68,6 +68,7 @@ Result<void> Broker::start() {
     if (!config_.allow_unsafe_redis) return ok;
     spdlog::warn("{} (continuing: --allow-unsafe-redis)", ok.error().message);
   }
+  if (auto advice = store_.memory_settings_advice(); advice && !advice->empty()) spdlog::warn("Redis: {}", *advice);
 
   router_.set(zmq::sockopt::linger, 0);
   router_.set(zmq::sockopt::rcvhwm, 100'000);
@@ -90,6 +91,13 @@ Result<void> Broker::start() {
     q.next_due_ms = 0;
     q.next_deadline_ms = 0;
     q.maybe_ready = true;
+  }
+  // Stores written before the schedule was partitioned keep their scheduled
+  // jobs in one sorted set; move them over before anything reads the schedule.
+  for (const auto& [name, q] : queues_) {
+    auto moved = store_.migrate_legacy_schedule(name);
+    if (!moved) return std::unexpected(moved.error());
+    if (*moved > 0) spdlog::info("queue '{}': moved {} scheduled jobs into the partitioned schedule", name, *moved);
   }
   // Leases written by a previous broker may run for a full TTL; workers that
   // still hold those jobs report them within the grace period and get them

@@ -6,13 +6,28 @@
 // in one hash per job: a script then reads or writes a whole batch of jobs
 // with one variadic command (HMGET/HSET/HDEL), which is what makes batching
 // pay off in Redis, and a job costs one hash entry instead of a key.
+//
+// Jobs due in the future are kept apart, in kSchedulePartitions small
+// partitions per queue chosen by a hash of the id: `schedule:<p>` (zset id ->
+// due ms) and `schedule:<p>:jobs` (hash id -> record). Small enough to stay
+// listpack-encoded in Redis, they cost about 210 bytes per delayed job where
+// one big sorted set plus one big hash cost about 360 (a dict entry and a
+// skiplist node per job). `schedule` (zset partition -> a lower bound of its
+// earliest due ms) tells promote which partitions to look at. Lua scripts
+// build a partition's keys from the `schedule` key by the same rule as
+// schedule_partition_key / schedule_jobs_key below.
+#include <xxhash.h>
+
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace dueq::broker {
 
 struct QueueKeys {
   explicit QueueKeys(const std::string& queue)
-      : scheduled(key(queue, "scheduled")),
+      : schedule(key(queue, "schedule")),
+        legacy_scheduled(key(queue, "scheduled")),
         ready(key(queue, "ready")),
         leased(key(queue, "leased")),
         dead(key(queue, "dead")),
@@ -28,7 +43,8 @@ struct QueueKeys {
 
   static std::string key(const std::string& queue, const char* what) { return "dueq:{" + queue + "}:" + what; }
 
-  std::string scheduled;         // zset id -> due ms
+  std::string schedule;          // zset partition -> lower bound of its earliest due ms (see above)
+  std::string legacy_scheduled;  // zset id -> due ms of stores written before the partitioned schedule
   std::string ready;             // zset id -> due ms: due, waiting for a worker
   std::string leased;            // zset id -> lease deadline ms
   std::string dead;              // zset id -> time of death ms
@@ -41,7 +57,23 @@ struct QueueKeys {
   std::string errors;            // hash id -> last error
   std::string error_logs;        // hash id -> one line per failed attempt
   std::string cancel_requested;  // set of leased ids a user asked to cancel
+
+  std::string schedule_partition_key(uint32_t partition) const { return schedule + ":" + std::to_string(partition); }
+  std::string schedule_jobs_key(uint32_t partition) const { return schedule_partition_key(partition) + ":jobs"; }
 };
+
+// Partitions of a queue's schedule. Fixed: changing it would strand every
+// scheduled job in a partition its id no longer maps to. 8,192 keeps each
+// partition under Redis's listpack limit (256 entries in deploy/redis.conf)
+// up to about 1.5 million scheduled jobs per queue; past that partitions
+// turn into ordinary hashtables and skiplists, which costs memory, not
+// correctness. The Lua scripts check partition numbers against it too.
+inline constexpr uint32_t kSchedulePartitions = 8192;
+
+// The schedule partition of a job id (xxh3, stable across versions and hosts).
+inline uint32_t schedule_partition(std::string_view id) {
+  return static_cast<uint32_t>(XXH3_64bits(id.data(), id.size()) % kSchedulePartitions);
+}
 
 // The set of queue names the broker has seen (for restarts and `dueq stats`).
 inline const std::string kQueuesKey = "dueq:queues";

@@ -54,14 +54,15 @@ size_t Round::enqueue(const std::string& queue, const std::vector<const proto::N
     args.add(job->id).add(due).add(encode_job_record(JobRecord{
         job->type, job->payload.data, due, job->max_attempts == 0 ? default_max_attempts : job->max_attempts, now_ms,
         job->backoff_base_ms, job->backoff_cap_ms}));
+    args.add(static_cast<int64_t>(schedule_partition(job->id)));
   }
-  return script(lua::ScriptId::enqueue, {k.scheduled, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled},
+  return script(lua::ScriptId::enqueue, {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled},
                 std::move(args));
 }
 
 size_t Round::promote(const std::string& queue, int64_t now_ms, int limit) {
   QueueKeys k(queue);
-  return script(lua::ScriptId::promote, {k.scheduled, k.ready}, Command().add(now_ms).add(limit));
+  return script(lua::ScriptId::promote, {k.schedule, k.ready, k.jobs, k.stats}, Command().add(now_ms).add(limit));
 }
 
 size_t Round::lease(const std::string& queue, int64_t deadline_ms, int count) {
@@ -95,10 +96,11 @@ size_t Round::nack(const std::string& queue, int64_t now_ms, int64_t base_ms, in
       case NackMode::cancel: mode = "cancel"; break;
     }
     args.add(item.id).add(static_cast<int64_t>(item.token)).add(mode).add(item.reason);
+    args.add(static_cast<int64_t>(schedule_partition(item.id)));
   }
   for (const auto& item : items) args.add(fmt::format("{:.6f}", item.jitter));
   return script(lua::ScriptId::nack,
-                {k.scheduled, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens, k.attempts, k.errors, k.error_logs,
+                {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens, k.attempts, k.errors, k.error_logs,
                  k.cancel_requested, k.cancelled},
                 std::move(args));
 }
@@ -122,9 +124,9 @@ size_t Round::reclaim(const std::string& queue, int64_t now_ms, int limit, int64
 size_t Round::cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s) {
   QueueKeys k(queue);
   return script(lua::ScriptId::cancel,
-                {k.scheduled, k.ready, k.leased, k.dead, k.done, k.cancelled, k.stats, k.jobs, k.tokens, k.attempts,
+                {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.stats, k.jobs, k.tokens, k.attempts,
                  k.errors, k.error_logs, k.cancel_requested},
-                Command().add(now_ms).add(id).add(retention_s));
+                Command().add(now_ms).add(id).add(retention_s).add(static_cast<int64_t>(schedule_partition(id))));
 }
 
 size_t Round::replay(const std::string& queue, int64_t now_ms, const std::vector<std::string>& ids) {
@@ -159,11 +161,25 @@ size_t Round::purge_dead_before(const std::string& queue, int64_t cutoff_ms, int
   return script(lua::ScriptId::purge, purge_keys(QueueKeys(queue)), Command().add(int64_t{0}).add(cutoff_ms).add(limit));
 }
 
+namespace {
+// Ids each followed by their schedule partition, as audit, repair and
+// migrate_schedule take them.
+Command ids_with_partitions(const std::vector<std::string>& ids) {
+  Command args;
+  for (const auto& id : ids) args.add(id).add(static_cast<int64_t>(schedule_partition(id)));
+  return args;
+}
+}  // namespace
+
 size_t Round::repair(const std::string& queue, const std::vector<std::string>& ids) {
   QueueKeys k(queue);
-  Command args;
-  for (const auto& id : ids) args.add(id);
-  return script(lua::ScriptId::repair, {k.scheduled, k.ready, k.leased, k.dead, k.jobs}, std::move(args));
+  return script(lua::ScriptId::repair, {k.schedule, k.ready, k.leased, k.dead, k.jobs, k.stats}, ids_with_partitions(ids));
+}
+
+size_t Round::migrate_schedule(const std::string& queue, const std::vector<std::string>& ids) {
+  QueueKeys k(queue);
+  return script(lua::ScriptId::migrate_schedule, {k.legacy_scheduled, k.schedule, k.jobs, k.stats},
+                ids_with_partitions(ids));
 }
 
 size_t Round::cap_leases(const std::string& queue, int64_t cap_ms, int limit) {
@@ -173,9 +189,7 @@ size_t Round::cap_leases(const std::string& queue, int64_t cap_ms, int limit) {
 
 size_t Round::audit(const std::string& queue, const std::vector<std::string>& ids) {
   QueueKeys k(queue);
-  Command args;
-  for (const auto& id : ids) args.add(id);
-  return script(lua::ScriptId::audit, {k.scheduled, k.ready, k.leased, k.dead, k.stats, k.jobs}, std::move(args));
+  return script(lua::ScriptId::audit, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs}, ids_with_partitions(ids));
 }
 
 size_t Round::sweep(const std::string& queue, int64_t cutoff_ms, int limit) {
@@ -183,21 +197,21 @@ size_t Round::sweep(const std::string& queue, int64_t cutoff_ms, int limit) {
   return script(lua::ScriptId::sweep, {k.done, k.cancelled}, Command().add(cutoff_ms).add(limit));
 }
 
-size_t Round::scan_ids(const std::string& queue, const std::string& cursor, int count) {
-  return script(lua::ScriptId::scan_ids, {QueueKeys(queue).jobs}, Command().add(cursor).add(count));
+size_t Round::scan_ids(const std::string& hash_key, const std::string& cursor, int count) {
+  return script(lua::ScriptId::scan_ids, {hash_key}, Command().add(cursor).add(count));
 }
 
 size_t Round::show(const std::string& queue, const std::string& id) {
   QueueKeys k(queue);
   return script(lua::ScriptId::show,
-                {k.scheduled, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs, k.tokens, k.attempts, k.errors,
+                {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs, k.tokens, k.attempts, k.errors,
                  k.error_logs, k.cancel_requested},
-                Command().add(id));
+                Command().add(id).add(static_cast<int64_t>(schedule_partition(id))));
 }
 
 size_t Round::stats(const std::string& queue, int64_t now_ms) {
   QueueKeys k(queue);
-  return script(lua::ScriptId::stats, {k.scheduled, k.ready, k.leased, k.dead, k.stats}, Command().add(now_ms));
+  return script(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats}, Command().add(now_ms));
 }
 
 Result<void> Store::connect() {
@@ -251,6 +265,28 @@ Result<void> Store::check_durability_settings() {
                     ": Redis may evict jobs under memory pressure. Set 'maxmemory-policy noeviction' in redis.conf, "
                     "or pass --allow-unsafe-redis for development");
   return {};
+}
+
+Result<std::string> Store::memory_settings_advice() {
+  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
+  // What a schedule partition needs to stay listpack-encoded (deploy/redis.conf).
+  const std::array<std::pair<const char*, int64_t>, 3> wanted = {
+      {{"hash-max-listpack-value", 1024}, {"hash-max-listpack-entries", 256}, {"zset-max-listpack-entries", 256}}};
+  std::vector<Command> reads;
+  for (const auto& [name, value] : wanted) reads.push_back(Command{"CONFIG", "GET", name});
+  auto replies = connection_->pipeline(reads);
+  if (!replies) return std::unexpected(replies.error());
+  std::string advice;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const redisReply* r = (*replies)[i].get();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) continue;  // CONFIG disabled: nothing to say
+    if (const int64_t have = num(r->element[1]); have < wanted[i].second)
+      advice += fmt::format("{}{} is {} (recommended: {})", advice.empty() ? "" : ", ", wanted[i].first, have,
+                            wanted[i].second);
+  }
+  if (!advice.empty())
+    advice += ": scheduled jobs will use more Redis memory than they need (see deploy/redis.conf)";
+  return advice;
 }
 
 Command Store::build(const Round& round, size_t index) const {
@@ -347,10 +383,10 @@ Result<std::map<std::string, std::string>> Store::job_fields(const std::string& 
   return parse_show((*replies)[0].get());
 }
 
-Result<std::pair<std::string, std::vector<std::string>>> Store::scan_job_ids(const std::string& queue,
-                                                                              const std::string& cursor) {
+Result<std::pair<std::string, std::vector<std::string>>> Store::scan_hash_ids(const std::string& hash_key,
+                                                                               const std::string& cursor) {
   Round round;
-  round.scan_ids(queue, cursor, 1000);
+  round.scan_ids(hash_key, cursor, 1000);
   auto replies = execute(round);
   if (!replies) return std::unexpected(replies.error());
   const redisReply* r = (*replies)[0].get();
@@ -366,6 +402,24 @@ Result<std::vector<std::string>> Store::range_ids(const std::string& key, int64_
   auto reply = connection_->run(Command{"ZRANGE", key, std::to_string(start), std::to_string(start + count - 1)});
   if (!reply) return std::unexpected(reply.error());
   return parse_strings(reply->get());
+}
+
+Result<int64_t> Store::migrate_legacy_schedule(const std::string& queue) {
+  const QueueKeys keys(queue);
+  int64_t moved = 0;
+  while (true) {
+    // Each call removes the ids it was given from the old set, so this ends.
+    auto ids = range_ids(keys.legacy_scheduled, 0, 500);
+    if (!ids) return std::unexpected(ids.error());
+    if (ids->empty()) return moved;
+    Round round;
+    round.migrate_schedule(queue, *ids);
+    auto replies = execute(round);
+    if (!replies) return std::unexpected(replies.error());
+    const redisReply* r = (*replies)[0].get();
+    if (r->type != REDIS_REPLY_INTEGER) return bad_reply(r, "migrate_schedule");
+    moved += r->integer;
+  }
 }
 
 Result<std::vector<std::map<std::string, std::string>>> Store::dead_jobs(const std::string& queue, int64_t limit) {
@@ -489,11 +543,11 @@ Result<std::vector<std::string>> Store::parse_strings(const redisReply* r) {
 
 Result<AuditSlice> Store::parse_audit(const redisReply* r) {
   if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_ARRAY ||
-      r->element[0]->elements != 8 || r->element[1]->type != REDIS_REPLY_ARRAY)
+      (r->element[0]->elements != 9 && r->element[0]->elements != 0) || r->element[1]->type != REDIS_REPLY_ARRAY)
     return bad_reply(r, "audit");
   AuditSlice slice;
   auto c = [&](size_t i) { return num(r->element[0]->element[i]); };
-  slice.counts = AuditCounts{c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7)};
+  if (r->element[0]->elements == 9) slice.counts = AuditCounts{c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7), c(8)};
   const redisReply* p = r->element[1];
   for (size_t i = 0; i + 1 < p->elements; i += 2) slice.problems.emplace_back(str(p->element[i]), str(p->element[i + 1]));
   return slice;

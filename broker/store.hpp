@@ -66,12 +66,13 @@ struct ReclaimOutcome {
 
 struct AuditCounts {
   int64_t scheduled = 0, ready = 0, leased = 0, dead = 0, accepted = 0, done = 0, cancelled = 0, purged = 0;
+  int64_t scheduled_counter = 0;  // the "scheduled" counter stats report; must equal `scheduled`
   // accepted == done + cancelled + purged + dead + scheduled + ready + leased
   int64_t imbalance() const { return accepted - (done + cancelled + purged + dead + scheduled + ready + leased); }
 };
 
 struct AuditSlice {
-  AuditCounts counts;
+  AuditCounts counts;  // only from a call without ids
   std::vector<std::pair<std::string, std::string>> problems;  // id, description
 };
 
@@ -102,9 +103,10 @@ class Round {
   size_t cap_leases(const std::string& queue, int64_t cap_ms, int limit);
   size_t audit(const std::string& queue, const std::vector<std::string>& ids);
   size_t repair(const std::string& queue, const std::vector<std::string>& ids);
+  size_t migrate_schedule(const std::string& queue, const std::vector<std::string>& ids);
   size_t sweep(const std::string& queue, int64_t cutoff_ms, int limit);
   size_t show(const std::string& queue, const std::string& id);
-  size_t scan_ids(const std::string& queue, const std::string& cursor, int count);
+  size_t scan_ids(const std::string& hash_key, const std::string& cursor, int count);
   size_t command(Command command);
 
   bool empty() const { return commands_.empty(); }
@@ -134,6 +136,10 @@ class Store {
   // Refuses a Redis that can lose accepted jobs: persistence off or an
   // eviction policy other than noeviction. The message says what to change.
   Result<void> check_durability_settings();
+  // Redis settings that make scheduled jobs cost more memory than they need
+  // (listpack limits below deploy/redis.conf's), as one message naming
+  // each; empty when all are at least as high. Advice, not a refusal.
+  Result<std::string> memory_settings_advice();
 
   // Pipelined rounds. send() writes a round and returns; receive() reads the
   // replies of the oldest round sent (blocking up to the timeout; a caller
@@ -155,10 +161,14 @@ class Store {
   // Reads for the admin commands and the auditor.
   Result<std::vector<std::string>> known_queues();
   Result<std::map<std::string, std::string>> job_fields(const std::string& queue, const std::string& id);
-  // One HSCAN step over the queue's job records: next cursor ("0" = done) and ids.
-  Result<std::pair<std::string, std::vector<std::string>>> scan_job_ids(const std::string& queue, const std::string& cursor);
+  // One HSCAN step over a hash of job records: next cursor ("0" = done) and ids.
+  Result<std::pair<std::string, std::vector<std::string>>> scan_hash_ids(const std::string& hash_key,
+                                                                         const std::string& cursor);
   // Members [start, start+count) of a sorted set, by rank.
   Result<std::vector<std::string>> range_ids(const std::string& key, int64_t start, int64_t count);
+  // Moves the jobs of a schedule written by a dueq version before the
+  // partitioned schedule into it, 500 per call; returns how many moved.
+  Result<int64_t> migrate_legacy_schedule(const std::string& queue);
   // Dead-lettered jobs, oldest first: id, died ms and the job fields.
   Result<std::vector<std::map<std::string, std::string>>> dead_jobs(const std::string& queue, int64_t limit);
 

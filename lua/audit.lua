@@ -1,53 +1,87 @@
 --[[
   audit: check one queue's books and a bounded slice of its jobs,
-  atomically. The broker walks the job records (HSCAN) and the state sets and
-  sends their ids here in slices; this script never scans.
+  atomically. The broker walks the job records, the schedule partitions and
+  the state sets and sends their ids here in slices; this script never scans.
 
   Every accepted job is in exactly one place, so at any instant
-     accepted == done + cancelled + purged + |dead| + |scheduled| + |ready| + |leased|
-  (a replay moves a job from dead to ready and changes neither side). The
-  script returns the numbers, read atomically; the broker compares them.
-  A job is "lost" when it has a record but is in no state set.
+     accepted == done + cancelled + purged + |dead| + scheduled + |ready| + |leased|
+  where scheduled is what the schedule partitions hold (a replay moves a job
+  from dead to ready and changes neither side). The script returns the
+  numbers, read atomically, and the "scheduled" counter the stats use; the
+  broker compares them. A job is "lost" when it has a record but is in no
+  state set. A scheduled job's record belongs in its partition's hash, every
+  other job's in the jobs hash.
 
-  KEYS[1]  scheduled   zset
+  KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
+                             partition P is zset KEYS[1]..":"..P and hash
+                             KEYS[1]..":"..P..":jobs"
   KEYS[2]  ready       zset
   KEYS[3]  leased      zset
   KEYS[4]  dead        zset
   KEYS[5]  stats       hash
   KEYS[6]  jobs        hash
 
-  ARGV[1..N] ids to check (0..1000)
+  ARGV[1..2N] N ids to check (0..500), each followed by its schedule
+           partition (0..8191 in plain decimal)
 
   Returns  {counts, problems}
            counts   = {scheduled, ready, leased, dead, accepted, done,
-                       cancelled, purged}
+                       cancelled, purged, scheduled counter} when called
+                      without ids (it counts all 8,192 partitions), else {}
            problems = flat array of {id, description} pairs
   Errors   "ERR dueq bad-args <what>"
 ]]
-if #ARGV > 1000 then return redis.error_reply("ERR dueq bad-args audit: at most 1000 ids") end
-local c = redis.call("HMGET", KEYS[5], "accepted", "done", "cancelled", "purged")
-local counts = {redis.call("ZCARD", KEYS[1]), redis.call("ZCARD", KEYS[2]), redis.call("ZCARD", KEYS[3]),
-  redis.call("ZCARD", KEYS[4]), tonumber(c[1] or 0), tonumber(c[2] or 0), tonumber(c[3] or 0),
-  tonumber(c[4] or 0)}
+if #ARGV > 1000 or #ARGV % 2 ~= 0 then
+  return redis.error_reply("ERR dueq bad-args audit: at most 500 ids, each with its partition")
+end
+local ids, partition_keys = {}, {}
+for i = 1, #ARGV, 2 do
+  local partition = tonumber(ARGV[i + 1])
+  if ARGV[i] == "" or not partition or partition < 0 or partition > 8191
+      or ARGV[i + 1] ~= string.format("%d", partition) then
+    return redis.error_reply("ERR dueq bad-args audit: id " .. ((i + 1) / 2) .. " is empty or has a bad partition")
+  end
+  ids[#ids + 1] = ARGV[i]
+  partition_keys[#partition_keys + 1] = KEYS[1] .. ":" .. ARGV[i + 1]
+end
 local problems = {}
-if #ARGV == 0 then return {counts, problems} end
+if #ids == 0 then
+  -- Every partition, not only those the index names, so that an entry the
+  -- index lost is still counted. 8,192 ZCARDs: bounded, once per audit.
+  local scheduled = 0
+  for partition = 0, 8191 do
+    scheduled = scheduled + redis.call("ZCARD", KEYS[1] .. ":" .. partition)
+  end
+  local c = redis.call("HMGET", KEYS[5], "accepted", "done", "cancelled", "purged", "scheduled")
+  local counts = {scheduled, redis.call("ZCARD", KEYS[2]), redis.call("ZCARD", KEYS[3]),
+    redis.call("ZCARD", KEYS[4]), tonumber(c[1] or 0), tonumber(c[2] or 0), tonumber(c[3] or 0),
+    tonumber(c[4] or 0), tonumber(c[5] or 0)}
+  return {counts, problems}
+end
 local in_set = {}
-for k = 1, 4 do in_set[k] = redis.call("ZMSCORE", KEYS[k], unpack(ARGV)) end
-local records = redis.call("HMGET", KEYS[6], unpack(ARGV))
-for i, id in ipairs(ARGV) do
+for k = 2, 4 do in_set[k] = redis.call("ZMSCORE", KEYS[k], unpack(ids)) end
+local records = redis.call("HMGET", KEYS[6], unpack(ids))
+local function problem(id, what)
+  problems[#problems + 1] = id
+  problems[#problems + 1] = what
+end
+for i, id in ipairs(ids) do
+  local in_schedule = redis.call("ZSCORE", partition_keys[i], id) ~= false
+  local schedule_record = redis.call("HEXISTS", partition_keys[i] .. ":jobs", id) == 1
   local places = 0
-  for k = 1, 4 do
+  if in_schedule then places = 1 end
+  for k = 2, 4 do
     if in_set[k][i] then places = places + 1 end
   end
-  if not records[i] and places > 0 then
-    problems[#problems + 1] = id
-    problems[#problems + 1] = "listed in a state set but has no job record"
-  elseif records[i] and places == 0 then
-    problems[#problems + 1] = id
-    problems[#problems + 1] = "has a job record but is in no state set (lost)"
+  local has_record = records[i] ~= false or schedule_record
+  if not has_record and places > 0 then
+    problem(id, "listed in a state set but has no job record")
+  elseif has_record and places == 0 then
+    problem(id, "has a job record but is in no state set (lost)")
   elseif places > 1 then
-    problems[#problems + 1] = id
-    problems[#problems + 1] = "in more than one state set"
+    problem(id, "in more than one state set")
+  elseif places == 1 and (in_schedule ~= schedule_record or (records[i] ~= false) == in_schedule) then
+    problem(id, "its job record is not where its state keeps it")
   end
 end
-return {counts, problems}
+return {{}, problems}

@@ -5,13 +5,16 @@
   expiry arrives (nack and reclaim honour the mark). Done, dead or cancelled
   jobs are left alone.
 
-  KEYS[1]  scheduled         zset
+  KEYS[1]  schedule          zset  partition -> lower bound of its earliest
+                                    due ms; partition P is zset
+                                    KEYS[1]..":"..P and hash
+                                    KEYS[1]..":"..P..":jobs"
   KEYS[2]  ready             zset
   KEYS[3]  leased            zset
   KEYS[4]  dead              zset
   KEYS[5]  done              zset
   KEYS[6]  cancelled         zset  id -> finished ms
-  KEYS[7]  stats             hash
+  KEYS[7]  stats             hash  ("scheduled" counts the schedule)
   KEYS[8]  jobs              hash
   KEYS[9]  tokens            hash
   KEYS[10] attempts          hash
@@ -22,6 +25,7 @@
   ARGV[1]  now ms
   ARGV[2]  job id
   ARGV[3]  retention seconds for the cancelled entry (0 = keep none)
+  ARGV[4]  the job's schedule partition (0..8191 in plain decimal)
 
   Returns  {status, token}: status 1 cancelled, 2 cancel requested (leased;
            token = the delivery to stop), 0 not found, -1 already finished
@@ -30,15 +34,24 @@
 ]]
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[3])
-if not now or not retention or retention < 0 or not ARGV[2] or ARGV[2] == "" then
-  return redis.error_reply("ERR dueq bad-args cancel: expected now, id and retention")
+local partition = tonumber(ARGV[4])
+if not now or not retention or retention < 0 or not ARGV[2] or ARGV[2] == "" or #ARGV ~= 4 or not partition
+    or partition < 0 or partition > 8191 or ARGV[4] ~= string.format("%d", partition) then
+  return redis.error_reply("ERR dueq bad-args cancel: expected now, id, retention and partition")
 end
 local id = ARGV[2]
 if redis.call("ZSCORE", KEYS[3], id) then
   redis.call("SADD", KEYS[13], id)
   return {2, tonumber(redis.call("HGET", KEYS[9], id)) or 0}
 end
-if redis.call("ZREM", KEYS[1], id) == 0 and redis.call("ZREM", KEYS[2], id) == 0 then
+local key = KEYS[1] .. ":" .. ARGV[4]
+if redis.call("ZREM", key, id) == 1 then
+  redis.call("HDEL", key .. ":jobs", id)
+  redis.call("HINCRBY", KEYS[7], "scheduled", -1)
+  -- An emptied partition leaves the index; otherwise its entry stays a
+  -- lower bound, which promote corrects when it gets there.
+  if redis.call("EXISTS", key) == 0 then redis.call("ZREM", KEYS[1], ARGV[4]) end
+elseif redis.call("ZREM", KEYS[2], id) == 0 then
   for k = 4, 6 do
     if redis.call("ZSCORE", KEYS[k], id) then return {-1, 0} end
   end

@@ -5,10 +5,16 @@
   done/cancelled within the retention period) is not written again: a
   producer that retries an enqueue never makes a second job.
 
-  KEYS[1]  scheduled   zset  id -> due ms
+  A job due now goes to the ready set with its record in the jobs hash. A
+  job due later goes to its schedule partition P (given by the broker):
+  zset KEYS[1]..":"..P (id -> due ms) and hash KEYS[1]..":"..P..":jobs"
+  (id -> record), and the partition's entry in KEYS[1] is lowered to its due
+  time if that is earlier.
+
+  KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms
   KEYS[2]  ready       zset  id -> due ms, jobs due now
   KEYS[3]  leased      zset
-  KEYS[4]  stats       hash  counters
+  KEYS[4]  stats       hash  counters ("scheduled" = jobs in the schedule)
   KEYS[5]  jobs        hash  id -> job record
   KEYS[6]  done        zset  id -> finished ms
   KEYS[7]  cancelled   zset  id -> finished ms
@@ -17,8 +23,9 @@
   ARGV[2]  max backlog: when ready + leased jobs reach it the whole batch is
            refused (0 = no limit)
   ARGV[3]  N, number of jobs (1..1000)
-  ARGV[4+3i .. 6+3i] for job i: id, due ms (>= 0), job record (a msgpack
-           array of 8 starting with version 1, see broker/job_record.hpp)
+  ARGV[4+4i .. 7+4i] for job i: id, due ms (>= 0), job record (a msgpack
+           array of 8 starting with version 1, see broker/job_record.hpp),
+           schedule partition (0..8191 in plain decimal: it is part of a key)
 
   Returns  array of N integers: 1 accepted, 0 duplicate, 2 refused (backlog)
   Errors   "ERR dueq bad-args <what>"; nothing is written then
@@ -26,17 +33,20 @@
 local now = tonumber(ARGV[1])
 local max_backlog = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
-if not now or not max_backlog or max_backlog < 0 or not n or n < 1 or n > 1000 or #ARGV ~= 3 + 3 * n then
-  return redis.error_reply("ERR dueq bad-args enqueue: expected now, max_backlog, N and 3 values per job")
+if not now or not max_backlog or max_backlog < 0 or not n or n < 1 or n > 1000 or #ARGV ~= 3 + 4 * n then
+  return redis.error_reply("ERR dueq bad-args enqueue: expected now, max_backlog, N and 4 values per job")
 end
 local ids = {}
 for i = 0, n - 1 do
-  local b = 4 + 3 * i
+  local b = 4 + 4 * i
   local due = tonumber(ARGV[b + 1])
   local record = ARGV[b + 2]
+  local partition = tonumber(ARGV[b + 3])
   -- 0x98 = msgpack fixarray of 8, then the record version 1.
-  if ARGV[b] == "" or not due or due < 0 or string.byte(record, 1) ~= 0x98 or string.byte(record, 2) ~= 1 then
-    return redis.error_reply("ERR dueq bad-args enqueue: job " .. i .. " has an empty id, a bad due or a bad record")
+  if ARGV[b] == "" or not due or due < 0 or string.byte(record, 1) ~= 0x98 or string.byte(record, 2) ~= 1
+      or not partition or partition < 0 or partition > 8191 or ARGV[b + 3] ~= string.format("%d", partition) then
+    return redis.error_reply("ERR dueq bad-args enqueue: job " .. i
+      .. " has an empty id, a bad due, a bad record or a bad partition")
   end
   ids[i + 1] = ARGV[b]
 end
@@ -46,34 +56,59 @@ if max_backlog > 0 and redis.call("ZCARD", KEYS[2]) + redis.call("ZCARD", KEYS[3
   for i = 1, n do out[i] = 2 end
   return out
 end
--- Three variadic reads find every duplicate of the batch.
+-- Variadic reads find duplicates among live, done and cancelled jobs; the
+-- schedule is asked per job, in the job's own partition.
 local live = redis.call("HMGET", KEYS[5], unpack(ids))
 local done = redis.call("ZMSCORE", KEYS[6], unpack(ids))
 local cancelled = redis.call("ZMSCORE", KEYS[7], unpack(ids))
 local seen = {}
-local records, ready, scheduled = {}, {}, {}
+local records, ready = {}, {}
+local partitions = {}  -- partition number -> {zadd args, hset args, earliest due}
+local accepted, scheduled = 0, 0
 for i = 1, n do
   local id = ids[i]
-  if live[i] or done[i] or cancelled[i] or seen[id] then
+  local b = 4 * i
+  local partition = ARGV[b + 3]
+  local key = KEYS[1] .. ":" .. partition
+  if live[i] or done[i] or cancelled[i] or seen[id] or redis.call("HEXISTS", key .. ":jobs", id) == 1 then
     out[i] = 0
   else
     seen[id] = true
-    local b = 1 + 3 * i
-    records[#records + 1] = id
-    records[#records + 1] = ARGV[b + 2]
     -- Scores are written from their ARGV strings: formatting a Lua number
     -- back into a string costs more than the rest of the write.
-    local target = scheduled
-    if tonumber(ARGV[b + 1]) <= now then target = ready end
-    target[#target + 1] = ARGV[b + 1]
-    target[#target + 1] = id
+    local due = tonumber(ARGV[b + 1])
+    if due <= now then
+      records[#records + 1] = id
+      records[#records + 1] = ARGV[b + 2]
+      ready[#ready + 1] = ARGV[b + 1]
+      ready[#ready + 1] = id
+    else
+      local p = partitions[partition]
+      if not p then
+        p = {key = key, zadd = {}, hset = {}, earliest = due, earliest_text = ARGV[b + 1]}
+        partitions[partition] = p
+      end
+      p.zadd[#p.zadd + 1] = ARGV[b + 1]
+      p.zadd[#p.zadd + 1] = id
+      p.hset[#p.hset + 1] = id
+      p.hset[#p.hset + 1] = ARGV[b + 2]
+      if due < p.earliest then p.earliest, p.earliest_text = due, ARGV[b + 1] end
+      scheduled = scheduled + 1
+    end
+    accepted = accepted + 1
     out[i] = 1
   end
 end
 if #records > 0 then
   redis.call("HSET", KEYS[5], unpack(records))
-  if #ready > 0 then redis.call("ZADD", KEYS[2], unpack(ready)) end
-  if #scheduled > 0 then redis.call("ZADD", KEYS[1], unpack(scheduled)) end
-  redis.call("HINCRBY", KEYS[4], "accepted", #records / 2)
+  redis.call("ZADD", KEYS[2], unpack(ready))
 end
+for partition, p in pairs(partitions) do
+  redis.call("ZADD", p.key, unpack(p.zadd))
+  redis.call("HSET", p.key .. ":jobs", unpack(p.hset))
+  -- LT adds a missing partition and only ever lowers a present one.
+  redis.call("ZADD", KEYS[1], "LT", p.earliest_text, partition)
+end
+if scheduled > 0 then redis.call("HINCRBY", KEYS[4], "scheduled", scheduled) end
+if accepted > 0 then redis.call("HINCRBY", KEYS[4], "accepted", accepted) end
 return out

@@ -6,11 +6,14 @@
   A stale token changes nothing and is counted as a stale ack. A job a user
   asked to cancel while it was leased ends cancelled whatever the mode.
 
-  KEYS[1]  scheduled         zset
+  KEYS[1]  schedule          zset  partition -> lower bound of its earliest
+                                    due ms; a retried job's id and record go
+                                    to partition P: zset KEYS[1]..":"..P and
+                                    hash KEYS[1]..":"..P..":jobs"
   KEYS[2]  ready             zset
   KEYS[3]  leased            zset
   KEYS[4]  dead              zset  id -> time it died (ms)
-  KEYS[5]  stats             hash
+  KEYS[5]  stats             hash  ("scheduled" counts the schedule)
   KEYS[6]  jobs              hash  (max attempts and backoff are read from
                                     the record)
   KEYS[7]  tokens            hash
@@ -25,7 +28,8 @@
   ARGV[3]  backoff cap ms (>= base), unless the job has its own
   ARGV[4]  retention seconds for a cancelled entry (0 = keep none)
   ARGV[5]  N (1..5000)
-  ARGV[6+4i .. 9+4i] for job i: id, token, mode, reason
+  ARGV[6+5i .. 10+5i] for job i: id, token, mode, reason, schedule
+           partition (0..8191 in plain decimal)
            mode "retry": back to the schedule after
                  jitter * min(cap, base * 2^(attempt-1)) ms (full jitter);
            mode "now": back to ready at once (worker lost; still an attempt);
@@ -33,7 +37,7 @@
            mode "return": back to ready at once, the attempt not counted
                  (a draining worker handing back a job it never started);
            mode "cancel": the handler stopped because the job was cancelled
-  ARGV[6+4N+i] for job i: jitter in [0, 1], drawn by the broker
+  ARGV[6+5N+i] for job i: jitter in [0, 1], drawn by the broker
 
   Returns  flat array, 2 values per job: status, due ms
            status 0 stale, 1 retried (due ms = when), 2 dead (due ms = 0),
@@ -46,27 +50,29 @@ local cap = tonumber(ARGV[3])
 local retention = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 if not now or not base or base < 0 or not cap or cap < base or not retention or retention < 0 or not n or n < 1
-    or n > 5000 or #ARGV ~= 5 + 5 * n then
-  return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, 4 values per job and N jitters")
+    or n > 5000 or #ARGV ~= 5 + 6 * n then
+  return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, 5 values per job and N jitters")
 end
 local modes = {retry = true, now = true, dead = true, ["return"] = true, cancel = true}
-local jitter_at = 5 + 4 * n
+local jitter_at = 5 + 5 * n
 for i = 0, n - 1 do
-  local mode = ARGV[8 + 4 * i]
+  local mode = ARGV[8 + 5 * i]
+  local partition = tonumber(ARGV[10 + 5 * i])
   local jitter = tonumber(ARGV[jitter_at + 1 + i])
-  if not modes[mode] or not jitter or jitter < 0 or jitter > 1 then
-    return redis.error_reply("ERR dueq bad-args nack: job " .. i .. " has a bad mode or jitter")
+  if not modes[mode] or not jitter or jitter < 0 or jitter > 1 or not partition or partition < 0
+      or partition > 8191 or ARGV[10 + 5 * i] ~= string.format("%d", partition) then
+    return redis.error_reply("ERR dueq bad-args nack: job " .. i .. " has a bad mode, partition or jitter")
   end
 end
 
 local out = {}
-local retried, dead, stale, cancelled = 0, 0, 0, 0
+local retried, dead, stale, cancelled, scheduled = 0, 0, 0, 0, 0
 for i = 0, n - 1 do
-  local id = ARGV[6 + 4 * i]
-  local mode = ARGV[8 + 4 * i]
-  local reason = ARGV[9 + 4 * i]
+  local id = ARGV[6 + 5 * i]
+  local mode = ARGV[8 + 5 * i]
+  local reason = ARGV[9 + 5 * i]
   local record = redis.call("HGET", KEYS[6], id)
-  if not record or redis.call("HGET", KEYS[7], id) ~= ARGV[7 + 4 * i] or not redis.call("ZSCORE", KEYS[3], id) then
+  if not record or redis.call("HGET", KEYS[7], id) ~= ARGV[7 + 5 * i] or not redis.call("ZSCORE", KEYS[3], id) then
     stale = stale + 1
     out[#out + 1] = 0
     out[#out + 1] = 0
@@ -117,7 +123,14 @@ for i = 0, n - 1 do
         if due <= now then
           redis.call("ZADD", KEYS[2], due, id)
         else
-          redis.call("ZADD", KEYS[1], due, id)
+          local partition = ARGV[10 + 5 * i]
+          local key = KEYS[1] .. ":" .. partition
+          local due_text = string.format("%d", due)
+          redis.call("ZADD", key, due_text, id)
+          redis.call("HSET", key .. ":jobs", id, record)
+          redis.call("HDEL", KEYS[6], id)
+          redis.call("ZADD", KEYS[1], "LT", due_text, partition)
+          scheduled = scheduled + 1
         end
         redis.call("HSET", KEYS[9], id, reason)
         retried = retried + 1
@@ -127,6 +140,7 @@ for i = 0, n - 1 do
     end
   end
 end
+if scheduled > 0 then redis.call("HINCRBY", KEYS[5], "scheduled", scheduled) end
 if retried > 0 then redis.call("HINCRBY", KEYS[5], "retried", retried) end
 if dead > 0 then redis.call("HINCRBY", KEYS[5], "dead", dead) end
 if stale > 0 then redis.call("HINCRBY", KEYS[5], "stale_acks", stale) end

@@ -1,15 +1,23 @@
 --[[
   promote: move jobs whose due time has come from the schedule to the ready
-  set, oldest due first, at most LIMIT per call.
+  set, at most LIMIT jobs per call. The schedule index names the partitions
+  that may hold due jobs (earliest first); each one's due jobs move with
+  their records to the jobs hash, and its index entry is set to its new
+  earliest due time or removed when it is empty.
 
-  KEYS[1]  scheduled   zset  id -> due ms
+  KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
+                             partition P is zset KEYS[1]..":"..P (id -> due
+                             ms) and hash KEYS[1]..":"..P..":jobs"
   KEYS[2]  ready       zset  id -> due ms
+  KEYS[3]  jobs        hash  id -> job record
+  KEYS[4]  stats       hash  ("scheduled" is lowered by the jobs moved)
 
   ARGV[1]  now ms
-  ARGV[2]  limit (1..5000)
+  ARGV[2]  limit (1..5000): jobs moved, and partitions looked at, per call
 
-  Returns  {moved, next_due}: next_due is the due ms of the earliest job left
-           in the schedule, or -1 when the schedule is empty
+  Returns  {moved, next_due}: next_due is a lower bound of the earliest due
+           ms left in the schedule (exact unless a cancel took that job), or
+           -1 when the schedule is empty
   Errors   "ERR dueq bad-args <what>"
 ]]
 local now = tonumber(ARGV[1])
@@ -17,21 +25,46 @@ local limit = tonumber(ARGV[2])
 if not now or not limit or limit < 1 or limit > 5000 then
   return redis.error_reply("ERR dueq bad-args promote: expected now and a limit of 1..5000")
 end
-local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "WITHSCORES", "LIMIT", 0, limit)
-local moved = #due / 2
-if moved > 0 then
-  -- ZRANGEBYSCORE from -inf returned ranks 0..moved-1.
-  redis.call("ZREMRANGEBYRANK", KEYS[1], 0, moved - 1)
-  for i = 1, #due, 2000 do
-    -- WITHSCORES gives member, score pairs; ZADD wants score, member.
-    local args = {}
-    for j = i, math.min(i + 1999, #due), 2 do
-      args[#args + 1] = due[j + 1]
-      args[#args + 1] = due[j]
+local partitions = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
+local moved, removed = 0, 0
+for _, partition in ipairs(partitions) do
+  if removed >= limit then break end
+  local key = KEYS[1] .. ":" .. partition
+  local due = redis.call("ZRANGEBYSCORE", key, "-inf", now, "WITHSCORES", "LIMIT", 0, limit - removed)
+  local count = #due / 2
+  if count > 0 then
+    -- ZRANGEBYSCORE from -inf returned ranks 0..count-1.
+    redis.call("ZREMRANGEBYRANK", key, 0, count - 1)
+    local ids = {}
+    for j = 1, #due, 2 do ids[#ids + 1] = due[j] end
+    local records = redis.call("HMGET", key .. ":jobs", unpack(ids))
+    redis.call("HDEL", key .. ":jobs", unpack(ids))
+    -- WITHSCORES gives member, score pairs; ZADD wants score, member. An id
+    -- without a record (never written by dueq) is dropped, as lease does.
+    local ready, records_args = {}, {}
+    for j = 1, count do
+      if records[j] then
+        ready[#ready + 1] = due[2 * j]
+        ready[#ready + 1] = ids[j]
+        records_args[#records_args + 1] = ids[j]
+        records_args[#records_args + 1] = records[j]
+      end
     end
-    redis.call("ZADD", KEYS[2], unpack(args))
+    if #ready > 0 then
+      redis.call("HSET", KEYS[3], unpack(records_args))
+      redis.call("ZADD", KEYS[2], unpack(ready))
+    end
+    moved = moved + #ready / 2
+    removed = removed + count
+  end
+  local head = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
+  if head[2] then
+    redis.call("ZADD", KEYS[1], head[2], partition)
+  else
+    redis.call("ZREM", KEYS[1], partition)
   end
 end
+if removed > 0 then redis.call("HINCRBY", KEYS[4], "scheduled", -removed) end
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = -1
 if head[2] then next_due = tonumber(head[2]) end

@@ -1,25 +1,45 @@
 --[[
   repair: remove state-set entries whose job record no longer exists. Such an
-  entry can never be delivered (lease drops it) and only skews the counts, so
-  removing it is always safe. Ids that do have a record are left alone.
+  entry can never be delivered (lease and promote drop it) and only skews
+  the counts, so removing it is always safe. Ids that do have a record, in
+  the jobs hash or in their schedule partition, are left alone.
 
-  KEYS[1]  scheduled   zset
+  KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
+                             partition P is zset KEYS[1]..":"..P and hash
+                             KEYS[1]..":"..P..":jobs"
   KEYS[2]  ready       zset
   KEYS[3]  leased      zset
   KEYS[4]  dead        zset
   KEYS[5]  jobs        hash
+  KEYS[6]  stats       hash  ("scheduled" is lowered by schedule entries removed)
 
-  ARGV[1..N] ids (1..1000)
+  ARGV[1..2N] N ids (1..500), each followed by its schedule partition
+           (0..8191 in plain decimal)
 
   Returns  array of the ids whose dangling entries were removed
   Errors   "ERR dueq bad-args <what>"
 ]]
-if #ARGV < 1 or #ARGV > 1000 then return redis.error_reply("ERR dueq bad-args repair: expected 1..1000 ids") end
+if #ARGV < 2 or #ARGV > 1000 or #ARGV % 2 ~= 0 then
+  return redis.error_reply("ERR dueq bad-args repair: expected 1..500 ids, each with its partition")
+end
+for i = 2, #ARGV, 2 do
+  local partition = tonumber(ARGV[i])
+  if ARGV[i - 1] == "" or not partition or partition < 0 or partition > 8191 or ARGV[i] ~= string.format("%d", partition) then
+    return redis.error_reply("ERR dueq bad-args repair: id " .. (i / 2) .. " is empty or has a bad partition")
+  end
+end
 local out = {}
-for _, id in ipairs(ARGV) do
-  if redis.call("HEXISTS", KEYS[5], id) == 0 then
-    local removed = redis.call("ZREM", KEYS[1], id) + redis.call("ZREM", KEYS[2], id)
-      + redis.call("ZREM", KEYS[3], id) + redis.call("ZREM", KEYS[4], id)
+for i = 1, #ARGV, 2 do
+  local id = ARGV[i]
+  local key = KEYS[1] .. ":" .. ARGV[i + 1]
+  if redis.call("HEXISTS", KEYS[5], id) == 0 and redis.call("HEXISTS", key .. ":jobs", id) == 0 then
+    local from_schedule = redis.call("ZREM", key, id)
+    if from_schedule > 0 then
+      redis.call("HINCRBY", KEYS[6], "scheduled", -1)
+      if redis.call("EXISTS", key) == 0 then redis.call("ZREM", KEYS[1], ARGV[i + 1]) end
+    end
+    local removed = from_schedule + redis.call("ZREM", KEYS[2], id) + redis.call("ZREM", KEYS[3], id)
+      + redis.call("ZREM", KEYS[4], id)
     if removed > 0 then out[#out + 1] = id end
   end
 end

@@ -2,7 +2,10 @@
   show: everything dueq knows about one job, read atomically (for `dueq job`
   and `dueq dead list/show`).
 
-  KEYS[1]  scheduled         zset
+  KEYS[1]  schedule          zset  partition -> lower bound of its earliest
+                                    due ms; partition P is zset
+                                    KEYS[1]..":"..P and hash
+                                    KEYS[1]..":"..P..":jobs"
   KEYS[2]  ready             zset
   KEYS[3]  leased            zset
   KEYS[4]  dead              zset
@@ -16,6 +19,7 @@
   KEYS[12] cancel requested  set
 
   ARGV[1]  job id
+  ARGV[2]  its schedule partition (0..8191 in plain decimal)
 
   Returns  {state, score, record, attempts (a running delivery included), token, error, error log,
             cancel requested}; state is one of scheduled, ready, leased,
@@ -25,19 +29,30 @@
   Errors   "ERR dueq bad-args <what>"
 ]]
 local id = ARGV[1]
-if not id or id == "" or #ARGV ~= 1 then return redis.error_reply("ERR dueq bad-args show: expected one id") end
-local states = {"scheduled", "ready", "leased", "dead", "done", "cancelled"}
-local state, score = "", ""
-for k = 1, 6 do
-  local s = redis.call("ZSCORE", KEYS[k], id)
-  if s then
-    state, score = states[k], s
-    break
-  end
+local partition = tonumber(ARGV[2])
+if not id or id == "" or #ARGV ~= 2 or not partition or partition < 0 or partition > 8191
+    or ARGV[2] ~= string.format("%d", partition) then
+  return redis.error_reply("ERR dueq bad-args show: expected an id and its partition")
 end
 local function get(k) return redis.call("HGET", KEYS[k], id) or "" end
+local partition_key = KEYS[1] .. ":" .. ARGV[2]
+local state, score, record = "", "", ""
+local s = redis.call("ZSCORE", partition_key, id)
+if s then
+  state, score, record = "scheduled", s, redis.call("HGET", partition_key .. ":jobs", id) or ""
+else
+  local states = {"ready", "leased", "dead", "done", "cancelled"}
+  for k = 2, 6 do
+    s = redis.call("ZSCORE", KEYS[k], id)
+    if s then
+      state, score = states[k - 1], s
+      break
+    end
+  end
+  record = get(7)
+end
 -- The attempts hash counts failed deliveries; a running one is counted too.
 local attempts = tonumber(get(9)) or 0
 if state == "leased" then attempts = attempts + 1 end
-return {state, score, get(7), tostring(attempts), get(8), get(10), get(11),
+return {state, score, record, tostring(attempts), get(8), get(10), get(11),
   tostring(redis.call("SISMEMBER", KEYS[12], id))}

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <sstream>
 
 #include "broker/job_record.hpp"
 #include "broker/store.hpp"
@@ -62,6 +63,14 @@ proto::NewJob job(std::string id, int64_t due = 0, uint32_t max = 0) {
   return proto::NewJob{"q", std::move(id), "t", proto::Bytes{"payload-" + std::string("x")}, due, max};
 }
 
+// The keys of the schedule partition that holds `id` in queue "q", quoted for redis-cli.
+std::string partition_of(const std::string& id) {
+  return "'" + QueueKeys("q").schedule_partition_key(schedule_partition(id)) + "'";
+}
+std::string partition_jobs_of(const std::string& id) {
+  return "'" + QueueKeys("q").schedule_jobs_key(schedule_partition(id)) + "'";
+}
+
 }  // namespace
 
 TEST_F(Scripts, EnqueueWithAnExistingIdMakesNoSecondJob) {
@@ -74,9 +83,39 @@ TEST_F(Scripts, EnqueueWithAnExistingIdMakesNoSecondJob) {
 TEST_F(Scripts, EnqueueSchedulesFutureJobsAndReadiesDueOnes) {
   enqueue({job("now", 0), job("past", 500), job("later", 5000)}, 1000);
   EXPECT_EQ(redis_->cli("ZRANGE 'dueq:{q}:ready' 0 -1"), "past\nnow");  // in due order
-  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:scheduled' later"), "5000");
+  EXPECT_EQ(redis_->cli("ZSCORE " + partition_of("later") + " later"), "5000");
+  EXPECT_EQ(redis_->cli("HEXISTS " + partition_jobs_of("later") + " later"), "1");
+  EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' later"), "0");  // the record lives in the partition
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:schedule' " + std::to_string(schedule_partition("later"))), "5000");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1");
   EXPECT_EQ(field("later", "s"), "scheduled");
+  EXPECT_EQ(field("later", "p"), "payload-x");
   EXPECT_EQ(field("later", "m"), "3");  // default max attempts applied
+}
+
+TEST_F(Scripts, EnqueueFindsADuplicateOfAScheduledJobInItsPartition) {
+  EXPECT_EQ(enqueue({job("a", 5000)}, 1000), std::vector<int64_t>{1});
+  EXPECT_EQ(enqueue({job("a", 0), job("a", 9000)}, 1000), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' accepted"), "1");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1");
+}
+
+// Memory per delayed job depends on the partitions staying listpack-encoded
+// under the production settings (deploy/redis.conf, which the test Redis uses).
+TEST_F(Scripts, ScheduledJobsLiveInSmallListpackPartitions) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 20'000; ++i) jobs.push_back(job("j" + std::to_string(i), 100'000 + i));
+  for (size_t i = 0; i < jobs.size(); i += 1000)
+    enqueue(std::vector<proto::NewJob>(jobs.begin() + i, jobs.begin() + i + 1000), 1000);
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "20000");
+  EXPECT_EQ(redis_->cli("HLEN 'dueq:{q}:jobs'"), "0");
+  EXPECT_EQ(redis_->cli("OBJECT ENCODING " + partition_of("j7")), "listpack");
+  EXPECT_EQ(redis_->cli("OBJECT ENCODING " + partition_jobs_of("j7")), "listpack");
+  // 20,000 ids over 8,192 partitions leave few empty; the index names each used one once.
+  std::set<uint32_t> used;
+  for (const auto& j : jobs) used.insert(schedule_partition(j.id));
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:schedule'"), std::to_string(used.size()));
+  EXPECT_GT(used.size(), 7000u);
 }
 
 TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
@@ -84,14 +123,16 @@ TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
   const QueueKeys k("q");
   const std::string record = encode_job_record(JobRecord{"t", "p", 1000, 3, 1000, 0, 0});
   auto eval = [&](std::vector<std::string> argv) {
-    Command cmd{"EVAL", lua::kScripts[0].source, "7", k.scheduled, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled};
+    Command cmd{"EVAL", lua::kScripts[0].source, "7", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled};
     for (auto& a : argv) cmd.add(a);
     round.command(std::move(cmd));
   };
-  eval({"1000", "0", "2", "a", "0", record, "", "0", record});           // second id empty
-  eval({"1000", "0", "2", "a", "0", record, "b", "-5", record});         // negative due
-  eval({"1000", "0", "2", "a", "0", record, "b", "0", "not a record"});  // not a job record
-  eval({"1000", "0", "2", "a", "0", record});                            // fewer jobs than N
+  eval({"1000", "0", "2", "a", "0", record, "1", "", "0", record, "1"});           // second id empty
+  eval({"1000", "0", "2", "a", "0", record, "1", "b", "-5", record, "1"});         // negative due
+  eval({"1000", "0", "2", "a", "0", record, "1", "b", "0", "not a record", "1"});  // not a job record
+  eval({"1000", "0", "2", "a", "0", record, "1"});                                 // fewer jobs than N
+  for (const char* partition : {"8192", "-1", "07", "1.5", "x"})                  // not a partition number
+    eval({"1000", "0", "2", "a", "0", record, "1", "b", "9000", record, partition});
   auto replies = store_->execute(round);
   ASSERT_TRUE(replies);
   for (const auto& r : *replies) EXPECT_NE(reply_error(r.get()).find("bad-args"), std::string_view::npos);
@@ -309,8 +350,8 @@ TEST_F(Scripts, StatsCountEveryState) {
   Round round;
   round.stats("q", 2000);
   auto s = *Store::parse_stats("q", run(round));
-  EXPECT_EQ(s.scheduled, 1);  // c
-  EXPECT_EQ(s.waiting, 2);    // b ready, d overdue
+  EXPECT_EQ(s.scheduled, 2);  // c, and d (overdue, not promoted yet)
+  EXPECT_EQ(s.waiting, 1);    // b
   EXPECT_EQ(s.in_flight, 1);  // a
   EXPECT_EQ(s.accepted, 4);
   EXPECT_EQ(s.next_due_ms, 1500);
@@ -382,6 +423,17 @@ TEST(RedisSettings, ProductionSettingsPass) {
   Store store(*parse_redis_url(redis.url()));
   ASSERT_TRUE(store.connect());
   EXPECT_TRUE(store.check_durability_settings());
+  EXPECT_EQ(store.memory_settings_advice().value_or("failed"), "");
+}
+
+TEST(RedisSettings, LowListpackLimitsAreNamedInTheMemoryAdvice) {
+  dueq::testing::RedisServer redis({"--hash-max-listpack-entries", "128", "--zset-max-listpack-entries", "64"});
+  Store store(*parse_redis_url(redis.url()));
+  ASSERT_TRUE(store.connect());
+  const std::string advice = store.memory_settings_advice().value_or("failed");
+  EXPECT_NE(advice.find("hash-max-listpack-entries is 128 (recommended: 256)"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("zset-max-listpack-entries is 64"), std::string::npos) << advice;
+  EXPECT_EQ(advice.find("hash-max-listpack-value"), std::string::npos) << advice;
 }
 
 namespace {
@@ -398,7 +450,9 @@ TEST_F(Scripts, CancelEndsScheduledAndReadyJobsAtOnce) {
     EXPECT_EQ(Store::parse_cancel(run(round))->status, 1) << id;
     EXPECT_EQ(field(id, "s"), "cancelled");
   }
-  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:scheduled'"), "0");
+  EXPECT_EQ(redis_->cli("EXISTS " + partition_of("s") + " " + partition_jobs_of("s")), "0");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:schedule'"), "0");  // an emptied partition leaves the index
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "0");
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "0");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' cancelled"), "2");
   Round again;
@@ -510,20 +564,29 @@ TEST_F(Scripts, AuditBalancesTheBooksAndFindsInconsistentEntries) {
   ack.ack("q", 2000, 0, {{"a", l[0].token}});
   run(ack);
   Round clean;
+  clean.audit("q", {});
   clean.audit("q", {"a", "b", "c"});
-  auto slice = *Store::parse_audit(run(clean));
-  EXPECT_EQ(slice.counts.imbalance(), 0);
-  EXPECT_TRUE(slice.problems.empty());
-  // Corrupt the store: a lease without a job, a job in two sets.
+  auto counts = Store::parse_audit(run(clean, 0))->counts;
+  EXPECT_EQ(counts.imbalance(), 0);
+  EXPECT_EQ(counts.scheduled, 1);
+  EXPECT_EQ(counts.scheduled_counter, 1);
+  EXPECT_TRUE(Store::parse_audit(replies_.at(1).get())->problems.empty());
+  // Corrupt the store: a lease without a job, a job in two sets (b is ready;
+  // its partition is not even in the index, and the audit counts it anyway).
   redis_->cli("ZADD 'dueq:{q}:leased' 1 ghost");
-  redis_->cli("ZADD 'dueq:{q}:scheduled' 1 b");
+  redis_->cli("ZADD " + partition_of("b") + " 1 b");
   Round dirty;
+  dirty.audit("q", {});
   dirty.audit("q", {"ghost", "b"});
-  slice = *Store::parse_audit(run(dirty));
-  EXPECT_NE(slice.counts.imbalance(), 0);
+  counts = Store::parse_audit(run(dirty, 0))->counts;
+  EXPECT_NE(counts.imbalance(), 0);
+  EXPECT_EQ(counts.scheduled, 2);
+  EXPECT_EQ(counts.scheduled_counter, 1);
+  auto slice = *Store::parse_audit(replies_.at(1).get());
   ASSERT_EQ(slice.problems.size(), 2u);
   EXPECT_EQ(slice.problems[0].first, "ghost");
   EXPECT_EQ(slice.problems[1].first, "b");
+  EXPECT_NE(slice.problems[1].second.find("more than one"), std::string::npos);
   Round repair;
   repair.repair("q", {"ghost", "b"});
   EXPECT_EQ(*Store::parse_strings(run(repair)), std::vector<std::string>{"ghost"});  // b has a record: left alone
@@ -534,12 +597,27 @@ TEST_F(Scripts, AuditReportsAJobWithARecordInNoStateSetAsLost) {
   enqueue({qjob("a"), qjob("b")}, 1000);
   redis_->cli("ZREM 'dueq:{q}:ready' a");  // what a bug that loses a job would leave
   Round round;
+  round.audit("q", {});
   round.audit("q", {"a", "b"});
-  auto slice = *Store::parse_audit(run(round));
+  EXPECT_NE(Store::parse_audit(run(round, 0))->counts.imbalance(), 0);
+  auto slice = *Store::parse_audit(replies_.at(1).get());
   ASSERT_EQ(slice.problems.size(), 1u);
   EXPECT_EQ(slice.problems[0].first, "a");
   EXPECT_NE(slice.problems[0].second.find("lost"), std::string::npos);
-  EXPECT_NE(slice.counts.imbalance(), 0);
+}
+
+TEST_F(Scripts, AuditFindsAScheduledRecordWhoseScheduleEntryIsGoneAndOneInTheWrongHash) {
+  enqueue({qjob("a", 9000), qjob("b", 9000), qjob("c")}, 1000);
+  redis_->cli("ZREM " + partition_of("a") + " a");          // a: record left, schedule entry gone
+  redis_->cli("HSET 'dueq:{q}:jobs' b x");                   // b: a record in both hashes
+  Round round;
+  round.audit("q", {"a", "b", "c"});
+  auto slice = *Store::parse_audit(run(round));
+  ASSERT_EQ(slice.problems.size(), 2u);
+  EXPECT_EQ(slice.problems[0].first, "a");
+  EXPECT_NE(slice.problems[0].second.find("lost"), std::string::npos);
+  EXPECT_EQ(slice.problems[1].first, "b");
+  EXPECT_NE(slice.problems[1].second.find("not where its state keeps it"), std::string::npos);
 }
 
 TEST_F(Scripts, AnUnreadableRecordMakesTheFailedJobDeadNotLost) {
@@ -583,12 +661,12 @@ TEST_F(Scripts, AJobsOwnBackoffOverridesTheQueuesOne) {
 
 TEST_F(Scripts, ScanIdsWalksEveryJobRecordAndReturnsOnlyIds) {
   std::vector<proto::NewJob> jobs;
-  for (int i = 0; i < 300; ++i) jobs.push_back(qjob("j" + std::to_string(i), 9000));
+  for (int i = 0; i < 300; ++i) jobs.push_back(qjob("j" + std::to_string(i)));
   enqueue(std::move(jobs), 1000);
   std::set<std::string> seen;
   std::string cursor = "0";
   do {
-    auto step = store_->scan_job_ids("q", cursor);
+    auto step = store_->scan_hash_ids(QueueKeys("q").jobs, cursor);
     ASSERT_TRUE(step) << step.error().message;
     cursor = step->first;
     for (const auto& id : step->second) {
@@ -598,6 +676,139 @@ TEST_F(Scripts, ScanIdsWalksEveryJobRecordAndReturnsOnlyIds) {
   } while (cursor != "0");
   EXPECT_EQ(seen.size(), 300u);
   Round bad;
-  bad.scan_ids("q", "0", 0);
+  bad.scan_ids(QueueKeys("q").jobs, "0", 0);
   EXPECT_NE(reply_error(run(bad)).find("bad-args"), std::string_view::npos);
+}
+
+TEST_F(Scripts, PromoteTakesDueJobsFromEveryPartitionAndKeepsTheIndexExact) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 400; ++i) jobs.push_back(qjob("p" + std::to_string(i), 2000 + i));  // 2000..2399
+  enqueue(std::move(jobs), 1000);
+  Round first;
+  first.promote("q", 2199, 150);  // 200 are due; the limit takes 150
+  auto p = *Store::parse_promote(run(first));
+  EXPECT_EQ(p.moved, 150);
+  EXPECT_LE(p.next_due_ms, 2199);  // more are due: the broker promotes again at once
+  Round second;
+  second.promote("q", 2199, 5000);
+  p = *Store::parse_promote(run(second));
+  EXPECT_EQ(p.moved, 50);
+  EXPECT_EQ(p.next_due_ms, 2200);  // exact after promote: the earliest job left
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "200");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "200");
+  EXPECT_EQ(redis_->cli("ZRANGE 'dueq:{q}:ready' 0 1"), "p0\np1");  // earliest due leases first
+  EXPECT_EQ(field("p0", "s"), "ready");
+  EXPECT_EQ(field("p0", "p"), "payload-x");  // the record came along
+  EXPECT_EQ(redis_->cli("HEXISTS " + partition_jobs_of("p0") + " p0"), "0");
+  // Every index entry is exact now: the earliest due of its partition.
+  const std::string index = redis_->cli("ZRANGE 'dueq:{q}:schedule' 0 -1 WITHSCORES");
+  std::istringstream lines(index);
+  std::string partition, score;
+  int checked = 0;
+  while (std::getline(lines, partition) && std::getline(lines, score)) {
+    const std::string head = redis_->cli("ZRANGE 'dueq:{q}:schedule:" + partition + "' 0 0 WITHSCORES");  // "id\nscore"
+    EXPECT_EQ(head.substr(head.find('\n') + 1), score) << partition;
+    ++checked;
+  }
+  EXPECT_GT(checked, 150);
+}
+
+TEST_F(Scripts, ARetryWithBackoffMovesTheRecordIntoItsSchedulePartitionAndBack) {
+  enqueue({qjob("a", 0, 5)}, 1000);
+  auto l = lease(1, 5000);
+  Round nack;
+  nack.nack("q", 2000, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "boom", 1.0}});
+  EXPECT_EQ(Store::parse_nack(run(nack))->at(0).due_ms, 3000);
+  EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' a"), "0");
+  EXPECT_EQ(redis_->cli("HEXISTS " + partition_jobs_of("a") + " a"), "1");
+  EXPECT_EQ(redis_->cli("ZSCORE " + partition_of("a") + " a"), "3000");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1");
+  Round stale;  // the old delivery reports again: the job is scheduled now
+  stale.nack("q", 2100, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "late", 1.0}});
+  EXPECT_EQ(Store::parse_nack(run(stale))->at(0).status, 0);
+  Round promote;
+  promote.promote("q", 3000, 10);
+  EXPECT_EQ(Store::parse_promote(run(promote))->moved, 1);
+  auto again = lease(1, 9000);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].attempt, 2u);
+  EXPECT_EQ(again[0].record.payload, "payload-x");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "0");
+}
+
+// A store written before the schedule was partitioned: one sorted set of ids
+// with the records in the jobs hash. The broker moves it over at start.
+TEST_F(Scripts, MigrationMovesEveryJobOfTheOldScheduleIntoThePartitions) {
+  const std::string record = encode_job_record(JobRecord{"t", "old-payload", 9000, 3, 1000, 0, 0});
+  Round legacy;
+  for (int i = 0; i < 1200; ++i) {
+    const std::string id = "old" + std::to_string(i);
+    legacy.command(Command{"ZADD", "dueq:{q}:scheduled", std::to_string(9000 + i), id});
+    legacy.command(Command{"HSET", "dueq:{q}:jobs", id, record});
+  }
+  legacy.command(Command{"ZADD", "dueq:{q}:scheduled", "9000", "no-record"});
+  legacy.command(Command{"HSET", "dueq:{q}:stats", "accepted", "1200"});
+  run(legacy);
+  auto moved = store_->migrate_legacy_schedule("q");
+  ASSERT_TRUE(moved) << moved.error().message;
+  EXPECT_EQ(*moved, 1200);
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:scheduled'"), "0");
+  EXPECT_EQ(redis_->cli("HLEN 'dueq:{q}:jobs'"), "0");
+  EXPECT_EQ(field("old5", "s"), "scheduled");
+  EXPECT_EQ(field("old5", "p"), "old-payload");
+  EXPECT_EQ(*store_->migrate_legacy_schedule("q"), 0);  // nothing left: a second start moves nothing
+  Round audit;
+  audit.audit("q", {});
+  auto counts = Store::parse_audit(run(audit))->counts;
+  EXPECT_EQ(counts.imbalance(), 0);
+  EXPECT_EQ(counts.scheduled_counter, 1200);
+  Round promote;
+  promote.promote("q", 100'000, 5000);
+  EXPECT_EQ(Store::parse_promote(run(promote))->moved, 1200);
+}
+
+TEST_F(Scripts, ScriptsTakingAPartitionRefuseABadOne) {
+  const QueueKeys k("q");
+  auto eval = [&](lua::ScriptId id, std::vector<std::string> keys, std::vector<std::string> argv) {
+    Command cmd{"EVAL", lua::kScripts[static_cast<size_t>(id)].source, std::to_string(keys.size())};
+    for (auto& key : keys) cmd.add(key);
+    for (auto& a : argv) cmd.add(a);
+    Round round;
+    round.command(std::move(cmd));
+    return std::string(reply_error(run(round)));
+  };
+  enqueue({qjob("a", 9000)}, 1000);
+  const std::vector<std::string> all = {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.stats,
+                                        k.jobs, k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested};
+  for (const char* bad : {"8192", "-1", "01", "x"}) {
+    EXPECT_NE(eval(lua::ScriptId::cancel, all, {"2000", "a", "60", bad}).find("bad-args"), std::string::npos) << bad;
+    EXPECT_NE(eval(lua::ScriptId::show,
+                   {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs, k.tokens, k.attempts, k.errors,
+                    k.error_logs, k.cancel_requested},
+                   {"a", bad})
+                  .find("bad-args"),
+              std::string::npos)
+        << bad;
+    EXPECT_NE(eval(lua::ScriptId::audit, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs}, {"a", bad})
+                  .find("bad-args"),
+              std::string::npos)
+        << bad;
+    EXPECT_NE(eval(lua::ScriptId::repair, {k.schedule, k.ready, k.leased, k.dead, k.jobs, k.stats}, {"a", bad})
+                  .find("bad-args"),
+              std::string::npos)
+        << bad;
+    EXPECT_NE(eval(lua::ScriptId::migrate_schedule, {k.legacy_scheduled, k.schedule, k.jobs, k.stats}, {"a", bad})
+                  .find("bad-args"),
+              std::string::npos)
+        << bad;
+    EXPECT_NE(eval(lua::ScriptId::nack,
+                   {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens, k.attempts, k.errors,
+                    k.error_logs, k.cancel_requested, k.cancelled},
+                   {"2000", "0", "0", "60", "1", "a", "1", "retry", "x", bad, "0.5"})
+                  .find("bad-args"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_EQ(field("a", "s"), "scheduled");  // nothing changed
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1");
 }

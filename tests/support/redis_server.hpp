@@ -68,6 +68,7 @@ class RedisServer {
     std::vector<std::string> argv = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
                                      "--dir", dir_.string(), "--appendonly", "yes", "--appendfsync", "everysec",
                                      "--save", "", "--maxmemory-policy", "noeviction", "--hash-max-listpack-value", "1024",
+                                     "--hash-max-listpack-entries", "256", "--zset-max-listpack-entries", "256",
                                      "--daemonize", "no"};
     for (auto& a : extra_args_) argv.push_back(a);
     process_ = std::make_unique<Process>(argv, (dir_ / "redis.log").string());

@@ -1,0 +1,48 @@
+--[[
+  migrate_schedule: move jobs from the single schedule sorted set of earlier
+  dueq versions (records in the jobs hash) into the partitioned schedule.
+  The broker runs it at start, in slices, until the old set is gone, so an
+  upgrade keeps every scheduled job. Ids no longer in the old set are
+  skipped; an id there without a record is dropped (it could never run).
+
+  KEYS[1]  legacy schedule  zset  id -> due ms
+  KEYS[2]  schedule         zset  partition -> lower bound of its earliest due
+                                  ms; partition P is zset KEYS[2]..":"..P and
+                                  hash KEYS[2]..":"..P..":jobs"
+  KEYS[3]  jobs             hash  id -> job record
+  KEYS[4]  stats            hash  ("scheduled" counts the schedule)
+
+  ARGV[1..2N] N ids (1..500), each followed by its schedule partition
+           (0..8191 in plain decimal)
+
+  Returns  the number of jobs moved
+  Errors   "ERR dueq bad-args <what>"
+]]
+if #ARGV < 2 or #ARGV > 1000 or #ARGV % 2 ~= 0 then
+  return redis.error_reply("ERR dueq bad-args migrate_schedule: expected 1..500 ids, each with its partition")
+end
+for i = 2, #ARGV, 2 do
+  local partition = tonumber(ARGV[i])
+  if ARGV[i - 1] == "" or not partition or partition < 0 or partition > 8191 or ARGV[i] ~= string.format("%d", partition) then
+    return redis.error_reply("ERR dueq bad-args migrate_schedule: id " .. (i / 2) .. " is empty or has a bad partition")
+  end
+end
+local moved = 0
+for i = 1, #ARGV, 2 do
+  local id, partition = ARGV[i], ARGV[i + 1]
+  local due = redis.call("ZSCORE", KEYS[1], id)
+  if due then
+    redis.call("ZREM", KEYS[1], id)
+    local record = redis.call("HGET", KEYS[3], id)
+    if record then
+      local key = KEYS[2] .. ":" .. partition
+      redis.call("ZADD", key, due, id)
+      redis.call("HSET", key .. ":jobs", id, record)
+      redis.call("HDEL", KEYS[3], id)
+      redis.call("ZADD", KEYS[2], "LT", due, partition)
+      moved = moved + 1
+    end
+  end
+end
+if moved > 0 then redis.call("HINCRBY", KEYS[4], "scheduled", moved) end
+return moved
