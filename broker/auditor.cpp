@@ -1,7 +1,5 @@
 #include "broker/auditor.hpp"
 
-#include <fmt/format.h>
-
 #include <set>
 
 namespace dueq::broker {
@@ -83,9 +81,6 @@ Result<AuditReport> audit_queue(Store& store, const std::string& queue, bool rep
     }
   }
 
-  if (report.counts.scheduled_counter != report.counts.scheduled)
-    report.problems.emplace_back("", fmt::format("the scheduled counter says {} but the schedule holds {} jobs",
-                                                 report.counts.scheduled_counter, report.counts.scheduled));
   std::vector<std::string> dangling;
   for (const auto& [id, what] : problems) {
     if (repair && what.find("no job record") != std::string::npos) dangling.push_back(id);

@@ -10,7 +10,7 @@
 // Jobs due in the future are kept apart, in kSchedulePartitions small
 // partitions per queue chosen by a hash of the id: `schedule:<p>` (zset id ->
 // due ms) and `schedule:<p>:jobs` (hash id -> record). Small enough to stay
-// listpack-encoded in Redis, they cost about 210 bytes per delayed job where
+// listpack-encoded in Redis, they cost about 230 bytes per delayed job where
 // one big sorted set plus one big hash cost about 360 (a dict entry and a
 // skiplist node per job). `schedule` (zset partition -> a lower bound of its
 // earliest due ms) tells promote which partitions to look at. Lua scripts
@@ -63,12 +63,14 @@ struct QueueKeys {
 };
 
 // Partitions of a queue's schedule. Fixed: changing it would strand every
-// scheduled job in a partition its id no longer maps to. 8,192 keeps each
-// partition under Redis's listpack limit (256 entries in deploy/redis.conf)
-// up to about 1.5 million scheduled jobs per queue; past that partitions
-// turn into ordinary hashtables and skiplists, which costs memory, not
-// correctness. The Lua scripts check partition numbers against it too.
-inline constexpr uint32_t kSchedulePartitions = 8192;
+// scheduled job in a partition its id no longer maps to (the Lua scripts
+// check partition numbers against it too). 32,768 keeps a partition near 30
+// jobs at a million scheduled, so the linear scans inside a listpack stay
+// short (an enqueue's duplicate check looks in one), and under Redis's
+// listpack limit (256 entries in deploy/redis.conf) up to about 6 million
+// scheduled jobs per queue; past that partitions turn into ordinary
+// hashtables and skiplists, which costs memory, not correctness.
+inline constexpr uint32_t kSchedulePartitions = 32768;
 
 // The schedule partition of a job id (xxh3, stable across versions and hosts).
 inline uint32_t schedule_partition(std::string_view id) {

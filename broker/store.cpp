@@ -543,11 +543,11 @@ Result<std::vector<std::string>> Store::parse_strings(const redisReply* r) {
 
 Result<AuditSlice> Store::parse_audit(const redisReply* r) {
   if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_ARRAY ||
-      (r->element[0]->elements != 9 && r->element[0]->elements != 0) || r->element[1]->type != REDIS_REPLY_ARRAY)
+      (r->element[0]->elements != 8 && r->element[0]->elements != 0) || r->element[1]->type != REDIS_REPLY_ARRAY)
     return bad_reply(r, "audit");
   AuditSlice slice;
   auto c = [&](size_t i) { return num(r->element[0]->element[i]); };
-  if (r->element[0]->elements == 9) slice.counts = AuditCounts{c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7), c(8)};
+  if (r->element[0]->elements == 8) slice.counts = AuditCounts{c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7)};
   const redisReply* p = r->element[1];
   for (size_t i = 0; i + 1 < p->elements; i += 2) slice.problems.emplace_back(str(p->element[i]), str(p->element[i + 1]));
   return slice;

@@ -66,7 +66,6 @@ struct ReclaimOutcome {
 
 struct AuditCounts {
   int64_t scheduled = 0, ready = 0, leased = 0, dead = 0, accepted = 0, done = 0, cancelled = 0, purged = 0;
-  int64_t scheduled_counter = 0;  // the "scheduled" counter stats report; must equal `scheduled`
   // accepted == done + cancelled + purged + dead + scheduled + ready + leased
   int64_t imbalance() const { return accepted - (done + cancelled + purged + dead + scheduled + ready + leased); }
 };

@@ -5,12 +5,13 @@
 
   Every accepted job is in exactly one place, so at any instant
      accepted == done + cancelled + purged + |dead| + scheduled + |ready| + |leased|
-  where scheduled is what the schedule partitions hold (a replay moves a job
-  from dead to ready and changes neither side). The script returns the
-  numbers, read atomically, and the "scheduled" counter the stats use; the
-  broker compares them. A job is "lost" when it has a record but is in no
-  state set. A scheduled job's record belongs in its partition's hash, every
-  other job's in the jobs hash.
+  (a replay moves a job from dead to ready and changes neither side). Like
+  done, cancelled and purged, scheduled is a counter kept by the scripts
+  that move jobs, so the law checks it too; counting the partitions here
+  would block Redis for tens of milliseconds. The script returns the
+  numbers, read atomically; the broker compares them. A job is "lost" when
+  it has a record but is in no state set. A scheduled job's record belongs
+  in its partition's hash, every other job's in the jobs hash.
 
   KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
                              partition P is zset KEYS[1]..":"..P and hash
@@ -22,12 +23,11 @@
   KEYS[6]  jobs        hash
 
   ARGV[1..2N] N ids to check (0..500), each followed by its schedule
-           partition (0..8191 in plain decimal)
+           partition (0..32767 in plain decimal)
 
   Returns  {counts, problems}
            counts   = {scheduled, ready, leased, dead, accepted, done,
-                       cancelled, purged, scheduled counter} when called
-                      without ids (it counts all 8,192 partitions), else {}
+                       cancelled, purged} when called without ids, else {}
            problems = flat array of {id, description} pairs
   Errors   "ERR dueq bad-args <what>"
 ]]
@@ -37,7 +37,7 @@ end
 local ids, partition_keys = {}, {}
 for i = 1, #ARGV, 2 do
   local partition = tonumber(ARGV[i + 1])
-  if ARGV[i] == "" or not partition or partition < 0 or partition > 8191
+  if ARGV[i] == "" or not partition or partition < 0 or partition > 32767
       or ARGV[i + 1] ~= string.format("%d", partition) then
     return redis.error_reply("ERR dueq bad-args audit: id " .. ((i + 1) / 2) .. " is empty or has a bad partition")
   end
@@ -46,16 +46,10 @@ for i = 1, #ARGV, 2 do
 end
 local problems = {}
 if #ids == 0 then
-  -- Every partition, not only those the index names, so that an entry the
-  -- index lost is still counted. 8,192 ZCARDs: bounded, once per audit.
-  local scheduled = 0
-  for partition = 0, 8191 do
-    scheduled = scheduled + redis.call("ZCARD", KEYS[1] .. ":" .. partition)
-  end
-  local c = redis.call("HMGET", KEYS[5], "accepted", "done", "cancelled", "purged", "scheduled")
-  local counts = {scheduled, redis.call("ZCARD", KEYS[2]), redis.call("ZCARD", KEYS[3]),
-    redis.call("ZCARD", KEYS[4]), tonumber(c[1] or 0), tonumber(c[2] or 0), tonumber(c[3] or 0),
-    tonumber(c[4] or 0), tonumber(c[5] or 0)}
+  local c = redis.call("HMGET", KEYS[5], "scheduled", "accepted", "done", "cancelled", "purged")
+  local counts = {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), redis.call("ZCARD", KEYS[3]),
+    redis.call("ZCARD", KEYS[4]), tonumber(c[2] or 0), tonumber(c[3] or 0), tonumber(c[4] or 0),
+    tonumber(c[5] or 0)}
   return {counts, problems}
 end
 local in_set = {}

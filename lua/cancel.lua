@@ -25,7 +25,7 @@
   ARGV[1]  now ms
   ARGV[2]  job id
   ARGV[3]  retention seconds for the cancelled entry (0 = keep none)
-  ARGV[4]  the job's schedule partition (0..8191 in plain decimal)
+  ARGV[4]  the job's schedule partition (0..32767 in plain decimal)
 
   Returns  {status, token}: status 1 cancelled, 2 cancel requested (leased;
            token = the delivery to stop), 0 not found, -1 already finished
@@ -36,7 +36,7 @@ local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[3])
 local partition = tonumber(ARGV[4])
 if not now or not retention or retention < 0 or not ARGV[2] or ARGV[2] == "" or #ARGV ~= 4 or not partition
-    or partition < 0 or partition > 8191 or ARGV[4] ~= string.format("%d", partition) then
+    or partition < 0 or partition > 32767 or ARGV[4] ~= string.format("%d", partition) then
   return redis.error_reply("ERR dueq bad-args cancel: expected now, id, retention and partition")
 end
 local id = ARGV[2]

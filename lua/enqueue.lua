@@ -25,7 +25,7 @@
   ARGV[3]  N, number of jobs (1..1000)
   ARGV[4+4i .. 7+4i] for job i: id, due ms (>= 0), job record (a msgpack
            array of 8 starting with version 1, see broker/job_record.hpp),
-           schedule partition (0..8191 in plain decimal: it is part of a key)
+           schedule partition (0..32767 in plain decimal: it is part of a key)
 
   Returns  array of N integers: 1 accepted, 0 duplicate, 2 refused (backlog)
   Errors   "ERR dueq bad-args <what>"; nothing is written then
@@ -44,7 +44,7 @@ for i = 0, n - 1 do
   local partition = tonumber(ARGV[b + 3])
   -- 0x98 = msgpack fixarray of 8, then the record version 1.
   if ARGV[b] == "" or not due or due < 0 or string.byte(record, 1) ~= 0x98 or string.byte(record, 2) ~= 1
-      or not partition or partition < 0 or partition > 8191 or ARGV[b + 3] ~= string.format("%d", partition) then
+      or not partition or partition < 0 or partition > 32767 or ARGV[b + 3] ~= string.format("%d", partition) then
     return redis.error_reply("ERR dueq bad-args enqueue: job " .. i
       .. " has an empty id, a bad due, a bad record or a bad partition")
   end
@@ -56,11 +56,16 @@ if max_backlog > 0 and redis.call("ZCARD", KEYS[2]) + redis.call("ZCARD", KEYS[3
   for i = 1, n do out[i] = 2 end
   return out
 end
--- Variadic reads find duplicates among live, done and cancelled jobs; the
--- schedule is asked per job, in the job's own partition.
+-- Variadic reads find duplicates among live, done and cancelled jobs. The
+-- schedule is asked per job, in the job's own partition's sorted set (a
+-- quarter of the bytes its records hash has to scan), and only where the
+-- index shows that partition in use: a partition with jobs is always in it.
 local live = redis.call("HMGET", KEYS[5], unpack(ids))
 local done = redis.call("ZMSCORE", KEYS[6], unpack(ids))
 local cancelled = redis.call("ZMSCORE", KEYS[7], unpack(ids))
+local job_partitions = {}
+for i = 1, n do job_partitions[i] = ARGV[4 * i + 3] end
+local partition_in_use = redis.call("ZMSCORE", KEYS[1], unpack(job_partitions))
 local seen = {}
 local records, ready = {}, {}
 local partitions = {}  -- partition number -> {zadd args, hset args, earliest due}
@@ -69,8 +74,8 @@ for i = 1, n do
   local id = ids[i]
   local b = 4 * i
   local partition = ARGV[b + 3]
-  local key = KEYS[1] .. ":" .. partition
-  if live[i] or done[i] or cancelled[i] or seen[id] or redis.call("HEXISTS", key .. ":jobs", id) == 1 then
+  if live[i] or done[i] or cancelled[i] or seen[id]
+      or (partition_in_use[i] and redis.call("ZSCORE", KEYS[1] .. ":" .. partition, id)) then
     out[i] = 0
   else
     seen[id] = true
@@ -85,7 +90,7 @@ for i = 1, n do
     else
       local p = partitions[partition]
       if not p then
-        p = {key = key, zadd = {}, hset = {}, earliest = due, earliest_text = ARGV[b + 1]}
+        p = {key = KEYS[1] .. ":" .. partition, zadd = {}, hset = {}, earliest = due, earliest_text = ARGV[b + 1]}
         partitions[partition] = p
       end
       p.zadd[#p.zadd + 1] = ARGV[b + 1]

@@ -13,7 +13,7 @@
   KEYS[4]  stats            hash  ("scheduled" counts the schedule)
 
   ARGV[1..2N] N ids (1..500), each followed by its schedule partition
-           (0..8191 in plain decimal)
+           (0..32767 in plain decimal)
 
   Returns  the number of jobs moved
   Errors   "ERR dueq bad-args <what>"
@@ -23,7 +23,7 @@ if #ARGV < 2 or #ARGV > 1000 or #ARGV % 2 ~= 0 then
 end
 for i = 2, #ARGV, 2 do
   local partition = tonumber(ARGV[i])
-  if ARGV[i - 1] == "" or not partition or partition < 0 or partition > 8191 or ARGV[i] ~= string.format("%d", partition) then
+  if ARGV[i - 1] == "" or not partition or partition < 0 or partition > 32767 or ARGV[i] ~= string.format("%d", partition) then
     return redis.error_reply("ERR dueq bad-args migrate_schedule: id " .. (i / 2) .. " is empty or has a bad partition")
   end
 end

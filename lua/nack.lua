@@ -29,7 +29,7 @@
   ARGV[4]  retention seconds for a cancelled entry (0 = keep none)
   ARGV[5]  N (1..5000)
   ARGV[6+5i .. 10+5i] for job i: id, token, mode, reason, schedule
-           partition (0..8191 in plain decimal)
+           partition (0..32767 in plain decimal)
            mode "retry": back to the schedule after
                  jitter * min(cap, base * 2^(attempt-1)) ms (full jitter);
            mode "now": back to ready at once (worker lost; still an attempt);
@@ -60,7 +60,7 @@ for i = 0, n - 1 do
   local partition = tonumber(ARGV[10 + 5 * i])
   local jitter = tonumber(ARGV[jitter_at + 1 + i])
   if not modes[mode] or not jitter or jitter < 0 or jitter > 1 or not partition or partition < 0
-      or partition > 8191 or ARGV[10 + 5 * i] ~= string.format("%d", partition) then
+      or partition > 32767 or ARGV[10 + 5 * i] ~= string.format("%d", partition) then
     return redis.error_reply("ERR dueq bad-args nack: job " .. i .. " has a bad mode, partition or jitter")
   end
 end

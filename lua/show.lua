@@ -19,7 +19,7 @@
   KEYS[12] cancel requested  set
 
   ARGV[1]  job id
-  ARGV[2]  its schedule partition (0..8191 in plain decimal)
+  ARGV[2]  its schedule partition (0..32767 in plain decimal)
 
   Returns  {state, score, record, attempts (a running delivery included), token, error, error log,
             cancel requested}; state is one of scheduled, ready, leased,
@@ -30,7 +30,7 @@
 ]]
 local id = ARGV[1]
 local partition = tonumber(ARGV[2])
-if not id or id == "" or #ARGV ~= 2 or not partition or partition < 0 or partition > 8191
+if not id or id == "" or #ARGV ~= 2 or not partition or partition < 0 or partition > 32767
     or ARGV[2] ~= string.format("%d", partition) then
   return redis.error_reply("ERR dueq bad-args show: expected an id and its partition")
 end
