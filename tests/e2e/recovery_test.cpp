@@ -12,6 +12,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "broker/job_record.hpp"
+#include "broker/redis_connection.hpp"
 #include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
 
@@ -297,4 +299,49 @@ TEST(Recovery, WithMinReplicasAJobIsAcceptedOnlyOnceAReplicaHasIt) {
   EXPECT_EQ(refused.code, 75) << refused.out;
   EXPECT_NE(refused.out.find("not confirmed by 1 replicas"), std::string::npos) << refused.out;
   std::filesystem::remove_all(dir);
+}
+
+// An upgrade: the store was written by a dueq version that kept the schedule
+// in one `scheduled` sorted set with the records in the jobs hash. The new
+// broker moves it into the partitioned schedule as it starts, and every job
+// still runs once, at its due time.
+TEST(Recovery, ABrokerUpgradedFromTheSingleSetScheduleRunsEveryScheduledJobOnTime) {
+  Cluster cluster;
+  cluster.broker().signal(SIGTERM);
+  cluster.broker().wait();
+  constexpr int kJobs = 300;
+  const int64_t due = wall_ms() + 3'000;
+  {
+    auto conn = broker::RedisConnection::connect(*parse_redis_url(cluster.redis().url()), 5000);
+    ASSERT_TRUE(conn) << conn.error().message;
+    std::vector<broker::Command> writes;
+    for (int i = 0; i < kJobs; ++i) {
+      const std::string id = "old-" + std::to_string(i);
+      writes.push_back(broker::Command{"ZADD", "dueq:{legacy}:scheduled", std::to_string(due + i), id});
+      writes.push_back(broker::Command{"HSET", "dueq:{legacy}:jobs", id,
+                                       broker::encode_job_record(broker::JobRecord{"noop", "", due + i, 3, due - 5'000, 0, 0})});
+    }
+    writes.push_back(broker::Command{"HSET", "dueq:{legacy}:stats", "accepted", std::to_string(kJobs)});
+    writes.push_back(broker::Command{"SADD", "dueq:queues", "legacy"});
+    ASSERT_TRUE(conn->pipeline(writes));
+  }
+  cluster.start_broker();
+  EXPECT_EQ(cluster.log_count("moved 300 scheduled jobs into the partitioned schedule"), 1u);
+  EXPECT_EQ(cluster.redis().cli("EXISTS 'dueq:{legacy}:scheduled'"), "0");
+  auto before = cluster.stats("legacy");
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->scheduled, kJobs);
+
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_example_worker("legacy", 8, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("legacy"); return s && s->done == kJobs; }, 30s));
+  std::set<std::string> ran;
+  for (const auto& r : read_records(record)) {
+    ran.insert(r.id);
+    EXPECT_GE(r.start_us, r.due_ms * 1000) << r.id << " started early";
+  }
+  EXPECT_EQ(ran.size(), static_cast<size_t>(kJobs));
+  auto audit = dueq_cli(cluster.endpoint(), "audit --queue legacy");
+  EXPECT_EQ(audit.code, 0) << audit.out;
 }
