@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "broker/auditor.hpp"
 #include "broker/job_record.hpp"
 #include "broker/store.hpp"
 #include "common/clock.hpp"
@@ -808,4 +809,28 @@ TEST_F(Scripts, ScriptsTakingAPartitionRefuseABadOne) {
   }
   EXPECT_EQ(field("a", "s"), "scheduled");  // nothing changed
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1");
+}
+
+// The auditor walks every schedule partition, including ones the index no
+// longer names, and finds a scheduled job whose sorted-set entry is gone.
+TEST_F(Scripts, TheAuditorWalksEverySchedulePartition) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 500; ++i) jobs.push_back(qjob("s" + std::to_string(i), 9000 + i));
+  jobs.push_back(qjob("now"));
+  enqueue(std::move(jobs), 1000);
+  auto clean = audit_queue(*store_, "q", /*repair=*/false);
+  ASSERT_TRUE(clean) << clean.error().message;
+  EXPECT_TRUE(clean->clean());
+  EXPECT_EQ(clean->counts.scheduled, 500);
+  EXPECT_EQ(clean->counts.ready, 1);
+  // s7 loses its schedule entry, and its partition leaves the index as well.
+  const std::string partition = std::to_string(schedule_partition("s7"));
+  redis_->cli("ZREM " + partition_of("s7") + " s7");
+  redis_->cli("ZREM 'dueq:{q}:schedule' " + partition);
+  auto dirty = audit_queue(*store_, "q", /*repair=*/true);
+  ASSERT_TRUE(dirty) << dirty.error().message;
+  ASSERT_EQ(dirty->problems.size(), 1u);
+  EXPECT_EQ(dirty->problems[0].first, "s7");
+  EXPECT_NE(dirty->problems[0].second.find("lost"), std::string::npos);
+  EXPECT_TRUE(dirty->repaired.empty());  // a record with no state is reported, never removed
 }
