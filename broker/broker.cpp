@@ -664,7 +664,7 @@ std::optional<Broker::SentRound> Broker::build_round(int64_t now, Round& round) 
 
   if (!sent.stats_requests.empty())
     for (const auto& [name, q] : queues_) {
-      sent.stats_replies.push_back(round.stats(name, now));
+      sent.stats_replies.push_back(round.stats(name));
       sent.stats_queues.push_back(name);
     }
 

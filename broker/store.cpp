@@ -209,9 +209,9 @@ size_t Round::show(const std::string& queue, const std::string& id) {
                 Command().add(id).add(static_cast<int64_t>(schedule_partition(id))));
 }
 
-size_t Round::stats(const std::string& queue, int64_t now_ms) {
+size_t Round::stats(const std::string& queue) {
   QueueKeys k(queue);
-  return script(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats}, Command().add(now_ms));
+  return script(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats}, Command());
 }
 
 Result<void> Store::connect() {
@@ -240,16 +240,26 @@ Result<void> Store::load_scripts() {
   return {};
 }
 
-Result<void> Store::check_durability_settings() {
+Result<std::vector<std::optional<std::string>>> Store::config_values(const std::vector<std::string>& names) {
   if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
-  auto replies = connection_->pipeline({Command{"CONFIG", "GET", "appendonly"}, Command{"CONFIG", "GET", "maxmemory-policy"}});
+  std::vector<Command> reads;
+  for (const auto& name : names) reads.push_back(Command{"CONFIG", "GET", name});
+  auto replies = connection_->pipeline(reads);
   if (!replies) return std::unexpected(replies.error());
-  auto value = [](const redisReply* r) -> std::optional<std::string> {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return std::nullopt;
-    return str(r->element[1]);
-  };
-  const auto appendonly = value((*replies)[0].get());
-  const auto policy = value((*replies)[1].get());
+  std::vector<std::optional<std::string>> values;
+  for (const auto& reply : *replies) {
+    const redisReply* r = reply.get();
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) values.push_back(str(r->element[1]));
+    else values.push_back(std::nullopt);
+  }
+  return values;
+}
+
+Result<void> Store::check_durability_settings() {
+  auto values = config_values({"appendonly", "maxmemory-policy"});
+  if (!values) return std::unexpected(values.error());
+  const auto& appendonly = (*values)[0];
+  const auto& policy = (*values)[1];
   if (!appendonly || !policy)
     return fail(Errc::unavailable,
                 "cannot read Redis settings with CONFIG GET (is the command renamed or disabled?); "
@@ -268,21 +278,17 @@ Result<void> Store::check_durability_settings() {
 }
 
 Result<std::string> Store::memory_settings_advice() {
-  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
   // What a schedule partition needs to stay listpack-encoded (deploy/redis.conf).
-  const std::array<std::pair<const char*, int64_t>, 3> wanted = {
-      {{"hash-max-listpack-value", 1024}, {"hash-max-listpack-entries", 256}, {"zset-max-listpack-entries", 256}}};
-  std::vector<Command> reads;
-  for (const auto& [name, value] : wanted) reads.push_back(Command{"CONFIG", "GET", name});
-  auto replies = connection_->pipeline(reads);
-  if (!replies) return std::unexpected(replies.error());
+  const std::vector<std::string> names = {"hash-max-listpack-value", "hash-max-listpack-entries",
+                                          "zset-max-listpack-entries"};
+  const std::array<int64_t, 3> wanted = {1024, 256, 256};
+  auto values = config_values(names);
+  if (!values) return std::unexpected(values.error());
   std::string advice;
-  for (size_t i = 0; i < wanted.size(); ++i) {
-    const redisReply* r = (*replies)[i].get();
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) continue;  // CONFIG disabled: nothing to say
-    if (const int64_t have = num(r->element[1]); have < wanted[i].second)
-      advice += fmt::format("{}{} is {} (recommended: {})", advice.empty() ? "" : ", ", wanted[i].first, have,
-                            wanted[i].second);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!(*values)[i]) continue;  // CONFIG disabled: nothing to say
+    if (const int64_t have = std::strtoll((*values)[i]->c_str(), nullptr, 10); have < wanted[i])
+      advice += fmt::format("{}{} is {} (recommended: {})", advice.empty() ? "" : ", ", names[i], have, wanted[i]);
   }
   if (!advice.empty())
     advice += ": scheduled jobs will use more Redis memory than they need (see deploy/redis.conf)";

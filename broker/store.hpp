@@ -93,7 +93,7 @@ class Round {
               const std::vector<NackItem>& items);
   size_t extend(const std::string& queue, int64_t deadline_ms, const std::vector<TokenRef>& items);
   size_t reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s);
-  size_t stats(const std::string& queue, int64_t now_ms);
+  size_t stats(const std::string& queue);
   size_t cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s);
   size_t replay(const std::string& queue, int64_t now_ms, const std::vector<std::string>& ids);
   size_t replay_oldest(const std::string& queue, int64_t now_ms, int limit);
@@ -190,6 +190,9 @@ class Store {
   // Reads every outstanding round's replies, reloads the scripts and sends
   // the refused commands again, oldest round first.
   Result<void> recover_lost_scripts();
+  // CONFIG GET of each name, in one round trip; nullopt where Redis gave no
+  // value (CONFIG renamed or disabled).
+  Result<std::vector<std::optional<std::string>>> config_values(const std::vector<std::string>& names);
 
   struct OutstandingRound {
     std::vector<Command> commands;

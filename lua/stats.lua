@@ -7,7 +7,7 @@
   KEYS[4]  dead        zset
   KEYS[5]  stats       hash  counters ("scheduled" = jobs in the schedule)
 
-  ARGV[1]  now ms (checked; the counts do not depend on it)
+  ARGV     none
 
   Returns  {scheduled, waiting, in_flight, dead, next_due, accepted, done,
             retried, stale_acks, cancelled, purged}
@@ -16,8 +16,7 @@
            lower bound of the earliest scheduled due ms, or -1
   Errors   "ERR dueq bad-args <what>"
 ]]
-local now = tonumber(ARGV[1])
-if not now or #ARGV ~= 1 then return redis.error_reply("ERR dueq bad-args stats: expected now") end
+if #ARGV ~= 0 then return redis.error_reply("ERR dueq bad-args stats: expected no arguments") end
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = -1
 if head[2] then next_due = tonumber(head[2]) end

@@ -326,7 +326,7 @@ TEST(Recovery, ABrokerUpgradedFromTheSingleSetScheduleRunsEveryScheduledJobOnTim
     ASSERT_TRUE(conn->pipeline(writes));
   }
   cluster.start_broker();
-  EXPECT_EQ(cluster.log_count("moved 300 scheduled jobs into the partitioned schedule"), 1u);
+  EXPECT_EQ(cluster.log_count(fmt::format("moved {} scheduled jobs into the partitioned schedule", kJobs)), 1u);
   EXPECT_EQ(cluster.redis().cli("EXISTS 'dueq:{legacy}:scheduled'"), "0");
   auto before = cluster.stats("legacy");
   ASSERT_TRUE(before);

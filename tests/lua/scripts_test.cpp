@@ -349,7 +349,7 @@ TEST_F(Scripts, StatsCountEveryState) {
   enqueue({job("a"), job("b"), job("c", 10'000), job("d", 1500)}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.stats("q", 2000);
+  round.stats("q");
   auto s = *Store::parse_stats("q", run(round));
   EXPECT_EQ(s.scheduled, 2);  // c, and d (overdue, not promoted yet)
   EXPECT_EQ(s.waiting, 1);    // b
