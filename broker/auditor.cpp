@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include <fmt/format.h>
+
 namespace dueq::broker {
 
 namespace {
@@ -74,6 +76,16 @@ Result<AuditReport> audit_queue(Store& store, const std::string& queue, bool rep
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     if (auto ok = check_all(ids); !ok) return std::unexpected(ok.error());
+  }
+
+  // The schedule filter: a counter below its bucket's ids would let an
+  // enqueue miss a scheduled duplicate. Repair makes each one exact.
+  auto wrong = store.check_schedule_filter(queue, keys.schedule_filter, repair);
+  if (!wrong) return std::unexpected(wrong.error());
+  for (const auto& b : *wrong) {
+    const std::string bucket = fmt::format("schedule filter {}:{}", b.partition, b.tail);
+    if (repair) report.repaired.push_back(bucket);
+    else report.problems.emplace_back(bucket, fmt::format("counter {} for {} scheduled ids", b.counter, b.ids));
   }
 
   for (const auto& key : {keys.ready, keys.leased, keys.dead}) {

@@ -16,12 +16,13 @@ struct AuditReport {
   std::string queue;
   AuditCounts counts;
   std::vector<std::pair<std::string, std::string>> problems;  // id, description
-  std::vector<std::string> repaired;                           // dangling entries removed
+  std::vector<std::string> repaired;                           // dangling entries removed, filter counters corrected
   bool clean() const { return counts.imbalance() == 0 && problems.empty(); }
 };
 
 // With `repair`, entries whose job record is gone are removed (always safe:
-// they can never be delivered) and listed in `repaired` instead of `problems`.
+// they can never be delivered), schedule filter counters are made exact, and
+// both are listed in `repaired` instead of `problems`.
 Result<AuditReport> audit_queue(Store& store, const std::string& queue, bool repair);
 
 }  // namespace dueq::broker

@@ -92,9 +92,14 @@ Result<void> Broker::start() {
     q.next_deadline_ms = 0;
     q.maybe_ready = true;
   }
-  // Stores written before the schedule was partitioned keep their scheduled
-  // jobs in one sorted set; move them over before anything reads the schedule.
+  // Stores written before the schedule filter existed get one before any
+  // enqueue trusts it; stores written before the schedule was partitioned
+  // keep their scheduled jobs in one sorted set: move them over before
+  // anything reads the schedule.
   for (const auto& [name, q] : queues_) {
+    auto built = store_.build_missing_schedule_filter(name);
+    if (!built) return std::unexpected(built.error());
+    if (*built) spdlog::info("queue '{}': built the schedule filter", name);
     auto moved = store_.migrate_legacy_schedule(name);
     if (!moved) return std::unexpected(moved.error());
     if (*moved > 0) spdlog::info("queue '{}': moved {} scheduled jobs into the partitioned schedule", name, *moved);

@@ -15,7 +15,8 @@
 // skiplist node per job). `schedule` (zset partition -> a lower bound of its
 // earliest due ms) tells promote which partitions to look at. Lua scripts
 // build a partition's keys from the `schedule` key by the same rule as
-// schedule_partition_key / schedule_jobs_key below.
+// schedule_partition_key / schedule_jobs_key below, and the schedule filter's
+// (`schedule:filter`, which spares an enqueue most looks into a partition).
 #include <xxhash.h>
 
 #include <cstdint>
@@ -27,6 +28,7 @@ namespace dueq::broker {
 struct QueueKeys {
   explicit QueueKeys(const std::string& queue)
       : schedule(key(queue, "schedule")),
+        schedule_filter(schedule + ":filter"),
         legacy_scheduled(key(queue, "scheduled")),
         ready(key(queue, "ready")),
         leased(key(queue, "leased")),
@@ -44,6 +46,7 @@ struct QueueKeys {
   static std::string key(const std::string& queue, const char* what) { return "dueq:{" + queue + "}:" + what; }
 
   std::string schedule;          // zset partition -> lower bound of its earliest due ms (see above)
+  std::string schedule_filter;   // string of 8-bit counters: scheduled ids per (partition, id tail) bucket (lua/lib/schedule_filter.lua)
   std::string legacy_scheduled;  // zset id -> due ms of stores written before the partitioned schedule
   std::string ready;             // zset id -> due ms: due, waiting for a worker
   std::string leased;            // zset id -> lease deadline ms

@@ -75,6 +75,14 @@ struct AuditSlice {
   std::vector<std::pair<std::string, std::string>> problems;  // id, description
 };
 
+// A schedule filter counter that disagrees with its bucket's ids.
+struct FilterBucket {
+  int64_t partition = 0;
+  int64_t tail = 0;
+  int64_t counter = 0;
+  int64_t ids = 0;
+};
+
 struct CancelOutcome {
   int status = 0;      // 1 cancelled, 2 cancel requested (leased), 0 not found, -1 already finished
   uint64_t token = 0;  // with status 2: the delivery to stop
@@ -103,6 +111,10 @@ class Round {
   size_t audit(const std::string& queue, const std::vector<std::string>& ids);
   size_t repair(const std::string& queue, const std::vector<std::string>& ids);
   size_t migrate_schedule(const std::string& queue, const std::vector<std::string>& ids);
+  // `set` makes the counters exact; `filter_key` is the queue's schedule
+  // filter or a key being built to replace it.
+  size_t filter_check(const std::string& queue, const std::string& filter_key, bool set,
+                      const std::vector<uint32_t>& partitions);
   size_t sweep(const std::string& queue, int64_t cutoff_ms, int limit);
   size_t show(const std::string& queue, const std::string& id);
   size_t scan_ids(const std::string& hash_key, const std::string& cursor, int count);
@@ -168,6 +180,14 @@ class Store {
   // Moves the jobs of a schedule written by a dueq version before the
   // partitioned schedule into it, 500 per call; returns how many moved.
   Result<int64_t> migrate_legacy_schedule(const std::string& queue);
+  // The schedule filter's wrong counters over every partition (with `set`:
+  // the ones corrected).
+  Result<std::vector<FilterBucket>> check_schedule_filter(const std::string& queue, const std::string& filter_key,
+                                                          bool set);
+  // Builds the schedule filter of a store written before it existed (the
+  // schedule holds jobs but there is no filter); true if it did. Run before
+  // anything enqueues: an enqueue trusts the filter.
+  Result<bool> build_missing_schedule_filter(const std::string& queue);
   // Dead-lettered jobs, oldest first: id, died ms and the job fields.
   Result<std::vector<std::map<std::string, std::string>>> dead_jobs(const std::string& queue, int64_t limit);
 
@@ -179,6 +199,7 @@ class Store {
   static Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* reply);
   static Result<std::vector<std::string>> parse_strings(const redisReply* reply);
   static Result<AuditSlice> parse_audit(const redisReply* reply);
+  static Result<std::vector<FilterBucket>> parse_filter_check(const redisReply* reply);
   static Result<CancelOutcome> parse_cancel(const redisReply* reply);
   // The job as a field map (s, t, p, d, a, m, k, c, bb, bc, e, el, f, cx);
   // empty when the job is unknown.

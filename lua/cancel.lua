@@ -8,7 +8,8 @@
   KEYS[1]  schedule          zset  partition -> lower bound of its earliest
                                     due ms; partition P is zset
                                     KEYS[1]..":"..P and hash
-                                    KEYS[1]..":"..P..":jobs"
+                                    KEYS[1]..":"..P..":jobs"; the schedule
+                                    filter is KEYS[1]..":filter"
   KEYS[2]  ready             zset
   KEYS[3]  leased            zset
   KEYS[4]  dead              zset
@@ -39,6 +40,7 @@ if not now or not retention or retention < 0 or not ARGV[2] or ARGV[2] == "" or 
     or partition < 0 or partition > 32767 or ARGV[4] ~= string.format("%d", partition) then
   return redis.error_reply("ERR dueq bad-args cancel: expected now, id, retention and partition")
 end
+--! include lib/schedule_filter.lua
 local id = ARGV[2]
 if redis.call("ZSCORE", KEYS[3], id) then
   redis.call("SADD", KEYS[13], id)
@@ -47,6 +49,7 @@ end
 local key = KEYS[1] .. ":" .. ARGV[4]
 if redis.call("ZREM", key, id) == 1 then
   redis.call("HDEL", key .. ":jobs", id)
+  filter_remove(KEYS[1] .. ":filter", {filter_offset(ARGV[4], id)})
   redis.call("HINCRBY", KEYS[7], "scheduled", -1)
   -- An emptied partition leaves the index; otherwise its entry stays a
   -- lower bound, which promote corrects when it gets there.

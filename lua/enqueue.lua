@@ -9,9 +9,11 @@
   job due later goes to its schedule partition P (given by the broker):
   zset KEYS[1]..":"..P (id -> due ms) and hash KEYS[1]..":"..P..":jobs"
   (id -> record), and the partition's entry in KEYS[1] is lowered to its due
-  time if that is earlier.
+  time if that is earlier. The schedule filter (lib/schedule_filter.lua)
+  counts it.
 
-  KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms
+  KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
+                             KEYS[1]..":filter" is the schedule filter
   KEYS[2]  ready       zset  id -> due ms, jobs due now
   KEYS[3]  leased      zset
   KEYS[4]  stats       hash  counters ("scheduled" = jobs in the schedule)
@@ -36,6 +38,7 @@ local n = tonumber(ARGV[3])
 if not now or not max_backlog or max_backlog < 0 or not n or n < 1 or n > 1000 or #ARGV ~= 3 + 4 * n then
   return redis.error_reply("ERR dueq bad-args enqueue: expected now, max_backlog, N and 4 values per job")
 end
+--! include lib/schedule_filter.lua
 local ids = {}
 for i = 0, n - 1 do
   local b = 4 + 4 * i
@@ -57,25 +60,25 @@ if max_backlog > 0 and redis.call("ZCARD", KEYS[2]) + redis.call("ZCARD", KEYS[3
   return out
 end
 -- Variadic reads find duplicates among live, done and cancelled jobs. The
--- schedule is asked per job, in the job's own partition's sorted set (a
--- quarter of the bytes its records hash has to scan), and only where the
--- index shows that partition in use: a partition with jobs is always in it.
+-- schedule is asked per job, in the job's own partition's sorted set, and
+-- only where the schedule filter's counter is not zero.
 local live = redis.call("HMGET", KEYS[5], unpack(ids))
 local done = redis.call("ZMSCORE", KEYS[6], unpack(ids))
 local cancelled = redis.call("ZMSCORE", KEYS[7], unpack(ids))
-local job_partitions = {}
-for i = 1, n do job_partitions[i] = ARGV[4 * i + 3] end
-local partition_in_use = redis.call("ZMSCORE", KEYS[1], unpack(job_partitions))
+local filter_key = KEYS[1] .. ":filter"
+local offsets = {}
+for i = 1, n do offsets[i] = filter_offset(ARGV[4 * i + 3], ids[i]) end
+local maybe_scheduled = filter_get(filter_key, offsets)
 local seen = {}
 local records, ready = {}, {}
 local partitions = {}  -- partition number -> {zadd args, hset args, earliest due}
-local accepted, scheduled = 0, 0
+local accepted, scheduled, scheduled_offsets = 0, 0, {}
 for i = 1, n do
   local id = ids[i]
   local b = 4 * i
   local partition = ARGV[b + 3]
   if live[i] or done[i] or cancelled[i] or seen[id]
-      or (partition_in_use[i] and redis.call("ZSCORE", KEYS[1] .. ":" .. partition, id)) then
+      or (maybe_scheduled[i] > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. partition, id)) then
     out[i] = 0
   else
     seen[id] = true
@@ -99,6 +102,7 @@ for i = 1, n do
       p.hset[#p.hset + 1] = ARGV[b + 2]
       if due < p.earliest then p.earliest, p.earliest_text = due, ARGV[b + 1] end
       scheduled = scheduled + 1
+      scheduled_offsets[scheduled] = offsets[i]
     end
     accepted = accepted + 1
     out[i] = 1
@@ -114,6 +118,9 @@ for partition, p in pairs(partitions) do
   -- LT adds a missing partition and only ever lowers a present one.
   redis.call("ZADD", KEYS[1], "LT", p.earliest_text, partition)
 end
-if scheduled > 0 then redis.call("HINCRBY", KEYS[4], "scheduled", scheduled) end
+if scheduled > 0 then
+  filter_add(filter_key, scheduled_offsets)
+  redis.call("HINCRBY", KEYS[4], "scheduled", scheduled)
+end
 if accepted > 0 then redis.call("HINCRBY", KEYS[4], "accepted", accepted) end
 return out

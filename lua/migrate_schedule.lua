@@ -8,7 +8,8 @@
   KEYS[1]  legacy schedule  zset  id -> due ms
   KEYS[2]  schedule         zset  partition -> lower bound of its earliest due
                                   ms; partition P is zset KEYS[2]..":"..P and
-                                  hash KEYS[2]..":"..P..":jobs"
+                                  hash KEYS[2]..":"..P..":jobs"; the schedule
+                                  filter is KEYS[2]..":filter"
   KEYS[3]  jobs             hash  id -> job record
   KEYS[4]  stats            hash  ("scheduled" counts the schedule)
 
@@ -27,7 +28,8 @@ for i = 2, #ARGV, 2 do
     return redis.error_reply("ERR dueq bad-args migrate_schedule: id " .. (i / 2) .. " is empty or has a bad partition")
   end
 end
-local moved = 0
+--! include lib/schedule_filter.lua
+local moved, moved_offsets = 0, {}
 for i = 1, #ARGV, 2 do
   local id, partition = ARGV[i], ARGV[i + 1]
   local due = redis.call("ZSCORE", KEYS[1], id)
@@ -41,8 +43,12 @@ for i = 1, #ARGV, 2 do
       redis.call("HDEL", KEYS[3], id)
       redis.call("ZADD", KEYS[2], "LT", due, partition)
       moved = moved + 1
+      moved_offsets[moved] = filter_offset(partition, id)
     end
   end
 end
-if moved > 0 then redis.call("HINCRBY", KEYS[4], "scheduled", moved) end
+if moved > 0 then
+  filter_add(KEYS[2] .. ":filter", moved_offsets)
+  redis.call("HINCRBY", KEYS[4], "scheduled", moved)
+end
 return moved

@@ -9,7 +9,8 @@
   KEYS[1]  schedule          zset  partition -> lower bound of its earliest
                                     due ms; a retried job's id and record go
                                     to partition P: zset KEYS[1]..":"..P and
-                                    hash KEYS[1]..":"..P..":jobs"
+                                    hash KEYS[1]..":"..P..":jobs", counted
+                                    by the schedule filter KEYS[1]..":filter"
   KEYS[2]  ready             zset
   KEYS[3]  leased            zset
   KEYS[4]  dead              zset  id -> time it died (ms)
@@ -53,6 +54,7 @@ if not now or not base or base < 0 or not cap or cap < base or not retention or 
     or n > 5000 or #ARGV ~= 5 + 6 * n then
   return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, 5 values per job and N jitters")
 end
+--! include lib/schedule_filter.lua
 local modes = {retry = true, now = true, dead = true, ["return"] = true, cancel = true}
 local jitter_at = 5 + 5 * n
 for i = 0, n - 1 do
@@ -66,7 +68,7 @@ for i = 0, n - 1 do
 end
 
 local out = {}
-local retried, dead, stale, cancelled, scheduled = 0, 0, 0, 0, 0
+local retried, dead, stale, cancelled, scheduled, scheduled_offsets = 0, 0, 0, 0, 0, {}
 for i = 0, n - 1 do
   local id = ARGV[6 + 5 * i]
   local mode = ARGV[8 + 5 * i]
@@ -131,6 +133,7 @@ for i = 0, n - 1 do
           redis.call("HDEL", KEYS[6], id)
           redis.call("ZADD", KEYS[1], "LT", due_text, partition)
           scheduled = scheduled + 1
+          scheduled_offsets[scheduled] = filter_offset(partition, id)
         end
         redis.call("HSET", KEYS[9], id, reason)
         retried = retried + 1
@@ -140,7 +143,10 @@ for i = 0, n - 1 do
     end
   end
 end
-if scheduled > 0 then redis.call("HINCRBY", KEYS[5], "scheduled", scheduled) end
+if scheduled > 0 then
+  filter_add(KEYS[1] .. ":filter", scheduled_offsets)
+  redis.call("HINCRBY", KEYS[5], "scheduled", scheduled)
+end
 if retried > 0 then redis.call("HINCRBY", KEYS[5], "retried", retried) end
 if dead > 0 then redis.call("HINCRBY", KEYS[5], "dead", dead) end
 if stale > 0 then redis.call("HINCRBY", KEYS[5], "stale_acks", stale) end

@@ -7,7 +7,8 @@
 
   KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
                              partition P is zset KEYS[1]..":"..P (id -> due
-                             ms) and hash KEYS[1]..":"..P..":jobs"
+                             ms) and hash KEYS[1]..":"..P..":jobs";
+                             KEYS[1]..":filter" is the schedule filter
   KEYS[2]  ready       zset  id -> due ms
   KEYS[3]  jobs        hash  id -> job record
   KEYS[4]  stats       hash  ("scheduled" is lowered by the jobs moved)
@@ -25,8 +26,9 @@ local limit = tonumber(ARGV[2])
 if not now or not limit or limit < 1 or limit > 5000 then
   return redis.error_reply("ERR dueq bad-args promote: expected now and a limit of 1..5000")
 end
+--! include lib/schedule_filter.lua
 local partitions = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
-local moved, removed = 0, 0
+local moved, removed, removed_offsets = 0, 0, {}
 for _, partition in ipairs(partitions) do
   if removed >= limit then break end
   local key = KEYS[1] .. ":" .. partition
@@ -36,7 +38,10 @@ for _, partition in ipairs(partitions) do
     -- ZRANGEBYSCORE from -inf returned ranks 0..count-1.
     redis.call("ZREMRANGEBYRANK", key, 0, count - 1)
     local ids = {}
-    for j = 1, #due, 2 do ids[#ids + 1] = due[j] end
+    for j = 1, #due, 2 do
+      ids[#ids + 1] = due[j]
+      removed_offsets[#removed_offsets + 1] = filter_offset(partition, due[j])
+    end
     local records = redis.call("HMGET", key .. ":jobs", unpack(ids))
     redis.call("HDEL", key .. ":jobs", unpack(ids))
     -- WITHSCORES gives member, score pairs; ZADD wants score, member. An id
@@ -64,7 +69,10 @@ for _, partition in ipairs(partitions) do
     redis.call("ZREM", KEYS[1], partition)
   end
 end
-if removed > 0 then redis.call("HINCRBY", KEYS[4], "scheduled", -removed) end
+if removed > 0 then
+  filter_remove(KEYS[1] .. ":filter", removed_offsets)
+  redis.call("HINCRBY", KEYS[4], "scheduled", -removed)
+end
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = -1
 if head[2] then next_due = tonumber(head[2]) end

@@ -6,7 +6,8 @@
 
   KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
                              partition P is zset KEYS[1]..":"..P and hash
-                             KEYS[1]..":"..P..":jobs"
+                             KEYS[1]..":"..P..":jobs"; the schedule filter
+                             is KEYS[1]..":filter"
   KEYS[2]  ready       zset
   KEYS[3]  leased      zset
   KEYS[4]  dead        zset
@@ -28,6 +29,7 @@ for i = 2, #ARGV, 2 do
     return redis.error_reply("ERR dueq bad-args repair: id " .. (i / 2) .. " is empty or has a bad partition")
   end
 end
+--! include lib/schedule_filter.lua
 local out = {}
 for i = 1, #ARGV, 2 do
   local id = ARGV[i]
@@ -35,6 +37,7 @@ for i = 1, #ARGV, 2 do
   if redis.call("HEXISTS", KEYS[5], id) == 0 and redis.call("HEXISTS", key .. ":jobs", id) == 0 then
     local from_schedule = redis.call("ZREM", key, id)
     if from_schedule > 0 then
+      filter_remove(KEYS[1] .. ":filter", {filter_offset(ARGV[i + 1], id)})
       redis.call("HINCRBY", KEYS[6], "scheduled", -1)
       if redis.call("EXISTS", key) == 0 then redis.call("ZREM", KEYS[1], ARGV[i + 1]) end
     end

@@ -5,8 +5,8 @@
 
 namespace dueq::lua {
 
-enum class ScriptId : size_t { enqueue, promote, lease, ack, nack, extend, reclaim, stats, cancel, replay, purge, cap_leases, audit, repair, sweep, show, scan_ids, migrate_schedule };
-inline constexpr size_t kScriptCount = 18;
+enum class ScriptId : size_t { enqueue, promote, lease, ack, nack, extend, reclaim, stats, cancel, replay, purge, cap_leases, audit, repair, sweep, show, scan_ids, migrate_schedule, filter_check };
+inline constexpr size_t kScriptCount = 19;
 
 struct ScriptSource {
   ScriptId id;

@@ -832,5 +832,182 @@ TEST_F(Scripts, TheAuditorWalksEverySchedulePartition) {
   ASSERT_EQ(dirty->problems.size(), 1u);
   EXPECT_EQ(dirty->problems[0].first, "s7");
   EXPECT_NE(dirty->problems[0].second.find("lost"), std::string::npos);
-  EXPECT_TRUE(dirty->repaired.empty());  // a record with no state is reported, never removed
+  // A record with no state is reported, never removed; the schedule filter
+  // still counted s7 and is made exact.
+  ASSERT_EQ(dirty->repaired.size(), 1u);
+  EXPECT_EQ(dirty->repaired[0].rfind("schedule filter " + partition + ":", 0), 0u) << dirty->repaired[0];
+}
+
+namespace {
+
+// The schedule filter's bucket tail of an id (lua/lib/schedule_filter.lua).
+int filter_tail(const std::string& id) {
+  int bytes[3] = {0, 0, 0};
+  const size_t n = std::min<size_t>(3, id.size());
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<unsigned char>(id[id.size() - n + i]);
+  return (bytes[0] * 961 + bytes[1] * 31 + bytes[2]) % 100;
+}
+
+}  // namespace
+
+// Enqueue, promote, nack, cancel, repair and the legacy migration all keep
+// the filter's counters equal to the ids in each bucket; once the schedule
+// is empty every counter is zero again.
+TEST_F(Scripts, EveryScriptThatChangesTheScheduleKeepsTheFilterExact) {
+  const QueueKeys k("q");
+  auto filter_exact = [&] {
+    auto wrong = store_->check_schedule_filter("q", k.schedule_filter, false);
+    EXPECT_TRUE(wrong) << wrong.error().message;
+    return wrong && wrong->empty();
+  };
+  // Short ids (fewer than three tail bytes) and an id of partition 0, whose
+  // offsets Lua builds differently.
+  std::string in_partition_0;
+  for (int i = 0; in_partition_0.empty(); ++i)
+    if (schedule_partition("p0-" + std::to_string(i)) == 0) in_partition_0 = "p0-" + std::to_string(i);
+  enqueue({qjob("a", 5000, 5), qjob("xy", 5000), qjob(in_partition_0, 5000)}, 1000);
+  for (int chunk = 0; chunk < 2; ++chunk) {
+    std::vector<proto::NewJob> jobs;
+    for (int i = chunk * 1000; i < (chunk + 1) * 1000; ++i)
+      jobs.push_back(qjob("f" + std::to_string(i), 5000 + (i % 2) * 5000, 5));
+    enqueue(std::move(jobs), 1000);
+  }
+  EXPECT_TRUE(filter_exact());
+  EXPECT_NE(redis_->cli("BITCOUNT " + k.schedule_filter), "0");
+
+  Round promote;  // half of them
+  promote.promote("q", 5000, 5000);
+  EXPECT_EQ(Store::parse_promote(run(promote))->moved, 1003);
+  EXPECT_TRUE(filter_exact());
+
+  auto leased = lease(10, 9000);
+  ASSERT_EQ(leased.size(), 10u);
+  std::vector<NackItem> retries;
+  for (const auto& l : leased) retries.push_back({l.id, l.token, NackMode::retry, "boom", 1.0});
+  Round nack;
+  nack.nack("q", 6000, 1000, 60'000, 60, retries);
+  run(nack);
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1010");
+  EXPECT_TRUE(filter_exact());
+
+  Round cancel;
+  cancel.cancel("q", 6000, "f1", 60);
+  EXPECT_EQ(Store::parse_cancel(run(cancel))->status, 1);
+  EXPECT_TRUE(filter_exact());
+
+  redis_->cli("HDEL " + partition_jobs_of("f3") + " f3");  // f3's entry now dangles: repair removes it
+  Round repair;
+  repair.repair("q", {"f3"});
+  EXPECT_EQ(*Store::parse_strings(run(repair)), std::vector<std::string>{"f3"});
+  EXPECT_TRUE(filter_exact());
+
+  const std::string record = encode_job_record(JobRecord{"t", "old-payload", 9000, 3, 1000, 0, 0});
+  Round legacy;
+  legacy.command(Command{"ZADD", k.legacy_scheduled, "9000", "old"});
+  legacy.command(Command{"HSET", k.jobs, "old", record});
+  run(legacy);
+  EXPECT_EQ(*store_->migrate_legacy_schedule("q"), 1);
+  EXPECT_TRUE(filter_exact());
+  EXPECT_EQ(enqueue({qjob("old")}, 6000), std::vector<int64_t>{0});
+
+  Round rest;
+  rest.promote("q", 100'000, 5000);
+  EXPECT_EQ(Store::parse_promote(run(rest))->moved, 1009);
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "0");
+  EXPECT_EQ(redis_->cli("BITCOUNT " + k.schedule_filter), "0");
+}
+
+// The filter is what spares an enqueue its look into the partition: with a
+// counter wrongly zero, a scheduled id's duplicate is not seen. The audit
+// reports such a counter and repair makes it exact.
+TEST_F(Scripts, AnEnqueueLooksIntoThePartitionOnlyWhereTheFilterCounts) {
+  const QueueKeys k("q");
+  enqueue({qjob("a", 9000), qjob("b", 9000)}, 1000);
+  EXPECT_EQ(enqueue({qjob("a")}, 1000), std::vector<int64_t>{0});
+  redis_->cli("DEL " + k.schedule_filter);
+  auto report = audit_queue(*store_, "q", /*repair=*/false);
+  ASSERT_TRUE(report) << report.error().message;
+  ASSERT_EQ(report->problems.size(), 2u);
+  EXPECT_EQ(report->problems[0].first.rfind("schedule filter ", 0), 0u);
+  EXPECT_EQ(report->problems[0].second, "counter 0 for 1 scheduled ids");
+  EXPECT_EQ(enqueue({qjob("a")}, 1000), std::vector<int64_t>{1});  // not looked for: a second job
+  auto repaired = audit_queue(*store_, "q", /*repair=*/true);
+  ASSERT_TRUE(repaired) << repaired.error().message;
+  EXPECT_EQ(repaired->repaired.size(), 2u);
+  EXPECT_EQ(enqueue({qjob("b")}, 1000), std::vector<int64_t>{0});
+  auto after = store_->check_schedule_filter("q", k.schedule_filter, false);
+  ASSERT_TRUE(after);
+  EXPECT_TRUE(after->empty());
+}
+
+// 300 ids in one bucket: its counter saturates at 255 and stays there while
+// they leave (it can no longer be lowered soundly), so the last of them is
+// still found; repair then makes it exact.
+TEST_F(Scripts, ASaturatedFilterCounterStaysUntilRepairMakesItExact) {
+  const QueueKeys k("q");
+  const uint32_t partition = schedule_partition("seed-xyz");
+  std::vector<std::string> ids;
+  for (int i = 0; ids.size() < 300; ++i) {
+    const std::string id = std::to_string(i) + "-xyz";  // one tail: only the partition varies
+    if (schedule_partition(id) == partition) ids.push_back(id);
+  }
+  ASSERT_EQ(filter_tail(ids[0]), filter_tail(ids[299]));
+  std::vector<proto::NewJob> jobs;
+  for (size_t i = 0; i < ids.size(); ++i) jobs.push_back(qjob(ids[i], i < 299 ? 5000 : 9000));
+  enqueue(std::move(jobs), 1000);
+  const std::string bucket = std::to_string(partition * 100 + filter_tail(ids[0]));
+  auto counter = [&] { return redis_->cli("BITFIELD " + k.schedule_filter + " GET u8 '#" + bucket + "'"); };
+  EXPECT_EQ(counter(), "255");
+  Round promote;
+  promote.promote("q", 5000, 5000);
+  EXPECT_EQ(Store::parse_promote(run(promote))->moved, 299);
+  EXPECT_EQ(counter(), "255");
+  EXPECT_EQ(enqueue({qjob(ids[299])}, 1000), std::vector<int64_t>{0});
+  auto check = store_->check_schedule_filter("q", k.schedule_filter, false);
+  ASSERT_TRUE(check);
+  EXPECT_TRUE(check->empty());  // saturated is not wrong
+  auto set = store_->check_schedule_filter("q", k.schedule_filter, true);
+  ASSERT_TRUE(set);
+  ASSERT_EQ(set->size(), 1u);
+  EXPECT_EQ(set->at(0).counter, 255);
+  EXPECT_EQ(set->at(0).ids, 1);
+  EXPECT_EQ(counter(), "1");
+}
+
+// A store written before the filter existed has scheduled jobs and no
+// filter: the broker builds it at start, aside, and renames it into place.
+TEST_F(Scripts, TheMissingScheduleFilterOfAnOlderStoreIsBuiltOnce) {
+  const QueueKeys k("q");
+  EXPECT_EQ(*store_->build_missing_schedule_filter("q"), false);  // no schedule: nothing to build
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 1000; ++i) jobs.push_back(qjob("j" + std::to_string(i), 9000));
+  enqueue(std::move(jobs), 1000);
+  const std::string built_by_enqueue = redis_->cli("GET " + k.schedule_filter);
+  redis_->cli("DEL " + k.schedule_filter);
+  redis_->cli("SET " + k.schedule_filter + ":building junk");  // left by a broker stopped halfway
+  auto built = store_->build_missing_schedule_filter("q");
+  ASSERT_TRUE(built) << built.error().message;
+  EXPECT_TRUE(*built);
+  EXPECT_EQ(redis_->cli("EXISTS " + k.schedule_filter + ":building"), "0");
+  EXPECT_EQ(redis_->cli("GET " + k.schedule_filter), built_by_enqueue);
+  EXPECT_EQ(*store_->build_missing_schedule_filter("q"), false);
+  EXPECT_EQ(enqueue({qjob("j7")}, 1000), std::vector<int64_t>{0});
+}
+
+TEST_F(Scripts, FilterCheckRefusesBadArgumentsAndWritesNothing) {
+  const QueueKeys k("q");
+  enqueue({qjob("a", 9000)}, 1000);
+  const std::string before = redis_->cli("GET " + k.schedule_filter);
+  std::vector<std::string> too_many = {"set"};
+  for (int p = 0; p < 257; ++p) too_many.push_back(std::to_string(p));
+  for (const auto& argv : std::vector<std::vector<std::string>>{
+           {"fix", "1"}, {"set"}, {"set", "32768"}, {"set", "01"}, {"set", "1", "x"}, too_many}) {
+    Command cmd{"EVAL", lua::kScripts[static_cast<size_t>(lua::ScriptId::filter_check)].source, "2", k.schedule,
+                k.schedule_filter};
+    for (const auto& a : argv) cmd.add(a);
+    Round round;
+    round.command(std::move(cmd));
+    EXPECT_NE(std::string(reply_error(run(round))).find("bad-args"), std::string::npos) << argv[0] << " " << argv.size();
+  }
+  EXPECT_EQ(redis_->cli("GET " + k.schedule_filter), before);
 }

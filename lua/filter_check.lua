@@ -1,0 +1,63 @@
+--[[
+  filter_check: compare the schedule filter's counters for some partitions
+  with the ids those partitions hold (lib/schedule_filter.lua), and with
+  "set" make them exact. Each call sees its partitions at one instant, so
+  jobs moving meanwhile are not reported.
+
+  KEYS[1]  schedule  zset  partition P is zset KEYS[1]..":"..P
+  KEYS[2]  filter    string of counters: the schedule's KEYS[1]..":filter",
+                     or a new key the broker is building to replace it
+
+  ARGV[1]  "check" or "set"
+  ARGV[2..] 1..256 partitions (0..32767 in plain decimal)
+
+  Returns  flat array, 4 values per wrong counter: partition, tail, counter,
+           ids counted. A counter below its ids could hide a scheduled job;
+           one above them only costs look-ups. A counter at 255 is not wrong
+           (saturated: it stays). "set" returns the counters it corrected,
+           saturated ones included.
+  Errors   "ERR dueq bad-args <what>"; nothing is written then
+]]
+local set = ARGV[1] == "set"
+if (ARGV[1] ~= "check" and not set) or #ARGV < 2 or #ARGV > 257 then
+  return redis.error_reply("ERR dueq bad-args filter_check: expected check or set and 1..256 partitions")
+end
+for i = 2, #ARGV do
+  local partition = tonumber(ARGV[i])
+  if not partition or partition < 0 or partition > 32767 or ARGV[i] ~= string.format("%d", partition) then
+    return redis.error_reply("ERR dueq bad-args filter_check: partition " .. (i - 1) .. " is not 0..32767")
+  end
+end
+--! include lib/schedule_filter.lua
+local out, writes = {}, {}
+for i = 2, #ARGV do
+  local partition = ARGV[i]
+  local counts, offsets = {}, {}
+  for tail = 0, 99 do
+    counts[tail] = 0
+    offsets[tail + 1] = filter_bucket(partition, tail)
+  end
+  for _, id in ipairs(redis.call("ZRANGE", KEYS[1] .. ":" .. partition, 0, -1)) do
+    local tail = filter_tail(id)
+    counts[tail] = counts[tail] + 1
+  end
+  local values = filter_get(KEYS[2], offsets)
+  for tail = 0, 99 do
+    local exact = math.min(counts[tail], 255)
+    local value = values[tail + 1]
+    if value ~= exact and (set or value ~= 255) then
+      out[#out + 1] = tonumber(partition)
+      out[#out + 1] = tail
+      out[#out + 1] = value
+      out[#out + 1] = counts[tail]
+      writes[#writes + 1] = "SET"
+      writes[#writes + 1] = "u8"
+      writes[#writes + 1] = offsets[tail + 1]
+      writes[#writes + 1] = exact
+    end
+  end
+  -- Written per partition: one call's arguments must fit unpack().
+  if set and #writes > 0 then redis.call("BITFIELD", KEYS[2], unpack(writes)) end
+  writes = {}
+end
+return out
