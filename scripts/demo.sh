@@ -29,7 +29,7 @@ export DUEQ_BROKER=tcp://127.0.0.1:$BROKER_PORT
 echo "== starting redis-server on 127.0.0.1:$REDIS_PORT (AOF everysec, data in $WORK)"
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$WORK" --appendonly yes --appendfsync everysec \
   --save "" --maxmemory-policy noeviction --hash-max-listpack-value 1024 --hash-max-listpack-entries 256 \
-  --zset-max-listpack-entries 256 >"$WORK/redis.log" 2>&1 &
+  --zset-max-listpack-entries 256 --auto-aof-rewrite-min-size 1gb >"$WORK/redis.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
 

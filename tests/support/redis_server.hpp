@@ -69,6 +69,7 @@ class RedisServer {
                                      "--dir", dir_.string(), "--appendonly", "yes", "--appendfsync", "everysec",
                                      "--save", "", "--maxmemory-policy", "noeviction", "--hash-max-listpack-value", "1024",
                                      "--hash-max-listpack-entries", "256", "--zset-max-listpack-entries", "256",
+                                     "--auto-aof-rewrite-min-size", "1gb",
                                      "--daemonize", "no"};
     for (auto& a : extra_args_) argv.push_back(a);
     process_ = std::make_unique<Process>(argv, (dir_ / "redis.log").string());
