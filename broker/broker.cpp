@@ -68,7 +68,7 @@ Result<void> Broker::start() {
     if (!config_.allow_unsafe_redis) return ok;
     spdlog::warn("{} (continuing: --allow-unsafe-redis)", ok.error().message);
   }
-  if (auto advice = store_.memory_settings_advice(); advice && !advice->empty()) spdlog::warn("Redis: {}", *advice);
+  if (auto advice = store_.settings_advice(); advice && !advice->empty()) spdlog::warn("Redis: {}", *advice);
 
   router_.set(zmq::sockopt::linger, 0);
   router_.set(zmq::sockopt::rcvhwm, 100'000);

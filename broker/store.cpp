@@ -285,21 +285,34 @@ Result<void> Store::check_durability_settings() {
   return {};
 }
 
-Result<std::string> Store::memory_settings_advice() {
-  // What a schedule partition needs to stay listpack-encoded (deploy/redis.conf).
-  const std::vector<std::string> names = {"hash-max-listpack-value", "hash-max-listpack-entries",
-                                          "zset-max-listpack-entries"};
-  const std::array<int64_t, 3> wanted = {1024, 256, 256};
+Result<std::string> Store::settings_advice() {
+  struct Wanted {
+    const char* name;
+    int64_t value;
+    const char* cost;
+  };
+  static constexpr const char* kMemory = "scheduled jobs will use more Redis memory than they need";
+  static constexpr const char* kRewrites =
+      "under load AOF rewrites (a fork and a full write of the dataset) come every few seconds";
+  static constexpr std::array<Wanted, 4> kWanted = {{{"hash-max-listpack-value", 1024, kMemory},
+                                                     {"hash-max-listpack-entries", 256, kMemory},
+                                                     {"zset-max-listpack-entries", 256, kMemory},
+                                                     {"auto-aof-rewrite-min-size", int64_t{1} << 30, kRewrites}}};
+  std::vector<std::string> names;
+  for (const auto& w : kWanted) names.emplace_back(w.name);
   auto values = config_values(names);
   if (!values) return std::unexpected(values.error());
   std::string advice;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (!(*values)[i]) continue;  // CONFIG disabled: nothing to say
-    if (const int64_t have = std::strtoll((*values)[i]->c_str(), nullptr, 10); have < wanted[i])
-      advice += fmt::format("{}{} is {} (recommended: {})", advice.empty() ? "" : ", ", names[i], have, wanted[i]);
+  for (const char* cost : {kMemory, kRewrites}) {
+    std::string low;
+    for (size_t i = 0; i < kWanted.size(); ++i) {
+      if (kWanted[i].cost != cost || !(*values)[i]) continue;  // CONFIG disabled: nothing to say
+      if (const int64_t have = std::strtoll((*values)[i]->c_str(), nullptr, 10); have < kWanted[i].value)
+        low += fmt::format("{}{} is {} (recommended: {})", low.empty() ? "" : ", ", kWanted[i].name, have, kWanted[i].value);
+    }
+    if (!low.empty()) advice += fmt::format("{}{}: {}", advice.empty() ? "" : "; ", low, cost);
   }
-  if (!advice.empty())
-    advice += ": scheduled jobs will use more Redis memory than they need (see deploy/redis.conf)";
+  if (!advice.empty()) advice += " (see deploy/redis.conf)";
   return advice;
 }
 

@@ -147,10 +147,11 @@ class Store {
   // Refuses a Redis that can lose accepted jobs: persistence off or an
   // eviction policy other than noeviction. The message says what to change.
   Result<void> check_durability_settings();
-  // Redis settings that make scheduled jobs cost more memory than they need
-  // (listpack limits below deploy/redis.conf's), as one message naming
-  // each; empty when all are at least as high. Advice, not a refusal.
-  Result<std::string> memory_settings_advice();
+  // Redis settings below deploy/redis.conf's that cost memory (listpack
+  // limits) or throughput and latency (the AOF rewrite threshold), as one
+  // message naming each and what it costs; empty when all are at least as
+  // high. Advice, not a refusal.
+  Result<std::string> settings_advice();
 
   // Pipelined rounds. send() writes a round and returns; receive() reads the
   // replies of the oldest round sent (blocking up to the timeout; a caller

@@ -345,3 +345,29 @@ TEST(Recovery, ABrokerUpgradedFromTheSingleSetScheduleRunsEveryScheduledJobOnTim
   auto audit = dueq_cli(cluster.endpoint(), "audit --queue legacy");
   EXPECT_EQ(audit.code, 0) << audit.out;
 }
+
+// A store written by a broker from before the schedule filter: its scheduled
+// jobs have no counters. The new broker builds the filter when it starts, so
+// a producer's retry of those jobs is still answered "duplicate".
+TEST(Recovery, ABrokerStartedWithoutTheScheduleFilterBuildsItBeforeTakingEnqueues) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  constexpr int kJobs = 200;
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < kJobs; ++i) jobs.push_back({"later", "noop", "", "later-" + std::to_string(i), wall_ms() + 600'000, 0});
+  auto first = client.enqueue_batch(jobs);
+  ASSERT_TRUE(first);
+  cluster.broker().signal(SIGTERM);
+  cluster.broker().wait();
+  EXPECT_EQ(cluster.redis().cli("DEL 'dueq:{later}:schedule:filter'"), "1");
+  cluster.start_broker();
+  EXPECT_EQ(cluster.log_count("queue 'later': built the schedule filter"), 1u);
+  auto again = client.enqueue_batch(jobs);
+  ASSERT_TRUE(again);
+  for (const auto& r : *again) EXPECT_EQ(r.status, EnqueueResult::Status::duplicate) << r.id;
+  auto stats = cluster.stats("later");
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->scheduled, kJobs);
+  auto audit = dueq_cli(cluster.endpoint(), "audit --queue later");
+  EXPECT_EQ(audit.code, 0) << audit.out;
+}

@@ -424,16 +424,22 @@ TEST(RedisSettings, ProductionSettingsPass) {
   Store store(*parse_redis_url(redis.url()));
   ASSERT_TRUE(store.connect());
   EXPECT_TRUE(store.check_durability_settings());
-  EXPECT_EQ(store.memory_settings_advice().value_or("failed"), "");
+  EXPECT_EQ(store.settings_advice().value_or("failed"), "");
 }
 
-TEST(RedisSettings, LowListpackLimitsAreNamedInTheMemoryAdvice) {
-  dueq::testing::RedisServer redis({"--hash-max-listpack-entries", "128", "--zset-max-listpack-entries", "64"});
+TEST(RedisSettings, SettingsBelowDeployRedisConfAreNamedInTheAdviceWithWhatTheyCost) {
+  dueq::testing::RedisServer redis({"--hash-max-listpack-entries", "128", "--zset-max-listpack-entries", "64",
+                                    "--auto-aof-rewrite-min-size", "64mb"});
   Store store(*parse_redis_url(redis.url()));
   ASSERT_TRUE(store.connect());
-  const std::string advice = store.memory_settings_advice().value_or("failed");
-  EXPECT_NE(advice.find("hash-max-listpack-entries is 128 (recommended: 256)"), std::string::npos) << advice;
-  EXPECT_NE(advice.find("zset-max-listpack-entries is 64"), std::string::npos) << advice;
+  const std::string advice = store.settings_advice().value_or("failed");
+  EXPECT_NE(advice.find("hash-max-listpack-entries is 128 (recommended: 256), zset-max-listpack-entries is 64 "
+                        "(recommended: 256): scheduled jobs will use more Redis memory"),
+            std::string::npos)
+      << advice;
+  EXPECT_NE(advice.find("; auto-aof-rewrite-min-size is 67108864 (recommended: 1073741824): under load AOF rewrites"),
+            std::string::npos)
+      << advice;
   EXPECT_EQ(advice.find("hash-max-listpack-value"), std::string::npos) << advice;
 }
 
