@@ -433,8 +433,9 @@ Result<std::vector<std::string>> Store::range_ids(const std::string& key, int64_
 
 Result<std::vector<FilterBucket>> Store::check_schedule_filter(const std::string& queue, const std::string& filter_key,
                                                                bool set) {
-  // About 45 µs of Redis per partition (100 counters and its ids): 32 keep
-  // each call near 1.5 ms, far inside the lateness budget of other queues.
+  // About 20 µs of Redis per partition at a million scheduled jobs (its ids
+  // and its 100 counters; 4 µs when empty): 32 keep a call near 0.6 ms, so
+  // the rounds of other queues barely wait behind it.
   constexpr uint32_t kPartitionsPerCall = 32;
   std::vector<FilterBucket> wrong;
   for (uint32_t first = 0; first < kSchedulePartitions; first += kPartitionsPerCall) {

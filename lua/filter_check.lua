@@ -32,28 +32,31 @@ end
 local out, writes = {}, {}
 for i = 2, #ARGV do
   local partition = ARGV[i]
-  local counts, offsets = {}, {}
-  for tail = 0, 99 do
-    counts[tail] = 0
-    offsets[tail + 1] = filter_bucket(partition, tail)
-  end
-  for _, id in ipairs(redis.call("ZRANGE", KEYS[1] .. ":" .. partition, 0, -1)) do
-    local tail = filter_tail(id)
-    counts[tail] = counts[tail] + 1
-  end
-  local values = filter_get(KEYS[2], offsets)
-  for tail = 0, 99 do
-    local exact = math.min(counts[tail], 255)
-    local value = values[tail + 1]
-    if value ~= exact and (set or value ~= 255) then
-      out[#out + 1] = tonumber(partition)
-      out[#out + 1] = tail
-      out[#out + 1] = value
-      out[#out + 1] = counts[tail]
-      writes[#writes + 1] = "SET"
-      writes[#writes + 1] = "u8"
-      writes[#writes + 1] = offsets[tail + 1]
-      writes[#writes + 1] = exact
+  local ids = redis.call("ZRANGE", KEYS[1] .. ":" .. partition, 0, -1)
+  -- A partition's 100 counters are 100 consecutive bytes of the filter.
+  local first_byte = tonumber(partition) * 100
+  local row = redis.call("GETRANGE", KEYS[2], first_byte, first_byte + 99)
+  -- The common case, an empty partition with zero counters, costs no loop.
+  if #ids > 0 or string.find(row, "[^%z]") then
+    local counts = {}
+    for tail = 0, 99 do counts[tail] = 0 end
+    for _, id in ipairs(ids) do
+      local tail = filter_tail(id)
+      counts[tail] = counts[tail] + 1
+    end
+    for tail = 0, 99 do
+      local exact = math.min(counts[tail], 255)
+      local value = string.byte(row, tail + 1) or 0
+      if value ~= exact and (set or value ~= 255) then
+        out[#out + 1] = tonumber(partition)
+        out[#out + 1] = tail
+        out[#out + 1] = value
+        out[#out + 1] = counts[tail]
+        writes[#writes + 1] = "SET"
+        writes[#writes + 1] = "u8"
+        writes[#writes + 1] = filter_bucket(partition, tail)
+        writes[#writes + 1] = exact
+      end
     end
   end
   -- Written per partition: one call's arguments must fit unpack().
