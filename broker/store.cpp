@@ -455,11 +455,12 @@ Result<std::vector<FilterBucket>> Store::check_schedule_filter(const std::string
 Result<bool> Store::build_missing_schedule_filter(const std::string& queue) {
   if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
   const QueueKeys keys(queue);
-  auto exists = connection_->run(Command{"EXISTS", keys.schedule_filter});
-  if (!exists) return std::unexpected(exists.error());
-  auto in_use = connection_->run(Command{"ZCARD", keys.schedule});
-  if (!in_use) return std::unexpected(in_use.error());
-  if ((*exists)->integer != 0 || (*in_use)->integer == 0) return false;
+  auto counts = connection_->pipeline({Command{"EXISTS", keys.schedule_filter}, Command{"ZCARD", keys.schedule}});
+  if (!counts) return std::unexpected(counts.error());
+  for (const auto& reply : *counts)
+    if (reply->type != REDIS_REPLY_INTEGER) return bad_reply(reply.get(), "EXISTS/ZCARD");
+  const bool has_filter = (*counts)[0]->integer != 0, has_schedule = (*counts)[1]->integer != 0;
+  if (has_filter || !has_schedule) return false;
   // Built aside and renamed into place, so a broker stopped halfway leaves
   // no partial filter behind for the next one to trust.
   const std::string building = keys.schedule_filter + ":building";

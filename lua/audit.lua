@@ -31,14 +31,13 @@
            problems = flat array of {id, description} pairs
   Errors   "ERR dueq bad-args <what>"
 ]]
+--! include lib/partition.lua
 if #ARGV > 1000 or #ARGV % 2 ~= 0 then
   return redis.error_reply("ERR dueq bad-args audit: at most 500 ids, each with its partition")
 end
 local ids, partition_keys = {}, {}
 for i = 1, #ARGV, 2 do
-  local partition = tonumber(ARGV[i + 1])
-  if ARGV[i] == "" or not partition or partition < 0 or partition > 32767
-      or ARGV[i + 1] ~= string.format("%d", partition) then
+  if ARGV[i] == "" or not is_partition(ARGV[i + 1]) then
     return redis.error_reply("ERR dueq bad-args audit: id " .. ((i + 1) / 2) .. " is empty or has a bad partition")
   end
   ids[#ids + 1] = ARGV[i]

@@ -33,14 +33,14 @@
            (done, dead or cancelled)
   Errors   "ERR dueq bad-args <what>"
 ]]
+--! include lib/partition.lua
+--! include lib/schedule_filter.lua
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[3])
-local partition = tonumber(ARGV[4])
-if not now or not retention or retention < 0 or not ARGV[2] or ARGV[2] == "" or #ARGV ~= 4 or not partition
-    or partition < 0 or partition > 32767 or ARGV[4] ~= string.format("%d", partition) then
+if not now or not retention or retention < 0 or not ARGV[2] or ARGV[2] == "" or #ARGV ~= 4
+    or not is_partition(ARGV[4]) then
   return redis.error_reply("ERR dueq bad-args cancel: expected now, id, retention and partition")
 end
---! include lib/schedule_filter.lua
 local id = ARGV[2]
 if redis.call("ZSCORE", KEYS[3], id) then
   redis.call("SADD", KEYS[13], id)
@@ -49,8 +49,7 @@ end
 local key = KEYS[1] .. ":" .. ARGV[4]
 if redis.call("ZREM", key, id) == 1 then
   redis.call("HDEL", key .. ":jobs", id)
-  filter_remove(KEYS[1] .. ":filter", {filter_offset(ARGV[4], id)})
-  redis.call("HINCRBY", KEYS[7], "scheduled", -1)
+  schedule_counted_out(KEYS[1], KEYS[7], {filter_offset(ARGV[4], id)})
   -- An emptied partition leaves the index; otherwise its entry stays a
   -- lower bound, which promote corrects when it gets there.
   if redis.call("EXISTS", key) == 0 then redis.call("ZREM", KEYS[1], ARGV[4]) end

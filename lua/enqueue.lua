@@ -32,22 +32,22 @@
   Returns  array of N integers: 1 accepted, 0 duplicate, 2 refused (backlog)
   Errors   "ERR dueq bad-args <what>"; nothing is written then
 ]]
+--! include lib/partition.lua
+--! include lib/schedule_filter.lua
 local now = tonumber(ARGV[1])
 local max_backlog = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 if not now or not max_backlog or max_backlog < 0 or not n or n < 1 or n > 1000 or #ARGV ~= 3 + 4 * n then
   return redis.error_reply("ERR dueq bad-args enqueue: expected now, max_backlog, N and 4 values per job")
 end
---! include lib/schedule_filter.lua
 local ids = {}
 for i = 0, n - 1 do
   local b = 4 + 4 * i
   local due = tonumber(ARGV[b + 1])
   local record = ARGV[b + 2]
-  local partition = tonumber(ARGV[b + 3])
   -- 0x98 = msgpack fixarray of 8, then the record version 1.
   if ARGV[b] == "" or not due or due < 0 or string.byte(record, 1) ~= 0x98 or string.byte(record, 2) ~= 1
-      or not partition or partition < 0 or partition > 32767 or ARGV[b + 3] ~= string.format("%d", partition) then
+      or not is_partition(ARGV[b + 3]) then
     return redis.error_reply("ERR dueq bad-args enqueue: job " .. i
       .. " has an empty id, a bad due, a bad record or a bad partition")
   end
@@ -118,9 +118,6 @@ for partition, p in pairs(partitions) do
   -- LT adds a missing partition and only ever lowers a present one.
   redis.call("ZADD", KEYS[1], "LT", p.earliest_text, partition)
 end
-if scheduled > 0 then
-  filter_add(filter_key, scheduled_offsets)
-  redis.call("HINCRBY", KEYS[4], "scheduled", scheduled)
-end
+schedule_counted_in(KEYS[1], KEYS[4], scheduled_offsets)
 if accepted > 0 then redis.call("HINCRBY", KEYS[4], "accepted", accepted) end
 return out

@@ -18,18 +18,18 @@
            saturated ones included.
   Errors   "ERR dueq bad-args <what>"; nothing is written then
 ]]
+--! include lib/partition.lua
+--! include lib/schedule_filter.lua
 local set = ARGV[1] == "set"
 if (ARGV[1] ~= "check" and not set) or #ARGV < 2 or #ARGV > 257 then
   return redis.error_reply("ERR dueq bad-args filter_check: expected check or set and 1..256 partitions")
 end
 for i = 2, #ARGV do
-  local partition = tonumber(ARGV[i])
-  if not partition or partition < 0 or partition > 32767 or ARGV[i] ~= string.format("%d", partition) then
+  if not is_partition(ARGV[i]) then
     return redis.error_reply("ERR dueq bad-args filter_check: partition " .. (i - 1) .. " is not 0..32767")
   end
 end
---! include lib/schedule_filter.lua
-local out, writes = {}, {}
+local out = {}
 for i = 2, #ARGV do
   local partition = ARGV[i]
   local ids = redis.call("ZRANGE", KEYS[1] .. ":" .. partition, 0, -1)
@@ -44,6 +44,8 @@ for i = 2, #ARGV do
       local tail = filter_tail(id)
       counts[tail] = counts[tail] + 1
     end
+    -- Written per partition: one call's arguments must fit unpack().
+    local writes = {}
     for tail = 0, 99 do
       local exact = math.min(counts[tail], 255)
       local value = string.byte(row, tail + 1) or 0
@@ -52,15 +54,15 @@ for i = 2, #ARGV do
         out[#out + 1] = tail
         out[#out + 1] = value
         out[#out + 1] = counts[tail]
-        writes[#writes + 1] = "SET"
-        writes[#writes + 1] = "u8"
-        writes[#writes + 1] = filter_bucket(partition, tail)
-        writes[#writes + 1] = exact
+        if set then
+          writes[#writes + 1] = "SET"
+          writes[#writes + 1] = "u8"
+          writes[#writes + 1] = filter_bucket(partition, tail)
+          writes[#writes + 1] = exact
+        end
       end
     end
+    if #writes > 0 then redis.call("BITFIELD", KEYS[2], unpack(writes)) end
   end
-  -- Written per partition: one call's arguments must fit unpack().
-  if set and #writes > 0 then redis.call("BITFIELD", KEYS[2], unpack(writes)) end
-  writes = {}
 end
 return out

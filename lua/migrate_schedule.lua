@@ -19,16 +19,17 @@
   Returns  the number of jobs moved
   Errors   "ERR dueq bad-args <what>"
 ]]
+--! include lib/partition.lua
+--! include lib/schedule_put.lua
+--! include lib/schedule_filter.lua
 if #ARGV < 2 or #ARGV > 1000 or #ARGV % 2 ~= 0 then
   return redis.error_reply("ERR dueq bad-args migrate_schedule: expected 1..500 ids, each with its partition")
 end
 for i = 2, #ARGV, 2 do
-  local partition = tonumber(ARGV[i])
-  if ARGV[i - 1] == "" or not partition or partition < 0 or partition > 32767 or ARGV[i] ~= string.format("%d", partition) then
+  if ARGV[i - 1] == "" or not is_partition(ARGV[i]) then
     return redis.error_reply("ERR dueq bad-args migrate_schedule: id " .. (i / 2) .. " is empty or has a bad partition")
   end
 end
---! include lib/schedule_filter.lua
 local moved, moved_offsets = 0, {}
 for i = 1, #ARGV, 2 do
   local id, partition = ARGV[i], ARGV[i + 1]
@@ -37,18 +38,11 @@ for i = 1, #ARGV, 2 do
     redis.call("ZREM", KEYS[1], id)
     local record = redis.call("HGET", KEYS[3], id)
     if record then
-      local key = KEYS[2] .. ":" .. partition
-      redis.call("ZADD", key, due, id)
-      redis.call("HSET", key .. ":jobs", id, record)
-      redis.call("HDEL", KEYS[3], id)
-      redis.call("ZADD", KEYS[2], "LT", due, partition)
+      schedule_put(KEYS[2], KEYS[3], partition, id, due, record)
       moved = moved + 1
       moved_offsets[moved] = filter_offset(partition, id)
     end
   end
 end
-if moved > 0 then
-  filter_add(KEYS[2] .. ":filter", moved_offsets)
-  redis.call("HINCRBY", KEYS[4], "scheduled", moved)
-end
+schedule_counted_in(KEYS[2], KEYS[4], moved_offsets)
 return moved

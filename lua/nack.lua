@@ -45,6 +45,9 @@
            3 cancelled
   Errors   "ERR dueq bad-args <what>"
 ]]
+--! include lib/partition.lua
+--! include lib/schedule_put.lua
+--! include lib/schedule_filter.lua
 local now = tonumber(ARGV[1])
 local base = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
@@ -54,15 +57,12 @@ if not now or not base or base < 0 or not cap or cap < base or not retention or 
     or n > 5000 or #ARGV ~= 5 + 6 * n then
   return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, 5 values per job and N jitters")
 end
---! include lib/schedule_filter.lua
 local modes = {retry = true, now = true, dead = true, ["return"] = true, cancel = true}
 local jitter_at = 5 + 5 * n
 for i = 0, n - 1 do
   local mode = ARGV[8 + 5 * i]
-  local partition = tonumber(ARGV[10 + 5 * i])
   local jitter = tonumber(ARGV[jitter_at + 1 + i])
-  if not modes[mode] or not jitter or jitter < 0 or jitter > 1 or not partition or partition < 0
-      or partition > 32767 or ARGV[10 + 5 * i] ~= string.format("%d", partition) then
+  if not modes[mode] or not jitter or jitter < 0 or jitter > 1 or not is_partition(ARGV[10 + 5 * i]) then
     return redis.error_reply("ERR dueq bad-args nack: job " .. i .. " has a bad mode, partition or jitter")
   end
 end
@@ -126,12 +126,7 @@ for i = 0, n - 1 do
           redis.call("ZADD", KEYS[2], due, id)
         else
           local partition = ARGV[10 + 5 * i]
-          local key = KEYS[1] .. ":" .. partition
-          local due_text = string.format("%d", due)
-          redis.call("ZADD", key, due_text, id)
-          redis.call("HSET", key .. ":jobs", id, record)
-          redis.call("HDEL", KEYS[6], id)
-          redis.call("ZADD", KEYS[1], "LT", due_text, partition)
+          schedule_put(KEYS[1], KEYS[6], partition, id, string.format("%d", due), record)
           scheduled = scheduled + 1
           scheduled_offsets[scheduled] = filter_offset(partition, id)
         end
@@ -143,10 +138,7 @@ for i = 0, n - 1 do
     end
   end
 end
-if scheduled > 0 then
-  filter_add(KEYS[1] .. ":filter", scheduled_offsets)
-  redis.call("HINCRBY", KEYS[5], "scheduled", scheduled)
-end
+schedule_counted_in(KEYS[1], KEYS[5], scheduled_offsets)
 if retried > 0 then redis.call("HINCRBY", KEYS[5], "retried", retried) end
 if dead > 0 then redis.call("HINCRBY", KEYS[5], "dead", dead) end
 if stale > 0 then redis.call("HINCRBY", KEYS[5], "stale_acks", stale) end

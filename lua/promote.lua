@@ -21,12 +21,12 @@
            -1 when the schedule is empty
   Errors   "ERR dueq bad-args <what>"
 ]]
+--! include lib/schedule_filter.lua
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 if not now or not limit or limit < 1 or limit > 5000 then
   return redis.error_reply("ERR dueq bad-args promote: expected now and a limit of 1..5000")
 end
---! include lib/schedule_filter.lua
 local partitions = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
 local moved, removed, removed_offsets = 0, 0, {}
 for _, partition in ipairs(partitions) do
@@ -69,10 +69,7 @@ for _, partition in ipairs(partitions) do
     redis.call("ZREM", KEYS[1], partition)
   end
 end
-if removed > 0 then
-  filter_remove(KEYS[1] .. ":filter", removed_offsets)
-  redis.call("HINCRBY", KEYS[4], "scheduled", -removed)
-end
+schedule_counted_out(KEYS[1], KEYS[4], removed_offsets)
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = -1
 if head[2] then next_due = tonumber(head[2]) end

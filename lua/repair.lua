@@ -20,16 +20,16 @@
   Returns  array of the ids whose dangling entries were removed
   Errors   "ERR dueq bad-args <what>"
 ]]
+--! include lib/partition.lua
+--! include lib/schedule_filter.lua
 if #ARGV < 2 or #ARGV > 1000 or #ARGV % 2 ~= 0 then
   return redis.error_reply("ERR dueq bad-args repair: expected 1..500 ids, each with its partition")
 end
 for i = 2, #ARGV, 2 do
-  local partition = tonumber(ARGV[i])
-  if ARGV[i - 1] == "" or not partition or partition < 0 or partition > 32767 or ARGV[i] ~= string.format("%d", partition) then
+  if ARGV[i - 1] == "" or not is_partition(ARGV[i]) then
     return redis.error_reply("ERR dueq bad-args repair: id " .. (i / 2) .. " is empty or has a bad partition")
   end
 end
---! include lib/schedule_filter.lua
 local out = {}
 for i = 1, #ARGV, 2 do
   local id = ARGV[i]
@@ -37,8 +37,7 @@ for i = 1, #ARGV, 2 do
   if redis.call("HEXISTS", KEYS[5], id) == 0 and redis.call("HEXISTS", key .. ":jobs", id) == 0 then
     local from_schedule = redis.call("ZREM", key, id)
     if from_schedule > 0 then
-      filter_remove(KEYS[1] .. ":filter", {filter_offset(ARGV[i + 1], id)})
-      redis.call("HINCRBY", KEYS[6], "scheduled", -1)
+      schedule_counted_out(KEYS[1], KEYS[6], {filter_offset(ARGV[i + 1], id)})
       if redis.call("EXISTS", key) == 0 then redis.call("ZREM", KEYS[1], ARGV[i + 1]) end
     end
     local removed = from_schedule + redis.call("ZREM", KEYS[2], id) + redis.call("ZREM", KEYS[3], id)

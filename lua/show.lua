@@ -28,10 +28,9 @@
            missing values are ""
   Errors   "ERR dueq bad-args <what>"
 ]]
+--! include lib/partition.lua
 local id = ARGV[1]
-local partition = tonumber(ARGV[2])
-if not id or id == "" or #ARGV ~= 2 or not partition or partition < 0 or partition > 32767
-    or ARGV[2] ~= string.format("%d", partition) then
+if not id or id == "" or #ARGV ~= 2 or not is_partition(ARGV[2]) then
   return redis.error_reply("ERR dueq bad-args show: expected an id and its partition")
 end
 local function get(k) return redis.call("HGET", KEYS[k], id) or "" end

@@ -63,15 +63,23 @@ local function filter_change(filter_key, offsets, by)
   end
 end
 
-local function filter_add(filter_key, offsets)
-  filter_change(filter_key, offsets, 1)
+-- Counts jobs into and out of the schedule: the filter's counters at
+-- OFFSETS (one per job) and the `scheduled` counter of STATS_KEY always
+-- change together.
+local function schedule_counted_in(schedule_key, stats_key, offsets)
+  if #offsets == 0 then return end
+  filter_change(schedule_key .. ":filter", offsets, 1)
+  redis.call("HINCRBY", stats_key, "scheduled", #offsets)
 end
 
-local function filter_remove(filter_key, offsets)
+local function schedule_counted_out(schedule_key, stats_key, offsets)
+  if #offsets == 0 then return end
+  local filter_key = schedule_key .. ":filter"
   local values = filter_get(filter_key, offsets)
   local lower = {}
   for j = 1, #offsets do
     if values[j] < 255 then lower[#lower + 1] = offsets[j] end
   end
   filter_change(filter_key, lower, -1)
+  redis.call("HINCRBY", stats_key, "scheduled", -#offsets)
 end

@@ -357,6 +357,7 @@ TEST(Recovery, ABrokerStartedWithoutTheScheduleFilterBuildsItBeforeTakingEnqueue
   for (int i = 0; i < kJobs; ++i) jobs.push_back({"later", "noop", "", "later-" + std::to_string(i), wall_ms() + 600'000, 0});
   auto first = client.enqueue_batch(jobs);
   ASSERT_TRUE(first);
+  for (const auto& r : *first) ASSERT_EQ(r.status, EnqueueResult::Status::accepted) << r.id;
   cluster.broker().signal(SIGTERM);
   cluster.broker().wait();
   EXPECT_EQ(cluster.redis().cli("DEL 'dueq:{later}:schedule:filter'"), "1");
