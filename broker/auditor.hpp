@@ -3,14 +3,49 @@
 // cancelled, purged, dead, scheduled, ready or leased, exactly once) and that
 // every job record and every state-set entry agree. Reads in bounded slices;
 // each slice is checked atomically in Redis by audit.lua, so jobs moving
-// while the audit runs are not reported as problems.
+// while the audit runs are not reported as problems. Run it on a connection
+// of its own (admin, reconciler): it makes tens of thousands of calls.
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "broker/store.hpp"
+#include "broker/round.hpp"
+#include "broker/script_registry.hpp"
 
 namespace dueq::broker {
+
+struct AuditCounts {
+  int64_t scheduled = 0, ready = 0, leased = 0, dead = 0, accepted = 0, done = 0, cancelled = 0, purged = 0;
+  // accepted == done + cancelled + purged + dead + scheduled + ready + leased
+  int64_t imbalance() const { return accepted - (done + cancelled + purged + dead + scheduled + ready + leased); }
+};
+
+struct AuditSlice {
+  AuditCounts counts;  // only from a call without ids
+  std::vector<std::pair<std::string, std::string>> problems;  // id, description
+};
+
+// A schedule filter counter that disagrees with its bucket's ids.
+struct FilterBucket {
+  int64_t partition = 0;
+  int64_t tail = 0;
+  int64_t counter = 0;
+  int64_t ids = 0;
+};
+
+namespace calls {
+Command audit(const std::string& queue, const std::vector<std::string>& ids);
+Result<AuditSlice> parse_audit(const redisReply* reply);
+// repair.lua: the dangling entries it removed.
+Command repair(const std::string& queue, const std::vector<std::string>& ids);
+// filter_check.lua: `set` makes the counters exact; `filter_key` is the
+// queue's schedule filter or a key being built to replace it.
+Command filter_check(const std::string& queue, const std::string& filter_key, bool set,
+                     const std::vector<uint32_t>& partitions);
+Result<std::vector<FilterBucket>> parse_filter_check(const redisReply* reply);
+// scan_ids.lua: one HSCAN step, [next cursor, [ids]].
+Command scan_ids(const std::string& hash_key, const std::string& cursor, int count);
+}  // namespace calls
 
 struct AuditReport {
   std::string queue;
@@ -23,6 +58,11 @@ struct AuditReport {
 // With `repair`, entries whose job record is gone are removed (always safe:
 // they can never be delivered), schedule filter counters are made exact, and
 // both are listed in `repaired` instead of `problems`.
-Result<AuditReport> audit_queue(Store& store, const std::string& queue, bool repair);
+Result<AuditReport> audit_queue(ScriptRegistry& redis, const std::string& queue, bool repair);
+
+// The schedule filter's wrong counters over every partition (with `set`:
+// the ones corrected).
+Result<std::vector<FilterBucket>> check_schedule_filter(ScriptRegistry& redis, const std::string& queue,
+                                                        const std::string& filter_key, bool set);
 
 }  // namespace dueq::broker

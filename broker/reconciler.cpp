@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "broker/admin.hpp"
 #include "broker/auditor.hpp"
 
 namespace dueq::broker {
@@ -22,24 +23,28 @@ void Reconciler::stop() {
 }
 
 void Reconciler::run() {
-  Store store(address_);
+  ScriptRegistry redis(address_);
+  // Paced like admin work: the event loop keeps most of Redis's time.
+  redis.set_redis_share(Admin::kRedisShare);
+  redis.set_stop_flag(&stopping_);
   while (true) {
     {
       std::unique_lock lock(mutex_);
-      if (wake_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [&] { return stopping_; })) return;
+      if (wake_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [&] { return stopping_.load(); })) return;
     }
-    if (!store.connected())
-      if (auto ok = store.connect(); !ok) continue;  // the main loop reports Redis outages
-    auto queues = store.known_queues();
+    if (!redis.connected())
+      if (auto ok = redis.connect(); !ok) continue;  // the main loop reports Redis outages
+    auto queues = known_queues(redis);
     if (!queues) {
-      store.disconnect();
+      redis.disconnect();
       continue;
     }
     for (const auto& queue : *queues) {
-      auto report = audit_queue(store, queue, /*repair=*/true);
+      auto report = audit_queue(redis, queue, /*repair=*/true);
       if (!report) {
+        if (stopping_) return;
         spdlog::warn("reconciler: audit of '{}' failed: {}", queue, report.error().message);
-        store.disconnect();
+        redis.disconnect();
         break;
       }
       for (const auto& id : report->repaired) spdlog::warn("reconciler: queue '{}': removed dangling entry {}", queue, id);

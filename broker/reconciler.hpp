@@ -1,7 +1,9 @@
 #pragma once
 // Background job: every `interval` it audits every known queue on its own
-// Redis connection, repairs dangling entries and logs what it cannot repair.
-// start() launches the thread; stop() (or the destructor) ends it promptly.
+// Redis connection (paced like admin work), repairs dangling entries and
+// logs what it cannot repair. start() launches the thread; stop() (or the
+// destructor) ends it at the audit's next step.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -27,7 +29,7 @@ class Reconciler {
   std::thread thread_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace dueq::broker

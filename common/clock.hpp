@@ -1,6 +1,9 @@
 #pragma once
-// Wall-clock milliseconds are what due times are written in; every process
-// reads the same clock through these helpers so tests and logs agree.
+// Two clocks. Due times are wall-clock milliseconds: they are what producers
+// ask for and what Redis stores. Liveness, lease deadlines and timeouts are
+// measured on the steady clock, which no clock step (NTP, an operator, a VM
+// resumed) moves, so a step never declares a healthy worker dead. Components
+// take a Clock& so tests can step the wall clock.
 #include <chrono>
 #include <cstdint>
 
@@ -15,5 +18,44 @@ inline int64_t wall_us() {
   using namespace std::chrono;
   return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
 }
+
+inline int64_t steady_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t wall_us() const = 0;
+  virtual int64_t steady_ms() const = 0;
+  int64_t wall_ms() const { return wall_us() / 1000; }
+};
+
+class SystemClock final : public Clock {
+ public:
+  int64_t wall_us() const override { return dueq::wall_us(); }
+  int64_t steady_ms() const override { return dueq::steady_ms(); }
+};
+
+inline const Clock& system_clock() {
+  static const SystemClock clock;
+  return clock;
+}
+
+// Lease deadlines are stored in Redis, where a broker started later must read
+// them, so they are written in wall-clock milliseconds; but they advance with
+// the steady clock from the moment this broker started. A wall clock step
+// after that moves no lease (a step backwards would otherwise stretch every
+// lease, one forwards would expire them all and re-deliver running jobs).
+class LeaseClock {
+ public:
+  explicit LeaseClock(const Clock& clock) : clock_(clock), offset_ms_(clock.wall_ms() - clock.steady_ms()) {}
+  int64_t now_ms() const { return offset_ms_ + clock_.steady_ms(); }
+
+ private:
+  const Clock& clock_;
+  int64_t offset_ms_;
+};
 
 }  // namespace dueq

@@ -1,8 +1,11 @@
-# Writes OUT: a C++ source with each Lua script as a string constant, so the
-# broker carries its scripts and needs no files at run time.
+# Writes OUT_HEADER (lua::ScriptId, one id per script file name) and
+# OUT_SOURCE (each script's text and SHA1), so the broker carries its scripts,
+# needs no files at run time and can build EVALSHA calls before loading them.
+string(REPLACE "," ";" SCRIPTS "${SCRIPTS}")
+set(ids "")
 set(body "// Generated from lua/*.lua by lua/embed.cmake. Do not edit.\n#include \"lua/scripts.hpp\"\nnamespace dueq::lua {\n")
 set(table "")
-string(REPLACE "," ";" SCRIPTS "${SCRIPTS}")
+list(LENGTH SCRIPTS count)
 foreach(path ${SCRIPTS})
   get_filename_component(name ${path} NAME_WE)
   file(READ ${path} text)
@@ -15,8 +18,37 @@ foreach(path ${SCRIPTS})
     file(READ ${dir}/${lib} lib_text)
     string(REPLACE "${line}" "${lib_text}" text "${text}")
   endforeach()
+  # Redis names a script by the SHA1 of exactly these bytes.
+  string(SHA1 sha "${text}")
+  string(APPEND ids "${name}, ")
   string(APPEND body "static const char k_${name}[] = R\"dueqlua(${text})dueqlua\";\n")
-  string(APPEND table "  {ScriptId::${name}, \"${name}\", k_${name}},\n")
+  string(APPEND table "  {ScriptId::${name}, \"${name}\", k_${name}, \"${sha}\"},\n")
 endforeach()
 string(APPEND body "const std::array<ScriptSource, kScriptCount> kScripts = {{\n${table}}};\n}  // namespace dueq::lua\n")
-file(WRITE ${OUT} "${body}")
+set(header "// Generated from lua/*.lua by lua/embed.cmake. Do not edit.
+#pragma once
+#include <array>
+#include <cstddef>
+
+namespace dueq::lua {
+
+// One id per lua/*.lua file, in file-name order.
+enum class ScriptId : size_t { ${ids}};
+inline constexpr size_t kScriptCount = ${count};
+
+struct ScriptSource {
+  ScriptId id;
+  const char* name;
+  const char* source;
+  const char* sha1;  // what SCRIPT LOAD answers and EVALSHA takes
+};
+
+// Indexed by ScriptId.
+extern const std::array<ScriptSource, kScriptCount> kScripts;
+
+inline const ScriptSource& script(ScriptId id) { return kScripts[static_cast<size_t>(id)]; }
+
+}  // namespace dueq::lua
+")
+file(WRITE ${OUT_HEADER} "${header}")
+file(WRITE ${OUT_SOURCE} "${body}")

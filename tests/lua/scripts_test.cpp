@@ -1,5 +1,5 @@
 // Each Lua script, run against a real redis-server through the broker's
-// Store: the rules of docs/protocol.md's state diagram, checked one by one.
+// broker's typed calls: the rules of docs/protocol.md's state diagram, checked one by one.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -7,7 +7,15 @@
 
 #include "broker/auditor.hpp"
 #include "broker/job_record.hpp"
-#include "broker/store.hpp"
+#include "broker/keys.hpp"
+#include "broker/admin.hpp"
+#include "broker/dispatcher.hpp"
+#include "broker/producer_gateway.hpp"
+#include "broker/redis_settings.hpp"
+#include "broker/results.hpp"
+#include "broker/scheduler.hpp"
+#include "broker/script_registry.hpp"
+#include "broker/store_upgrade.hpp"
 #include "common/clock.hpp"
 #include "tests/support/redis_server.hpp"
 
@@ -20,35 +28,38 @@ class Scripts : public ::testing::Test {
  protected:
   void SetUp() override {
     redis_ = std::make_unique<dueq::testing::RedisServer>();
-    store_ = std::make_unique<Store>(*parse_redis_url(redis_->url()));
+    store_ = std::make_unique<ScriptRegistry>(*parse_redis_url(redis_->url()));
     ASSERT_TRUE(store_->connect());
   }
 
+  // Sends the round's calls in one round trip; the reply of call `index`.
   const redisReply* run(Round& round, size_t index = 0) {
-    auto replies = store_->execute(round);
+    auto replies = store_->pipeline(round.take_commands());
     EXPECT_TRUE(replies) << (replies ? "" : replies.error().message);
     replies_ = std::move(*replies);
     return replies_.at(index).get();
   }
+  static Result<std::vector<int64_t>> ints(const redisReply* r) { return reply::integers(r, "reply"); }
+  static Result<std::vector<std::string>> strs(const redisReply* r) { return reply::strings(r, "reply"); }
 
   std::vector<int64_t> enqueue(std::vector<proto::NewJob> jobs, int64_t now, uint32_t default_max = 3,
                                int64_t max_backlog = 0) {
     std::vector<const proto::NewJob*> ptrs;
     for (auto& j : jobs) ptrs.push_back(&j);
     Round round;
-    round.enqueue("q", ptrs, now, default_max, max_backlog);
-    return *Store::parse_integers(run(round));
+    round.add(calls::enqueue("q", ptrs, now, default_max, max_backlog));
+    return *ints(run(round));
   }
 
   std::vector<LeasedJob> lease(int count, int64_t deadline) {
     Round round;
-    round.lease("q", deadline, count);
-    return *Store::parse_lease(run(round));
+    round.add(calls::lease("q", deadline, count));
+    return *calls::parse_lease(run(round));
   }
 
   // A job field as `dueq job` reports it ("" when absent or the job is unknown).
   std::string field(const std::string& id, const std::string& f) {
-    auto fields = store_->job_fields("q", id);
+    auto fields = job_fields(*store_, "q", id);
     EXPECT_TRUE(fields) << (fields ? "" : fields.error().message);
     if (!fields) return {};
     auto it = fields->find(f);
@@ -56,7 +67,7 @@ class Scripts : public ::testing::Test {
   }
 
   std::unique_ptr<dueq::testing::RedisServer> redis_;
-  std::unique_ptr<Store> store_;
+  std::unique_ptr<ScriptRegistry> store_;
   std::vector<ReplyPtr> replies_;
 };
 
@@ -124,9 +135,9 @@ TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
   const QueueKeys k("q");
   const std::string record = encode_job_record(JobRecord{"t", "p", 1000, 3, 1000, 0, 0});
   auto eval = [&](std::vector<std::string> argv) {
-    Command cmd{"EVAL", lua::kScripts[0].source, "7", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled};
+    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "7", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled};
     for (auto& a : argv) cmd.add(a);
-    round.command(std::move(cmd));
+    round.add(std::move(cmd));
   };
   eval({"1000", "0", "2", "a", "0", record, "1", "", "0", record, "1"});           // second id empty
   eval({"1000", "0", "2", "a", "0", record, "1", "b", "-5", record, "1"});         // negative due
@@ -134,7 +145,7 @@ TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
   eval({"1000", "0", "2", "a", "0", record, "1"});                                 // fewer jobs than N
   for (const char* partition : {"32768", "-1", "07", "1.5", "x"})                 // not a partition number
     eval({"1000", "0", "2", "a", "0", record, "1", "b", "9000", record, partition});
-  auto replies = store_->execute(round);
+  auto replies = store_->pipeline(round.take_commands());
   ASSERT_TRUE(replies);
   for (const auto& r : *replies) EXPECT_NE(reply_error(r.get()).find("bad-args"), std::string_view::npos);
   EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' a"), "0");
@@ -143,8 +154,8 @@ TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
 TEST_F(Scripts, PromoteMovesOnlyDueJobsInDueOrderAndReportsTheNextDue) {
   enqueue({job("c", 3000), job("a", 1000 + 1), job("b", 2000), job("d", 9000)}, 1000);
   Round round;
-  round.promote("q", 3000, 100);
-  auto p = *Store::parse_promote(run(round));
+  round.add(calls::promote("q", 3000, 100));
+  auto p = *calls::parse_promote(run(round));
   EXPECT_EQ(p.moved, 3);
   EXPECT_EQ(p.next_due_ms, 9000);
   EXPECT_EQ(redis_->cli("ZRANGE 'dueq:{q}:ready' 0 -1"), "a\nb\nc");
@@ -154,8 +165,8 @@ TEST_F(Scripts, PromoteMovesOnlyDueJobsInDueOrderAndReportsTheNextDue) {
 TEST_F(Scripts, PromoteIsBoundedByItsLimit) {
   enqueue({job("a", 1001), job("b", 1002), job("c", 1003)}, 1000);
   Round round;
-  round.promote("q", 5000, 2);
-  auto p = *Store::parse_promote(run(round));
+  round.add(calls::promote("q", 5000, 2));
+  auto p = *calls::parse_promote(run(round));
   EXPECT_EQ(p.moved, 2);
   EXPECT_EQ(p.next_due_ms, 1003);
 }
@@ -171,8 +182,8 @@ TEST_F(Scripts, LeaseStampsANewTokenAndAttemptEachTime) {
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "5000");
   // Lease runs out; reclaim puts it back; the next lease has a new token.
   Round reclaim;
-  reclaim.reclaim("q", 6000, 100, 60);
-  EXPECT_EQ(Store::parse_reclaim(run(reclaim))->requeued, 1);
+  reclaim.add(calls::reclaim("q", 6000, 100, 60));
+  EXPECT_EQ(calls::parse_reclaim(run(reclaim))->requeued, 1);
   auto second = lease(10, 9000);
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].token, 2u);
@@ -192,8 +203,8 @@ TEST_F(Scripts, AckWithTheCurrentTokenCompletesTheJob) {
   enqueue({job("a")}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.ack("q", 2000, 60, {{"a", l[0].token}});
-  EXPECT_EQ(*Store::parse_integers(run(round)), std::vector<int64_t>{1});
+  round.add(calls::ack("q", 2000, 60, {{"a", l[0].token}}));
+  EXPECT_EQ(*ints(run(round)), std::vector<int64_t>{1});
   EXPECT_EQ(field("a", "s"), "done");
   EXPECT_EQ(field("a", "f"), "2000");
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:leased'"), "0");
@@ -207,15 +218,15 @@ TEST_F(Scripts, ADoneJobStaysADuplicateUntilTheSweepForgetsIt) {
   enqueue({job("a")}, 1000);
   auto l = lease(1, 5000);
   Round ack;
-  ack.ack("q", 2000, 60, {{"a", l[0].token}});
+  ack.add(calls::ack("q", 2000, 60, {{"a", l[0].token}}));
   run(ack);
   EXPECT_EQ(enqueue({job("a")}, 3000), std::vector<int64_t>{0});  // a producer's retry
   Round early;
-  early.sweep("q", 2000, 100);  // finished at 2000: not before the cutoff
-  EXPECT_EQ(*Store::parse_integers(run(early)), (std::vector<int64_t>{0, 0}));
+  early.add(calls::sweep("q", 2000, 100));  // finished at 2000: not before the cutoff
+  EXPECT_EQ(*ints(run(early)), (std::vector<int64_t>{0, 0}));
   Round late;
-  late.sweep("q", 2001, 100);
-  EXPECT_EQ(*Store::parse_integers(run(late)), (std::vector<int64_t>{1, 0}));
+  late.add(calls::sweep("q", 2001, 100));
+  EXPECT_EQ(*ints(run(late)), (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(field("a", "s"), "");
   EXPECT_EQ(enqueue({job("a")}, 3000), std::vector<int64_t>{1});  // a new job after retention
 }
@@ -223,11 +234,11 @@ TEST_F(Scripts, ADoneJobStaysADuplicateUntilTheSweepForgetsIt) {
 TEST_F(Scripts, SweepIsBoundedByItsLimitAndRefusesBadArguments) {
   for (const char* id : {"a", "b", "c"}) redis_->cli(std::string("ZADD 'dueq:{q}:done' 10 ") + id);
   Round round;
-  round.sweep("q", 100, 2);
-  EXPECT_EQ(*Store::parse_integers(run(round)), (std::vector<int64_t>{2, 0}));
+  round.add(calls::sweep("q", 100, 2));
+  EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{2, 0}));
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:done'"), "1");
   Round bad;
-  bad.sweep("q", 100, 0);
+  bad.add(calls::sweep("q", 100, 0));
   EXPECT_NE(reply_error(run(bad)).find("bad-args"), std::string_view::npos);
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:done'"), "1");
 }
@@ -236,27 +247,27 @@ TEST_F(Scripts, AckWithAStaleTokenIsACountedNoOp) {
   enqueue({job("a")}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.ack("q", 2000, 60, {{"a", l[0].token + 1}});
-  EXPECT_EQ(*Store::parse_integers(run(round)), std::vector<int64_t>{0});
+  round.add(calls::ack("q", 2000, 60, {{"a", l[0].token + 1}}));
+  EXPECT_EQ(*ints(run(round)), std::vector<int64_t>{0});
   EXPECT_EQ(field("a", "s"), "leased");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_acks"), "1");
   // A second ack of a finished job is stale too.
   Round good;
-  good.ack("q", 2000, 0, {{"a", l[0].token}});
+  good.add(calls::ack("q", 2000, 0, {{"a", l[0].token}}));
   run(good);
   EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' a"), "0");
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:done'"), "0");  // retention 0 keeps no entry
   Round again;
-  again.ack("q", 2000, 0, {{"a", l[0].token}});
-  EXPECT_EQ(*Store::parse_integers(run(again)), std::vector<int64_t>{0});
+  again.add(calls::ack("q", 2000, 0, {{"a", l[0].token}}));
+  EXPECT_EQ(*ints(run(again)), std::vector<int64_t>{0});
 }
 
 TEST_F(Scripts, NackRetriesWithBackoffWithinTheJitterBound) {
   enqueue({job("a", 0, 5)}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.nack("q", 2000, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "boom", 0.5}});
-  auto out = *Store::parse_nack(run(round));
+  round.add(calls::nack("q", 2000, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "boom", 0.5}}));
+  auto out = *calls::parse_nack(run(round));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].status, 1);
   EXPECT_EQ(out[0].due_ms, 2000 + 500);  // attempt 1: base * 2^0 * 0.5
@@ -271,8 +282,8 @@ TEST_F(Scripts, NackDeadLettersWhenAttemptsAreUsedUpKeepingPayloadAndReasons) {
     auto l = lease(1, 5000);
     ASSERT_EQ(l.size(), 1u);
     Round round;
-    round.nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "err" + std::to_string(attempt), 0}});
-    auto out = *Store::parse_nack(run(round));
+    round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "err" + std::to_string(attempt), 0}}));
+    auto out = *calls::parse_nack(run(round));
     EXPECT_EQ(out[0].status, attempt == 2 ? 2 : 1);
   }
   EXPECT_EQ(field("a", "s"), "dead");
@@ -286,9 +297,9 @@ TEST_F(Scripts, NackModeDeadSkipsRetriesAndModeNowRequeuesAtOnce) {
   enqueue({job("a", 0, 5), job("b", 0, 5)}, 1000);
   auto l = lease(2, 5000);
   Round round;
-  round.nack("q", 2000, 1000, 5000, 60,
-             {{"a", l[0].token, NackMode::dead, "bad payload", 0}, {"b", l[1].token, NackMode::now, "worker lost", 0.9}});
-  auto out = *Store::parse_nack(run(round));
+  round.add(calls::nack("q", 2000, 1000, 5000, 60,
+             {{"a", l[0].token, NackMode::dead, "bad payload", 0}, {"b", l[1].token, NackMode::now, "worker lost", 0.9}}));
+  auto out = *calls::parse_nack(run(round));
   EXPECT_EQ(out[0].status, 2);
   EXPECT_EQ(out[1].status, 1);
   EXPECT_EQ(out[1].due_ms, 2000);
@@ -300,8 +311,8 @@ TEST_F(Scripts, NackWithAStaleTokenChangesNothing) {
   enqueue({job("a")}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.nack("q", 2000, 0, 0, 60, {{"a", l[0].token + 7, NackMode::dead, "x", 0}});
-  EXPECT_EQ(Store::parse_nack(run(round))->at(0).status, 0);
+  round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token + 7, NackMode::dead, "x", 0}}));
+  EXPECT_EQ(calls::parse_nack(run(round))->at(0).status, 0);
   EXPECT_EQ(field("a", "s"), "leased");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_acks"), "1");
 }
@@ -310,7 +321,7 @@ TEST_F(Scripts, NackWithBadModeOrJitterIsRefused) {
   enqueue({job("a")}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "x", 1.5}});
+  round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "x", 1.5}}));
   EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos);
   EXPECT_EQ(field("a", "s"), "leased");
 }
@@ -319,8 +330,8 @@ TEST_F(Scripts, ExtendMovesTheDeadlineOnlyForTheCurrentToken) {
   enqueue({job("a"), job("b")}, 1000);
   auto l = lease(2, 5000);
   Round round;
-  round.extend("q", 20'000, {{"a", l[0].token}, {"b", l[1].token + 1}});
-  EXPECT_EQ(*Store::parse_integers(run(round)), (std::vector<int64_t>{1, 0}));
+  round.add(calls::extend("q", 20'000, {{"a", l[0].token}, {"b", l[1].token + 1}}));
+  EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "20000");
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' b"), "5000");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_extends"), "1");
@@ -330,13 +341,13 @@ TEST_F(Scripts, ReclaimCountsAnExpiredLeaseAsAnAttemptAndDeadLettersPoisonJobs) 
   enqueue({job("a", 0, 1), job("b", 0, 3)}, 1000);
   lease(2, 5000);
   Round early;
-  early.reclaim("q", 4999, 100, 60);
-  auto none = *Store::parse_reclaim(run(early));
+  early.add(calls::reclaim("q", 4999, 100, 60));
+  auto none = *calls::parse_reclaim(run(early));
   EXPECT_EQ(none.requeued + none.dead, 0);
   EXPECT_EQ(none.next_deadline_ms, 5000);
   Round round;
-  round.reclaim("q", 5000, 100, 60);
-  auto r = *Store::parse_reclaim(run(round));
+  round.add(calls::reclaim("q", 5000, 100, 60));
+  auto r = *calls::parse_reclaim(run(round));
   EXPECT_EQ(r.requeued, 1);
   EXPECT_EQ(r.dead, 1);
   EXPECT_EQ(r.next_deadline_ms, -1);
@@ -349,8 +360,8 @@ TEST_F(Scripts, StatsCountEveryState) {
   enqueue({job("a"), job("b"), job("c", 10'000), job("d", 1500)}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.stats("q");
-  auto s = *Store::parse_stats("q", run(round));
+  round.add(calls::stats("q"));
+  auto s = *calls::parse_stats("q", run(round));
   EXPECT_EQ(s.scheduled, 2);  // c, and d (overdue, not promoted yet)
   EXPECT_EQ(s.waiting, 1);    // b
   EXPECT_EQ(s.in_flight, 1);  // a
@@ -370,19 +381,19 @@ TEST_F(Scripts, PipelinedRoundsSurviveALostScriptCacheInOrder) {
   redis_->cli("SCRIPT FLUSH");
   proto::NewJob first = job("first");
   Round enqueue_round;
-  enqueue_round.enqueue("q", {&first}, 1000, 3, 0);
+  enqueue_round.add(calls::enqueue("q", {&first}, 1000, 3, 0));
   Round lease_round;
-  lease_round.lease("q", 5000, 10);
+  lease_round.add(calls::lease("q", 5000, 10));
   ASSERT_TRUE(store_->send(enqueue_round));
   ASSERT_TRUE(store_->send(lease_round));
   EXPECT_EQ(store_->outstanding(), 2u);
   EXPECT_FALSE(store_->execute(enqueue_round)) << "a synchronous round while others are outstanding is refused";
   auto enqueued = store_->receive();
   ASSERT_TRUE(enqueued) << enqueued.error().message;
-  EXPECT_EQ(*Store::parse_integers((*enqueued)[0].get()), std::vector<int64_t>{1});
+  EXPECT_EQ(*ints((*enqueued)[0].get()), std::vector<int64_t>{1});
   auto leased = store_->receive();
   ASSERT_TRUE(leased) << leased.error().message;
-  auto jobs = Store::parse_lease((*leased)[0].get());
+  auto jobs = calls::parse_lease((*leased)[0].get());
   ASSERT_TRUE(jobs);
   ASSERT_EQ(jobs->size(), 1u);
   EXPECT_EQ((*jobs)[0].id, "first");
@@ -397,42 +408,42 @@ TEST_F(Scripts, ScriptsSurviveARedisRestartWithAof) {
   store_->disconnect();
   ASSERT_TRUE(store_->connect());
   Round round;
-  round.promote("q", 6000, 10);
-  EXPECT_EQ(Store::parse_promote(run(round))->moved, 1);
+  round.add(calls::promote("q", 6000, 10));
+  EXPECT_EQ(calls::parse_promote(run(round))->moved, 1);
 }
 
 TEST(RedisSettings, BrokerRefusesRedisWithoutAof) {
   dueq::testing::RedisServer redis({"--appendonly", "no"});
-  Store store(*parse_redis_url(redis.url()));
+  ScriptRegistry store(*parse_redis_url(redis.url()));
   ASSERT_TRUE(store.connect());
-  auto r = store.check_durability_settings();
+  auto r = check_durability_settings(store);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("appendonly yes"), std::string::npos);
 }
 
 TEST(RedisSettings, BrokerRefusesAnEvictingRedis) {
   dueq::testing::RedisServer redis({"--maxmemory-policy", "allkeys-lru"});
-  Store store(*parse_redis_url(redis.url()));
+  ScriptRegistry store(*parse_redis_url(redis.url()));
   ASSERT_TRUE(store.connect());
-  auto r = store.check_durability_settings();
+  auto r = check_durability_settings(store);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("maxmemory-policy noeviction"), std::string::npos);
 }
 
 TEST(RedisSettings, ProductionSettingsPass) {
   dueq::testing::RedisServer redis;
-  Store store(*parse_redis_url(redis.url()));
+  ScriptRegistry store(*parse_redis_url(redis.url()));
   ASSERT_TRUE(store.connect());
-  EXPECT_TRUE(store.check_durability_settings());
-  EXPECT_EQ(store.settings_advice().value_or("failed"), "");
+  EXPECT_TRUE(check_durability_settings(store));
+  EXPECT_EQ(settings_advice(store).value_or("failed"), "");
 }
 
 TEST(RedisSettings, SettingsBelowDeployRedisConfAreNamedInTheAdviceWithWhatTheyCost) {
   dueq::testing::RedisServer redis({"--hash-max-listpack-entries", "128", "--zset-max-listpack-entries", "64",
                                     "--auto-aof-rewrite-min-size", "64mb"});
-  Store store(*parse_redis_url(redis.url()));
+  ScriptRegistry store(*parse_redis_url(redis.url()));
   ASSERT_TRUE(store.connect());
-  const std::string advice = store.settings_advice().value_or("failed");
+  const std::string advice = settings_advice(store).value_or("failed");
   EXPECT_NE(advice.find("hash-max-listpack-entries is 128 (recommended: 256), zset-max-listpack-entries is 64 "
                         "(recommended: 256): scheduled jobs will use more Redis memory"),
             std::string::npos)
@@ -453,8 +464,8 @@ TEST_F(Scripts, CancelEndsScheduledAndReadyJobsAtOnce) {
   enqueue({qjob("s", 5000), qjob("r")}, 1000);
   for (const char* id : {"s", "r"}) {
     Round round;
-    round.cancel("q", 2000, id, 60);
-    EXPECT_EQ(Store::parse_cancel(run(round))->status, 1) << id;
+    round.add(calls::cancel("q", 2000, id, 60));
+    EXPECT_EQ(calls::parse_cancel(run(round))->status, 1) << id;
     EXPECT_EQ(field(id, "s"), "cancelled");
   }
   EXPECT_EQ(redis_->cli("EXISTS " + partition_of("s") + " " + partition_jobs_of("s")), "0");
@@ -463,11 +474,11 @@ TEST_F(Scripts, CancelEndsScheduledAndReadyJobsAtOnce) {
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "0");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' cancelled"), "2");
   Round again;
-  again.cancel("q", 2000, "s", 60);
-  EXPECT_EQ(Store::parse_cancel(run(again))->status, -1);  // already finished
+  again.add(calls::cancel("q", 2000, "s", 60));
+  EXPECT_EQ(calls::parse_cancel(run(again))->status, -1);  // already finished
   Round missing;
-  missing.cancel("q", 2000, "nope", 60);
-  EXPECT_EQ(Store::parse_cancel(run(missing))->status, 0);
+  missing.add(calls::cancel("q", 2000, "nope", 60));
+  EXPECT_EQ(calls::parse_cancel(run(missing))->status, 0);
 }
 
 TEST_F(Scripts, CancellingALeasedJobEndsItCancelledWhenItsDeliveryEnds) {
@@ -475,19 +486,19 @@ TEST_F(Scripts, CancellingALeasedJobEndsItCancelledWhenItsDeliveryEnds) {
   auto l = lease(2, 5000);
   for (const char* id : {"a", "b"}) {
     Round round;
-    round.cancel("q", 2000, id, 60);
-    auto c = *Store::parse_cancel(run(round));
+    round.add(calls::cancel("q", 2000, id, 60));
+    auto c = *calls::parse_cancel(run(round));
     EXPECT_EQ(c.status, 2);
     EXPECT_GT(c.token, 0u);
   }
   // a: its worker reports a failure; the cancel mark wins over a retry.
   Round nack;
-  nack.nack("q", 2100, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "killed", 0}});
-  EXPECT_EQ(Store::parse_nack(run(nack))->at(0).status, 3);
+  nack.add(calls::nack("q", 2100, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "killed", 0}}));
+  EXPECT_EQ(calls::parse_nack(run(nack))->at(0).status, 3);
   EXPECT_EQ(field("a", "s"), "cancelled");
   // b: its worker vanished; the lease expires and the job ends cancelled.
   Round reclaim;
-  reclaim.reclaim("q", 6000, 10, 60);
+  reclaim.add(calls::reclaim("q", 6000, 10, 60));
   run(reclaim);
   EXPECT_EQ(field("b", "s"), "cancelled");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' cancelled"), "2");
@@ -501,8 +512,8 @@ TEST_F(Scripts, HandedBackJobsDoNotUseAnAttempt) {
     ASSERT_EQ(l.size(), 1u);
     EXPECT_EQ(l[0].attempt, 1u);
     Round round;
-    round.nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::handed_back, "draining", 0}});
-    EXPECT_EQ(Store::parse_nack(run(round))->at(0).status, 1);
+    round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::handed_back, "draining", 0}}));
+    EXPECT_EQ(calls::parse_nack(run(round))->at(0).status, 1);
   }
   EXPECT_EQ(field("a", "s"), "ready");
 }
@@ -511,16 +522,16 @@ TEST_F(Scripts, ReplayPutsDeadJobsBackWithAttemptsResetAndTheSameId) {
   enqueue({qjob("a", 0, 1), qjob("b", 0, 1)}, 1000);
   auto l = lease(2, 5000);
   Round kill;
-  kill.nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::dead, "bad", 0}, {"b", l[1].token, NackMode::dead, "bad", 0}});
+  kill.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::dead, "bad", 0}, {"b", l[1].token, NackMode::dead, "bad", 0}}));
   run(kill);
   Round replay;
-  replay.replay("q", 3000, {"a", "not-dead"});
-  EXPECT_EQ(*Store::parse_strings(run(replay)), std::vector<std::string>{"a"});
+  replay.add(calls::replay("q", 3000, {"a", "not-dead"}));
+  EXPECT_EQ(*strs(run(replay)), std::vector<std::string>{"a"});
   EXPECT_EQ(field("a", "s"), "ready");
   EXPECT_EQ(field("a", "a"), "0");
   Round all;
-  all.replay_oldest("q", 3000, 1000);
-  EXPECT_EQ(*Store::parse_strings(run(all)), std::vector<std::string>{"b"});
+  all.add(calls::replay_oldest("q", 3000, 1000));
+  EXPECT_EQ(*strs(run(all)), std::vector<std::string>{"b"});
   auto again = lease(2, 9000);
   EXPECT_EQ(again.size(), 2u);
   EXPECT_EQ(again[0].attempt, 1u);
@@ -531,18 +542,18 @@ TEST_F(Scripts, PurgeDeletesDeadJobsByIdOrAgeAndCountsThem) {
   std::map<std::string, uint64_t> token;
   for (const auto& j : lease(2, 5000)) token[j.id] = j.token;
   Round kill_old;
-  kill_old.nack("q", 2000, 0, 0, 60, {{"old", token["old"], NackMode::dead, "x", 0}});
+  kill_old.add(calls::nack("q", 2000, 0, 0, 60, {{"old", token["old"], NackMode::dead, "x", 0}}));
   run(kill_old);
   Round kill_new;
-  kill_new.nack("q", 9000, 0, 0, 60, {{"new", token["new"], NackMode::dead, "x", 0}});
+  kill_new.add(calls::nack("q", 9000, 0, 0, 60, {{"new", token["new"], NackMode::dead, "x", 0}}));
   run(kill_new);
   Round by_age;
-  by_age.purge_dead_before("q", 5000, 100);
-  EXPECT_EQ(*Store::parse_strings(run(by_age)), std::vector<std::string>{"old"});
+  by_age.add(calls::purge_dead_before("q", 5000, 100));
+  EXPECT_EQ(*strs(run(by_age)), std::vector<std::string>{"old"});
   EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' old"), "0");
   Round by_id;
-  by_id.purge("q", {"new"});
-  EXPECT_EQ(*Store::parse_strings(run(by_id)), std::vector<std::string>{"new"});
+  by_id.add(calls::purge("q", {"new"}));
+  EXPECT_EQ(*strs(run(by_id)), std::vector<std::string>{"new"});
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' purged"), "2");
 }
 
@@ -558,8 +569,8 @@ TEST_F(Scripts, CapLeasesShortensOnlyLongerLeases) {
   lease(1, 3000);
   lease(1, 60'000);
   Round round;
-  round.cap_leases("q", 5000, 100);
-  EXPECT_EQ(Store::parse_integers(run(round))->at(0), 1);
+  round.add(calls::cap_leases("q", 5000, 100));
+  EXPECT_EQ(ints(run(round))->at(0), 1);
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "3000");
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' b"), "5000");
 }
@@ -568,32 +579,32 @@ TEST_F(Scripts, AuditBalancesTheBooksAndFindsInconsistentEntries) {
   enqueue({qjob("a"), qjob("b"), qjob("c", 9000)}, 1000);
   auto l = lease(1, 5000);
   Round ack;
-  ack.ack("q", 2000, 0, {{"a", l[0].token}});
+  ack.add(calls::ack("q", 2000, 0, {{"a", l[0].token}}));
   run(ack);
   Round clean;
-  clean.audit("q", {});
-  clean.audit("q", {"a", "b", "c"});
-  auto counts = Store::parse_audit(run(clean, 0))->counts;
+  clean.add(calls::audit("q", {}));
+  clean.add(calls::audit("q", {"a", "b", "c"}));
+  auto counts = calls::parse_audit(run(clean, 0))->counts;
   EXPECT_EQ(counts.imbalance(), 0);
   EXPECT_EQ(counts.scheduled, 1);
-  EXPECT_TRUE(Store::parse_audit(replies_.at(1).get())->problems.empty());
+  EXPECT_TRUE(calls::parse_audit(replies_.at(1).get())->problems.empty());
   // Corrupt the store: a lease without a job, a job in two sets (b is ready,
   // and now also in its schedule partition, which the index does not name).
   redis_->cli("ZADD 'dueq:{q}:leased' 1 ghost");
   redis_->cli("ZADD " + partition_of("b") + " 1 b");
   Round dirty;
-  dirty.audit("q", {});
-  dirty.audit("q", {"ghost", "b"});
-  counts = Store::parse_audit(run(dirty, 0))->counts;
+  dirty.add(calls::audit("q", {}));
+  dirty.add(calls::audit("q", {"ghost", "b"}));
+  counts = calls::parse_audit(run(dirty, 0))->counts;
   EXPECT_NE(counts.imbalance(), 0);  // the stray lease
-  auto slice = *Store::parse_audit(replies_.at(1).get());
+  auto slice = *calls::parse_audit(replies_.at(1).get());
   ASSERT_EQ(slice.problems.size(), 2u);
   EXPECT_EQ(slice.problems[0].first, "ghost");
   EXPECT_EQ(slice.problems[1].first, "b");
   EXPECT_NE(slice.problems[1].second.find("more than one"), std::string::npos);
   Round repair;
-  repair.repair("q", {"ghost", "b"});
-  EXPECT_EQ(*Store::parse_strings(run(repair)), std::vector<std::string>{"ghost"});  // b has a record: left alone
+  repair.add(calls::repair("q", {"ghost", "b"}));
+  EXPECT_EQ(*strs(run(repair)), std::vector<std::string>{"ghost"});  // b has a record: left alone
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' ghost"), "");
 }
 
@@ -601,10 +612,10 @@ TEST_F(Scripts, AuditReportsAJobWithARecordInNoStateSetAsLost) {
   enqueue({qjob("a"), qjob("b")}, 1000);
   redis_->cli("ZREM 'dueq:{q}:ready' a");  // what a bug that loses a job would leave
   Round round;
-  round.audit("q", {});
-  round.audit("q", {"a", "b"});
-  EXPECT_NE(Store::parse_audit(run(round, 0))->counts.imbalance(), 0);
-  auto slice = *Store::parse_audit(replies_.at(1).get());
+  round.add(calls::audit("q", {}));
+  round.add(calls::audit("q", {"a", "b"}));
+  EXPECT_NE(calls::parse_audit(run(round, 0))->counts.imbalance(), 0);
+  auto slice = *calls::parse_audit(replies_.at(1).get());
   ASSERT_EQ(slice.problems.size(), 1u);
   EXPECT_EQ(slice.problems[0].first, "a");
   EXPECT_NE(slice.problems[0].second.find("lost"), std::string::npos);
@@ -615,8 +626,8 @@ TEST_F(Scripts, AuditFindsAScheduledRecordWhoseScheduleEntryIsGoneAndOneInTheWro
   redis_->cli("ZREM " + partition_of("a") + " a");          // a: record left, schedule entry gone
   redis_->cli("HSET 'dueq:{q}:jobs' b x");                   // b: a record in both hashes
   Round round;
-  round.audit("q", {"a", "b", "c"});
-  auto slice = *Store::parse_audit(run(round));
+  round.add(calls::audit("q", {"a", "b", "c"}));
+  auto slice = *calls::parse_audit(run(round));
   ASSERT_EQ(slice.problems.size(), 2u);
   EXPECT_EQ(slice.problems[0].first, "a");
   EXPECT_NE(slice.problems[0].second.find("lost"), std::string::npos);
@@ -629,8 +640,8 @@ TEST_F(Scripts, AnUnreadableRecordMakesTheFailedJobDeadNotLost) {
   auto l = lease(1, 5000);
   redis_->cli("HSET 'dueq:{q}:jobs' a garbage");
   Round round;
-  round.nack("q", 2000, 100, 1000, 60, {{"a", l[0].token, NackMode::retry, "boom", 0.5}});
-  auto out = *Store::parse_nack(run(round));
+  round.add(calls::nack("q", 2000, 100, 1000, 60, {{"a", l[0].token, NackMode::retry, "boom", 0.5}}));
+  auto out = *calls::parse_nack(run(round));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].status, 2);
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:dead' a"), "2000");
@@ -648,9 +659,9 @@ TEST_F(Scripts, AJobsOwnBackoffOverridesTheQueuesOne) {
     auto l = lease(2, 5000);
     ASSERT_EQ(l.size(), 2u);
     Round round;
-    round.nack("q", 2000, 100, 1000, 60,
-               {{l[0].id, l[0].token, NackMode::retry, "x", 1.0}, {l[1].id, l[1].token, NackMode::retry, "x", 1.0}});
-    auto out = *Store::parse_nack(run(round));
+    round.add(calls::nack("q", 2000, 100, 1000, 60,
+               {{l[0].id, l[0].token, NackMode::retry, "x", 1.0}, {l[1].id, l[1].token, NackMode::retry, "x", 1.0}}));
+    auto out = *calls::parse_nack(run(round));
     for (size_t i = 0; i < 2; ++i) {
       const bool is_own = l[i].id == "own";
       const int64_t expected = is_own ? std::min<int64_t>(15'000, 10'000LL << (attempt - 1))
@@ -658,7 +669,7 @@ TEST_F(Scripts, AJobsOwnBackoffOverridesTheQueuesOne) {
       EXPECT_EQ(out[i].due_ms, 2000 + expected) << l[i].id << " attempt " << attempt;
     }
     Round promote;
-    promote.promote("q", 100'000, 10);
+    promote.add(calls::promote("q", 100'000, 10));
     run(promote);
   }
 }
@@ -670,17 +681,22 @@ TEST_F(Scripts, ScanIdsWalksEveryJobRecordAndReturnsOnlyIds) {
   std::set<std::string> seen;
   std::string cursor = "0";
   do {
-    auto step = store_->scan_hash_ids(QueueKeys("q").jobs, cursor);
-    ASSERT_TRUE(step) << step.error().message;
-    cursor = step->first;
-    for (const auto& id : step->second) {
+    Round scan;
+    scan.add(calls::scan_ids(QueueKeys("q").jobs, cursor, 1000));
+    const redisReply* step = run(scan);
+    ASSERT_EQ(step->type, REDIS_REPLY_ARRAY);
+    ASSERT_EQ(step->elements, 2u);
+    cursor = reply::str(step->element[0]);
+    auto ids = strs(step->element[1]);
+    ASSERT_TRUE(ids);
+    for (const auto& id : *ids) {
       EXPECT_EQ(id.rfind("j", 0), 0u) << "not an id: " << id.substr(0, 20);
       seen.insert(id);
     }
   } while (cursor != "0");
   EXPECT_EQ(seen.size(), 300u);
   Round bad;
-  bad.scan_ids(QueueKeys("q").jobs, "0", 0);
+  bad.add(calls::scan_ids(QueueKeys("q").jobs, "0", 0));
   EXPECT_NE(reply_error(run(bad)).find("bad-args"), std::string_view::npos);
 }
 
@@ -689,13 +705,13 @@ TEST_F(Scripts, PromoteTakesDueJobsFromEveryPartitionAndKeepsTheIndexExact) {
   for (int i = 0; i < 400; ++i) jobs.push_back(qjob("p" + std::to_string(i), 2000 + i));  // 2000..2399
   enqueue(std::move(jobs), 1000);
   Round first;
-  first.promote("q", 2199, 150);  // 200 are due; the limit takes 150
-  auto p = *Store::parse_promote(run(first));
+  first.add(calls::promote("q", 2199, 150));  // 200 are due; the limit takes 150
+  auto p = *calls::parse_promote(run(first));
   EXPECT_EQ(p.moved, 150);
   EXPECT_LE(p.next_due_ms, 2199);  // more are due: the broker promotes again at once
   Round second;
-  second.promote("q", 2199, 5000);
-  p = *Store::parse_promote(run(second));
+  second.add(calls::promote("q", 2199, 5000));
+  p = *calls::parse_promote(run(second));
   EXPECT_EQ(p.moved, 50);
   EXPECT_EQ(p.next_due_ms, 2200);  // exact after promote: the earliest job left
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "200");
@@ -721,18 +737,18 @@ TEST_F(Scripts, ARetryWithBackoffMovesTheRecordIntoItsSchedulePartitionAndBack) 
   enqueue({qjob("a", 0, 5)}, 1000);
   auto l = lease(1, 5000);
   Round nack;
-  nack.nack("q", 2000, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "boom", 1.0}});
-  EXPECT_EQ(Store::parse_nack(run(nack))->at(0).due_ms, 3000);
+  nack.add(calls::nack("q", 2000, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "boom", 1.0}}));
+  EXPECT_EQ(calls::parse_nack(run(nack))->at(0).due_ms, 3000);
   EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' a"), "0");
   EXPECT_EQ(redis_->cli("HEXISTS " + partition_jobs_of("a") + " a"), "1");
   EXPECT_EQ(redis_->cli("ZSCORE " + partition_of("a") + " a"), "3000");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1");
   Round stale;  // the old delivery reports again: the job is scheduled now
-  stale.nack("q", 2100, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "late", 1.0}});
-  EXPECT_EQ(Store::parse_nack(run(stale))->at(0).status, 0);
+  stale.add(calls::nack("q", 2100, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "late", 1.0}}));
+  EXPECT_EQ(calls::parse_nack(run(stale))->at(0).status, 0);
   Round promote;
-  promote.promote("q", 3000, 10);
-  EXPECT_EQ(Store::parse_promote(run(promote))->moved, 1);
+  promote.add(calls::promote("q", 3000, 10));
+  EXPECT_EQ(calls::parse_promote(run(promote))->moved, 1);
   auto again = lease(1, 9000);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].attempt, 2u);
@@ -747,38 +763,38 @@ TEST_F(Scripts, MigrationMovesEveryJobOfTheOldScheduleIntoThePartitions) {
   Round legacy;
   for (int i = 0; i < 1200; ++i) {
     const std::string id = "old" + std::to_string(i);
-    legacy.command(Command{"ZADD", "dueq:{q}:scheduled", std::to_string(9000 + i), id});
-    legacy.command(Command{"HSET", "dueq:{q}:jobs", id, record});
+    legacy.add(Command{"ZADD", "dueq:{q}:scheduled", std::to_string(9000 + i), id});
+    legacy.add(Command{"HSET", "dueq:{q}:jobs", id, record});
   }
-  legacy.command(Command{"ZADD", "dueq:{q}:scheduled", "9000", "no-record"});
-  legacy.command(Command{"HSET", "dueq:{q}:stats", "accepted", "1200"});
+  legacy.add(Command{"ZADD", "dueq:{q}:scheduled", "9000", "no-record"});
+  legacy.add(Command{"HSET", "dueq:{q}:stats", "accepted", "1200"});
   run(legacy);
-  auto moved = store_->migrate_legacy_schedule("q");
+  auto moved = migrate_legacy_schedule(*store_, "q");
   ASSERT_TRUE(moved) << moved.error().message;
   EXPECT_EQ(*moved, 1200);
   EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:scheduled'"), "0");
   EXPECT_EQ(redis_->cli("HLEN 'dueq:{q}:jobs'"), "0");
   EXPECT_EQ(field("old5", "s"), "scheduled");
   EXPECT_EQ(field("old5", "p"), "old-payload");
-  EXPECT_EQ(*store_->migrate_legacy_schedule("q"), 0);  // nothing left: a second start moves nothing
+  EXPECT_EQ(*migrate_legacy_schedule(*store_, "q"), 0);  // nothing left: a second start moves nothing
   Round audit;
-  audit.audit("q", {});
-  auto counts = Store::parse_audit(run(audit))->counts;
+  audit.add(calls::audit("q", {}));
+  auto counts = calls::parse_audit(run(audit))->counts;
   EXPECT_EQ(counts.imbalance(), 0);
   EXPECT_EQ(counts.scheduled, 1200);
   Round promote;
-  promote.promote("q", 100'000, 5000);
-  EXPECT_EQ(Store::parse_promote(run(promote))->moved, 1200);
+  promote.add(calls::promote("q", 100'000, 5000));
+  EXPECT_EQ(calls::parse_promote(run(promote))->moved, 1200);
 }
 
 TEST_F(Scripts, ScriptsTakingAPartitionRefuseABadOne) {
   const QueueKeys k("q");
   auto eval = [&](lua::ScriptId id, std::vector<std::string> keys, std::vector<std::string> argv) {
-    Command cmd{"EVAL", lua::kScripts[static_cast<size_t>(id)].source, std::to_string(keys.size())};
+    Command cmd{"EVAL", lua::script(id).source, std::to_string(keys.size())};
     for (auto& key : keys) cmd.add(key);
     for (auto& a : argv) cmd.add(a);
     Round round;
-    round.command(std::move(cmd));
+    round.add(std::move(cmd));
     return std::string(reply_error(run(round)));
   };
   enqueue({qjob("a", 9000)}, 1000);
@@ -862,7 +878,7 @@ int filter_tail(const std::string& id) {
 TEST_F(Scripts, EveryScriptThatChangesTheScheduleKeepsTheFilterExact) {
   const QueueKeys k("q");
   auto filter_exact = [&] {
-    auto wrong = store_->check_schedule_filter("q", k.schedule_filter, false);
+    auto wrong = check_schedule_filter(*store_, "q", k.schedule_filter, false);
     EXPECT_TRUE(wrong) << wrong.error().message;
     return wrong && wrong->empty();
   };
@@ -882,8 +898,8 @@ TEST_F(Scripts, EveryScriptThatChangesTheScheduleKeepsTheFilterExact) {
   EXPECT_NE(redis_->cli("BITCOUNT " + k.schedule_filter), "0");
 
   Round promote;  // half of them
-  promote.promote("q", 5000, 5000);
-  EXPECT_EQ(Store::parse_promote(run(promote))->moved, 1003);
+  promote.add(calls::promote("q", 5000, 5000));
+  EXPECT_EQ(calls::parse_promote(run(promote))->moved, 1003);
   EXPECT_TRUE(filter_exact());
 
   auto leased = lease(10, 9000);
@@ -891,34 +907,34 @@ TEST_F(Scripts, EveryScriptThatChangesTheScheduleKeepsTheFilterExact) {
   std::vector<NackItem> retries;
   for (const auto& l : leased) retries.push_back({l.id, l.token, NackMode::retry, "boom", 1.0});
   Round nack;
-  nack.nack("q", 6000, 1000, 60'000, 60, retries);
+  nack.add(calls::nack("q", 6000, 1000, 60'000, 60, retries));
   run(nack);
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1010");
   EXPECT_TRUE(filter_exact());
 
   Round cancel;
-  cancel.cancel("q", 6000, "f1", 60);
-  EXPECT_EQ(Store::parse_cancel(run(cancel))->status, 1);
+  cancel.add(calls::cancel("q", 6000, "f1", 60));
+  EXPECT_EQ(calls::parse_cancel(run(cancel))->status, 1);
   EXPECT_TRUE(filter_exact());
 
   redis_->cli("HDEL " + partition_jobs_of("f3") + " f3");  // f3's entry now dangles: repair removes it
   Round repair;
-  repair.repair("q", {"f3"});
-  EXPECT_EQ(*Store::parse_strings(run(repair)), std::vector<std::string>{"f3"});
+  repair.add(calls::repair("q", {"f3"}));
+  EXPECT_EQ(*strs(run(repair)), std::vector<std::string>{"f3"});
   EXPECT_TRUE(filter_exact());
 
   const std::string record = encode_job_record(JobRecord{"t", "old-payload", 9000, 3, 1000, 0, 0});
   Round legacy;
-  legacy.command(Command{"ZADD", k.legacy_scheduled, "9000", "old"});
-  legacy.command(Command{"HSET", k.jobs, "old", record});
+  legacy.add(Command{"ZADD", k.legacy_scheduled, "9000", "old"});
+  legacy.add(Command{"HSET", k.jobs, "old", record});
   run(legacy);
-  EXPECT_EQ(*store_->migrate_legacy_schedule("q"), 1);
+  EXPECT_EQ(*migrate_legacy_schedule(*store_, "q"), 1);
   EXPECT_TRUE(filter_exact());
   EXPECT_EQ(enqueue({qjob("old")}, 6000), std::vector<int64_t>{0});
 
   Round rest;
-  rest.promote("q", 100'000, 5000);
-  EXPECT_EQ(Store::parse_promote(run(rest))->moved, 1009);
+  rest.add(calls::promote("q", 100'000, 5000));
+  EXPECT_EQ(calls::parse_promote(run(rest))->moved, 1009);
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "0");
   EXPECT_EQ(redis_->cli("BITCOUNT " + k.schedule_filter), "0");
 }
@@ -941,7 +957,7 @@ TEST_F(Scripts, AnEnqueueLooksIntoThePartitionOnlyWhereTheFilterCounts) {
   ASSERT_TRUE(repaired) << repaired.error().message;
   EXPECT_EQ(repaired->repaired.size(), 2u);
   EXPECT_EQ(enqueue({qjob("b")}, 1000), std::vector<int64_t>{0});
-  auto after = store_->check_schedule_filter("q", k.schedule_filter, false);
+  auto after = check_schedule_filter(*store_, "q", k.schedule_filter, false);
   ASSERT_TRUE(after);
   EXPECT_TRUE(after->empty());
 }
@@ -965,14 +981,14 @@ TEST_F(Scripts, ASaturatedFilterCounterStaysUntilRepairMakesItExact) {
   auto counter = [&] { return redis_->cli("BITFIELD " + k.schedule_filter + " GET u8 '#" + bucket + "'"); };
   EXPECT_EQ(counter(), "255");
   Round promote;
-  promote.promote("q", 5000, 5000);
-  EXPECT_EQ(Store::parse_promote(run(promote))->moved, 299);
+  promote.add(calls::promote("q", 5000, 5000));
+  EXPECT_EQ(calls::parse_promote(run(promote))->moved, 299);
   EXPECT_EQ(counter(), "255");
   EXPECT_EQ(enqueue({qjob(ids[299])}, 1000), std::vector<int64_t>{0});
-  auto check = store_->check_schedule_filter("q", k.schedule_filter, false);
+  auto check = check_schedule_filter(*store_, "q", k.schedule_filter, false);
   ASSERT_TRUE(check);
   EXPECT_TRUE(check->empty());  // saturated is not wrong
-  auto set = store_->check_schedule_filter("q", k.schedule_filter, true);
+  auto set = check_schedule_filter(*store_, "q", k.schedule_filter, true);
   ASSERT_TRUE(set);
   ASSERT_EQ(set->size(), 1u);
   EXPECT_EQ(set->at(0).counter, 255);
@@ -984,19 +1000,19 @@ TEST_F(Scripts, ASaturatedFilterCounterStaysUntilRepairMakesItExact) {
 // filter: the broker builds it at start, aside, and renames it into place.
 TEST_F(Scripts, TheMissingScheduleFilterOfAnOlderStoreIsBuiltOnce) {
   const QueueKeys k("q");
-  EXPECT_EQ(*store_->build_missing_schedule_filter("q"), false);  // no schedule: nothing to build
+  EXPECT_EQ(*build_missing_schedule_filter(*store_, "q"), false);  // no schedule: nothing to build
   std::vector<proto::NewJob> jobs;
   for (int i = 0; i < 1000; ++i) jobs.push_back(qjob("j" + std::to_string(i), 9000));
   enqueue(std::move(jobs), 1000);
   const std::string built_by_enqueue = redis_->cli("GET " + k.schedule_filter);
   redis_->cli("DEL " + k.schedule_filter);
   redis_->cli("SET " + k.schedule_filter + ":building junk");  // left by a broker stopped halfway
-  auto built = store_->build_missing_schedule_filter("q");
+  auto built = build_missing_schedule_filter(*store_, "q");
   ASSERT_TRUE(built) << built.error().message;
   EXPECT_TRUE(*built);
   EXPECT_EQ(redis_->cli("EXISTS " + k.schedule_filter + ":building"), "0");
   EXPECT_EQ(redis_->cli("GET " + k.schedule_filter), built_by_enqueue);
-  EXPECT_EQ(*store_->build_missing_schedule_filter("q"), false);
+  EXPECT_EQ(*build_missing_schedule_filter(*store_, "q"), false);
   EXPECT_EQ(enqueue({qjob("j7")}, 1000), std::vector<int64_t>{0});
 }
 
@@ -1008,11 +1024,11 @@ TEST_F(Scripts, FilterCheckRefusesBadArgumentsAndWritesNothing) {
   for (int p = 0; p < 257; ++p) too_many.push_back(std::to_string(p));
   for (const auto& argv : std::vector<std::vector<std::string>>{
            {"fix", "1"}, {"set"}, {"set", "32768"}, {"set", "01"}, {"set", "1", "x"}, too_many}) {
-    Command cmd{"EVAL", lua::kScripts[static_cast<size_t>(lua::ScriptId::filter_check)].source, "2", k.schedule,
+    Command cmd{"EVAL", lua::script(lua::ScriptId::filter_check).source, "2", k.schedule,
                 k.schedule_filter};
     for (const auto& a : argv) cmd.add(a);
     Round round;
-    round.command(std::move(cmd));
+    round.add(std::move(cmd));
     EXPECT_NE(std::string(reply_error(run(round))).find("bad-args"), std::string::npos) << argv[0] << " " << argv.size();
   }
   EXPECT_EQ(redis_->cli("GET " + k.schedule_filter), before);

@@ -1,0 +1,117 @@
+#include "broker/dispatcher.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "broker/keys.hpp"
+
+namespace dueq::broker {
+
+namespace calls {
+
+Command lease(const std::string& queue, int64_t deadline_ms, int count) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::lease, {k.ready, k.leased, k.jobs, k.tokens, k.attempts, k.stats})
+      .add(deadline_ms)
+      .add(count);
+}
+
+Result<std::vector<LeasedJob>> parse_lease(const redisReply* r) {
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements % 4 != 0) return reply::bad(r, "lease");
+  std::vector<LeasedJob> out;
+  out.reserve(r->elements / 4);
+  for (size_t i = 0; i < r->elements; i += 4) {
+    redisReply** e = r->element + i;
+    if (e[1]->type != REDIS_REPLY_STRING) return reply::bad(r, "lease");
+    auto record = decode_job_record(std::string_view(e[1]->str, e[1]->len));
+    if (!record) return fail(Errc::internal, fmt::format("lease: job {}: {}", reply::str(e[0]), record.error().message));
+    out.push_back(LeasedJob{reply::str(e[0]), std::move(*record), static_cast<uint32_t>(reply::num(e[2])),
+                            static_cast<uint64_t>(reply::num(e[3]))});
+  }
+  return out;
+}
+
+}  // namespace calls
+
+int64_t Dispatcher::credit(const std::string& queue) const {
+  int64_t total = 0;
+  if (auto it = reserved_.find(queue); it != reserved_.end()) total -= it->second;
+  for (const auto& [rid, free] : workers_.free_slots(queue, [&](const std::string& w) { return inflight_.count_for_worker(w); }))
+    total += free;
+  return total;
+}
+
+bool Dispatcher::can_lease_now() const {
+  for (const auto& [name, q] : queues_)
+    if (q.maybe_ready && credit(name) > 0) return true;
+  return false;
+}
+
+void Dispatcher::add_to(Round& round, bool stopping) {
+  const int64_t deadline = lease_clock_.now_ms() + config_.delivery_timeout_ms;
+  for (auto& [name, q] : queues_) {
+    const bool maybe_ready = q.maybe_ready || q.ready_this_round;
+    q.ready_this_round = false;
+    if (!maybe_ready || stopping) continue;
+    const int64_t free = credit(name);
+    if (free <= 0) continue;
+    const int count = static_cast<int>(std::min<int64_t>(free, config_.lease_batch));
+    reserved_[name] += count;
+    round.add(calls::lease(name, deadline, count), [this, name, count, deadline](const redisReply* r) {
+      if ((reserved_[name] -= count) == 0) reserved_.erase(name);
+      if (r == nullptr) return;  // nothing leased that the broker knows of; reclaim returns it if it was
+      QueueState& q = queues_.get(name);
+      auto jobs = calls::parse_lease(r);
+      if (!jobs) {
+        spdlog::error("lease on '{}': {}", name, jobs.error().message);
+        return;
+      }
+      q.maybe_ready = static_cast<int>(jobs->size()) == count;
+      if (jobs->empty()) return;
+      q.next_deadline_ms = earliest_known(q.next_deadline_ms, deadline);
+      // The next round is already in Redis (or there is none): sending now
+      // overlaps Redis's work.
+      dispatch(q, std::move(*jobs), deadline);
+    });
+  }
+}
+
+void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t deadline) {
+  // Spread the batch over the workers with free slots, one job each in turn;
+  // each worker gets its share in TASKS frames, not one message per job.
+  auto slots = workers_.free_slots(q.name, [&](const std::string& w) { return inflight_.count_for_worker(w); });
+  std::vector<proto::Tasks> frames(slots.size());
+  std::vector<size_t> frame_bytes(slots.size(), 0);
+  auto flush = [&](size_t slot) {
+    if (frames[slot].items.empty()) return;
+    outbox_.send(Peer{slots[slot].first, false}, frames[slot]);
+    frames[slot].items.clear();
+    frame_bytes[slot] = 0;
+  };
+  size_t next = slots.empty() ? 0 : q.rotation++ % slots.size();
+  for (auto& job : jobs) {
+    size_t tried = 0;
+    while (tried < slots.size() && slots[next].second == 0) {
+      next = (next + 1) % slots.size();
+      ++tried;
+    }
+    if (tried == slots.size()) {
+      // Two queues leased against the same free slots: give the surplus
+      // back at once, without charging an attempt.
+      results_.requeue(q.name, NackItem{job.id, job.token, NackMode::handed_back, "no free worker", 0});
+      continue;
+    }
+    const size_t slot = next;
+    --slots[slot].second;
+    next = (next + 1) % slots.size();
+    inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].first, deadline});
+    auto& r = job.record;
+    frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size();
+    frames[slot].items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},
+                                             r.due_ms, job.attempt, r.max_attempts, job.token, r.created_ms});
+    if (frames[slot].items.size() == proto::kMaxBatch || frame_bytes[slot] >= proto::kMaxTasksFrameBytes) flush(slot);
+  }
+  for (size_t slot = 0; slot < frames.size(); ++slot) flush(slot);
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,63 @@
+#pragma once
+// Dispatcher: leases ready jobs for the capacity workers have free (credit)
+// and hands each to one worker in TASKS frames over the ROUTER socket. A
+// queue leases at most the free slots of its live, non-draining workers,
+// minus the leases rounds still in Redis asked for, so a slow or dead worker
+// never accumulates a backlog and mass recovery stays bounded.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "broker/config.hpp"
+#include "broker/inflight.hpp"
+#include "broker/job_record.hpp"
+#include "broker/outbox.hpp"
+#include "broker/queues.hpp"
+#include "broker/registry.hpp"
+#include "broker/results.hpp"
+#include "broker/round.hpp"
+#include "common/clock.hpp"
+
+namespace dueq::broker {
+
+struct LeasedJob {
+  std::string id;
+  JobRecord record;
+  uint32_t attempt = 0;
+  uint64_t token = 0;
+};
+
+namespace calls {
+Command lease(const std::string& queue, int64_t deadline_ms, int count);
+Result<std::vector<LeasedJob>> parse_lease(const redisReply* reply);
+}  // namespace calls
+
+class Dispatcher {
+ public:
+  Dispatcher(const BrokerConfig& config, const LeaseClock& lease_clock, QueueTable& queues, WorkerRegistry& workers,
+             InflightTable& inflight, Results& results, Outbox& outbox)
+      : config_(config), lease_clock_(lease_clock), queues_(queues), workers_(workers), inflight_(inflight),
+        results_(results), outbox_(outbox) {}
+
+  // Adds a lease call for each queue that may have ready jobs and credit.
+  // Comes after the scheduler's calls, so a lease sees what they moved.
+  void add_to(Round& round, bool stopping);
+  // Jobs of `queue` its live workers can still take.
+  int64_t credit(const std::string& queue) const;
+  // Some queue may have ready jobs a worker could take now.
+  bool can_lease_now() const;
+
+ private:
+  void dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t deadline);
+
+  const BrokerConfig& config_;
+  const LeaseClock& lease_clock_;
+  QueueTable& queues_;
+  WorkerRegistry& workers_;
+  InflightTable& inflight_;
+  Results& results_;
+  Outbox& outbox_;
+  std::map<std::string, int64_t> reserved_;  // leases asked for by rounds not yet applied, per queue
+};
+
+}  // namespace dueq::broker

@@ -1,0 +1,111 @@
+#include "broker/inbound.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/names.hpp"
+
+namespace dueq::broker {
+
+namespace {
+constexpr int64_t kRejectLogIntervalMs = 10'000;
+constexpr size_t kRejectLogPeers = 10'000;  // per-peer log times kept at most
+constexpr int64_t kFarFutureMs = 10LL * 365 * 86'400'000;  // due times beyond ~10 years are refused
+constexpr int64_t kMaxBackoffMs = 30LL * 86'400'000;
+}  // namespace
+
+Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms) {
+  if (auto ok = validate_queue_name(job.queue); !ok) return ok;
+  if (auto ok = validate_job_id(job.id); !ok) return ok;
+  if (auto ok = validate_job_type(job.type); !ok) return ok;
+  if (job.due_ms < 0 || job.due_ms > now_ms + kFarFutureMs)
+    return fail(Errc::bad_argument, "due time is negative or more than 10 years away");
+  if (job.max_attempts > 1000) return fail(Errc::bad_argument, "max_attempts must be at most 1000");
+  if (job.backoff_base_ms < 0 || job.backoff_cap_ms < 0 || job.backoff_base_ms > kMaxBackoffMs ||
+      job.backoff_cap_ms > kMaxBackoffMs)
+    return fail(Errc::bad_argument, "backoff must be between 0 and 30 days");
+  if (job.payload.data.size() > proto::kMaxPayloadBytes) return fail(Errc::bad_argument, "payload exceeds 1 MiB");
+  return {};
+}
+
+bool Inbound::receive(int max_frames) {
+  for (int n = 0; n < max_frames; ++n) {
+    // Taken before the read: a frame read now was sent before this moment.
+    const int64_t before_read = clock_.steady_ms();
+    std::vector<zmq::message_t> parts;
+    zmq::message_t part;
+    if (!router_.recv(part, zmq::recv_flags::dontwait)) {
+      read_empty_ms_ = before_read;
+      return true;
+    }
+    parts.push_back(std::move(part));
+    while (parts.back().more()) {
+      zmq::message_t next;
+      (void)router_.recv(next);
+      parts.push_back(std::move(next));
+    }
+    // Stamped when read, not when the turn began: a long batch of frames
+    // does not age the ones at its end.
+    const int64_t heard_ms = clock_.steady_ms();
+    Peer peer{parts.front().to_string(), parts.size() == 3 && parts[1].size() == 0};
+    if (parts.size() < 2 || parts.size() > 3) {
+      reject(peer, Error{Errc::bad_frame, "expected one body frame"}, heard_ms);
+      continue;
+    }
+    const auto& body = parts.back();
+    auto frame = proto::decode(std::string_view(static_cast<const char*>(body.data()), body.size()));
+    if (!frame) {
+      reject(peer, frame.error(), heard_ms);
+      continue;
+    }
+    route(peer, std::move(*frame), heard_ms);
+  }
+  return false;
+}
+
+void Inbound::route(const Peer& peer, proto::Frame&& frame, int64_t heard_ms) {
+  std::visit(
+      [&](auto&& f) {
+        using T = std::decay_t<decltype(f)>;
+        if constexpr (std::is_same_v<T, proto::Hello>) workers_.on_hello(peer, std::move(f), heard_ms);
+        else if constexpr (std::is_same_v<T, proto::Heartbeat>) workers_.on_heartbeat(peer, f, heard_ms);
+        else if constexpr (std::is_same_v<T, proto::Results>) {
+          results_.on_results(peer, std::move(f.items));
+          workers_.heard_from(peer.routing_id, heard_ms);
+        } else if constexpr (std::is_same_v<T, proto::Bye>) workers_.on_bye(peer, f, heard_ms);
+        else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::move(f));
+        else if constexpr (std::is_same_v<T, proto::StatsRequest>) gateway_.on_stats(peer, f.request_id);
+        else if constexpr (std::is_same_v<T, proto::JobRequest>) admin_.submit(peer, std::move(f));
+        else if constexpr (std::is_same_v<T, proto::AdminRequest>) admin_.submit(peer, std::move(f));
+        else reject(peer, Error{Errc::bad_frame, fmt::format("a {} frame is not sent to the broker", proto::type_name(T::kType))}, heard_ms);
+      },
+      std::move(frame));
+}
+
+void Inbound::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue) {
+  EnqueueRequest request{peer, std::move(enqueue), {}};
+  const int64_t now = clock_.wall_ms();
+  request.outcomes.resize(request.frame.jobs.size());
+  for (size_t i = 0; i < request.frame.jobs.size(); ++i) {
+    auto& outcome = request.outcomes[i];
+    outcome.id = request.frame.jobs[i].id;
+    if (auto valid = validate_new_job(request.frame.jobs[i], now); !valid) {
+      outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
+      outcome.reason = valid.error().message;
+    }
+  }
+  gateway_.on_enqueue(std::move(request));
+}
+
+void Inbound::reject(const Peer& peer, const Error& error, int64_t heard_ms) {
+  ++frames_rejected_;
+  if (rejected_logged_at_.size() > kRejectLogPeers) rejected_logged_at_.clear();
+  auto [it, first] = rejected_logged_at_.try_emplace(peer.routing_id, heard_ms);
+  if (first || heard_ms - it->second >= kRejectLogIntervalMs) {
+    it->second = heard_ms;
+    spdlog::warn("rejected frame from peer {:?}: {} ({} rejected in total)", peer.routing_id, error.message, frames_rejected_);
+  }
+  outbox_.send(peer, proto::ErrorFrame{0, errc_name(error.code), error.message, 0});
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,221 @@
+#include "broker/producer_gateway.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+
+#include "broker/job_record.hpp"
+#include "broker/keys.hpp"
+
+namespace dueq::broker {
+
+namespace {
+constexpr size_t kEnqueueChunk = 1000;  // enqueue.lua takes at most 1000 jobs
+}  // namespace
+
+namespace calls {
+
+Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
+                uint32_t default_max_attempts, int64_t max_backlog) {
+  QueueKeys k(queue);
+  Command call = script_call(lua::ScriptId::enqueue, {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled});
+  call.add(now_ms).add(max_backlog).add(static_cast<int64_t>(jobs.size()));
+  for (const auto* job : jobs) {
+    const int64_t due = job->due_ms == 0 ? now_ms : job->due_ms;
+    call.add(job->id).add(due).add(encode_job_record(JobRecord{
+        job->type, job->payload.data, due, job->max_attempts == 0 ? default_max_attempts : job->max_attempts, now_ms,
+        job->backoff_base_ms, job->backoff_cap_ms}));
+    call.add(static_cast<int64_t>(schedule_partition(job->id)));
+  }
+  return call;
+}
+
+Command stats(const std::string& queue) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats});
+}
+
+Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* r) {
+  auto v = reply::integers(r, "stats");
+  if (!v || v->size() != 11) return reply::bad(r, "stats");
+  proto::QueueStats s;
+  s.queue = queue;
+  s.scheduled = (*v)[0];
+  s.waiting = (*v)[1];
+  s.in_flight = (*v)[2];
+  s.dead = (*v)[3];
+  s.next_due_ms = (*v)[4] < 0 ? 0 : (*v)[4];
+  s.accepted = (*v)[5];
+  s.done = (*v)[6];
+  s.retried = (*v)[7];
+  s.stale_acks = (*v)[8];
+  s.cancelled = (*v)[9];
+  s.purged = (*v)[10];
+  return s;
+}
+
+}  // namespace calls
+
+void ProducerGateway::on_enqueue(EnqueueRequest&& request) {
+  const bool any_valid = std::any_of(request.outcomes.begin(), request.outcomes.end(), [](const auto& o) {
+    return o.status != static_cast<uint8_t>(proto::EnqueueStatus::rejected);
+  });
+  if (!any_valid) {
+    outbox_.send(request.producer, proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes), 0});
+    return;
+  }
+  enqueues_.push_back(std::move(request));
+}
+
+namespace {
+
+// The requests one round answers. The jobs themselves are in the round's
+// calls; only who to answer and with what stays here.
+struct Answers {
+  struct Request {
+    Peer producer;
+    uint64_t request_id = 0;
+    std::vector<proto::EnqueueOutcome> outcomes;
+  };
+  std::vector<Request> requests;
+  bool replicated = true;
+};
+
+}  // namespace
+
+void ProducerGateway::add_enqueues_to(Round& round) {
+  if (enqueues_.empty()) return;
+  const int64_t now = clock_.wall_ms();
+  auto answers = std::make_shared<Answers>();
+  struct Open {
+    std::vector<const proto::NewJob*> jobs;
+    std::vector<std::pair<size_t, size_t>> slots;  // (request, position) of each job
+  };
+  std::map<std::string, Open> open;
+  auto close = [&](const std::string& name, Open&& call) {
+    QueueState& q = queues_.get(name);
+    if (!q.registered) round.add(Command{"SADD", kQueuesKey, name});
+    q.ready_this_round = true;
+    const auto& policy = config_.policy(name);
+    std::vector<int64_t> dues;
+    for (const auto* job : call.jobs) dues.push_back(job->due_ms == 0 ? now : job->due_ms);
+    round.add(calls::enqueue(name, call.jobs, now, policy.max_attempts, policy.max_backlog),
+              [this, answers, name, now, slots = std::move(call.slots), dues = std::move(dues)](const redisReply* r) {
+                if (r == nullptr) return;  // the round failed: answered by the final step
+                QueueState& q = queues_.get(name);
+                q.registered = true;
+                auto statuses = reply::integers(r, "enqueue");
+                for (size_t j = 0; j < slots.size(); ++j) {
+                  auto& outcome = answers->requests[slots[j].first].outcomes[slots[j].second];
+                  if (!statuses || statuses->size() != slots.size()) {
+                    outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
+                    outcome.reason = "store error: " + (statuses ? std::string("bad reply") : statuses.error().message);
+                  } else if ((*statuses)[j] == 2) {
+                    outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
+                    outcome.reason = fmt::format("queue '{}' has {} or more jobs due and unfinished; retry later", name,
+                                                 config_.policy(name).max_backlog);
+                  } else {
+                    outcome.status = static_cast<uint8_t>((*statuses)[j] == 1 ? proto::EnqueueStatus::accepted
+                                                                              : proto::EnqueueStatus::duplicate);
+                    if (dues[j] > now) q.next_due_ms = earliest_known(q.next_due_ms, dues[j]);
+                    else q.maybe_ready = true;
+                  }
+                }
+              });
+  };
+  // The requests move into the round; their jobs are encoded into the calls.
+  auto requests = std::exchange(enqueues_, {});
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const auto& request = requests[r];
+    for (size_t i = 0; i < request.frame.jobs.size(); ++i) {
+      if (request.outcomes[i].status == static_cast<uint8_t>(proto::EnqueueStatus::rejected)) continue;
+      const auto& job = request.frame.jobs[i];
+      auto& call = open[job.queue];
+      call.jobs.push_back(&job);
+      call.slots.emplace_back(r, i);
+      if (call.jobs.size() == kEnqueueChunk) {
+        close(job.queue, std::move(call));
+        open.erase(job.queue);
+      }
+    }
+  }
+  for (auto& [name, call] : open) close(name, std::move(call));
+  for (auto& request : requests)
+    answers->requests.push_back({request.producer, request.frame.request_id, std::move(request.outcomes)});
+
+  // Optional: confirm to producers only once replicas have the writes.
+  if (config_.min_replicas > 0)
+    round.add(Command{"WAIT", std::to_string(config_.min_replicas), std::to_string(config_.replica_timeout_ms)},
+              [this, answers](const redisReply* r) {
+                if (r == nullptr) return;
+                answers->replicated = r->type == REDIS_REPLY_INTEGER && r->integer >= config_.min_replicas;
+                if (!answers->replicated)
+                  spdlog::warn("WAIT: only {} of {} replicas confirmed; producers are told to retry",
+                               r->type == REDIS_REPLY_INTEGER ? r->integer : -1, config_.min_replicas);
+              });
+
+  round.then([this, answers](bool applied) {
+    for (auto& request : answers->requests) {
+      if (!applied) {
+        outbox_.send(request.producer,
+                     proto::ErrorFrame{request.request_id, "unavailable",
+                                       "Redis connection lost while writing; nothing from this request was accepted",
+                                       static_cast<uint32_t>(config_.overload_retry_after_ms)});
+        continue;
+      }
+      if (!answers->replicated) {
+        // Written on the master but not confirmed by enough replicas: not
+        // "accepted". A retry with the same ids is answered "duplicate".
+        outbox_.send(request.producer,
+                     proto::ErrorFrame{request.request_id, "unavailable",
+                                       fmt::format("not confirmed by {} replicas within {} ms; retry (same ids are safe)",
+                                                   config_.min_replicas, config_.replica_timeout_ms),
+                                       static_cast<uint32_t>(config_.overload_retry_after_ms)});
+        continue;
+      }
+      const bool overloaded = std::any_of(request.outcomes.begin(), request.outcomes.end(), [](const auto& o) {
+        return o.status == static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
+      });
+      outbox_.send(request.producer,
+                   proto::EnqueueReply{request.request_id, std::move(request.outcomes),
+                                       overloaded ? static_cast<uint32_t>(config_.overload_retry_after_ms) : 0u});
+    }
+  });
+}
+
+void ProducerGateway::add_stats_to(Round& round) {
+  if (stats_requests_.empty()) return;
+  auto requests = std::exchange(stats_requests_, {});
+  auto reply = std::make_shared<proto::StatsReply>();
+  reply->workers = static_cast<uint32_t>(worker_count_);
+  for (const auto& [name, q] : queues_)
+    round.add(calls::stats(name), [reply, name](const redisReply* r) {
+      if (r == nullptr) return;
+      if (auto s = calls::parse_stats(name, r)) reply->queues.push_back(*s);
+    });
+  round.then([this, reply, requests = std::move(requests)](bool applied) {
+    for (const auto& [peer, request_id] : requests) {
+      if (!applied) {
+        outbox_.send(peer, proto::ErrorFrame{request_id, "unavailable", "Redis connection lost; retry",
+                                             static_cast<uint32_t>(config_.overload_retry_after_ms)});
+        continue;
+      }
+      reply->request_id = request_id;
+      outbox_.send(peer, *reply);
+    }
+  });
+}
+
+void ProducerGateway::answer_unavailable(const std::string& why, int64_t retry_after_ms) {
+  for (auto& request : std::exchange(enqueues_, {}))
+    outbox_.send(request.producer, proto::ErrorFrame{request.frame.request_id, "unavailable",
+                                                     why + "; nothing from this request was accepted",
+                                                     static_cast<uint32_t>(retry_after_ms)});
+  for (const auto& [peer, request_id] : std::exchange(stats_requests_, {}))
+    outbox_.send(peer, proto::ErrorFrame{request_id, "unavailable", why + "; the broker is not ready",
+                                         static_cast<uint32_t>(retry_after_ms)});
+}
+
+}  // namespace dueq::broker

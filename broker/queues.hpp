@@ -1,0 +1,58 @@
+#pragma once
+// What the event loop knows about each queue between rounds. Redis holds the
+// truth; these are the hints that tell the loop which calls a round needs
+// (promote when something is due, reclaim when a lease ran out, lease when
+// jobs may be ready and workers have credit), so it never polls.
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace dueq::broker {
+
+struct QueueState {
+  std::string name;
+  int64_t next_due_ms = -1;       // earliest scheduled due time known (wall clock), -1 none
+  int64_t next_deadline_ms = -1;  // earliest lease deadline known (lease clock), -1 none
+  bool maybe_ready = false;       // the ready list may hold jobs
+  bool ready_this_round = false;  // a call in the round being built may make jobs ready
+  bool registered = false;        // name written to the queue registry
+  size_t rotation = 0;            // spreads single jobs over the workers in turn
+  int64_t next_sweep_ms = 0;      // steady clock: when done/cancelled entries past retention are next removed
+};
+
+inline int64_t earliest_known(int64_t a, int64_t b) {
+  if (a < 0) return b;
+  if (b < 0) return a;
+  return a < b ? a : b;
+}
+
+class QueueTable {
+ public:
+  QueueState& get(const std::string& name) {
+    auto it = queues_.find(name);
+    if (it != queues_.end()) return it->second;
+    QueueState q;
+    q.name = name;
+    return queues_.emplace(name, std::move(q)).first->second;
+  }
+  // After a restart or a reconnect the loop does not know what is due,
+  // leased or ready: the next round promotes and reclaims every queue, and
+  // their replies bring the times up to date.
+  void forget_times() {
+    for (auto& [name, q] : queues_) {
+      q.next_due_ms = 0;
+      q.next_deadline_ms = 0;
+      q.maybe_ready = true;
+    }
+  }
+  auto begin() { return queues_.begin(); }
+  auto end() { return queues_.end(); }
+  auto begin() const { return queues_.begin(); }
+  auto end() const { return queues_.end(); }
+  size_t size() const { return queues_.size(); }
+
+ private:
+  std::map<std::string, QueueState> queues_;
+};
+
+}  // namespace dueq::broker

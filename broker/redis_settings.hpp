@@ -1,0 +1,18 @@
+#pragma once
+// The broker's start-up checks of the Redis it was given.
+#include <string>
+
+#include "broker/script_registry.hpp"
+
+namespace dueq::broker {
+
+// Refuses a Redis that can lose accepted jobs: persistence off or an
+// eviction policy other than noeviction. The message says what to change.
+Result<void> check_durability_settings(ScriptRegistry& redis);
+// Redis settings below deploy/redis.conf's that cost memory (listpack
+// limits) or throughput and latency (the AOF rewrite threshold), as one
+// message naming each and what it costs; empty when all are at least as
+// high. Advice, not a refusal.
+Result<std::string> settings_advice(ScriptRegistry& redis);
+
+}  // namespace dueq::broker

@@ -1,0 +1,62 @@
+#pragma once
+// A round: Redis calls sent in one pipelined write, each with the code that
+// handles its reply. A component adds its call and its continuation side by
+// side, so one operation reads top to bottom in one file; the broker only
+// sends rounds and runs their continuations in order when the replies come.
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "broker/redis_connection.hpp"
+#include "common/error.hpp"
+#include "lua/scripts.hpp"
+
+namespace dueq::broker {
+
+// EVALSHA of `script` with its keys; the caller adds the arguments.
+Command script_call(lua::ScriptId script, std::initializer_list<std::string_view> keys);
+
+class Round {
+ public:
+  // The call's reply, or nullptr: the round failed (connection lost) and the
+  // call is not known to have been applied.
+  using OnReply = std::move_only_function<void(const redisReply* reply)>;
+  // Runs after every earlier continuation of the round; `applied` is false
+  // when the round failed.
+  using OnDone = std::move_only_function<void(bool applied)>;
+
+  void add(Command call, OnReply on_reply = {});
+  void then(OnDone on_done);
+
+  bool empty() const { return commands_.empty(); }
+  size_t size() const { return commands_.size(); }
+  // Hands the calls to the connection; the continuations stay.
+  std::vector<Command> take_commands() { return std::move(commands_); }
+
+  // Runs every continuation in order: with its reply, or as failed.
+  void apply(const std::vector<ReplyPtr>& replies);
+  void fail();
+
+ private:
+  struct Step {
+    bool has_call = false;
+    OnReply on_reply;
+    OnDone on_done;
+  };
+  std::vector<Command> commands_;
+  std::vector<Step> steps_;
+};
+
+// Reply readers shared by the calls' parsers.
+namespace reply {
+std::unexpected<Error> bad(const redisReply* reply, std::string_view what);
+std::string str(const redisReply* reply);
+int64_t num(const redisReply* reply);
+// An array of integers (or numeric strings).
+Result<std::vector<int64_t>> integers(const redisReply* reply, std::string_view what);
+Result<std::vector<std::string>> strings(const redisReply* reply, std::string_view what);
+}  // namespace reply
+
+}  // namespace dueq::broker

@@ -1,0 +1,138 @@
+#include "broker/scheduler.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "broker/keys.hpp"
+
+namespace dueq::broker {
+
+namespace {
+constexpr int kSweepLimit = 5000;  // done/cancelled entries removed per sweep call
+constexpr int64_t kSweepIntervalMs = 1000;
+}  // namespace
+
+namespace calls {
+
+Command promote(const std::string& queue, int64_t now_ms, int limit) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::promote, {k.schedule, k.ready, k.jobs, k.stats}).add(now_ms).add(limit);
+}
+
+Result<PromoteOutcome> parse_promote(const redisReply* r) {
+  auto values = reply::integers(r, "promote");
+  if (!values || values->size() != 2) return reply::bad(r, "promote");
+  return PromoteOutcome{(*values)[0], (*values)[1]};
+}
+
+Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::reclaim, {k.leased, k.ready, k.dead, k.stats, k.jobs, k.tokens, k.attempts,
+                                              k.errors, k.error_logs, k.cancel_requested, k.cancelled})
+      .add(now_ms)
+      .add(limit)
+      .add(retention_s);
+}
+
+Result<ReclaimOutcome> parse_reclaim(const redisReply* r) {
+  auto values = reply::integers(r, "reclaim");
+  if (!values || values->size() != 3) return reply::bad(r, "reclaim");
+  return ReclaimOutcome{(*values)[0], (*values)[1], (*values)[2]};
+}
+
+Command sweep(const std::string& queue, int64_t cutoff_ms, int limit) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::sweep, {k.done, k.cancelled}).add(cutoff_ms).add(limit);
+}
+
+Command cap_leases(const std::string& queue, int64_t cap_ms, int limit) {
+  return script_call(lua::ScriptId::cap_leases, {QueueKeys(queue).leased}).add(cap_ms).add(limit);
+}
+
+}  // namespace calls
+
+Result<void> Scheduler::cap_previous_leases(ScriptRegistry& redis) {
+  const int64_t grace_deadline = lease_clock_.now_ms() + config_.worker_timeout_ms + config_.delivery_timeout_ms;
+  for (const auto& [name, q] : queues_) {
+    while (true) {
+      auto reply = redis.call(calls::cap_leases(name, grace_deadline, config_.reclaim_batch));
+      if (!reply) return std::unexpected(reply.error());
+      auto capped = reply::integers(reply->get(), "cap_leases");
+      if (!capped) return std::unexpected(capped.error());
+      if (capped->empty() || (*capped)[0] < config_.reclaim_batch) break;
+    }
+  }
+  return {};
+}
+
+void Scheduler::add_to(Round& round) {
+  const int64_t now = clock_.wall_ms();
+  const int64_t lease_now = lease_clock_.now_ms();
+  const int64_t steady_now = clock_.steady_ms();
+  bool expired_inflight = false;
+  for (auto& [name, q] : queues_) {
+    if (q.next_due_ms >= 0 && q.next_due_ms <= now) {
+      q.ready_this_round = true;
+      round.add(calls::promote(name, now, config_.promote_batch), [this, name, now](const redisReply* r) {
+        if (r == nullptr) return;  // a reconnect promotes every queue again
+        QueueState& q = queues_.get(name);
+        auto p = calls::parse_promote(r);
+        if (!p) {
+          spdlog::error("promote on '{}': {}", name, p.error().message);
+          return;
+        }
+        if (p->moved > 0) q.maybe_ready = true;
+        // More due jobs than one batch: promote again at once.
+        q.next_due_ms = p->moved == config_.promote_batch ? now : p->next_due_ms;
+      });
+    }
+    if (q.next_deadline_ms >= 0 && q.next_deadline_ms <= lease_now) {
+      q.ready_this_round = true;
+      // Redis re-leases these with new tokens: the broker's copies are stale.
+      if (!expired_inflight) inflight_.expire(lease_now);
+      expired_inflight = true;
+      round.add(calls::reclaim(name, lease_now, config_.reclaim_batch, config_.policy(name).done_retention_s),
+                [this, name, lease_now](const redisReply* r) {
+                  if (r == nullptr) return;
+                  QueueState& q = queues_.get(name);
+                  auto c = calls::parse_reclaim(r);
+                  if (!c) {
+                    spdlog::error("reclaim on '{}': {}", name, c.error().message);
+                    return;
+                  }
+                  if (c->requeued + c->dead > 0)
+                    spdlog::info("queue '{}': {} expired leases re-queued, {} dead-lettered", name, c->requeued, c->dead);
+                  if (c->requeued > 0) q.maybe_ready = true;
+                  q.next_deadline_ms = c->requeued + c->dead == config_.reclaim_batch ? lease_now : c->next_deadline_ms;
+                });
+    }
+    if (const int64_t retention_s = config_.policy(name).done_retention_s; retention_s > 0 && steady_now >= q.next_sweep_ms) {
+      q.next_sweep_ms = steady_now + kSweepIntervalMs;
+      round.add(calls::sweep(name, now - retention_s * 1000, kSweepLimit), [this, name, steady_now](const redisReply* r) {
+        if (r == nullptr) return;
+        auto removed = reply::integers(r, "sweep");
+        if (!removed || removed->size() != 2) {
+          spdlog::error("sweep on '{}': bad reply", name);
+          return;
+        }
+        // A full sweep means more is past retention: sweep again next round.
+        if (std::max((*removed)[0], (*removed)[1]) == kSweepLimit) queues_.get(name).next_sweep_ms = steady_now;
+      });
+    }
+  }
+}
+
+int64_t Scheduler::us_until_next(int64_t wall_us_now) const {
+  const int64_t lease_now = lease_clock_.now_ms();
+  int64_t until = -1;
+  for (const auto& [name, q] : queues_) {
+    // Due times at microsecond precision: the timer is set to the due
+    // millisecond itself, not up to a millisecond after it.
+    if (q.next_due_ms >= 0) until = earliest_known(until, std::max<int64_t>(0, q.next_due_ms * 1000 - wall_us_now));
+    if (q.next_deadline_ms >= 0) until = earliest_known(until, std::max<int64_t>(0, (q.next_deadline_ms - lease_now) * 1000));
+  }
+  return until;
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,65 @@
+#pragma once
+// Scheduler: moves time forward in Redis. Per queue it promotes jobs whose
+// due time has come (promote.lua), returns jobs whose lease ran out
+// (reclaim.lua: a delivery lost on the wire or a worker that never reported
+// it) and removes done/cancelled ids past their retention (sweep.lua). Each
+// reply says when the next one is due, so the loop sleeps until exactly then.
+#include <string>
+
+#include "broker/config.hpp"
+#include "broker/inflight.hpp"
+#include "broker/queues.hpp"
+#include "broker/round.hpp"
+#include "broker/script_registry.hpp"
+#include "common/clock.hpp"
+
+namespace dueq::broker {
+
+struct PromoteOutcome {
+  int64_t moved = 0;
+  int64_t next_due_ms = -1;
+};
+
+struct ReclaimOutcome {
+  int64_t requeued = 0;
+  int64_t dead = 0;
+  int64_t next_deadline_ms = -1;
+};
+
+namespace calls {
+Command promote(const std::string& queue, int64_t now_ms, int limit);
+Result<PromoteOutcome> parse_promote(const redisReply* reply);
+Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s);
+Result<ReclaimOutcome> parse_reclaim(const redisReply* reply);
+// sweep.lua: [done removed, cancelled removed]
+Command sweep(const std::string& queue, int64_t cutoff_ms, int limit);
+// cap_leases.lua: [leases shortened]
+Command cap_leases(const std::string& queue, int64_t cap_ms, int limit);
+}  // namespace calls
+
+class Scheduler {
+ public:
+  Scheduler(const BrokerConfig& config, const Clock& clock, const LeaseClock& lease_clock, QueueTable& queues,
+            InflightTable& inflight)
+      : config_(config), clock_(clock), lease_clock_(lease_clock), queues_(queues), inflight_(inflight) {}
+
+  // Leases written by a previous broker may run for a full TTL; workers that
+  // still hold those jobs report them within the grace period and get them
+  // extended, the rest expire then and are re-delivered.
+  Result<void> cap_previous_leases(ScriptRegistry& redis);
+
+  // Adds the promote, reclaim and sweep calls that are due.
+  void add_to(Round& round);
+  // Microseconds from now until the earliest due time or lease deadline
+  // known; -1 when none is known.
+  int64_t us_until_next(int64_t wall_us_now) const;
+
+ private:
+  const BrokerConfig& config_;
+  const Clock& clock_;
+  const LeaseClock& lease_clock_;
+  QueueTable& queues_;
+  InflightTable& inflight_;
+};
+
+}  // namespace dueq::broker

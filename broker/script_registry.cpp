@@ -1,0 +1,158 @@
+#include "broker/script_registry.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace dueq::broker {
+
+namespace {
+bool is_noscript(const redisReply* reply) { return reply_error(reply).starts_with("NOSCRIPT"); }
+}  // namespace
+
+Result<void> ScriptRegistry::connect() {
+  disconnect();
+  auto conn = RedisConnection::connect(address_, timeout_ms_);
+  if (!conn) return std::unexpected(conn.error());
+  connection_.emplace(std::move(*conn));
+  if (auto ok = load_scripts(); !ok) {
+    connection_.reset();
+    return ok;
+  }
+  return {};
+}
+
+Result<void> ScriptRegistry::load_scripts() {
+  std::vector<Command> loads;
+  for (const auto& script : lua::kScripts) loads.push_back(Command{"SCRIPT", "LOAD", script.source});
+  auto replies = connection_->pipeline(loads);
+  if (!replies) return std::unexpected(replies.error());
+  for (size_t i = 0; i < lua::kScriptCount; ++i) {
+    const redisReply* r = (*replies)[i].get();
+    if (r->type != REDIS_REPLY_STRING)
+      return fail(Errc::internal, fmt::format("loading script {}: {}", lua::kScripts[i].name, reply_error(r)));
+    // Calls are built with the SHA1 computed at build time.
+    if (reply::str(r) != lua::kScripts[i].sha1)
+      return fail(Errc::internal, fmt::format("loading script {}: Redis named it {}, the build {}", lua::kScripts[i].name,
+                                              reply::str(r), lua::kScripts[i].sha1));
+  }
+  return {};
+}
+
+Result<void> ScriptRegistry::send(Round& round) {
+  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
+  OutstandingRound sent{round.take_commands(), std::nullopt};
+  if (auto ok = connection_->send(sent.commands); !ok) {
+    disconnect();
+    return ok;
+  }
+  outstanding_.push_back(std::move(sent));
+  return {};
+}
+
+Result<std::vector<ReplyPtr>> ScriptRegistry::receive() {
+  if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
+  if (outstanding_.empty()) return fail(Errc::internal, "no round is waiting for replies");
+  auto& oldest = outstanding_.front();
+  if (!oldest.replies) {
+    auto replies = connection_->receive(oldest.commands.size());
+    if (!replies) {
+      disconnect();
+      return replies;
+    }
+    oldest.replies = std::move(*replies);
+  }
+  if (std::any_of(oldest.replies->begin(), oldest.replies->end(), [](const ReplyPtr& r) { return is_noscript(r.get()); }))
+    if (auto ok = recover_lost_scripts(); !ok) {
+      disconnect();
+      return std::unexpected(ok.error());
+    }
+  auto out = std::move(*outstanding_.front().replies);
+  outstanding_.pop_front();
+  return out;
+}
+
+Result<void> ScriptRegistry::recover_lost_scripts() {
+  // Rounds sent later are already on the wire: read them before anything new.
+  for (auto& round : outstanding_)
+    if (!round.replies) {
+      auto replies = connection_->receive(round.commands.size());
+      if (!replies) return std::unexpected(replies.error());
+      round.replies = std::move(*replies);
+    }
+  if (auto ok = load_scripts(); !ok) return ok;
+  for (auto& round : outstanding_) {
+    std::vector<size_t> lost;
+    for (size_t i = 0; i < round.replies->size(); ++i)
+      if (is_noscript((*round.replies)[i].get())) lost.push_back(i);
+    if (lost.empty()) continue;
+    std::vector<Command> again;
+    for (size_t i : lost) again.push_back(round.commands[i]);
+    auto retried = connection_->pipeline(again);
+    if (!retried) return std::unexpected(retried.error());
+    for (size_t j = 0; j < lost.size(); ++j) (*round.replies)[lost[j]] = std::move((*retried)[j]);
+  }
+  return {};
+}
+
+namespace {
+int64_t steady_us() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void ScriptRegistry::wait_for_share() {
+  if (redis_share_ >= 1.0) return;
+  if (const int64_t wait = next_call_us_ - steady_us(); wait > 0) std::this_thread::sleep_for(std::chrono::microseconds(wait));
+}
+
+void ScriptRegistry::spent_since(int64_t start_us) {
+  if (redis_share_ >= 1.0) return;
+  const int64_t now = steady_us();
+  next_call_us_ = now + static_cast<int64_t>(static_cast<double>(now - start_us) * (1.0 / redis_share_ - 1.0));
+}
+
+Result<void> ScriptRegistry::execute(Round& round) {
+  if (!outstanding_.empty()) return fail(Errc::internal, "execute while pipelined rounds are outstanding");
+  if (stop_ != nullptr && stop_->load()) {
+    round.fail();
+    return fail(Errc::unavailable, "the broker is stopping");
+  }
+  wait_for_share();
+  const int64_t start = steady_us();
+  auto sent = send(round);
+  auto replies = sent ? receive() : std::unexpected(sent.error());
+  spent_since(start);
+  if (!replies) {
+    round.fail();
+    return std::unexpected(replies.error());
+  }
+  round.apply(*replies);
+  return {};
+}
+
+Result<std::vector<ReplyPtr>> ScriptRegistry::pipeline(std::vector<Command> commands) {
+  if (!outstanding_.empty()) return fail(Errc::internal, "pipeline while rounds are outstanding");
+  if (stop_ != nullptr && stop_->load()) return fail(Errc::unavailable, "the broker is stopping");
+  wait_for_share();
+  const int64_t start = steady_us();
+  Round round;
+  for (auto& command : commands) round.add(std::move(command));
+  if (auto ok = send(round); !ok) return std::unexpected(ok.error());
+  auto replies = receive();
+  spent_since(start);
+  return replies;
+}
+
+Result<ReplyPtr> ScriptRegistry::call(Command command) {
+  std::vector<Command> one;
+  one.push_back(std::move(command));
+  auto replies = pipeline(std::move(one));
+  if (!replies) return std::unexpected(replies.error());
+  return std::move(replies->front());
+}
+
+}  // namespace dueq::broker

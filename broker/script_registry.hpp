@@ -1,0 +1,83 @@
+#pragma once
+// One Redis connection that runs dueq's Lua scripts: connects, loads every
+// script in lua/ (SCRIPT LOAD must answer the SHA1 the build computed), sends
+// rounds pipelined, and recovers a lost script cache (Redis restarted or
+// failed over, SCRIPT FLUSH): the scripts are reloaded and the calls Redis
+// refused with NOSCRIPT are sent again in their original order. A refused
+// call did nothing, so sending it again is safe.
+#include <atomic>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "broker/redis_connection.hpp"
+#include "broker/round.hpp"
+#include "common/error.hpp"
+#include "common/redis_url.hpp"
+
+namespace dueq::broker {
+
+class ScriptRegistry {
+ public:
+  explicit ScriptRegistry(RedisAddress address, int timeout_ms = 2000)
+      : address_(std::move(address)), timeout_ms_(timeout_ms) {}
+
+  // Connects and loads the scripts. Safe to call again after a failure.
+  Result<void> connect();
+  bool connected() const { return connection_.has_value() && !connection_->broken(); }
+  void disconnect() {
+    connection_.reset();
+    outstanding_.clear();
+  }
+  const RedisAddress& address() const { return address_; }
+
+  // Pipelined rounds. send() writes a round's calls and returns; receive()
+  // reads the replies of the oldest round sent (blocking up to the timeout;
+  // a caller with other work polls socket_fd() first, unless
+  // replies_buffered()). The caller keeps the round to apply the replies.
+  Result<void> send(Round& round);
+  Result<std::vector<ReplyPtr>> receive();
+  size_t outstanding() const { return outstanding_.size(); }
+  int socket_fd() const { return connection_->fd(); }
+  // The oldest round's replies may already be read off the socket (they
+  // arrived with the previous round's): then the socket never turns readable.
+  bool replies_buffered() const { return connection_->has_buffered_input(); }
+
+  // Sends a round, waits and runs its continuations (failed ones when the
+  // connection broke). Refused while pipelined rounds are outstanding.
+  Result<void> execute(Round& round);
+  // One call or command (scripts recovered like any round).
+  Result<ReplyPtr> call(Command command);
+  // Several, in one round trip.
+  Result<std::vector<ReplyPtr>> pipeline(std::vector<Command> commands);
+
+  // Background work (admin, audits) shares Redis with the event loop: with
+  // a share below 1, each synchronous call first waits so that this
+  // connection keeps Redis busy at most that fraction of the time. Each call
+  // is bounded, so the loop's rounds wait at most one call behind it.
+  void set_redis_share(double share) { redis_share_ = share; }
+  // Once `*stop` is set, every call fails at once ("stopping"): long admin
+  // work ends at its next step when the broker stops.
+  void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
+
+ private:
+  Result<void> load_scripts();
+  Result<void> recover_lost_scripts();
+  void wait_for_share();
+  void spent_since(int64_t start_us);
+
+  struct OutstandingRound {
+    std::vector<Command> commands;
+    std::optional<std::vector<ReplyPtr>> replies;  // read ahead by recover_lost_scripts
+  };
+
+  RedisAddress address_;
+  int timeout_ms_;
+  std::optional<RedisConnection> connection_;
+  std::deque<OutstandingRound> outstanding_;
+  double redis_share_ = 1.0;
+  const std::atomic<bool>* stop_ = nullptr;
+  int64_t next_call_us_ = 0;  // steady clock, with a share below 1
+};
+
+}  // namespace dueq::broker

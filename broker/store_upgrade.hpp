@@ -1,0 +1,24 @@
+#pragma once
+// Brings a store written by an older dueq up to date when the broker starts,
+// before anything enqueues or reads the schedule.
+#include <string>
+
+#include "broker/round.hpp"
+#include "broker/script_registry.hpp"
+
+namespace dueq::broker {
+
+namespace calls {
+// migrate_schedule.lua: how many of `ids` it moved.
+Command migrate_schedule(const std::string& queue, const std::vector<std::string>& ids);
+}  // namespace calls
+
+// Builds the schedule filter of a store written before it existed (the
+// schedule holds jobs but there is no filter); true if it did. An enqueue
+// trusts the filter, so this runs before any.
+Result<bool> build_missing_schedule_filter(ScriptRegistry& redis, const std::string& queue);
+// Moves the jobs of a schedule written before the partitioned schedule (one
+// sorted set) into it, 500 per call; returns how many moved.
+Result<int64_t> migrate_legacy_schedule(ScriptRegistry& redis, const std::string& queue);
+
+}  // namespace dueq::broker
