@@ -1,4 +1,5 @@
 // dueq: command-line producer and inspector. Talks only to the broker.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -340,7 +341,14 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "dueq: --timeout: {}\n", timeout_ms ? "must be positive" : timeout_ms.error().message);
     return kExitUsage;
   }
-  dueq::Client client(broker, dueq::ClientOptions{*timeout_ms, 3});
+  // Audits and bulk dead-letter work run on the broker's admin thread at a
+  // share of Redis's time and answer when done: wait for them up to 10
+  // minutes, asking again every --timeout (the broker ignores a resend of a
+  // request it is still working on).
+  constexpr int64_t kLongWaitMs = 600'000;
+  const bool long_running = *audit_cmd || (*dead && (*dead_list || *dead_replay || *dead_purge));
+  const int attempts = long_running ? static_cast<int>(std::max<int64_t>(3, kLongWaitMs / *timeout_ms)) : 3;
+  dueq::Client client(broker, dueq::ClientOptions{*timeout_ms, attempts});
   try {
     if (*enqueue) {
       if (!e.from.empty()) return enqueue_from(client, e.from);

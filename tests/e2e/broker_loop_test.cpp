@@ -1,0 +1,157 @@
+// The event loop's own rules, with a broker running in this process (so its
+// clock can be stepped) or as a process, a real Redis and real workers.
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "broker/broker.hpp"
+#include "common/clock.hpp"
+#include "tests/support/cluster.hpp"
+
+using namespace dueq;
+using namespace dueq::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The system clock with a wall clock the test can step; the steady clock
+// runs on untouched, as it does when NTP or an operator steps the time.
+class SteppedClock final : public Clock {
+ public:
+  int64_t wall_us() const override { return dueq::wall_us() + offset_us_.load(); }
+  int64_t steady_ms() const override { return dueq::steady_ms(); }
+  void step_ms(int64_t ms) { offset_us_ += ms * 1000; }
+
+ private:
+  std::atomic<int64_t> offset_us_{0};
+};
+
+// A dueq-broker inside the test process, logging into a string.
+class InProcessBroker {
+ public:
+  InProcessBroker(const RedisServer& redis, const Clock& clock, int port)
+      : log_sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(log_)) {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("broker", log_sink_));
+    broker::BrokerConfig config;
+    config.redis_url = redis.url();
+    config.listen = "tcp://127.0.0.1:" + std::to_string(port);
+    broker_ = std::make_unique<broker::Broker>(config, clock);
+    if (auto ok = broker_->start(); !ok) throw std::runtime_error(ok.error().message);
+    if (::pipe(stop_pipe_) != 0) throw std::runtime_error("pipe");
+    thread_ = std::thread([this] { (void)broker_->run(stop_pipe_[0]); });
+  }
+  ~InProcessBroker() {
+    // run() reads one signalfd_siginfo-sized record from its signal fd.
+    const std::string record(128, '\0');
+    [[maybe_unused]] auto n = ::write(stop_pipe_[1], record.data(), record.size());
+    thread_.join();
+    broker_.reset();
+    ::close(stop_pipe_[0]);
+    ::close(stop_pipe_[1]);
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("test"));
+  }
+  std::string log() {
+    log_sink_->flush();
+    return log_.str();
+  }
+
+ private:
+  std::ostringstream log_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> log_sink_;
+  std::unique_ptr<broker::Broker> broker_;
+  int stop_pipe_[2] = {-1, -1};
+  std::thread thread_;
+};
+
+size_t starts_of(const std::filesystem::path& record, const std::string& id) {
+  size_t n = 0;
+  for (const auto& s : read_records(record)) n += s.id == id;
+  return n;
+}
+
+}  // namespace
+
+// Liveness and lease deadlines are measured on the steady clock: a wall
+// clock step of an hour either way while a job runs declares no worker dead,
+// expires no lease and re-delivers nothing.
+TEST(BrokerLoop, AWallClockStepDeclaresNoWorkerDeadAndExpiresNoLease) {
+  RedisServer redis;
+  SteppedClock clock;
+  const int port = free_port();
+  InProcessBroker broker(redis, clock, port);
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  const auto dir = make_temp_dir("clock");
+  const auto record = dir / "starts.txt";
+  Process worker({bin("dueq-example-worker"), "--broker", endpoint, "--queue", "q", "--concurrency", "2", "--record",
+                  record.string()},
+                 (dir / "worker.log").string());
+
+  Client client(endpoint);
+  auto long_job = client.enqueue(JobSpec{"q", "sleep", "5000", "long", 0, 1});
+  ASSERT_TRUE(long_job && long_job->status == EnqueueResult::Status::accepted);
+  ASSERT_TRUE(eventually([&] { return starts_of(record, "long") == 1; }, 10s));
+
+  clock.step_ms(3'600'000);  // an hour ahead: every lease and every heartbeat looks an hour old
+  std::this_thread::sleep_for(1500ms);
+  clock.step_ms(-7'200'000);  // an hour behind
+  std::this_thread::sleep_for(1500ms);
+  clock.step_ms(3'600'000);
+  auto short_job = client.enqueue(JobSpec{"q", "noop", "", "short", 0, 1});
+  ASSERT_TRUE(short_job && short_job->status == EnqueueResult::Status::accepted);
+
+  auto done = [&] {
+    auto s = client.stats();
+    return s && !s->empty() && (*s)[0].done == 2;
+  };
+  ASSERT_TRUE(eventually(done, 15s)) << broker.log();
+  EXPECT_EQ(starts_of(record, "long"), 1u) << "the running job was delivered again";
+  EXPECT_EQ(starts_of(record, "short"), 1u);
+  const std::string log = broker.log();
+  EXPECT_EQ(log.find("stopped heartbeating"), std::string::npos) << log;
+  EXPECT_EQ(log.find("expired leases"), std::string::npos) << log;
+  auto stats = client.stats();
+  ASSERT_TRUE(stats);
+  EXPECT_EQ((*stats)[0].retried, 0);
+  EXPECT_EQ((*stats)[0].dead, 0);
+}
+
+// An audit of many queues takes seconds of Redis work; it runs on the admin
+// thread, so producers are answered and workers stay alive meanwhile.
+TEST(BrokerLoop, AnAuditOfManyQueuesLeavesTheLoopServingProducersAndWorkers) {
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_example_worker("work", 4, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  // Every queue costs the audit a walk over its 32,768 schedule partitions.
+  for (int i = 0; i < 12; ++i) {
+    auto r = client.enqueue(JobSpec{"audited" + std::to_string(i), "noop", "", "", wall_ms() + 3'600'000, 0});
+    ASSERT_TRUE(r && r->status == EnqueueResult::Status::accepted);
+  }
+
+  auto audit = std::async(std::launch::async, [&] { return run_dueq(cluster.endpoint(), "audit"); });
+  std::this_thread::sleep_for(300ms);  // the audit is under way
+  size_t answered_during_audit = 0;
+  for (int i = 0; audit.wait_for(0ms) != std::future_status::ready && i < 20; ++i) {
+    const int64_t sent = steady_ms();
+    auto r = client.enqueue(JobSpec{"work", "noop", "", "during" + std::to_string(i), 0, 1});
+    ASSERT_TRUE(r && r->status == EnqueueResult::Status::accepted) << (r ? r->reason : r.error().message);
+    // Answered while the audit still runs: the loop did not wait for it.
+    if (audit.wait_for(0ms) != std::future_status::ready) ++answered_during_audit;
+    EXPECT_LT(steady_ms() - sent, 5'000);
+    std::this_thread::sleep_for(100ms);
+  }
+  const CliRun result = audit.get();
+  EXPECT_EQ(result.code, 0) << result.out;
+  EXPECT_NE(result.out.find("audit: clean"), std::string::npos) << result.out;
+  EXPECT_GE(answered_during_audit, 5u) << "the audit finished too fast to show anything; make it bigger";
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("work"); return s && s->done == static_cast<int64_t>(read_records(record).size()) && s->done > 0; }, 10s));
+  for (const auto& s : read_records(record)) EXPECT_EQ(s.attempt, 1) << s.id << " was delivered again";
+  EXPECT_EQ(cluster.log_count("stopped heartbeating"), 0u);
+}
