@@ -221,6 +221,26 @@ Figures lateness(const Options& o, Json&) {
   return f;
 }
 
+// Sends `rate` single-batch jobs per second (a batch each millisecond) to
+// `queue`, stamped with their enqueue time, until `until` says stop; returns
+// how many it sent.
+size_t paced_flow(Client& client, const std::string& queue, double rate, const std::function<bool()>& until) {
+  const int per_ms = std::max(1, static_cast<int>(rate / 1000));
+  int64_t next = wall_us();
+  size_t sent = 0;
+  while (!until()) {
+    std::vector<JobSpec> batch;
+    const std::string stamp = std::to_string(wall_us());
+    for (int i = 0; i < per_ms; ++i) batch.push_back({queue, "noop", stamp, "", 0, 0});
+    (void)client.enqueue_batch(std::move(batch));
+    sent += per_ms;
+    next += 1000;
+    const int64_t wait = next - wall_us();
+    if (wait > 0) std::this_thread::sleep_for(std::chrono::microseconds(wait));
+  }
+  return sent;
+}
+
 Figures latency_run(const Options& o, double rate, int workers, int concurrency) {
   const double seconds = o.smoke ? 2 : 10;
   Cluster cluster;
@@ -230,20 +250,8 @@ Figures latency_run(const Options& o, double rate, int workers, int concurrency)
   cluster.wait_for_workers(workers);
   progress(fmt::format("latency: {} workers x {}: {:.0f} jobs/s for {} s", workers, concurrency, rate, seconds));
   Client client(cluster.endpoint(), ClientOptions{30'000, 3});
-  const int per_ms = std::max(1, static_cast<int>(rate / 1000));
   const int64_t end = wall_us() + static_cast<int64_t>(seconds * 1e6);
-  int64_t next = wall_us();
-  size_t sent = 0;
-  while (wall_us() < end) {
-    std::vector<JobSpec> batch;
-    const std::string stamp = std::to_string(wall_us());
-    for (int i = 0; i < per_ms; ++i) batch.push_back({"lat", "noop", stamp, "", 0, 0});
-    (void)client.enqueue_batch(std::move(batch));
-    sent += per_ms;
-    next += 1000;
-    const int64_t wait = next - wall_us();
-    if (wait > 0) std::this_thread::sleep_for(std::chrono::microseconds(wait));
-  }
+  const size_t sent = paced_flow(client, "lat", rate, [&] { return wall_us() >= end; });
   eventually([&] { return done_count(cluster, "lat") >= static_cast<int64_t>(sent); }, 60s);
   std::vector<double> ms;
   for (const auto& r : read_records(record))
@@ -353,6 +361,80 @@ Figures backlog(const Options& o, Json&) {
   return f;
 }
 
+// A full `dueq audit` (every queue, every job) of a store holding 1,000,000
+// scheduled jobs in 100 queues while 20,000 jobs/s flow through another
+// queue: enqueue-to-start p99 of the jobs sent while the audit ran, beside
+// the same flow without it, and whether any worker or lease lapsed.
+Figures audit_under_load(const Options& o, Json&) {
+  const size_t n = o.smoke ? 20'000 : 1'000'000;
+  const int queues = o.smoke ? 5 : 100;
+  const double rate = o.smoke ? 2'000 : 20'000;
+  const double quiet_s = o.smoke ? 2 : 10;
+  Cluster cluster;
+  {
+    // The reconciler would start audits of its own: off, so that the
+    // measured phases are with and without exactly one audit.
+    const auto config = cluster.dir() / "broker.toml";
+    std::ofstream(config) << "reconcile_interval = 0\n";
+    cluster.broker().signal(SIGTERM);
+    cluster.broker().wait();
+    cluster.start_broker({"--config", config.string()});
+  }
+  Figures f = redis_baselines(cluster.redis());
+  const auto record = cluster.dir() / "starts.txt";
+  start_workers(cluster, "flow", 1, 64, record.string());
+  cluster.wait_for_workers(1);
+  progress(fmt::format("audit: scheduling {} jobs in {} queues", n, queues));
+  std::vector<JobSpec> jobs;
+  jobs.reserve(n);
+  const int64_t later = wall_ms() + 86'400'000;
+  for (size_t i = 0; i < n; ++i) jobs.push_back({"held" + std::to_string(i % queues), "noop", std::string(100, 'x'), "", later, 0});
+  enqueue_all(cluster.endpoint(), jobs, 2);
+  jobs.clear();
+
+  Client client(cluster.endpoint(), ClientOptions{30'000, 3});
+  // Redis is still writing the loaded jobs' AOF to disk: warm up first.
+  size_t sent = paced_flow(client, "flow", rate, [end = wall_us() + 5'000'000] { return wall_us() >= end; });
+  progress(fmt::format("audit: {:.0f} jobs/s for {} s without an audit", rate, quiet_s));
+  const int64_t quiet_start = wall_us();
+  const int64_t quiet_end = quiet_start + static_cast<int64_t>(quiet_s * 1e6);
+  sent += paced_flow(client, "flow", rate, [&] { return wall_us() >= quiet_end; });
+  progress("audit: the same flow during a full audit");
+  std::atomic<bool> audited{false};
+  CliRun audit{-1, ""};
+  const int64_t audit_start = wall_us();
+  std::thread auditor([&] {
+    audit = run_dueq(cluster.endpoint(), "--timeout 10s audit");
+    audited = true;
+  });
+  sent += paced_flow(client, "flow", rate, [&] { return audited.load(); });
+  const int64_t audit_end = wall_us();
+  auditor.join();
+  eventually([&] { return done_count(cluster, "flow") >= static_cast<int64_t>(sent); }, 60s);
+
+  std::vector<double> quiet, during;
+  for (const auto& r : read_records(record)) {
+    if (r.payload == "-") continue;
+    const int64_t stamp = std::stoll(r.payload);
+    const double ms = static_cast<double>(r.start_us - stamp) / 1000.0;
+    if (stamp >= quiet_start && stamp < quiet_end) quiet.push_back(ms);
+    else if (stamp >= audit_start && stamp < audit_end) during.push_back(ms);
+  }
+  f["p99_ms_without_audit"] = percentile(quiet, 99);
+  f["p99_ms_during_audit"] = percentile(during, 99);
+  f["p50_ms_without_audit"] = percentile(quiet, 50);
+  f["p50_ms_during_audit"] = percentile(during, 50);
+  f["ratio_p99"] = f["p99_ms_during_audit"] / f["p99_ms_without_audit"];
+  f["audit_s"] = static_cast<double>(audit_end - audit_start) / 1e6;
+  f["audit_clean"] = audit.code == 0 && audit.out.find("audit: clean") != std::string::npos ? 1 : 0;
+  f["worker_lapses"] = static_cast<double>(cluster.log_count("stopped heartbeating"));
+  f["lease_lapses"] = static_cast<double>(cluster.log_count("expired leases"));
+  auto stats = cluster.stats("flow");
+  f["flow_retried"] = stats ? static_cast<double>(stats->retried) : -1;
+  if (f["audit_clean"] == 0) progress("audit: " + audit.out.substr(0, 500));
+  return f;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -360,8 +442,8 @@ int main(int argc, char** argv) {
   std::string scenario = "all", out = "bench/results/results.jsonl";
   bool json = false;
   CLI::App app{"dueq-bench: measure dueq against the targets in DESIGN.md"};
-  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog or all")
-      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog"}));
+  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog, audit or all")
+      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog", "audit"}));
   app.add_option("--latency-rate", o.latency_rate, "jobs/s for the latency scenario (default: half the steady maximum measured in the same invocation, else 20,000)")
       ->check(CLI::Range(100.0, 1'000'000.0));
   app.add_option("--runs", o.runs, "runs per scenario (median reported)")->check(CLI::Range(1, 20));
@@ -381,7 +463,7 @@ int main(int argc, char** argv) {
                       {"redis", command_output("redis-server --version | grep -o 'v=[0-9.]*' | cut -c3-")}};
 
   double max_steady = 0;
-  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog"};
+  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog", "audit"};
   int failures = 0;
   for (const auto& name : order) {
     if (scenario != "all" && scenario != name) continue;
@@ -396,7 +478,8 @@ int main(int argc, char** argv) {
       else if (name == "latency") f = latency(o, table, o.latency_rate > 0 ? o.latency_rate : max_steady > 0 ? max_steady / 2 : (o.smoke ? 2'000 : 20'000));
       else if (name == "recovery") f = recovery(o, table);
       else if (name == "memory") f = memory(o, table);
-      else f = backlog(o, table);
+      else if (name == "backlog") f = backlog(o, table);
+      else f = audit_under_load(o, table);
       for (const auto& [k, v] : f) samples[k].push_back(v);
     }
     Json figures, spread;

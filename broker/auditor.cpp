@@ -11,12 +11,15 @@ namespace dueq::broker {
 
 namespace {
 
-constexpr int64_t kSlice = 200;          // ids per audit.lua call
-constexpr uint32_t kPartitionsPerRead = 64;  // schedule partitions read per round trip
+constexpr int64_t kSlice = 200;  // ids per audit.lua call
 // About 20 µs of Redis per partition at a million scheduled jobs in one
-// queue (its ids and its 100 counters; 4 µs when empty): 16 keep a call
-// near 0.3 ms, so the event loop's rounds barely wait behind it.
+// queue (its ids and its 100 counters; 4 µs when empty): 16 keep a
+// filter_check call near 0.3 ms, so the event loop's rounds barely wait
+// behind it.
 constexpr uint32_t kFilterPartitionsPerCall = 16;
+constexpr uint32_t kFilterPartitionsPerSet = 256;  // filter_check "set" takes at most 256
+// audit_schedule steps read about this many ids each.
+constexpr int64_t kIdsPerScheduleStep = 500;
 
 // Ids each followed by their schedule partition, as audit, repair and
 // migrate_schedule take them.
@@ -78,6 +81,22 @@ Result<std::vector<FilterBucket>> parse_filter_check(const redisReply* r) {
   return out;
 }
 
+Command audit_schedule(const std::string& queue, uint32_t first, uint32_t count) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::audit_schedule, {k.schedule, k.schedule_filter})
+      .add(static_cast<int64_t>(first))
+      .add(static_cast<int64_t>(count));
+}
+
+Result<ScheduleStep> parse_audit_schedule(const redisReply* r) {
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return reply::bad(r, "audit_schedule");
+  auto ids = reply::strings(r->element[0], "audit_schedule");
+  if (!ids) return std::unexpected(ids.error());
+  auto wrong = parse_filter_check(r->element[1]);
+  if (!wrong) return std::unexpected(wrong.error());
+  return ScheduleStep{std::move(*ids), std::move(*wrong)};
+}
+
 Command scan_ids(const std::string& hash_key, const std::string& cursor, int count) {
   return script_call(lua::ScriptId::scan_ids, {hash_key}).add(cursor).add(count);
 }
@@ -137,33 +156,50 @@ Result<AuditReport> audit_queue(ScriptRegistry& redis, const std::string& queue,
   } while (cursor != "0");
 
   // Every schedule partition, empty or not (a record left in a partition the
-  // index no longer names would otherwise go unseen): its ids and its
-  // records' ids, kPartitionsPerRead partitions per round trip.
-  for (uint32_t first_partition = 0; first_partition < kSchedulePartitions; first_partition += kPartitionsPerRead) {
-    std::vector<Command> reads;
-    for (uint32_t p = first_partition; p < std::min(kSchedulePartitions, first_partition + kPartitionsPerRead); ++p) {
-      reads.push_back(Command{"ZRANGE", keys.schedule_partition_key(p), "0", "-1"});
-      reads.push_back(Command{"HKEYS", keys.schedule_jobs_key(p)});
+  // index no longer names would otherwise go unseen): its ids, checked like
+  // the others, and its filter counters. A step covers the partitions that
+  // hold about kIdsPerScheduleStep ids at the queue's scheduled count, and
+  // at most 256 (about 0.3 ms of Redis for empty ones).
+  const int64_t per_partition = report.counts.scheduled / kSchedulePartitions + 1;
+  const auto partitions_per_step =
+      static_cast<uint32_t>(std::clamp<int64_t>(kIdsPerScheduleStep / per_partition, 8, 256));
+  std::vector<FilterBucket> wrong;
+  std::vector<std::string> unchecked;  // gathered over steps into full audit.lua slices
+  for (uint32_t first_partition = 0; first_partition < kSchedulePartitions; first_partition += partitions_per_step) {
+    const uint32_t count = std::min(partitions_per_step, kSchedulePartitions - first_partition);
+    auto r = redis.call(calls::audit_schedule(queue, first_partition, count));
+    if (!r) return std::unexpected(r.error());
+    auto step = calls::parse_audit_schedule(r->get());
+    if (!step) return std::unexpected(step.error());
+    wrong.insert(wrong.end(), step->wrong.begin(), step->wrong.end());
+    unchecked.insert(unchecked.end(), std::make_move_iterator(step->ids.begin()), std::make_move_iterator(step->ids.end()));
+    const bool last = first_partition + count == kSchedulePartitions;
+    if (static_cast<int64_t>(unchecked.size()) >= kSlice || last) {
+      const size_t full = last ? unchecked.size() : unchecked.size() - unchecked.size() % kSlice;
+      if (auto ok = check_all(std::vector<std::string>(unchecked.begin(), unchecked.begin() + full)); !ok)
+        return std::unexpected(ok.error());
+      unchecked.erase(unchecked.begin(), unchecked.begin() + full);
     }
-    auto replies = redis.pipeline(std::move(reads));
-    if (!replies) return std::unexpected(replies.error());
-    std::vector<std::string> ids;
-    for (const auto& r : *replies) {
-      auto some = reply::strings(r.get(), "schedule partition");
-      if (!some) return std::unexpected(some.error());
-      ids.insert(ids.end(), some->begin(), some->end());
-    }
-    // A healthy scheduled job is listed twice: by its sorted set and its hash.
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    if (auto ok = check_all(ids); !ok) return std::unexpected(ok.error());
   }
-
   // The schedule filter: a counter below its bucket's ids would let an
   // enqueue miss a scheduled duplicate. Repair makes each one exact.
-  auto wrong = check_schedule_filter(redis, queue, keys.schedule_filter, repair);
-  if (!wrong) return std::unexpected(wrong.error());
-  for (const auto& b : *wrong) {
+  if (repair && !wrong.empty()) {
+    std::vector<uint32_t> partitions;
+    for (const auto& b : wrong)
+      if (partitions.empty() || partitions.back() != static_cast<uint32_t>(b.partition))
+        partitions.push_back(static_cast<uint32_t>(b.partition));
+    wrong.clear();
+    for (size_t i = 0; i < partitions.size(); i += kFilterPartitionsPerSet) {
+      std::vector<uint32_t> some(partitions.begin() + i,
+                                 partitions.begin() + std::min(partitions.size(), i + kFilterPartitionsPerSet));
+      auto r = redis.call(calls::filter_check(queue, keys.schedule_filter, true, some));
+      if (!r) return std::unexpected(r.error());
+      auto set = calls::parse_filter_check(r->get());
+      if (!set) return std::unexpected(set.error());
+      wrong.insert(wrong.end(), set->begin(), set->end());
+    }
+  }
+  for (const auto& b : wrong) {
     const std::string bucket = fmt::format("schedule filter {}:{}", b.partition, b.tail);
     if (repair) report.repaired.push_back(bucket);
     else report.problems.emplace_back(bucket, fmt::format("counter {} for {} scheduled ids", b.counter, b.ids));

@@ -33,6 +33,12 @@ struct FilterBucket {
   int64_t ids = 0;
 };
 
+// One step of the audit's walk over a queue's schedule partitions.
+struct ScheduleStep {
+  std::vector<std::string> ids;     // held by the partitions, each once
+  std::vector<FilterBucket> wrong;  // filter counters that disagree with them
+};
+
 namespace calls {
 Command audit(const std::string& queue, const std::vector<std::string>& ids);
 Result<AuditSlice> parse_audit(const redisReply* reply);
@@ -43,6 +49,9 @@ Command repair(const std::string& queue, const std::vector<std::string>& ids);
 Command filter_check(const std::string& queue, const std::string& filter_key, bool set,
                      const std::vector<uint32_t>& partitions);
 Result<std::vector<FilterBucket>> parse_filter_check(const redisReply* reply);
+// audit_schedule.lua
+Command audit_schedule(const std::string& queue, uint32_t first, uint32_t count);
+Result<ScheduleStep> parse_audit_schedule(const redisReply* reply);
 // scan_ids.lua: one HSCAN step, [next cursor, [ids]].
 Command scan_ids(const std::string& hash_key, const std::string& cursor, int count);
 }  // namespace calls

@@ -1033,3 +1033,53 @@ TEST_F(Scripts, FilterCheckRefusesBadArgumentsAndWritesNothing) {
   }
   EXPECT_EQ(redis_->cli("GET " + k.schedule_filter), before);
 }
+
+// The audit walks each queue's schedule in audit_schedule steps: every id a
+// partition holds, in its sorted set or only in its hash, and every filter
+// counter that disagrees with the sorted set.
+TEST_F(Scripts, AuditScheduleListsEveryIdItsPartitionsHoldAndTheirWrongCounters) {
+  enqueue({job("a", 9000), job("b", 9000)}, 1000);
+  const QueueKeys k("q");
+  const uint32_t p = schedule_partition("a");
+  auto step = [&](uint32_t first, uint32_t count) {
+    Round round;
+    round.add(calls::audit_schedule("q", first, count));
+    auto parsed = calls::parse_audit_schedule(run(round));
+    EXPECT_TRUE(parsed) << (parsed ? "" : parsed.error().message);
+    return parsed ? *parsed : ScheduleStep{};
+  };
+  auto clean = step(p, 1);
+  EXPECT_NE(std::find(clean.ids.begin(), clean.ids.end(), "a"), clean.ids.end());
+  EXPECT_TRUE(clean.wrong.empty());
+
+  // A record whose schedule entry is gone, and a counter zeroed under a.
+  redis_->cli("HSET '" + k.schedule_jobs_key(p) + "' ghost x");
+  const int tail = ('a' * 961) % 100;  // lib/schedule_filter.lua's tail of a one-byte id
+  redis_->cli("BITFIELD '" + k.schedule_filter + "' SET u8 '#" + std::to_string(p * 100 + tail) + "' 0");
+  auto dirty = step(p, 1);
+  EXPECT_NE(std::find(dirty.ids.begin(), dirty.ids.end(), "ghost"), dirty.ids.end());
+  ASSERT_EQ(dirty.wrong.size(), 1u);
+  EXPECT_EQ(dirty.wrong[0].partition, p);
+  EXPECT_EQ(dirty.wrong[0].tail, tail);
+  EXPECT_EQ(dirty.wrong[0].counter, 0);
+  EXPECT_EQ(dirty.wrong[0].ids, 1);
+
+  // The whole schedule in steps of 256: each id once.
+  std::vector<std::string> all;
+  for (uint32_t first = 0; first < kSchedulePartitions; first += 256) {
+    auto some = step(first, 256);
+    all.insert(all.end(), some.ids.begin(), some.ids.end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, (std::vector<std::string>{"a", "b", "ghost"}));
+}
+
+TEST_F(Scripts, AuditScheduleRefusesBadArguments) {
+  const QueueKeys k("q");
+  for (const auto& [first, count] : std::vector<std::pair<std::string, std::string>>{
+           {"07", "1"}, {"-1", "1"}, {"32768", "1"}, {"0", "0"}, {"0", "513"}, {"32767", "2"}, {"0", "1.5"}, {"0", "x"}}) {
+    Round round;
+    round.add(script_call(lua::ScriptId::audit_schedule, {k.schedule, k.schedule_filter}).add(first).add(count));
+    EXPECT_NE(std::string(reply_error(run(round))).find("bad-args"), std::string::npos) << first << " " << count;
+  }
+}

@@ -1,0 +1,72 @@
+--[[
+  audit_schedule: one step of the audit's walk over a queue's schedule.
+  Returns the ids that partitions FIRST .. FIRST+COUNT-1 hold (in their
+  sorted sets or their record hashes) and the schedule filter counters of
+  those partitions that disagree with their sorted sets, as filter_check's
+  "check" reports them. Read-only. An empty partition with zero counters
+  costs one EXISTS, so a walk over a queue's 32,768 partitions is cheap when
+  the queue holds few scheduled jobs; the broker picks COUNT so that a step
+  reads about 500 ids.
+
+  KEYS[1]  schedule  zset; partition P is KEYS[1]..":"..P (id -> due) and
+                     KEYS[1]..":"..P..":jobs" (id -> record)
+  KEYS[2]  filter    string of counters (KEYS[1]..":filter", lib/schedule_filter.lua)
+
+  ARGV[1]  first partition (0..32767, plain decimal)
+  ARGV[2]  count, 1..512, with first + count <= 32768
+
+  Returns  {ids, wrong}: ids, each once; wrong, 4 values per wrong counter:
+           partition, tail, counter, ids counted (a counter at 255 is
+           saturated, not wrong)
+  Errors   "ERR dueq bad-args <what>"
+]]
+--! include lib/partition.lua
+--! include lib/schedule_filter.lua
+if #ARGV ~= 2 or not is_partition(ARGV[1]) then
+  return redis.error_reply("ERR dueq bad-args audit_schedule: expected a first partition 0..32767 and a count")
+end
+local first, count = tonumber(ARGV[1]), tonumber(ARGV[2])
+if count == nil or ARGV[2] ~= string.format("%d", count) or count < 1 or count > 512 or first + count > 32768 then
+  return redis.error_reply("ERR dueq bad-args audit_schedule: count must be 1..512 and stay within 32768 partitions")
+end
+-- The counters of all these partitions are consecutive bytes of the filter.
+local rows = redis.call("GETRANGE", KEYS[2], first * 100, (first + count) * 100 - 1)
+local ids, seen, wrong = {}, {}, {}
+for p = first, first + count - 1 do
+  local key = KEYS[1] .. ":" .. p
+  local row = string.sub(rows, (p - first) * 100 + 1, (p - first) * 100 + 100)
+  if redis.call("EXISTS", key, key .. ":jobs") > 0 or string.find(row, "[^%z]") then
+    local scheduled = redis.call("ZRANGE", key, 0, -1)
+    -- Sparse: only the tails that hold ids or have a counter above zero.
+    local counts = {}
+    for _, id in ipairs(scheduled) do
+      local tail = filter_tail(id)
+      counts[tail] = (counts[tail] or 0) + 1
+      if not seen[id] then
+        seen[id] = true
+        ids[#ids + 1] = id
+      end
+    end
+    for _, id in ipairs(redis.call("HKEYS", key .. ":jobs")) do
+      if not seen[id] then
+        seen[id] = true
+        ids[#ids + 1] = id
+      end
+    end
+    local at = string.find(row, "[^%z]")
+    while at do
+      if counts[at - 1] == nil then counts[at - 1] = 0 end
+      at = string.find(row, "[^%z]", at + 1)
+    end
+    for tail, ids_counted in pairs(counts) do
+      local value = string.byte(row, tail + 1) or 0
+      if value ~= math.min(ids_counted, 255) and value ~= 255 then
+        wrong[#wrong + 1] = p
+        wrong[#wrong + 1] = tail
+        wrong[#wrong + 1] = value
+        wrong[#wrong + 1] = ids_counted
+      end
+    end
+  end
+end
+return {ids, wrong}
