@@ -35,7 +35,7 @@ Broker::Broker(BrokerConfig config, const Clock& clock)
       outbox_(router_),
       results_(config_, clock_, lease_clock_, queues_, inflight_, outbox_),
       workers_(config_, lease_clock_, broker_id_, queues_, inflight_, results_, outbox_),
-      gateway_(config_, clock_, queues_, outbox_, workers_.count()),
+      gateway_(config_, clock_, queues_, outbox_, workers_.registry()),
       scheduler_(config_, clock_, lease_clock_, queues_, inflight_),
       dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_),
       admin_(config_, clock_, address_),

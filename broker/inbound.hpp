@@ -36,7 +36,6 @@ class Inbound {
   // Steady time at which the socket was last read empty: every frame sent
   // before it has been handled.
   int64_t read_empty_ms() const { return read_empty_ms_; }
-  uint64_t frames_rejected() const { return frames_rejected_; }
 
  private:
   void route(const Peer& peer, proto::Frame&& frame, int64_t heard_ms);

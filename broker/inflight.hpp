@@ -1,7 +1,7 @@
 #pragma once
 // Jobs the broker has leased and not yet seen finished. Redis holds the
 // authoritative lease (token + deadline); this table is what the broker needs
-// in memory: dispatch credit per queue, which worker holds what, and when a
+// in memory: dispatch credit per worker, which worker holds what, and when a
 // lease needs extending.
 #include <cstdint>
 #include <string>
@@ -25,7 +25,6 @@ class InflightTable {
   void add(InflightJob job) {
     auto k = key(job.queue, job.id);
     if (auto it = jobs_.find(k); it != jobs_.end()) erase(it);
-    ++per_queue_[job.queue];
     ++per_worker_[job.worker];
     jobs_.emplace(std::move(k), std::move(job));
   }
@@ -80,10 +79,6 @@ class InflightTable {
     return dropped;
   }
 
-  int64_t count(const std::string& queue) const {
-    auto it = per_queue_.find(queue);
-    return it == per_queue_.end() ? 0 : it->second;
-  }
   int64_t count_for_worker(const std::string& worker) const {
     auto it = per_worker_.find(worker);
     return it == per_worker_.end() ? 0 : it->second;
@@ -93,13 +88,11 @@ class InflightTable {
  private:
   using Map = std::unordered_map<std::string, InflightJob>;
   Map::iterator erase(Map::iterator it) {
-    --per_queue_[it->second.queue];
     if (--per_worker_[it->second.worker] == 0) per_worker_.erase(it->second.worker);
     return jobs_.erase(it);
   }
 
   Map jobs_;
-  std::unordered_map<std::string, int64_t> per_queue_;
   std::unordered_map<std::string, int64_t> per_worker_;
 };
 

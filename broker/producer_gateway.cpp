@@ -189,7 +189,7 @@ void ProducerGateway::add_stats_to(Round& round) {
   if (stats_requests_.empty()) return;
   auto requests = std::exchange(stats_requests_, {});
   auto reply = std::make_shared<proto::StatsReply>();
-  reply->workers = static_cast<uint32_t>(worker_count_);
+  reply->workers = static_cast<uint32_t>(workers_.size());
   for (const auto& [name, q] : queues_)
     round.add(calls::stats(name), [reply, name](const redisReply* r) {
       if (r == nullptr) return;

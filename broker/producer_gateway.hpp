@@ -11,6 +11,7 @@
 #include "broker/config.hpp"
 #include "broker/outbox.hpp"
 #include "broker/queues.hpp"
+#include "broker/registry.hpp"
 #include "broker/round.hpp"
 #include "common/clock.hpp"
 #include "common/protocol.hpp"
@@ -35,8 +36,8 @@ struct EnqueueRequest {
 class ProducerGateway {
  public:
   ProducerGateway(const BrokerConfig& config, const Clock& clock, QueueTable& queues, Outbox& outbox,
-                  const size_t& worker_count)
-      : config_(config), clock_(clock), queues_(queues), outbox_(outbox), worker_count_(worker_count) {}
+                  const WorkerRegistry& workers)
+      : config_(config), clock_(clock), queues_(queues), outbox_(outbox), workers_(workers) {}
 
   void on_enqueue(EnqueueRequest&& request);
   void on_stats(const Peer& peer, uint64_t request_id) { stats_requests_.emplace_back(peer, request_id); }
@@ -55,7 +56,7 @@ class ProducerGateway {
   const Clock& clock_;
   QueueTable& queues_;
   Outbox& outbox_;
-  const size_t& worker_count_;
+  const WorkerRegistry& workers_;  // counted in stats replies
   std::vector<EnqueueRequest> enqueues_;
   std::vector<std::pair<Peer, uint64_t>> stats_requests_;
 };

@@ -29,7 +29,6 @@ class ScriptRegistry {
     connection_.reset();
     outstanding_.clear();
   }
-  const RedisAddress& address() const { return address_; }
 
   // Pipelined rounds. send() writes a round's calls and returns; receive()
   // reads the replies of the oldest round sent (blocking up to the timeout;

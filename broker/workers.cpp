@@ -11,7 +11,6 @@ void Workers::on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms)
   spdlog::info("worker {} ({} pid {}) joined: queues [{}], capacity {}, holding {}", hello.worker_id, hello.host,
                hello.pid, fmt::join(hello.queues, ","), hello.capacity, hello.held.size());
   registry_.upsert(peer.routing_id, WorkerInfo{hello.worker_id, hello.queues, hello.capacity, false, heard_ms});
-  count_ = registry_.size();
   adopt_held(peer.routing_id, hello.held);
   outbox_.send(peer, proto::Welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms)});
 }
@@ -72,7 +71,6 @@ void Workers::forget(const std::string& routing_id, const char* reason) {
   for (auto& job : held)
     results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::now, "worker lost (no heartbeat)", 0});
   registry_.remove(routing_id);
-  count_ = registry_.size();
 }
 
 void Workers::expire_silent(int64_t read_empty_ms) {

@@ -40,7 +40,6 @@ class Workers {
   int64_t next_expiry_ms() const;
 
   WorkerRegistry& registry() { return registry_; }
-  const size_t& count() const { return count_; }
 
  private:
   void adopt_held(const std::string& routing_id, const std::vector<proto::JobRef>& held);
@@ -54,7 +53,6 @@ class Workers {
   Results& results_;
   Outbox& outbox_;
   WorkerRegistry registry_;
-  size_t count_ = 0;  // registry_.size(), readable by reference for stats replies
 };
 
 }  // namespace dueq::broker

@@ -24,9 +24,9 @@ struct Client::Impl {
     const std::string bytes = proto::encode(request);
     for (int attempt = 0; attempt < options.attempts; ++attempt) {
       socket.send(zmq::buffer(bytes), zmq::send_flags::none);
-      const int64_t deadline = wall_ms() + options.timeout_ms;
+      const int64_t deadline = steady_ms() + options.timeout_ms;
       while (true) {
-        const int64_t left = deadline - wall_ms();
+        const int64_t left = deadline - steady_ms();
         if (left <= 0) break;
         zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
         zmq::poll(&item, 1, std::chrono::milliseconds(left));

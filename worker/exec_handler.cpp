@@ -74,7 +74,7 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
   err_write.reset();
   ::fcntl(in_write.get(), F_SETFL, O_NONBLOCK);
 
-  const int64_t deadline = wall_ms() + timeout_ms;
+  const int64_t deadline = steady_ms() + timeout_ms;
   size_t written = 0;
   if (job.payload.empty()) in_write.reset();
   std::string err_tail;
@@ -84,7 +84,7 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
     int n = 0;
     fds[n++] = {err_read.get(), POLLIN, 0};
     if (in_write.get() >= 0) fds[n++] = {in_write.get(), POLLOUT, 0};
-    const int64_t left = deadline - wall_ms();
+    const int64_t left = deadline - steady_ms();
     if (left <= 0) {
       timed_out = true;
       break;
@@ -118,8 +118,8 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
   while (!timed_out && !cancelled) {
     const pid_t done = ::waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
-    if (wall_ms() >= deadline || (job.cancelled != nullptr && job.cancelled->load())) {
-      timed_out = wall_ms() >= deadline;
+    if (steady_ms() >= deadline || (job.cancelled != nullptr && job.cancelled->load())) {
+      timed_out = steady_ms() >= deadline;
       cancelled = !timed_out;
       ::kill(-pid, SIGKILL);
       break;

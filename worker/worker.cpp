@@ -194,7 +194,7 @@ struct Worker::Impl {
         send(bye);
         return;
       }
-      for (auto& task : t->items) on_task(std::move(task), now);
+      for (auto& task : t->items) on_task(std::move(task));
       return;
     }
     if (std::holds_alternative<proto::Pong>(frame)) return;
@@ -241,7 +241,7 @@ struct Worker::Impl {
     }
   }
 
-  void on_task(proto::Task&& task, int64_t now) {
+  void on_task(proto::Task&& task) {
     const std::string key = held_key(task.queue, task.id);
     if (held.contains(key)) {
       // A newer delivery of a job this worker still holds: the broker
@@ -252,7 +252,7 @@ struct Worker::Impl {
     auto cancel = std::make_shared<CancelState>();
     cancel_states[key] = cancel;
     Delivery d{Job{std::move(task.queue), std::move(task.id), std::move(task.type), std::move(task.payload.data),
-                   task.due_ms, task.attempt, task.max_attempts, task.created_ms, now, &cancel->stop, task.token},
+                   task.due_ms, task.attempt, task.max_attempts, task.created_ms, wall_ms(), &cancel->stop, task.token},
                task.token, cancel};
     incoming.push_back(std::move(d));
   }
@@ -328,19 +328,22 @@ struct Worker::Impl {
       return 2;
     }
     start_pool();
-    int64_t now = wall_ms();
+    // Heartbeats, hello retries and the drain run on the steady clock: a
+    // wall clock step must not stop the heartbeats and get this worker
+    // declared dead.
+    int64_t now = steady_ms();
     send_hello(now);
     int64_t next_heartbeat = now + heartbeat_ms;
     while (true) {
       zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
-      now = wall_ms();
+      now = steady_ms();
       const int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, draining ? now + 50 : next_heartbeat) - now);
       try {
         zmq::poll(items, 2, std::chrono::milliseconds(wait));
       } catch (const zmq::error_t& e) {
         if (e.num() != EINTR) throw;
       }
-      now = wall_ms();
+      now = steady_ms();
       if (items[1].revents & ZMQ_POLLIN) {
         uint64_t count = 0;
         [[maybe_unused]] auto n = ::read(wake_fd, &count, sizeof count);

@@ -19,7 +19,10 @@ namespace dueq::testing {
 class Process {
  public:
   // Starts argv[0] (searched in PATH) with stdout and stderr appended to `log`.
+  // It is killed if the test process dies first (a crash skips destructors):
+  // setpriv sets the parent-death signal and then becomes argv[0], same pid.
   Process(std::vector<std::string> argv, const std::string& log, std::vector<std::string> extra_env = {}) {
+    argv.insert(argv.begin(), {"setpriv", "--pdeathsig", "KILL", "--"});
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
