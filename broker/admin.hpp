@@ -58,7 +58,7 @@ Result<std::map<std::string, std::string>> job_fields(ScriptRegistry& redis, con
 class Admin {
  public:
   // Share of Redis's time admin work may take.
-  static constexpr double kRedisShare = 0.25;
+  static constexpr double kRedisShare = 0.2;
   static constexpr size_t kMaxQueued = 64;
 
   Admin(const BrokerConfig& config, const Clock& clock, RedisAddress address);
