@@ -166,6 +166,10 @@ void Admin::submit(const Peer& peer, uint64_t request_id, Request&& request) {
                                                 fmt::format("{} admin requests are waiting; retry later", kMaxQueued), 1000},
                               {}, {}});
   }
+  signal_ready();
+}
+
+void Admin::signal_ready() {
   uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(ready_fd_.get(), &one, sizeof one);
 }
@@ -205,8 +209,7 @@ void Admin::run() {
       std::lock_guard lock(mutex_);
       answers_.push_back(std::move(answer));
     }
-    uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(ready_fd_.get(), &one, sizeof one);
+    signal_ready();
   }
 }
 

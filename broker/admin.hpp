@@ -86,6 +86,8 @@ class Admin {
   };
 
   void submit(const Peer& peer, uint64_t request_id, Request&& request);
+  // Wakes the event loop: answers are ready.
+  void signal_ready();
   void run();
   Answer handle(const Peer& peer, const Request& request);
   Result<proto::JobReply> lookup(const proto::JobRequest& request);

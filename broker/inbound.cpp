@@ -30,12 +30,14 @@ Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms) {
 
 bool Inbound::receive(int max_frames) {
   for (int n = 0; n < max_frames; ++n) {
-    // Taken before the read: a frame read now was sent before this moment.
-    const int64_t before_read = clock_.steady_ms();
+    // Taken before each read: when the socket is empty, every frame sent
+    // before this moment has been read; a frame read now is stamped with
+    // it, not with the start of a long batch.
+    const int64_t heard_ms = clock_.steady_ms();
     std::vector<zmq::message_t> parts;
     zmq::message_t part;
     if (!router_.recv(part, zmq::recv_flags::dontwait)) {
-      read_empty_ms_ = before_read;
+      read_empty_ms_ = heard_ms;
       return true;
     }
     parts.push_back(std::move(part));
@@ -44,9 +46,6 @@ bool Inbound::receive(int max_frames) {
       (void)router_.recv(next);
       parts.push_back(std::move(next));
     }
-    // Stamped when read, not when the turn began: a long batch of frames
-    // does not age the ones at its end.
-    const int64_t heard_ms = clock_.steady_ms();
     Peer peer{parts.front().to_string(), parts.size() == 3 && parts[1].size() == 0};
     if (parts.size() < 2 || parts.size() > 3) {
       reject(peer, Error{Errc::bad_frame, "expected one body frame"}, heard_ms);

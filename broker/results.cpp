@@ -151,8 +151,8 @@ void Results::add_requeue_calls(Round& round) {
     std::vector<NackItem> chunk(std::make_move_iterator(items.begin()), std::make_move_iterator(items.begin() + take));
     items.erase(items.begin(), items.begin() + take);
     const auto& policy = config_.policy(name);
-    round.add(calls::nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, chunk),
-              [this, name, chunk](const redisReply* r) mutable {
+    Command call = calls::nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, chunk);
+    round.add(std::move(call), [this, name, chunk = std::move(chunk)](const redisReply* r) mutable {
                 if (r == nullptr) {
                   // Not known to be applied: again next round (a stale token makes a repeat harmless).
                   for (auto& item : chunk) requeues_[name].push_back(std::move(item));
