@@ -11,15 +11,20 @@ namespace dueq::broker {
 
 namespace {
 
-constexpr int64_t kSlice = 100;  // ids per audit.lua call (about 0.3 ms of Redis)
+// A flow round that reaches Redis behind an admin step waits for all of it:
+// steps are kept near 0.3 ms so that enqueue-to-start p99 stays within 2x
+// during an audit (make bench SCENARIO=audit).
+constexpr int64_t kSlice = 50;  // ids per audit.lua call
 // About 20 µs of Redis per partition at a million scheduled jobs in one
 // queue (its ids and its 100 counters; 4 µs when empty): 16 keep a
 // filter_check call near 0.3 ms, so the event loop's rounds barely wait
 // behind it.
 constexpr uint32_t kFilterPartitionsPerCall = 16;
 constexpr uint32_t kFilterPartitionsPerSet = 256;  // filter_check "set" takes at most 256
-// audit_schedule steps read about this many ids each.
-constexpr int64_t kIdsPerScheduleStep = 250;
+// audit_schedule steps read about this many ids each, and at most
+// kMaxPartitionsPerScheduleStep partitions (about 5 µs each when empty).
+constexpr int64_t kIdsPerScheduleStep = 64;
+constexpr int64_t kMaxPartitionsPerScheduleStep = 64;
 
 // Ids each followed by their schedule partition, as audit, repair and
 // migrate_schedule take them.
@@ -159,10 +164,10 @@ Result<AuditReport> audit_queue(ScriptRegistry& redis, const std::string& queue,
   // index no longer names would otherwise go unseen): its ids, checked like
   // the others, and its filter counters. A step covers the partitions that
   // hold about kIdsPerScheduleStep ids at the queue's scheduled count, and
-  // at most 256 (about 0.3 ms of Redis for empty ones).
+  // at most kMaxPartitionsPerScheduleStep.
   const int64_t per_partition = report.counts.scheduled / kSchedulePartitions + 1;
   const auto partitions_per_step =
-      static_cast<uint32_t>(std::clamp<int64_t>(kIdsPerScheduleStep / per_partition, 8, 256));
+      static_cast<uint32_t>(std::clamp<int64_t>(kIdsPerScheduleStep / per_partition, 4, kMaxPartitionsPerScheduleStep));
   std::vector<FilterBucket> wrong;
   std::vector<std::string> unchecked;  // gathered over steps into full audit.lua slices
   for (uint32_t first_partition = 0; first_partition < kSchedulePartitions; first_partition += partitions_per_step) {

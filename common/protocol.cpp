@@ -11,8 +11,10 @@ namespace dueq::proto {
 namespace {
 
 // Bounds msgpack's allocations on hostile input before any conversion runs.
-const msgpack::unpack_limit kLimits(/*array=*/kMaxBatch * 2, /*map=*/256, /*str=*/kMaxPayloadBytes,
-                                    /*bin=*/kMaxPayloadBytes, /*ext=*/0, /*depth=*/8);
+// Strings may reach the frame size: an oversized payload is answered for its
+// job alone (the broker rejects that job), not by failing its whole batch.
+const msgpack::unpack_limit kLimits(/*array=*/kMaxBatch * 2, /*map=*/256, /*str=*/kMaxFrameBytes,
+                                    /*bin=*/kMaxFrameBytes, /*ext=*/0, /*depth=*/8);
 
 std::unexpected<Error> bad(std::string message) { return fail(Errc::bad_frame, std::move(message)); }
 
@@ -49,6 +51,7 @@ Result<void> validate(const Task& f) {
   if (auto ok = validate_job_id(f.id); !ok) return ok;
   if (auto ok = validate_job_type(f.type); !ok) return ok;
   if (f.token == 0) return bad("task has token 0");
+  if (f.payload.data.size() > kMaxPayloadBytes) return bad("task payload exceeds 1 MiB");
   return {};
 }
 
@@ -117,24 +120,15 @@ Result<void> validate(const AdminRequest& f) {
 Result<void> validate(const AdminReply&) { return {}; }
 Result<void> validate(const ErrorFrame&) { return {}; }
 
-// Number of fields a body of T must carry (newer peers MAY append more).
-template <typename T>
-size_t field_count() {
-  static const size_t count = [] {
-    msgpack::sbuffer buffer;
-    msgpack::pack(buffer, T{});
-    return msgpack::unpack(buffer.data(), buffer.size()).get().via.array.size;
-  }();
-  return count;
-}
-
 template <typename T>
 Result<Frame> convert_body(const msgpack::object& body) {
   if (body.type != msgpack::type::ARRAY) return bad(fmt::format("{} body must be an array", type_name(T::kType)));
-  if (body.via.array.size < field_count<T>())
-    return bad(fmt::format("{} body has {} fields, needs {}", type_name(T::kType), body.via.array.size, field_count<T>()));
   T value;
-  body.convert(value);
+  try {
+    body.convert(value);
+  } catch (const detail::MissingFields& e) {
+    return bad(fmt::format("{} frame: {}", type_name(T::kType), e.what()));
+  }
   if (auto ok = validate(value); !ok) {
     auto e = ok.error();
     e.code = Errc::bad_frame;

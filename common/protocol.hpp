@@ -4,6 +4,7 @@
 // is the normative description; this header is its implementation.
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -46,6 +47,33 @@ enum class Type : uint8_t {
   error = 20,
 };
 
+namespace detail {
+// A body or nested item with fewer fields than its struct: msgpack-cxx would
+// leave the missing ones at their defaults (a RESULTS item without its outcome
+// read as "done"); the protocol says such a frame MUST be rejected.
+struct MissingFields : std::runtime_error {
+  MissingFields(size_t have, size_t need)
+      : std::runtime_error("an array of " + std::to_string(have) + " fields where " + std::to_string(need) + " are needed") {}
+};
+template <typename... Fields>
+constexpr size_t count_fields(const Fields&...) { return sizeof...(Fields); }
+inline void require_fields(const msgpack::object& o, size_t need) {
+  if (o.type == msgpack::type::ARRAY && o.via.array.size < need) throw MissingFields(o.via.array.size, need);
+}
+}  // namespace detail
+
+// MSGPACK_DEFINE_ARRAY that refuses arrays shorter than the struct (newer
+// peers MAY append fields, so longer ones are read).
+#define DUEQ_FIELDS(...)                                                                              \
+  template <typename Packer>                                                                          \
+  void msgpack_pack(Packer& msgpack_pk) const {                                                       \
+    msgpack::type::make_define_array(__VA_ARGS__).msgpack_pack(msgpack_pk);                           \
+  }                                                                                                   \
+  void msgpack_unpack(const msgpack::object& msgpack_o) {                                             \
+    ::dueq::proto::detail::require_fields(msgpack_o, ::dueq::proto::detail::count_fields(__VA_ARGS__)); \
+    msgpack::type::make_define_array(__VA_ARGS__).msgpack_unpack(msgpack_o);                          \
+  }
+
 // Opaque job payload bytes; encoded as msgpack bin (str is accepted too).
 struct Bytes {
   std::string data;
@@ -57,7 +85,7 @@ struct JobRef {
   std::string id;
   uint64_t token = 0;
   bool operator==(const JobRef&) const = default;
-  MSGPACK_DEFINE(queue, id, token)
+  DUEQ_FIELDS(queue, id, token)
 };
 
 struct Hello {
@@ -68,14 +96,14 @@ struct Hello {
   std::vector<JobRef> held;    // jobs it holds now (after a reconnect)
   std::string host;
   uint32_t pid = 0;
-  MSGPACK_DEFINE(worker_id, queues, capacity, held, host, pid)
+  DUEQ_FIELDS(worker_id, queues, capacity, held, host, pid)
 };
 
 struct Welcome {
   static constexpr Type kType = Type::welcome;
   std::string broker_id;
   uint32_t heartbeat_ms = 0;
-  MSGPACK_DEFINE(broker_id, heartbeat_ms)
+  DUEQ_FIELDS(broker_id, heartbeat_ms)
 };
 
 // One job handed to a worker (an item of a TASKS frame).
@@ -89,7 +117,7 @@ struct Task {
   uint32_t max_attempts = 0;
   uint64_t token = 0;
   int64_t created_ms = 0;
-  MSGPACK_DEFINE(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms)
+  DUEQ_FIELDS(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms)
 };
 
 // The broker hands a worker several jobs in one frame: one ZeroMQ message
@@ -97,7 +125,7 @@ struct Task {
 struct Tasks {
   static constexpr Type kType = Type::tasks;
   std::vector<Task> items;
-  MSGPACK_DEFINE(items)
+  DUEQ_FIELDS(items)
 };
 
 // Bounds one TASKS frame well under kMaxFrameBytes whatever the payloads.
@@ -108,13 +136,13 @@ struct Heartbeat {
   std::vector<JobRef> held;
   uint32_t capacity = 0;
   bool draining = false;
-  MSGPACK_DEFINE(held, capacity, draining)
+  DUEQ_FIELDS(held, capacity, draining)
 };
 
 struct Pong {
   static constexpr Type kType = Type::pong;
   std::string broker_id;
-  MSGPACK_DEFINE(broker_id)
+  DUEQ_FIELDS(broker_id)
 };
 
 enum class Outcome : uint8_t {
@@ -130,13 +158,13 @@ struct JobResult {
   uint64_t token = 0;
   uint8_t outcome = 0;
   std::string error;
-  MSGPACK_DEFINE(queue, id, token, outcome, error)
+  DUEQ_FIELDS(queue, id, token, outcome, error)
 };
 
 struct Results {
   static constexpr Type kType = Type::results;
   std::vector<JobResult> items;
-  MSGPACK_DEFINE(items)
+  DUEQ_FIELDS(items)
 };
 
 // The broker has applied these results in Redis (or found them stale): the
@@ -144,21 +172,21 @@ struct Results {
 struct Confirm {
   static constexpr Type kType = Type::confirm;
   std::vector<JobRef> items;
-  MSGPACK_DEFINE(items)
+  DUEQ_FIELDS(items)
 };
 
 // The broker asks a worker to stop one delivery (a user cancelled the job).
 struct Cancel {
   static constexpr Type kType = Type::cancel;
   JobRef job;
-  MSGPACK_DEFINE(job)
+  DUEQ_FIELDS(job)
 };
 
 // A worker leaving: the jobs it received but did not start go back at once.
 struct Bye {
   static constexpr Type kType = Type::bye;
   std::vector<JobRef> unstarted;
-  MSGPACK_DEFINE(unstarted)
+  DUEQ_FIELDS(unstarted)
 };
 
 struct NewJob {
@@ -170,14 +198,14 @@ struct NewJob {
   uint32_t max_attempts = 0;   // 0 = the queue's default
   int64_t backoff_base_ms = 0; // 0 = the queue's default
   int64_t backoff_cap_ms = 0;  // 0 = the queue's default
-  MSGPACK_DEFINE(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms)
+  DUEQ_FIELDS(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms)
 };
 
 struct Enqueue {
   static constexpr Type kType = Type::enqueue;
   uint64_t request_id = 0;
   std::vector<NewJob> jobs;
-  MSGPACK_DEFINE(request_id, jobs)
+  DUEQ_FIELDS(request_id, jobs)
 };
 
 enum class EnqueueStatus : uint8_t { accepted = 0, duplicate = 1, rejected = 2, overloaded = 3 };
@@ -186,7 +214,7 @@ struct EnqueueOutcome {
   std::string id;
   uint8_t status = 0;
   std::string reason;
-  MSGPACK_DEFINE(id, status, reason)
+  DUEQ_FIELDS(id, status, reason)
 };
 
 struct EnqueueReply {
@@ -194,13 +222,13 @@ struct EnqueueReply {
   uint64_t request_id = 0;
   std::vector<EnqueueOutcome> results;
   uint32_t retry_after_ms = 0;
-  MSGPACK_DEFINE(request_id, results, retry_after_ms)
+  DUEQ_FIELDS(request_id, results, retry_after_ms)
 };
 
 struct StatsRequest {
   static constexpr Type kType = Type::stats_request;
   uint64_t request_id = 0;
-  MSGPACK_DEFINE(request_id)
+  DUEQ_FIELDS(request_id)
 };
 
 struct QueueStats {
@@ -216,7 +244,7 @@ struct QueueStats {
   int64_t next_due_ms = 0; // 0 = nothing scheduled
   int64_t cancelled = 0;
   int64_t purged = 0;
-  MSGPACK_DEFINE(queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks, next_due_ms,
+  DUEQ_FIELDS(queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks, next_due_ms,
                  cancelled, purged)
 };
 
@@ -225,7 +253,7 @@ struct StatsReply {
   uint64_t request_id = 0;
   std::vector<QueueStats> queues;
   uint32_t workers = 0;
-  MSGPACK_DEFINE(request_id, queues, workers)
+  DUEQ_FIELDS(request_id, queues, workers)
 };
 
 struct JobRequest {
@@ -233,7 +261,7 @@ struct JobRequest {
   uint64_t request_id = 0;
   std::string id;
   std::string queue;  // empty: search every known queue
-  MSGPACK_DEFINE(request_id, id, queue)
+  DUEQ_FIELDS(request_id, id, queue)
 };
 
 struct JobReply {
@@ -241,7 +269,7 @@ struct JobReply {
   uint64_t request_id = 0;
   bool found = false;
   std::map<std::string, std::string> fields;
-  MSGPACK_DEFINE(request_id, found, fields)
+  DUEQ_FIELDS(request_id, found, fields)
 };
 
 // Operator commands: cancel, dead_list, replay, purge, audit (docs/protocol.md).
@@ -253,7 +281,7 @@ struct AdminRequest {
   std::vector<std::string> ids;
   int64_t older_than_ms = 0;      // purge: dead before now - older_than_ms
   uint32_t limit = 0;
-  MSGPACK_DEFINE(request_id, op, queue, ids, older_than_ms, limit)
+  DUEQ_FIELDS(request_id, op, queue, ids, older_than_ms, limit)
 };
 
 struct AdminReply {
@@ -261,7 +289,7 @@ struct AdminReply {
   uint64_t request_id = 0;
   std::vector<std::map<std::string, std::string>> rows;
   std::string summary;
-  MSGPACK_DEFINE(request_id, rows, summary)
+  DUEQ_FIELDS(request_id, rows, summary)
 };
 
 struct ErrorFrame {
@@ -270,7 +298,7 @@ struct ErrorFrame {
   std::string code;
   std::string message;
   uint32_t retry_after_ms = 0;
-  MSGPACK_DEFINE(request_id, code, message, retry_after_ms)
+  DUEQ_FIELDS(request_id, code, message, retry_after_ms)
 };
 
 using Frame = std::variant<Hello, Welcome, Tasks, Heartbeat, Pong, Results, Confirm, Cancel, Bye, Enqueue, EnqueueReply,

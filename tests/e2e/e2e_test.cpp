@@ -191,14 +191,18 @@ TEST(EndToEnd, InvalidJobsInABatchAreRejectedOneByOne) {
                                        {"bad queue", "t", "p", "bad-1", 0, 0},
                                        {"good", "", "p", "bad-2", 0, 0},
                                        {"good", "t", "p", "bad-3", -5, 0},
-                                       {"good", "t", "p", "bad-4", 0, 5000}});
+                                       {"good", "t", "p", "bad-4", 0, 5000},
+                                       {"good", "t", std::string(proto::kMaxPayloadBytes + 1, 'x'), "bad-5", 0, 0},
+                                       {"good", "t", "p", "ok-2", 0, 0}});
   ASSERT_TRUE(results);
   EXPECT_EQ((*results)[0].status, EnqueueResult::Status::accepted);
-  for (size_t i = 1; i < results->size(); ++i) {
+  EXPECT_EQ((*results)[6].status, EnqueueResult::Status::accepted) << "a job after an oversized one is accepted";
+  for (size_t i = 1; i < 6; ++i) {
     EXPECT_EQ((*results)[i].status, EnqueueResult::Status::rejected) << i;
     EXPECT_FALSE((*results)[i].reason.empty());
   }
+  EXPECT_NE((*results)[5].reason.find("payload exceeds 1 MiB"), std::string::npos) << (*results)[5].reason;
   auto s = cluster.stats("good");
   ASSERT_TRUE(s);
-  EXPECT_EQ(s->accepted, 1);
+  EXPECT_EQ(s->accepted, 2);
 }

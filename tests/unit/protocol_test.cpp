@@ -120,10 +120,39 @@ TEST(Protocol, RejectsWrongFieldTypes) {
 TEST(Protocol, RejectsMissingFields) {
   auto r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::tasks), std::make_tuple()));
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("needs"), std::string::npos);
+  EXPECT_NE(r.error().message.find("tasks frame: an array of 0 fields where 1 are needed"), std::string::npos);
   // A task cut short lacks its token, and a zero token is never valid.
   EXPECT_FALSE(decode(pack_raw(kVersion, static_cast<uint8_t>(Type::tasks),
                                std::make_tuple(std::make_tuple(std::make_tuple("q", "id", "t"))))));
+}
+
+TEST(Protocol, NestedItemsWithTooFewFieldsAreRejected) {
+  // A RESULTS item without its outcome would otherwise read as "done".
+  auto r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::results),
+                           std::make_tuple(std::make_tuple(std::make_tuple("q", "id", 7)))));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("results frame: an array of 3 fields where 5 are needed"), std::string::npos)
+      << r.error().message;
+  // An ENQUEUE job without its payload would otherwise be accepted empty.
+  r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::enqueue),
+                      std::make_tuple(1, std::make_tuple(std::make_tuple("q", "id", "t")))));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("enqueue frame"), std::string::npos) << r.error().message;
+  // A held job reference without its token.
+  r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::heartbeat),
+                      std::make_tuple(std::make_tuple(std::make_tuple("q", "id")), 1, false)));
+  EXPECT_FALSE(r);
+  // The same frames with every field decode.
+  EXPECT_TRUE(decode(pack_raw(kVersion, static_cast<uint8_t>(Type::results),
+                              std::make_tuple(std::make_tuple(std::make_tuple("q", "id", 7, 0, ""))))));
+}
+
+TEST(Protocol, AnOversizedPayloadDecodesSoThatOnlyItsJobIsRejected) {
+  Enqueue batch{1, {NewJob{"q", "a", "t", Bytes{"small"}, 0, 0}, NewJob{"q", "b", "t", Bytes{}, 0, 0}}};
+  batch.jobs[1].payload.data.assign(kMaxPayloadBytes + 1, 'x');
+  auto r = decode(encode(batch));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(std::get<Enqueue>(*r).jobs[1].payload.data.size(), kMaxPayloadBytes + 1);
 }
 
 TEST(Protocol, TasksFrameIsRejectedWholeWhenEmptyOrWhenOneTaskIsInvalid) {
