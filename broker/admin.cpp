@@ -1,10 +1,13 @@
 #include "broker/admin.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <optional>
 
 #include "broker/auditor.hpp"
 #include "broker/job_record.hpp"
@@ -30,9 +33,13 @@ Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, 
 }
 
 Result<CancelOutcome> parse_cancel(const redisReply* r) {
-  auto v = reply::integers(r, "cancel");
-  if (!v || v->size() != 2) return reply::bad(r, "cancel");
-  return CancelOutcome{static_cast<int>((*v)[0]), static_cast<uint64_t>((*v)[1])};
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return reply::bad(r, "cancel");
+  uint64_t token = 0;
+  if (const std::string text = reply::str(r->element[1]);
+      r->element[1]->type == REDIS_REPLY_STRING &&
+      std::from_chars(text.data(), text.data() + text.size(), token).ec != std::errc{})
+    return reply::bad(r, "cancel");
+  return CancelOutcome{static_cast<int>(reply::num(r->element[0])), token};
 }
 
 namespace {
@@ -68,14 +75,14 @@ Command purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit
 
 Command show(const std::string& queue, const std::string& id) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::show, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs, k.tokens,
+  return script_call(lua::ScriptId::show, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs,
                                            k.attempts, k.errors, k.error_logs, k.cancel_requested})
       .add(id)
       .add(static_cast<int64_t>(schedule_partition(id)));
 }
 
 Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
-  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 8) return reply::bad(r, "show");
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 7) return reply::bad(r, "show");
   using reply::str;
   std::map<std::string, std::string> out;
   const std::string state = str(r->element[0]);
@@ -84,21 +91,25 @@ Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
   if (state == "dead" || state == "done" || state == "cancelled") out["f"] = str(r->element[1]);
   if (const std::string bytes = str(r->element[2]); !bytes.empty()) {
     auto record = decode_job_record(bytes);
-    if (!record) return std::unexpected(record.error());
-    out["t"] = record->type;
-    out["p"] = record->payload;
-    out["d"] = std::to_string(record->due_ms);
-    out["m"] = std::to_string(record->max_attempts);
-    out["c"] = std::to_string(record->created_ms);
-    if (record->backoff_base_ms != 0) out["bb"] = std::to_string(record->backoff_base_ms);
-    if (record->backoff_cap_ms != 0) out["bc"] = std::to_string(record->backoff_cap_ms);
+    // Shown for what it is: the lookup of a job whose record was damaged
+    // must still work.
+    if (!record) {
+      out["t"] = "(unreadable record: " + record.error().message + ")";
+    } else {
+      out["t"] = record->type;
+      out["p"] = record->payload;
+      out["d"] = std::to_string(record->due_ms);
+      out["m"] = std::to_string(record->max_attempts);
+      out["c"] = std::to_string(record->created_ms);
+      if (record->backoff_base_ms != 0) out["bb"] = std::to_string(record->backoff_base_ms);
+      if (record->backoff_cap_ms != 0) out["bc"] = std::to_string(record->backoff_cap_ms);
+    }
   }
   std::string attempts = str(r->element[3]);
   out["a"] = attempts.empty() ? std::string("0") : std::move(attempts);
-  if (auto token = str(r->element[4]); !token.empty()) out["k"] = token;
-  if (auto e = str(r->element[5]); !e.empty()) out["e"] = e;
-  if (auto el = str(r->element[6]); !el.empty()) out["el"] = el;
-  if (str(r->element[7]) == "1") out["cx"] = "1";
+  if (auto e = str(r->element[4]); !e.empty()) out["e"] = e;
+  if (auto el = str(r->element[5]); !el.empty()) out["el"] = el;
+  if (str(r->element[6]) == "1") out["cx"] = "1";
   return out;
 }
 
@@ -250,28 +261,39 @@ Result<std::vector<std::string>> Admin::queues_for(const std::string& queue) {
 Result<std::string> Admin::find_job_queue(const std::string& id, const std::string& queue) {
   auto names = queues_for(queue);
   if (!names) return std::unexpected(names.error());
+  // Ids are unique within a queue only: an id held by two queues is not
+  // guessed at.
+  std::vector<std::string> holders;
   for (const auto& name : *names) {
     auto fields = job_fields(redis_, name, id);
     if (!fields) return std::unexpected(fields.error());
-    if (!fields->empty()) return name;
+    if (!fields->empty()) holders.push_back(name);
   }
-  return fail(Errc::not_found, "no job " + id);
+  if (holders.empty()) return fail(Errc::not_found, "no job " + id);
+  if (holders.size() > 1)
+    return fail(Errc::bad_argument, fmt::format("job {} is in queues {}: name one (--queue)", id, fmt::join(holders, ", ")));
+  return holders.front();
 }
 
 Result<proto::JobReply> Admin::lookup(const proto::JobRequest& request) {
   proto::JobReply reply{request.request_id, false, {}};
   auto names = queues_for(request.queue);
   if (!names) return std::unexpected(names.error());
+  std::vector<std::string> others;  // further queues holding a job with this id
   for (const auto& name : *names) {
     auto fields = job_fields(redis_, name, request.id);
     if (!fields) return std::unexpected(fields.error());
     if (fields->empty()) continue;
+    if (reply.found) {
+      others.push_back(name);
+      continue;
+    }
     reply.found = true;
     reply.fields = std::move(*fields);
     reply.fields["queue"] = name;
     reply.fields["id"] = request.id;
-    break;
   }
+  if (!others.empty()) reply.fields["also_in"] = fmt::format("{}", fmt::join(others, ","));
   return reply;
 }
 
@@ -287,11 +309,19 @@ Result<proto::AdminReply> Admin::operate(const proto::AdminRequest& request, Ans
   };
 
   if (op == "cancel") {
+    // Every id is looked up before any is cancelled: an ambiguous one fails
+    // the request and changes nothing.
+    std::vector<std::optional<std::string>> queue_of;
     for (const auto& id : request.ids) {
-      std::map<std::string, std::string> row{{"id", id}};
       auto queue_name = find_job_queue(id, request.queue);
+      if (!queue_name && queue_name.error().code != Errc::not_found) return std::unexpected(queue_name.error());
+      queue_of.push_back(queue_name ? std::optional(*queue_name) : std::nullopt);
+    }
+    for (size_t i = 0; i < request.ids.size(); ++i) {
+      const std::string& id = request.ids[i];
+      std::map<std::string, std::string> row{{"id", id}};
+      const auto& queue_name = queue_of[i];
       if (!queue_name) {
-        if (queue_name.error().code != Errc::not_found) return std::unexpected(queue_name.error());
         row["result"] = "not found";
         reply.rows.push_back(std::move(row));
         continue;

@@ -94,12 +94,17 @@ Command audit_schedule(const std::string& queue, uint32_t first, uint32_t count)
 }
 
 Result<ScheduleStep> parse_audit_schedule(const redisReply* r) {
-  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return reply::bad(r, "audit_schedule");
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 3) return reply::bad(r, "audit_schedule");
   auto ids = reply::strings(r->element[0], "audit_schedule");
   if (!ids) return std::unexpected(ids.error());
   auto wrong = parse_filter_check(r->element[1]);
   if (!wrong) return std::unexpected(wrong.error());
-  return ScheduleStep{std::move(*ids), std::move(*wrong)};
+  auto unindexed = reply::integers(r->element[2], "audit_schedule");
+  if (!unindexed || unindexed->size() % 2 != 0) return reply::bad(r, "audit_schedule");
+  ScheduleStep step{std::move(*ids), std::move(*wrong), {}};
+  for (size_t i = 0; i < unindexed->size(); i += 2)
+    step.unindexed.push_back({static_cast<uint32_t>((*unindexed)[i]), (*unindexed)[i + 1]});
+  return step;
 }
 
 Command scan_ids(const std::string& hash_key, const std::string& cursor, int count) {
@@ -169,6 +174,7 @@ Result<AuditReport> audit_queue(ScriptRegistry& redis, const std::string& queue,
   const auto partitions_per_step =
       static_cast<uint32_t>(std::clamp<int64_t>(kIdsPerScheduleStep / per_partition, 4, kMaxPartitionsPerScheduleStep));
   std::vector<FilterBucket> wrong;
+  std::vector<UnindexedPartition> unindexed;
   std::vector<std::string> unchecked;  // gathered over steps into full audit.lua slices
   for (uint32_t first_partition = 0; first_partition < kSchedulePartitions; first_partition += partitions_per_step) {
     const uint32_t count = std::min(partitions_per_step, kSchedulePartitions - first_partition);
@@ -177,6 +183,7 @@ Result<AuditReport> audit_queue(ScriptRegistry& redis, const std::string& queue,
     auto step = calls::parse_audit_schedule(r->get());
     if (!step) return std::unexpected(step.error());
     wrong.insert(wrong.end(), step->wrong.begin(), step->wrong.end());
+    unindexed.insert(unindexed.end(), step->unindexed.begin(), step->unindexed.end());
     unchecked.insert(unchecked.end(), std::make_move_iterator(step->ids.begin()), std::make_move_iterator(step->ids.end()));
     const bool last = first_partition + count == kSchedulePartitions;
     if (static_cast<int64_t>(unchecked.size()) >= kSlice || last) {
@@ -208,6 +215,23 @@ Result<AuditReport> audit_queue(ScriptRegistry& redis, const std::string& queue,
     const std::string bucket = fmt::format("schedule filter {}:{}", b.partition, b.tail);
     if (repair) report.repaired.push_back(bucket);
     else report.problems.emplace_back(bucket, fmt::format("counter {} for {} scheduled ids", b.counter, b.ids));
+  }
+  // The schedule index: a partition it does not name by its earliest due
+  // time is never promoted. LT only lowers an entry (promote may have moved
+  // it meanwhile) and adds a missing one; an entry for a partition emptied
+  // since is harmless (promote drops it).
+  for (const auto& u : unindexed) {
+    const std::string partition = fmt::format("schedule partition {}", u.partition);
+    if (!repair) {
+      report.problems.emplace_back(partition, fmt::format("holds jobs due from {} ms that the schedule index does not "
+                                                          "name by then (they would never be promoted)",
+                                                          u.earliest_due_ms));
+      continue;
+    }
+    auto r = redis.call(Command{"ZADD", keys.schedule, "LT", std::to_string(u.earliest_due_ms), std::to_string(u.partition)});
+    if (!r) return std::unexpected(r.error());
+    if (auto err = reply_error(r->get()); !err.empty()) return fail(Errc::internal, "repairing the schedule index: " + std::string(err));
+    report.repaired.push_back(partition);
   }
 
   for (const auto& key : {keys.ready, keys.leased, keys.dead}) {

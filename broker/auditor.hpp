@@ -34,9 +34,17 @@ struct FilterBucket {
 };
 
 // One step of the audit's walk over a queue's schedule partitions.
+// A partition the schedule index does not name by its earliest due time:
+// promote would never look at it.
+struct UnindexedPartition {
+  uint32_t partition = 0;
+  int64_t earliest_due_ms = 0;
+};
+
 struct ScheduleStep {
-  std::vector<std::string> ids;     // held by the partitions, each once
-  std::vector<FilterBucket> wrong;  // filter counters that disagree with them
+  std::vector<std::string> ids;                // held by the partitions, each once
+  std::vector<FilterBucket> wrong;             // filter counters that disagree with them
+  std::vector<UnindexedPartition> unindexed;  // partitions missing from the index
 };
 
 namespace calls {
@@ -65,8 +73,9 @@ struct AuditReport {
 };
 
 // With `repair`, entries whose job record is gone are removed (always safe:
-// they can never be delivered), schedule filter counters are made exact, and
-// both are listed in `repaired` instead of `problems`.
+// they can never be delivered), schedule filter counters are made exact,
+// partitions missing from the schedule index are put back in it, and all
+// are listed in `repaired` instead of `problems`.
 Result<AuditReport> audit_queue(ScriptRegistry& redis, const std::string& queue, bool repair);
 
 // The schedule filter's wrong counters over every partition (with `set`:

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <poll.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "broker/store_upgrade.hpp"
 #include "common/ids.hpp"
 #include "common/names.hpp"
+#include "common/protocol.hpp"
 #include "common/unique_fd.hpp"
 
 namespace dueq::broker {
@@ -47,21 +49,29 @@ Broker::~Broker() {
   router_.close();
 }
 
-Result<void> Broker::start() {
+Result<bool> Broker::start(int signal_fd) {
   auto address = parse_redis_url(config_.redis_url);
   if (!address) return std::unexpected(address.error());
-  if (auto ok = validate_config(config_); !ok) return ok;
+  if (auto ok = validate_config(config_); !ok) return std::unexpected(ok.error());
 
   int64_t backoff = 100;
   while (true) {
     auto ok = redis_.connect();
     if (ok) break;
+    if (ok.error().code == Errc::refused) return std::unexpected(ok.error());
     spdlog::warn("waiting for Redis at {}: {}", address->describe(), ok.error().message);
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    pollfd signal{signal_fd, POLLIN, 0};
+    if (::poll(&signal, 1, static_cast<int>(backoff)) > 0) {
+      signalfd_siginfo info{};
+      if (::read(signal_fd, &info, sizeof info) == sizeof info) {
+        spdlog::info("signal {} while waiting for Redis: stopping", info.ssi_signo);
+        return false;
+      }
+    }
     backoff = std::min<int64_t>(backoff * 2, kMaxReconnectMs);
   }
   if (auto ok = check_durability_settings(redis_); !ok) {
-    if (!config_.allow_unsafe_redis) return ok;
+    if (!config_.allow_unsafe_redis) return std::unexpected(ok.error());
     spdlog::warn("{} (continuing: --allow-unsafe-redis)", ok.error().message);
   }
   if (auto advice = settings_advice(redis_); advice && !advice->empty()) spdlog::warn("Redis: {}", *advice);
@@ -69,6 +79,9 @@ Result<void> Broker::start() {
   router_.set(zmq::sockopt::linger, 0);
   router_.set(zmq::sockopt::rcvhwm, 100'000);
   router_.set(zmq::sockopt::sndhwm, 100'000);
+  // A peer announcing a larger message is disconnected before it is read
+  // (without this, libzmq buffers each whole message, of any size).
+  router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(proto::kMaxFrameBytes));
   try {
     router_.bind(config_.listen);
   } catch (const zmq::error_t& e) {
@@ -93,13 +106,13 @@ Result<void> Broker::start() {
     if (!moved) return std::unexpected(moved.error());
     if (*moved > 0) spdlog::info("queue '{}': moved {} scheduled jobs into the partitioned schedule", name, *moved);
   }
-  if (auto ok = scheduler_.cap_previous_leases(redis_); !ok) return ok;
+  if (auto ok = scheduler_.cap_previous_leases(redis_); !ok) return std::unexpected(ok.error());
   admin_.start();
   reconciler_ = std::make_unique<Reconciler>(*address, config_.reconcile_interval_ms);
   reconciler_->start();
   spdlog::info("broker {} listening on {}, Redis {}, {} known queues", broker_id_, bound_endpoint_,
                address->describe(), queues_.size());
-  return {};
+  return true;
 }
 
 Result<void> Broker::run(int signal_fd) {
@@ -156,8 +169,9 @@ Result<void> Broker::run(int signal_fd) {
     }
     if (stopping_ && rounds_.empty()) {
       if (results_.unapplied() == 0) break;
-      if (!redis_.connected()) {
-        spdlog::error("stopping with {} results not applied: Redis unavailable (workers resend them)", results_.unapplied());
+      if (!redis_.connected() || results_.refused()) {
+        spdlog::error("stopping with {} results not applied: Redis {} (workers resend them)", results_.unapplied(),
+                      redis_.connected() ? "refuses them" : "unavailable");
         break;
       }
     }
@@ -173,6 +187,7 @@ int64_t Broker::us_until_wake() const {
   if (!rounds_.empty() || gateway_.has_work() || results_.has_work() || dispatcher_.can_lease_now()) return 0;
   int64_t wait = kMaxSleepMs * 1000;
   if (const int64_t next = scheduler_.us_until_next(clock_.wall_us()); next >= 0) wait = std::min(wait, next);
+  if (const int64_t retry = results_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
   if (const int64_t expiry = workers_.next_expiry_ms(); expiry >= 0)
     wait = std::min(wait, std::max<int64_t>(0, (expiry - steady_now) * 1000));
   return wait;

@@ -43,9 +43,11 @@ class Broker {
   explicit Broker(BrokerConfig config, const Clock& clock = system_clock());
   ~Broker();
 
-  // Connects to Redis (waiting for it while it is down), checks its
-  // durability settings, upgrades an older store, binds the socket.
-  Result<void> start();
+  // Connects to Redis (waiting for it while it is down, unless it refuses
+  // the credentials), checks its durability settings, upgrades an older
+  // store, binds the socket. Answers false when SIGTERM/SIGINT arrived on
+  // `signal_fd` while it waited.
+  Result<bool> start(int signal_fd);
   // Runs until SIGTERM/SIGINT (delivered through `signal_fd`), then stops
   // reading, writes the results it holds to Redis and returns.
   Result<void> run(int signal_fd);

@@ -7,6 +7,7 @@
 
 #include "common/duration.hpp"
 #include "common/names.hpp"
+#include "common/protocol.hpp"
 
 namespace dueq::broker {
 
@@ -117,6 +118,8 @@ Result<void> load_config_file(const std::string& path, BrokerConfig& config) {
     else if (key == "lease_batch") ok = set_int(config.lease_batch, 1, 1000);
     else if (key == "promote_batch") ok = set_int(config.promote_batch, 1, 5000);
     else if (key == "reclaim_batch") ok = set_int(config.reclaim_batch, 1, 5000);
+    else if (key == "max_worker_capacity") ok = set_int(config.max_worker_capacity, 1, proto::kMaxWorkerCapacity);
+    else if (key == "max_queues") ok = set_int(config.max_queues, 1, 100'000);
     else if (key == "min_replicas") ok = set_int(config.min_replicas, 0, 100);
     else if (key == "replica_timeout") ok = set_duration(config.replica_timeout_ms, 1);
     else if (key == "reconcile_interval") ok = set_duration(config.reconcile_interval_ms, 0);

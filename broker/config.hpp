@@ -31,6 +31,13 @@ struct BrokerConfig {
   int promote_batch = 2'000;           // jobs per promote script call
   int reclaim_batch = 1'000;           // leases per reclaim script call
   int max_frames_per_turn = 5'000;     // frames read before touching Redis
+  // The most jobs one worker is sent at once, whatever capacity it announces:
+  // a worker that announces a large one and falls silent takes that many
+  // jobs away until it is declared dead.
+  int max_worker_capacity = 1'024;
+  // The most queues the broker keeps (each costs work every turn): past it,
+  // jobs for a new queue are rejected and a HELLO naming one is refused.
+  int max_queues = 1'000;
 
   int min_replicas = 0;                // > 0: confirm enqueues only after WAIT saw this many replicas
   int64_t replica_timeout_ms = 1'000;  // how long WAIT may take

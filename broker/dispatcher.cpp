@@ -2,31 +2,73 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
 
 #include "broker/keys.hpp"
+#include "common/logging.hpp"
 
 namespace dueq::broker {
+
+namespace {
+
+// Fencing tokens: 64 bits from the kernel's CSPRNG per delivery, so that no
+// token can be guessed from others a worker has seen, and none repeats after
+// Redis lost writes it had acknowledged (a counter in Redis would roll back
+// and hand a late ack of the first delivery the second one's token).
+std::vector<uint64_t> random_tokens(size_t count) {
+  std::vector<uint64_t> tokens(count);
+  size_t filled = 0;
+  auto* bytes = reinterpret_cast<char*>(tokens.data());
+  while (filled < count * sizeof(uint64_t)) {
+    const ssize_t n = ::getrandom(bytes + filled, count * sizeof(uint64_t) - filled, 0);
+    if (n > 0) filled += static_cast<size_t>(n);
+    else if (errno != EINTR) {
+      // Only a kernel older than 3.17 fails here: no broker runs without
+      // tokens nobody can guess.
+      spdlog::critical("getrandom failed: {}", std::strerror(errno));
+      std::abort();
+    }
+  }
+  for (auto& t : tokens)
+    if (t == 0) t = 1;  // 0 is never a valid token; 1 is as likely as any other
+  return tokens;
+}
+
+}  // namespace
 
 namespace calls {
 
 Command lease(const std::string& queue, int64_t deadline_ms, int count) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::lease, {k.ready, k.leased, k.jobs, k.tokens, k.attempts, k.stats})
-      .add(deadline_ms)
-      .add(count);
+  Command call = script_call(lua::ScriptId::lease, {k.ready, k.leased, k.jobs, k.tokens, k.attempts});
+  call.add(deadline_ms).add(count);
+  for (const uint64_t token : random_tokens(static_cast<size_t>(count))) call.add(std::to_string(token));
+  return call;
 }
 
-Result<std::vector<LeasedJob>> parse_lease(const redisReply* r) {
+Result<LeaseBatch> parse_lease(const redisReply* r) {
   if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements % 4 != 0) return reply::bad(r, "lease");
-  std::vector<LeasedJob> out;
-  out.reserve(r->elements / 4);
+  LeaseBatch out;
+  out.jobs.reserve(r->elements / 4);
   for (size_t i = 0; i < r->elements; i += 4) {
     redisReply** e = r->element + i;
     if (e[1]->type != REDIS_REPLY_STRING) return reply::bad(r, "lease");
+    const std::string token_text = reply::str(e[3]);
+    uint64_t token = 0;
+    if (std::from_chars(token_text.data(), token_text.data() + token_text.size(), token).ec != std::errc{} || token == 0)
+      return reply::bad(r, "lease");
     auto record = decode_job_record(std::string_view(e[1]->str, e[1]->len));
-    if (!record) return fail(Errc::internal, fmt::format("lease: job {}: {}", reply::str(e[0]), record.error().message));
-    out.push_back(LeasedJob{reply::str(e[0]), std::move(*record), static_cast<uint32_t>(reply::num(e[2])),
-                            static_cast<uint64_t>(reply::num(e[3]))});
+    if (!record) {
+      out.unreadable.push_back(NackItem{reply::str(e[0]), token, NackMode::dead,
+                                        "unreadable record: " + record.error().message, 0});
+      continue;
+    }
+    out.jobs.push_back(LeasedJob{reply::str(e[0]), std::move(*record), static_cast<uint32_t>(reply::num(e[2])), token});
   }
   return out;
 }
@@ -61,17 +103,21 @@ void Dispatcher::add_to(Round& round, bool stopping) {
       if ((reserved_[name] -= count) == 0) reserved_.erase(name);
       if (r == nullptr) return;  // nothing leased that the broker knows of; reclaim returns it if it was
       QueueState& q = queues_.get(name);
-      auto jobs = calls::parse_lease(r);
-      if (!jobs) {
-        spdlog::error("lease on '{}': {}", name, jobs.error().message);
+      auto batch = calls::parse_lease(r);
+      if (!batch) {
+        spdlog::error("lease on '{}': {}", name, batch.error().message);
         return;
       }
-      q.maybe_ready = static_cast<int>(jobs->size()) == count;
-      if (jobs->empty()) return;
+      q.maybe_ready = static_cast<int>(batch->jobs.size() + batch->unreadable.size()) == count;
+      for (auto& item : batch->unreadable) {
+        spdlog::error("queue '{}': job {}: {}; it goes to the dead letters", name, loggable(item.id), item.reason);
+        results_.requeue(name, std::move(item));
+      }
+      if (batch->jobs.empty()) return;
       q.next_deadline_ms = earliest_known(q.next_deadline_ms, deadline);
       // The next round is already in Redis (or there is none): sending now
       // overlaps Redis's work.
-      dispatch(q, std::move(*jobs), deadline);
+      dispatch(q, std::move(batch->jobs), deadline);
     });
   }
 }

@@ -27,9 +27,17 @@ struct LeasedJob {
   uint64_t token = 0;
 };
 
+// What one lease call took: the jobs to deliver, and the deliveries whose
+// stored record does not decode (each goes to the dead letters as an
+// "unreadable record"; the rest of the batch is delivered).
+struct LeaseBatch {
+  std::vector<LeasedJob> jobs;
+  std::vector<NackItem> unreadable;
+};
+
 namespace calls {
 Command lease(const std::string& queue, int64_t deadline_ms, int count);
-Result<std::vector<LeasedJob>> parse_lease(const redisReply* reply);
+Result<LeaseBatch> parse_lease(const redisReply* reply);
 }  // namespace calls
 
 class Dispatcher {

@@ -8,8 +8,6 @@
 namespace dueq::broker {
 
 namespace {
-constexpr int64_t kRejectLogIntervalMs = 10'000;
-constexpr size_t kRejectLogPeers = 10'000;  // per-peer log times kept at most
 constexpr int64_t kFarFutureMs = 10LL * 365 * 86'400'000;  // due times beyond ~10 years are refused
 constexpr int64_t kMaxBackoffMs = 30LL * 86'400'000;
 }  // namespace
@@ -69,7 +67,8 @@ void Inbound::route(const Peer& peer, proto::Frame&& frame, int64_t heard_ms) {
         if constexpr (std::is_same_v<T, proto::Hello>) workers_.on_hello(peer, std::move(f), heard_ms);
         else if constexpr (std::is_same_v<T, proto::Heartbeat>) workers_.on_heartbeat(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Results>) {
-          results_.on_results(peer, std::move(f.items));
+          auto held = workers_.screen_results(peer, std::move(f.items), heard_ms);
+          if (!held.empty()) results_.on_results(peer, std::move(held));
           workers_.heard_from(peer.routing_id, heard_ms);
         } else if constexpr (std::is_same_v<T, proto::Bye>) workers_.on_bye(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::move(f));
@@ -98,12 +97,9 @@ void Inbound::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue) {
 
 void Inbound::reject(const Peer& peer, const Error& error, int64_t heard_ms) {
   ++frames_rejected_;
-  if (rejected_logged_at_.size() > kRejectLogPeers) rejected_logged_at_.clear();
-  auto [it, first] = rejected_logged_at_.try_emplace(peer.routing_id, heard_ms);
-  if (first || heard_ms - it->second >= kRejectLogIntervalMs) {
-    it->second = heard_ms;
-    spdlog::warn("rejected frame from peer {:?}: {} ({} rejected in total)", peer.routing_id, error.message, frames_rejected_);
-  }
+  if (auto held_back = reject_log_.admit(peer.routing_id, heard_ms))
+    spdlog::warn("rejected frame from peer {}: {} ({} rejected in total, {} lines about this peer held back)",
+                 loggable(peer.routing_id), loggable(error.message, 256), frames_rejected_, *held_back);
   outbox_.send(peer, proto::ErrorFrame{0, errc_name(error.code), error.message, 0});
 }
 

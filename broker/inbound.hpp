@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 
 #include "broker/admin.hpp"
 #include "broker/outbox.hpp"
@@ -17,6 +16,7 @@
 #include "broker/workers.hpp"
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/logging.hpp"
 
 namespace dueq::broker {
 
@@ -50,7 +50,8 @@ class Inbound {
   ProducerGateway& gateway_;
   Admin& admin_;
   int64_t read_empty_ms_ = 0;
-  std::unordered_map<std::string, int64_t> rejected_logged_at_;
+  // One line per peer per 10 s about its rejected frames, 20 a second in all.
+  LogLimiter reject_log_{10'000, 20, 10'000};
   uint64_t frames_rejected_ = 0;
 };
 

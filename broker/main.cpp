@@ -74,10 +74,12 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   broker::Broker broker(config);
-  if (auto ok = broker.start(); !ok) {
-    spdlog::critical("{}", ok.error().message);
+  auto started = broker.start(signal_fd);
+  if (!started) {
+    spdlog::critical("{}", started.error().message);
     return 1;
   }
+  if (!*started) return 0;
   if (auto ok = broker.run(signal_fd); !ok) {
     spdlog::critical("{}", ok.error().message);
     return 1;

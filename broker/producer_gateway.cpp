@@ -59,6 +59,19 @@ Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply
 }  // namespace calls
 
 void ProducerGateway::on_enqueue(EnqueueRequest&& request) {
+  for (size_t i = 0; i < request.outcomes.size(); ++i) {
+    auto& outcome = request.outcomes[i];
+    if (outcome.status == static_cast<uint8_t>(proto::EnqueueStatus::rejected)) continue;
+    const std::string& name = request.frame.jobs[i].queue;
+    if (queues_.find(name) != nullptr) continue;
+    if (queues_.size() >= static_cast<size_t>(config_.max_queues)) {
+      outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
+      outcome.reason = fmt::format("the broker keeps at most {} queues (max_queues); '{}' would be one more",
+                                   config_.max_queues, name);
+      continue;
+    }
+    queues_.get(name);
+  }
   const bool any_valid = std::any_of(request.outcomes.begin(), request.outcomes.end(), [](const auto& o) {
     return o.status != static_cast<uint8_t>(proto::EnqueueStatus::rejected);
   });
@@ -78,6 +91,7 @@ struct Answers {
     Peer producer;
     uint64_t request_id = 0;
     std::vector<proto::EnqueueOutcome> outcomes;
+    std::string store_error;  // set when Redis refused a call with jobs of this request
   };
   std::vector<Request> requests;
   bool replicated = true;
@@ -107,12 +121,19 @@ void ProducerGateway::add_enqueues_to(Round& round) {
                 QueueState& q = queues_.get(name);
                 q.registered = true;
                 auto statuses = reply::integers(r, "enqueue");
+                if (!statuses || statuses->size() != slots.size()) {
+                  // Redis refused the call (out of memory, a read-only
+                  // replica, ...): no job of it is in Redis, and nothing
+                  // about the jobs was wrong.
+                  const std::string why = statuses ? std::string("a reply of the wrong size") : statuses.error().message;
+                  for (const auto& slot : slots) answers->requests[slot.first].store_error = why;
+                  if (auto held_back = store_error_log_.admit("", clock_.steady_ms()))
+                    spdlog::error("enqueue into '{}' failed: {} ({} more failures not logged)", name, why, *held_back);
+                  return;
+                }
                 for (size_t j = 0; j < slots.size(); ++j) {
                   auto& outcome = answers->requests[slots[j].first].outcomes[slots[j].second];
-                  if (!statuses || statuses->size() != slots.size()) {
-                    outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
-                    outcome.reason = "store error: " + (statuses ? std::string("bad reply") : statuses.error().message);
-                  } else if ((*statuses)[j] == 2) {
+                  if ((*statuses)[j] == 2) {
                     outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
                     outcome.reason = fmt::format("queue '{}' has {} or more jobs due and unfinished; retry later", name,
                                                  config_.policy(name).max_backlog);
@@ -143,7 +164,7 @@ void ProducerGateway::add_enqueues_to(Round& round) {
   }
   for (auto& [name, call] : open) close(name, std::move(call));
   for (auto& request : requests)
-    answers->requests.push_back({request.producer, request.frame.request_id, std::move(request.outcomes)});
+    answers->requests.push_back({request.producer, request.frame.request_id, std::move(request.outcomes), {}});
 
   // Optional: confirm to producers only once replicas have the writes.
   if (config_.min_replicas > 0)
@@ -159,9 +180,19 @@ void ProducerGateway::add_enqueues_to(Round& round) {
   round.then([this, answers](bool applied) {
     for (auto& request : answers->requests) {
       if (!applied) {
+        // The round may have run in Redis before the connection broke.
         outbox_.send(request.producer,
                      proto::ErrorFrame{request.request_id, "unavailable",
-                                       "Redis connection lost while writing; nothing from this request was accepted",
+                                       "Redis connection lost while writing; the outcome is unknown: retry with the "
+                                       "same ids (a job already accepted is answered duplicate)",
+                                       static_cast<uint32_t>(config_.overload_retry_after_ms)});
+        continue;
+      }
+      if (!request.store_error.empty()) {
+        outbox_.send(request.producer,
+                     proto::ErrorFrame{request.request_id, "unavailable",
+                                       "Redis refused the write (" + request.store_error +
+                                           "); retry with the same ids (jobs already accepted are answered duplicate)",
                                        static_cast<uint32_t>(config_.overload_retry_after_ms)});
         continue;
       }

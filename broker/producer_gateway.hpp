@@ -14,6 +14,7 @@
 #include "broker/registry.hpp"
 #include "broker/round.hpp"
 #include "common/clock.hpp"
+#include "common/logging.hpp"
 #include "common/protocol.hpp"
 
 namespace dueq::broker {
@@ -59,6 +60,9 @@ class ProducerGateway {
   const WorkerRegistry& workers_;  // counted in stats replies
   std::vector<EnqueueRequest> enqueues_;
   std::vector<std::pair<Peer, uint64_t>> stats_requests_;
+  // Refused enqueues (Redis out of memory) are logged once per 10 s, with
+  // the count of those not logged.
+  LogLimiter store_error_log_{10'000, 1, 1};
 };
 
 }  // namespace dueq::broker

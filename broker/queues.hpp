@@ -35,6 +35,11 @@ class QueueTable {
     q.name = name;
     return queues_.emplace(name, std::move(q)).first->second;
   }
+  void erase(const std::string& name) { queues_.erase(name); }
+  const QueueState* find(const std::string& name) const {
+    auto it = queues_.find(name);
+    return it == queues_.end() ? nullptr : &it->second;
+  }
   // After a restart or a reconnect the loop does not know what is due,
   // leased or ready: the next round promotes and reclaims every queue, and
   // their replies bring the times up to date.

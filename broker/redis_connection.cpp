@@ -24,10 +24,18 @@ Result<RedisConnection> RedisConnection::connect(const RedisAddress& address, in
   redisSetTimeout(raw, timeout);
   if (address.unix_path.empty()) redisEnableKeepAlive(raw);
   if (!address.password.empty()) {
-    auto reply = conn.run(Command{"AUTH", address.password});
+    auto reply = conn.run(address.user.empty() ? Command{"AUTH", address.password}
+                                               : Command{"AUTH", address.user, address.password});
     if (!reply) return std::unexpected(reply.error());
     if (auto err = reply_error(reply->get()); !err.empty())
-      return fail(Errc::unavailable, "Redis AUTH failed: " + std::string(err));
+      return fail(Errc::refused, "Redis AUTH failed: " + std::string(err));
+  } else {
+    // A Redis that wants a password answers every command NOAUTH: say so
+    // now rather than as a failure of whatever runs first.
+    auto reply = conn.run(Command{"PING"});
+    if (!reply) return std::unexpected(reply.error());
+    if (auto err = reply_error(reply->get()); err.starts_with("NOAUTH"))
+      return fail(Errc::refused, "Redis needs a password (put it in the URL: redis://[user]:password@host): " + std::string(err));
   }
   if (address.db != 0) {
     auto reply = conn.run(Command{"SELECT", std::to_string(address.db)});

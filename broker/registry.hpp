@@ -55,6 +55,11 @@ class WorkerRegistry {
   }
 
   size_t size() const { return workers_.size(); }
+  bool serves(const std::string& queue) const {
+    for (const auto& [rid, w] : workers_)
+      if (std::find(w.queues.begin(), w.queues.end(), queue) != w.queues.end()) return true;
+    return false;
+  }
 
  private:
   std::unordered_map<std::string, WorkerInfo> workers_;

@@ -20,7 +20,7 @@ Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const
   Command call = script_call(lua::ScriptId::ack, {k.leased, k.stats, k.jobs, k.tokens, k.attempts, k.errors,
                                                   k.error_logs, k.cancel_requested, k.done});
   call.add(now_ms).add(retention_s).add(static_cast<int64_t>(items.size()));
-  for (const auto& item : items) call.add(item.id).add(static_cast<int64_t>(item.token));
+  for (const auto& item : items) call.add(item.id).add(std::to_string(item.token));
   return call;
 }
 
@@ -39,7 +39,7 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
       case NackMode::handed_back: mode = "return"; break;
       case NackMode::cancel: mode = "cancel"; break;
     }
-    call.add(item.id).add(static_cast<int64_t>(item.token)).add(mode).add(item.reason);
+    call.add(item.id).add(std::to_string(item.token)).add(mode).add(item.reason);
     call.add(static_cast<int64_t>(schedule_partition(item.id)));
   }
   for (const auto& item : items) call.add(fmt::format("{:.6f}", item.jitter));
@@ -59,7 +59,7 @@ Command extend(const std::string& queue, int64_t deadline_ms, const std::vector<
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::extend, {k.leased, k.stats, k.tokens});
   call.add(deadline_ms).add(static_cast<int64_t>(items.size()));
-  for (const auto& item : items) call.add(item.id).add(static_cast<int64_t>(item.token));
+  for (const auto& item : items) call.add(item.id).add(std::to_string(item.token));
   return call;
 }
 
@@ -76,7 +76,8 @@ void Results::on_results(const Peer& worker, std::vector<proto::JobResult>&& ite
 void Results::add_to(Round& round) {
   // Acks and nacks per queue, at most kResultChunk per call.
   std::map<std::pair<std::string, bool>, std::vector<Pending>> open;
-  for (auto& pending : std::exchange(pending_, {})) {
+  const bool backing_off = clock_.steady_ms() < retry_at_ms_;
+  for (auto& pending : backing_off ? std::vector<Pending>{} : std::exchange(pending_, {})) {
     const bool ack = pending.result.outcome == static_cast<uint8_t>(proto::Outcome::done);
     auto key = std::make_pair(pending.result.queue, ack);
     auto& batch = open[key];
@@ -115,11 +116,19 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
   }
   round.add(std::move(call), [this, queue, ack, now, batch = std::move(batch)](const redisReply* r) mutable {
     if (r == nullptr || !reply_error(r).empty()) {
-      // Not applied: kept for the next round (the worker resends until CONFIRM).
-      if (r != nullptr) spdlog::error("{} script failed: {}", ack ? "ack" : "nack", reply_error(r));
+      // Not applied: kept (the worker resends until CONFIRM anyway).
+      if (r != nullptr) {
+        retry_backoff_ms_ = std::clamp<int64_t>(retry_backoff_ms_ * 2, 100, 5'000);
+        retry_at_ms_ = clock_.steady_ms() + retry_backoff_ms_;
+        if (auto held_back = refusal_log_.admit("", clock_.steady_ms()))
+          spdlog::error("{} script failed: {}; {} results kept, tried again in {} ms ({} more failures not logged)",
+                        ack ? "ack" : "nack", reply_error(r), batch.size() + pending_.size(), retry_backoff_ms_,
+                        *held_back);
+      }
       for (auto& p : batch) pending_.push_back(std::move(p));
       return;
     }
+    retry_backoff_ms_ = 0;
     if (!ack) {
       QueueState& q = queues_.get(queue);
       if (auto outcomes = calls::parse_nack(r))

@@ -5,6 +5,7 @@
 // "now" / "return"); jobs a worker reports holding get their lease extended.
 // Every call is fenced by the delivery's token in Redis. A result stays here
 // until Redis applied it, and the worker is sent CONFIRM only then.
+#include <algorithm>
 #include <map>
 #include <random>
 #include <string>
@@ -16,6 +17,7 @@
 #include "broker/queues.hpp"
 #include "broker/round.hpp"
 #include "common/clock.hpp"
+#include "common/logging.hpp"
 #include "common/protocol.hpp"
 
 namespace dueq::broker {
@@ -71,8 +73,17 @@ class Results {
 
   // Adds the round's ack, nack, requeue and extend calls.
   void add_to(Round& round);
-  bool has_work() const { return !pending_.empty() || !requeues_.empty() || !extends_.empty(); }
+  bool has_work() const {
+    return (!pending_.empty() && clock_.steady_ms() >= retry_at_ms_) || !requeues_.empty() || !extends_.empty();
+  }
+  // Microseconds until results Redis refused are tried again; -1 if none wait.
+  int64_t us_until_retry() const {
+    if (pending_.empty() || retry_backoff_ms_ == 0) return -1;
+    return std::max<int64_t>(0, (retry_at_ms_ - clock_.steady_ms()) * 1000);
+  }
   size_t unapplied() const { return pending_.size(); }
+  // The last result call came back refused (Redis out of memory, ...).
+  bool refused() const { return retry_backoff_ms_ > 0; }
   // Redis is unavailable: extensions are asked for again by the next heartbeats.
   void drop_extends() { extends_.clear(); }
 
@@ -93,6 +104,12 @@ class Results {
   Outbox& outbox_;
   std::mt19937_64 rng_{std::random_device{}()};
   std::vector<Pending> pending_;  // kept until Redis applied them
+  // Results Redis refused are tried again after a backoff (100 ms doubling
+  // to 5 s), not every turn: a refusal costs Redis and the loop as much as
+  // an ack.
+  int64_t retry_backoff_ms_ = 0;
+  int64_t retry_at_ms_ = 0;
+  LogLimiter refusal_log_{10'000, 1, 1};
   std::map<std::string, std::vector<NackItem>> requeues_;
   std::map<std::string, std::vector<TokenRef>> extends_;
 };

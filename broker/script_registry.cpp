@@ -10,6 +10,7 @@ namespace dueq::broker {
 
 namespace {
 bool is_noscript(const redisReply* reply) { return reply_error(reply).starts_with("NOSCRIPT"); }
+bool is_wait(const Command& command) { return !command.args().empty() && command.args().front() == "WAIT"; }
 }  // namespace
 
 Result<void> ScriptRegistry::connect() {
@@ -85,8 +86,12 @@ Result<void> ScriptRegistry::recover_lost_scripts() {
   if (auto ok = load_scripts(); !ok) return ok;
   for (auto& round : outstanding_) {
     std::vector<size_t> lost;
-    for (size_t i = 0; i < round.replies->size(); ++i)
+    for (size_t i = 0; i < round.replies->size(); ++i) {
       if (is_noscript((*round.replies)[i].get())) lost.push_back(i);
+      // A WAIT that ran before a call resent now counted replicas without
+      // that call's writes: it is sent again, after them.
+      else if (!lost.empty() && is_wait(round.commands[i])) lost.push_back(i);
+    }
     if (lost.empty()) continue;
     std::vector<Command> again;
     for (size_t i : lost) again.push_back(round.commands[i]);

@@ -7,12 +7,35 @@
 namespace dueq::broker {
 
 void Workers::on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms) {
+  size_t new_queues = 0;
+  for (const auto& name : hello.queues) new_queues += queues_.find(name) == nullptr;
+  if (queues_.size() + new_queues > static_cast<size_t>(config_.max_queues)) {
+    outbox_.send(peer, proto::ErrorFrame{0, "bad_argument",
+                                         fmt::format("the broker keeps at most {} queues (max_queues); this HELLO "
+                                                     "names {} it does not know",
+                                                     config_.max_queues, new_queues),
+                                         0});
+    if (join_log_.admit(peer.routing_id, heard_ms))
+      spdlog::warn("refused the HELLO of {}: it names {} queues the broker does not know, past max_queues {}",
+                   loggable(peer.routing_id), new_queues, config_.max_queues);
+    return;
+  }
   for (const auto& name : hello.queues) queues_.get(name);
-  spdlog::info("worker {} ({} pid {}) joined: queues [{}], capacity {}, holding {}", hello.worker_id, hello.host,
-               hello.pid, fmt::join(hello.queues, ","), hello.capacity, hello.held.size());
-  registry_.upsert(peer.routing_id, WorkerInfo{hello.worker_id, hello.queues, hello.capacity, false, heard_ms});
-  adopt_held(peer.routing_id, hello.held);
+  if (auto held_back = join_log_.admit(peer.routing_id, heard_ms))
+    spdlog::info("worker {} ({} pid {}) joined: queues [{}], capacity {}{}, holding {}{}", loggable(hello.worker_id),
+                 loggable(hello.host), hello.pid, fmt::join(hello.queues, ","), capped(hello.capacity),
+                 hello.capacity > capped(hello.capacity)
+                     ? fmt::format(" (announced {}; max_worker_capacity)", hello.capacity)
+                     : "",
+                 hello.held.size(),
+                 *held_back > 0 ? fmt::format(" ({} earlier joins of this peer not logged)", *held_back) : "");
+  registry_.upsert(peer.routing_id, WorkerInfo{hello.worker_id, hello.queues, capped(hello.capacity), false, heard_ms});
+  adopt_held(peer.routing_id, hello.held, heard_ms);
   outbox_.send(peer, proto::Welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms)});
+}
+
+uint32_t Workers::capped(uint32_t announced) const {
+  return std::min(announced, static_cast<uint32_t>(config_.max_worker_capacity));
 }
 
 void Workers::on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, int64_t heard_ms) {
@@ -25,16 +48,26 @@ void Workers::on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, 
   }
   worker->last_seen_ms = heard_ms;
   worker->draining = heartbeat.draining;
-  if (heartbeat.capacity > 0) worker->capacity = heartbeat.capacity;
-  adopt_held(peer.routing_id, heartbeat.held);
+  if (heartbeat.capacity > 0) worker->capacity = capped(heartbeat.capacity);
+  adopt_held(peer.routing_id, heartbeat.held, heard_ms);
   outbox_.send(peer, proto::Pong{broker_id_});
 }
 
 void Workers::on_bye(const Peer& peer, const proto::Bye& bye, int64_t heard_ms) {
+  if (registry_.find(peer.routing_id) == nullptr) {
+    if (!bye.unstarted.empty()) count_stale(peer, bye.unstarted.size(), "handed back by a peer that is not a worker", heard_ms);
+    return;
+  }
+  size_t stale = 0;
   for (const auto& ref : bye.unstarted) {
+    if (!may_report(peer.routing_id, ref)) {
+      ++stale;
+      continue;
+    }
     inflight_.remove(ref.queue, ref.id, ref.token);
     results_.requeue(ref.queue, NackItem{ref.id, ref.token, NackMode::handed_back, "handed back by a stopping worker", 0});
   }
+  if (stale > 0) count_stale(peer, stale, "handed back by a worker that does not hold them", heard_ms);
   // It still runs what it started: keep it (and its leases) until its
   // heartbeats stop, but send it nothing new.
   if (WorkerInfo* w = registry_.find(peer.routing_id)) {
@@ -47,10 +80,52 @@ void Workers::heard_from(const std::string& routing_id, int64_t heard_ms) {
   if (WorkerInfo* w = registry_.find(routing_id)) w->last_seen_ms = heard_ms;
 }
 
-void Workers::adopt_held(const std::string& routing_id, const std::vector<proto::JobRef>& held) {
+std::vector<proto::JobResult> Workers::screen_results(const Peer& peer, std::vector<proto::JobResult>&& items,
+                                                      int64_t heard_ms) {
+  if (registry_.find(peer.routing_id) == nullptr) {
+    // Kept by the worker until confirmed, and resent after its HELLO.
+    outbox_.send(peer, proto::ErrorFrame{0, "unknown_worker", "say hello first", 0});
+    return {};
+  }
+  std::vector<proto::JobResult> held;
+  proto::Confirm stale;
+  for (auto& item : items) {
+    proto::JobRef ref{item.queue, item.id, item.token};
+    if (may_report(peer.routing_id, ref)) held.push_back(std::move(item));
+    else stale.items.push_back(std::move(ref));
+  }
+  if (!stale.items.empty()) {
+    count_stale(peer, stale.items.size(), "reported by a worker that does not hold them", heard_ms);
+    outbox_.send(peer, stale);
+  }
+  return held;
+}
+
+bool Workers::may_report(const std::string& routing_id, const proto::JobRef& ref) {
+  const InflightJob* job = inflight_.find(ref.queue, ref.id);
+  if (job != nullptr) return job->token == ref.token && job->worker == routing_id;
+  // Unknown to the broker: Redis decides by token, but only in a queue that
+  // exists there (a report naming any other would create keys for it).
+  const QueueState* q = queues_.find(ref.queue);
+  return q != nullptr && q->registered;
+}
+
+void Workers::count_stale(const Peer& peer, size_t count, const char* what, int64_t heard_ms) {
+  stale_reports_ += count;
+  if (auto held_back = stale_log_.admit(peer.routing_id, heard_ms))
+    spdlog::warn("peer {}: {} deliveries {} ({} stale reports in total, {} lines about this peer held back)",
+                 loggable(peer.routing_id), count, what, stale_reports_, *held_back);
+}
+
+void Workers::adopt_held(const std::string& routing_id, const std::vector<proto::JobRef>& held, int64_t heard_ms) {
   const int64_t lease_now = lease_clock_.now_ms();
+  size_t stale = 0;
   for (const auto& ref : held) {
     InflightJob* job = inflight_.find(ref.queue, ref.id);
+    if (job == nullptr && !may_report(routing_id, ref)) {
+      ++stale;  // a queue that does not exist in Redis
+      continue;
+    }
     if (job == nullptr || job->token != ref.token) {
       // A job leased before this broker started (or re-leased since): Redis
       // decides by token whether this worker's delivery is still current.
@@ -58,23 +133,46 @@ void Workers::adopt_held(const std::string& routing_id, const std::vector<proto:
       results_.extend(ref.queue, TokenRef{ref.id, ref.token});
       continue;
     }
+    // A live worker keeps what it was given: another peer naming the same
+    // delivery takes nothing over (a worker declared dead is replaced).
+    if (job->worker != routing_id && registry_.find(job->worker) != nullptr) {
+      ++stale;
+      continue;
+    }
     inflight_.assign(*job, routing_id);
     if (job->lease_deadline_ms - lease_now < config_.lease_ttl_ms / 2) results_.extend(ref.queue, TokenRef{ref.id, ref.token});
   }
+  if (stale > 0) {
+    const Peer peer{routing_id, false};
+    count_stale(peer, stale, "listed as held by a worker that was not given them", heard_ms);
+  }
 }
 
-void Workers::forget(const std::string& routing_id, const char* reason) {
+void Workers::forget(const std::string& routing_id, const char* reason, int64_t now_ms) {
   WorkerInfo* w = registry_.find(routing_id);
   if (w == nullptr) return;
   auto held = inflight_.take_held_by(routing_id);
-  spdlog::info("worker {} {}; re-delivering {} jobs it held", w->worker_id, reason, held.size());
+  // One key for all: a flood of peers that say HELLO and fall silent is
+  // summed up in the next line written.
+  if (auto held_back = loss_log_.admit("", now_ms))
+    spdlog::info("worker {} {}; re-delivering {} jobs it held{}", loggable(w->worker_id), reason, held.size(),
+                 *held_back > 0 ? fmt::format(" ({} more workers lost, not logged)", *held_back) : "");
   for (auto& job : held)
     results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::now, "worker lost (no heartbeat)", 0});
+  const std::vector<std::string> served = w->queues;
   registry_.remove(routing_id);
+  // A queue no job was ever enqueued into (not in Redis) that no live
+  // worker serves any more is forgotten: HELLOs naming made-up queues do
+  // not pile up.
+  for (const auto& name : served) {
+    const QueueState* q = queues_.find(name);
+    if (q == nullptr || q->registered || registry_.serves(name)) continue;
+    queues_.erase(name);
+  }
 }
 
 void Workers::expire_silent(int64_t read_empty_ms) {
-  for (const auto& rid : registry_.silent_since(read_empty_ms - config_.worker_timeout_ms)) forget(rid, "stopped heartbeating");
+  for (const auto& rid : registry_.silent_since(read_empty_ms - config_.worker_timeout_ms)) forget(rid, "stopped heartbeating", read_empty_ms);
 }
 
 int64_t Workers::next_expiry_ms() const {

@@ -16,6 +16,7 @@
 #include "broker/registry.hpp"
 #include "broker/results.hpp"
 #include "common/clock.hpp"
+#include "common/logging.hpp"
 #include "common/protocol.hpp"
 
 namespace dueq::broker {
@@ -30,6 +31,15 @@ class Workers {
   void on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms);
   void on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, int64_t heard_ms);
   void on_bye(const Peer& peer, const proto::Bye& bye, int64_t heard_ms);
+  // The items of a RESULTS frame that `peer` may report: it must be a
+  // registered worker (else it is told to say HELLO, and resends after), and
+  // each delivery must be the one the broker gave it, or one the broker does
+  // not know (after a restart: Redis decides by token). Others are stale:
+  // confirmed, so that their sender forgets them, counted, never applied.
+  std::vector<proto::JobResult> screen_results(const Peer& peer, std::vector<proto::JobResult>&& items,
+                                               int64_t heard_ms);
+  // Reports about deliveries the reporting peer does not hold, since start.
+  uint64_t stale_reports() const { return stale_reports_; }
   // Any other frame from a worker also shows it is alive.
   void heard_from(const std::string& routing_id, int64_t heard_ms);
 
@@ -42,8 +52,13 @@ class Workers {
   WorkerRegistry& registry() { return registry_; }
 
  private:
-  void adopt_held(const std::string& routing_id, const std::vector<proto::JobRef>& held);
-  void forget(const std::string& routing_id, const char* reason);
+  uint32_t capped(uint32_t announced) const;
+  void adopt_held(const std::string& routing_id, const std::vector<proto::JobRef>& held, int64_t heard_ms);
+  // False when the broker gave this delivery to another worker, the job is
+  // out with another token, or its queue does not exist in Redis.
+  bool may_report(const std::string& routing_id, const proto::JobRef& ref);
+  void count_stale(const Peer& peer, size_t count, const char* what, int64_t heard_ms);
+  void forget(const std::string& routing_id, const char* reason, int64_t now_ms);
 
   const BrokerConfig& config_;
   const LeaseClock& lease_clock_;
@@ -53,6 +68,11 @@ class Workers {
   Results& results_;
   Outbox& outbox_;
   WorkerRegistry registry_;
+  // A peer saying HELLO over and over is logged once per 10 s.
+  LogLimiter join_log_{10'000, 20, 10'000};
+  LogLimiter loss_log_{0, 20, 1};
+  LogLimiter stale_log_{10'000, 20, 10'000};
+  uint64_t stale_reports_ = 0;
 };
 
 }  // namespace dueq::broker

@@ -10,6 +10,7 @@
 
 #include "common/clock.hpp"
 #include "common/duration.hpp"
+#include "common/ids.hpp"
 #include "dueq/client.hpp"
 
 namespace {
@@ -81,8 +82,20 @@ int enqueue_one(dueq::Client& client, const EnqueueArgs& a) {
   } else if (a.at_ms >= 0) {
     job.due_ms = a.at_ms;
   }
+  // The id is made here, not in the library, so that it can be shown when
+  // the outcome is unknown: a retry with the same id cannot make a second job.
+  const bool generated = job.id.empty();
+  if (generated) job.id = dueq::new_job_id();
+  const std::string id = job.id;
   auto result = client.enqueue(std::move(job));
-  if (!result) return report(result.error());
+  if (!result) {
+    const int rc = report(result.error());
+    if (generated) {
+      fmt::print("{}\n", id);
+      fmt::print(stderr, "dueq: the job's id is {}: retry with --id {} (if it was accepted, the retry says so)\n", id, id);
+    }
+    return rc;
+  }
   switch (result->status) {
     case dueq::EnqueueResult::Status::accepted: fmt::print("{}\n", result->id); return 0;
     case dueq::EnqueueResult::Status::duplicate:
@@ -113,9 +126,18 @@ int enqueue_from(dueq::Client& client, const std::string& path) {
   std::vector<size_t> batch_lines;
   auto flush = [&]() -> int {
     if (batch.empty()) return 0;
+    std::vector<std::string> ids;
+    for (const auto& job : batch) ids.push_back(job.id);
     auto results = client.enqueue_batch(std::move(batch));
     batch.clear();
-    if (!results) return report(results.error());
+    if (!results) {
+      const int rc = report(results.error());
+      // The outcome of this batch is unknown: show every id, generated ones
+      // included, so that a retry can reuse them.
+      for (size_t i = 0; i < ids.size(); ++i)
+        fmt::print(stderr, "dueq: line {}: id {} (outcome unknown)\n", batch_lines[i], ids[i]);
+      return rc;
+    }
     for (size_t i = 0; i < results->size(); ++i) {
       const auto& r = (*results)[i];
       if (r.status == dueq::EnqueueResult::Status::accepted) ++accepted;
@@ -158,6 +180,7 @@ int enqueue_from(dueq::Client& client, const std::string& path) {
       ++rejected;
       continue;
     }
+    if (job.id.empty()) job.id = dueq::new_job_id();
     batch.push_back(std::move(job));
     batch_lines.push_back(line_no);
     if (batch.size() == 1000)
@@ -206,17 +229,20 @@ int show_job(dueq::Client& client, const std::string& id, const std::string& que
   auto ms = [&](const char* k) { return get(k).empty() ? int64_t{0} : std::stoll(get(k)); };
   if (json) {
     nlohmann::json out{{"id", get("id")}, {"queue", get("queue")}, {"type", get("t")}, {"state", get("s")},
-                       {"due_ms", ms("d")}, {"attempt", ms("a")}, {"max_attempts", ms("m")}, {"token", ms("k")},
+                       {"due_ms", ms("d")}, {"attempt", ms("a")}, {"max_attempts", ms("m")},
                        {"created_ms", ms("c")}, {"finished_ms", ms("f")}, {"last_error", get("e")},
                        {"error_log", get("el")}};
     if (!get("p").empty()) out["payload"] = get("p");
+    if (!get("also_in").empty()) out["also_in"] = get("also_in");
     fmt::print("{}\n", out.dump());
     return 0;
   }
   fmt::print("id:           {}\nqueue:        {}\ntype:         {}\nstate:        {}\ndue:          {}\n"
-             "attempt:      {} of {}\ntoken:        {}\ncreated:      {}\nfinished:     {}\nlast error:   {}\n",
-             get("id"), get("queue"), get("t"), get("s"), format_time(ms("d")), ms("a"), ms("m"), ms("k"),
+             "attempt:      {} of {}\ncreated:      {}\nfinished:     {}\nlast error:   {}\n",
+             get("id"), get("queue"), get("t"), get("s"), format_time(ms("d")), ms("a"), ms("m"),
              format_time(ms("c")), format_time(ms("f")), get("e").empty() ? "-" : get("e"));
+  if (!get("also_in").empty())
+    fmt::print("also in:      {} (ids are unique per queue: --queue picks one)\n", get("also_in"));
   if (!get("el").empty()) fmt::print("error log:\n{}", get("el"));
   if (!get("p").empty()) fmt::print("payload:      {}\n", get("p"));
   return 0;
@@ -322,8 +348,10 @@ int main(int argc, char** argv) {
   dead_purge->add_option("--queue", dead_cmd.queue, "with --older-than: only this queue");
 
   std::vector<std::string> cancel_ids;
+  std::string cancel_queue;
   auto* cancel_cmd = app.add_subcommand("cancel", "cancel jobs: scheduled ones at once, running ones are stopped");
   cancel_cmd->add_option("ids", cancel_ids, "job ids")->required();
+  cancel_cmd->add_option("--queue", cancel_queue, "the queue that holds them (needed when two queues hold an id)");
 
   std::string audit_queue;
   auto* audit_cmd = app.add_subcommand("audit", "check that every accepted job is accounted for; exit 1 on a violation");
@@ -390,7 +418,7 @@ int main(int argc, char** argv) {
         return admin(client, dead_cmd, false);
       }
     }
-    if (*cancel_cmd) return admin(client, dueq::AdminCommand{"cancel", "", cancel_ids, 0, 0}, false);
+    if (*cancel_cmd) return admin(client, dueq::AdminCommand{"cancel", cancel_queue, cancel_ids, 0, 0}, false);
     if (*audit_cmd) return admin(client, dueq::AdminCommand{"audit", audit_queue, {}, 0, 0}, json);
     if (*job_cmd) return show_job(client, job_id, job_queue, json);
   } catch (const std::exception& ex) {

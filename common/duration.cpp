@@ -14,6 +14,7 @@ const char* errc_name(Errc code) {
     case Errc::overloaded: return "overloaded";
     case Errc::timeout: return "timeout";
     case Errc::not_found: return "not_found";
+    case Errc::refused: return "refused";
     case Errc::internal: return "internal";
   }
   return "unknown";

@@ -12,6 +12,7 @@ enum class Errc {
   overloaded,       // refused by admission control; retry later
   timeout,
   not_found,
+  refused,          // a dependency refused our credentials or permissions
   internal,
 };
 

@@ -38,6 +38,7 @@ Result<void> validate(const Hello& f) {
   for (const auto& q : f.queues)
     if (auto ok = validate_queue_name(q); !ok) return ok;
   if (f.capacity == 0 || f.capacity > kMaxWorkerCapacity) return bad(fmt::format("hello capacity must be 1..{}", kMaxWorkerCapacity));
+  if (f.host.size() > 255) return bad("hello host exceeds 255 bytes");
   return check_refs(f.held);
 }
 

@@ -6,6 +6,17 @@ namespace dueq {
 
 namespace {
 
+// The URL as errors may show it: a password in it becomes "***".
+std::string redacted(std::string_view url) {
+  const auto scheme = url.find("://");
+  const auto at = url.rfind('@');
+  if (scheme == std::string_view::npos || at == std::string_view::npos || at < scheme) return std::string(url);
+  const std::string_view userinfo = url.substr(scheme + 3, at - scheme - 3);
+  const auto colon = userinfo.find(':');
+  const std::string user(colon == std::string_view::npos ? std::string_view{} : userinfo.substr(0, colon));
+  return std::string(url.substr(0, scheme + 3)) + user + ":***" + std::string(url.substr(at));
+}
+
 Result<int> parse_int(std::string_view text, int lo, int hi, const std::string& what, const std::string& url) {
   int value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -23,10 +34,10 @@ std::string RedisAddress::describe() const {
 }
 
 Result<RedisAddress> parse_redis_url(std::string_view url) {
-  const std::string original(url);
+  const std::string original = redacted(url);
   RedisAddress addr;
   if (url.starts_with("/")) {
-    addr.unix_path = original;
+    addr.unix_path = std::string(url);
     return addr;
   }
   if (url.starts_with("unix://")) {
@@ -46,7 +57,10 @@ Result<RedisAddress> parse_redis_url(std::string_view url) {
   std::string_view rest = url.substr(8);
   if (auto at = rest.rfind('@'); at != std::string_view::npos) {
     std::string_view userinfo = rest.substr(0, at);
+    // redis://password@host (the old form), redis://:password@host, or an
+    // ACL user: redis://user:password@host.
     auto colon = userinfo.find(':');
+    if (colon != std::string_view::npos) addr.user = std::string(userinfo.substr(0, colon));
     addr.password = std::string(colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1));
     rest = rest.substr(at + 1);
   }

@@ -1,23 +1,27 @@
 --[[
   audit_schedule: one step of the audit's walk over a queue's schedule.
   Returns the ids that partitions FIRST .. FIRST+COUNT-1 hold (in their
-  sorted sets or their record hashes) and the schedule filter counters of
+  sorted sets or their record hashes), the schedule filter counters of
   those partitions that disagree with their sorted sets, as filter_check's
-  "check" reports them. Read-only. An empty partition with zero counters
+  "check" reports them, and the partitions the schedule index does not name
+  by their earliest due time (promote would never look at them). Read-only. An empty partition with zero counters
   costs one EXISTS, so a walk over a queue's 32,768 partitions is cheap when
   the queue holds few scheduled jobs; the broker picks COUNT so that a step
   stays near 0.3 ms (about 64 ids, at most 64 partitions).
 
-  KEYS[1]  schedule  zset; partition P is KEYS[1]..":"..P (id -> due) and
+  KEYS[1]  schedule  zset partition -> lower bound of its earliest due ms
+                     (the index); partition P is KEYS[1]..":"..P (id -> due) and
                      KEYS[1]..":"..P..":jobs" (id -> record)
   KEYS[2]  filter    string of counters (KEYS[1]..":filter", lib/schedule_filter.lua)
 
   ARGV[1]  first partition (0..32767, plain decimal)
   ARGV[2]  count, 1..512, with first + count <= 32768
 
-  Returns  {ids, wrong}: ids, each once; wrong, 4 values per wrong counter:
-           partition, tail, counter, ids counted (a counter at 255 is
-           saturated, not wrong)
+  Returns  {ids, wrong, unindexed}: ids, each once; wrong, 4 values per
+           wrong counter: partition, tail, counter, ids counted (a counter at
+           255 is saturated, not wrong); unindexed, 2 values per partition
+           whose index entry is missing or later than its earliest due:
+           partition, earliest due ms
   Errors   "ERR dueq bad-args <what>"
 ]]
 --! include lib/partition.lua
@@ -31,7 +35,7 @@ if count == nil or ARGV[2] ~= string.format("%d", count) or count < 1 or count >
 end
 -- The counters of all these partitions are consecutive bytes of the filter.
 local rows = redis.call("GETRANGE", KEYS[2], first * 100, (first + count) * 100 - 1)
-local ids, seen, wrong = {}, {}, {}
+local ids, seen, wrong, unindexed = {}, {}, {}, {}
 -- Lua strings are interned: comparing a row with this one is a pointer test,
 -- so only rows that are not all zero (or are short: a missing filter) are
 -- searched byte by byte.
@@ -40,10 +44,19 @@ for p = first, first + count - 1 do
   local key = KEYS[1] .. ":" .. p
   local row = string.sub(rows, (p - first) * 100 + 1, (p - first) * 100 + 100)
   if (row ~= zero_row and string.find(row, "[^%z]")) or redis.call("EXISTS", key, key .. ":jobs") > 0 then
-    local scheduled = redis.call("ZRANGE", key, 0, -1)
+    local scheduled = redis.call("ZRANGE", key, 0, -1, "WITHSCORES")
+    if #scheduled > 0 then
+      local earliest = tonumber(scheduled[2])
+      local indexed = redis.call("ZSCORE", KEYS[1], p)
+      if not indexed or tonumber(indexed) > earliest then
+        unindexed[#unindexed + 1] = p
+        unindexed[#unindexed + 1] = earliest
+      end
+    end
     -- Sparse: only the tails that hold ids or have a counter above zero.
     local counts = {}
-    for _, id in ipairs(scheduled) do
+    for i = 1, #scheduled, 2 do
+      local id = scheduled[i]
       local tail = filter_tail(id)
       counts[tail] = (counts[tail] or 0) + 1
       if not seen[id] then
@@ -73,4 +86,4 @@ for p = first, first + count - 1 do
     end
   end
 end
-return {ids, wrong}
+return {ids, wrong, unindexed}

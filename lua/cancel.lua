@@ -29,8 +29,8 @@
   ARGV[4]  the job's schedule partition (0..32767 in plain decimal)
 
   Returns  {status, token}: status 1 cancelled, 2 cancel requested (leased;
-           token = the delivery to stop), 0 not found, -1 already finished
-           (done, dead or cancelled)
+           token = the delivery to stop, decimal text), 0 not found, -1
+           already finished (done, dead or cancelled)
   Errors   "ERR dueq bad-args <what>"
 ]]
 --! include lib/partition.lua
@@ -44,7 +44,8 @@ end
 local id = ARGV[2]
 if redis.call("ZSCORE", KEYS[3], id) then
   redis.call("SADD", KEYS[13], id)
-  return {2, tonumber(redis.call("HGET", KEYS[9], id)) or 0}
+  -- As text: a 64-bit token does not survive a Lua number.
+  return {2, redis.call("HGET", KEYS[9], id) or "0"}
 end
 local key = KEYS[1] .. ":" .. ARGV[4]
 if redis.call("ZREM", key, id) == 1 then

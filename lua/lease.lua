@@ -1,7 +1,9 @@
 --[[
   lease: take up to COUNT ready jobs for delivery. Each gets a new fencing
-  token (from the queue's token sequence, so tokens never repeat) and a
-  lease that ends at DEADLINE unless the broker extends it. The attempt
+  token, one of the COUNT the broker drew at random (64 bits each: neither
+  guessable from other tokens nor repeated after Redis lost writes it had
+  acknowledged, as a counter kept here would be), and a lease that ends at
+  DEADLINE unless the broker extends it. The attempt
   number is the failed attempts so far plus one; it is not written here:
   every delivery that ends without an ack goes through nack or reclaim,
   which count it (so the common path writes nothing per attempt).
@@ -11,10 +13,10 @@
   KEYS[3]  jobs        hash  id -> job record
   KEYS[4]  tokens      hash  id -> token
   KEYS[5]  attempts    hash  id -> failed attempts (read only)
-  KEYS[6]  stats       hash  (field "token_seq")
 
   ARGV[1]  lease deadline ms
   ARGV[2]  count (1..1000)
+  ARGV[3..2+count]  tokens: decimal, 1..2^64-1, in the order jobs are taken
 
   Returns  flat array, 4 values per leased job: id, job record, attempt,
            token (ids whose record was removed meanwhile are dropped)
@@ -22,8 +24,14 @@
 ]]
 local deadline = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
-if not deadline or not count or count < 1 or count > 1000 then
-  return redis.error_reply("ERR dueq bad-args lease: expected a deadline and a count of 1..1000")
+if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 2 + count then
+  return redis.error_reply("ERR dueq bad-args lease: expected a deadline, a count of 1..1000 and count tokens")
+end
+for i = 3, #ARGV do
+  local t = ARGV[i]
+  if #t > 20 or not string.find(t, "^[1-9]%d*$") then
+    return redis.error_reply("ERR dueq bad-args lease: token " .. (i - 2) .. " is not a positive decimal integer")
+  end
 end
 -- ZRANGE + ZREMRANGEBYRANK rather than ZPOPMIN: Redis would format every
 -- score as text for the reply, which costs more than the rest of the lease.
@@ -37,15 +45,13 @@ for i = 1, #ids do
   if records[i] then found = found + 1 end
 end
 if found == 0 then return {} end
-local token = redis.call("HINCRBY", KEYS[6], "token_seq", found) - found
 local out, leases, token_args = {}, {}, {}
+local taken = 0
 for i = 1, #ids do
   if records[i] then
     local id = ids[i]
-    token = token + 1
-    -- Numbers go to redis.call as "%d" strings: Redis would format a Lua
-    -- number with "%.17g", several times slower.
-    local token_text = string.format("%d", token)
+    taken = taken + 1
+    local token_text = ARGV[2 + taken]
     local attempt = 1
     if attempts[i] then attempt = tonumber(attempts[i]) + 1 end
     leases[#leases + 1] = ARGV[1]

@@ -22,6 +22,7 @@
   Errors   "ERR dueq bad-args <what>"
 ]]
 --! include lib/schedule_filter.lua
+--! include lib/chunked.lua
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 if not now or not limit or limit < 1 or limit > 5000 then
@@ -55,10 +56,9 @@ for _, partition in ipairs(partitions) do
         records_args[#records_args + 1] = records[j]
       end
     end
-    if #ready > 0 then
-      redis.call("HSET", KEYS[3], unpack(records_args))
-      redis.call("ZADD", KEYS[2], unpack(ready))
-    end
+    -- Up to 2 x limit values each: in chunks.
+    call_in_chunks("HSET", KEYS[3], records_args, 2000)
+    call_in_chunks("ZADD", KEYS[2], ready, 2000)
     moved = moved + #ready / 2
     removed = removed + count
   end

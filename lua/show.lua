@@ -1,6 +1,7 @@
 --[[
   show: everything dueq knows about one job, read atomically (for `dueq job`
-  and `dueq dead list/show`).
+  and `dueq dead list/show`), except its fencing token: a lookup never
+  shows one (whoever holds a token can report the delivery).
 
   KEYS[1]  schedule          zset  partition -> lower bound of its earliest
                                     due ms; partition P is zset
@@ -12,16 +13,15 @@
   KEYS[5]  done              zset
   KEYS[6]  cancelled         zset
   KEYS[7]  jobs              hash
-  KEYS[8]  tokens            hash
-  KEYS[9]  attempts          hash  id -> failed deliveries
-  KEYS[10] errors            hash
-  KEYS[11] error logs        hash
-  KEYS[12] cancel requested  set
+  KEYS[8]  attempts          hash  id -> failed deliveries
+  KEYS[9]  errors            hash
+  KEYS[10] error logs        hash
+  KEYS[11] cancel requested  set
 
   ARGV[1]  job id
   ARGV[2]  its schedule partition (0..32767 in plain decimal)
 
-  Returns  {state, score, record, attempts (a running delivery included), token, error, error log,
+  Returns  {state, score, record, attempts (a running delivery included), error, error log,
             cancel requested}; state is one of scheduled, ready, leased,
            dead, done, cancelled, or "" when the job is unknown; score is
            the state set's score (due, lease deadline or finished ms);
@@ -51,7 +51,7 @@ else
   record = get(7)
 end
 -- The attempts hash counts failed deliveries; a running one is counted too.
-local attempts = tonumber(get(9)) or 0
+local attempts = tonumber(get(8)) or 0
 if state == "leased" then attempts = attempts + 1 end
-return {state, score, record, tostring(attempts), get(8), get(10), get(11),
-  tostring(redis.call("SISMEMBER", KEYS[12], id))}
+return {state, score, record, tostring(attempts), get(9), get(10),
+  tostring(redis.call("SISMEMBER", KEYS[11], id))}

@@ -1,8 +1,13 @@
 // Chaos run: jobs (immediate and delayed) flow through a real Redis, broker
 // and 4 workers while a seeded schedule SIGKILLs, SIGSTOPs and SIGTERMs
-// workers, SIGKILLs the broker and kills Redis. Then every accepted job is
-// accounted for. Exit 0 only if none was lost, none ran early and
-// `dueq audit` is clean.
+// workers, SIGKILLs the broker, kills Redis, and an operator cancels jobs
+// and replays the dead letters. Then every accepted job is accounted for.
+// Exit 0 only if jobs were accepted and run, none was lost, none ran before
+// the due time its producer asked for, every done job ran, every job that
+// should succeed ended done (or dead only after its deliveries were lost
+// with their workers), every failing job ended dead, only jobs asked to be
+// cancelled ended cancelled, no job was rejected, and `dueq audit` is clean.
+// A failed run keeps its logs.
 //
 //   chaos_run --seed 7 --duration 10m
 #include <CLI/CLI.hpp>
@@ -27,8 +32,9 @@ using namespace std::chrono_literals;
 namespace {
 
 struct Accepted {
-  int64_t due_ms = 0;
+  int64_t due_ms = 0;  // as the producer asked (0: now)
   std::string type;
+  bool cancel_asked = false;
 };
 
 
@@ -67,7 +73,7 @@ int main(int argc, char** argv) {
   std::mutex accepted_mutex;
   std::unordered_map<std::string, Accepted> accepted;
   std::atomic<bool> producing{true};
-  std::atomic<int64_t> producer_retries{0}, duplicates{0};
+  std::atomic<int64_t> producer_retries{0}, duplicates{0}, rejected{0}, overloaded{0};
   std::thread producer([&] {
     std::mt19937_64 prng(seed * 7919 + 1);
     Client client(cluster.endpoint(), ClientOptions{1000, 1});
@@ -87,21 +93,34 @@ int main(int argc, char** argv) {
         if (prng() % 2 == 0) job.due_ms = wall_ms() + static_cast<int64_t>(prng() % 3000);
         batch.push_back(job);
       }
-      while (true) {
+      // Retried with the same ids until every job is accepted: an unknown
+      // outcome and `overloaded` are answered by trying again.
+      while (!batch.empty()) {
         auto results = client.enqueue_batch(batch);
-        if (results) {
+        if (!results) {
+          ++producer_retries;
+          std::this_thread::sleep_for(100ms);
+          continue;
+        }
+        std::vector<JobSpec> again;
+        {
           std::lock_guard lock(accepted_mutex);
           for (size_t i = 0; i < results->size(); ++i) {
             const auto& r = (*results)[i];
             if (r.status == EnqueueResult::Status::accepted || r.status == EnqueueResult::Status::duplicate) {
               accepted[r.id] = Accepted{batch[i].due_ms, batch[i].type};
               if (r.status == EnqueueResult::Status::duplicate) ++duplicates;
+            } else if (r.status == EnqueueResult::Status::overloaded) {
+              ++overloaded;
+              again.push_back(batch[i]);
+            } else {
+              ++rejected;  // every job here is valid: a rejection is a bug
+              fmt::print("REJECTED {}: {}\n", r.id, r.reason);
             }
           }
-          break;
         }
-        ++producer_retries;
-        std::this_thread::sleep_for(100ms);
+        batch = std::move(again);
+        if (!batch.empty()) std::this_thread::sleep_for(100ms);
       }
       std::this_thread::sleep_for(50ms);
     }
@@ -113,7 +132,7 @@ int main(int argc, char** argv) {
   while (wall_ms() < end) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500 + rng() % 2500));
     const size_t w = workers[rng() % workers.size()];
-    switch (rng() % 5) {
+    switch (rng() % 7) {
       case 0:
         ++faults["worker SIGKILL"];
         cluster.worker(w).signal(SIGKILL);
@@ -148,6 +167,28 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 900));
         cluster.redis().start();
         break;
+      case 5: {
+        // An operator cancels a job that is not due yet (it may still run
+        // first: then it ends done).
+        std::string id;
+        {
+          std::lock_guard lock(accepted_mutex);
+          for (auto& [candidate, job] : accepted)
+            if (job.due_ms > wall_ms() + 500 && !job.cancel_asked && rng() % 4 == 0) {
+              job.cancel_asked = true;
+              id = candidate;
+              break;
+            }
+        }
+        if (id.empty()) break;
+        ++faults["operator cancel"];
+        (void)run_dueq(cluster.endpoint(), "--timeout 5s cancel --queue chaos " + id);
+        break;
+      }
+      case 6:
+        ++faults["operator dead replay --all"];
+        (void)run_dueq(cluster.endpoint(), "--timeout 10s dead replay --all --queue chaos");
+        break;
     }
   }
   producing = false;
@@ -166,24 +207,53 @@ int main(int argc, char** argv) {
   Client client(cluster.endpoint(), ClientOptions{5000, 3});
   std::unordered_map<std::string, std::vector<StartRecord>> starts;
   for (auto& r : read_records(record)) starts[r.id].push_back(r);
-  size_t done = 0, dead = 0, lost = 0, early = 0, dead_without_reason = 0, executions = 0;
+  size_t done = 0, dead = 0, cancelled = 0, lost = 0, early = 0, executions = 0;
+  size_t done_without_run = 0, wrong_end = 0, dead_after_lost_deliveries = 0;
   double max_gap_s = 0;
+  auto wrong = [&](const std::string& id, const std::string& what) {
+    ++wrong_end;
+    fmt::print("WRONG {}: {}\n", id, what);
+  };
   for (const auto& [id, job] : accepted) {
     auto fields = client.job(id, "chaos");
     const std::string state = fields && *fields ? (**fields)["s"] : "";
-    if (state == "done") ++done;
-    else if (state == "dead") {
+    const std::string error = fields && *fields ? (**fields)["e"] : "";
+    auto& runs = starts[id];
+    executions += runs.size();
+    if (state == "done") {
+      ++done;
+      if (runs.empty()) {
+        ++done_without_run;
+        fmt::print("DONE WITHOUT RUNNING {}\n", id);
+      }
+      if (job.type == "fail") wrong(id, "a job whose handler always fails ended done");
+    } else if (state == "dead") {
       ++dead;
-      if ((**fields)["e"].empty()) ++dead_without_reason;
+      // A job that should succeed ends dead only when its worker was lost
+      // on every attempt (SIGKILL/SIGSTOP take attempts, by design).
+      if (job.type != "fail") {
+        if (error.find("worker lost") != std::string::npos || error.find("lease expired") != std::string::npos)
+          ++dead_after_lost_deliveries;
+        else
+          wrong(id, "a job that should succeed ended dead: '" + error + "'");
+      } else if (error.empty()) {
+        wrong(id, "dead without a reason");
+      }
+    } else if (state == "cancelled") {
+      ++cancelled;
+      if (!job.cancel_asked) wrong(id, "cancelled, but nobody asked");
     } else {
       ++lost;
       fmt::print("LOST {} (state '{}')\n", id, state);
     }
-    auto& runs = starts[id];
-    executions += runs.size();
     std::sort(runs.begin(), runs.end(), [](auto& a, auto& b) { return a.start_us < b.start_us; });
     for (size_t i = 0; i < runs.size(); ++i) {
-      if (runs[i].start_us < runs[i].due_ms * 1000) ++early;
+      // Judged against the due time the producer asked for, not the one the
+      // broker stored.
+      if (runs[i].start_us < job.due_ms * 1000) {
+        ++early;
+        fmt::print("EARLY {}: started {} us before its due time\n", id, job.due_ms * 1000 - runs[i].start_us);
+      }
       if (i > 0 && job.type != "fail") max_gap_s = std::max(max_gap_s, (runs[i].start_us - runs[i - 1].start_us) / 1e6);
     }
   }
@@ -192,13 +262,21 @@ int main(int argc, char** argv) {
 
   fmt::print("faults:");
   for (const auto& [what, count] : faults) fmt::print(" {} x{};", what, count);
-  fmt::print("\naccepted {}, done {}, dead {} ({} without a reason), lost {}, early {}\n", total, done, dead,
-             dead_without_reason, lost, early);
+  fmt::print("\naccepted {}, done {}, dead {} ({} after lost deliveries), cancelled {}, lost {}, early {}, "
+             "done without running {}, wrong ends {}, rejected {}\n",
+             total, done, dead, dead_after_lost_deliveries, cancelled, lost, early, done_without_run, wrong_end,
+             rejected.load());
   fmt::print("executions {} (duplicate executions {}), stale acks rejected {}, producer retries {} "
-             "(answered duplicate {}), max re-delivery gap {:.2f} s, audit {}\n",
+             "(answered duplicate {}, overloaded {}), max re-delivery gap {:.2f} s, audit {}\n",
              executions, executions - std::min(executions, total), stats ? stats->stale_acks : -1,
-             producer_retries.load(), duplicates.load(), max_gap_s, audit == 0 ? "clean" : "VIOLATIONS");
-  const bool ok = settled && lost == 0 && early == 0 && dead_without_reason == 0 && audit == 0 && done + dead == total;
+             producer_retries.load(), duplicates.load(), overloaded.load(), max_gap_s,
+             audit == 0 ? "clean" : "VIOLATIONS");
+  const bool ok = settled && total > 0 && done > 0 && lost == 0 && early == 0 && done_without_run == 0 &&
+                  wrong_end == 0 && rejected == 0 && audit == 0 && done + dead + cancelled == total;
   fmt::print("chaos: {}\n", ok ? "PASS" : "FAIL");
+  if (!ok) {
+    cluster.keep_dir();
+    fmt::print("logs kept in {}\n", cluster.dir().string());
+  }
   return ok ? 0 : 1;
 }

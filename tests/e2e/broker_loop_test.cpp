@@ -42,8 +42,8 @@ class InProcessBroker {
     config.redis_url = redis.url();
     config.listen = "tcp://127.0.0.1:" + std::to_string(port);
     broker_ = std::make_unique<broker::Broker>(config, clock);
-    if (auto ok = broker_->start(); !ok) throw std::runtime_error(ok.error().message);
     if (::pipe(stop_pipe_) != 0) throw std::runtime_error("pipe");
+    if (auto ok = broker_->start(stop_pipe_[0]); !ok || !*ok) throw std::runtime_error("broker did not start");
     thread_ = std::thread([this] { (void)broker_->run(stop_pipe_[0]); });
   }
   ~InProcessBroker() {

@@ -159,6 +159,328 @@ TEST(EndToEnd, BrokerRefusesToStartOnRedisWithoutPersistence) {
   std::filesystem::remove_all(dir);
 }
 
+// SIGTERM works at any moment, also while the broker waits for a Redis that
+// is not there.
+TEST(EndToEnd, BrokerWaitingForRedisStopsOnSigterm) {
+  const auto dir = make_temp_dir("noredis");
+  Process broker({bin("dueq-broker"), "--redis", "redis://127.0.0.1:" + std::to_string(free_port()), "--listen",
+                  "tcp://127.0.0.1:" + std::to_string(free_port())},
+                 (dir / "broker.log").string());
+  ASSERT_TRUE(eventually([&] { return read_file(dir / "broker.log").find("waiting for Redis") != std::string::npos; }, 10s));
+  broker.signal(SIGTERM);
+  EXPECT_EQ(broker.wait(5s), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// Credentials Redis refuses end the start with a clear error (waiting would
+// not fix them), and no password reaches a log line.
+TEST(EndToEnd, RedisCredentialsAreUsedAndNeverLogged) {
+  RedisServer redis;
+  ASSERT_EQ(redis.cli("ACL SETUSER dueq on '>right-s3cret' '~*' '&*' '+@all'"), "OK");
+  const auto dir = make_temp_dir("auth");
+  const std::string host = "127.0.0.1:" + std::to_string(redis.port());
+  auto start = [&](const std::string& url, const std::string& log) {
+    return std::make_unique<Process>(std::vector<std::string>{bin("dueq-broker"), "--redis", url, "--listen",
+                                                              "tcp://127.0.0.1:" + std::to_string(free_port())},
+                                     (dir / log).string());
+  };
+  auto wrong = start("redis://dueq:wrong-s3cret@" + host, "wrong.log");
+  EXPECT_EQ(wrong->wait(10s), 1);
+  const std::string wrong_log = read_file(dir / "wrong.log");
+  EXPECT_NE(wrong_log.find("AUTH failed"), std::string::npos) << wrong_log;
+  auto malformed = start("redis://dueq:wrong-s3cret@" + host + "/not-a-db", "malformed.log");
+  EXPECT_EQ(malformed->wait(10s), 1);
+  const std::string malformed_log = read_file(dir / "malformed.log");
+  EXPECT_NE(malformed_log.find("redis://dueq:***@"), std::string::npos) << malformed_log;
+
+  auto right = start("redis://dueq:right-s3cret@" + host, "right.log");
+  EXPECT_TRUE(eventually([&] { return read_file(dir / "right.log").find("listening on") != std::string::npos; }, 10s));
+  right->signal(SIGTERM);
+  EXPECT_EQ(right->wait(10s), 0);
+
+  // A Redis that wants a password from a broker that has none.
+  ASSERT_EQ(redis.cli("ACL SETUSER default on '>default-s3cret'"), "OK");
+  auto none = start(redis.url(), "none.log");
+  EXPECT_EQ(none->wait(10s), 1);
+  EXPECT_NE(read_file(dir / "none.log").find("Redis needs a password"), std::string::npos) << read_file(dir / "none.log");
+  (void)redis.cli("-a default-s3cret --no-auth-warning ACL SETUSER default nopass");
+
+  for (const auto* log : {"wrong.log", "malformed.log", "right.log", "none.log"})
+    EXPECT_EQ(read_file(dir / log).find("s3cret"), std::string::npos) << log << ": " << read_file(dir / log);
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// A peer that speaks the protocol by hand, as a hostile client would.
+class RawPeer {
+ public:
+  RawPeer(const std::string& endpoint, const std::string& routing_id) : socket_(context_, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::routing_id, routing_id);
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.connect(endpoint);
+  }
+  template <typename T>
+  void send(const T& body) {
+    const std::string bytes = proto::encode(body);
+    socket_.send(zmq::buffer(bytes), zmq::send_flags::none);
+  }
+  // The next frame within `timeout`, if any.
+  std::optional<proto::Frame> receive(std::chrono::milliseconds timeout = 5s) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, timeout) != 1) return std::nullopt;
+    zmq::message_t reply;
+    if (!socket_.recv(reply)) return std::nullopt;
+    auto frame = proto::decode(reply.to_string_view());
+    return frame ? std::optional(std::move(*frame)) : std::nullopt;
+  }
+
+ private:
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+};
+
+size_t lines_in(const std::filesystem::path& file) {
+  const std::string text = read_file(file);
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+}  // namespace
+
+// Only the worker a delivery was given to can report it, hand it back or
+// hold it. A squatter that learnt the token (here: read from Redis) reports
+// it done, hands it back and lists it in its heartbeats: the job keeps
+// running where it was, and when its worker dies it is delivered again at
+// once instead of being held by the squatter's heartbeats.
+TEST(EndToEnd, OnlyTheHolderOfADeliveryCanReportHandBackOrHoldIt) {
+  Cluster cluster;
+  const auto runs = cluster.dir() / "runs.txt";
+  const size_t holder = cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "h",
+                                              "--exec", "slow=echo run >> " + runs.string() + "; sleep 60",
+                                              "--timeout", "120s"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"h", "slow", "", "victim", 0, 3}));
+  ASSERT_TRUE(eventually([&] { return lines_in(runs) == 1; }, 10s));
+  const std::string token_text = cluster.redis().cli("HGET 'dueq:{h}:tokens' victim");
+  ASSERT_FALSE(token_text.empty());
+  const proto::JobRef victim{"h", "victim", std::stoull(token_text)};
+
+  RawPeer squatter(cluster.endpoint(), "squatter");
+  // Before its HELLO its RESULTS are not even looked at.
+  squatter.send(proto::Results{{{"h", "victim", victim.token, 0, ""}}});
+  auto answer = squatter.receive();
+  ASSERT_TRUE(answer && std::holds_alternative<proto::ErrorFrame>(*answer));
+  EXPECT_EQ(std::get<proto::ErrorFrame>(*answer).code, "unknown_worker");
+
+  squatter.send(proto::Hello{"squatter", {"elsewhere"}, 1, {victim}, "host", 1});
+  answer = squatter.receive();
+  ASSERT_TRUE(answer && std::holds_alternative<proto::Welcome>(*answer));
+  squatter.send(proto::Results{{{"h", "victim", victim.token, 0, ""}}});
+  answer = squatter.receive();
+  ASSERT_TRUE(answer && std::holds_alternative<proto::Confirm>(*answer)) << "a stale report is confirmed, not applied";
+  // Reports naming queues that do not exist create nothing in Redis.
+  const std::string keys_before = cluster.redis().cli("DBSIZE");
+  proto::Results unknown;
+  for (int i = 0; i < 100; ++i) unknown.items.push_back({"nowhere-" + std::to_string(i), "j", 5, 0, ""});
+  squatter.send(unknown);
+  answer = squatter.receive();
+  ASSERT_TRUE(answer && std::holds_alternative<proto::Confirm>(*answer));
+  squatter.send(proto::Heartbeat{{{"nowhere-x", "j", 5}}, 1, false});
+  answer = squatter.receive();
+  ASSERT_TRUE(answer && std::holds_alternative<proto::Pong>(*answer));
+  EXPECT_EQ(cluster.redis().cli("DBSIZE"), keys_before) << "reports naming unknown queues created keys";
+  squatter.send(proto::Bye{{victim}});
+  std::this_thread::sleep_for(1s);
+  auto s = cluster.stats("h");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->done, 0);
+  EXPECT_EQ(s->in_flight, 1);
+  EXPECT_EQ(lines_in(runs), 1u) << "a hand-back by another peer re-delivered a running job";
+
+  // Its worker dies; the squatter keeps listing the job as held.
+  cluster.worker(holder).signal(SIGKILL);
+  cluster.worker(holder).wait();
+  cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "h", "--exec",
+                        "slow=echo run >> " + runs.string()});
+  const bool done = eventually([&] {
+    squatter.send(proto::Heartbeat{{victim}, 1, false});
+    while (squatter.receive(0ms)) {
+    }
+    auto st = cluster.stats("h");
+    return st && st->done == 1;
+  }, 30s);
+  EXPECT_TRUE(done) << "the squatter's heartbeats kept the job from being delivered again";
+  EXPECT_EQ(lines_in(runs), 2u);
+  // Logged, at most once per peer per 10 s.
+  EXPECT_EQ(cluster.log_count("peer squatter:"), 1u);
+}
+
+// One record that does not decode goes to the dead letters as an
+// "unreadable record"; the rest of its lease batch is delivered.
+TEST(EndToEnd, AnUnreadableRecordIsDeadLetteredAndTheRestOfItsBatchDelivered) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue_batch(
+      {{"u", "noop", "p", "u1", 0, 1}, {"u", "noop", "p", "u2", 0, 1}, {"u", "noop", "p", "u3", 0, 1}}));
+  ASSERT_EQ(cluster.redis().cli("HSET 'dueq:{u}:jobs' u2 not-a-record"), "0");
+  const auto record = cluster.dir() / "runs.txt";
+  cluster.start_example_worker("u", 4, record.string());
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("u"); return s && s->done == 2 && s->dead == 1; }, 15s))
+      << run_dueq(cluster.endpoint(), "job u2").out << run_dueq(cluster.endpoint(), "stats").out;
+  auto shown = run_dueq(cluster.endpoint(), "job u2");
+  EXPECT_NE(shown.out.find("unreadable record"), std::string::npos) << shown.out;
+  std::set<std::string> ran;
+  for (const auto& r : read_records(record)) ran.insert(r.id);
+  EXPECT_EQ(ran, (std::set<std::string>{"u1", "u3"}));
+}
+
+namespace {
+// Script calls Redis refused (before running them, or at their first write).
+int64_t rejected_script_calls(Cluster& cluster) {
+  const std::string stats = cluster.redis().cli("INFO commandstats");
+  const auto at = stats.find("cmdstat_evalsha:");
+  if (at == std::string::npos) return 0;
+  int64_t total = 0;
+  for (const std::string field : {"rejected_calls=", "failed_calls="})
+    if (const auto pos = stats.find(field, at); pos != std::string::npos) total += std::stoll(stats.substr(pos + field.size()));
+  return total;
+}
+}  // namespace
+
+// Redis out of memory refuses every write. An enqueue is answered
+// `unavailable`: the CLI exits 75 and prints the id it made, so that a retry
+// cannot make a second job. A result Redis refuses is kept and tried again
+// with a backoff, not every turn, and the refusals are logged, not each one.
+TEST(EndToEnd, WritesRedisRefusesAreAnsweredUnavailableAndRetriedWithBackoff) {
+  Cluster cluster;
+  cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "m", "--exec", "t=sleep 1"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"m", "t", "", "running", 0, 3}));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("m"); return s && s->in_flight == 1; }, 10s));
+  ASSERT_EQ(cluster.redis().cli("CONFIG SET maxmemory 1"), "OK");
+
+  auto refused = run_dueq(cluster.endpoint(), "enqueue --queue m --type t", /*with_stderr=*/false);
+  EXPECT_EQ(refused.code, 75) << refused.out;
+  ASSERT_EQ(refused.out.size(), 27u) << "the generated id, on stdout: " << refused.out;
+  const std::string id = refused.out.substr(0, 26);
+  EXPECT_NE(run_dueq(cluster.endpoint(), "enqueue --queue m --type t").out.find("Redis refused the write"),
+            std::string::npos);
+
+  // The job finishes; its ack is refused for 3 s.
+  const int64_t before = rejected_script_calls(cluster);
+  std::this_thread::sleep_for(3s);
+  const int64_t during = rejected_script_calls(cluster) - before;
+  EXPECT_GT(during, 0);
+  EXPECT_LT(during, 100) << "refused writes retried in a hot loop";
+  EXPECT_LE(cluster.log_count("ack script failed"), 1u);
+  EXPECT_EQ(cluster.log_count("enqueue into 'm' failed"), 1u);
+
+  ASSERT_EQ(cluster.redis().cli("CONFIG SET maxmemory 0"), "OK");
+  auto again = run_dueq(cluster.endpoint(), "enqueue --queue m --type t --delay 1h --id " + id, false);
+  EXPECT_EQ(again.code, 0) << again.out;
+  EXPECT_TRUE(eventually([&] { auto s = cluster.stats("m"); return s && s->done == 1; }, 15s));
+  auto s = cluster.stats("m");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->accepted, 2) << "the retry with the printed id made no second job";
+}
+
+namespace {
+int64_t rss_kb(pid_t pid) {
+  const std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  const auto at = status.find("VmRSS:");
+  return at == std::string::npos ? -1 : std::stoll(status.substr(at + 6));
+}
+}  // namespace
+
+// A frame above the 16 MiB limit is refused by libzmq before it is
+// buffered: eight 64 MiB frames leave the broker's memory as it was, and a
+// healthy producer next to them is served.
+TEST(EndToEnd, FramesAboveTheSizeLimitAreNotBuffered) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"ok", "t", "", "before", Client::in_ms(3'600'000), 3}));
+  const int64_t before = rss_kb(cluster.broker().pid());
+  const std::string huge(64u << 20, '\x00');
+  for (int i = 0; i < 8; ++i) {
+    zmq::context_t context;
+    zmq::socket_t socket(context, zmq::socket_type::dealer);
+    socket.set(zmq::sockopt::linger, 2000);
+    socket.connect(cluster.endpoint());
+    socket.send(zmq::buffer(huge), zmq::send_flags::none);
+  }
+  ASSERT_TRUE(client.enqueue({"ok", "t", "", "after", Client::in_ms(3'600'000), 3}));
+  const int64_t after = rss_kb(cluster.broker().pid());
+  EXPECT_LT(after - before, 64 * 1024) << "broker RSS grew from " << before << " kB to " << after << " kB";
+  EXPECT_TRUE(cluster.broker().running());
+  EXPECT_EQ(cluster.stats("ok")->scheduled, 2);
+}
+
+// What a worker announces does not decide what it is sent:
+// max_worker_capacity does.
+TEST(EndToEnd, AWorkerIsSentNoMoreThanMaxWorkerCapacity) {
+  const auto config_dir = make_temp_dir("capacity");
+  std::ofstream(config_dir / "broker.toml") << "max_worker_capacity = 3\n";
+  Cluster cluster({"--config", (config_dir / "broker.toml").string()});
+  cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "cap", "--concurrency", "20",
+                        "--exec", "t=sleep 30", "--timeout", "60s"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  EXPECT_EQ(cluster.log_count("announced"), 1u) << "the cap is logged";
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 10; ++i) jobs.push_back({"cap", "t", "", "c" + std::to_string(i), 0, 3});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("cap"); return s && s->in_flight == 3; }, 10s));
+  std::this_thread::sleep_for(1s);
+  auto s = cluster.stats("cap");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->in_flight, 3);
+  EXPECT_EQ(s->waiting, 7);
+  std::filesystem::remove_all(config_dir);
+}
+
+// Queues cost the broker work every turn: their number is capped, and
+// queues only HELLOs made up are forgotten when no live worker serves them.
+// A healthy worker and producer next to it lose nothing.
+TEST(EndToEnd, QueuesAreCappedAndMadeUpOnesForgotten) {
+  const auto config_dir = make_temp_dir("queues");
+  std::ofstream(config_dir / "broker.toml") << "max_queues = 5\n";
+  Cluster cluster({"--config", (config_dir / "broker.toml").string()});
+  const auto record = cluster.dir() / "runs.txt";
+  cluster.start_example_worker("ok", 2, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"ok", "noop", "", "healthy-1", 0, 3}));
+
+  RawPeer flooder(cluster.endpoint(), "flooder");
+  flooder.send(proto::Hello{"flooder", {"a1", "a2", "a3"}, 1, {}, "h", 1});
+  auto answer = flooder.receive();
+  ASSERT_TRUE(answer && std::holds_alternative<proto::Welcome>(*answer));
+  RawPeer second(cluster.endpoint(), "second");
+  second.send(proto::Hello{"second", {"b1", "b2"}, 1, {}, "h", 1});
+  answer = second.receive();
+  ASSERT_TRUE(answer && std::holds_alternative<proto::ErrorFrame>(*answer));
+  EXPECT_NE(std::get<proto::ErrorFrame>(*answer).message.find("max_queues"), std::string::npos);
+
+  auto fifth = client.enqueue({"c1", "noop", "", "c1-job", Client::in_ms(3'600'000), 3});
+  ASSERT_TRUE(fifth);
+  EXPECT_EQ(fifth->status, EnqueueResult::Status::accepted);
+  auto sixth = client.enqueue({"c2", "noop", "", "c2-job", Client::in_ms(3'600'000), 3});
+  ASSERT_TRUE(sixth);
+  EXPECT_EQ(sixth->status, EnqueueResult::Status::rejected);
+  EXPECT_NE(sixth->reason.find("max_queues"), std::string::npos) << sixth->reason;
+
+  // The flooder falls silent: its made-up queues are forgotten.
+  EXPECT_TRUE(eventually([&] {
+    auto r = client.enqueue({"c2", "noop", "", "c2-job", Client::in_ms(3'600'000), 3});
+    return r && r->status == EnqueueResult::Status::accepted;
+  }, 10s));
+  ASSERT_TRUE(client.enqueue({"ok", "noop", "", "healthy-2", 0, 3}));
+  EXPECT_TRUE(eventually([&] { auto s = cluster.stats("ok"); return s && s->done == 2; }, 10s));
+  std::filesystem::remove_all(config_dir);
+}
+
 TEST(EndToEnd, MalformedFramesAreAnsweredWithAnErrorAndChangeNothing) {
   Cluster cluster;
   zmq::context_t context;

@@ -227,6 +227,31 @@ TEST(Recovery, CancelEndsScheduledJobsAndStopsRunningCommands) {
   EXPECT_EQ(job_fields(cluster, "running-job")["s"], "cancelled");
 }
 
+// Ids are unique within a queue only: a cancel by an id two queues hold
+// names both, changes nothing, and works once the queue is given.
+TEST(Recovery, CancelOfAnIdInTwoQueuesAsksForTheQueue) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"alpha", "t", "", "twin", Client::in_ms(3'600'000), 3}));
+  ASSERT_TRUE(client.enqueue({"beta", "t", "", "twin", Client::in_ms(3'600'000), 3}));
+  ASSERT_TRUE(client.enqueue({"beta", "t", "", "single", Client::in_ms(3'600'000), 3}));
+
+  auto ambiguous = dueq_cli(cluster.endpoint(), "cancel single twin");
+  EXPECT_NE(ambiguous.code, 0) << ambiguous.out;
+  EXPECT_NE(ambiguous.out.find("job twin is in queues alpha, beta: name one (--queue)"), std::string::npos)
+      << ambiguous.out;
+  EXPECT_EQ(cluster.stats("alpha")->cancelled, 0);
+  EXPECT_EQ(cluster.stats("beta")->cancelled, 0) << "nothing is cancelled when one id is ambiguous";
+  auto shown = dueq_cli(cluster.endpoint(), "job twin");
+  EXPECT_NE(shown.out.find("beta"), std::string::npos) << "a lookup names the other queue too: " << shown.out;
+
+  auto named = dueq_cli(cluster.endpoint(), "cancel --queue beta twin");
+  EXPECT_EQ(named.code, 0) << named.out;
+  EXPECT_NE(named.out.find("twin: cancelled"), std::string::npos) << named.out;
+  EXPECT_EQ(cluster.stats("beta")->cancelled, 1);
+  EXPECT_EQ(cluster.stats("alpha")->scheduled, 1);
+}
+
 TEST(Recovery, DeadLettersCanBeListedReplayedAndPurged) {
   Cluster cluster;
   const auto flag = cluster.dir() / "fixed";

@@ -54,7 +54,7 @@ class Scripts : public ::testing::Test {
   std::vector<LeasedJob> lease(int count, int64_t deadline) {
     Round round;
     round.add(calls::lease("q", deadline, count));
-    return *calls::parse_lease(run(round));
+    return calls::parse_lease(run(round))->jobs;
   }
 
   // A job field as `dueq job` reports it ("" when absent or the job is unknown).
@@ -171,12 +171,42 @@ TEST_F(Scripts, PromoteIsBoundedByItsLimit) {
   EXPECT_EQ(p.next_due_ms, 1003);
 }
 
+// promote_batch may be 5,000: one call moves that many out of one partition
+// (10,000 field/value values: above what Lua's unpack() takes at once).
+TEST_F(Scripts, PromoteMovesItsWholeLimitOutOfOnePartition) {
+  for (int chunk = 0; chunk < 5; ++chunk) {
+    std::vector<proto::NewJob> jobs;
+    for (int i = 0; i < 1000; ++i) jobs.push_back(job("same-" + std::to_string(chunk * 1000 + i), 2000));
+    std::vector<const proto::NewJob*> ptrs;
+    for (auto& j : jobs) ptrs.push_back(&j);
+    // Every job into partition 7, as if all their ids hashed alike.
+    const auto args = calls::enqueue("q", ptrs, 1000, 3, 0).args();
+    const size_t first_job = args.size() - 4 * jobs.size();
+    Command same;
+    for (size_t a = 0; a < args.size(); ++a) same.add(a >= first_job && (a - first_job) % 4 == 3 ? "7" : args[a]);
+    Round round;
+    round.add(std::move(same));
+    auto accepted = ints(run(round));
+    ASSERT_TRUE(accepted) << reply_error(replies_.at(0).get());
+    ASSERT_EQ(accepted->size(), 1000u);
+  }
+  ASSERT_EQ(redis_->cli("ZCARD 'dueq:{q}:schedule:7'"), "5000");
+  Round promote;
+  promote.add(calls::promote("q", 3000, 5000));
+  const redisReply* r = run(promote);
+  auto p = calls::parse_promote(r);
+  ASSERT_TRUE(p) << reply_error(r);
+  EXPECT_EQ(p->moved, 5000);
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "5000");
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:schedule:7'"), "0");
+}
+
 TEST_F(Scripts, LeaseStampsANewTokenAndAttemptEachTime) {
   enqueue({job("a")}, 1000);
   auto first = lease(10, 5000);
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(first[0].id, "a");
-  EXPECT_EQ(first[0].token, 1u);
+  EXPECT_NE(first[0].token, 0u);
   EXPECT_EQ(first[0].attempt, 1u);
   EXPECT_EQ(first[0].record.payload, "payload-x");
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "5000");
@@ -186,8 +216,59 @@ TEST_F(Scripts, LeaseStampsANewTokenAndAttemptEachTime) {
   EXPECT_EQ(calls::parse_reclaim(run(reclaim))->requeued, 1);
   auto second = lease(10, 9000);
   ASSERT_EQ(second.size(), 1u);
-  EXPECT_EQ(second[0].token, 2u);
+  EXPECT_NE(second[0].token, first[0].token);
   EXPECT_EQ(second[0].attempt, 2u);
+}
+
+// Tokens are drawn at random, not counted in Redis: when Redis comes back
+// from an AOF older than a lease it had acknowledged, the next delivery
+// gets a token of its own, and a late ack of the first one changes nothing.
+TEST_F(Scripts, ATokenIsNotRepeatedAfterRedisLostAcknowledgedWrites) {
+  enqueue({job("a")}, 1000);
+  // The AOF as it is now, on disk (appendfsync everysec: wait for a sync).
+  ASSERT_EQ(redis_->cli("CONFIG SET appendfsync always"), "OK");
+  redis_->cli("SET sync-marker 1");
+  const auto saved = redis_->dir() / "saved-aof";
+  std::filesystem::copy(redis_->dir() / "appendonlydir", saved, std::filesystem::copy_options::recursive);
+  auto first = lease(10, 5000);
+  ASSERT_EQ(first.size(), 1u);
+  // Redis crashes and restarts from the older AOF: the lease is lost.
+  redis_->kill(SIGKILL);
+  std::filesystem::remove_all(redis_->dir() / "appendonlydir");
+  std::filesystem::rename(saved, redis_->dir() / "appendonlydir");
+  redis_->start();
+  store_->disconnect();
+  ASSERT_TRUE(store_->connect());
+  ASSERT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "1") << "the lease was not rolled back";
+  auto second = lease(10, 9000);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_NE(second[0].token, first[0].token);
+  Round late;
+  late.add(calls::ack("q", 2000, 60, {{"a", first[0].token}}));
+  EXPECT_EQ(*ints(run(late)), (std::vector<int64_t>{0})) << "a late ack of the first delivery completed the second";
+  Round current;
+  current.add(calls::ack("q", 2000, 60, {{"a", second[0].token}}));
+  EXPECT_EQ(*ints(run(current)), (std::vector<int64_t>{1}));
+}
+
+TEST_F(Scripts, LeaseRefusesMissingOrMalformedTokens) {
+  enqueue({job("a")}, 1000);
+  const auto args = calls::lease("q", 5000, 2).args();
+  auto eval = [&](std::vector<std::string> tokens) {
+    Command call;
+    for (size_t i = 0; i + 2 < args.size(); ++i) call.add(args[i]);  // EVALSHA .. count, without the tokens
+    for (const auto& t : tokens) call.add(t);
+    Round round;
+    round.add(std::move(call));
+    return std::string(reply_error(run(round)));
+  };
+  EXPECT_NE(eval({"7"}).find("bad-args"), std::string::npos) << "one token for a count of 2";
+  EXPECT_NE(eval({"7", "0"}).find("bad-args"), std::string::npos);
+  EXPECT_NE(eval({"7", "-3"}).find("bad-args"), std::string::npos);
+  EXPECT_NE(eval({"7", "12x"}).find("bad-args"), std::string::npos);
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "1") << "a refused lease took the job";
+  EXPECT_EQ(eval({"7", "18446744073709551615"}), "");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:tokens' a"), "7");
 }
 
 TEST_F(Scripts, LeaseTakesAtMostCountAndSkipsVanishedJobs) {
@@ -374,6 +455,25 @@ TEST_F(Scripts, ScriptsSurviveALostScriptCache) {
   EXPECT_EQ(enqueue({job("a")}, 1000), std::vector<int64_t>{1});
 }
 
+// `min_replicas` adds WAIT after a round's enqueues: when an enqueue is
+// resent after NOSCRIPT, its WAIT is resent after it, or the producer would
+// be told replicas have a write they were asked about before it ran.
+TEST_F(Scripts, AWaitIsResentAfterTheCallsResentBeforeIt) {
+  redis_->cli("SCRIPT FLUSH");
+  redis_->cli("CONFIG RESETSTAT");
+  proto::NewJob first = job("first");
+  Round round;
+  round.add(calls::enqueue("q", {&first}, 1000, 3, 0));
+  round.add(Command{"WAIT", "0", "0"});
+  ASSERT_TRUE(store_->send(round));
+  auto replies = store_->receive();
+  ASSERT_TRUE(replies) << replies.error().message;
+  EXPECT_EQ(*ints((*replies)[0].get()), std::vector<int64_t>{1});
+  EXPECT_EQ((*replies)[1]->type, REDIS_REPLY_INTEGER);
+  EXPECT_NE(redis_->cli("INFO commandstats").find("cmdstat_wait:calls=2,"), std::string::npos)
+      << redis_->cli("INFO commandstats");
+}
+
 // The broker keeps two rounds on the wire. After SCRIPT FLUSH both come back
 // refused; each refused call is sent again, the older round's first, so the
 // second round's lease still sees the first round's job.
@@ -393,10 +493,10 @@ TEST_F(Scripts, PipelinedRoundsSurviveALostScriptCacheInOrder) {
   EXPECT_EQ(*ints((*enqueued)[0].get()), std::vector<int64_t>{1});
   auto leased = store_->receive();
   ASSERT_TRUE(leased) << leased.error().message;
-  auto jobs = calls::parse_lease((*leased)[0].get());
-  ASSERT_TRUE(jobs);
-  ASSERT_EQ(jobs->size(), 1u);
-  EXPECT_EQ((*jobs)[0].id, "first");
+  auto batch = calls::parse_lease((*leased)[0].get());
+  ASSERT_TRUE(batch);
+  ASSERT_EQ(batch->jobs.size(), 1u);
+  EXPECT_EQ(batch->jobs[0].id, "first");
   EXPECT_EQ(store_->outstanding(), 0u);
 }
 
@@ -1032,6 +1132,42 @@ TEST_F(Scripts, FilterCheckRefusesBadArgumentsAndWritesNothing) {
     EXPECT_NE(std::string(reply_error(run(round))).find("bad-args"), std::string::npos) << argv[0] << " " << argv.size();
   }
   EXPECT_EQ(redis_->cli("GET " + k.schedule_filter), before);
+}
+
+// A partition the schedule index does not name (or names later than its
+// earliest job) is never promoted: the audit says so, and repair puts the
+// entry back, after which the job is promoted.
+TEST_F(Scripts, TheAuditChecksTheScheduleIndexAgainstThePartitionsAndRepairFixesIt) {
+  enqueue({job("missing", 5000), job("late", 5000)}, 1000);
+  const std::string index = "'" + QueueKeys("q").schedule + "'";
+  const std::string missing = std::to_string(schedule_partition("missing"));
+  const std::string late = std::to_string(schedule_partition("late"));
+  ASSERT_NE(missing, late);
+  ASSERT_EQ(redis_->cli("ZREM " + index + " " + missing), "1");
+  ASSERT_EQ(redis_->cli("ZADD " + index + " XX CH 99999 " + late), "1");
+  Round stuck;
+  stuck.add(calls::promote("q", 6000, 100));
+  EXPECT_EQ(calls::parse_promote(run(stuck))->moved, 0) << "the broken index hides both jobs from promote";
+
+  auto found = audit_queue(*store_, "q", /*repair=*/false);
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_FALSE(found->clean());
+  std::set<std::string> reported;
+  for (const auto& [what, why] : found->problems)
+    if (why.find("schedule index") != std::string::npos) reported.insert(what);
+  EXPECT_EQ(reported, (std::set<std::string>{"schedule partition " + missing, "schedule partition " + late}));
+
+  auto repaired = audit_queue(*store_, "q", /*repair=*/true);
+  ASSERT_TRUE(repaired) << repaired.error().message;
+  EXPECT_EQ(std::count_if(repaired->repaired.begin(), repaired->repaired.end(),
+                          [](const std::string& r) { return r.starts_with("schedule partition "); }),
+            2);
+  Round promote;
+  promote.add(calls::promote("q", 6000, 100));
+  EXPECT_EQ(calls::parse_promote(run(promote))->moved, 2);
+  auto after = audit_queue(*store_, "q", /*repair=*/false);
+  ASSERT_TRUE(after);
+  EXPECT_TRUE(after->clean());
 }
 
 // The audit walks each queue's schedule in audit_schedule steps: every id a

@@ -90,13 +90,17 @@ class Cluster {
     workers_.clear();
     broker_.reset();
     redis_.reset();
-    if (!::testing::Test::HasFailure()) {
+    if (!::testing::Test::HasFailure() && !keep_dir_) {
       std::error_code ec;
       std::filesystem::remove_all(dir_, ec);
     } else {
       fprintf(stderr, "keeping logs in %s\n", dir_.c_str());
     }
   }
+
+  // Keeps the logs and data when the cluster goes (outside gtest, where a
+  // failure is not a gtest failure).
+  void keep_dir() { keep_dir_ = true; }
 
   void start_broker(std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {bin("dueq-broker"), "--redis", redis_->url(), "--listen", endpoint()};
@@ -148,6 +152,7 @@ class Cluster {
   RedisServer& redis() { return *redis_; }
 
  private:
+  bool keep_dir_ = false;
   std::filesystem::path dir_;
   int port_;
   std::unique_ptr<RedisServer> redis_;

@@ -62,6 +62,23 @@ TEST(RedisUrl, ParsesAllForms) {
   EXPECT_EQ(d->db, 3);
 }
 
+TEST(RedisUrl, ReadsAnAclUserAndNeverShowsThePasswordInErrors) {
+  auto a = parse_redis_url("redis://alice:s3cret@db.local:6380/1");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->user, "alice");
+  EXPECT_EQ(a->password, "s3cret");
+  auto old_form = parse_redis_url("redis://s3cret@db.local");
+  ASSERT_TRUE(old_form);
+  EXPECT_EQ(old_form->user, "");
+  EXPECT_EQ(old_form->password, "s3cret");
+  for (const char* url : {"redis://alice:s3cret@db.local:99999", "redis://:s3cret@db.local/x", "redis://alice:s3cret@"}) {
+    auto bad = parse_redis_url(url);
+    ASSERT_FALSE(bad) << url;
+    EXPECT_EQ(bad.error().message.find("s3cret"), std::string::npos) << bad.error().message;
+    EXPECT_NE(bad.error().message.find(":***@"), std::string::npos) << bad.error().message;
+  }
+}
+
 TEST(RedisUrl, RejectsBadUrls) {
   EXPECT_FALSE(parse_redis_url("http://x"));
   EXPECT_FALSE(parse_redis_url("redis://host:99999"));
@@ -132,6 +149,13 @@ TEST(ConfigFile, UnknownKeysAndBadValuesAreErrorsNamingTheKey) {
   EXPECT_FALSE(syntax);
   auto cap = load("[defaults]\nbackoff_base = \"10s\"\nbackoff_cap = \"1s\"\n", c);
   EXPECT_FALSE(cap);
+  for (const char* capacity : {"max_worker_capacity = 0\n", "max_worker_capacity = 10001\n"}) {
+    auto r = load(capacity, c);
+    ASSERT_FALSE(r) << capacity;
+    EXPECT_NE(r.error().message.find("max_worker_capacity"), std::string::npos);
+  }
+  ASSERT_TRUE(load("max_worker_capacity = 64\n", c));
+  EXPECT_EQ(c.max_worker_capacity, 64);
 }
 
 TEST(ConfigFile, InconsistentTimingsAreRefused) {
