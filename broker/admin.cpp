@@ -34,12 +34,11 @@ Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, 
 
 Result<CancelOutcome> parse_cancel(const redisReply* r) {
   if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return reply::bad(r, "cancel");
-  uint64_t token = 0;
-  if (const std::string text = reply::str(r->element[1]);
-      r->element[1]->type == REDIS_REPLY_STRING &&
-      std::from_chars(text.data(), text.data() + text.size(), token).ec != std::errc{})
-    return reply::bad(r, "cancel");
-  return CancelOutcome{static_cast<int>(reply::num(r->element[0])), token};
+  const int status = static_cast<int>(reply::num(r->element[0]));
+  if (status != 2) return CancelOutcome{status, 0};
+  auto token = token_from_text(reply::str(r->element[1]));
+  if (!token) return reply::bad(r, "cancel");
+  return CancelOutcome{status, *token};
 }
 
 namespace {

@@ -47,8 +47,10 @@ Command lease(const std::string& queue, int64_t deadline_ms, int count) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::lease, {k.ready, k.leased, k.jobs, k.tokens, k.attempts});
   call.add(deadline_ms).add(count);
-  for (const uint64_t token : random_tokens(static_cast<size_t>(count))) call.add(std::to_string(token));
-  return call;
+  std::string tokens;
+  tokens.reserve(16 * static_cast<size_t>(count));
+  for (const uint64_t token : random_tokens(static_cast<size_t>(count))) tokens += token_text(token);
+  return call.add(tokens);
 }
 
 Result<LeaseBatch> parse_lease(const redisReply* r) {
@@ -58,17 +60,15 @@ Result<LeaseBatch> parse_lease(const redisReply* r) {
   for (size_t i = 0; i < r->elements; i += 4) {
     redisReply** e = r->element + i;
     if (e[1]->type != REDIS_REPLY_STRING) return reply::bad(r, "lease");
-    const std::string token_text = reply::str(e[3]);
-    uint64_t token = 0;
-    if (std::from_chars(token_text.data(), token_text.data() + token_text.size(), token).ec != std::errc{} || token == 0)
-      return reply::bad(r, "lease");
+    auto token = token_from_text(reply::str(e[3]));
+    if (!token) return reply::bad(r, "lease");
     auto record = decode_job_record(std::string_view(e[1]->str, e[1]->len));
     if (!record) {
-      out.unreadable.push_back(NackItem{reply::str(e[0]), token, NackMode::dead,
+      out.unreadable.push_back(NackItem{reply::str(e[0]), *token, NackMode::dead,
                                         "unreadable record: " + record.error().message, 0});
       continue;
     }
-    out.jobs.push_back(LeasedJob{reply::str(e[0]), std::move(*record), static_cast<uint32_t>(reply::num(e[2])), token});
+    out.jobs.push_back(LeasedJob{reply::str(e[0]), std::move(*record), static_cast<uint32_t>(reply::num(e[2])), *token});
   }
   return out;
 }

@@ -20,7 +20,7 @@ Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const
   Command call = script_call(lua::ScriptId::ack, {k.leased, k.stats, k.jobs, k.tokens, k.attempts, k.errors,
                                                   k.error_logs, k.cancel_requested, k.done});
   call.add(now_ms).add(retention_s).add(static_cast<int64_t>(items.size()));
-  for (const auto& item : items) call.add(item.id).add(std::to_string(item.token));
+  for (const auto& item : items) call.add(item.id).add(token_text(item.token));
   return call;
 }
 
@@ -39,7 +39,7 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
       case NackMode::handed_back: mode = "return"; break;
       case NackMode::cancel: mode = "cancel"; break;
     }
-    call.add(item.id).add(std::to_string(item.token)).add(mode).add(item.reason);
+    call.add(item.id).add(token_text(item.token)).add(mode).add(item.reason);
     call.add(static_cast<int64_t>(schedule_partition(item.id)));
   }
   for (const auto& item : items) call.add(fmt::format("{:.6f}", item.jitter));
@@ -59,7 +59,7 @@ Command extend(const std::string& queue, int64_t deadline_ms, const std::vector<
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::extend, {k.leased, k.stats, k.tokens});
   call.add(deadline_ms).add(static_cast<int64_t>(items.size()));
-  for (const auto& item : items) call.add(item.id).add(std::to_string(item.token));
+  for (const auto& item : items) call.add(item.id).add(token_text(item.token));
   return call;
 }
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+
 namespace dueq::broker {
 
 Command script_call(lua::ScriptId script, std::initializer_list<std::string_view> keys) {
@@ -41,6 +43,16 @@ void Round::fail() {
     }
   }
   steps_.clear();
+}
+
+std::string token_text(uint64_t token) { return fmt::format("{:016x}", token); }
+
+std::optional<uint64_t> token_from_text(std::string_view text) {
+  uint64_t token = 0;
+  if (text.size() != 16) return std::nullopt;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), token, 16);
+  if (ec != std::errc{} || end != text.data() + text.size() || token == 0) return std::nullopt;
+  return token;
 }
 
 namespace reply {

@@ -5,6 +5,7 @@
 // sends rounds and runs their continuations in order when the replies come.
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,12 @@ namespace dueq::broker {
 
 // EVALSHA of `script` with its keys; the caller adds the arguments.
 Command script_call(lua::ScriptId script, std::initializer_list<std::string_view> keys);
+
+// A fencing token as the scripts store and compare it: 16 lowercase hex
+// digits (lease.lua takes a lease's tokens as one string of them).
+std::string token_text(uint64_t token);
+// The token `text` stands for; nullopt unless 16 hex digits, not all zero.
+std::optional<uint64_t> token_from_text(std::string_view text);
 
 class Round {
  public:

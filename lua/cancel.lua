@@ -29,7 +29,7 @@
   ARGV[4]  the job's schedule partition (0..32767 in plain decimal)
 
   Returns  {status, token}: status 1 cancelled, 2 cancel requested (leased;
-           token = the delivery to stop, decimal text), 0 not found, -1
+           token = the delivery to stop, as stored), 0 not found, -1
            already finished (done, dead or cancelled)
   Errors   "ERR dueq bad-args <what>"
 ]]

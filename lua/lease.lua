@@ -11,12 +11,15 @@
   KEYS[1]  ready       zset  id -> due ms (earliest due is leased first)
   KEYS[2]  leased      zset  id -> lease deadline ms
   KEYS[3]  jobs        hash  id -> job record
-  KEYS[4]  tokens      hash  id -> token
+  KEYS[4]  tokens      hash  id -> token (16 lowercase hex digits)
   KEYS[5]  attempts    hash  id -> failed attempts (read only)
 
   ARGV[1]  lease deadline ms
   ARGV[2]  count (1..1000)
-  ARGV[3..2+count]  tokens: decimal, 1..2^64-1, in the order jobs are taken
+  ARGV[3]  COUNT tokens of 16 lowercase hex digits each, one string (one
+           argument rather than COUNT: a lease of a few jobs out of a
+           COUNT of 500 would otherwise send and parse 500 arguments);
+           token k goes to the k-th job taken, none is all zeros
 
   Returns  flat array, 4 values per leased job: id, job record, attempt,
            token (ids whose record was removed meanwhile are dropped)
@@ -24,34 +27,40 @@
 ]]
 local deadline = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
-if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 2 + count then
+if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 3 or #ARGV[3] ~= 16 * count then
   return redis.error_reply("ERR dueq bad-args lease: expected a deadline, a count of 1..1000 and count tokens")
 end
-for i = 3, #ARGV do
-  local t = ARGV[i]
-  if #t > 20 or not string.find(t, "^[1-9]%d*$") then
-    return redis.error_reply("ERR dueq bad-args lease: token " .. (i - 2) .. " is not a positive decimal integer")
-  end
+-- Only the tokens given to jobs are read, so only they are checked, before
+-- anything is written: a lease of a few jobs costs no pass over COUNT tokens.
+local function token(k) return string.sub(ARGV[3], 16 * k - 15, 16 * k) end
+local function bad_token(k)
+  local t = token(k)
+  return not string.find(t, "^[0-9a-f]+$") or t == "0000000000000000"
 end
 -- ZRANGE + ZREMRANGEBYRANK rather than ZPOPMIN: Redis would format every
 -- score as text for the reply, which costs more than the rest of the lease.
 local ids = redis.call("ZRANGE", KEYS[1], 0, count - 1)
 if #ids == 0 then return {} end
-redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1)
 local records = redis.call("HMGET", KEYS[3], unpack(ids))
-local attempts = redis.call("HMGET", KEYS[5], unpack(ids))
 local found = 0
 for i = 1, #ids do
   if records[i] then found = found + 1 end
 end
+for k = 1, found do
+  if bad_token(k) then
+    return redis.error_reply("ERR dueq bad-args lease: token " .. k .. " is not 16 hex digits or is zero")
+  end
+end
+redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1)
 if found == 0 then return {} end
+local attempts = redis.call("HMGET", KEYS[5], unpack(ids))
 local out, leases, token_args = {}, {}, {}
 local taken = 0
 for i = 1, #ids do
   if records[i] then
     local id = ids[i]
     taken = taken + 1
-    local token_text = ARGV[2 + taken]
+    local token_text = token(taken)
     local attempt = 1
     if attempts[i] then attempt = tonumber(attempts[i]) + 1 end
     leases[#leases + 1] = ARGV[1]

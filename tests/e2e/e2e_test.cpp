@@ -264,7 +264,7 @@ TEST(EndToEnd, OnlyTheHolderOfADeliveryCanReportHandBackOrHoldIt) {
   ASSERT_TRUE(eventually([&] { return lines_in(runs) == 1; }, 10s));
   const std::string token_text = cluster.redis().cli("HGET 'dueq:{h}:tokens' victim");
   ASSERT_FALSE(token_text.empty());
-  const proto::JobRef victim{"h", "victim", std::stoull(token_text)};
+  const proto::JobRef victim{"h", "victim", std::stoull(token_text, nullptr, 16)};
 
   RawPeer squatter(cluster.endpoint(), "squatter");
   // Before its HELLO its RESULTS are not even looked at.

@@ -256,19 +256,24 @@ TEST_F(Scripts, LeaseRefusesMissingOrMalformedTokens) {
   const auto args = calls::lease("q", 5000, 2).args();
   auto eval = [&](std::vector<std::string> tokens) {
     Command call;
-    for (size_t i = 0; i + 2 < args.size(); ++i) call.add(args[i]);  // EVALSHA .. count, without the tokens
-    for (const auto& t : tokens) call.add(t);
+    for (size_t i = 0; i + 1 < args.size(); ++i) call.add(args[i]);  // EVALSHA .. count, without the tokens
+    std::string blob;
+    for (const auto& t : tokens) blob += t;
+    call.add(blob);
     Round round;
     round.add(std::move(call));
     return std::string(reply_error(run(round)));
   };
-  EXPECT_NE(eval({"7"}).find("bad-args"), std::string::npos) << "one token for a count of 2";
-  EXPECT_NE(eval({"7", "0"}).find("bad-args"), std::string::npos);
-  EXPECT_NE(eval({"7", "-3"}).find("bad-args"), std::string::npos);
-  EXPECT_NE(eval({"7", "12x"}).find("bad-args"), std::string::npos);
+  const std::string seven = "0000000000000007";
+  EXPECT_NE(eval({seven}).find("bad-args"), std::string::npos) << "one token for a count of 2";
+  // The first token goes to the one job there is.
+  EXPECT_NE(eval({"0000000000000000", seven}).find("bad-args"), std::string::npos);
+  EXPECT_NE(eval({"-000000000000003", seven}).find("bad-args"), std::string::npos);
+  EXPECT_NE(eval({"000000000000012x", seven}).find("bad-args"), std::string::npos);
+  EXPECT_NE(eval({"00000000000000007", "000000000000007"}).find("bad-args"), std::string::npos) << "tokens are cut every 16 digits, not at their own ends";
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "1") << "a refused lease took the job";
-  EXPECT_EQ(eval({"7", "18446744073709551615"}), "");
-  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:tokens' a"), "7");
+  EXPECT_EQ(eval({"ffffffffffffffff", seven}), "");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:tokens' a"), "ffffffffffffffff");
 }
 
 TEST_F(Scripts, LeaseTakesAtMostCountAndSkipsVanishedJobs) {
