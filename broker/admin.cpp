@@ -25,7 +25,7 @@ namespace calls {
 Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s) {
   QueueKeys k(queue);
   return script_call(lua::ScriptId::cancel, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.stats, k.jobs,
-                                             k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested})
+                                             k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested, k.unconfirmed})
       .add(now_ms)
       .add(id)
       .add(retention_s)
@@ -44,11 +44,11 @@ Result<CancelOutcome> parse_cancel(const redisReply* r) {
 namespace {
 Command replay_call(const std::string& queue) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.jobs, k.attempts, k.cancel_requested});
+  return script_call(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.jobs, k.attempts, k.cancel_requested, k.unconfirmed});
 }
 Command purge_call(const std::string& queue) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::purge, {k.dead, k.stats, k.jobs, k.tokens, k.attempts, k.errors, k.error_logs});
+  return script_call(lua::ScriptId::purge, {k.dead, k.stats, k.jobs, k.tokens, k.attempts, k.errors, k.error_logs, k.unconfirmed});
 }
 }  // namespace
 
@@ -238,7 +238,16 @@ Admin::Answer Admin::handle(const Peer& peer, const Request& request) {
       return answer;
     }
   if (const auto* job = std::get_if<proto::JobRequest>(&request)) {
-    if (auto reply = lookup(*job)) answer.frame = std::move(*reply);
+    auto reply = lookup(*job);
+    // The connection kept since the last request finds out only now that
+    // Redis restarted meanwhile: a lookup reads only, so it is tried again
+    // once on a new connection instead of failing the first user after a
+    // restart.
+    if (!reply && reply.error().code == Errc::unavailable) {
+      redis_.disconnect();
+      if (redis_.connect()) reply = lookup(*job);
+    }
+    if (reply) answer.frame = std::move(*reply);
     else unavailable(reply.error());
   } else {
     const auto& admin = std::get<proto::AdminRequest>(request);

@@ -33,6 +33,7 @@ Broker::Broker(BrokerConfig config, const Clock& clock)
       redis_(address_),
       context_(1),
       router_(context_, zmq::socket_type::router),
+      connection_monitor_(context_, router_),
       broker_id_(new_instance_id()),
       outbox_(router_),
       results_(config_, clock_, lease_clock_, queues_, inflight_, outbox_),
@@ -77,8 +78,15 @@ Result<bool> Broker::start(int signal_fd) {
   if (auto advice = settings_advice(redis_); advice && !advice->empty()) spdlog::warn("Redis: {}", *advice);
 
   router_.set(zmq::sockopt::linger, 0);
-  router_.set(zmq::sockopt::rcvhwm, 100'000);
-  router_.set(zmq::sockopt::sndhwm, 100'000);
+  // Per peer, messages read off the network ahead of the loop: a peer that
+  // sends faster than it is served is held back by TCP instead of filling
+  // the broker's memory (at most this many frames of up to 16 MiB each).
+  router_.set(zmq::sockopt::rcvhwm, 100);
+  // Per peer: a peer that sends requests and never reads the answers costs
+  // at most this many queued messages (then Outbox::send reports it full).
+  router_.set(zmq::sockopt::sndhwm, 1'000);
+  // Unroutable and unsendable frames are reported, not dropped (Outbox::send).
+  router_.set(zmq::sockopt::router_mandatory, 1);
   // A peer announcing a larger message is disconnected before it is read
   // (without this, libzmq buffers each whole message, of any size).
   router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(proto::kMaxFrameBytes));
@@ -121,11 +129,12 @@ Result<void> Broker::run(int signal_fd) {
   // millisecond instead of up to one after it.
   UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
   if (timer.get() < 0) return fail(Errc::internal, "timerfd_create failed");
-  std::array<zmq::pollitem_t, 4> items = {{
+  std::array<zmq::pollitem_t, 5> items = {{
       {router_.handle(), 0, ZMQ_POLLIN, 0},
       {nullptr, signal_fd, ZMQ_POLLIN, 0},
       {nullptr, timer.get(), ZMQ_POLLIN, 0},
       {nullptr, admin_.ready_fd(), ZMQ_POLLIN, 0},
+      {connection_monitor_.handle(), 0, ZMQ_POLLIN, 0},
   }};
   while (true) {
     const int64_t wait_us = stopping_ ? 0 : us_until_wake();
@@ -154,6 +163,7 @@ Result<void> Broker::run(int signal_fd) {
       }
     }
     if (items[3].revents & ZMQ_POLLIN) admin_.deliver(outbox_, inflight_, queues_);
+    if (items[4].revents & ZMQ_POLLIN) connection_monitor_.drain(clock_.steady_ms());
     if (!stopping_) {
       inbound_.receive(config_.max_frames_per_turn);
       // Judged only up to the moment the socket was last read empty: a
@@ -188,6 +198,7 @@ int64_t Broker::us_until_wake() const {
   int64_t wait = kMaxSleepMs * 1000;
   if (const int64_t next = scheduler_.us_until_next(clock_.wall_us()); next >= 0) wait = std::min(wait, next);
   if (const int64_t retry = results_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
+  if (const int64_t stats = gateway_.us_until_stats(); stats >= 0) wait = std::min(wait, stats);
   if (const int64_t expiry = workers_.next_expiry_ms(); expiry >= 0)
     wait = std::min(wait, std::max<int64_t>(0, (expiry - steady_now) * 1000));
   return wait;

@@ -22,6 +22,7 @@
 
 #include "broker/admin.hpp"
 #include "broker/config.hpp"
+#include "broker/connection_monitor.hpp"
 #include "broker/dispatcher.hpp"
 #include "broker/inbound.hpp"
 #include "broker/inflight.hpp"
@@ -75,6 +76,7 @@ class Broker {
   ScriptRegistry redis_;
   zmq::context_t context_;
   zmq::socket_t router_;
+  ConnectionMonitor connection_monitor_;
   std::string bound_endpoint_;
   std::string broker_id_;
 

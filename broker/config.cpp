@@ -59,12 +59,16 @@ Result<void> read_policy(const toml::table& table, const std::string& prefix, Qu
       auto v = read_duration(node, full, 0);
       if (!v) return std::unexpected(v.error());
       policy.done_retention_s = *v / 1000;
+    } else if (key == "done_max") {
+      auto v = read_int(node, full, 1, 1'000'000'000);
+      if (!v) return std::unexpected(v.error());
+      policy.done_max = *v;
     } else if (key == "max_backlog") {
       auto v = read_int(node, full, 0, INT64_MAX);
       if (!v) return std::unexpected(v.error());
       policy.max_backlog = *v;
     } else {
-      return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, max_backlog)");
+      return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, max_backlog)");
     }
   }
   if (policy.backoff_cap_ms < policy.backoff_base_ms) return bad_key(prefix + "backoff_cap", "must not be below backoff_base");
@@ -120,6 +124,7 @@ Result<void> load_config_file(const std::string& path, BrokerConfig& config) {
     else if (key == "reclaim_batch") ok = set_int(config.reclaim_batch, 1, 5000);
     else if (key == "max_worker_capacity") ok = set_int(config.max_worker_capacity, 1, proto::kMaxWorkerCapacity);
     else if (key == "max_queues") ok = set_int(config.max_queues, 1, 100'000);
+    else if (key == "max_unconfirmed_deliveries") ok = set_int(config.max_unconfirmed_deliveries, 0, 100);
     else if (key == "min_replicas") ok = set_int(config.min_replicas, 0, 100);
     else if (key == "replica_timeout") ok = set_duration(config.replica_timeout_ms, 1);
     else if (key == "reconcile_interval") ok = set_duration(config.reconcile_interval_ms, 0);

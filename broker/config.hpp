@@ -13,7 +13,14 @@ struct QueuePolicy {
   int64_t backoff_base_ms = 1'000;
   int64_t backoff_cap_ms = 600'000;
   int64_t done_retention_s = 3'600;  // how long `dueq job ID` can still see a done or cancelled job
-  int64_t max_backlog = 0;           // refuse enqueues while ready + leased jobs reach this (0 = no limit)
+  // ... and how many of each at most: about 100 bytes of Redis per id, so a
+  // queue's done ids cost at most about 100 MB whatever its rate.
+  int64_t done_max = 1'000'000;
+  // The most unfinished jobs (scheduled + ready + leased) the queue holds;
+  // new ones past it are answered overloaded (0 = no limit). The default,
+  // about 2.3 GB of Redis at 234 bytes per delayed job, bounds what one
+  // producer can make Redis keep.
+  int64_t max_backlog = 10'000'000;
 };
 
 struct BrokerConfig {
@@ -38,6 +45,11 @@ struct BrokerConfig {
   // The most queues the broker keeps (each costs work every turn): past it,
   // jobs for a new queue are rejected and a HELLO naming one is refused.
   int max_queues = 1'000;
+  // A delivery that ended before its worker confirmed receiving it (lost on
+  // the wire, with a round reply, or with a broker between lease and
+  // dispatch) uses no attempt, this many times per job; past that it counts
+  // (a job that kills its worker before the first heartbeat must still end).
+  int max_unconfirmed_deliveries = 3;
 
   int min_replicas = 0;                // > 0: confirm enqueues only after WAIT saw this many replicas
   int64_t replica_timeout_ms = 1'000;  // how long WAIT may take

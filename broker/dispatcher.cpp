@@ -130,7 +130,20 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
   std::vector<size_t> frame_bytes(slots.size(), 0);
   auto flush = [&](size_t slot) {
     if (frames[slot].items.empty()) return;
-    outbox_.send(Peer{slots[slot].first, false}, frames[slot]);
+    const std::string& worker = slots[slot].first;
+    if (!outbox_.send(Peer{worker, false}, frames[slot])) {
+      // Never reached the worker: back to ready without using an attempt.
+      if (WorkerInfo* w = workers_.find(worker)) w->unreachable = true;
+      if (auto held_back = unreachable_log_.admit(worker, lease_clock_.now_ms()))
+        spdlog::warn("worker {} cannot take a TASKS frame (disconnected or not reading); {} jobs handed back{}",
+                     loggable(worker), frames[slot].items.size(),
+                     *held_back > 0 ? fmt::format(" ({} earlier lines held back)", *held_back) : "");
+      for (auto& task : frames[slot].items) {
+        inflight_.remove(task.queue, task.id, task.token);
+        results_.requeue(q.name, NackItem{std::move(task.id), task.token, NackMode::handed_back,
+                                          "not delivered: the worker could not take it", 0});
+      }
+    }
     frames[slot].items.clear();
     frame_bytes[slot] = 0;
   };
@@ -150,7 +163,8 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
     const size_t slot = next;
     --slots[slot].second;
     next = (next + 1) % slots.size();
-    inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].first, deadline});
+    if (frames[slot].items.empty()) frames[slot].seq = ++tasks_frames_sent_;
+    inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].first, deadline, false, frames[slot].seq});
     auto& r = job.record;
     frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size();
     frames[slot].items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},

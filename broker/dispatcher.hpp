@@ -66,6 +66,8 @@ class Dispatcher {
   Results& results_;
   Outbox& outbox_;
   std::map<std::string, int64_t> reserved_;  // leases asked for by rounds not yet applied, per queue
+  LogLimiter unreachable_log_{10'000, 20, 10'000};
+  uint64_t tasks_frames_sent_ = 0;  // numbers TASKS frames (proto::Tasks::seq)
 };
 
 }  // namespace dueq::broker

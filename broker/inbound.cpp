@@ -27,7 +27,11 @@ Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms) {
 }
 
 bool Inbound::receive(int max_frames) {
-  for (int n = 0; n < max_frames; ++n) {
+  size_t bytes = 0;
+  // Bytes are bounded per turn as frames are: what one round gathers (and
+  // the broker holds until Redis answers) stays under kMaxBytesPerTurn plus
+  // one frame, however many peers send at once.
+  for (int n = 0; n < max_frames && bytes < kMaxBytesPerTurn; ++n) {
     // Taken before each read: when the socket is empty, every frame sent
     // before this moment has been read; a frame read now is stamped with
     // it, not with the start of a long batch.
@@ -50,6 +54,7 @@ bool Inbound::receive(int max_frames) {
       continue;
     }
     const auto& body = parts.back();
+    bytes += body.size();
     auto frame = proto::decode(std::string_view(static_cast<const char*>(body.data()), body.size()));
     if (!frame) {
       reject(peer, frame.error(), heard_ms);
@@ -66,6 +71,7 @@ void Inbound::route(const Peer& peer, proto::Frame&& frame, int64_t heard_ms) {
         using T = std::decay_t<decltype(f)>;
         if constexpr (std::is_same_v<T, proto::Hello>) workers_.on_hello(peer, std::move(f), heard_ms);
         else if constexpr (std::is_same_v<T, proto::Heartbeat>) workers_.on_heartbeat(peer, f, heard_ms);
+        else if constexpr (std::is_same_v<T, proto::Received>) workers_.on_received(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Results>) {
           auto held = workers_.screen_results(peer, std::move(f.items), heard_ms);
           if (!held.empty()) results_.on_results(peer, std::move(held));

@@ -33,6 +33,7 @@ class Inbound {
   // Reads and routes up to `max_frames` frames without blocking. Returns
   // true when it stopped because the socket was empty.
   bool receive(int max_frames);
+  static constexpr size_t kMaxBytesPerTurn = 8u << 20;
   // Steady time at which the socket was last read empty: every frame sent
   // before it has been handled.
   int64_t read_empty_ms() const { return read_empty_ms_; }

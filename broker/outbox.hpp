@@ -3,6 +3,7 @@
 // Outbox, which owns nothing but the ROUTER socket's send side.
 #include <zmq.hpp>
 
+#include <cerrno>
 #include <string>
 
 #include "common/protocol.hpp"
@@ -18,15 +19,25 @@ class Outbox {
  public:
   explicit Outbox(zmq::socket_t& router) : router_(router) {}
 
-  // ROUTER drops what it cannot route (peer gone): every reply is either
-  // retried by its sender or resent, and a dropped TASKS frame's leases run
-  // out at the delivery deadline.
+  // True when the frame was queued for the peer. The socket is
+  // ROUTER_MANDATORY, so a peer that is not connected (EHOSTUNREACH) or
+  // reads too slowly to take more (EAGAIN at the send high-water mark) is
+  // reported rather than silently skipped: the dispatcher hands such a TASKS
+  // frame's jobs back without using an attempt. Other replies are retried by
+  // their senders or resent, so they may be dropped.
   template <typename T>
-  void send(const Peer& peer, const T& frame) {
+  bool send(const Peer& peer, const T& frame) {
     const std::string body = proto::encode(frame);
-    router_.send(zmq::buffer(peer.routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    if (peer.req_envelope) router_.send(zmq::const_buffer(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    router_.send(zmq::buffer(body), zmq::send_flags::dontwait);
+    try {
+      // The first part decides: once it is queued, the rest of the message is.
+      if (!router_.send(zmq::buffer(peer.routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
+      if (peer.req_envelope) router_.send(zmq::const_buffer(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      router_.send(zmq::buffer(body), zmq::send_flags::dontwait);
+      return true;
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EHOSTUNREACH) return false;
+      throw;
+    }
   }
 
  private:

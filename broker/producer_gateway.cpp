@@ -58,12 +58,53 @@ Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply
 
 }  // namespace calls
 
+std::string ProducerGateway::backlog_reason(const std::string& queue) const {
+  return fmt::format("queue '{}' has {} or more unfinished jobs (max_backlog, scheduled ones included); retry later",
+                     queue, config_.policy(queue).max_backlog);
+}
+
+void ProducerGateway::on_stats(const Peer& peer, uint64_t request_id) {
+  if (++gathered_stats_[peer.routing_id] > kMaxStatsRequestsPerPeer) {
+    outbox_.send(peer, proto::ErrorFrame{request_id, "unavailable",
+                                         fmt::format("more than {} stats requests of this peer wait for one round",
+                                                     kMaxStatsRequestsPerPeer),
+                                         static_cast<uint32_t>(config_.overload_retry_after_ms)});
+    return;
+  }
+  stats_requests_.emplace_back(peer, request_id);
+}
+
 void ProducerGateway::on_enqueue(EnqueueRequest&& request) {
+  // Looked up, not inserted: peers whose requests never wait for a round
+  // leave nothing behind.
+  const auto found = gathered_.find(request.producer.routing_id);
+  const Gathered gathered = found == gathered_.end() ? Gathered{} : found->second;
+  size_t payload_bytes = 0;
+  for (const auto& job : request.frame.jobs) payload_bytes += job.payload.data.size();
+  if (gathered.requests > 0 &&
+      (gathered.requests >= kMaxRequestsPerPeer || gathered.payload_bytes + payload_bytes > kMaxPayloadBytesPerPeer)) {
+    for (auto& outcome : request.outcomes) {
+      if (outcome.status == static_cast<uint8_t>(proto::EnqueueStatus::rejected)) continue;
+      outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
+      outcome.reason = fmt::format("this producer has {} requests ({} bytes of payload) waiting for one round; "
+                                   "nothing was written, retry later",
+                                   gathered.requests, gathered.payload_bytes);
+    }
+    outbox_.send(request.producer, proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes),
+                                                       static_cast<uint32_t>(config_.overload_retry_after_ms)});
+    return;
+  }
   for (size_t i = 0; i < request.outcomes.size(); ++i) {
     auto& outcome = request.outcomes[i];
     if (outcome.status == static_cast<uint8_t>(proto::EnqueueStatus::rejected)) continue;
     const std::string& name = request.frame.jobs[i].queue;
-    if (queues_.find(name) != nullptr) continue;
+    if (const QueueState* q = queues_.find(name)) {
+      if (q->backlog_full_until_ms > clock_.steady_ms()) {
+        outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
+        outcome.reason = backlog_reason(name);
+      }
+      continue;
+    }
     if (queues_.size() >= static_cast<size_t>(config_.max_queues)) {
       outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
       outcome.reason = fmt::format("the broker keeps at most {} queues (max_queues); '{}' would be one more",
@@ -72,13 +113,23 @@ void ProducerGateway::on_enqueue(EnqueueRequest&& request) {
     }
     queues_.get(name);
   }
-  const bool any_valid = std::any_of(request.outcomes.begin(), request.outcomes.end(), [](const auto& o) {
-    return o.status != static_cast<uint8_t>(proto::EnqueueStatus::rejected);
+  const bool any_to_write = std::any_of(request.outcomes.begin(), request.outcomes.end(), [](const auto& o) {
+    return !answered_without_redis(o);
   });
-  if (!any_valid) {
-    outbox_.send(request.producer, proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes), 0});
+  if (!any_to_write) {
+    const bool overloaded = std::any_of(request.outcomes.begin(), request.outcomes.end(), [](const auto& o) {
+      return o.status == static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
+    });
+    outbox_.send(request.producer,
+                 proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes),
+                                     overloaded ? static_cast<uint32_t>(config_.overload_retry_after_ms) : 0u});
     return;
   }
+  // Counted only once it waits for a round (the round that takes it resets
+  // the count).
+  Gathered& counted = gathered_[request.producer.routing_id];
+  ++counted.requests;
+  counted.payload_bytes += payload_bytes;
   enqueues_.push_back(std::move(request));
 }
 
@@ -135,8 +186,8 @@ void ProducerGateway::add_enqueues_to(Round& round) {
                   auto& outcome = answers->requests[slots[j].first].outcomes[slots[j].second];
                   if ((*statuses)[j] == 2) {
                     outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
-                    outcome.reason = fmt::format("queue '{}' has {} or more jobs due and unfinished; retry later", name,
-                                                 config_.policy(name).max_backlog);
+                    outcome.reason = backlog_reason(name);
+                    q.backlog_full_until_ms = clock_.steady_ms() + kBacklogFullMemoMs;
                   } else {
                     outcome.status = static_cast<uint8_t>((*statuses)[j] == 1 ? proto::EnqueueStatus::accepted
                                                                               : proto::EnqueueStatus::duplicate);
@@ -148,10 +199,11 @@ void ProducerGateway::add_enqueues_to(Round& round) {
   };
   // The requests move into the round; their jobs are encoded into the calls.
   auto requests = std::exchange(enqueues_, {});
+  gathered_.clear();
   for (size_t r = 0; r < requests.size(); ++r) {
     const auto& request = requests[r];
     for (size_t i = 0; i < request.frame.jobs.size(); ++i) {
-      if (request.outcomes[i].status == static_cast<uint8_t>(proto::EnqueueStatus::rejected)) continue;
+      if (answered_without_redis(request.outcomes[i])) continue;
       const auto& job = request.frame.jobs[i];
       auto& call = open[job.queue];
       call.jobs.push_back(&job);
@@ -217,8 +269,10 @@ void ProducerGateway::add_enqueues_to(Round& round) {
 }
 
 void ProducerGateway::add_stats_to(Round& round) {
-  if (stats_requests_.empty()) return;
+  if (stats_requests_.empty() || us_until_stats() > 0) return;
+  next_stats_ms_ = clock_.steady_ms() + static_cast<int64_t>(queues_.size()) * kStatsWaitUsPerQueue / 1000;
   auto requests = std::exchange(stats_requests_, {});
+  gathered_stats_.clear();
   auto reply = std::make_shared<proto::StatsReply>();
   reply->workers = static_cast<uint32_t>(workers_.size());
   for (const auto& [name, q] : queues_)
@@ -240,6 +294,8 @@ void ProducerGateway::add_stats_to(Round& round) {
 }
 
 void ProducerGateway::answer_unavailable(const std::string& why, int64_t retry_after_ms) {
+  gathered_.clear();
+  gathered_stats_.clear();
   for (auto& request : std::exchange(enqueues_, {}))
     outbox_.send(request.producer, proto::ErrorFrame{request.frame.request_id, "unavailable",
                                                      why + "; nothing from this request was accepted",

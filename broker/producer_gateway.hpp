@@ -4,7 +4,9 @@
 // by queue, and each producer is answered once Redis has its jobs (and, with
 // min_replicas, once WAIT saw that many replicas take them): accepted means
 // durable. Jobs were validated by Inbound before they got here.
+#include <algorithm>
 #include <memory>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -40,19 +42,47 @@ class ProducerGateway {
                   const WorkerRegistry& workers)
       : config_(config), clock_(clock), queues_(queues), outbox_(outbox), workers_(workers) {}
 
+  // A producer may have this many requests (or bytes of payload) gathered
+  // for one round; more are answered overloaded at once (its first request
+  // of a round always gets in, whatever its size), so a peer that pipelines
+  // without end costs bounded memory and its share of a round stays small
+  // next to other producers'. Above what a producer with 50 requests
+  // outstanding sends in one round.
+  static constexpr size_t kMaxRequestsPerPeer = 64;
+  static constexpr size_t kMaxPayloadBytesPerPeer = 8u << 20;
+  static constexpr size_t kMaxStatsRequestsPerPeer = 16;
+  // How long a queue found at its max_backlog refuses without asking Redis.
+  static constexpr int64_t kBacklogFullMemoMs = 100;
+
   void on_enqueue(EnqueueRequest&& request);
-  void on_stats(const Peer& peer, uint64_t request_id) { stats_requests_.emplace_back(peer, request_id); }
+  void on_stats(const Peer& peer, uint64_t request_id);
 
   // Adds the enqueue calls (and WAIT) of every request gathered; each
   // request is answered when the round is applied.
   void add_enqueues_to(Round& round);
   // Adds a stats call per queue for the stats requests gathered.
   void add_stats_to(Round& round);
-  bool has_work() const { return !enqueues_.empty() || !stats_requests_.empty(); }
+  bool has_work() const { return !enqueues_.empty() || (!stats_requests_.empty() && us_until_stats() == 0); }
+  // Stats cost a call per queue: after a read the next waits 50 us per
+  // queue (nothing with a few queues, 50 ms with 1,000), so a peer asking
+  // without end takes a bounded share of Redis; requests in between wait for
+  // the next read. Microseconds until then, or -1 when no request waits.
+  static constexpr int64_t kStatsWaitUsPerQueue = 50;
+  int64_t us_until_stats() const {
+    if (stats_requests_.empty()) return -1;
+    return std::max<int64_t>(0, (next_stats_ms_ - clock_.steady_ms()) * 1000);
+  }
   // Redis is unavailable: everything gathered is answered "unavailable".
   void answer_unavailable(const std::string& why, int64_t retry_after_ms);
 
  private:
+  std::string backlog_reason(const std::string& queue) const;
+  // Rejected (bad job, max_queues) or refused for a full backlog already.
+  static bool answered_without_redis(const proto::EnqueueOutcome& o) {
+    return o.status == static_cast<uint8_t>(proto::EnqueueStatus::rejected) ||
+           o.status == static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
+  }
+
   const BrokerConfig& config_;
   const Clock& clock_;
   QueueTable& queues_;
@@ -60,6 +90,14 @@ class ProducerGateway {
   const WorkerRegistry& workers_;  // counted in stats replies
   std::vector<EnqueueRequest> enqueues_;
   std::vector<std::pair<Peer, uint64_t>> stats_requests_;
+  struct Gathered {
+    size_t requests = 0;
+    size_t payload_bytes = 0;
+  };
+  // Per routing id, until a round takes them.
+  std::unordered_map<std::string, Gathered> gathered_;
+  std::unordered_map<std::string, size_t> gathered_stats_;
+  int64_t next_stats_ms_ = 0;  // steady clock
   // Refused enqueues (Redis out of memory) are logged once per 10 s, with
   // the count of those not logged.
   LogLimiter store_error_log_{10'000, 1, 1};

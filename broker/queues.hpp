@@ -18,6 +18,10 @@ struct QueueState {
   bool registered = false;        // name written to the queue registry
   size_t rotation = 0;            // spreads single jobs over the workers in turn
   int64_t next_sweep_ms = 0;      // steady clock: when done/cancelled entries past retention are next removed
+  // Steady clock: an enqueue found max_backlog reached; until then new jobs
+  // are answered overloaded without a trip to Redis (a producer that keeps
+  // pushing into a full queue then costs Redis nothing).
+  int64_t backlog_full_until_ms = 0;
 };
 
 inline int64_t earliest_known(int64_t a, int64_t b) {

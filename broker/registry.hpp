@@ -3,6 +3,7 @@
 // queues each serves, their capacity, and when each was last heard from.
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -15,10 +16,34 @@ struct WorkerInfo {
   uint32_t capacity = 0;
   bool draining = false;
   int64_t last_seen_ms = 0;
+  // A TASKS frame could not be queued for it (disconnected, or not reading):
+  // sent nothing more until it is heard from again.
+  bool unreachable = false;
+  // The last TASKS frames it said it received (RECEIVED), oldest first. A
+  // frame can be lost on a reconnect while later ones arrive, so each is
+  // remembered, not only the highest; older ones than these have been listed
+  // in heartbeats since.
+  std::deque<uint64_t> received_frames;
+  // It has shown it takes deliveries: said RECEIVED, or listed jobs it holds.
+  bool confirmed = false;
+  // Under this routing id a worker was lost with deliveries it never
+  // confirmed: it is sent nothing until it heartbeats (a peer that only
+  // says HELLO again and again takes no more jobs away).
+  bool barred = false;
+
+  static constexpr size_t kReceivedFramesKept = 1024;
+  void note_received(uint64_t seq) {
+    // Frames reach a worker in the order sent; a repeat or an older seq adds nothing.
+    if (!received_frames.empty() && seq <= received_frames.back()) return;
+    received_frames.push_back(seq);
+    if (received_frames.size() > kReceivedFramesKept) received_frames.pop_front();
+  }
+  bool received(uint64_t seq) const { return std::binary_search(received_frames.begin(), received_frames.end(), seq); }
 };
 
 class WorkerRegistry {
  public:
+  static constexpr int64_t kUnconfirmedCredit = 16;
   void upsert(const std::string& routing_id, WorkerInfo info) { workers_[routing_id] = std::move(info); }
   WorkerInfo* find(const std::string& routing_id) {
     auto it = workers_.find(routing_id);
@@ -47,8 +72,12 @@ class WorkerRegistry {
   std::vector<std::pair<std::string, int64_t>> free_slots(const std::string& queue, HeldFn held) const {
     std::vector<std::pair<std::string, int64_t>> out;
     for (const auto& [rid, w] : workers_) {
-      if (w.draining || std::find(w.queues.begin(), w.queues.end(), queue) == w.queues.end()) continue;
-      const int64_t free = static_cast<int64_t>(w.capacity) - held(rid);
+      if (w.draining || w.unreachable || (w.barred && !w.confirmed) || std::find(w.queues.begin(), w.queues.end(), queue) == w.queues.end()) continue;
+      // Until it confirms a TASKS frame (RECEIVED), a worker is sent at most
+      // kUnconfirmedCredit jobs: a peer that says HELLO with a large capacity
+      // and falls silent takes that few away per HELLO, not its capacity.
+      const int64_t capacity = w.confirmed ? w.capacity : std::min<int64_t>(w.capacity, kUnconfirmedCredit);
+      const int64_t free = capacity - held(rid);
       if (free > 0) out.emplace_back(rid, free);
     }
     return out;

@@ -18,23 +18,26 @@ namespace calls {
 Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<TokenRef>& items) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::ack, {k.leased, k.stats, k.jobs, k.tokens, k.attempts, k.errors,
-                                                  k.error_logs, k.cancel_requested, k.done});
+                                                  k.error_logs, k.cancel_requested, k.done, k.received, k.unconfirmed});
   call.add(now_ms).add(retention_s).add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) call.add(item.id).add(token_text(item.token));
   return call;
 }
 
 Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
-             const std::vector<NackItem>& items) {
+             int unconfirmed_limit, const std::vector<NackItem>& items) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::nack, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens,
-                                                   k.attempts, k.errors, k.error_logs, k.cancel_requested, k.cancelled});
-  call.add(now_ms).add(base_ms).add(cap_ms).add(retention_s).add(static_cast<int64_t>(items.size()));
+                                                   k.attempts, k.errors, k.error_logs, k.cancel_requested, k.cancelled,
+                                                   k.received, k.unconfirmed});
+  call.add(now_ms).add(base_ms).add(cap_ms).add(retention_s).add(unconfirmed_limit);
+  call.add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) {
     const char* mode = "retry";
     switch (item.mode) {
       case NackMode::retry: mode = "retry"; break;
       case NackMode::now: mode = "now"; break;
+      case NackMode::lost: mode = "lost"; break;
       case NackMode::dead: mode = "dead"; break;
       case NackMode::handed_back: mode = "return"; break;
       case NackMode::cancel: mode = "cancel"; break;
@@ -57,7 +60,7 @@ Result<std::vector<NackOutcome>> parse_nack(const redisReply* r) {
 
 Command extend(const std::string& queue, int64_t deadline_ms, const std::vector<TokenRef>& items) {
   QueueKeys k(queue);
-  Command call = script_call(lua::ScriptId::extend, {k.leased, k.stats, k.tokens});
+  Command call = script_call(lua::ScriptId::extend, {k.leased, k.stats, k.tokens, k.received});
   call.add(deadline_ms).add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) call.add(item.id).add(token_text(item.token));
   return call;
@@ -110,7 +113,8 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
                                                                                          : NackMode::retry;
       items.push_back({r.id, r.token, mode, r.error.empty() ? "failed" : r.error, jitter(rng_)});
     }
-    call = calls::nack(queue, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, items);
+    call = calls::nack(queue, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s,
+                       config_.max_unconfirmed_deliveries, items);
     // A retry due at once is ready when the round's lease runs.
     queues_.get(queue).ready_this_round = true;
   }
@@ -149,7 +153,8 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
   });
 }
 
-// Jobs of lost workers go back at once (still counted as an attempt). A mass
+// Jobs of lost workers go back at once (an attempt if the worker confirmed
+// receiving them: NackMode::now / lost), handed-back ones too. A mass
 // failure is spread over rounds: at most kRequeuePerRound per queue per
 // round, so Redis is never blocked by one huge script call.
 void Results::add_requeue_calls(Round& round) {
@@ -160,7 +165,8 @@ void Results::add_requeue_calls(Round& round) {
     std::vector<NackItem> chunk(std::make_move_iterator(items.begin()), std::make_move_iterator(items.begin() + take));
     items.erase(items.begin(), items.begin() + take);
     const auto& policy = config_.policy(name);
-    Command call = calls::nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, chunk);
+    Command call = calls::nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s,
+                               config_.max_unconfirmed_deliveries, chunk);
     round.add(std::move(call), [this, name, chunk = std::move(chunk)](const redisReply* r) mutable {
                 if (r == nullptr) {
                   // Not known to be applied: again next round (a stale token makes a repeat harmless).

@@ -29,7 +29,8 @@ struct TokenRef {
 
 enum class NackMode {
   retry,        // back to the schedule after backoff
-  now,          // back to ready at once, counted as an attempt (worker lost)
+  now,          // back to ready at once, counted as an attempt (worker lost after confirming receipt)
+  lost,         // back to ready at once, counted only if Redis saw its receipt (lua/lib/lost_delivery.lua)
   dead,         // straight to the dead-letter set
   handed_back,  // back to ready at once, not counted (never started)
   cancel,       // ends cancelled
@@ -53,7 +54,7 @@ namespace calls {
 Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<TokenRef>& items);
 // nack.lua
 Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
-             const std::vector<NackItem>& items);
+             int unconfirmed_limit, const std::vector<NackItem>& items);
 Result<std::vector<NackOutcome>> parse_nack(const redisReply* reply);
 // extend.lua: one status per item, 1 extended, 0 stale.
 Command extend(const std::string& queue, int64_t deadline_ms, const std::vector<TokenRef>& items);

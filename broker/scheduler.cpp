@@ -26,24 +26,26 @@ Result<PromoteOutcome> parse_promote(const redisReply* r) {
   return PromoteOutcome{(*values)[0], (*values)[1]};
 }
 
-Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s) {
+Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s, int unconfirmed_limit) {
   QueueKeys k(queue);
   return script_call(lua::ScriptId::reclaim, {k.leased, k.ready, k.dead, k.stats, k.jobs, k.tokens, k.attempts,
-                                              k.errors, k.error_logs, k.cancel_requested, k.cancelled})
+                                              k.errors, k.error_logs, k.cancel_requested, k.cancelled, k.received,
+                                              k.unconfirmed})
       .add(now_ms)
       .add(limit)
-      .add(retention_s);
+      .add(retention_s)
+      .add(unconfirmed_limit);
 }
 
 Result<ReclaimOutcome> parse_reclaim(const redisReply* r) {
   auto values = reply::integers(r, "reclaim");
-  if (!values || values->size() != 3) return reply::bad(r, "reclaim");
-  return ReclaimOutcome{(*values)[0], (*values)[1], (*values)[2]};
+  if (!values || values->size() != 4) return reply::bad(r, "reclaim");
+  return ReclaimOutcome{(*values)[0], (*values)[1], (*values)[2], (*values)[3]};
 }
 
-Command sweep(const std::string& queue, int64_t cutoff_ms, int limit) {
+Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::sweep, {k.done, k.cancelled}).add(cutoff_ms).add(limit);
+  return script_call(lua::ScriptId::sweep, {k.done, k.cancelled}).add(cutoff_ms).add(limit).add(max_kept);
 }
 
 Command cap_leases(const std::string& queue, int64_t cap_ms, int limit) {
@@ -92,7 +94,8 @@ void Scheduler::add_to(Round& round) {
       // Redis re-leases these with new tokens: the broker's copies are stale.
       if (!expired_inflight) inflight_.expire(lease_now);
       expired_inflight = true;
-      round.add(calls::reclaim(name, lease_now, config_.reclaim_batch, config_.policy(name).done_retention_s),
+      round.add(calls::reclaim(name, lease_now, config_.reclaim_batch, config_.policy(name).done_retention_s,
+                               config_.max_unconfirmed_deliveries),
                 [this, name, lease_now](const redisReply* r) {
                   if (r == nullptr) return;
                   QueueState& q = queues_.get(name);
@@ -102,14 +105,16 @@ void Scheduler::add_to(Round& round) {
                     return;
                   }
                   if (c->requeued + c->dead > 0)
-                    spdlog::info("queue '{}': {} expired leases re-queued, {} dead-lettered", name, c->requeued, c->dead);
+                    spdlog::info("queue '{}': {} expired leases re-queued ({} never confirmed received, no attempt "
+                                 "used), {} dead-lettered",
+                                 name, c->requeued, c->not_counted, c->dead);
                   if (c->requeued > 0) q.maybe_ready = true;
                   q.next_deadline_ms = c->requeued + c->dead == config_.reclaim_batch ? lease_now : c->next_deadline_ms;
                 });
     }
     if (const int64_t retention_s = config_.policy(name).done_retention_s; retention_s > 0 && steady_now >= q.next_sweep_ms) {
       q.next_sweep_ms = steady_now + kSweepIntervalMs;
-      round.add(calls::sweep(name, now - retention_s * 1000, kSweepLimit), [this, name, steady_now](const redisReply* r) {
+      round.add(calls::sweep(name, now - retention_s * 1000, kSweepLimit, config_.policy(name).done_max), [this, name, steady_now](const redisReply* r) {
         if (r == nullptr) return;
         auto removed = reply::integers(r, "sweep");
         if (!removed || removed->size() != 2) {

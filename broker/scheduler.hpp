@@ -24,15 +24,16 @@ struct ReclaimOutcome {
   int64_t requeued = 0;
   int64_t dead = 0;
   int64_t next_deadline_ms = -1;
+  int64_t not_counted = 0;  // of the requeued: deliveries no worker confirmed, no attempt used
 };
 
 namespace calls {
 Command promote(const std::string& queue, int64_t now_ms, int limit);
 Result<PromoteOutcome> parse_promote(const redisReply* reply);
-Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s);
+Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s, int unconfirmed_limit);
 Result<ReclaimOutcome> parse_reclaim(const redisReply* reply);
 // sweep.lua: [done removed, cancelled removed]
-Command sweep(const std::string& queue, int64_t cutoff_ms, int limit);
+Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept);
 // cap_leases.lua: [leases shortened]
 Command cap_leases(const std::string& queue, int64_t cap_ms, int limit);
 }  // namespace calls

@@ -29,7 +29,13 @@ void Workers::on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms)
                      : "",
                  hello.held.size(),
                  *held_back > 0 ? fmt::format(" ({} earlier joins of this peer not logged)", *held_back) : "");
-  registry_.upsert(peer.routing_id, WorkerInfo{hello.worker_id, hello.queues, capped(hello.capacity), false, heard_ms});
+  // A HELLO again from a registered worker does not prove it alive: only
+  // heartbeats and results do, so a peer that says HELLO over and over and
+  // nothing else is declared dead on time and its deliveries go back.
+  const WorkerInfo* known = registry_.find(peer.routing_id);
+  const int64_t last_seen_ms = known != nullptr ? known->last_seen_ms : heard_ms;
+  registry_.upsert(peer.routing_id, WorkerInfo{hello.worker_id, hello.queues, capped(hello.capacity), false, last_seen_ms, false, {},
+                                                 false, lapsed_.contains(peer.routing_id)});
   adopt_held(peer.routing_id, hello.held, heard_ms);
   outbox_.send(peer, proto::Welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms)});
 }
@@ -48,9 +54,19 @@ void Workers::on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, 
   }
   worker->last_seen_ms = heard_ms;
   worker->draining = heartbeat.draining;
+  worker->barred = false;
+  lapsed_.erase(peer.routing_id);
   if (heartbeat.capacity > 0) worker->capacity = capped(heartbeat.capacity);
   adopt_held(peer.routing_id, heartbeat.held, heard_ms);
   outbox_.send(peer, proto::Pong{broker_id_});
+}
+
+void Workers::on_received(const Peer& peer, const proto::Received& received, int64_t heard_ms) {
+  WorkerInfo* worker = registry_.find(peer.routing_id);
+  if (worker == nullptr) return;  // its jobs were handed back already
+  worker->note_received(received.seq);
+  worker->confirmed = true;
+  heard_from(peer.routing_id, heard_ms);
 }
 
 void Workers::on_bye(const Peer& peer, const proto::Bye& bye, int64_t heard_ms) {
@@ -77,7 +93,10 @@ void Workers::on_bye(const Peer& peer, const proto::Bye& bye, int64_t heard_ms) 
 }
 
 void Workers::heard_from(const std::string& routing_id, int64_t heard_ms) {
-  if (WorkerInfo* w = registry_.find(routing_id)) w->last_seen_ms = heard_ms;
+  if (WorkerInfo* w = registry_.find(routing_id)) {
+    w->last_seen_ms = heard_ms;
+    w->unreachable = false;
+  }
 }
 
 std::vector<proto::JobResult> Workers::screen_results(const Peer& peer, std::vector<proto::JobResult>&& items,
@@ -129,7 +148,8 @@ void Workers::adopt_held(const std::string& routing_id, const std::vector<proto:
     if (job == nullptr || job->token != ref.token) {
       // A job leased before this broker started (or re-leased since): Redis
       // decides by token whether this worker's delivery is still current.
-      if (job == nullptr) inflight_.add(InflightJob{ref.queue, ref.id, ref.token, routing_id, lease_now});
+      if (job == nullptr) inflight_.add(InflightJob{ref.queue, ref.id, ref.token, routing_id, lease_now, true});
+      if (WorkerInfo* w = registry_.find(routing_id)) w->confirmed = true;
       results_.extend(ref.queue, TokenRef{ref.id, ref.token});
       continue;
     }
@@ -140,7 +160,11 @@ void Workers::adopt_held(const std::string& routing_id, const std::vector<proto:
       continue;
     }
     inflight_.assign(*job, routing_id);
-    if (job->lease_deadline_ms - lease_now < config_.lease_ttl_ms / 2) results_.extend(ref.queue, TokenRef{ref.id, ref.token});
+    if (WorkerInfo* w = registry_.find(routing_id)) w->confirmed = true;
+    // The first report also records the receipt in Redis (extend.lua).
+    if (!job->received || job->lease_deadline_ms - lease_now < config_.lease_ttl_ms / 2)
+      results_.extend(ref.queue, TokenRef{ref.id, ref.token});
+    job->received = true;
   }
   if (stale > 0) {
     const Peer peer{routing_id, false};
@@ -157,8 +181,16 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
   if (auto held_back = loss_log_.admit("", now_ms))
     spdlog::info("worker {} {}; re-delivering {} jobs it held{}", loggable(w->worker_id), reason, held.size(),
                  *held_back > 0 ? fmt::format(" ({} more workers lost, not logged)", *held_back) : "");
+  bool lapsed = false;
+  for (const auto& job : held) lapsed = lapsed || !(job.received || w->received(job.frame_seq));
+  if (lapsed) {
+    if (lapsed_.size() >= kLapsedKept) lapsed_.clear();
+    lapsed_.insert(routing_id);
+  }
   for (auto& job : held)
-    results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::now, "worker lost (no heartbeat)", 0});
+    results_.requeue(job.queue, job.received || w->received(job.frame_seq) ? NackItem{job.id, job.token, NackMode::now, "worker lost (no heartbeat)", 0}
+                                             : NackItem{job.id, job.token, NackMode::lost,
+                                                        "worker lost (no heartbeat) before it confirmed receiving the job", 0});
   const std::vector<std::string> served = w->queues;
   registry_.remove(routing_id);
   // A queue no job was ever enqueued into (not in Redis) that no live

@@ -7,6 +7,7 @@
 // to the moment the socket was last read empty, so neither a wall clock
 // step nor a slow turn of the loop (frames still unread) kills a live worker.
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "broker/config.hpp"
@@ -30,6 +31,7 @@ class Workers {
 
   void on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms);
   void on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, int64_t heard_ms);
+  void on_received(const Peer& peer, const proto::Received& received, int64_t heard_ms);
   void on_bye(const Peer& peer, const proto::Bye& bye, int64_t heard_ms);
   // The items of a RESULTS frame that `peer` may report: it must be a
   // registered worker (else it is told to say HELLO, and resends after), and
@@ -70,6 +72,10 @@ class Workers {
   WorkerRegistry registry_;
   // A peer saying HELLO over and over is logged once per 10 s.
   LogLimiter join_log_{10'000, 20, 10'000};
+  // Routing ids of workers lost with unconfirmed deliveries (see
+  // WorkerInfo::barred), forgotten all at once past kLapsedKept.
+  static constexpr size_t kLapsedKept = 10'000;
+  std::unordered_set<std::string> lapsed_;
   LogLimiter loss_log_{0, 20, 1};
   LogLimiter stale_log_{10'000, 20, 10'000};
   uint64_t stale_reports_ = 0;

@@ -33,7 +33,8 @@ struct Client::Impl {
         if (!(item.revents & ZMQ_POLLIN)) continue;
         zmq::message_t message;
         if (!socket.recv(message, zmq::recv_flags::dontwait)) continue;
-        auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()));
+        auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()),
+                                   proto::kMaxReplyValues);
         if (!frame) return std::unexpected(ClientError{"bad_frame", "undecodable reply: " + frame.error().message, 0});
         const uint64_t id = std::visit(
             [](const auto& f) -> uint64_t {

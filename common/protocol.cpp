@@ -18,6 +18,25 @@ const msgpack::unpack_limit kLimits(/*array=*/kMaxBatch * 2, /*map=*/256, /*str=
 
 std::unexpected<Error> bad(std::string message) { return fail(Errc::bad_frame, std::move(message)); }
 
+// Counts the values a frame declares, array and map sizes as they are read,
+// and stops the parse once they pass the budget: 16 MiB of nested nils would
+// otherwise cost msgpack a second of allocations before any check runs.
+struct ValueBudget : msgpack::null_visitor {
+  explicit ValueBudget(size_t budget) : left(budget) {}
+  bool take(size_t n) {
+    if (n > left) {
+      exceeded = true;
+      return false;
+    }
+    left -= n;
+    return true;
+  }
+  bool start_array(uint32_t elements) { return take(elements); }
+  bool start_map(uint32_t pairs) { return take(2 * static_cast<size_t>(pairs)); }
+  size_t left;
+  bool exceeded = false;
+};
+
 Result<void> check_ref(const JobRef& ref) {
   if (auto ok = validate_queue_name(ref.queue); !ok) return ok;
   if (auto ok = validate_job_id(ref.id); !ok) return ok;
@@ -58,6 +77,7 @@ Result<void> validate(const Task& f) {
 
 Result<void> validate(const Tasks& f) {
   if (f.items.empty()) return bad("tasks carries no tasks");
+  if (f.seq == 0) return bad("tasks seq must be at least 1");
   if (f.items.size() > kMaxBatch) return bad(fmt::format("{} tasks exceed the batch limit {}", f.items.size(), kMaxBatch));
   for (const auto& task : f.items)
     if (auto ok = validate(task); !ok) return ok;
@@ -70,6 +90,11 @@ Result<void> validate(const Heartbeat& f) {
 }
 
 Result<void> validate(const Pong&) { return {}; }
+
+Result<void> validate(const Received& f) {
+  if (f.seq == 0) return bad("received seq must be at least 1");
+  return {};
+}
 
 Result<void> validate(const Results& f) {
   if (f.items.size() > kMaxBatch) return bad("results batch exceeds the batch limit");
@@ -145,6 +170,7 @@ const char* type_name(Type type) {
     case Type::hello: return "hello";
     case Type::welcome: return "welcome";
     case Type::tasks: return "tasks";
+    case Type::received: return "received";
     case Type::heartbeat: return "heartbeat";
     case Type::pong: return "pong";
     case Type::results: return "results";
@@ -164,11 +190,19 @@ const char* type_name(Type type) {
   return "unknown";
 }
 
-Result<Frame> decode(std::string_view bytes) {
+Result<Frame> decode(std::string_view bytes, size_t max_values) {
   if (bytes.empty()) return bad("empty frame");
   if (bytes.size() > kMaxFrameBytes) return bad(fmt::format("frame of {} bytes exceeds the {} byte limit", bytes.size(), kMaxFrameBytes));
   try {
     size_t offset = 0;
+    // Every value takes at least a byte: a frame no longer than the budget
+    // cannot pass it (most frames), and needs no counting pass.
+    if (bytes.size() > max_values) {
+      ValueBudget budget(max_values);
+      if (!msgpack::parse(bytes.data(), bytes.size(), offset, budget) && budget.exceeded)
+        return bad(fmt::format("frame holds more than {} values", max_values));
+      offset = 0;
+    }
     msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, kLimits);
     if (offset != bytes.size()) return bad("trailing bytes after the frame");
     const msgpack::object& root = handle.get();
@@ -183,6 +217,7 @@ Result<Frame> decode(std::string_view bytes) {
       case Type::hello: return convert_body<Hello>(body);
       case Type::welcome: return convert_body<Welcome>(body);
       case Type::tasks: return convert_body<Tasks>(body);
+      case Type::received: return convert_body<Received>(body);
       case Type::heartbeat: return convert_body<Heartbeat>(body);
       case Type::pong: return convert_body<Pong>(body);
       case Type::results: return convert_body<Results>(body);

@@ -44,6 +44,7 @@ enum class Type : uint8_t {
   admin_request = 16,
   admin_reply = 17,
   tasks = 18,
+  received = 19,
   error = 20,
 };
 
@@ -125,7 +126,16 @@ struct Task {
 struct Tasks {
   static constexpr Type kType = Type::tasks;
   std::vector<Task> items;
-  DUEQ_FIELDS(items)
+  uint64_t seq = 0;  // numbers this broker's TASKS frames (1, 2, ...); echoed in RECEIVED
+  DUEQ_FIELDS(items, seq)
+};
+
+// A worker got the TASKS frame `seq`: from now on losing one of its jobs uses
+// an attempt (docs/protocol.md 3.3).
+struct Received {
+  static constexpr Type kType = Type::received;
+  uint64_t seq = 0;
+  DUEQ_FIELDS(seq)
 };
 
 // Bounds one TASKS frame well under kMaxFrameBytes whatever the payloads.
@@ -301,12 +311,19 @@ struct ErrorFrame {
   DUEQ_FIELDS(request_id, code, message, retry_after_ms)
 };
 
-using Frame = std::variant<Hello, Welcome, Tasks, Heartbeat, Pong, Results, Confirm, Cancel, Bye, Enqueue, EnqueueReply,
+using Frame = std::variant<Hello, Welcome, Tasks, Received, Heartbeat, Pong, Results, Confirm, Cancel, Bye, Enqueue, EnqueueReply,
                            StatsRequest, StatsReply, JobRequest, JobReply, AdminRequest, AdminReply, ErrorFrame>;
 
+// The most values (array elements and map keys and values, nested ones
+// included) a frame may hold. A full ENQUEUE of 10,000 jobs holds about
+// 90,000; replies to clients (STATS_REPLY of up to 100,000 queues) get more.
+inline constexpr size_t kMaxFrameValues = 100'000;
+inline constexpr size_t kMaxReplyValues = 2'000'000;
+
 // Decodes and validates one frame. Never throws; every problem is an Error
-// with code bad_frame and a message naming what was wrong.
-Result<Frame> decode(std::string_view bytes);
+// with code bad_frame and a message naming what was wrong. Work is bounded by
+// the frame size and `max_values`, checked before anything is allocated.
+Result<Frame> decode(std::string_view bytes, size_t max_values = kMaxFrameValues);
 
 template <typename T>
 std::string encode(const T& body) {

@@ -14,6 +14,8 @@
   KEYS[7]  error logs        hash
   KEYS[8]  cancel requested  set
   KEYS[9]  done              zset  id -> finished ms
+  KEYS[10] received          set   leased ids a worker confirmed receiving
+  KEYS[11] unconfirmed       hash  id -> deliveries that ended unconfirmed
 
   ARGV[1]  now ms
   ARGV[2]  retention seconds for the done entry (0 = keep none)
@@ -50,6 +52,8 @@ if done > 0 then
   redis.call("ZREM", KEYS[1], unpack(finished))
   for k = 3, 7 do redis.call("HDEL", KEYS[k], unpack(finished)) end
   redis.call("SREM", KEYS[8], unpack(finished))
+  redis.call("SREM", KEYS[10], unpack(finished))
+  redis.call("HDEL", KEYS[11], unpack(finished))
   if retention > 0 then
     for i = 1, done, 1000 do
       local args = {}

@@ -22,6 +22,7 @@
   KEYS[11] errors            hash
   KEYS[12] error logs        hash
   KEYS[13] cancel requested  set
+  KEYS[14] unconfirmed       hash  id -> deliveries that ended unconfirmed
 
   ARGV[1]  now ms
   ARGV[2]  job id
@@ -61,6 +62,7 @@ elseif redis.call("ZREM", KEYS[2], id) == 0 then
   return {0, 0}
 end
 for k = 8, 12 do redis.call("HDEL", KEYS[k], id) end
+redis.call("HDEL", KEYS[14], id)
 if retention > 0 then redis.call("ZADD", KEYS[6], now, id) end
 redis.call("HINCRBY", KEYS[7], "cancelled", 1)
 return {1, 0}

@@ -22,8 +22,9 @@
   KEYS[7]  cancelled   zset  id -> finished ms
 
   ARGV[1]  now ms
-  ARGV[2]  max backlog: when ready + leased jobs reach it the whole batch is
-           refused (0 = no limit)
+  ARGV[2]  max backlog: the most unfinished jobs (scheduled + ready +
+           leased) the queue may hold; new jobs past it are refused, each
+           answered 2, duplicates still 0 (0 = no limit)
   ARGV[3]  N, number of jobs (1..1000)
   ARGV[4+4i .. 7+4i] for job i: id, due ms (>= 0), job record (a msgpack
            array of 8 starting with version 1, see broker/job_record.hpp),
@@ -55,9 +56,16 @@ for i = 0, n - 1 do
 end
 
 local out = {}
-if max_backlog > 0 and redis.call("ZCARD", KEYS[2]) + redis.call("ZCARD", KEYS[3]) >= max_backlog then
-  for i = 1, n do out[i] = 2 end
-  return out
+-- Room for new jobs under the backlog: delayed ones count too, or a flood of
+-- jobs due in a second would pass the limit and all come due at once.
+local room = n
+if max_backlog > 0 then
+  room = max_backlog - redis.call("ZCARD", KEYS[2]) - redis.call("ZCARD", KEYS[3])
+    - (tonumber(redis.call("HGET", KEYS[4], "scheduled")) or 0)
+  if room <= 0 then
+    for i = 1, n do out[i] = 2 end
+    return out
+  end
 end
 -- Variadic reads find duplicates among live, done and cancelled jobs. The
 -- schedule is asked per job, in the job's own partition's sorted set, and
@@ -80,6 +88,8 @@ for i = 1, n do
   if live[i] or done[i] or cancelled[i] or seen[id]
       or (maybe_scheduled[i] > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. partition, id)) then
     out[i] = 0
+  elseif accepted >= room then
+    out[i] = 2
   else
     seen[id] = true
     -- Scores are written from their ARGV strings: formatting a Lua number

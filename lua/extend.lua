@@ -1,11 +1,14 @@
 --[[
-  extend: move the lease deadline of jobs a live worker reports holding.
+  extend: move the lease deadline of jobs a live worker reports holding,
+  and record that a worker received them (from now on a lost delivery of
+  theirs is an attempt: lib/lost_delivery.lua).
   A token that is no longer the job's current one (the job was re-delivered)
   or a job no longer leased changes nothing and is counted.
 
   KEYS[1]  leased      zset
   KEYS[2]  stats       hash
   KEYS[3]  tokens      hash
+  KEYS[4]  received    set   leased ids a worker confirmed receiving
 
   ARGV[1]  new deadline ms
   ARGV[2]  N (1..5000)
@@ -23,12 +26,13 @@ local ids = {}
 for i = 0, n - 1 do ids[i + 1] = ARGV[3 + 2 * i] end
 -- A job has a token exactly while it is leased (see ack.lua).
 local tokens = redis.call("HMGET", KEYS[3], unpack(ids))
-local out, args = {}, {}
+local out, args, received = {}, {}, {}
 local stale = 0
 for i = 1, n do
   if tokens[i] == ARGV[2 + 2 * i] then
     args[#args + 1] = ARGV[1]
     args[#args + 1] = ids[i]
+    received[#received + 1] = ids[i]
     out[i] = 1
   else
     stale = stale + 1
@@ -37,6 +41,9 @@ for i = 1, n do
 end
 for i = 1, #args, 2000 do
   redis.call("ZADD", KEYS[1], "XX", unpack(args, i, math.min(i + 1999, #args)))
+end
+for i = 1, #received, 2000 do
+  redis.call("SADD", KEYS[4], unpack(received, i, math.min(i + 1999, #received)))
 end
 if stale > 0 then redis.call("HINCRBY", KEYS[2], "stale_extends", stale) end
 return out

@@ -9,6 +9,7 @@
   KEYS[5]  attempts    hash
   KEYS[6]  errors      hash
   KEYS[7]  error logs  hash
+  KEYS[8]  unconfirmed hash  id -> deliveries that ended unconfirmed
 
   ARGV[1]  N (1..1000), or 0 to purge by age
   ARGV[2..N+1]  ids (when N > 0)
@@ -40,7 +41,7 @@ for _, id in ipairs(ids) do
   if redis.call("ZREM", KEYS[1], id) == 1 then out[#out + 1] = id end
 end
 if #out > 0 then
-  for k = 3, 7 do redis.call("HDEL", KEYS[k], unpack(out)) end
+  for k = 3, 8 do redis.call("HDEL", KEYS[k], unpack(out)) end
   redis.call("HINCRBY", KEYS[2], "purged", #out)
 end
 return out

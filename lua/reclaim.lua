@@ -1,9 +1,11 @@
 --[[
   reclaim: leases whose deadline has passed (the worker died, hung, never
-  received the task, or the broker that leased it is gone) count as a failed
+  received the task, or the broker that leased it is gone). A delivery a
+  worker confirmed receiving (see lib/lost_delivery.lua) counts as a failed
   attempt: the job goes back to ready at once, or to the dead-letter set when
-  its attempts are used up (a poison job that keeps killing workers). A job
-  a user asked to cancel ends cancelled.
+  its attempts are used up (a poison job that keeps killing workers). An
+  unconfirmed one goes back to ready without using an attempt, up to LIMIT
+  times. A job a user asked to cancel ends cancelled.
 
   KEYS[1]  leased            zset  id -> deadline ms
   KEYS[2]  ready             zset
@@ -16,23 +18,30 @@
   KEYS[9]  error logs        hash
   KEYS[10] cancel requested  set
   KEYS[11] cancelled         zset  id -> finished ms
+  KEYS[12] received          set   leased ids a worker confirmed receiving
+  KEYS[13] unconfirmed       hash  id -> deliveries that ended unconfirmed
 
   ARGV[1]  now ms
   ARGV[2]  limit (1..5000)
   ARGV[3]  retention seconds for a cancelled entry (0 = keep none)
+  ARGV[4]  unconfirmed deliveries a job may have before they count (0..100)
 
-  Returns  {requeued, dead, next_deadline}: next_deadline is the earliest
-           lease deadline left, or -1 when nothing is leased
+  Returns  {requeued, dead, next_deadline, not_counted}: next_deadline is
+           the earliest lease deadline left, or -1 when nothing is leased;
+           not_counted of the requeued went back without using an attempt
   Errors   "ERR dueq bad-args <what>"
 ]]
+--! include lib/lost_delivery.lua
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local retention = tonumber(ARGV[3])
-if not now or not limit or limit < 1 or limit > 5000 or not retention or retention < 0 then
-  return redis.error_reply("ERR dueq bad-args reclaim: expected now, a limit of 1..5000 and a retention")
+local unconfirmed_limit = tonumber(ARGV[4])
+if not now or not limit or limit < 1 or limit > 5000 or not retention or retention < 0 or #ARGV ~= 4
+    or not unconfirmed_limit or unconfirmed_limit < 0 or unconfirmed_limit > 100 then
+  return redis.error_reply("ERR dueq bad-args reclaim: expected now, a limit of 1..5000, a retention and an unconfirmed limit of 0..100")
 end
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
-local requeued, dead, cancelled = 0, 0, 0
+local requeued, dead, cancelled, not_counted = 0, 0, 0, 0
 if #ids > 0 then
   redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1)
   redis.call("HDEL", KEYS[6], unpack(ids))
@@ -40,18 +49,30 @@ end
 local reason = "lease expired (worker lost, hung or unreachable)"
 for _, id in ipairs(ids) do
   local record = redis.call("HGET", KEYS[5], id)
+  local received = redis.call("SREM", KEYS[12], id) == 1
+  local unconfirmed = nil
   if record and redis.call("SREM", KEYS[10], id) == 1 then
     for k = 5, 9 do redis.call("HDEL", KEYS[k], id) end
+    redis.call("HDEL", KEYS[13], id)
     if retention > 0 then redis.call("ZADD", KEYS[11], now, id) end
     cancelled = cancelled + 1
+    record = nil
+  elseif record then
+    unconfirmed = unconfirmed_delivery(KEYS[13], id, received, unconfirmed_limit)
+  end
+  if unconfirmed then
+    append_error_log(KEYS[9], id, "unconfirmed delivery " .. unconfirmed .. " (not an attempt): " .. reason
+      .. " before a worker confirmed receiving it")
+    redis.call("ZADD", KEYS[2], ARGV[1], id)
+    redis.call("HSET", KEYS[8], id, reason .. " before a worker confirmed receiving it")
+    requeued = requeued + 1
+    not_counted = not_counted + 1
   elseif record then
     local ok, r = pcall(cmsgpack.unpack, record)
     if not ok or type(r) ~= "table" then r = {} end
     local attempt = (tonumber(redis.call("HGET", KEYS[7], id)) or 0) + 1  -- the expired delivery
     redis.call("HSET", KEYS[7], id, attempt)
-    local log = (redis.call("HGET", KEYS[9], id) or "") .. "attempt " .. attempt .. ": " .. reason .. "\n"
-    if #log > 8192 then log = string.sub(log, -8192) end
-    redis.call("HSET", KEYS[9], id, log)
+    append_error_log(KEYS[9], id, "attempt " .. attempt .. ": " .. reason)
     if attempt >= (tonumber(r[5]) or 1) then
       redis.call("ZADD", KEYS[3], now, id)
       redis.call("HSET", KEYS[8], id, "attempts exhausted (" .. attempt .. "): " .. reason)
@@ -66,7 +87,8 @@ end
 if requeued > 0 then redis.call("HINCRBY", KEYS[4], "retried", requeued) end
 if dead > 0 then redis.call("HINCRBY", KEYS[4], "dead", dead) end
 if cancelled > 0 then redis.call("HINCRBY", KEYS[4], "cancelled", cancelled) end
+if not_counted > 0 then redis.call("HINCRBY", KEYS[4], "unconfirmed", not_counted) end
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_deadline = -1
 if head[2] then next_deadline = tonumber(head[2]) end
-return {requeued, dead, next_deadline}
+return {requeued, dead, next_deadline, not_counted}

@@ -8,6 +8,7 @@
   KEYS[4]  jobs              hash
   KEYS[5]  attempts          hash
   KEYS[6]  cancel requested  set
+  KEYS[7]  unconfirmed       hash  id -> deliveries that ended unconfirmed
 
   ARGV[1]  now ms (the jobs are due again from now)
   ARGV[2]  N (1..1000), or 0 with ARGV[3] = limit to replay the oldest
@@ -38,6 +39,7 @@ for _, id in ipairs(ids) do
   if redis.call("HEXISTS", KEYS[4], id) == 1 and redis.call("ZREM", KEYS[1], id) == 1 then
     redis.call("ZADD", KEYS[2], ARGV[1], id)
     redis.call("HDEL", KEYS[5], id)
+    redis.call("HDEL", KEYS[7], id)
     redis.call("SREM", KEYS[6], id)
     out[#out + 1] = id
   end

@@ -194,6 +194,9 @@ struct Worker::Impl {
         send(bye);
         return;
       }
+      // Said before any of them starts: a job that kills this process at
+      // once has still used an attempt.
+      send(proto::Received{t->seq});
       for (auto& task : t->items) on_task(std::move(task));
       return;
     }

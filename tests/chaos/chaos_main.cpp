@@ -209,13 +209,32 @@ int main(int argc, char** argv) {
   for (auto& r : read_records(record)) starts[r.id].push_back(r);
   size_t done = 0, dead = 0, cancelled = 0, lost = 0, early = 0, executions = 0;
   size_t done_without_run = 0, wrong_end = 0, dead_after_lost_deliveries = 0;
+  // Why jobs ran more than once: an always-failing job runs once per attempt
+  // and again after each `dead replay --all`; a job that succeeds runs again
+  // only when a delivery was lost (worker SIGKILL/SIGSTOP, broker SIGKILL,
+  // Redis losing its last second of writes), with the next attempt number if
+  // its worker had confirmed it and the same one if not.
+  size_t failing_runs = 0, succeeding_reruns = 0, reruns_next_attempt = 0, reruns_same_attempt = 0;
+  size_t same_delivery_twice = 0;
   double max_gap_s = 0;
   auto wrong = [&](const std::string& id, const std::string& what) {
     ++wrong_end;
     fmt::print("WRONG {}: {}\n", id, what);
   };
+  size_t lookups_failed = 0;
   for (const auto& [id, job] : accepted) {
+    // A lookup that fails (Redis just restarted, a timeout) is asked again,
+    // as a user would: only an answer "not found" makes a job lost.
     auto fields = client.job(id, "chaos");
+    for (int retry = 0; !fields && retry < 10; ++retry) {
+      std::this_thread::sleep_for(500ms);
+      fields = client.job(id, "chaos");
+    }
+    if (!fields) {
+      ++lookups_failed;
+      fmt::print("LOOKUP FAILED {}: {}\n", id, fields.error().message);
+      continue;
+    }
     const std::string state = fields && *fields ? (**fields)["s"] : "";
     const std::string error = fields && *fields ? (**fields)["e"] : "";
     auto& runs = starts[id];
@@ -254,8 +273,15 @@ int main(int argc, char** argv) {
         ++early;
         fmt::print("EARLY {}: started {} us before its due time\n", id, job.due_ms * 1000 - runs[i].start_us);
       }
-      if (i > 0 && job.type != "fail") max_gap_s = std::max(max_gap_s, (runs[i].start_us - runs[i - 1].start_us) / 1e6);
+      if (i > 0 && job.type != "fail") {
+        max_gap_s = std::max(max_gap_s, (runs[i].start_us - runs[i - 1].start_us) / 1e6);
+        ++succeeding_reruns;
+        ++(runs[i].attempt > runs[i - 1].attempt ? reruns_next_attempt : reruns_same_attempt);
+      }
+      for (size_t j = 0; j < i; ++j)
+        if (runs[j].token == runs[i].token) ++same_delivery_twice;
     }
+    if (job.type == "fail") failing_runs += runs.size();
   }
   const int audit = run_dueq(cluster.endpoint(), "audit").code;
   auto stats = cluster.stats("chaos");
@@ -263,15 +289,19 @@ int main(int argc, char** argv) {
   fmt::print("faults:");
   for (const auto& [what, count] : faults) fmt::print(" {} x{};", what, count);
   fmt::print("\naccepted {}, done {}, dead {} ({} after lost deliveries), cancelled {}, lost {}, early {}, "
-             "done without running {}, wrong ends {}, rejected {}\n",
+             "done without running {}, wrong ends {}, rejected {}, lookups failed {}\n",
              total, done, dead, dead_after_lost_deliveries, cancelled, lost, early, done_without_run, wrong_end,
-             rejected.load());
+             rejected.load(), lookups_failed);
   fmt::print("executions {} (duplicate executions {}), stale acks rejected {}, producer retries {} "
              "(answered duplicate {}, overloaded {}), max re-delivery gap {:.2f} s, audit {}\n",
              executions, executions - std::min(executions, total), stats ? stats->stale_acks : -1,
              producer_retries.load(), duplicates.load(), overloaded.load(), max_gap_s,
              audit == 0 ? "clean" : "VIOLATIONS");
-  const bool ok = settled && total > 0 && done > 0 && lost == 0 && early == 0 && done_without_run == 0 &&
+  fmt::print("why jobs ran more than once: always-failing jobs ran {} times (once per attempt, again after each "
+             "replay); jobs that succeed ran again {} times after a lost delivery ({} with the next attempt number, "
+             "{} with the same: unconfirmed or rolled back); one delivery run twice: {}\n",
+             failing_runs, succeeding_reruns, reruns_next_attempt, reruns_same_attempt, same_delivery_twice);
+  const bool ok = settled && total > 0 && done > 0 && lost == 0 && lookups_failed == 0 && early == 0 && done_without_run == 0 &&
                   wrong_end == 0 && rejected == 0 && audit == 0 && done + dead + cancelled == total;
   fmt::print("chaos: {}\n", ok ? "PASS" : "FAIL");
   if (!ok) {

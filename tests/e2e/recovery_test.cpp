@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <cstdlib>
+#include <random>
 #include <fstream>
 #include <thread>
 #include <set>
@@ -84,38 +86,58 @@ TEST(Recovery, ADrainingWorkerHandsBackBufferedJobsAndFinishesRunningOnes) {
   EXPECT_NE(starts[0].pid, starts[1].pid);
 }
 
+// Killed while jobs are enqueued, running, promoted and acknowledged: three
+// kill moments per run, spread by a seed (printed; DUEQ_TEST_SEED repeats a
+// run) over the first 2 s of each round's flow.
 TEST(Recovery, BrokerKilledAtAnyMomentAndRestartedLosesNothing) {
+  const char* seed_env = std::getenv("DUEQ_TEST_SEED");
+  const uint64_t seed = seed_env != nullptr ? std::strtoull(seed_env, nullptr, 10) : std::random_device{}();
+  std::printf("[ seed     ] DUEQ_TEST_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
   Cluster cluster;
   const auto record = cluster.dir() / "starts.txt";
   for (int i = 0; i < 2; ++i) cluster.start_example_worker("crashy", 10, record.string());
   ASSERT_TRUE(cluster.wait_for_workers(2));
   Client client(cluster.endpoint());
-  std::vector<JobSpec> jobs;
-  const int64_t base = wall_ms();
-  for (int i = 0; i < 100; ++i) jobs.push_back({"crashy", "sleep", "700", "slow-" + std::to_string(i), 0, 5});
-  for (int i = 0; i < 100; ++i) jobs.push_back({"crashy", "noop", "", "timer-" + std::to_string(i), base + 500 + i * 30, 5});
-  auto accepted = client.enqueue_batch(jobs);
-  ASSERT_TRUE(accepted);
+  std::unordered_map<std::string, int64_t> asked_due_ms;
+  constexpr int kRounds = 3;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<JobSpec> jobs;
+    const int64_t base = wall_ms();
+    for (int i = 0; i < 100; ++i)
+      jobs.push_back({"crashy", "sleep", "700", fmt::format("slow-{}-{}", round, i), 0, 5});
+    for (int i = 0; i < 100; ++i)
+      jobs.push_back({"crashy", "noop", "", fmt::format("timer-{}-{}", round, i), base + 500 + i * 15, 5});
+    for (const auto& j : jobs) asked_due_ms[j.id] = j.due_ms;
+    auto accepted = client.enqueue_batch(jobs);
+    ASSERT_TRUE(accepted);
 
-  std::this_thread::sleep_for(1200ms);
-  cluster.broker().signal(SIGKILL);
-  cluster.broker().wait();
-  std::this_thread::sleep_for(500ms);
-  cluster.start_broker();
+    const auto kill_after = std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 2000)(rng));
+    std::printf("[ kill     ] round %d: broker SIGKILLed %lld ms after the enqueue\n", round,
+                static_cast<long long>(kill_after.count()));
+    std::this_thread::sleep_for(kill_after);
+    cluster.broker().signal(SIGKILL);
+    cluster.broker().wait();
+    std::this_thread::sleep_for(300ms);
+    cluster.start_broker();
 
-  // A producer that never heard back retries with the same ids: no duplicates.
-  auto retry = client.enqueue_batch(jobs);
-  ASSERT_TRUE(retry) << retry.error().message;
-  for (const auto& r : *retry) EXPECT_EQ(r.status, EnqueueResult::Status::duplicate);
+    // A producer that never heard back retries with the same ids: no duplicates.
+    auto retry = client.enqueue_batch(jobs);
+    ASSERT_TRUE(retry) << retry.error().message;
+    for (const auto& r : *retry) EXPECT_EQ(r.status, EnqueueResult::Status::duplicate);
+  }
 
-  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("crashy"); return s && s->done == 200; }, 60s))
+  constexpr int kJobs = kRounds * 200;
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("crashy"); return s && s->done == kJobs; }, 60s))
       << "done: " << (cluster.stats("crashy") ? cluster.stats("crashy")->done : -1);
   std::set<std::string> ran;
   for (const auto& r : read_records(record)) {
     ran.insert(r.id);
-    EXPECT_GE(r.start_us, r.due_ms * 1000) << r.id << " started early";
+    ASSERT_TRUE(asked_due_ms.contains(r.id)) << r.id;
+    // Against the due time the producer asked for, not the stored one.
+    EXPECT_GE(r.start_us, asked_due_ms[r.id] * 1000) << r.id << " started early";
   }
-  EXPECT_EQ(ran.size(), 200u);
+  EXPECT_EQ(ran.size(), static_cast<size_t>(kJobs));
   auto audit = dueq_cli(cluster.endpoint(), "audit");
   EXPECT_EQ(audit.code, 0) << audit.out;
 }
@@ -132,6 +154,7 @@ TEST(Recovery, RedisKilledAndRestartedWithAofIsSurvived) {
   ASSERT_TRUE(client.enqueue_batch(jobs));
   std::this_thread::sleep_for(1500ms);  // past the AOF everysec window
 
+  ASSERT_TRUE(client.job("d-0"));  // the lookups' own connection to Redis is open now
   cluster.redis().kill(SIGKILL);
   auto refused = client.enqueue({"durable", "noop", "", "while-down", 0, 3});
   ASSERT_FALSE(refused) << "a job was reported accepted while Redis was down";
@@ -142,6 +165,12 @@ TEST(Recovery, RedisKilledAndRestartedWithAofIsSurvived) {
   cluster.redis().start();
   ASSERT_TRUE(eventually([&] { auto s = cluster.stats("durable"); return s && s->done == 50; }, 30s));
   EXPECT_TRUE(cluster.broker().running());
+  // The first lookup after the restart is answered, not failed on the
+  // connection Redis dropped.
+  auto first = client.job("d-0");
+  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_TRUE(*first);
+  EXPECT_EQ((**first)["s"], "done");
   EXPECT_EQ(job_fields(cluster, "while-down").size(), 0u);
 }
 
@@ -191,19 +220,33 @@ TEST(Recovery, RedisKilledWhileJobsFlowLeavesTheBrokerRunning) {
   EXPECT_TRUE(cluster.broker().running());
 }
 
+// The job kills its worker as it starts. The worker says RECEIVED before it
+// starts a job, so each such delivery normally uses an attempt; were the
+// RECEIVED frame lost with the process, the delivery would be free up to
+// max_unconfirmed_deliveries (3) times, then count. A supervisor restarts
+// each killed worker, as systemd would.
 TEST(Recovery, APoisonJobThatKillsItsWorkersEndsDeadInsteadOfLooping) {
   Cluster cluster;
   const auto record = cluster.dir() / "starts.txt";
-  cluster.start_example_worker("poison", 1, record.string());
-  cluster.start_example_worker("poison", 1, record.string());
-  ASSERT_TRUE(cluster.wait_for_workers(2));
+  size_t current = cluster.start_example_worker("poison", 1, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
   Client client(cluster.endpoint());
   ASSERT_TRUE(client.enqueue({"poison", "crash", "", "poison-1", 0, 2}));
-  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("poison"); return s && s->dead == 1; }, 20s));
+  size_t started = 1;
+  ASSERT_TRUE(eventually([&] {
+    if (!cluster.worker(current).running() && started < 10) {
+      current = cluster.start_example_worker("poison", 1, record.string());
+      ++started;
+    }
+    auto s = cluster.stats("poison");
+    return s && s->dead == 1;
+  }, 40s));
   auto fields = job_fields(cluster, "poison-1");
   EXPECT_EQ(fields["s"], "dead");
   EXPECT_NE(fields["e"].find("attempts exhausted (2)"), std::string::npos) << fields["e"];
-  EXPECT_EQ(read_records(record).size(), 2u);
+  const size_t runs = read_records(record).size();
+  EXPECT_GE(runs, 2u);
+  EXPECT_LE(runs, 5u) << "at most 3 unconfirmed deliveries plus max_attempts";
 }
 
 TEST(Recovery, CancelEndsScheduledJobsAndStopsRunningCommands) {
@@ -364,7 +407,8 @@ TEST(Recovery, ABrokerUpgradedFromTheSingleSetScheduleRunsEveryScheduledJobOnTim
   std::set<std::string> ran;
   for (const auto& r : read_records(record)) {
     ran.insert(r.id);
-    EXPECT_GE(r.start_us, r.due_ms * 1000) << r.id << " started early";
+    // Against the due time written into the old store, not the migrated one.
+    EXPECT_GE(r.start_us, (due + std::stoll(r.id.substr(4))) * 1000) << r.id << " started early";
   }
   EXPECT_EQ(ran.size(), static_cast<size_t>(kJobs));
   auto audit = dueq_cli(cluster.endpoint(), "audit --queue legacy");

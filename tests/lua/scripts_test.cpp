@@ -57,6 +57,16 @@ class Scripts : public ::testing::Test {
     return calls::parse_lease(run(round))->jobs;
   }
 
+  // extend.lua, as the broker calls it when a worker first lists the jobs as
+  // held: it also records that a worker received them.
+  void confirm_received(const std::vector<LeasedJob>& jobs, int64_t deadline) {
+    std::vector<TokenRef> refs;
+    for (const auto& j : jobs) refs.push_back({j.id, j.token});
+    Round round;
+    round.add(calls::extend("q", deadline, refs));
+    EXPECT_EQ(ints(run(round))->size(), jobs.size());
+  }
+
   // A job field as `dueq job` reports it ("" when absent or the job is unknown).
   std::string field(const std::string& id, const std::string& f) {
     auto fields = job_fields(*store_, "q", id);
@@ -210,9 +220,11 @@ TEST_F(Scripts, LeaseStampsANewTokenAndAttemptEachTime) {
   EXPECT_EQ(first[0].attempt, 1u);
   EXPECT_EQ(first[0].record.payload, "payload-x");
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "5000");
-  // Lease runs out; reclaim puts it back; the next lease has a new token.
+  // A worker confirms it and its lease runs out; reclaim puts it back; the
+  // next lease has a new token and the next attempt number.
+  confirm_received(first, 5000);
   Round reclaim;
-  reclaim.add(calls::reclaim("q", 6000, 100, 60));
+  reclaim.add(calls::reclaim("q", 6000, 100, 60, 3));
   EXPECT_EQ(calls::parse_reclaim(run(reclaim))->requeued, 1);
   auto second = lease(10, 9000);
   ASSERT_EQ(second.size(), 1u);
@@ -308,10 +320,10 @@ TEST_F(Scripts, ADoneJobStaysADuplicateUntilTheSweepForgetsIt) {
   run(ack);
   EXPECT_EQ(enqueue({job("a")}, 3000), std::vector<int64_t>{0});  // a producer's retry
   Round early;
-  early.add(calls::sweep("q", 2000, 100));  // finished at 2000: not before the cutoff
+  early.add(calls::sweep("q", 2000, 100, 1000));  // finished at 2000: not before the cutoff
   EXPECT_EQ(*ints(run(early)), (std::vector<int64_t>{0, 0}));
   Round late;
-  late.add(calls::sweep("q", 2001, 100));
+  late.add(calls::sweep("q", 2001, 100, 1000));
   EXPECT_EQ(*ints(run(late)), (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(field("a", "s"), "");
   EXPECT_EQ(enqueue({job("a")}, 3000), std::vector<int64_t>{1});  // a new job after retention
@@ -320,13 +332,35 @@ TEST_F(Scripts, ADoneJobStaysADuplicateUntilTheSweepForgetsIt) {
 TEST_F(Scripts, SweepIsBoundedByItsLimitAndRefusesBadArguments) {
   for (const char* id : {"a", "b", "c"}) redis_->cli(std::string("ZADD 'dueq:{q}:done' 10 ") + id);
   Round round;
-  round.add(calls::sweep("q", 100, 2));
+  round.add(calls::sweep("q", 100, 2, 1000));
   EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{2, 0}));
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:done'"), "1");
   Round bad;
-  bad.add(calls::sweep("q", 100, 0));
+  bad.add(calls::sweep("q", 100, 0, 1000));
   EXPECT_NE(reply_error(run(bad)).find("bad-args"), std::string_view::npos);
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:done'"), "1");
+  Round no_max;
+  no_max.add(calls::sweep("q", 100, 10, 0));
+  EXPECT_NE(reply_error(run(no_max)).find("bad-args"), std::string_view::npos);
+}
+
+// Done and cancelled ids are kept for the retention and no more than MAX of
+// each: the oldest go first, within the limit per call.
+TEST_F(Scripts, SweepKeepsAtMostMaxDoneAndCancelledIds) {
+  for (int i = 0; i < 10; ++i) redis_->cli("ZADD 'dueq:{q}:done' " + std::to_string(1000 + i) + " d" + std::to_string(i));
+  for (int i = 0; i < 3; ++i) redis_->cli("ZADD 'dueq:{q}:cancelled' " + std::to_string(1000 + i) + " c" + std::to_string(i));
+  Round first;
+  first.add(calls::sweep("q", 0, 4, 4));  // nothing past retention; 6 done over the max, 4 per call
+  EXPECT_EQ(*ints(run(first)), (std::vector<int64_t>{4, 0}));
+  Round second;
+  second.add(calls::sweep("q", 0, 4, 4));
+  EXPECT_EQ(*ints(run(second)), (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(redis_->cli("ZRANGE 'dueq:{q}:done' 0 -1"), "d6\nd7\nd8\nd9");
+  Round both;
+  // The time cutoff takes d6 and every cancelled id; the max takes d7 too.
+  both.add(calls::sweep("q", 1007, 100, 2));
+  EXPECT_EQ(*ints(run(both)), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(redis_->cli("ZRANGE 'dueq:{q}:done' 0 -1"), "d8\nd9");
 }
 
 TEST_F(Scripts, AckWithAStaleTokenIsACountedNoOp) {
@@ -352,7 +386,7 @@ TEST_F(Scripts, NackRetriesWithBackoffWithinTheJitterBound) {
   enqueue({job("a", 0, 5)}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.add(calls::nack("q", 2000, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "boom", 0.5}}));
+  round.add(calls::nack("q", 2000, 1000, 60'000, 60, 3, {{"a", l[0].token, NackMode::retry, "boom", 0.5}}));
   auto out = *calls::parse_nack(run(round));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].status, 1);
@@ -368,7 +402,7 @@ TEST_F(Scripts, NackDeadLettersWhenAttemptsAreUsedUpKeepingPayloadAndReasons) {
     auto l = lease(1, 5000);
     ASSERT_EQ(l.size(), 1u);
     Round round;
-    round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "err" + std::to_string(attempt), 0}}));
+    round.add(calls::nack("q", 2000, 0, 0, 60, 3, {{"a", l[0].token, NackMode::retry, "err" + std::to_string(attempt), 0}}));
     auto out = *calls::parse_nack(run(round));
     EXPECT_EQ(out[0].status, attempt == 2 ? 2 : 1);
   }
@@ -383,7 +417,7 @@ TEST_F(Scripts, NackModeDeadSkipsRetriesAndModeNowRequeuesAtOnce) {
   enqueue({job("a", 0, 5), job("b", 0, 5)}, 1000);
   auto l = lease(2, 5000);
   Round round;
-  round.add(calls::nack("q", 2000, 1000, 5000, 60,
+  round.add(calls::nack("q", 2000, 1000, 5000, 60, 3,
              {{"a", l[0].token, NackMode::dead, "bad payload", 0}, {"b", l[1].token, NackMode::now, "worker lost", 0.9}}));
   auto out = *calls::parse_nack(run(round));
   EXPECT_EQ(out[0].status, 2);
@@ -397,7 +431,7 @@ TEST_F(Scripts, NackWithAStaleTokenChangesNothing) {
   enqueue({job("a")}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token + 7, NackMode::dead, "x", 0}}));
+  round.add(calls::nack("q", 2000, 0, 0, 60, 3, {{"a", l[0].token + 7, NackMode::dead, "x", 0}}));
   EXPECT_EQ(calls::parse_nack(run(round))->at(0).status, 0);
   EXPECT_EQ(field("a", "s"), "leased");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_acks"), "1");
@@ -407,7 +441,7 @@ TEST_F(Scripts, NackWithBadModeOrJitterIsRefused) {
   enqueue({job("a")}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "x", 1.5}}));
+  round.add(calls::nack("q", 2000, 0, 0, 60, 3, {{"a", l[0].token, NackMode::retry, "x", 1.5}}));
   EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos);
   EXPECT_EQ(field("a", "s"), "leased");
 }
@@ -423,16 +457,16 @@ TEST_F(Scripts, ExtendMovesTheDeadlineOnlyForTheCurrentToken) {
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_extends"), "1");
 }
 
-TEST_F(Scripts, ReclaimCountsAnExpiredLeaseAsAnAttemptAndDeadLettersPoisonJobs) {
+TEST_F(Scripts, ReclaimCountsAnExpiredLeaseAWorkerConfirmedAsAnAttemptAndDeadLettersPoisonJobs) {
   enqueue({job("a", 0, 1), job("b", 0, 3)}, 1000);
-  lease(2, 5000);
+  confirm_received(lease(2, 5000), 5000);
   Round early;
-  early.add(calls::reclaim("q", 4999, 100, 60));
+  early.add(calls::reclaim("q", 4999, 100, 60, 3));
   auto none = *calls::parse_reclaim(run(early));
   EXPECT_EQ(none.requeued + none.dead, 0);
   EXPECT_EQ(none.next_deadline_ms, 5000);
   Round round;
-  round.add(calls::reclaim("q", 5000, 100, 60));
+  round.add(calls::reclaim("q", 5000, 100, 60, 3));
   auto r = *calls::parse_reclaim(run(round));
   EXPECT_EQ(r.requeued, 1);
   EXPECT_EQ(r.dead, 1);
@@ -440,6 +474,95 @@ TEST_F(Scripts, ReclaimCountsAnExpiredLeaseAsAnAttemptAndDeadLettersPoisonJobs) 
   EXPECT_EQ(field("a", "s"), "dead");
   EXPECT_EQ(field("b", "s"), "ready");
   EXPECT_NE(field("b", "el").find("lease expired"), std::string::npos);
+}
+
+// A TASKS frame lost on the wire, a round reply lost with its leases, a
+// broker gone between lease and dispatch: no worker confirmed the delivery,
+// so its expiry uses no attempt. Past the limit it counts after all, so a job
+// that kills its worker before the first heartbeat still ends.
+TEST_F(Scripts, AnExpiredDeliveryNoWorkerConfirmedUsesNoAttemptUntilTheUnconfirmedLimit) {
+  enqueue({job("a", 0, 1)}, 1000);
+  for (int i = 1; i <= 3; ++i) {
+    auto l = lease(1, 5000 * i);
+    ASSERT_EQ(l.size(), 1u);
+    EXPECT_EQ(l[0].attempt, 1u) << "delivery " << i;
+    Round round;
+    round.add(calls::reclaim("q", 5000 * i, 100, 60, 3));
+    auto r = *calls::parse_reclaim(run(round));
+    EXPECT_EQ(r.requeued, 1);
+    EXPECT_EQ(r.not_counted, 1);
+    EXPECT_EQ(r.dead, 0);
+    EXPECT_EQ(field("a", "s"), "ready");
+    EXPECT_EQ(field("a", "a"), "0");
+  }
+  EXPECT_NE(field("a", "el").find("unconfirmed delivery 3 (not an attempt)"), std::string::npos) << field("a", "el");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' unconfirmed"), "3");
+  ASSERT_EQ(lease(1, 20'000).size(), 1u);
+  Round fourth;
+  fourth.add(calls::reclaim("q", 20'000, 100, 60, 3));
+  auto r = *calls::parse_reclaim(run(fourth));
+  EXPECT_EQ(r.dead, 1);
+  EXPECT_EQ(r.not_counted, 0);
+  EXPECT_EQ(field("a", "s"), "dead");
+  EXPECT_NE(field("a", "e").find("attempts exhausted (1)"), std::string::npos) << field("a", "e");
+}
+
+// The broker says "lost" for a job of a dead worker that never listed it as
+// held; Redis still counts it when it holds the receipt (the broker that saw
+// it may have been replaced).
+TEST_F(Scripts, AWorkerLostBeforeConfirmingAJobUsesNoAttemptUnlessRedisHoldsTheReceipt) {
+  enqueue({job("a", 0, 1), job("b", 0, 1)}, 1000);
+  auto l = lease(2, 5000);
+  ASSERT_EQ(l.size(), 2u);
+  const LeasedJob& a = l[0].id == "a" ? l[0] : l[1];
+  const LeasedJob& b = l[0].id == "a" ? l[1] : l[0];
+  confirm_received({b}, 9000);
+  Round round;
+  round.add(calls::nack("q", 2000, 0, 0, 60, 3,
+                        {{"a", a.token, NackMode::lost, "worker lost", 0}, {"b", b.token, NackMode::lost, "worker lost", 0}}));
+  auto out = *calls::parse_nack(run(round));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].status, 1);
+  EXPECT_EQ(out[1].status, 2);
+  EXPECT_EQ(field("a", "s"), "ready");
+  EXPECT_EQ(field("a", "a"), "0");
+  EXPECT_EQ(field("b", "s"), "dead");
+}
+
+TEST_F(Scripts, FinishedOrReplayedJobsLeaveNoReceiptOrUnconfirmedCount) {
+  enqueue({job("a"), job("b")}, 1000);
+  lease(2, 5000);
+  Round expire;
+  expire.add(calls::reclaim("q", 5000, 100, 60, 3));
+  EXPECT_EQ(calls::parse_reclaim(run(expire))->not_counted, 2);
+  auto l = lease(2, 9000);
+  ASSERT_EQ(l.size(), 2u);
+  confirm_received(l, 9000);
+  EXPECT_EQ(redis_->cli("SCARD 'dueq:{q}:received'"), "2");
+  const LeasedJob& a = l[0].id == "a" ? l[0] : l[1];
+  const LeasedJob& b = l[0].id == "a" ? l[1] : l[0];
+  Round finish;
+  finish.add(calls::ack("q", 6000, 60, {{"a", a.token}}));
+  finish.add(calls::nack("q", 6000, 0, 0, 60, 3, {{"b", b.token, NackMode::dead, "bad", 0}}));
+  run(finish);
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:received'"), "0");
+  EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:unconfirmed' a"), "0");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:unconfirmed' b"), "1");  // kept with the dead job, for a look
+  Round replay;
+  replay.add(calls::replay("q", 7000, {"b"}));
+  EXPECT_EQ(*strs(run(replay)), std::vector<std::string>{"b"});
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:unconfirmed'"), "0");
+}
+
+TEST_F(Scripts, ReclaimAndNackRefuseAnUnconfirmedLimitOutOfRange) {
+  enqueue({job("a")}, 1000);
+  auto l = lease(1, 5000);
+  Round round;
+  round.add(calls::reclaim("q", 5000, 100, 60, 101));
+  round.add(calls::nack("q", 2000, 0, 0, 60, -1, {{"a", l[0].token, NackMode::lost, "x", 0}}));
+  EXPECT_NE(reply_error(run(round, 0)).find("bad-args"), std::string_view::npos);
+  EXPECT_NE(reply_error(replies_.at(1).get()).find("bad-args"), std::string_view::npos);
+  EXPECT_EQ(field("a", "s"), "leased");
 }
 
 TEST_F(Scripts, StatsCountEveryState) {
@@ -598,12 +721,12 @@ TEST_F(Scripts, CancellingALeasedJobEndsItCancelledWhenItsDeliveryEnds) {
   }
   // a: its worker reports a failure; the cancel mark wins over a retry.
   Round nack;
-  nack.add(calls::nack("q", 2100, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "killed", 0}}));
+  nack.add(calls::nack("q", 2100, 0, 0, 60, 3, {{"a", l[0].token, NackMode::retry, "killed", 0}}));
   EXPECT_EQ(calls::parse_nack(run(nack))->at(0).status, 3);
   EXPECT_EQ(field("a", "s"), "cancelled");
   // b: its worker vanished; the lease expires and the job ends cancelled.
   Round reclaim;
-  reclaim.add(calls::reclaim("q", 6000, 10, 60));
+  reclaim.add(calls::reclaim("q", 6000, 10, 60, 3));
   run(reclaim);
   EXPECT_EQ(field("b", "s"), "cancelled");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' cancelled"), "2");
@@ -617,7 +740,7 @@ TEST_F(Scripts, HandedBackJobsDoNotUseAnAttempt) {
     ASSERT_EQ(l.size(), 1u);
     EXPECT_EQ(l[0].attempt, 1u);
     Round round;
-    round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::handed_back, "draining", 0}}));
+    round.add(calls::nack("q", 2000, 0, 0, 60, 3, {{"a", l[0].token, NackMode::handed_back, "draining", 0}}));
     EXPECT_EQ(calls::parse_nack(run(round))->at(0).status, 1);
   }
   EXPECT_EQ(field("a", "s"), "ready");
@@ -627,7 +750,7 @@ TEST_F(Scripts, ReplayPutsDeadJobsBackWithAttemptsResetAndTheSameId) {
   enqueue({qjob("a", 0, 1), qjob("b", 0, 1)}, 1000);
   auto l = lease(2, 5000);
   Round kill;
-  kill.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::dead, "bad", 0}, {"b", l[1].token, NackMode::dead, "bad", 0}}));
+  kill.add(calls::nack("q", 2000, 0, 0, 60, 3, {{"a", l[0].token, NackMode::dead, "bad", 0}, {"b", l[1].token, NackMode::dead, "bad", 0}}));
   run(kill);
   Round replay;
   replay.add(calls::replay("q", 3000, {"a", "not-dead"}));
@@ -647,10 +770,10 @@ TEST_F(Scripts, PurgeDeletesDeadJobsByIdOrAgeAndCountsThem) {
   std::map<std::string, uint64_t> token;
   for (const auto& j : lease(2, 5000)) token[j.id] = j.token;
   Round kill_old;
-  kill_old.add(calls::nack("q", 2000, 0, 0, 60, {{"old", token["old"], NackMode::dead, "x", 0}}));
+  kill_old.add(calls::nack("q", 2000, 0, 0, 60, 3, {{"old", token["old"], NackMode::dead, "x", 0}}));
   run(kill_old);
   Round kill_new;
-  kill_new.add(calls::nack("q", 9000, 0, 0, 60, {{"new", token["new"], NackMode::dead, "x", 0}}));
+  kill_new.add(calls::nack("q", 9000, 0, 0, 60, 3, {{"new", token["new"], NackMode::dead, "x", 0}}));
   run(kill_new);
   Round by_age;
   by_age.add(calls::purge_dead_before("q", 5000, 100));
@@ -662,11 +785,23 @@ TEST_F(Scripts, PurgeDeletesDeadJobsByIdOrAgeAndCountsThem) {
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' purged"), "2");
 }
 
-TEST_F(Scripts, EnqueueIsRefusedWholeWhileTheBacklogIsFull) {
+TEST_F(Scripts, EnqueueIsRefusedWhileTheBacklogIsFull) {
   EXPECT_EQ(enqueue({qjob("a"), qjob("b")}, 1000, 3, 2), (std::vector<int64_t>{1, 1}));
   EXPECT_EQ(enqueue({qjob("c", 9000)}, 1000, 3, 2), (std::vector<int64_t>{2}));
   EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' c"), "0");
   EXPECT_EQ(enqueue({qjob("c", 9000)}, 1000, 3, 0), (std::vector<int64_t>{1}));  // 0 = no limit
+}
+
+// Delayed jobs count: a flood of jobs due in a second cannot pass the limit.
+// A batch takes the room there is, no more; duplicates are still duplicates.
+TEST_F(Scripts, TheBacklogCountsScheduledJobsAndABatchTakesOnlyTheRoomLeft) {
+  EXPECT_EQ(enqueue({qjob("a", 9000), qjob("b", 9000)}, 1000, 3, 3), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(enqueue({qjob("a", 9000), qjob("c", 9000), qjob("d"), qjob("e", 9000)}, 1000, 3, 3),
+            (std::vector<int64_t>{0, 1, 2, 2}));
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "3");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' accepted"), "3");
+  EXPECT_EQ(field("d", "s"), "");
+  EXPECT_EQ(enqueue({qjob("f")}, 1000, 3, 3), (std::vector<int64_t>{2}));
 }
 
 TEST_F(Scripts, CapLeasesShortensOnlyLongerLeases) {
@@ -745,7 +880,7 @@ TEST_F(Scripts, AnUnreadableRecordMakesTheFailedJobDeadNotLost) {
   auto l = lease(1, 5000);
   redis_->cli("HSET 'dueq:{q}:jobs' a garbage");
   Round round;
-  round.add(calls::nack("q", 2000, 100, 1000, 60, {{"a", l[0].token, NackMode::retry, "boom", 0.5}}));
+  round.add(calls::nack("q", 2000, 100, 1000, 60, 3, {{"a", l[0].token, NackMode::retry, "boom", 0.5}}));
   auto out = *calls::parse_nack(run(round));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].status, 2);
@@ -764,7 +899,7 @@ TEST_F(Scripts, AJobsOwnBackoffOverridesTheQueuesOne) {
     auto l = lease(2, 5000);
     ASSERT_EQ(l.size(), 2u);
     Round round;
-    round.add(calls::nack("q", 2000, 100, 1000, 60,
+    round.add(calls::nack("q", 2000, 100, 1000, 60, 3,
                {{l[0].id, l[0].token, NackMode::retry, "x", 1.0}, {l[1].id, l[1].token, NackMode::retry, "x", 1.0}}));
     auto out = *calls::parse_nack(run(round));
     for (size_t i = 0; i < 2; ++i) {
@@ -842,14 +977,14 @@ TEST_F(Scripts, ARetryWithBackoffMovesTheRecordIntoItsSchedulePartitionAndBack) 
   enqueue({qjob("a", 0, 5)}, 1000);
   auto l = lease(1, 5000);
   Round nack;
-  nack.add(calls::nack("q", 2000, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "boom", 1.0}}));
+  nack.add(calls::nack("q", 2000, 1000, 60'000, 60, 3, {{"a", l[0].token, NackMode::retry, "boom", 1.0}}));
   EXPECT_EQ(calls::parse_nack(run(nack))->at(0).due_ms, 3000);
   EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' a"), "0");
   EXPECT_EQ(redis_->cli("HEXISTS " + partition_jobs_of("a") + " a"), "1");
   EXPECT_EQ(redis_->cli("ZSCORE " + partition_of("a") + " a"), "3000");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1");
   Round stale;  // the old delivery reports again: the job is scheduled now
-  stale.add(calls::nack("q", 2100, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "late", 1.0}}));
+  stale.add(calls::nack("q", 2100, 1000, 60'000, 60, 3, {{"a", l[0].token, NackMode::retry, "late", 1.0}}));
   EXPECT_EQ(calls::parse_nack(run(stale))->at(0).status, 0);
   Round promote;
   promote.add(calls::promote("q", 3000, 10));
@@ -1012,7 +1147,7 @@ TEST_F(Scripts, EveryScriptThatChangesTheScheduleKeepsTheFilterExact) {
   std::vector<NackItem> retries;
   for (const auto& l : leased) retries.push_back({l.id, l.token, NackMode::retry, "boom", 1.0});
   Round nack;
-  nack.add(calls::nack("q", 6000, 1000, 60'000, 60, retries));
+  nack.add(calls::nack("q", 6000, 1000, 60'000, 60, 3, retries));
   run(nack);
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1010");
   EXPECT_TRUE(filter_exact());

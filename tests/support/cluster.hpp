@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -17,7 +18,12 @@
 
 namespace dueq::testing {
 
-inline std::string bin(const std::string& name) { return std::string(DUEQ_BIN_DIR) + "/" + name; }
+// The binaries under test: the build's, or a copy named by $DUEQ_BIN_DIR (a
+// long chaos run keeps its own while the tree is rebuilt).
+inline std::string bin(const std::string& name) {
+  const char* dir = std::getenv("DUEQ_BIN_DIR");
+  return std::string(dir != nullptr && *dir != '\0' ? dir : DUEQ_BIN_DIR) + "/" + name;
+}
 
 struct CliRun {
   int code;

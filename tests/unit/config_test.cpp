@@ -156,6 +156,22 @@ TEST(ConfigFile, UnknownKeysAndBadValuesAreErrorsNamingTheKey) {
   }
   ASSERT_TRUE(load("max_worker_capacity = 64\n", c));
   EXPECT_EQ(c.max_worker_capacity, 64);
+  for (const char* limit : {"max_unconfirmed_deliveries = -1\n", "max_unconfirmed_deliveries = 101\n"}) {
+    auto r = load(limit, c);
+    ASSERT_FALSE(r) << limit;
+    EXPECT_NE(r.error().message.find("max_unconfirmed_deliveries"), std::string::npos);
+  }
+  ASSERT_TRUE(load("max_unconfirmed_deliveries = 0\n", c));
+  EXPECT_EQ(c.max_unconfirmed_deliveries, 0);
+}
+
+// The shipped example configuration loads as it is.
+TEST(ConfigFile, TheDeployedBrokerTomlLoads) {
+  broker::BrokerConfig c;
+  auto r = broker::load_config_file(std::string(DUEQ_SOURCE_DIR) + "/deploy/broker.toml", c);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(broker::validate_config(c));
+  EXPECT_EQ(c.max_unconfirmed_deliveries, 3);
 }
 
 TEST(ConfigFile, InconsistentTimingsAreRefused) {

@@ -32,7 +32,7 @@ Task sample_task() {
   return Task{"emails", "job-1", "send", Bytes{std::string("\x00\x01\xffpayload", 10)}, 1700000000123, 2, 5, 77, 1700000000000};
 }
 
-Tasks sample_tasks() { return Tasks{{sample_task()}}; }
+Tasks sample_tasks() { return Tasks{{sample_task()}, 9}; }
 
 }  // namespace
 
@@ -51,6 +51,7 @@ TEST(Protocol, TasksRoundTripWithBinaryPayload) {
   EXPECT_EQ(out.due_ms, in.due_ms);
   EXPECT_EQ(out.attempt, 2u);
   EXPECT_EQ(out.token, 77u);
+  EXPECT_EQ(decoded.seq, 9u);
 }
 
 TEST(Protocol, PayloadIsEncodedAsMsgpackBin) {
@@ -73,6 +74,7 @@ TEST(Protocol, AllFrameTypesRoundTrip) {
   round_trip(Welcome{"b1", 500});
   round_trip(Heartbeat{{{"a", "j", 1}}, 4, true});
   round_trip(Pong{"b1"});
+  round_trip(Received{12});
   round_trip(Results{{{"a", "j", 1, 0, ""}, {"a", "k", 2, 1, "boom"}}});
   round_trip(Confirm{{{"a", "j", 1}}});
   round_trip(Bye{{{"a", "j", 1}}});
@@ -113,17 +115,17 @@ TEST(Protocol, RejectsTrailingBytes) { EXPECT_FALSE(decode(encode(Pong{"b"}) + "
 TEST(Protocol, RejectsWrongFieldTypes) {
   // A task whose id is an integer.
   auto r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::tasks),
-                           std::make_tuple(std::make_tuple(std::make_tuple("q", 5, "t", "p", 0, 1, 1, 1, 0)))));
+                           std::make_tuple(std::make_tuple(std::make_tuple("q", 5, "t", "p", 0, 1, 1, 1, 0)), 1)));
   EXPECT_FALSE(r);
 }
 
 TEST(Protocol, RejectsMissingFields) {
   auto r = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::tasks), std::make_tuple()));
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("tasks frame: an array of 0 fields where 1 are needed"), std::string::npos);
+  EXPECT_NE(r.error().message.find("tasks frame: an array of 0 fields where 2 are needed"), std::string::npos);
   // A task cut short lacks its token, and a zero token is never valid.
   EXPECT_FALSE(decode(pack_raw(kVersion, static_cast<uint8_t>(Type::tasks),
-                               std::make_tuple(std::make_tuple(std::make_tuple("q", "id", "t"))))));
+                               std::make_tuple(std::make_tuple(std::make_tuple("q", "id", "t")), 1))));
 }
 
 TEST(Protocol, NestedItemsWithTooFewFieldsAreRejected) {
@@ -157,6 +159,10 @@ TEST(Protocol, AnOversizedPayloadDecodesSoThatOnlyItsJobIsRejected) {
 
 TEST(Protocol, TasksFrameIsRejectedWholeWhenEmptyOrWhenOneTaskIsInvalid) {
   EXPECT_FALSE(decode(encode(Tasks{})));
+  Tasks unnumbered = sample_tasks();
+  unnumbered.seq = 0;
+  EXPECT_FALSE(decode(encode(unnumbered)));
+  EXPECT_FALSE(decode(encode(Received{0})));
   Tasks batch = sample_tasks();
   batch.items.push_back(sample_task());
   batch.items.back().token = 0;
@@ -189,6 +195,38 @@ TEST(Protocol, RejectsOversizedFramesAndBatches) {
   Tasks huge = sample_tasks();
   huge.items[0].payload.data.assign(kMaxPayloadBytes + 1, 'x');
   EXPECT_FALSE(decode(encode(huge)));
+}
+
+// 16 MB of nested nils: 19,000 arrays of 840, each within the per-array
+// limit, 16 million values in all (msgpack alone spends over a second on
+// them). The declared sizes pass the budget after about 100 arrays and the
+// decoder stops there, before allocating.
+std::string nested_nils_frame() {
+  std::string bytes = "\x93\x01\x06\xdd";
+  const uint32_t outer = 19'000;
+  for (int shift = 24; shift >= 0; shift -= 8) bytes += static_cast<char>((outer >> shift) & 0xff);
+  for (uint32_t i = 0; i < outer; ++i) {
+    bytes += "\xdc\x03\x48";  // array16 of 840
+    bytes.append(840, '\xc0');
+  }
+  return bytes;
+}
+
+TEST(Protocol, DecodeWorkPerFrameIsBoundedByAValueBudget) {
+  const std::string bomb = nested_nils_frame();
+  ASSERT_LT(bomb.size(), kMaxFrameBytes);
+  auto r = decode(bomb);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("more than 100000 values"), std::string::npos) << r.error().message;
+  // The largest frame a producer may send still decodes.
+  Enqueue full{1, {}};
+  for (size_t i = 0; i < kMaxBatch; ++i) full.jobs.push_back(NewJob{"q", "j" + std::to_string(i), "t", Bytes{"p"}, 0, 0});
+  EXPECT_TRUE(decode(encode(full)));
+  // Clients read bigger replies (a STATS_REPLY of many queues).
+  StatsReply stats{1, {}, 0};
+  stats.queues.resize(20'000, QueueStats{"q"});
+  EXPECT_FALSE(decode(encode(stats)));
+  EXPECT_TRUE(decode(encode(stats), kMaxReplyValues));
 }
 
 TEST(Protocol, RejectsHostileNestingDepth) {

@@ -1,0 +1,36 @@
+#pragma once
+// Connections the broker could not accept. At the file-descriptor limit
+// libzmq fails each accept() quietly and keeps the peer waiting; this reads
+// the ROUTER socket's ACCEPT_FAILED events (zmq_socket_monitor) so an
+// operator sees the refusals, with the limit, in the log (rate-limited).
+#include <zmq.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "common/logging.hpp"
+
+namespace dueq::broker {
+
+class ConnectionMonitor {
+ public:
+  // Starts monitoring `socket` (call before it binds or after; events of
+  // later accepts are seen).
+  ConnectionMonitor(zmq::context_t& context, zmq::socket_t& socket);
+
+  // The socket to poll for ZMQ_POLLIN.
+  void* handle() { return events_.handle(); }
+  // Reads the waiting events (at most a bounded number per call) and logs
+  // refused connections; `now_ms` is a steady time.
+  void drain(int64_t now_ms);
+
+  uint64_t refused() const { return refused_; }
+
+ private:
+  zmq::socket_t events_;
+  uint64_t refused_ = 0;
+  uint64_t refused_unlogged_ = 0;
+  LogLimiter refusal_log_{10'000, 1, 1};
+};
+
+}  // namespace dueq::broker
