@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "broker/dispatcher.hpp"
+#include "broker/registry.hpp"
 #include "broker/script_registry.hpp"
 #include "common/clock.hpp"
 #include "common/protocol.hpp"
@@ -399,6 +400,43 @@ TEST(EndToEnd, DeliveriesThatNeverReachedAWorkerUseNoAttempt) {
   for (const auto& [id, n] : runs) EXPECT_EQ(n, 1) << id;
   auto shown = run_dueq(cluster.endpoint(), "dead list once");
   EXPECT_EQ(cluster.stats("once")->dead, 0) << shown.out;
+}
+
+// Rule: only heartbeats and results show a registered worker alive. A peer
+// that says HELLO again and again, and nothing else, is declared dead after
+// worker_timeout_ms; the jobs it was given go back without an attempt
+// charged, and under that routing id it is sent nothing more until it
+// heartbeats.
+TEST(EndToEnd, APeerThatOnlySaysHelloIsDeclaredDeadAndThenSentNothing) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 40; ++i) jobs.push_back({"hello-only", "noop", "", fmt::format("h-{}", i), 0, 1});
+  RawPeer squatter(cluster.endpoint(), "squatter");
+  squatter.send(proto::Hello{"squatter", {"hello-only"}, 10'000, {}, "host", 1});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  size_t delivered = 0;
+  const auto until = std::chrono::steady_clock::now() + 6s;
+  while (std::chrono::steady_clock::now() < until) {
+    squatter.send(proto::Hello{"squatter", {"hello-only"}, 10'000, {}, "host", 1});
+    const auto turn_end = std::chrono::steady_clock::now() + 300ms;
+    while (auto frame = squatter.receive(std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::max(turn_end - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration(1ms))))) {
+      if (auto* tasks = std::get_if<proto::Tasks>(&*frame)) delivered += tasks->items.size();
+      if (std::chrono::steady_clock::now() >= turn_end) break;
+    }
+  }
+  EXPECT_EQ(delivered, static_cast<size_t>(broker::WorkerRegistry::kUnconfirmedCredit)) << "one probation credit, then nothing";
+  auto s = cluster.stats("hello-only");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->in_flight, 0) << "the squatter still holds jobs 6 s after its last heartbeat-free HELLO began";
+  EXPECT_EQ(s->waiting, 40);
+
+  const auto record = cluster.dir() / "runs.txt";
+  cluster.start_example_worker("hello-only", 8, record.string());
+  ASSERT_TRUE(eventually([&] { auto st = cluster.stats("hello-only"); return st && st->done == 40; }, 30s));
+  for (const auto& r : read_records(record)) EXPECT_EQ(r.attempt, 1u) << r.id;
+  EXPECT_EQ(cluster.stats("hello-only")->dead, 0);
 }
 
 TEST(EndToEnd, AnUnreadableRecordIsDeadLetteredAndTheRestOfItsBatchDelivered) {
