@@ -48,7 +48,7 @@ struct QueueKeys {
   static std::string key(const std::string& queue, const char* what) { return "dueq:{" + queue + "}:" + what; }
 
   std::string schedule;          // zset partition -> lower bound of its earliest due ms (see above)
-  std::string schedule_filter;   // string of 8-bit counters: scheduled ids per (partition, id tail) bucket (lua/lib/schedule_filter.lua)
+  std::string schedule_filter;   // prefix of the filter's chunks: strings of 8-bit counters, scheduled ids per (partition, id tail) (lua/lib/schedule_filter.lua)
   std::string legacy_scheduled;  // zset id -> due ms of stores written before the partitioned schedule
   std::string ready;             // zset id -> due ms: due, waiting for a worker
   std::string leased;            // zset id -> lease deadline ms
@@ -69,6 +69,14 @@ struct QueueKeys {
   std::string schedule_jobs_key(uint32_t partition) const { return schedule_partition_key(partition) + ":jobs"; }
 };
 
+// The schedule filter's chunks: chunk C holds the counters of partitions
+// 1000*C .. 1000*C+999 under <filter prefix>:C (lua/lib/schedule_filter.lua).
+inline constexpr uint32_t kScheduleFilterChunks = 33;
+inline constexpr uint32_t kPartitionsPerFilterChunk = 1000;
+inline std::string schedule_filter_chunk_key(const std::string& filter_prefix, uint32_t chunk) {
+  return filter_prefix + ":" + std::to_string(chunk);
+}
+
 // Partitions of a queue's schedule. Fixed: changing it would strand every
 // scheduled job in a partition its id no longer maps to (the Lua scripts
 // check partition numbers against it too). 32,768 keeps a partition near 30
@@ -78,6 +86,8 @@ struct QueueKeys {
 // scheduled jobs per queue; past that partitions turn into ordinary
 // hashtables and skiplists, which costs memory, not correctness.
 inline constexpr uint32_t kSchedulePartitions = 32768;
+static_assert(kScheduleFilterChunks * kPartitionsPerFilterChunk >= kSchedulePartitions &&
+              (kScheduleFilterChunks - 1) * kPartitionsPerFilterChunk < kSchedulePartitions);
 
 // The schedule partition of a job id (xxh3, stable across versions and hosts).
 inline uint32_t schedule_partition(std::string_view id) {

@@ -16,25 +16,58 @@ Command migrate_schedule(const std::string& queue, const std::vector<std::string
 
 }  // namespace calls
 
+namespace {
+
+Command all_filter_chunks(const char* verb, const std::string& prefix) {
+  Command command{verb};
+  for (uint32_t c = 0; c < kScheduleFilterChunks; ++c) command.add(schedule_filter_chunk_key(prefix, c));
+  return command;
+}
+
+}  // namespace
+
 Result<bool> build_missing_schedule_filter(ScriptRegistry& redis, const std::string& queue) {
   const QueueKeys keys(queue);
-  auto counts = redis.pipeline({Command{"EXISTS", keys.schedule_filter}, Command{"ZCARD", keys.schedule}});
+  // A store written before the filter came in chunks has it as one string
+  // under the chunks' prefix: it is rebuilt in chunks and then dropped.
+  auto counts = redis.pipeline({all_filter_chunks("EXISTS", keys.schedule_filter), Command{"ZCARD", keys.schedule},
+                                Command{"EXISTS", keys.schedule_filter}});
   if (!counts) return std::unexpected(counts.error());
   for (const auto& r : *counts)
     if (r->type != REDIS_REPLY_INTEGER) return reply::bad(r.get(), "EXISTS/ZCARD");
-  const bool has_filter = (*counts)[0]->integer != 0, has_schedule = (*counts)[1]->integer != 0;
-  if (has_filter || !has_schedule) return false;
-  // Built aside and renamed into place, so a broker stopped halfway leaves
-  // no partial filter behind for the next one to trust.
+  const bool has_filter = (*counts)[0]->integer != 0, has_schedule = (*counts)[1]->integer != 0,
+             has_single_string = (*counts)[2]->integer != 0;
+  if (has_filter || !has_schedule) {
+    if (has_single_string)
+      if (auto ok = redis.call(Command{"DEL", keys.schedule_filter}); !ok) return std::unexpected(ok.error());
+    return false;
+  }
+  // Built aside and moved into place in one transaction, so a broker
+  // stopped halfway leaves no partial filter behind for the next to trust.
   const std::string building = keys.schedule_filter + ":building";
-  if (auto ok = redis.call(Command{"DEL", building}); !ok) return std::unexpected(ok.error());
+  if (auto ok = redis.call(all_filter_chunks("DEL", building)); !ok) return std::unexpected(ok.error());
   auto built = check_schedule_filter(redis, queue, building, true);
   if (!built) return std::unexpected(built.error());
-  // No counter is written when every partition is empty: nothing to rename.
-  if (built->empty()) return false;
-  auto renamed = redis.call(Command{"RENAME", building, keys.schedule_filter});
-  if (!renamed) return std::unexpected(renamed.error());
-  if ((*renamed)->type == REDIS_REPLY_ERROR) return reply::bad(renamed->get(), "RENAME");
+  std::vector<Command> exists;
+  for (uint32_t c = 0; c < kScheduleFilterChunks; ++c) exists.push_back(Command{"EXISTS", schedule_filter_chunk_key(building, c)});
+  auto written = redis.pipeline(std::move(exists));
+  if (!written) return std::unexpected(written.error());
+  std::vector<Command> move{Command{"MULTI"}, Command{"DEL", keys.schedule_filter}};
+  for (uint32_t c = 0; c < kScheduleFilterChunks; ++c) {
+    const redisReply* r = (*written)[c].get();
+    if (r->type != REDIS_REPLY_INTEGER) return reply::bad(r, "EXISTS");
+    if (r->integer != 0)
+      move.push_back(Command{"RENAME", schedule_filter_chunk_key(building, c), schedule_filter_chunk_key(keys.schedule_filter, c)});
+  }
+  // No counter is written when every partition is empty: nothing to move.
+  if (move.size() == 2) return false;
+  move.push_back(Command{"EXEC"});
+  auto moved = redis.pipeline(std::move(move));
+  if (!moved) return std::unexpected(moved.error());
+  const redisReply* exec = moved->back().get();
+  if (exec->type != REDIS_REPLY_ARRAY) return reply::bad(exec, "MULTI/EXEC");
+  for (size_t i = 0; i < exec->elements; ++i)
+    if (exec->element[i]->type == REDIS_REPLY_ERROR) return reply::bad(exec->element[i], "RENAME");
   return true;
 }
 

@@ -14,7 +14,8 @@ Command migrate_schedule(const std::string& queue, const std::vector<std::string
 }  // namespace calls
 
 // Builds the schedule filter of a store written before it existed (the
-// schedule holds jobs but there is no filter); true if it did. An enqueue
+// schedule holds jobs but there is no chunk of the filter), or when the
+// filter was one string (earlier versions; then dropped); true if it did. An enqueue
 // trusts the filter, so this runs before any.
 Result<bool> build_missing_schedule_filter(ScriptRegistry& redis, const std::string& queue);
 // Moves the jobs of a schedule written before the partitioned schedule (one

@@ -12,7 +12,8 @@
   KEYS[1]  schedule  zset partition -> lower bound of its earliest due ms
                      (the index); partition P is KEYS[1]..":"..P (id -> due) and
                      KEYS[1]..":"..P..":jobs" (id -> record)
-  KEYS[2]  filter    string of counters (KEYS[1]..":filter", lib/schedule_filter.lua)
+  KEYS[2]  filter    prefix of the filter's chunks (KEYS[1]..":filter",
+                     lib/schedule_filter.lua)
 
   ARGV[1]  first partition (0..32767, plain decimal)
   ARGV[2]  count, 1..512, with first + count <= 32768
@@ -33,12 +34,11 @@ local first, count = tonumber(ARGV[1]), tonumber(ARGV[2])
 if count == nil or ARGV[2] ~= string.format("%d", count) or count < 1 or count > 512 or first + count > 32768 then
   return redis.error_reply("ERR dueq bad-args audit_schedule: count must be 1..512 and stay within 32768 partitions")
 end
--- The counters of all these partitions are consecutive bytes of the filter.
-local rows = redis.call("GETRANGE", KEYS[2], first * 100, (first + count) * 100 - 1)
+-- The counters of these partitions, 100 bytes each (one GETRANGE per chunk).
+local rows = filter_rows(KEYS[2], first, count)
 local ids, seen, wrong, unindexed = {}, {}, {}, {}
 -- Lua strings are interned: comparing a row with this one is a pointer test,
--- so only rows that are not all zero (or are short: a missing filter) are
--- searched byte by byte.
+-- so only rows that are not all zero are searched byte by byte.
 local zero_row = string.rep("\0", 100)
 for p = first, first + count - 1 do
   local key = KEYS[1] .. ":" .. p

@@ -9,7 +9,7 @@
                                     due ms; partition P is zset
                                     KEYS[1]..":"..P and hash
                                     KEYS[1]..":"..P..":jobs"; the schedule
-                                    filter is KEYS[1]..":filter"
+                                    filter is KEYS[1]..":filter:"..C
   KEYS[2]  ready             zset
   KEYS[3]  leased            zset
   KEYS[4]  dead              zset
@@ -51,7 +51,9 @@ end
 local key = KEYS[1] .. ":" .. ARGV[4]
 if redis.call("ZREM", key, id) == 1 then
   redis.call("HDEL", key .. ":jobs", id)
-  schedule_counted_out(KEYS[1], KEYS[7], {filter_offset(ARGV[4], id)})
+  local slots = filter_slots()
+  filter_slot_add(slots, ARGV[4], id)
+  schedule_counted_out(KEYS[1], KEYS[7], slots)
   -- An emptied partition leaves the index; otherwise its entry stays a
   -- lower bound, which promote corrects when it gets there.
   if redis.call("EXISTS", key) == 0 then redis.call("ZREM", KEYS[1], ARGV[4]) end

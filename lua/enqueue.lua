@@ -13,7 +13,7 @@
   counts it.
 
   KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
-                             KEYS[1]..":filter" is the schedule filter
+                             KEYS[1]..":filter:"..C are the schedule filter's chunks
   KEYS[2]  ready       zset  id -> due ms, jobs due now
   KEYS[3]  leased      zset
   KEYS[4]  stats       hash  counters ("scheduled" = jobs in the schedule)
@@ -73,14 +73,13 @@ end
 local live = redis.call("HMGET", KEYS[5], unpack(ids))
 local done = redis.call("ZMSCORE", KEYS[6], unpack(ids))
 local cancelled = redis.call("ZMSCORE", KEYS[7], unpack(ids))
-local filter_key = KEYS[1] .. ":filter"
-local offsets = {}
-for i = 1, n do offsets[i] = filter_offset(ARGV[4 * i + 3], ids[i]) end
-local maybe_scheduled = filter_get(filter_key, offsets)
+local slots = filter_slots()
+for i = 1, n do filter_slot_add(slots, ARGV[4 * i + 3], ids[i]) end
+local maybe_scheduled = filter_get(KEYS[1] .. ":filter", slots)
 local seen = {}
 local records, ready = {}, {}
 local partitions = {}  -- partition number -> {zadd args, hset args, earliest due}
-local accepted, scheduled, scheduled_offsets = 0, 0, {}
+local accepted, scheduled_slots = 0, filter_slots()
 for i = 1, n do
   local id = ids[i]
   local b = 4 * i
@@ -111,8 +110,7 @@ for i = 1, n do
       p.hset[#p.hset + 1] = id
       p.hset[#p.hset + 1] = ARGV[b + 2]
       if due < p.earliest then p.earliest, p.earliest_text = due, ARGV[b + 1] end
-      scheduled = scheduled + 1
-      scheduled_offsets[scheduled] = offsets[i]
+      filter_slot_copy(scheduled_slots, slots, i)
     end
     accepted = accepted + 1
     out[i] = 1
@@ -128,6 +126,6 @@ for partition, p in pairs(partitions) do
   -- LT adds a missing partition and only ever lowers a present one.
   redis.call("ZADD", KEYS[1], "LT", p.earliest_text, partition)
 end
-schedule_counted_in(KEYS[1], KEYS[4], scheduled_offsets)
+schedule_counted_in(KEYS[1], KEYS[4], scheduled_slots)
 if accepted > 0 then redis.call("HINCRBY", KEYS[4], "accepted", accepted) end
 return out

@@ -5,8 +5,9 @@
   jobs moving meanwhile are not reported.
 
   KEYS[1]  schedule  zset  partition P is zset KEYS[1]..":"..P
-  KEYS[2]  filter    string of counters: the schedule's KEYS[1]..":filter",
-                     or a new key the broker is building to replace it
+  KEYS[2]  filter    prefix of the filter's chunks (strings of counters,
+                     PREFIX..":"..C): the schedule's KEYS[1]..":filter", or
+                     a new prefix the broker is building to replace it
 
   ARGV[1]  "check" or "set"
   ARGV[2..] 1..256 partitions (0..32767 in plain decimal)
@@ -33,9 +34,8 @@ local out = {}
 for i = 2, #ARGV do
   local partition = ARGV[i]
   local ids = redis.call("ZRANGE", KEYS[1] .. ":" .. partition, 0, -1)
-  -- A partition's 100 counters are 100 consecutive bytes of the filter.
-  local first_byte = tonumber(partition) * 100
-  local row = redis.call("GETRANGE", KEYS[2], first_byte, first_byte + 99)
+  -- A partition's 100 counters are 100 consecutive bytes of its chunk.
+  local row = filter_rows(KEYS[2], tonumber(partition), 1)
   -- The common case, an empty partition with zero counters, costs no loop.
   if #ids > 0 or string.find(row, "[^%z]") then
     local counts = {}
@@ -45,6 +45,7 @@ for i = 2, #ARGV do
       counts[tail] = counts[tail] + 1
     end
     -- Written per partition: one call's arguments must fit unpack().
+    local chunk, within = filter_chunk(partition)
     local writes = {}
     for tail = 0, 99 do
       local exact = math.min(counts[tail], 255)
@@ -57,12 +58,12 @@ for i = 2, #ARGV do
         if set then
           writes[#writes + 1] = "SET"
           writes[#writes + 1] = "u8"
-          writes[#writes + 1] = filter_bucket(partition, tail)
+          writes[#writes + 1] = filter_bucket(within, tail)
           writes[#writes + 1] = exact
         end
       end
     end
-    if #writes > 0 then redis.call("BITFIELD", KEYS[2], unpack(writes)) end
+    if #writes > 0 then redis.call("BITFIELD", KEYS[2] .. ":" .. chunk, unpack(writes)) end
   end
 end
 return out

@@ -9,7 +9,7 @@
   KEYS[2]  schedule         zset  partition -> lower bound of its earliest due
                                   ms; partition P is zset KEYS[2]..":"..P and
                                   hash KEYS[2]..":"..P..":jobs"; the schedule
-                                  filter is KEYS[2]..":filter"
+                                  filter is KEYS[2]..":filter:"..C
   KEYS[3]  jobs             hash  id -> job record
   KEYS[4]  stats            hash  ("scheduled" counts the schedule)
 
@@ -30,7 +30,7 @@ for i = 2, #ARGV, 2 do
     return redis.error_reply("ERR dueq bad-args migrate_schedule: id " .. (i / 2) .. " is empty or has a bad partition")
   end
 end
-local moved, moved_offsets = 0, {}
+local moved, moved_slots = 0, filter_slots()
 for i = 1, #ARGV, 2 do
   local id, partition = ARGV[i], ARGV[i + 1]
   local due = redis.call("ZSCORE", KEYS[1], id)
@@ -40,9 +40,9 @@ for i = 1, #ARGV, 2 do
     if record then
       schedule_put(KEYS[2], KEYS[3], partition, id, due, record)
       moved = moved + 1
-      moved_offsets[moved] = filter_offset(partition, id)
+      filter_slot_add(moved_slots, partition, id)
     end
   end
 end
-schedule_counted_in(KEYS[2], KEYS[4], moved_offsets)
+schedule_counted_in(KEYS[2], KEYS[4], moved_slots)
 return moved

@@ -10,7 +10,7 @@
                                     due ms; a retried job's id and record go
                                     to partition P: zset KEYS[1]..":"..P and
                                     hash KEYS[1]..":"..P..":jobs", counted
-                                    by the schedule filter KEYS[1]..":filter"
+                                    by the schedule filter KEYS[1]..":filter:"..C
   KEYS[2]  ready             zset
   KEYS[3]  leased            zset
   KEYS[4]  dead              zset  id -> time it died (ms)
@@ -78,7 +78,7 @@ for i = 0, n - 1 do
 end
 
 local out = {}
-local retried, dead, stale, cancelled, not_counted, scheduled, scheduled_offsets = 0, 0, 0, 0, 0, 0, {}
+local retried, dead, stale, cancelled, not_counted, scheduled_slots = 0, 0, 0, 0, 0, filter_slots()
 for i = 0, n - 1 do
   local id = ARGV[7 + 5 * i]
   local mode = ARGV[9 + 5 * i]
@@ -147,8 +147,7 @@ for i = 0, n - 1 do
         else
           local partition = ARGV[11 + 5 * i]
           schedule_put(KEYS[1], KEYS[6], partition, id, string.format("%d", due), record)
-          scheduled = scheduled + 1
-          scheduled_offsets[scheduled] = filter_offset(partition, id)
+          filter_slot_add(scheduled_slots, partition, id)
         end
         redis.call("HSET", KEYS[9], id, reason)
         retried = retried + 1
@@ -158,7 +157,7 @@ for i = 0, n - 1 do
     end
   end
 end
-schedule_counted_in(KEYS[1], KEYS[5], scheduled_offsets)
+schedule_counted_in(KEYS[1], KEYS[5], scheduled_slots)
 if retried > 0 then redis.call("HINCRBY", KEYS[5], "retried", retried) end
 if dead > 0 then redis.call("HINCRBY", KEYS[5], "dead", dead) end
 if stale > 0 then redis.call("HINCRBY", KEYS[5], "stale_acks", stale) end

@@ -8,7 +8,7 @@
   KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
                              partition P is zset KEYS[1]..":"..P (id -> due
                              ms) and hash KEYS[1]..":"..P..":jobs";
-                             KEYS[1]..":filter" is the schedule filter
+                             KEYS[1]..":filter:"..C are the schedule filter's chunks
   KEYS[2]  ready       zset  id -> due ms
   KEYS[3]  jobs        hash  id -> job record
   KEYS[4]  stats       hash  ("scheduled" is lowered by the jobs moved)
@@ -29,7 +29,7 @@ if not now or not limit or limit < 1 or limit > 5000 then
   return redis.error_reply("ERR dueq bad-args promote: expected now and a limit of 1..5000")
 end
 local partitions = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
-local moved, removed, removed_offsets = 0, 0, {}
+local moved, removed, removed_slots = 0, 0, filter_slots()
 for _, partition in ipairs(partitions) do
   if removed >= limit then break end
   local key = KEYS[1] .. ":" .. partition
@@ -41,7 +41,7 @@ for _, partition in ipairs(partitions) do
     local ids = {}
     for j = 1, #due, 2 do
       ids[#ids + 1] = due[j]
-      removed_offsets[#removed_offsets + 1] = filter_offset(partition, due[j])
+      filter_slot_add(removed_slots, partition, due[j])
     end
     local records = redis.call("HMGET", key .. ":jobs", unpack(ids))
     redis.call("HDEL", key .. ":jobs", unpack(ids))
@@ -69,7 +69,7 @@ for _, partition in ipairs(partitions) do
     redis.call("ZREM", KEYS[1], partition)
   end
 end
-schedule_counted_out(KEYS[1], KEYS[4], removed_offsets)
+schedule_counted_out(KEYS[1], KEYS[4], removed_slots)
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = -1
 if head[2] then next_due = tonumber(head[2]) end

@@ -7,7 +7,7 @@
   KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
                              partition P is zset KEYS[1]..":"..P and hash
                              KEYS[1]..":"..P..":jobs"; the schedule filter
-                             is KEYS[1]..":filter"
+                             is KEYS[1]..":filter:"..C
   KEYS[2]  ready       zset
   KEYS[3]  leased      zset
   KEYS[4]  dead        zset
@@ -37,7 +37,9 @@ for i = 1, #ARGV, 2 do
   if redis.call("HEXISTS", KEYS[5], id) == 0 and redis.call("HEXISTS", key .. ":jobs", id) == 0 then
     local from_schedule = redis.call("ZREM", key, id)
     if from_schedule > 0 then
-      schedule_counted_out(KEYS[1], KEYS[6], {filter_offset(ARGV[i + 1], id)})
+      local slots = filter_slots()
+      filter_slot_add(slots, ARGV[i + 1], id)
+      schedule_counted_out(KEYS[1], KEYS[6], slots)
       if redis.call("EXISTS", key) == 0 then redis.call("ZREM", KEYS[1], ARGV[i + 1]) end
     end
     local removed = from_schedule + redis.call("ZREM", KEYS[2], id) + redis.call("ZREM", KEYS[3], id)

@@ -1,18 +1,29 @@
 -- Schedule filter, included (by embed.cmake) in every script that puts ids
 -- into the schedule, takes them out, or asks whether one is there.
 --
--- The string <schedule key>..":filter" holds one 8-bit counter per bucket:
--- bucket P*100+T counts the ids in schedule partition P whose tail is T,
--- T = (a*961 + b*31 + c) % 100 over the bytes a, b, c that
--- string.byte(id, -3, -1) returns (a missing one counts 0). A zero proves
--- the id is not scheduled, so an enqueue skips its look into the partition:
--- with a million jobs scheduled three buckets in four are zero, where every
--- partition holds some. (3.3 MB per queue with a schedule.)
+-- One 8-bit counter per bucket: bucket (P, T) counts the ids in schedule
+-- partition P whose tail is T, T = (a*961 + b*31 + c) % 100 over the bytes
+-- a, b, c that string.byte(id, -3, -1) returns (a missing one counts 0). A
+-- zero proves the id is not scheduled, so an enqueue skips its look into
+-- the partition: with a million jobs scheduled three buckets in four are
+-- zero, where every partition holds some.
+--
+-- The counters are kept in chunks of 1,000 partitions: the string
+-- <schedule key>..":filter:"..C holds the 100,000 counters of partitions
+-- 1000*C .. 1000*C+999 (C = 0..32), bucket (P, T) at byte (P % 1000)*100 + T.
+-- A chunk exists once one of its partitions has held a job, so a queue
+-- with one scheduled job costs 100 KB (3.3 MB with jobs in every chunk),
+-- not the whole filter. (Chunks of 100 partitions cost a batch of 1,000
+-- enqueues about 300 BITFIELD calls instead of 33.)
 --
 -- Soundness rests on every script that changes a partition changing its
 -- counters in the same call. A counter that reaches 255 stays there: it can
 -- no longer be lowered without maybe hiding an id, and only loses its bucket
 -- the shortcut.
+--
+-- Callers collect the buckets of their ids as "slots" (filter_slots,
+-- filter_slot_add) and read or change them in one go, one BITFIELD per
+-- chunk touched.
 local filter_max_args = 1000  -- counters per BITFIELD call: unpack() has a limit
 
 local function filter_tail(id)
@@ -20,66 +31,130 @@ local function filter_tail(id)
   return ((a or 0) * 961 + (b or 0) * 31 + (c or 0)) % 100
 end
 
--- BITFIELD offset of bucket (partition, tail). It is spliced from the
--- partition's decimal text: formatting a Lua number costs more than the rest
--- of an enqueue's check.
-local function filter_bucket(partition_text, tail)
-  if partition_text == "0" then return "#" .. tail end
+-- The chunk of a partition and its partition within the chunk (0..999),
+-- both in plain decimal, cut from the partition's decimal text: formatting
+-- a Lua number costs more than the rest of an enqueue's check.
+local function filter_chunk(partition_text)
+  if #partition_text <= 3 then return "0", partition_text end
+  local within = string.sub(partition_text, -3)
+  if string.byte(within) == 48 then within = string.sub(within, 2) end
+  if string.byte(within) == 48 then within = string.sub(within, 2) end
+  return string.sub(partition_text, 1, -4), within
+end
+
+-- BITFIELD offset, within its chunk, of bucket (partition, tail), given the
+-- partition's number within the chunk as filter_chunk returns it.
+local function filter_bucket(within_text, tail)
+  if within_text == "0" then return "#" .. tail end
   local units = tail % 10
-  return "#" .. partition_text .. string.char(48 + (tail - units) / 10, 48 + units)
+  return "#" .. within_text .. string.char(48 + (tail - units) / 10, 48 + units)
 end
 
-local function filter_offset(partition_text, id)
-  return filter_bucket(partition_text, filter_tail(id))
+local function filter_slots()
+  return {n = 0, chunks = {}, offsets = {}}
 end
 
--- Counter values at OFFSETS, in order. (Index arithmetic instead of #t:
--- the length operator is a search, and this runs per enqueued job.)
-local function filter_get(filter_key, offsets)
-  local values, count = {}, #offsets
-  for first = 1, count, filter_max_args do
-    local last = math.min(count, first + filter_max_args - 1)
-    local args, k = {}, 0
-    for j = first, last do
-      args[k + 1], args[k + 2], args[k + 3] = "GET", "u8", offsets[j]
-      k = k + 3
+local function filter_slot_add(slots, partition_text, id)
+  local chunk, within = filter_chunk(partition_text)
+  local n = slots.n + 1
+  slots.n = n
+  slots.chunks[n] = chunk
+  slots.offsets[n] = filter_bucket(within, filter_tail(id))
+end
+
+local function filter_slot_copy(to, from, i)
+  local n = to.n + 1
+  to.n = n
+  to.chunks[n] = from.chunks[i]
+  to.offsets[n] = from.offsets[i]
+end
+
+-- The slots of each chunk, and the chunks in the order first seen.
+local function filter_groups(slots)
+  local groups, order = {}, {}
+  for i = 1, slots.n do
+    local chunk = slots.chunks[i]
+    local group = groups[chunk]
+    if group == nil then
+      group = {n = 0}
+      groups[chunk] = group
+      order[#order + 1] = chunk
     end
-    local some = redis.call("BITFIELD_RO", filter_key, unpack(args))
-    if first == 1 and last == count then return some end
-    for j = 1, last - first + 1 do values[first + j - 1] = some[j] end
+    group.n = group.n + 1
+    group[group.n] = i
+  end
+  return groups, order
+end
+
+-- Counter values of SLOTS, in order. (Index arithmetic instead of #t:
+-- the length operator is a search, and this runs per enqueued job.)
+local function filter_get(filter_prefix, slots)
+  local values = {}
+  local groups, order = filter_groups(slots)
+  for _, chunk in ipairs(order) do
+    local group = groups[chunk]
+    for first = 1, group.n, filter_max_args do
+      local last = math.min(group.n, first + filter_max_args - 1)
+      local args, k = {}, 0
+      for j = first, last do
+        args[k + 1], args[k + 2], args[k + 3] = "GET", "u8", slots.offsets[group[j]]
+        k = k + 3
+      end
+      local some = redis.call("BITFIELD_RO", filter_prefix .. ":" .. chunk, unpack(args))
+      for j = first, last do values[group[j]] = some[j - first + 1] end
+    end
   end
   return values
 end
 
-local function filter_change(filter_key, offsets, by)
-  local count = #offsets
-  for first = 1, count, filter_max_args do
-    local args, k = {"OVERFLOW", "SAT"}, 2
-    for j = first, math.min(count, first + filter_max_args - 1) do
-      args[k + 1], args[k + 2], args[k + 3], args[k + 4] = "INCRBY", "u8", offsets[j], by
-      k = k + 4
+local function filter_change(filter_prefix, slots, by)
+  local groups, order = filter_groups(slots)
+  for _, chunk in ipairs(order) do
+    local group = groups[chunk]
+    for first = 1, group.n, filter_max_args do
+      local args, k = {"OVERFLOW", "SAT"}, 2
+      for j = first, math.min(group.n, first + filter_max_args - 1) do
+        args[k + 1], args[k + 2], args[k + 3], args[k + 4] = "INCRBY", "u8", slots.offsets[group[j]], by
+        k = k + 4
+      end
+      redis.call("BITFIELD", filter_prefix .. ":" .. chunk, unpack(args))
     end
-    redis.call("BITFIELD", filter_key, unpack(args))
   end
 end
 
--- Counts jobs into and out of the schedule: the filter's counters at
--- OFFSETS (one per job) and the `scheduled` counter of STATS_KEY always
--- change together.
-local function schedule_counted_in(schedule_key, stats_key, offsets)
-  if #offsets == 0 then return end
-  filter_change(schedule_key .. ":filter", offsets, 1)
-  redis.call("HINCRBY", stats_key, "scheduled", #offsets)
+-- The 100 counters of each partition FIRST .. FIRST+COUNT-1 (numbers),
+-- concatenated; a chunk that does not exist reads as zeros.
+local function filter_rows(filter_prefix, first, count)
+  local parts, p, last = {}, first, first + count - 1
+  while p <= last do
+    local chunk = math.floor(p / 1000)
+    local upto = math.min(last, chunk * 1000 + 999)
+    local want = (upto - p + 1) * 100
+    local row = redis.call("GETRANGE", filter_prefix .. ":" .. chunk, (p % 1000) * 100, (upto % 1000) * 100 + 99)
+    if #row < want then row = row .. string.rep("\0", want - #row) end
+    parts[#parts + 1] = row
+    p = upto + 1
+  end
+  return table.concat(parts)
 end
 
-local function schedule_counted_out(schedule_key, stats_key, offsets)
-  if #offsets == 0 then return end
-  local filter_key = schedule_key .. ":filter"
-  local values = filter_get(filter_key, offsets)
-  local lower = {}
-  for j = 1, #offsets do
-    if values[j] < 255 then lower[#lower + 1] = offsets[j] end
+-- Counts jobs into and out of the schedule: the filter's counters of SLOTS
+-- (one per job) and the `scheduled` counter of STATS_KEY always change
+-- together.
+local function schedule_counted_in(schedule_key, stats_key, slots)
+  if slots.n == 0 then return end
+  filter_change(schedule_key .. ":filter", slots, 1)
+  redis.call("HINCRBY", stats_key, "scheduled", slots.n)
+end
+
+local function schedule_counted_out(schedule_key, stats_key, slots)
+  if slots.n == 0 then return end
+  local filter_prefix = schedule_key .. ":filter"
+  local values = filter_get(filter_prefix, slots)
+  local lower = filter_slots()
+  for j = 1, slots.n do
+    if values[j] < 255 then filter_slot_copy(lower, slots, j) end
   end
-  filter_change(filter_key, lower, -1)
-  redis.call("HINCRBY", stats_key, "scheduled", -#offsets)
+  filter_change(filter_prefix, lower, -1)
+  redis.call("HINCRBY", stats_key, "scheduled", -slots.n)
 end

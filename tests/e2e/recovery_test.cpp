@@ -17,6 +17,7 @@
 #include "broker/job_record.hpp"
 #include "broker/redis_connection.hpp"
 #include "common/clock.hpp"
+#include "broker/keys.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace dueq;
@@ -429,7 +430,10 @@ TEST(Recovery, ABrokerStartedWithoutTheScheduleFilterBuildsItBeforeTakingEnqueue
   for (const auto& r : *first) ASSERT_EQ(r.status, EnqueueResult::Status::accepted) << r.id;
   cluster.broker().signal(SIGTERM);
   cluster.broker().wait();
-  EXPECT_EQ(cluster.redis().cli("DEL 'dueq:{later}:schedule:filter'"), "1");
+  std::string delete_filter = "DEL";
+  for (uint32_t c = 0; c < broker::kScheduleFilterChunks; ++c)
+    delete_filter += " '" + broker::schedule_filter_chunk_key(broker::QueueKeys("later").schedule_filter, c) + "'";
+  EXPECT_NE(cluster.redis().cli(delete_filter), "0");
   cluster.start_broker();
   EXPECT_EQ(cluster.log_count("queue 'later': built the schedule filter"), 1u);
   auto again = client.enqueue_batch(jobs);

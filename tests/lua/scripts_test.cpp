@@ -2,6 +2,7 @@
 // broker's typed calls: the rules of docs/protocol.md's state diagram, checked one by one.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <set>
 #include <sstream>
 
@@ -74,6 +75,39 @@ class Scripts : public ::testing::Test {
     if (!fields) return {};
     auto it = fields->find(f);
     return it == fields->end() ? std::string() : it->second;
+  }
+
+  // Every chunk of the schedule filter under `prefix` (lua/lib/schedule_filter.lua), in
+  // order; "" for a chunk that does not exist.
+  std::vector<std::string> filter_chunks(const std::string& prefix) {
+    std::vector<Command> gets;
+    for (uint32_t c = 0; c < kScheduleFilterChunks; ++c) gets.push_back(Command{"GET", schedule_filter_chunk_key(prefix, c)});
+    auto replies = store_->pipeline(std::move(gets));
+    EXPECT_TRUE(replies);
+    std::vector<std::string> out;
+    if (replies)
+      for (const auto& r : *replies) out.push_back(r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : "");
+    return out;
+  }
+  int64_t filter_bits(const std::string& prefix) {
+    int64_t bits = 0;
+    for (const auto& chunk : filter_chunks(prefix))
+      for (unsigned char c : chunk) bits += std::popcount(c);
+    return bits;
+  }
+  void delete_filter(const std::string& prefix) {
+    Command del{"DEL"};
+    for (uint32_t c = 0; c < kScheduleFilterChunks; ++c) del.add(schedule_filter_chunk_key(prefix, c));
+    ASSERT_TRUE(store_->pipeline({del}));
+  }
+  // A redis-cli BITFIELD command on the counter of bucket (partition, tail):
+  // `op` is "GET" or "SET <value>".
+  static std::string filter_bitfield(const std::string& prefix, uint32_t partition, int tail, const std::string& op) {
+    const std::string offset = std::to_string((partition % kPartitionsPerFilterChunk) * 100 + tail);
+    const std::string type_and_offset = " u8 '#" + offset + "'";
+    const std::string key = "'" + schedule_filter_chunk_key(prefix, partition / kPartitionsPerFilterChunk) + "'";
+    if (op == "GET") return "BITFIELD " + key + " GET" + type_and_offset;
+    return "BITFIELD " + key + " SET" + type_and_offset + op.substr(3);
   }
 
   std::unique_ptr<dueq::testing::RedisServer> redis_;
@@ -1135,7 +1169,7 @@ TEST_F(Scripts, EveryScriptThatChangesTheScheduleKeepsTheFilterExact) {
     enqueue(std::move(jobs), 1000);
   }
   EXPECT_TRUE(filter_exact());
-  EXPECT_NE(redis_->cli("BITCOUNT " + k.schedule_filter), "0");
+  EXPECT_NE(filter_bits(k.schedule_filter), 0);
 
   Round promote;  // half of them
   promote.add(calls::promote("q", 5000, 5000));
@@ -1176,7 +1210,7 @@ TEST_F(Scripts, EveryScriptThatChangesTheScheduleKeepsTheFilterExact) {
   rest.add(calls::promote("q", 100'000, 5000));
   EXPECT_EQ(calls::parse_promote(run(rest))->moved, 1009);
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "0");
-  EXPECT_EQ(redis_->cli("BITCOUNT " + k.schedule_filter), "0");
+  EXPECT_EQ(filter_bits(k.schedule_filter), 0);
 }
 
 // The filter is what spares an enqueue its look into the partition: with a
@@ -1186,7 +1220,7 @@ TEST_F(Scripts, AnEnqueueLooksIntoThePartitionOnlyWhereTheFilterCounts) {
   const QueueKeys k("q");
   enqueue({qjob("a", 9000), qjob("b", 9000)}, 1000);
   EXPECT_EQ(enqueue({qjob("a")}, 1000), std::vector<int64_t>{0});
-  redis_->cli("DEL " + k.schedule_filter);
+  delete_filter(k.schedule_filter);
   auto report = audit_queue(*store_, "q", /*repair=*/false);
   ASSERT_TRUE(report) << report.error().message;
   ASSERT_EQ(report->problems.size(), 2u);
@@ -1217,8 +1251,7 @@ TEST_F(Scripts, ASaturatedFilterCounterStaysUntilRepairMakesItExact) {
   std::vector<proto::NewJob> jobs;
   for (size_t i = 0; i < ids.size(); ++i) jobs.push_back(qjob(ids[i], i < 299 ? 5000 : 9000));
   enqueue(std::move(jobs), 1000);
-  const std::string bucket = std::to_string(partition * 100 + filter_tail(ids[0]));
-  auto counter = [&] { return redis_->cli("BITFIELD " + k.schedule_filter + " GET u8 '#" + bucket + "'"); };
+  auto counter = [&] { return redis_->cli(filter_bitfield(k.schedule_filter, partition, filter_tail(ids[0]), "GET")); };
   EXPECT_EQ(counter(), "255");
   Round promote;
   promote.add(calls::promote("q", 5000, 5000));
@@ -1237,29 +1270,58 @@ TEST_F(Scripts, ASaturatedFilterCounterStaysUntilRepairMakesItExact) {
 }
 
 // A store written before the filter existed has scheduled jobs and no
-// filter: the broker builds it at start, aside, and renames it into place.
+// filter, and one written before it came in chunks has it as one string:
+// the broker builds the chunks at start, aside, and moves them into place
+// in one transaction (dropping the string).
 TEST_F(Scripts, TheMissingScheduleFilterOfAnOlderStoreIsBuiltOnce) {
   const QueueKeys k("q");
   EXPECT_EQ(*build_missing_schedule_filter(*store_, "q"), false);  // no schedule: nothing to build
   std::vector<proto::NewJob> jobs;
   for (int i = 0; i < 1000; ++i) jobs.push_back(qjob("j" + std::to_string(i), 9000));
   enqueue(std::move(jobs), 1000);
-  const std::string built_by_enqueue = redis_->cli("GET " + k.schedule_filter);
-  redis_->cli("DEL " + k.schedule_filter);
-  redis_->cli("SET " + k.schedule_filter + ":building junk");  // left by a broker stopped halfway
-  auto built = build_missing_schedule_filter(*store_, "q");
-  ASSERT_TRUE(built) << built.error().message;
-  EXPECT_TRUE(*built);
-  EXPECT_EQ(redis_->cli("EXISTS " + k.schedule_filter + ":building"), "0");
-  EXPECT_EQ(redis_->cli("GET " + k.schedule_filter), built_by_enqueue);
-  EXPECT_EQ(*build_missing_schedule_filter(*store_, "q"), false);
-  EXPECT_EQ(enqueue({qjob("j7")}, 1000), std::vector<int64_t>{0});
+  const std::vector<std::string> built_by_enqueue = filter_chunks(k.schedule_filter);
+  for (const bool single_string : {false, true}) {
+    delete_filter(k.schedule_filter);
+    if (single_string) redis_->cli("SET '" + k.schedule_filter + "' old-layout");
+    redis_->cli("SET '" + schedule_filter_chunk_key(k.schedule_filter + ":building", 7) + "' junk");  // left by a broker stopped halfway
+    auto built = build_missing_schedule_filter(*store_, "q");
+    ASSERT_TRUE(built) << built.error().message;
+    EXPECT_TRUE(*built);
+    EXPECT_EQ(filter_bits(k.schedule_filter + ":building"), 0);
+    EXPECT_EQ(filter_chunks(k.schedule_filter), built_by_enqueue);
+    EXPECT_EQ(redis_->cli("EXISTS '" + k.schedule_filter + "'"), "0");
+    EXPECT_EQ(*build_missing_schedule_filter(*store_, "q"), false);
+    EXPECT_EQ(enqueue({qjob("j7")}, 1000), std::vector<int64_t>{0});
+  }
+}
+
+// The filter is sized by what a queue holds: one scheduled job costs one
+// chunk of 100,000 counters, wherever its partition is (one string for all
+// 32,768 partitions cost up to 3.3 MB, 1.7 MB on average); a million jobs
+// cost all 33.
+TEST_F(Scripts, AQueueWithOneScheduledJobHasAFilterOfKilobytes) {
+  const QueueKeys k("q");
+  std::string far;  // an id in one of the last partitions
+  for (int i = 0; far.empty(); ++i)
+    if (schedule_partition("far-" + std::to_string(i)) >= 32'700) far = "far-" + std::to_string(i);
+  enqueue({qjob(far, 9000)}, 1000);
+  size_t bytes = 0, chunks = 0;
+  for (const auto& chunk : filter_chunks(k.schedule_filter)) {
+    bytes += chunk.size();
+    chunks += !chunk.empty();
+  }
+  EXPECT_EQ(chunks, 1u);
+  EXPECT_LE(bytes, 100'000u);
+  EXPECT_GT(bytes, 0u);
+  const std::string used = redis_->cli("MEMORY USAGE '" + schedule_filter_chunk_key(k.schedule_filter, schedule_partition(far) / kPartitionsPerFilterChunk) + "'");
+  EXPECT_LE(std::stoll(used), 120'000) << used;
+  EXPECT_EQ(enqueue({qjob(far)}, 1000), std::vector<int64_t>{0});  // still found: a duplicate
 }
 
 TEST_F(Scripts, FilterCheckRefusesBadArgumentsAndWritesNothing) {
   const QueueKeys k("q");
   enqueue({qjob("a", 9000)}, 1000);
-  const std::string before = redis_->cli("GET " + k.schedule_filter);
+  const std::vector<std::string> before = filter_chunks(k.schedule_filter);
   std::vector<std::string> too_many = {"set"};
   for (int p = 0; p < 257; ++p) too_many.push_back(std::to_string(p));
   for (const auto& argv : std::vector<std::vector<std::string>>{
@@ -1271,7 +1333,7 @@ TEST_F(Scripts, FilterCheckRefusesBadArgumentsAndWritesNothing) {
     round.add(std::move(cmd));
     EXPECT_NE(std::string(reply_error(run(round))).find("bad-args"), std::string::npos) << argv[0] << " " << argv.size();
   }
-  EXPECT_EQ(redis_->cli("GET " + k.schedule_filter), before);
+  EXPECT_EQ(filter_chunks(k.schedule_filter), before);
 }
 
 // A partition the schedule index does not name (or names later than its
@@ -1331,7 +1393,7 @@ TEST_F(Scripts, AuditScheduleListsEveryIdItsPartitionsHoldAndTheirWrongCounters)
   // A record whose schedule entry is gone, and a counter zeroed under a.
   redis_->cli("HSET '" + k.schedule_jobs_key(p) + "' ghost x");
   const int tail = ('a' * 961) % 100;  // lib/schedule_filter.lua's tail of a one-byte id
-  redis_->cli("BITFIELD '" + k.schedule_filter + "' SET u8 '#" + std::to_string(p * 100 + tail) + "' 0");
+  redis_->cli(filter_bitfield(k.schedule_filter, p, tail, "SET 0"));
   auto dirty = step(p, 1);
   EXPECT_NE(std::find(dirty.ids.begin(), dirty.ids.end(), "ghost"), dirty.ids.end());
   ASSERT_EQ(dirty.wrong.size(), 1u);
