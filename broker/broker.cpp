@@ -39,7 +39,7 @@ Broker::Broker(BrokerConfig config, const Clock& clock)
       results_(config_, clock_, lease_clock_, queues_, inflight_, outbox_),
       workers_(config_, lease_clock_, broker_id_, queues_, inflight_, results_, outbox_),
       gateway_(config_, clock_, queues_, outbox_, workers_.registry()),
-      scheduler_(config_, clock_, lease_clock_, queues_, inflight_),
+      scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_.registry()),
       dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_),
       admin_(config_, clock_, address_),
       inbound_(router_, clock_, outbox_, workers_, results_, gateway_, admin_) {}

@@ -70,10 +70,13 @@ class InflightTable {
 
   // Drops entries whose lease ran out by `now_ms`: Redis reclaims those, and
   // a re-lease comes back with a new token.
-  size_t expire(int64_t now_ms) {
+  // Drops the jobs whose lease ran out; `on_expired` sees each first.
+  template <typename OnExpired>
+  size_t expire(int64_t now_ms, OnExpired on_expired) {
     size_t dropped = 0;
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       if (it->second.lease_deadline_ms <= now_ms) {
+        on_expired(it->second);
         it = erase(it);
         ++dropped;
       } else {

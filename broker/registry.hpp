@@ -6,6 +6,7 @@
 #include <deque>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace dueq::broker {
@@ -26,9 +27,10 @@ struct WorkerInfo {
   std::deque<uint64_t> received_frames;
   // It has shown it takes deliveries: said RECEIVED, or listed jobs it holds.
   bool confirmed = false;
-  // Under this routing id a worker was lost with deliveries it never
-  // confirmed: it is sent nothing until it heartbeats (a peer that only
-  // says HELLO again and again takes no more jobs away).
+  // Under this routing id a delivery ran out (worker lost, or the delivery
+  // deadline passed) before the worker confirmed it: an unconfirmed worker
+  // is sent nothing more until it heartbeats (a peer that only says HELLO,
+  // again and again, takes no more jobs away).
   bool barred = false;
 
   static constexpr size_t kReceivedFramesKept = 1024;
@@ -50,6 +52,20 @@ class WorkerRegistry {
     return it == workers_.end() ? nullptr : &it->second;
   }
   void remove(const std::string& routing_id) { workers_.erase(routing_id); }
+
+  // WorkerInfo::barred, remembered past the worker's removal so that its
+  // next HELLO starts barred; forgotten all at once past kBarredKept ids.
+  static constexpr size_t kBarredKept = 10'000;
+  void bar(const std::string& routing_id) {
+    if (barred_.size() >= kBarredKept) barred_.clear();
+    barred_.insert(routing_id);
+    if (WorkerInfo* w = find(routing_id)) w->barred = true;
+  }
+  void lift_bar(const std::string& routing_id) {
+    barred_.erase(routing_id);
+    if (WorkerInfo* w = find(routing_id)) w->barred = false;
+  }
+  bool is_barred(const std::string& routing_id) const { return barred_.contains(routing_id); }
 
   // Routing ids of workers not heard from since `cutoff_ms`.
   std::vector<std::string> silent_since(int64_t cutoff_ms) const {
@@ -92,6 +108,7 @@ class WorkerRegistry {
 
  private:
   std::unordered_map<std::string, WorkerInfo> workers_;
+  std::unordered_set<std::string> barred_;
 };
 
 }  // namespace dueq::broker

@@ -92,7 +92,15 @@ void Scheduler::add_to(Round& round) {
     if (q.next_deadline_ms >= 0 && q.next_deadline_ms <= lease_now) {
       q.ready_this_round = true;
       // Redis re-leases these with new tokens: the broker's copies are stale.
-      if (!expired_inflight) inflight_.expire(lease_now);
+      // A delivery that ran out before its worker confirmed it: that worker
+      // gets nothing more until it heartbeats (else a silent peer is sent
+      // the same jobs again each time they come back).
+      if (!expired_inflight)
+        inflight_.expire(lease_now, [this](const InflightJob& job) {
+          if (job.received) return;
+          const WorkerInfo* w = workers_.find(job.worker);
+          if (w != nullptr && !w->received(job.frame_seq)) workers_.bar(job.worker);
+        });
       expired_inflight = true;
       round.add(calls::reclaim(name, lease_now, config_.reclaim_batch, config_.policy(name).done_retention_s,
                                config_.max_unconfirmed_deliveries),

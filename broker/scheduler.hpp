@@ -9,6 +9,7 @@
 #include "broker/config.hpp"
 #include "broker/inflight.hpp"
 #include "broker/queues.hpp"
+#include "broker/registry.hpp"
 #include "broker/round.hpp"
 #include "broker/script_registry.hpp"
 #include "common/clock.hpp"
@@ -41,8 +42,8 @@ Command cap_leases(const std::string& queue, int64_t cap_ms, int limit);
 class Scheduler {
  public:
   Scheduler(const BrokerConfig& config, const Clock& clock, const LeaseClock& lease_clock, QueueTable& queues,
-            InflightTable& inflight)
-      : config_(config), clock_(clock), lease_clock_(lease_clock), queues_(queues), inflight_(inflight) {}
+            InflightTable& inflight, WorkerRegistry& workers)
+      : config_(config), clock_(clock), lease_clock_(lease_clock), queues_(queues), inflight_(inflight), workers_(workers) {}
 
   // Leases written by a previous broker may run for a full TTL; workers that
   // still hold those jobs report them within the grace period and get them
@@ -61,6 +62,7 @@ class Scheduler {
   const LeaseClock& lease_clock_;
   QueueTable& queues_;
   InflightTable& inflight_;
+  WorkerRegistry& workers_;  // a worker that let a delivery run out unconfirmed is barred
 };
 
 }  // namespace dueq::broker

@@ -35,7 +35,7 @@ void Workers::on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms)
   const WorkerInfo* known = registry_.find(peer.routing_id);
   const int64_t last_seen_ms = known != nullptr ? known->last_seen_ms : heard_ms;
   registry_.upsert(peer.routing_id, WorkerInfo{hello.worker_id, hello.queues, capped(hello.capacity), false, last_seen_ms, false, {},
-                                                 false, lapsed_.contains(peer.routing_id)});
+                                                 false, registry_.is_barred(peer.routing_id)});
   adopt_held(peer.routing_id, hello.held, heard_ms);
   outbox_.send(peer, proto::Welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms)});
 }
@@ -54,8 +54,7 @@ void Workers::on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, 
   }
   worker->last_seen_ms = heard_ms;
   worker->draining = heartbeat.draining;
-  worker->barred = false;
-  lapsed_.erase(peer.routing_id);
+  registry_.lift_bar(peer.routing_id);
   if (heartbeat.capacity > 0) worker->capacity = capped(heartbeat.capacity);
   adopt_held(peer.routing_id, heartbeat.held, heard_ms);
   outbox_.send(peer, proto::Pong{broker_id_});
@@ -183,10 +182,7 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
                  *held_back > 0 ? fmt::format(" ({} more workers lost, not logged)", *held_back) : "");
   bool lapsed = false;
   for (const auto& job : held) lapsed = lapsed || !(job.received || w->received(job.frame_seq));
-  if (lapsed) {
-    if (lapsed_.size() >= kLapsedKept) lapsed_.clear();
-    lapsed_.insert(routing_id);
-  }
+  if (lapsed) registry_.bar(routing_id);
   for (auto& job : held)
     results_.requeue(job.queue, job.received || w->received(job.frame_seq) ? NackItem{job.id, job.token, NackMode::now, "worker lost (no heartbeat)", 0}
                                              : NackItem{job.id, job.token, NackMode::lost,

@@ -7,7 +7,6 @@
 // to the moment the socket was last read empty, so neither a wall clock
 // step nor a slow turn of the loop (frames still unread) kills a live worker.
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "broker/config.hpp"
@@ -72,10 +71,6 @@ class Workers {
   WorkerRegistry registry_;
   // A peer saying HELLO over and over is logged once per 10 s.
   LogLimiter join_log_{10'000, 20, 10'000};
-  // Routing ids of workers lost with unconfirmed deliveries (see
-  // WorkerInfo::barred), forgotten all at once past kLapsedKept.
-  static constexpr size_t kLapsedKept = 10'000;
-  std::unordered_set<std::string> lapsed_;
   LogLimiter loss_log_{0, 20, 1};
   LogLimiter stale_log_{10'000, 20, 10'000};
   uint64_t stale_reports_ = 0;

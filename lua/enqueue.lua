@@ -59,9 +59,9 @@ local out = {}
 -- Room for new jobs under the backlog: delayed ones count too, or a flood of
 -- jobs due in a second would pass the limit and all come due at once.
 local room = n
+local scheduled_now = tonumber(redis.call("HGET", KEYS[4], "scheduled")) or 0
 if max_backlog > 0 then
-  room = max_backlog - redis.call("ZCARD", KEYS[2]) - redis.call("ZCARD", KEYS[3])
-    - (tonumber(redis.call("HGET", KEYS[4], "scheduled")) or 0)
+  room = max_backlog - redis.call("ZCARD", KEYS[2]) - redis.call("ZCARD", KEYS[3]) - scheduled_now
   if room <= 0 then
     for i = 1, n do out[i] = 2 end
     return out
@@ -69,13 +69,17 @@ if max_backlog > 0 then
 end
 -- Variadic reads find duplicates among live, done and cancelled jobs. The
 -- schedule is asked per job, in the job's own partition's sorted set, and
--- only where the schedule filter's counter is not zero.
+-- only where the schedule filter's counter is not zero. With nothing
+-- scheduled (the `scheduled` counter changes with the filter's counters,
+-- and the audit's accounting law checks it) the filter is not read.
 local live = redis.call("HMGET", KEYS[5], unpack(ids))
 local done = redis.call("ZMSCORE", KEYS[6], unpack(ids))
 local cancelled = redis.call("ZMSCORE", KEYS[7], unpack(ids))
-local slots = filter_slots()
-for i = 1, n do filter_slot_add(slots, ARGV[4 * i + 3], ids[i]) end
-local maybe_scheduled = filter_get(KEYS[1] .. ":filter", slots)
+local slots, maybe_scheduled = filter_slots(), nil
+if scheduled_now > 0 then
+  for i = 1, n do filter_slot_add(slots, ARGV[4 * i + 3], ids[i]) end
+  maybe_scheduled = filter_get(KEYS[1] .. ":filter", slots)
+end
 local seen = {}
 local records, ready = {}, {}
 local partitions = {}  -- partition number -> {zadd args, hset args, earliest due}
@@ -85,7 +89,7 @@ for i = 1, n do
   local b = 4 * i
   local partition = ARGV[b + 3]
   if live[i] or done[i] or cancelled[i] or seen[id]
-      or (maybe_scheduled[i] > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. partition, id)) then
+      or (maybe_scheduled and maybe_scheduled[i] > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. partition, id)) then
     out[i] = 0
   elseif accepted >= room then
     out[i] = 2
@@ -110,7 +114,8 @@ for i = 1, n do
       p.hset[#p.hset + 1] = id
       p.hset[#p.hset + 1] = ARGV[b + 2]
       if due < p.earliest then p.earliest, p.earliest_text = due, ARGV[b + 1] end
-      filter_slot_copy(scheduled_slots, slots, i)
+      if maybe_scheduled then filter_slot_copy(scheduled_slots, slots, i)
+      else filter_slot_add(scheduled_slots, partition, id) end
     end
     accepted = accepted + 1
     out[i] = 1
