@@ -58,6 +58,13 @@ Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply
 
 }  // namespace calls
 
+uint32_t ProducerGateway::retry_hint(const std::vector<proto::EnqueueOutcome>& outcomes) const {
+  const bool overloaded = std::any_of(outcomes.begin(), outcomes.end(), [](const auto& o) {
+    return o.status == static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
+  });
+  return overloaded ? static_cast<uint32_t>(config_.overload_retry_after_ms) : 0u;
+}
+
 std::string ProducerGateway::backlog_reason(const std::string& queue) const {
   return fmt::format("queue '{}' has {} or more unfinished jobs (max_backlog, scheduled ones included); retry later",
                      queue, config_.policy(queue).max_backlog);
@@ -117,12 +124,8 @@ void ProducerGateway::on_enqueue(EnqueueRequest&& request) {
     return !answered_without_redis(o);
   });
   if (!any_to_write) {
-    const bool overloaded = std::any_of(request.outcomes.begin(), request.outcomes.end(), [](const auto& o) {
-      return o.status == static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
-    });
-    outbox_.send(request.producer,
-                 proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes),
-                                     overloaded ? static_cast<uint32_t>(config_.overload_retry_after_ms) : 0u});
+    const uint32_t retry_after_ms = retry_hint(request.outcomes);
+    outbox_.send(request.producer, proto::EnqueueReply{request.frame.request_id, std::move(request.outcomes), retry_after_ms});
     return;
   }
   // Counted only once it waits for a round (the round that takes it resets
@@ -258,12 +261,8 @@ void ProducerGateway::add_enqueues_to(Round& round) {
                                        static_cast<uint32_t>(config_.overload_retry_after_ms)});
         continue;
       }
-      const bool overloaded = std::any_of(request.outcomes.begin(), request.outcomes.end(), [](const auto& o) {
-        return o.status == static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
-      });
-      outbox_.send(request.producer,
-                   proto::EnqueueReply{request.request_id, std::move(request.outcomes),
-                                       overloaded ? static_cast<uint32_t>(config_.overload_retry_after_ms) : 0u});
+      const uint32_t retry_after_ms = retry_hint(request.outcomes);
+      outbox_.send(request.producer, proto::EnqueueReply{request.request_id, std::move(request.outcomes), retry_after_ms});
     }
   });
 }

@@ -77,6 +77,8 @@ class ProducerGateway {
 
  private:
   std::string backlog_reason(const std::string& queue) const;
+  // The retry_after_ms of an ENQUEUE_REPLY: set when any job was answered overloaded.
+  uint32_t retry_hint(const std::vector<proto::EnqueueOutcome>& outcomes) const;
   // Rejected (bad job, max_queues) or refused for a full backlog already.
   static bool answered_without_redis(const proto::EnqueueOutcome& o) {
     return o.status == static_cast<uint8_t>(proto::EnqueueStatus::rejected) ||

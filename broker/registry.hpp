@@ -9,6 +9,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "broker/inflight.hpp"
+
 namespace dueq::broker {
 
 struct WorkerInfo {
@@ -24,14 +26,9 @@ struct WorkerInfo {
   // frame can be lost on a reconnect while later ones arrive, so each is
   // remembered, not only the highest; older ones than these have been listed
   // in heartbeats since.
-  std::deque<uint64_t> received_frames;
+  std::deque<uint64_t> received_frames{};
   // It has shown it takes deliveries: said RECEIVED, or listed jobs it holds.
   bool confirmed = false;
-  // Under this routing id a delivery ran out (worker lost, or the delivery
-  // deadline passed) before the worker confirmed it: an unconfirmed worker
-  // is sent nothing more until it heartbeats (a peer that only says HELLO,
-  // again and again, takes no more jobs away).
-  bool barred = false;
 
   static constexpr size_t kReceivedFramesKept = 1024;
   void note_received(uint64_t seq) {
@@ -41,6 +38,9 @@ struct WorkerInfo {
     if (received_frames.size() > kReceivedFramesKept) received_frames.pop_front();
   }
   bool received(uint64_t seq) const { return std::binary_search(received_frames.begin(), received_frames.end(), seq); }
+  // This worker confirmed receiving `job`: listed it as held, or said
+  // RECEIVED for its TASKS frame. Losing it now uses an attempt.
+  bool confirmed_receipt(const InflightJob& job) const { return job.received || received(job.frame_seq); }
 };
 
 class WorkerRegistry {
@@ -53,19 +53,18 @@ class WorkerRegistry {
   }
   void remove(const std::string& routing_id) { workers_.erase(routing_id); }
 
-  // WorkerInfo::barred, remembered past the worker's removal so that its
-  // next HELLO starts barred; forgotten all at once past kBarredKept ids.
+  // Under a barred routing id a delivery ran out (worker lost, or the
+  // delivery deadline passed) before the worker confirmed it: while it has
+  // confirmed nothing, it is sent nothing until it heartbeats (a peer that
+  // only says HELLO, again and again, takes no more jobs away). Kept apart
+  // from the workers, so a HELLO after the worker's removal starts barred;
+  // forgotten all at once past kBarredKept ids.
   static constexpr size_t kBarredKept = 10'000;
   void bar(const std::string& routing_id) {
     if (barred_.size() >= kBarredKept) barred_.clear();
     barred_.insert(routing_id);
-    if (WorkerInfo* w = find(routing_id)) w->barred = true;
   }
-  void lift_bar(const std::string& routing_id) {
-    barred_.erase(routing_id);
-    if (WorkerInfo* w = find(routing_id)) w->barred = false;
-  }
-  bool is_barred(const std::string& routing_id) const { return barred_.contains(routing_id); }
+  void lift_bar(const std::string& routing_id) { barred_.erase(routing_id); }
 
   // Routing ids of workers not heard from since `cutoff_ms`.
   std::vector<std::string> silent_since(int64_t cutoff_ms) const {
@@ -88,7 +87,7 @@ class WorkerRegistry {
   std::vector<std::pair<std::string, int64_t>> free_slots(const std::string& queue, HeldFn held) const {
     std::vector<std::pair<std::string, int64_t>> out;
     for (const auto& [rid, w] : workers_) {
-      if (w.draining || w.unreachable || (w.barred && !w.confirmed) || std::find(w.queues.begin(), w.queues.end(), queue) == w.queues.end()) continue;
+      if (w.draining || w.unreachable || (!w.confirmed && barred_.contains(rid)) || std::find(w.queues.begin(), w.queues.end(), queue) == w.queues.end()) continue;
       // Until it confirms a TASKS frame (RECEIVED), a worker is sent at most
       // kUnconfirmedCredit jobs: a peer that says HELLO with a large capacity
       // and falls silent takes that few away per HELLO, not its capacity.

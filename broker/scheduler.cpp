@@ -97,9 +97,8 @@ void Scheduler::add_to(Round& round) {
       // the same jobs again each time they come back).
       if (!expired_inflight)
         inflight_.expire(lease_now, [this](const InflightJob& job) {
-          if (job.received) return;
           const WorkerInfo* w = workers_.find(job.worker);
-          if (w != nullptr && !w->received(job.frame_seq)) workers_.bar(job.worker);
+          if (w != nullptr && !w->confirmed_receipt(job)) workers_.bar(job.worker);
         });
       expired_inflight = true;
       round.add(calls::reclaim(name, lease_now, config_.reclaim_batch, config_.policy(name).done_retention_s,

@@ -34,8 +34,8 @@ void Workers::on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms)
   // nothing else is declared dead on time and its deliveries go back.
   const WorkerInfo* known = registry_.find(peer.routing_id);
   const int64_t last_seen_ms = known != nullptr ? known->last_seen_ms : heard_ms;
-  registry_.upsert(peer.routing_id, WorkerInfo{hello.worker_id, hello.queues, capped(hello.capacity), false, last_seen_ms, false, {},
-                                                 false, registry_.is_barred(peer.routing_id)});
+  registry_.upsert(peer.routing_id, WorkerInfo{.worker_id = hello.worker_id, .queues = hello.queues, .capacity = capped(hello.capacity),
+                                                 .last_seen_ms = last_seen_ms});
   adopt_held(peer.routing_id, hello.held, heard_ms);
   outbox_.send(peer, proto::Welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms)});
 }
@@ -180,13 +180,15 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
   if (auto held_back = loss_log_.admit("", now_ms))
     spdlog::info("worker {} {}; re-delivering {} jobs it held{}", loggable(w->worker_id), reason, held.size(),
                  *held_back > 0 ? fmt::format(" ({} more workers lost, not logged)", *held_back) : "");
-  bool lapsed = false;
-  for (const auto& job : held) lapsed = lapsed || !(job.received || w->received(job.frame_seq));
-  if (lapsed) registry_.bar(routing_id);
-  for (auto& job : held)
-    results_.requeue(job.queue, job.received || w->received(job.frame_seq) ? NackItem{job.id, job.token, NackMode::now, "worker lost (no heartbeat)", 0}
-                                             : NackItem{job.id, job.token, NackMode::lost,
-                                                        "worker lost (no heartbeat) before it confirmed receiving the job", 0});
+  for (auto& job : held) {
+    if (w->confirmed_receipt(job)) {
+      results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::now, "worker lost (no heartbeat)", 0});
+      continue;
+    }
+    registry_.bar(routing_id);
+    results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::lost,
+                                         "worker lost (no heartbeat) before it confirmed receiving the job", 0});
+  }
   const std::vector<std::string> served = w->queues;
   registry_.remove(routing_id);
   // A queue no job was ever enqueued into (not in Redis) that no live
