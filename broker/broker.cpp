@@ -81,7 +81,7 @@ Result<bool> Broker::start(int signal_fd) {
   // Per peer, messages read off the network ahead of the loop: a peer that
   // sends faster than it is served is held back by TCP instead of filling
   // the broker's memory (at most this many frames of up to 16 MiB each).
-  router_.set(zmq::sockopt::rcvhwm, 100);
+  router_.set(zmq::sockopt::rcvhwm, Inbound::kQueuedFramesPerPeer);
   // Per peer: a peer that sends requests and never reads the answers costs
   // at most this many queued messages (then Outbox::send reports it full).
   router_.set(zmq::sockopt::sndhwm, 1'000);
@@ -165,10 +165,10 @@ Result<void> Broker::run(int signal_fd) {
     if (items[3].revents & ZMQ_POLLIN) admin_.deliver(outbox_, inflight_, queues_);
     if (items[4].revents & ZMQ_POLLIN) connection_monitor_.drain(clock_.steady_ms());
     if (!stopping_) {
-      inbound_.receive(config_.max_frames_per_turn);
-      // Judged only up to the moment the socket was last read empty: a
-      // heartbeat still waiting behind a long batch of frames counts.
-      workers_.expire_silent(inbound_.read_empty_ms());
+      inbound_.receive(config_.max_frames_per_turn, connection_monitor_.connections());
+      // Judged only up to the moment before which every queued frame was
+      // read: a heartbeat still waiting behind a long batch of frames counts.
+      workers_.expire_silent(inbound_.all_read_before_ms());
     }
     if (!redis_.connected()) reconnect();
     if (redis_.connected()) {
@@ -249,7 +249,7 @@ void Broker::receive_while_redis_works() {
       continue;
     }
     if (items[1].revents & ZMQ_POLLIN) break;
-    if (items[0].revents & ZMQ_POLLIN) inbound_.receive(config_.max_frames_per_turn);
+    if (items[0].revents & ZMQ_POLLIN) inbound_.receive(config_.max_frames_per_turn, connection_monitor_.connections());
   }
 }
 

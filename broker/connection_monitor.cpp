@@ -27,9 +27,13 @@ uint64_t open_files_limit() {
 ConnectionMonitor::ConnectionMonitor(zmq::context_t& context, zmq::socket_t& socket)
     : events_(context, zmq::socket_type::pair) {
   const std::string endpoint = unique_endpoint();
-  if (zmq_socket_monitor(socket.handle(), endpoint.c_str(), ZMQ_EVENT_ACCEPT_FAILED) != 0)
+  if (zmq_socket_monitor(socket.handle(), endpoint.c_str(), ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_ACCEPT_FAILED) != 0)
     throw zmq::error_t();
   events_.set(zmq::sockopt::linger, 0);
+  // The events wait here for the loop: 100,000 of some 100 bytes each, so
+  // that a burst of connections loses none of them (a lost ACCEPTED would
+  // count a peer too few), and a flood of refusals cannot grow without end.
+  events_.set(zmq::sockopt::rcvhwm, 100'000);
   events_.connect(endpoint);
 }
 
@@ -46,6 +50,8 @@ void ConnectionMonitor::drain(int64_t now_ms) {
     int32_t value = 0;
     std::memcpy(&id, event.data(), sizeof id);
     std::memcpy(&value, static_cast<const char*>(event.data()) + 2, sizeof value);
+    if (id == ZMQ_EVENT_ACCEPTED) ++connections_;
+    if (id == ZMQ_EVENT_DISCONNECTED && connections_ > 0) --connections_;
     if (id != ZMQ_EVENT_ACCEPT_FAILED) continue;
     ++refused_now;
     last_errno = value;

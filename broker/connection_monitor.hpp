@@ -1,8 +1,10 @@
 #pragma once
-// Connections the broker could not accept. At the file-descriptor limit
-// libzmq fails each accept() quietly and keeps the peer waiting; this reads
-// the ROUTER socket's ACCEPT_FAILED events (zmq_socket_monitor) so an
-// operator sees the refusals, with the limit, in the log (rate-limited).
+// The ROUTER socket's connections, from its monitor events
+// (zmq_socket_monitor): how many are open (the bound on how long a frame can
+// wait behind other peers' frames, see Inbound), and those the broker could
+// not accept. At the file-descriptor limit libzmq fails each accept()
+// quietly and keeps the peer waiting; the refusals are logged, with the
+// limit, so an operator sees them (rate-limited).
 #include <zmq.hpp>
 
 #include <cstdint>
@@ -25,9 +27,13 @@ class ConnectionMonitor {
   void drain(int64_t now_ms);
 
   uint64_t refused() const { return refused_; }
+  // Connections accepted and not yet closed (tcp and ipc; inproc peers
+  // make no events).
+  uint64_t connections() const { return connections_; }
 
  private:
   zmq::socket_t events_;
+  uint64_t connections_ = 0;
   uint64_t refused_ = 0;
   uint64_t refused_unlogged_ = 0;
   LogLimiter refusal_log_{10'000, 1, 1};

@@ -1,6 +1,7 @@
 #include "broker/inbound.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 #include "common/names.hpp"
@@ -26,8 +27,11 @@ Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms) {
   return {};
 }
 
-bool Inbound::receive(int max_frames) {
+bool Inbound::receive(int max_frames, uint64_t connections) {
   size_t bytes = 0;
+  if (const int64_t now = clock_.steady_ms();
+      marks_.size() < kMaxMarks && (marks_.empty() || now - marks_.back().at_ms >= kMarkSpacingMs))
+    marks_.push_back({now, frames_read_});
   // Bytes are bounded per turn as frames are: what one round gathers (and
   // the broker holds until Redis answers) stays under kMaxBytesPerTurn plus
   // one frame, however many peers send at once.
@@ -39,9 +43,11 @@ bool Inbound::receive(int max_frames) {
     std::vector<zmq::message_t> parts;
     zmq::message_t part;
     if (!router_.recv(part, zmq::recv_flags::dontwait)) {
-      read_empty_ms_ = heard_ms;
+      all_read_before_ms_ = heard_ms;
+      marks_.clear();
       return true;
     }
+    ++frames_read_;
     parts.push_back(std::move(part));
     while (parts.back().more()) {
       zmq::message_t next;
@@ -61,6 +67,16 @@ bool Inbound::receive(int max_frames) {
       continue;
     }
     route(peer, std::move(*frame), heard_ms);
+  }
+  // The socket hands out one message per peer in turn (ZeroMQ's fair
+  // queuing) and queues at most about kQueuedFramesPerPeer per peer (its
+  // high-water mark is checked lazily, in batches of half of it: twice is
+  // the bound), so a frame queued at a mark has been read once this many
+  // more frames were: a heartbeat waits behind a flood, not forever.
+  const uint64_t drain_frames = std::max<uint64_t>(connections, 1) * 2 * kQueuedFramesPerPeer;
+  while (!marks_.empty() && frames_read_ - marks_.front().frames_read >= drain_frames) {
+    all_read_before_ms_ = std::max(all_read_before_ms_, marks_.front().at_ms);
+    marks_.pop_front();
   }
   return false;
 }

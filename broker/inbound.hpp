@@ -7,6 +7,7 @@
 #include <zmq.hpp>
 
 #include <cstdint>
+#include <deque>
 #include <string>
 
 #include "broker/admin.hpp"
@@ -30,13 +31,19 @@ class Inbound {
       : router_(router), clock_(clock), outbox_(outbox), workers_(workers), results_(results), gateway_(gateway),
         admin_(admin) {}
 
-  // Reads and routes up to `max_frames` frames without blocking. Returns
-  // true when it stopped because the socket was empty.
-  bool receive(int max_frames);
+  // Reads and routes up to `max_frames` frames without blocking, with
+  // `connections` peers connected. Returns true when it stopped because the
+  // socket was empty.
+  bool receive(int max_frames, uint64_t connections);
   static constexpr size_t kMaxBytesPerTurn = 8u << 20;
-  // Steady time at which the socket was last read empty: every frame sent
-  // before it has been handled.
-  int64_t read_empty_ms() const { return read_empty_ms_; }
+  // Frames the broker's socket queues per peer (ZMQ_RCVHWM); a faster peer
+  // is held back by TCP.
+  static constexpr int kQueuedFramesPerPeer = 100;
+  // Steady time before which every frame that had reached the socket has
+  // been handled: when it was last read empty, or, under a flood that never
+  // lets it go empty, the last moment since which enough frames were read
+  // to drain every peer's queue (see receive()).
+  int64_t all_read_before_ms() const { return all_read_before_ms_; }
 
  private:
   void route(const Peer& peer, proto::Frame&& frame, int64_t heard_ms);
@@ -50,7 +57,17 @@ class Inbound {
   Results& results_;
   ProducerGateway& gateway_;
   Admin& admin_;
-  int64_t read_empty_ms_ = 0;
+  // Moments of a flood (socket not read empty since), with frames_read_ at
+  // each; at most one per kMarkSpacingMs and kMaxMarks in all.
+  struct ReadMark {
+    int64_t at_ms;
+    uint64_t frames_read;
+  };
+  static constexpr int64_t kMarkSpacingMs = 10;
+  static constexpr size_t kMaxMarks = 4'096;
+  std::deque<ReadMark> marks_;
+  uint64_t frames_read_ = 0;
+  int64_t all_read_before_ms_ = 0;
   // One line per peer per 10 s about its rejected frames, 20 a second in all.
   LogLimiter reject_log_{10'000, 20, 10'000};
   uint64_t frames_rejected_ = 0;

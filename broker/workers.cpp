@@ -201,8 +201,8 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
   }
 }
 
-void Workers::expire_silent(int64_t read_empty_ms) {
-  for (const auto& rid : registry_.silent_since(read_empty_ms - config_.worker_timeout_ms)) forget(rid, "stopped heartbeating", read_empty_ms);
+void Workers::expire_silent(int64_t all_read_ms) {
+  for (const auto& rid : registry_.silent_since(all_read_ms - config_.worker_timeout_ms)) forget(rid, "stopped heartbeating", all_read_ms);
 }
 
 int64_t Workers::next_expiry_ms() const {

@@ -44,9 +44,9 @@ class Workers {
   // Any other frame from a worker also shows it is alive.
   void heard_from(const std::string& routing_id, int64_t heard_ms);
 
-  // Declares dead the workers silent for worker_timeout as of `read_empty_ms`,
-  // the steady time at which every frame sent before it had been read.
-  void expire_silent(int64_t read_empty_ms);
+  // Declares dead the workers silent for worker_timeout as of `all_read_ms`,
+  // a steady time before which every frame that reached the broker was read.
+  void expire_silent(int64_t all_read_ms);
   // Steady time at which the quietest worker would be declared dead; -1 none.
   int64_t next_expiry_ms() const;
 

@@ -13,7 +13,7 @@
 -- 1000*C .. 1000*C+999 (C = 0..32), bucket (P, T) at byte (P % 1000)*100 + T.
 -- A chunk exists once one of its partitions has held a job, so a queue
 -- with one scheduled job costs 100 KB (3.3 MB with jobs in every chunk),
--- not the whole filter. (Chunks of 100 partitions cost a batch of 1,000
+-- not the whole filter; all chunks go when the schedule empties. (Chunks of 100 partitions cost a batch of 1,000
 -- enqueues about 300 BITFIELD calls instead of 33.)
 --
 -- Soundness rests on every script that changes a partition changing its
@@ -25,6 +25,7 @@
 -- filter_slot_add) and read or change them in one go, one BITFIELD per
 -- chunk touched.
 local filter_max_args = 1000  -- counters per BITFIELD call: unpack() has a limit
+local filter_chunks = 33      -- chunks 0..32 cover partitions 0..32767 (keys.hpp)
 
 local function filter_tail(id)
   local a, b, c = string.byte(id, -3, -1)
@@ -156,5 +157,12 @@ local function schedule_counted_out(schedule_key, stats_key, slots)
     if values[j] < 255 then filter_slot_copy(lower, slots, j) end
   end
   filter_change(filter_prefix, lower, -1)
-  redis.call("HINCRBY", stats_key, "scheduled", -slots.n)
+  -- An empty schedule leaves every counter at zero but for saturated ones,
+  -- which no id needs any more: its chunks are dropped, not kept at 100 KB
+  -- each for a queue that may never schedule again.
+  if redis.call("HINCRBY", stats_key, "scheduled", -slots.n) <= 0 then
+    local chunk_keys = {}
+    for chunk = 0, filter_chunks - 1 do chunk_keys[chunk + 1] = filter_prefix .. ":" .. chunk end
+    redis.call("DEL", unpack(chunk_keys))
+  end
 end

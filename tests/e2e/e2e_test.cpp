@@ -450,6 +450,69 @@ TEST(EndToEnd, APeerThatOnlySaysHelloIsDeclaredDeadAndThenSentNothing) {
   EXPECT_EQ(cluster.stats("hello-only")->dead, 0);
 }
 
+// Liveness holds while floods never let the broker's socket be read empty:
+// ZeroMQ hands out one message per peer in turn and queues a bounded number
+// per peer, so a worker's heartbeat is read after at most that many frames
+// per connection. A worker that falls silent is declared dead after about
+// worker_timeout, during the flood, and its jobs run elsewhere.
+TEST(EndToEnd, AWorkerFallenSilentIsDeclaredDeadWhileFloodsKeepTheSocketBusy) {
+  // Its deliveries' leases outlast the test: only being declared dead brings them back.
+  Cluster cluster({"--delivery-timeout", "60s"});
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 8; ++i) jobs.push_back({"silent", "noop", "", fmt::format("s-{}", i), 0, 3});
+  RawPeer victim(cluster.endpoint(), "victim");
+  victim.send(proto::Hello{"victim", {"silent"}, 8, {}, "host", 1});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  size_t held = 0;
+  while (held < jobs.size()) {
+    auto frame = victim.receive();
+    ASSERT_TRUE(frame) << "the victim got " << held << " jobs";
+    if (auto* tasks = std::get_if<proto::Tasks>(&*frame)) {
+      held += tasks->items.size();
+      victim.send(proto::Received{tasks->seq});
+    }
+  }
+
+  // Each flood frame is cheap to send and dear to read: an ENQUEUE of 1,000
+  // jobs the broker validates one by one and refuses (bad queue name), each
+  // with its reason.
+  proto::Enqueue refused_batch{1, {}};
+  for (int i = 0; i < 1'000; ++i) refused_batch.jobs.push_back({"no such queue!", fmt::format("f-{}", i), "t", {}, 0, 1, 0, 0});
+  const std::string heavy = proto::encode(refused_batch);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> sent{0};
+  std::vector<std::thread> floods;
+  for (int f = 0; f < 3; ++f)
+    floods.emplace_back([&, f] {
+      zmq::context_t context;
+      zmq::socket_t socket(context, zmq::socket_type::dealer);
+      socket.set(zmq::sockopt::routing_id, fmt::format("flood-{}", f));
+      socket.set(zmq::sockopt::linger, 0);
+      socket.connect(cluster.endpoint());
+      zmq::message_t answer;
+      while (!stop) {
+        if (socket.send(zmq::buffer(heavy), zmq::send_flags::dontwait)) ++sent;
+        else std::this_thread::sleep_for(1ms);
+        while (socket.recv(answer, zmq::recv_flags::dontwait)) {}  // answers are read: the broker keeps serving
+      }
+    });
+  const auto flood_start = std::chrono::steady_clock::now();
+  const bool declared_dead = eventually([&] { return cluster.log_count("stopped heartbeating") >= 1; }, 20s, 100ms);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - flood_start);
+  stop = true;
+  for (auto& t : floods) t.join();
+  EXPECT_TRUE(declared_dead) << "after " << took.count() << " ms of flood (" << sent << " frames sent)";
+  EXPECT_GE(sent.load(), 1'000u) << "the flood ran";
+  fprintf(stderr, "victim declared dead %lld ms into the flood; %llu flood frames sent\n",
+          static_cast<long long>(took.count()), static_cast<unsigned long long>(sent.load()));
+
+  const auto record = cluster.dir() / "runs.txt";
+  cluster.start_example_worker("silent", 8, record.string());
+  ASSERT_TRUE(eventually([&] { auto st = cluster.stats("silent"); return st && st->done == 8; }, 30s));
+  EXPECT_EQ(cluster.stats("silent")->dead, 0);
+}
+
 TEST(EndToEnd, AnUnreadableRecordIsDeadLetteredAndTheRestOfItsBatchDelivered) {
   Cluster cluster;
   Client client(cluster.endpoint());

@@ -1318,6 +1318,34 @@ TEST_F(Scripts, AQueueWithOneScheduledJobHasAFilterOfKilobytes) {
   EXPECT_EQ(enqueue({qjob(far)}, 1000), std::vector<int64_t>{0});  // still found: a duplicate
 }
 
+// An empty schedule costs nothing: when the last scheduled job leaves (by
+// promotion or cancel), every chunk of the filter goes, and a job scheduled
+// later gets a fresh chunk and is still found as a duplicate.
+TEST_F(Scripts, AScheduleThatEmptiesKeepsNoFilterChunks) {
+  const QueueKeys k("q");
+  const auto chunk_count = [&] {
+    size_t n = 0;
+    for (const auto& chunk : filter_chunks(k.schedule_filter)) n += !chunk.empty();
+    return n;
+  };
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 200; ++i) jobs.push_back(qjob("s" + std::to_string(i), 3000));
+  jobs.push_back(qjob("later", 9000));
+  enqueue(jobs, 1000);
+  ASSERT_GE(chunk_count(), 20u);  // 200 ids spread over the 33 chunks
+  Round promote;
+  promote.add(calls::promote("q", 5000, 5000));
+  ASSERT_EQ(calls::parse_promote(run(promote))->moved, 200);
+  EXPECT_GE(chunk_count(), 1u);  // "later" is still scheduled
+  Round cancel;
+  cancel.add(calls::cancel("q", 5000, "later", 60));
+  ASSERT_EQ(calls::parse_cancel(run(cancel))->status, 1);
+  EXPECT_EQ(chunk_count(), 0u);
+  EXPECT_EQ(enqueue({qjob("again", 9000)}, 5000), std::vector<int64_t>{1});
+  EXPECT_EQ(chunk_count(), 1u);
+  EXPECT_EQ(enqueue({qjob("again", 9000)}, 5000), std::vector<int64_t>{0});
+}
+
 TEST_F(Scripts, FilterCheckRefusesBadArgumentsAndWritesNothing) {
   const QueueKeys k("q");
   enqueue({qjob("a", 9000)}, 1000);
