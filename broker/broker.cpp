@@ -1,5 +1,6 @@
 #include "broker/broker.hpp"
 
+#include <csignal>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <poll.h>
@@ -34,6 +35,7 @@ Broker::Broker(BrokerConfig config, const Clock& clock)
       context_(1),
       router_(context_, zmq::socket_type::router),
       connection_monitor_(context_, router_),
+      access_(context_),
       broker_id_(new_instance_id()),
       outbox_(router_),
       results_(config_, clock_, lease_clock_, queues_, inflight_, outbox_),
@@ -42,7 +44,7 @@ Broker::Broker(BrokerConfig config, const Clock& clock)
       scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_.registry()),
       dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_),
       admin_(config_, clock_, address_),
-      inbound_(router_, clock_, outbox_, workers_, results_, gateway_, admin_) {}
+      inbound_(router_, clock_, outbox_, access_, workers_, results_, gateway_, admin_) {}
 
 Broker::~Broker() {
   if (reconciler_) reconciler_->stop();
@@ -64,7 +66,7 @@ Result<bool> Broker::start(int signal_fd) {
     pollfd signal{signal_fd, POLLIN, 0};
     if (::poll(&signal, 1, static_cast<int>(backoff)) > 0) {
       signalfd_siginfo info{};
-      if (::read(signal_fd, &info, sizeof info) == sizeof info) {
+      if (::read(signal_fd, &info, sizeof info) == sizeof info && info.ssi_signo != SIGHUP) {
         spdlog::info("signal {} while waiting for Redis: stopping", info.ssi_signo);
         return false;
       }
@@ -90,6 +92,14 @@ Result<bool> Broker::start(int signal_fd) {
   // A peer announcing a larger message is disconnected before it is read
   // (without this, libzmq buffers each whole message, of any size).
   router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(proto::kMaxFrameBytes));
+  if (!config_.curve_key.empty()) {
+    auto keys = read_curve_key_file(config_.curve_key);
+    if (!keys) return std::unexpected(keys.error());
+    if (auto ok = access_.enable(router_, *keys, config_.allow_list); !ok) return std::unexpected(ok.error());
+  } else {
+    spdlog::warn("CURVE off: plaintext on {}{}", config_.listen,
+                 is_local_endpoint(config_.listen) ? " (this host only)" : " (--insecure)");
+  }
   try {
     router_.bind(config_.listen);
   } catch (const zmq::error_t& e) {
@@ -129,13 +139,14 @@ Result<void> Broker::run(int signal_fd) {
   // millisecond instead of up to one after it.
   UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
   if (timer.get() < 0) return fail(Errc::internal, "timerfd_create failed");
-  std::array<zmq::pollitem_t, 5> items = {{
+  std::vector<zmq::pollitem_t> items = {
       {router_.handle(), 0, ZMQ_POLLIN, 0},
       {nullptr, signal_fd, ZMQ_POLLIN, 0},
       {nullptr, timer.get(), ZMQ_POLLIN, 0},
       {nullptr, admin_.ready_fd(), ZMQ_POLLIN, 0},
       {connection_monitor_.handle(), 0, ZMQ_POLLIN, 0},
-  }};
+  };
+  if (access_.enabled()) items.push_back({access_.zap_handle(), 0, ZMQ_POLLIN, 0});
   while (true) {
     const int64_t wait_us = stopping_ ? 0 : us_until_wake();
     long timeout_ms = 0;
@@ -158,12 +169,17 @@ Result<void> Broker::run(int signal_fd) {
     if (items[1].revents & ZMQ_POLLIN) {
       signalfd_siginfo info{};
       if (::read(signal_fd, &info, sizeof info) == sizeof info) {
-        spdlog::info("signal {}: stopping; applying {} results held", info.ssi_signo, results_.unapplied());
-        stopping_ = true;
+        if (info.ssi_signo == SIGHUP) {
+          access_.reload();
+        } else {
+          spdlog::info("signal {}: stopping; applying {} results held", info.ssi_signo, results_.unapplied());
+          stopping_ = true;
+        }
       }
     }
     if (items[3].revents & ZMQ_POLLIN) admin_.deliver(outbox_, inflight_, queues_);
     if (items[4].revents & ZMQ_POLLIN) connection_monitor_.drain(clock_.steady_ms());
+    if (items.size() > 5 && (items[5].revents & ZMQ_POLLIN)) access_.answer_zap(clock_.steady_ms());
     if (!stopping_) {
       inbound_.receive(config_.max_frames_per_turn, connection_monitor_.connections());
       // Judged only up to the moment before which every queued frame was

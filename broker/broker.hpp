@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "broker/access.hpp"
 #include "broker/admin.hpp"
 #include "broker/config.hpp"
 #include "broker/connection_monitor.hpp"
@@ -77,6 +78,7 @@ class Broker {
   zmq::context_t context_;
   zmq::socket_t router_;
   ConnectionMonitor connection_monitor_;
+  Access access_;
   std::string bound_endpoint_;
   std::string broker_id_;
 

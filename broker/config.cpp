@@ -1,5 +1,6 @@
 #include "broker/config.hpp"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 
 #include <set>
@@ -111,6 +112,14 @@ Result<void> load_config_file(const std::string& path, BrokerConfig& config) {
       auto v = node.value<std::string>();
       if (!v) return bad_key(key, "expected a string");
       config.log_level = *v;
+    } else if (key == "curve_key" || key == "allow_list") {
+      auto v = node.value<std::string>();
+      if (!v || v->empty()) return bad_key(key, "expected a path");
+      (key == "curve_key" ? config.curve_key : config.allow_list) = *v;
+    } else if (key == "insecure") {
+      auto v = node.value<bool>();
+      if (!v) return bad_key(key, "expected true or false");
+      config.insecure = *v;
     } else if (key == "allow_unsafe_redis") {
       auto v = node.value<bool>();
       if (!v) return bad_key(key, "expected true or false");
@@ -152,7 +161,27 @@ Result<void> load_config_file(const std::string& path, BrokerConfig& config) {
   return {};
 }
 
+bool is_local_endpoint(const std::string& endpoint) {
+  if (endpoint.starts_with("ipc://") || endpoint.starts_with("inproc://")) return true;
+  if (!endpoint.starts_with("tcp://")) return false;
+  const std::string_view rest = std::string_view(endpoint).substr(6);
+  const auto colon = rest.rfind(':');
+  if (colon == std::string_view::npos) return false;
+  const std::string host(rest.substr(0, colon));
+  if (host == "localhost" || host == "[::1]") return true;
+  in_addr address{};
+  return ::inet_pton(AF_INET, host.c_str(), &address) == 1 && (ntohl(address.s_addr) >> 24) == 127;
+}
+
 Result<void> validate_config(const BrokerConfig& c) {
+  if (c.curve_key.empty() != c.allow_list.empty())
+    return fail(Errc::bad_argument, "CURVE needs both curve_key (--curve-key) and allow_list (--allow-list)");
+  if (c.curve_key.empty() && !c.insecure && !is_local_endpoint(c.listen))
+    return fail(Errc::bad_argument,
+                fmt::format("refusing to listen on {} without CURVE: anyone who reaches it could enqueue, take and "
+                            "purge jobs. Give --curve-key and --allow-list (docs/security.md), listen on loopback or "
+                            "ipc, or pass --insecure on a network you trust",
+                            c.listen));
   if (c.worker_timeout_ms < 2 * c.heartbeat_ms)
     return fail(Errc::bad_argument, "worker_timeout must be at least twice the heartbeat interval");
   if (c.delivery_timeout_ms < c.heartbeat_ms * 2)

@@ -25,9 +25,16 @@ struct QueuePolicy {
 
 struct BrokerConfig {
   std::string redis_url = "redis://127.0.0.1:6379";
-  std::string listen = "tcp://0.0.0.0:7600";
+  std::string listen = "tcp://127.0.0.1:7600";  // this host only: a network port needs CURVE (or insecure)
   bool allow_unsafe_redis = false;
   std::string log_level = "info";
+  // CurveZMQ (docs/security.md): the broker's key file (`dueq keygen`) and
+  // the allow-list of client keys (a file or a directory). Without them the
+  // broker listens only on loopback or ipc, unless `insecure` says a
+  // plaintext network port is meant.
+  std::string curve_key;
+  std::string allow_list;
+  bool insecure = false;
 
   int64_t heartbeat_ms = 500;          // workers heartbeat this often
   int64_t worker_timeout_ms = 1'500;   // silence after which a worker is dead
@@ -71,5 +78,8 @@ Result<void> load_config_file(const std::string& path, BrokerConfig& config);
 
 // Checks relations between settings (e.g. timeout longer than heartbeat).
 Result<void> validate_config(const BrokerConfig& config);
+
+// True for endpoints only this host can reach: ipc, inproc, loopback tcp.
+bool is_local_endpoint(const std::string& endpoint);
 
 }  // namespace dueq::broker

@@ -61,10 +61,26 @@ bool Inbound::receive(int max_frames, uint64_t connections) {
     }
     const auto& body = parts.back();
     bytes += body.size();
+    auto sender = sender_grant(peer, parts.back(), heard_ms);
+    if (!sender) continue;
+    const Grant* grant = *sender;
     auto frame = proto::decode(std::string_view(static_cast<const char*>(body.data()), body.size()));
     if (!frame) {
       reject(peer, frame.error(), heard_ms);
       continue;
+    }
+    if (grant != nullptr) {
+      if (const std::string why = refusal(peer, *grant, *frame); !why.empty()) {
+        access_.refused(fmt::format("key '{}' ({})", grant->name, role_name(grant->role)),
+                        fmt::format("{} frame ({})", proto::type_name(proto::type_of(*frame)), why), heard_ms);
+        outbox_.send(peer, proto::ErrorFrame{proto::request_id_of(*frame), errc_name(Errc::refused),
+                                             fmt::format("refused: {}", why), 0});
+        continue;
+      }
+      if (auto* enqueue = std::get_if<proto::Enqueue>(&*frame)) {
+        on_enqueue(peer, std::move(*enqueue), grant);
+        continue;
+      }
     }
     route(peer, std::move(*frame), heard_ms);
   }
@@ -93,7 +109,7 @@ void Inbound::route(const Peer& peer, proto::Frame&& frame, int64_t heard_ms) {
           if (!held.empty()) results_.on_results(peer, std::move(held));
           workers_.heard_from(peer.routing_id, heard_ms);
         } else if constexpr (std::is_same_v<T, proto::Bye>) workers_.on_bye(peer, f, heard_ms);
-        else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::move(f));
+        else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::move(f), nullptr);
         else if constexpr (std::is_same_v<T, proto::StatsRequest>) gateway_.on_stats(peer, f.request_id);
         else if constexpr (std::is_same_v<T, proto::JobRequest>) admin_.submit(peer, std::move(f));
         else if constexpr (std::is_same_v<T, proto::AdminRequest>) admin_.submit(peer, std::move(f));
@@ -102,7 +118,53 @@ void Inbound::route(const Peer& peer, proto::Frame&& frame, int64_t heard_ms) {
       std::move(frame));
 }
 
-void Inbound::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue) {
+std::optional<const Grant*> Inbound::sender_grant(Peer& peer, zmq::message_t& body, int64_t heard_ms) {
+  if (!access_.enabled()) return nullptr;
+  // Set by the ZAP handler at the handshake: the allow-list name of the key.
+  const char* user_id = zmq_msg_gets(body.handle(), "User-Id");
+  peer.key_name = user_id != nullptr ? user_id : "";
+  if (const Grant* grant = access_.grant(peer.key_name)) return grant;
+  access_.refused(fmt::format("key '{}'", loggable(peer.key_name)), "a frame (the key is no longer on the allow-list)", heard_ms);
+  outbox_.send(peer, proto::ErrorFrame{0, errc_name(Errc::refused), "this key is no longer allowed", 0});
+  return std::nullopt;
+}
+
+std::string Inbound::refusal(const Peer& peer, const Grant& grant, proto::Frame& frame) const {
+  const WorkerInfo* registered = workers_.registry().find(peer.routing_id);
+  const bool worker_key = grant.role == Role::worker;
+  return std::visit(
+      [&](auto& f) -> std::string {
+        using T = std::decay_t<decltype(f)>;
+        constexpr bool worker_frame = std::is_same_v<T, proto::Hello> || std::is_same_v<T, proto::Heartbeat> ||
+                                      std::is_same_v<T, proto::Received> || std::is_same_v<T, proto::Results> ||
+                                      std::is_same_v<T, proto::Bye>;
+        if constexpr (worker_frame) {
+          if (!worker_key) return "only worker keys may act as workers";
+          if (registered != nullptr && registered->key_name != grant.name) return "this routing id is another key's worker";
+          if constexpr (std::is_same_v<T, proto::Hello>) {
+            for (const auto& queue : f.queues)
+              if (!grant.may_use(queue)) return fmt::format("this key may not serve queue '{}'", loggable(queue));
+          }
+          if constexpr (requires { f.capacity; })
+            if (grant.capacity != 0) f.capacity = std::min(f.capacity, grant.capacity);
+          return "";
+        } else if constexpr (std::is_same_v<T, proto::Enqueue>) {
+          return worker_key ? "worker keys may not enqueue" : "";
+        } else if constexpr (std::is_same_v<T, proto::JobRequest>) {
+          if (worker_key) return "worker keys may not look up jobs";
+          if (f.queue.empty() && !grant.all_queues) return "name the queue of the job (this key may use only some queues)";
+          if (!f.queue.empty() && !grant.may_use(f.queue)) return fmt::format("this key may not use queue '{}'", loggable(f.queue));
+          return "";
+        } else if constexpr (std::is_same_v<T, proto::StatsRequest> || std::is_same_v<T, proto::AdminRequest>) {
+          return grant.role == Role::admin ? "" : "only admin keys may read stats or run operator commands";
+        } else {
+          return "";  // frames the broker does not take are answered by route()
+        }
+      },
+      frame);
+}
+
+void Inbound::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, const Grant* grant) {
   EnqueueRequest request{peer, std::move(enqueue), {}};
   const int64_t now = clock_.wall_ms();
   request.outcomes.resize(request.frame.jobs.size());
@@ -112,6 +174,11 @@ void Inbound::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue) {
     if (auto valid = validate_new_job(request.frame.jobs[i], now); !valid) {
       outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
       outcome.reason = valid.error().message;
+    } else if (grant != nullptr && !grant->may_use(request.frame.jobs[i].queue)) {
+      outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
+      outcome.reason = fmt::format("refused: this key may not use queue '{}'", request.frame.jobs[i].queue);
+      access_.refused(fmt::format("key '{}' ({})", grant->name, role_name(grant->role)),
+                      fmt::format("a job for queue '{}'", request.frame.jobs[i].queue), clock_.steady_ms());
     }
   }
   gateway_.on_enqueue(std::move(request));

@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 
+#include "broker/access.hpp"
 #include "broker/admin.hpp"
 #include "broker/outbox.hpp"
 #include "broker/producer_gateway.hpp"
@@ -26,10 +28,10 @@ Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms);
 
 class Inbound {
  public:
-  Inbound(zmq::socket_t& router, const Clock& clock, Outbox& outbox, Workers& workers, Results& results,
-          ProducerGateway& gateway, Admin& admin)
-      : router_(router), clock_(clock), outbox_(outbox), workers_(workers), results_(results), gateway_(gateway),
-        admin_(admin) {}
+  Inbound(zmq::socket_t& router, const Clock& clock, Outbox& outbox, Access& access, Workers& workers,
+          Results& results, ProducerGateway& gateway, Admin& admin)
+      : router_(router), clock_(clock), outbox_(outbox), access_(access), workers_(workers), results_(results),
+        gateway_(gateway), admin_(admin) {}
 
   // Reads and routes up to `max_frames` frames without blocking, with
   // `connections` peers connected. Returns true when it stopped because the
@@ -47,12 +49,19 @@ class Inbound {
 
  private:
   void route(const Peer& peer, proto::Frame&& frame, int64_t heard_ms);
-  void on_enqueue(const Peer& peer, proto::Enqueue&& enqueue);
+  // The grant of the key `body` came with: nullptr without CURVE; nullopt
+  // (answered and counted) when the key is no longer on the allow-list.
+  std::optional<const Grant*> sender_grant(Peer& peer, zmq::message_t& body, int64_t heard_ms);
+  // With CURVE on: why `grant` may not send `frame` ("" when it may); caps
+  // the capacity a worker announces at its key's.
+  std::string refusal(const Peer& peer, const Grant& grant, proto::Frame& frame) const;
+  void on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, const Grant* grant);
   void reject(const Peer& peer, const Error& error, int64_t heard_ms);
 
   zmq::socket_t& router_;
   const Clock& clock_;
   Outbox& outbox_;
+  Access& access_;
   Workers& workers_;
   Results& results_;
   ProducerGateway& gateway_;

@@ -28,12 +28,16 @@ int main(int argc, char** argv) {
   using namespace dueq;
   broker::BrokerConfig config;
   std::string config_file, redis, listen, log_level, heartbeat, worker_timeout, delivery_timeout, lease_ttl;
-  bool allow_unsafe = false;
+  std::string curve_key, allow_list;
+  bool allow_unsafe = false, insecure = false;
 
   CLI::App app{"dueq-broker: the dueq coordinator (owns Redis, schedules, leases and dispatches jobs)"};
   app.add_option("--config", config_file, "TOML config file; command-line flags override it")->check(CLI::ExistingFile);
   app.add_option("--redis", redis, "Redis URL: redis://[:password@]host:port[/db] or a unix socket path")->envname("DUEQ_REDIS");
   app.add_option("--listen", listen, "endpoint for workers and producers, e.g. tcp://0.0.0.0:7600")->envname("DUEQ_LISTEN");
+  app.add_option("--curve-key", curve_key, "the broker's CURVE key file (dueq keygen); turns CURVE on")->envname("DUEQ_CURVE_KEY")->check(CLI::ExistingFile);
+  app.add_option("--allow-list", allow_list, "allowed client keys with their roles: a TOML file or a directory (docs/security.md); SIGHUP reloads it")->envname("DUEQ_ALLOW_LIST")->check(CLI::ExistingPath);
+  app.add_flag("--insecure", insecure, "listen without CURVE on a non-loopback endpoint (a network you trust)");
   app.add_flag("--allow-unsafe-redis", allow_unsafe, "start even if Redis persistence is off or it may evict keys (development only)");
   app.add_option("--heartbeat", heartbeat, "worker heartbeat interval (default 500ms)")->check(DurationValidator());
   app.add_option("--worker-timeout", worker_timeout, "silence after which a worker is dead (default 1500ms)")->check(DurationValidator());
@@ -52,6 +56,9 @@ int main(int argc, char** argv) {
   if (!listen.empty()) config.listen = listen;
   if (!log_level.empty()) config.log_level = log_level;
   if (allow_unsafe) config.allow_unsafe_redis = true;
+  if (!curve_key.empty()) config.curve_key = curve_key;
+  if (!allow_list.empty()) config.allow_list = allow_list;
+  if (insecure) config.insecure = true;
   if (!heartbeat.empty()) config.heartbeat_ms = *parse_duration_ms(heartbeat);
   if (!worker_timeout.empty()) config.worker_timeout_ms = *parse_duration_ms(worker_timeout);
   if (!delivery_timeout.empty()) config.delivery_timeout_ms = *parse_duration_ms(delivery_timeout);
@@ -67,6 +74,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // reloads the allow-list
   sigprocmask(SIG_BLOCK, &signals, nullptr);
   const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
   // Writing a pipelined round to a Redis that just died must fail with EPIPE

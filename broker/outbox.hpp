@@ -13,6 +13,7 @@ namespace dueq::broker {
 struct Peer {
   std::string routing_id;
   bool req_envelope = false;  // REQ peers put an empty frame before the body
+  std::string key_name;       // with CURVE on: the allow-list name of its key
 };
 
 class Outbox {

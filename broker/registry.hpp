@@ -15,6 +15,7 @@ namespace dueq::broker {
 
 struct WorkerInfo {
   std::string worker_id;
+  std::string key_name;  // the allow-list name of the key it said HELLO with ("" without CURVE)
   std::vector<std::string> queues;
   uint32_t capacity = 0;
   bool draining = false;

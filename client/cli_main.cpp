@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.hpp"
+#include "common/curve.hpp"
 #include "common/duration.hpp"
 #include "common/ids.hpp"
 #include "dueq/client.hpp"
@@ -296,6 +297,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.add_option("--broker", broker, "the broker's endpoint")->envname("DUEQ_BROKER");
   app.add_option("--timeout", timeout, "how long to wait for each reply");
+  std::string broker_key, key_file;
+  app.add_option("--broker-key", broker_key, "the broker's CURVE public key: 40 Z85 characters or its .pub file")->envname("DUEQ_BROKER_KEY");
+  app.add_option("--key", key_file, "this client's CURVE key file (dueq keygen)")->envname("DUEQ_KEY");
+  std::string keygen_base;
+  auto* keygen = app.add_subcommand("keygen", "write a new CURVE key pair to NAME.key (secret, mode 0600) and NAME.pub");
+  keygen->add_option("name", keygen_base, "path and name of the two files, without extension")->required();
 
   EnqueueArgs e;
   auto* enqueue = app.add_subcommand("enqueue", "submit a job (or JSON lines with --from)");
@@ -376,7 +383,21 @@ int main(int argc, char** argv) {
   constexpr int64_t kLongWaitMs = 600'000;
   const bool long_running = *audit_cmd || (*dead && (*dead_list || *dead_replay || *dead_purge));
   const int attempts = long_running ? static_cast<int>(std::max<int64_t>(3, kLongWaitMs / *timeout_ms)) : 3;
-  dueq::Client client(broker, dueq::ClientOptions{*timeout_ms, attempts});
+  if (*keygen) {
+    auto keys = dueq::generate_curve_key_pair();
+    auto written = keys ? dueq::write_curve_key_files(keygen_base, *keys) : dueq::Result<void>(std::unexpected(keys.error()));
+    if (!written) {
+      fmt::print(stderr, "dueq keygen: {}\n", written.error().message);
+      return kExitError;
+    }
+    fmt::print("wrote {0}.key (keep it secret) and {0}.pub\n", keygen_base);
+    return 0;
+  }
+  if (auto curve = dueq::load_client_curve(broker_key, key_file); !curve) {
+    fmt::print(stderr, "dueq: {}\n", curve.error().message);
+    return kExitUsage;
+  }
+  dueq::Client client(broker, dueq::ClientOptions{.timeout_ms = *timeout_ms, .attempts = attempts, .broker_key = broker_key, .key_file = key_file});
   try {
     if (*enqueue) {
       if (!e.from.empty()) return enqueue_from(client, e.from);

@@ -2,7 +2,10 @@
 
 #include <zmq.hpp>
 
+#include <stdexcept>
+
 #include "common/clock.hpp"
+#include "common/curve.hpp"
 #include "common/ids.hpp"
 #include "common/protocol.hpp"
 
@@ -13,6 +16,9 @@ struct Client::Impl {
       : options(o), context(1), socket(context, zmq::socket_type::dealer), endpoint(std::move(endpoint)) {
     socket.set(zmq::sockopt::linger, 0);
     socket.set(zmq::sockopt::reconnect_ivl, 100);
+    auto curve = load_client_curve(options.broker_key, options.key_file);
+    if (!curve) throw std::invalid_argument(curve.error().message);
+    apply_client_curve(socket, *curve);
     socket.connect(this->endpoint);
   }
 
@@ -23,8 +29,14 @@ struct Client::Impl {
     request.request_id = ++last_request_id;
     const std::string bytes = proto::encode(request);
     for (int attempt = 0; attempt < options.attempts; ++attempt) {
-      socket.send(zmq::buffer(bytes), zmq::send_flags::none);
       const int64_t deadline = steady_ms() + options.timeout_ms;
+      // A DEALER with no usable connection (a broker that refused this
+      // key's handshake) would block a send for ever: wait for room only
+      // until the attempt's deadline.
+      zmq::pollitem_t writable{socket.handle(), 0, ZMQ_POLLOUT, 0};
+      if (zmq::poll(&writable, 1, std::chrono::milliseconds(options.timeout_ms)) != 1 ||
+          !socket.send(zmq::buffer(bytes), zmq::send_flags::dontwait))
+        continue;
       while (true) {
         const int64_t left = deadline - steady_ms();
         if (left <= 0) break;
@@ -49,7 +61,11 @@ struct Client::Impl {
       }
     }
     return std::unexpected(ClientError{"timeout", "no reply from the broker at " + endpoint + " after " +
-                                                      std::to_string(options.attempts) + " attempts", 0});
+                                                      std::to_string(options.attempts) + " attempts" +
+                                                      (options.broker_key.empty()
+                                                           ? ""
+                                                           : " (a broker with CURVE answers nothing to a key it does not allow)"),
+                                       0});
   }
 
   ClientOptions options;

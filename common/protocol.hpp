@@ -338,6 +338,20 @@ std::string encode(const T& body) {
 
 const char* type_name(Type type);
 
+inline Type type_of(const Frame& frame) {
+  return std::visit([](const auto& f) { return std::decay_t<decltype(f)>::kType; }, frame);
+}
+
+// The request id a reply to `frame` carries (0 for frames that are not requests).
+inline uint64_t request_id_of(const Frame& frame) {
+  return std::visit(
+      [](const auto& f) -> uint64_t {
+        if constexpr (requires { f.request_id; }) return f.request_id;
+        else return 0;
+      },
+      frame);
+}
+
 }  // namespace dueq::proto
 
 namespace msgpack {

@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeout, "per-job hard timeout; the command is killed and the attempt fails");
   app.add_option("--drain-timeout", drain_timeout, "on SIGTERM: how long running jobs may finish");
   app.add_option("--worker-id", options.worker_id, "name of this worker (default host-pid-random)");
+  app.add_option("--broker-key", options.broker_key, "the broker's CURVE public key: 40 Z85 characters or its .pub file")->envname("DUEQ_BROKER_KEY");
+  app.add_option("--key", options.key_file, "this worker's CURVE key file (dueq keygen)")->envname("DUEQ_KEY");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   CLI11_PARSE(app, argc, argv);
 

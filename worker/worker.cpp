@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "common/clock.hpp"
+#include "common/curve.hpp"
 #include "common/ids.hpp"
 #include "common/protocol.hpp"
 
@@ -324,6 +325,12 @@ struct Worker::Impl {
     dealer.set(zmq::sockopt::linger, 2000);
     dealer.set(zmq::sockopt::reconnect_ivl, 100);
     dealer.set(zmq::sockopt::reconnect_ivl_max, 1000);
+    auto curve = load_client_curve(options.broker_key, options.key_file);
+    if (!curve) {
+      spdlog::error("{}", curve.error().message);
+      return 2;
+    }
+    apply_client_curve(dealer, *curve);
     try {
       dealer.connect(options.broker);
     } catch (const zmq::error_t& e) {

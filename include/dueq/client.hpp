@@ -65,6 +65,12 @@ struct AdminResult {
 struct ClientOptions {
   int64_t timeout_ms = 5'000;  // per attempt
   int attempts = 3;            // a request unanswered in time is sent again (safe: same job ids)
+  // CurveZMQ (docs/security.md): the broker's public key (40 Z85 characters,
+  // or the path of its .pub file) and this client's key file from `dueq
+  // keygen`. Both empty: plaintext. The constructor throws
+  // std::invalid_argument when they cannot be read.
+  std::string broker_key;
+  std::string key_file;
 };
 
 class Client {

@@ -54,6 +54,10 @@ struct WorkerOptions {
   unsigned prefetch = 0;            // extra jobs buffered; 0 = same as concurrency
   int64_t drain_timeout_ms = 30'000;  // on stop(): how long running jobs may finish
   std::string worker_id;            // default: host-pid-random
+  // CurveZMQ (docs/security.md): the broker's public key (Z85 or its .pub
+  // file) and this worker's key file (`dueq keygen`). Both empty: plaintext.
+  std::string broker_key;
+  std::string key_file;
 };
 
 class Worker {

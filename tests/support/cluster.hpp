@@ -87,8 +87,11 @@ bool eventually(F condition, std::chrono::milliseconds timeout, std::chrono::mil
 
 class Cluster {
  public:
-  explicit Cluster(std::vector<std::string> broker_args = {}, std::vector<std::string> redis_args = {})
-      : dir_(make_temp_dir("e2e")), port_(free_port()) {
+  // `admin` is how the cluster's own probe and stats reach the broker (its
+  // keys, when the broker runs with CURVE).
+  explicit Cluster(std::vector<std::string> broker_args = {}, std::vector<std::string> redis_args = {},
+                   ClientOptions admin = {})
+      : dir_(make_temp_dir("e2e")), port_(free_port()), admin_(std::move(admin)) {
     redis_ = std::make_unique<RedisServer>(std::move(redis_args));
     start_broker(std::move(broker_args));
   }
@@ -113,7 +116,10 @@ class Cluster {
     if (std::find(extra.begin(), extra.end(), "--log-level") == extra.end()) extra.insert(extra.end(), {"--log-level", "info"});
     for (auto& a : extra) argv.push_back(a);
     broker_ = std::make_unique<Process>(argv, (dir_ / "broker.log").string());
-    Client probe(endpoint(), ClientOptions{200, 1});
+    ClientOptions probe_options = admin_;
+    probe_options.timeout_ms = 200;
+    probe_options.attempts = 1;
+    Client probe(endpoint(), probe_options);
     if (!eventually([&] { return probe.stats().has_value(); }, std::chrono::seconds(20)))
       throw std::runtime_error("broker did not come up; see " + (dir_ / "broker.log").string());
   }
@@ -143,7 +149,10 @@ class Cluster {
   }
 
   std::optional<QueueStats> stats(const std::string& queue) {
-    Client client(endpoint(), ClientOptions{2000, 1});
+    ClientOptions options = admin_;
+    options.timeout_ms = 2000;
+    options.attempts = 1;
+    Client client(endpoint(), options);
     auto s = client.stats();
     if (!s) return std::nullopt;
     for (const auto& q : *s)
@@ -161,6 +170,7 @@ class Cluster {
   bool keep_dir_ = false;
   std::filesystem::path dir_;
   int port_;
+  ClientOptions admin_;
   std::unique_ptr<RedisServer> redis_;
   std::unique_ptr<Process> broker_;
   std::vector<std::unique_ptr<Process>> workers_;

@@ -115,6 +115,8 @@ TEST(ConfigFile, ReadsSettingsAndPerQueuePolicies) {
   auto r = load(R"(
 redis = "redis://127.0.0.1:6390"
 listen = "tcp://0.0.0.0:7700"
+curve_key = "/etc/dueq/broker.key"
+allow_list = "/etc/dueq/allow.d"
 heartbeat = "250ms"
 worker_timeout = "1s"
 lease_ttl = 20000
@@ -127,6 +129,8 @@ backoff_cap = "1h"
 )", c);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(c.redis_url, "redis://127.0.0.1:6390");
+  EXPECT_EQ(c.curve_key, "/etc/dueq/broker.key");
+  EXPECT_EQ(c.allow_list, "/etc/dueq/allow.d");
   EXPECT_EQ(c.heartbeat_ms, 250);
   EXPECT_EQ(c.lease_ttl_ms, 20'000);
   EXPECT_EQ(c.policy("other").max_attempts, 7u);

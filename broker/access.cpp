@@ -1,0 +1,200 @@
+#include "broker/access.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include "common/names.hpp"
+
+namespace dueq::broker {
+
+namespace {
+constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";  // fixed by ZAP (RFC 27)
+constexpr int kZapRequestsPerTurn = 256;
+
+std::unexpected<Error> bad_entry(const std::string& path, size_t index, const std::string& why) {
+  return fail(Errc::bad_argument, fmt::format("allow-list {}: key #{}: {}", path, index + 1, why));
+}
+}  // namespace
+
+const char* role_name(Role role) {
+  switch (role) {
+    case Role::worker: return "worker";
+    case Role::producer: return "producer";
+    case Role::admin: return "admin";
+  }
+  return "?";
+}
+
+std::string key_id(const std::string& public_z85) { return public_z85.substr(0, 8); }
+
+Result<AllowList> AllowList::load(const std::string& path) {
+  AllowList list;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    std::vector<std::string> files;
+    for (const auto& entry : std::filesystem::directory_iterator(path, ec))
+      if (entry.is_regular_file() && entry.path().extension() == ".toml") files.push_back(entry.path().string());
+    if (ec) return fail(Errc::bad_argument, fmt::format("allow-list {}: {}", path, ec.message()));
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files)
+      if (auto ok = list.read_file(file); !ok) return std::unexpected(ok.error());
+  } else if (auto ok = list.read_file(path); !ok) {
+    return std::unexpected(ok.error());
+  }
+  return list;
+}
+
+Result<void> AllowList::read_file(const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return fail(Errc::bad_argument, fmt::format("allow-list {}: {} (line {})", path, e.description(), e.source().begin.line));
+  }
+  for (const auto& [k, node] : root)
+    if (k.str() != "key") return fail(Errc::bad_argument, fmt::format("allow-list {}: unknown key '{}' (expected [[key]] tables)", path, k.str()));
+  const toml::array* keys = root["key"].as_array();
+  if (keys == nullptr) return {};
+  for (size_t i = 0; i < keys->size(); ++i) {
+    const toml::table* entry = (*keys)[i].as_table();
+    if (entry == nullptr) return bad_entry(path, i, "expected a [[key]] table");
+    Grant grant;
+    std::string public_key;
+    for (const auto& [fk, value] : *entry) {
+      const std::string field(fk.str());
+      if (field == "name") {
+        auto v = value.value<std::string>();
+        if (!v || v->empty() || v->size() > 64 || loggable(*v) != *v) return bad_entry(path, i, "'name' must be 1-64 printable characters");
+        grant.name = *v;
+      } else if (field == "public") {
+        auto v = value.value<std::string>();
+        if (!v || !is_z85_key(*v)) return bad_entry(path, i, "'public' must be a 40-character Z85 key (the .pub file of dueq keygen)");
+        public_key = *v;
+      } else if (field == "role") {
+        auto v = value.value<std::string>();
+        if (v == "worker") grant.role = Role::worker;
+        else if (v == "producer") grant.role = Role::producer;
+        else if (v == "admin") grant.role = Role::admin;
+        else return bad_entry(path, i, "'role' must be worker, producer or admin");
+      } else if (field == "queues") {
+        const toml::array* queues = value.as_array();
+        if (queues == nullptr) return bad_entry(path, i, "'queues' must be a list of queue names, or [\"*\"]");
+        for (const auto& q : *queues) {
+          auto name = q.value<std::string>();
+          if (!name) return bad_entry(path, i, "'queues' must hold strings");
+          if (*name == "*") {
+            grant.all_queues = true;
+            continue;
+          }
+          if (auto valid = validate_queue_name(*name); !valid) return bad_entry(path, i, valid.error().message);
+          grant.queues.insert(*name);
+        }
+      } else if (field == "capacity") {
+        auto v = value.value<int64_t>();
+        if (!v || *v < 1 || *v > 1'000'000) return bad_entry(path, i, "'capacity' must be an integer 1..1000000");
+        grant.capacity = static_cast<uint32_t>(*v);
+      } else {
+        return bad_entry(path, i, fmt::format("unknown field '{}' (known: name, public, role, queues, capacity)", loggable(field)));
+      }
+    }
+    if (grant.name.empty() || public_key.empty() || !entry->contains("role"))
+      return bad_entry(path, i, "'name', 'public' and 'role' are required");
+    if (grant.role == Role::admin) grant.all_queues = true;
+    if (!grant.all_queues && grant.queues.empty()) return bad_entry(path, i, "'queues' is required (or [\"*\"])");
+    if (grant.capacity != 0 && grant.role != Role::worker) return bad_entry(path, i, "'capacity' is for worker keys");
+    if (key_of_name_.contains(grant.name)) return bad_entry(path, i, fmt::format("the name '{}' is used twice", grant.name));
+    if (by_key_.contains(public_key)) return bad_entry(path, i, fmt::format("key {} is listed twice", key_id(public_key)));
+    key_of_name_[grant.name] = public_key;
+    by_key_[public_key] = std::move(grant);
+  }
+  return {};
+}
+
+const Grant* AllowList::by_key(const std::string& public_z85) const {
+  auto it = by_key_.find(public_z85);
+  return it == by_key_.end() ? nullptr : &it->second;
+}
+
+const Grant* AllowList::by_name(const std::string& name) const {
+  auto it = key_of_name_.find(name);
+  return it == key_of_name_.end() ? nullptr : by_key(it->second);
+}
+
+Result<void> Access::enable(zmq::socket_t& router, const CurveKeyPair& broker_keys, const std::string& allow_list) {
+  auto list = AllowList::load(allow_list);
+  if (!list) return std::unexpected(list.error());
+  allow_list_ = std::move(*list);
+  allow_list_path_ = allow_list;
+  zap_ = zmq::socket_t(context_, zmq::socket_type::rep);
+  zap_.set(zmq::sockopt::linger, 0);
+  try {
+    zap_.bind(kZapEndpoint);
+    router.set(zmq::sockopt::curve_server, 1);
+    router.set(zmq::sockopt::curve_secretkey, broker_keys.secret_key);
+    router.set(zmq::sockopt::zap_domain, "dueq");
+  } catch (const zmq::error_t& e) {
+    return fail(Errc::internal, fmt::format("cannot turn CURVE on: {}", e.what()));
+  }
+  spdlog::info("CURVE on: {} keys on the allow-list {}", allow_list_.size(), allow_list_path_);
+  return {};
+}
+
+void Access::answer_zap(int64_t now_ms) {
+  for (int n = 0; n < kZapRequestsPerTurn; ++n) {
+    std::vector<zmq::message_t> request;
+    zmq::message_t part;
+    if (!zap_.recv(part, zmq::recv_flags::dontwait)) return;
+    request.push_back(std::move(part));
+    while (request.back().more() && request.size() < 16) {
+      zmq::message_t next;
+      (void)zap_.recv(next);
+      request.push_back(std::move(next));
+    }
+    for (bool more = request.back().more(); more; more = part.more()) (void)zap_.recv(part);  // forged: drop the rest
+    // version, request id, domain, address, routing id, mechanism, credentials
+    std::string status = "400", text = "key not allowed", user_id;
+    const std::string request_id = request.size() > 1 ? request[1].to_string() : "";
+    if (request.size() == 7 && request[0].to_string_view() == "1.0" && request[5].to_string_view() == "CURVE" &&
+        request[6].size() == 32) {
+      char z85[41] = {};
+      zmq_z85_encode(z85, static_cast<const uint8_t*>(request[6].data()), 32);
+      if (const Grant* g = allow_list_.by_key(z85)) {
+        status = "200";
+        text = "OK";
+        user_id = g->name;
+      } else {
+        refused(fmt::format("key {} from {}", key_id(z85), loggable(request[3].to_string_view())), "connection", now_ms);
+      }
+    }
+    std::array<std::string, 6> reply = {"1.0", request_id, status, text, user_id, ""};
+    for (size_t i = 0; i < reply.size(); ++i)
+      zap_.send(zmq::buffer(reply[i]), i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+}
+
+void Access::reload() {
+  if (!enabled()) {
+    spdlog::info("SIGHUP: no allow-list to reload (CURVE is off)");
+    return;
+  }
+  auto list = AllowList::load(allow_list_path_);
+  if (!list) {
+    spdlog::error("SIGHUP: keeping the allow-list as it was: {}", list.error().message);
+    return;
+  }
+  allow_list_ = std::move(*list);
+  spdlog::info("SIGHUP: allow-list {} reloaded, {} keys", allow_list_path_, allow_list_.size());
+}
+
+void Access::refused(const std::string& who, const std::string& what, int64_t now_ms) {
+  ++refusals_;
+  if (auto held_back = refusal_log_.admit(who, now_ms))
+    spdlog::warn("refused {} from {} ({} refusals in total, {} lines about it held back)", what, who, refusals_, *held_back);
+}
+
+}  // namespace dueq::broker

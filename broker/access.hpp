@@ -1,0 +1,92 @@
+#pragma once
+// Access: who may do what on the broker socket (docs/security.md). With
+// CURVE on, the broker's ZAP handler admits only keys on the allow-list, and
+// every frame is checked against its sender's grant (role, queues, capacity)
+// as the allow-list stands at that moment: a key that a reload (SIGHUP)
+// removes loses access at its next frame, without a reconnect; keys still
+// listed keep their connections. Logs name keys by their allow-list name or
+// a short key id, never a whole key.
+#include <zmq.hpp>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "common/curve.hpp"
+#include "common/error.hpp"
+#include "common/logging.hpp"
+
+namespace dueq::broker {
+
+enum class Role { worker, producer, admin };
+const char* role_name(Role role);
+
+struct Grant {
+  std::string name;  // the key's name in the allow-list
+  Role role = Role::producer;
+  bool all_queues = false;        // queues = ["*"]
+  std::set<std::string> queues;
+  uint32_t capacity = 0;          // worker: the most jobs it is sent at once (0: max_worker_capacity)
+  bool may_use(const std::string& queue) const { return all_queues || queues.contains(queue); }
+};
+
+// The allow-list: a TOML file, or a directory whose *.toml files are read
+// in name order, each holding [[key]] tables:
+//   [[key]]
+//   name = "mailer-1"           # shown in logs instead of the key
+//   public = "<40 Z85 chars>"   # from `dueq keygen` (the .pub file)
+//   role = "worker"             # worker, producer or admin
+//   queues = ["emails"]         # or ["*"]; admin keys use every queue
+//   capacity = 64               # worker only, optional
+class AllowList {
+ public:
+  static Result<AllowList> load(const std::string& path);
+  const Grant* by_key(const std::string& public_z85) const;
+  const Grant* by_name(const std::string& name) const;
+  size_t size() const { return by_key_.size(); }
+
+ private:
+  Result<void> read_file(const std::string& path);
+  std::unordered_map<std::string, Grant> by_key_;
+  std::unordered_map<std::string, std::string> key_of_name_;
+};
+
+// A short, public id for a key in log lines: its first 8 Z85 characters.
+std::string key_id(const std::string& public_z85);
+
+class Access {
+ public:
+  // Plaintext until enable(): every peer may do everything.
+  explicit Access(zmq::context_t& context) : context_(context) {}
+
+  // Turns CURVE on for `router` (call before it binds) with the broker's
+  // pair, and starts the ZAP handler with the allow-list at `allow_list`.
+  Result<void> enable(zmq::socket_t& router, const CurveKeyPair& broker_keys, const std::string& allow_list);
+  bool enabled() const { return zap_.handle() != nullptr; }
+
+  // The ZAP socket to poll for ZMQ_POLLIN (null when disabled).
+  void* zap_handle() { return enabled() ? zap_.handle() : nullptr; }
+  // Answers the waiting ZAP requests, a bounded number per call.
+  void answer_zap(int64_t now_ms);
+  // Reads the allow-list again; on an error the old one stays (logged).
+  void reload();
+
+  // The grant of the key a frame came with (its User-Id), or nullptr when
+  // that key is no longer on the allow-list.
+  const Grant* grant(const std::string& key_name) const { return allow_list_.by_name(key_name); }
+
+  // Counts and logs (one line per key per 10 s) a refused frame or request.
+  void refused(const std::string& who, const std::string& what, int64_t now_ms);
+  uint64_t refusals() const { return refusals_; }
+
+ private:
+  zmq::context_t& context_;
+  zmq::socket_t zap_;
+  std::string allow_list_path_;
+  AllowList allow_list_;
+  uint64_t refusals_ = 0;
+  LogLimiter refusal_log_{10'000, 20, 10'000};
+};
+
+}  // namespace dueq::broker
