@@ -77,7 +77,7 @@ double enqueue_all(const std::string& endpoint, const std::vector<JobSpec>& jobs
   std::vector<std::thread> threads;
   for (int p = 0; p < producers; ++p)
     threads.emplace_back([&] {
-      Client client(endpoint, ClientOptions{30'000, 3});
+      Client client(endpoint, ClientOptions{.timeout_ms = 30'000, .attempts = 3});
       while (true) {
         const size_t start = next.fetch_add(1000);
         if (start >= jobs.size()) return;
@@ -109,8 +109,8 @@ double steady(Cluster& cluster, const std::string& queue, double seconds, int pr
   std::vector<std::thread> threads;
   for (int p = 0; p < producers; ++p)
     threads.emplace_back([&] {
-      Client client(cluster.endpoint(), ClientOptions{30'000, 3});
-      Client probe(cluster.endpoint(), ClientOptions{30'000, 3});
+      Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 3});
+      Client probe(cluster.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 3});
       while (running) {
         auto s = probe.stats();
         int64_t backlog = 0;
@@ -252,7 +252,7 @@ Figures latency_run(const Options& o, double rate, int workers, int concurrency)
   start_workers(cluster, "lat", workers, concurrency, record.string());
   cluster.wait_for_workers(workers);
   progress(fmt::format("latency: {} workers x {}: {:.0f} jobs/s for {} s", workers, concurrency, rate, seconds));
-  Client client(cluster.endpoint(), ClientOptions{30'000, 3});
+  Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 3});
   const int64_t end = wall_us() + static_cast<int64_t>(seconds * 1e6);
   const size_t sent = paced_flow(client, "lat", rate, [&] { return wall_us() >= end; });
   eventually([&] { return done_count(cluster, "lat") >= static_cast<int64_t>(sent); }, 60s);
@@ -404,7 +404,7 @@ Figures audit_under_load(const Options& o, Json&) {
   enqueue_all(cluster.endpoint(), jobs, 2);
   jobs.clear();
 
-  Client client(cluster.endpoint(), ClientOptions{30'000, 3});
+  Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 3});
   // Redis is still writing the loaded jobs' AOF to disk: warm up first.
   size_t sent = paced_flow(client, "flow", rate, [end = wall_us() + 5'000'000] { return wall_us() >= end; });
   // At this volume Redis rewrites its AOF every minute or so: a fork of a

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   std::atomic<int64_t> producer_retries{0}, duplicates{0}, rejected{0}, overloaded{0};
   std::thread producer([&] {
     std::mt19937_64 prng(seed * 7919 + 1);
-    Client client(cluster.endpoint(), ClientOptions{1000, 1});
+    Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 1000, .attempts = 1});
     int64_t n = 0;
     while (producing) {
       std::vector<JobSpec> batch;
@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
       120s);
 
   // Account for every job.
-  Client client(cluster.endpoint(), ClientOptions{5000, 3});
+  Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 5000, .attempts = 3});
   std::unordered_map<std::string, std::vector<StartRecord>> starts;
   for (auto& r : read_records(record)) starts[r.id].push_back(r);
   size_t done = 0, dead = 0, cancelled = 0, lost = 0, early = 0, executions = 0;

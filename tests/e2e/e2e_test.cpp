@@ -807,7 +807,7 @@ TEST(EndToEnd, HostilePeersBesideAHealthyWorkerLoseNothing) {
     }
   });
 
-  Client client(cluster.endpoint(), ClientOptions{10'000, 3});
+  Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 10'000, .attempts = 3});
   std::vector<double> latency_ms;
   int64_t max_rss_kb = rss_before_kb;
   constexpr int kJobs = 300;

@@ -148,7 +148,7 @@ TEST(Recovery, RedisKilledAndRestartedWithAofIsSurvived) {
   const auto record = cluster.dir() / "starts.txt";
   cluster.start_example_worker("durable", 4, record.string());
   ASSERT_TRUE(cluster.wait_for_workers(1));
-  Client client(cluster.endpoint(), ClientOptions{2000, 1});
+  Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 2000, .attempts = 1});
   std::vector<JobSpec> jobs;
   const int64_t due = wall_ms() + 4000;
   for (int i = 0; i < 50; ++i) jobs.push_back({"durable", "noop", "", "d-" + std::to_string(i), due, 3});
@@ -186,7 +186,7 @@ TEST(Recovery, RedisKilledWhileJobsFlowLeavesTheBrokerRunning) {
   ASSERT_TRUE(cluster.wait_for_workers(2));
   std::atomic<bool> producing{true};
   std::thread producer([&] {
-    Client client(cluster.endpoint(), ClientOptions{500, 1});
+    Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 500, .attempts = 1});
     const std::string payload(8192, 'p');
     for (int batch = 0; producing; ++batch) {
       std::vector<JobSpec> jobs;
@@ -202,7 +202,7 @@ TEST(Recovery, RedisKilledWhileJobsFlowLeavesTheBrokerRunning) {
       producer.join();
     }
   } join_on_exit{producing, producer};
-  Client client(cluster.endpoint(), ClientOptions{2000, 3});
+  Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 2000, .attempts = 3});
   // The moment of the kill decides whether a write is cut off: three rounds.
   for (int cycle = 0; cycle < 3; ++cycle) {
     const int64_t done_before = cluster.stats("flow").value_or(QueueStats{}).done;

@@ -130,7 +130,7 @@ TEST(Security, AnUnknownKeyGetsNoJobNoPayloadAndNoAnswer) {
   EXPECT_FALSE(stranger.stats());
   EXPECT_FALSE(stranger.job("m1", "mail"));
 
-  Client plaintext(cluster.endpoint(), ClientOptions{500, 1});
+  Client plaintext(cluster.endpoint(), ClientOptions{.timeout_ms = 500, .attempts = 1});
   EXPECT_FALSE(plaintext.enqueue({"mail", "send", "", "p1", 0, 3}));
 
   CurvePeer squatter(cluster.endpoint(), keys, "stranger", "squatter");
