@@ -450,12 +450,14 @@ TEST(EndToEnd, APeerThatOnlySaysHelloIsDeclaredDeadAndThenSentNothing) {
   EXPECT_EQ(cluster.stats("hello-only")->dead, 0);
 }
 
-// Liveness holds while floods never let the broker's socket be read empty:
-// ZeroMQ hands out one message per peer in turn and queues a bounded number
-// per peer, so a worker's heartbeat is read after at most that many frames
-// per connection. A worker that falls silent is declared dead after about
-// worker_timeout, during the flood, and its jobs run elsewhere.
-TEST(EndToEnd, AWorkerFallenSilentIsDeclaredDeadWhileFloodsKeepTheSocketBusy) {
+// A worker that falls silent while peers flood the broker is declared dead
+// during the flood, and its jobs (leased for a minute) run elsewhere. Were
+// the socket never read empty, workers would be judged up to the last
+// moment since which connections x 2 x RCVHWM frames were read (ZeroMQ
+// reads peers in turn and queues a bounded number per peer); the floods
+// this test can make on 2 cores delay that emptiness by seconds but do not
+// prevent it, so that bound is shown by construction (inbound.cpp), not here.
+TEST(EndToEnd, AWorkerFallenSilentDuringAFloodIsDeclaredDeadAndItsJobsRunElsewhere) {
   // Its deliveries' leases outlast the test: only being declared dead brings them back.
   Cluster cluster({"--delivery-timeout", "60s"});
   Client client(cluster.endpoint());
