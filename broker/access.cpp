@@ -107,22 +107,22 @@ Result<void> AllowList::read_file(const std::string& path) {
     if (grant.role == Role::admin) grant.all_queues = true;
     if (!grant.all_queues && grant.queues.empty()) return bad_entry(path, i, "'queues' is required (or [\"*\"])");
     if (grant.capacity != 0 && grant.role != Role::worker) return bad_entry(path, i, "'capacity' is for worker keys");
-    if (key_of_name_.contains(grant.name)) return bad_entry(path, i, fmt::format("the name '{}' is used twice", grant.name));
-    if (by_key_.contains(public_key)) return bad_entry(path, i, fmt::format("key {} is listed twice", key_id(public_key)));
-    key_of_name_[grant.name] = public_key;
-    by_key_[public_key] = std::move(grant);
+    if (by_name_.contains(grant.name)) return bad_entry(path, i, fmt::format("the name '{}' is used twice", grant.name));
+    if (name_of_key_.contains(public_key)) return bad_entry(path, i, fmt::format("key {} is listed twice", key_id(public_key)));
+    name_of_key_[public_key] = grant.name;
+    by_name_[grant.name] = std::move(grant);
   }
   return {};
 }
 
 const Grant* AllowList::by_key(const std::string& public_z85) const {
-  auto it = by_key_.find(public_z85);
-  return it == by_key_.end() ? nullptr : &it->second;
+  auto it = name_of_key_.find(public_z85);
+  return it == name_of_key_.end() ? nullptr : by_name(it->second);
 }
 
 const Grant* AllowList::by_name(const std::string& name) const {
-  auto it = key_of_name_.find(name);
-  return it == key_of_name_.end() ? nullptr : by_key(it->second);
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &it->second;
 }
 
 Result<void> Access::enable(zmq::socket_t& router, const CurveKeyPair& broker_keys, const std::string& allow_list) {

@@ -44,12 +44,14 @@ class AllowList {
   static Result<AllowList> load(const std::string& path);
   const Grant* by_key(const std::string& public_z85) const;
   const Grant* by_name(const std::string& name) const;
-  size_t size() const { return by_key_.size(); }
+  size_t size() const { return by_name_.size(); }
 
  private:
   Result<void> read_file(const std::string& path);
-  std::unordered_map<std::string, Grant> by_key_;
-  std::unordered_map<std::string, std::string> key_of_name_;
+  // By name: every frame looks its sender's grant up by name (its User-Id);
+  // by key only at a handshake.
+  std::unordered_map<std::string, Grant> by_name_;
+  std::unordered_map<std::string, std::string> name_of_key_;
 };
 
 // A short, public id for a key in log lines: its first 8 Z85 characters.

@@ -77,12 +77,8 @@ bool Inbound::receive(int max_frames, uint64_t connections) {
                                              fmt::format("refused: {}", why), 0});
         continue;
       }
-      if (auto* enqueue = std::get_if<proto::Enqueue>(&*frame)) {
-        on_enqueue(peer, std::move(*enqueue), grant);
-        continue;
-      }
     }
-    route(peer, std::move(*frame), heard_ms);
+    route(peer, grant, std::move(*frame), heard_ms);
   }
   // The socket hands out one message per peer in turn (ZeroMQ's fair
   // queuing) and queues at most about kQueuedFramesPerPeer per peer (its
@@ -97,7 +93,7 @@ bool Inbound::receive(int max_frames, uint64_t connections) {
   return false;
 }
 
-void Inbound::route(const Peer& peer, proto::Frame&& frame, int64_t heard_ms) {
+void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, int64_t heard_ms) {
   std::visit(
       [&](auto&& f) {
         using T = std::decay_t<decltype(f)>;
@@ -109,7 +105,7 @@ void Inbound::route(const Peer& peer, proto::Frame&& frame, int64_t heard_ms) {
           if (!held.empty()) results_.on_results(peer, std::move(held));
           workers_.heard_from(peer.routing_id, heard_ms);
         } else if constexpr (std::is_same_v<T, proto::Bye>) workers_.on_bye(peer, f, heard_ms);
-        else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::move(f), nullptr);
+        else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::move(f), grant);
         else if constexpr (std::is_same_v<T, proto::StatsRequest>) gateway_.on_stats(peer, f.request_id);
         else if constexpr (std::is_same_v<T, proto::JobRequest>) admin_.submit(peer, std::move(f));
         else if constexpr (std::is_same_v<T, proto::AdminRequest>) admin_.submit(peer, std::move(f));

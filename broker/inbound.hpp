@@ -48,7 +48,8 @@ class Inbound {
   int64_t all_read_before_ms() const { return all_read_before_ms_; }
 
  private:
-  void route(const Peer& peer, proto::Frame&& frame, int64_t heard_ms);
+  // `grant`: the sender's key's, with CURVE on (nullptr without).
+  void route(const Peer& peer, const Grant* grant, proto::Frame&& frame, int64_t heard_ms);
   // The grant of the key `body` came with: nullptr without CURVE; nullopt
   // (answered and counted) when the key is no longer on the allow-list.
   std::optional<const Grant*> sender_grant(Peer& peer, zmq::message_t& body, int64_t heard_ms);

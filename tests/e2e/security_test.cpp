@@ -320,7 +320,7 @@ TEST(Security, NoKeyOrPasswordAppearsInLogsErrorsOrStats) {
   Process no_auth({bin("dueq-broker"), "--redis", "redis://dueq:hunter2-secret@127.0.0.1:1", "--listen",
                    "tcp://127.0.0.1:" + std::to_string(free_port())},
                   (dir / "broker2.log").string());
-  std::this_thread::sleep_for(1s);
+  ASSERT_TRUE(eventually([&] { return read_file(dir / "broker2.log").find("waiting for Redis") != std::string::npos; }, 10s));
   no_auth.signal(SIGTERM);
   EXPECT_EQ(no_auth.wait(), 0);
   logs += read_file(dir / "broker.log") + read_file(dir / "broker2.log");
