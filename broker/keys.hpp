@@ -94,6 +94,20 @@ inline uint32_t schedule_partition(std::string_view id) {
   return static_cast<uint32_t>(XXH3_64bits(id.data(), id.size()) % kSchedulePartitions);
 }
 
+// The schedule filter's bucket of an id within its chunk as a BITFIELD bit
+// offset: what lua/lib/schedule_filter.lua's filter_bit_offset computes, so
+// that enqueue.lua reads a batch's counters with the broker's arguments
+// instead of building them per job (it checks them against its own).
+// The tail hashes the id's last three bytes as Lua's string.byte(id, -3, -1)
+// returns them: an id shorter than three has its missing bytes at the end.
+inline uint32_t schedule_filter_bit_offset(uint32_t partition, std::string_view id) {
+  uint32_t bytes[3] = {0, 0, 0};
+  const size_t from = id.size() > 3 ? id.size() - 3 : 0;
+  for (size_t i = from; i < id.size(); ++i) bytes[i - from] = static_cast<unsigned char>(id[i]);
+  const uint32_t tail = (bytes[0] * 961 + bytes[1] * 31 + bytes[2]) % 100;
+  return ((partition % kPartitionsPerFilterChunk) * 100 + tail) * 8;
+}
+
 // The set of queue names the broker has seen (for restarts and `dueq stats`).
 inline const std::string kQueuesKey = "dueq:queues";
 

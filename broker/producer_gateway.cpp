@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 
 #include "broker/job_record.hpp"
 #include "broker/keys.hpp"
@@ -22,13 +23,18 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::enqueue, {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled});
   call.add(now_ms).add(max_backlog).add(static_cast<int64_t>(jobs.size()));
+  std::vector<uint32_t> partitions;
+  partitions.reserve(jobs.size());
   for (const auto* job : jobs) {
     const int64_t due = job->due_ms == 0 ? now_ms : job->due_ms;
     call.add(job->id).add(due).add(encode_job_record(JobRecord{
         job->type, job->payload.data, due, job->max_attempts == 0 ? default_max_attempts : job->max_attempts, now_ms,
         job->backoff_base_ms, job->backoff_cap_ms}));
-    call.add(static_cast<int64_t>(schedule_partition(job->id)));
+    partitions.push_back(schedule_partition(job->id));
+    call.add(static_cast<int64_t>(partitions.back()));
   }
+  for (size_t i = 0; i < jobs.size(); ++i)
+    call.add("GET").add("u8").add(static_cast<int64_t>(schedule_filter_bit_offset(partitions[i], jobs[i]->id)));
   return call;
 }
 
@@ -163,6 +169,19 @@ void ProducerGateway::add_enqueues_to(Round& round) {
   };
   std::map<std::string, Open> open;
   auto close = [&](const std::string& name, Open&& call) {
+    // Jobs of one schedule filter chunk side by side: the script reads each
+    // chunk's counters of the batch in one call (the answers follow the slots).
+    std::vector<uint32_t> chunk;
+    for (const auto* job : call.jobs) chunk.push_back(schedule_partition(job->id) / kPartitionsPerFilterChunk);
+    std::vector<size_t> order(call.jobs.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return chunk[a] < chunk[b]; });
+    Open sorted;
+    for (size_t i : order) {
+      sorted.jobs.push_back(call.jobs[i]);
+      sorted.slots.push_back(call.slots[i]);
+    }
+    call = std::move(sorted);
     QueueState& q = queues_.get(name);
     if (!q.registered) round.add(Command{"SADD", kQueuesKey, name});
     q.ready_this_round = true;

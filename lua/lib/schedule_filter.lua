@@ -32,6 +32,13 @@ local function filter_tail(id)
   return ((a or 0) * 961 + (b or 0) * 31 + (c or 0)) % 100
 end
 
+-- The bucket of an id in partition P (a number) as a BITFIELD bit offset
+-- within P's chunk: the form the broker sends enqueue.lua
+-- (schedule_filter_bit_offset in broker/keys.hpp), checked against this.
+local function filter_bit_offset(partition, id)
+  return ((partition % 1000) * 100 + filter_tail(id)) * 8
+end
+
 -- The chunk of a partition and its partition within the chunk (0..999),
 -- both in plain decimal, cut from the partition's decimal text: formatting
 -- a Lua number costs more than the rest of an enqueue's check.

@@ -49,7 +49,10 @@ class Scripts : public ::testing::Test {
     for (auto& j : jobs) ptrs.push_back(&j);
     Round round;
     round.add(calls::enqueue("q", ptrs, now, default_max, max_backlog));
-    return *ints(run(round));
+    const redisReply* r = run(round);
+    auto statuses = ints(r);
+    EXPECT_TRUE(statuses) << reply_error(r);
+    return statuses ? *statuses : std::vector<int64_t>{};
   }
 
   std::vector<LeasedJob> lease(int count, int64_t deadline) {
@@ -183,16 +186,61 @@ TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
     for (auto& a : argv) cmd.add(a);
     round.add(std::move(cmd));
   };
-  eval({"1000", "0", "2", "a", "0", record, "1", "", "0", record, "1"});           // second id empty
-  eval({"1000", "0", "2", "a", "0", record, "1", "b", "-5", record, "1"});         // negative due
-  eval({"1000", "0", "2", "a", "0", record, "1", "b", "0", "not a record", "1"});  // not a job record
-  eval({"1000", "0", "2", "a", "0", record, "1"});                                 // fewer jobs than N
-  for (const char* partition : {"32768", "-1", "07", "1.5", "x"})                 // not a partition number
-    eval({"1000", "0", "2", "a", "0", record, "1", "b", "9000", record, partition});
+  const std::vector<std::string> filter = {"GET", "u8", "0", "GET", "u8", "0"};  // unread: nothing is scheduled
+  auto with_filter = [&](std::vector<std::string> argv) {
+    argv.insert(argv.end(), filter.begin(), filter.end());
+    return argv;
+  };
+  eval(with_filter({"1000", "0", "2", "a", "0", record, "1", "", "0", record, "1"}));           // second id empty
+  eval(with_filter({"1000", "0", "2", "a", "0", record, "1", "b", "-5", record, "1"}));         // negative due
+  eval(with_filter({"1000", "0", "2", "a", "0", record, "1", "b", "0", "not a record", "1"}));  // not a job record
+  eval({"1000", "0", "2", "a", "0", record, "1", "GET", "u8", "0"});                            // fewer jobs than N
+  eval({"1000", "0", "2", "a", "0", record, "1", "b", "0", record, "1"});                       // no filter arguments
+  for (const char* partition : {"32768", "-1", "07", "1.5", "x"})                              // not a partition number
+    eval(with_filter({"1000", "0", "2", "a", "0", record, "1", "b", "9000", record, partition}));
   auto replies = store_->pipeline(round.take_commands());
   ASSERT_TRUE(replies);
   for (const auto& r : *replies) EXPECT_NE(reply_error(r.get()).find("bad-args"), std::string_view::npos);
   EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' a"), "0");
+}
+
+// Where something is scheduled the broker's filter arguments are read: any
+// but GET u8 <the job's bucket> is refused before a write.
+TEST_F(Scripts, EnqueueWithFilterArgumentsOtherThanTheJobsBucketWritesNothing) {
+  enqueue({job("scheduled", 9000)}, 1000);
+  const QueueKeys k("q");
+  const std::string record = encode_job_record(JobRecord{"t", "p", 1000, 3, 1000, 0, 0});
+  const std::string partition = std::to_string(schedule_partition("a"));
+  const int64_t offset = schedule_filter_bit_offset(schedule_partition("a"), "a");
+  Round round;
+  for (const std::vector<std::string>& filter :
+       std::vector<std::vector<std::string>>{{"GET", "u8", std::to_string(offset + 8)},
+                                             {"GET", "i8", std::to_string(offset)},
+                                             {"SET", "u8", std::to_string(offset)},
+                                             {"GET", "u8", " " + std::to_string(offset)}}) {
+    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "7", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled};
+    for (const auto& a : {std::string("1000"), std::string("0"), std::string("1"), std::string("a"), std::string("0"), record, partition})
+      cmd.add(a);
+    for (const auto& a : filter) cmd.add(a);
+    round.add(std::move(cmd));
+  }
+  auto replies = store_->pipeline(round.take_commands());
+  ASSERT_TRUE(replies);
+  for (const auto& r : *replies) EXPECT_NE(reply_error(r.get()).find("bad-args"), std::string_view::npos);
+  EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' a"), "0");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "0");
+}
+
+// The broker computes filter buckets in C++ (keys.hpp), the scripts in Lua:
+// ids shorter than the three bytes hashed and bytes above 127 agree, or the
+// enqueues below would be refused, and a scheduled job's retry is found.
+TEST_F(Scripts, TheBrokersFilterBucketsAreTheScriptsForIdsOfAnyLength) {
+  enqueue({job("scheduled", 9000)}, 1000);
+  std::vector<proto::NewJob> jobs;
+  for (const char* id : {"b", "ab", "abc", "abcd", "\xff\xfe", "x\x80\xc3\xa9"}) jobs.push_back(job(id, 9000));
+  EXPECT_EQ(enqueue(jobs, 1000), std::vector<int64_t>(jobs.size(), 1));
+  EXPECT_EQ(enqueue(jobs, 1000), std::vector<int64_t>(jobs.size(), 0)) << "each retry is a duplicate";
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "7");
 }
 
 TEST_F(Scripts, PromoteMovesOnlyDueJobsInDueOrderAndReportsTheNextDue) {
@@ -225,9 +273,14 @@ TEST_F(Scripts, PromoteMovesItsWholeLimitOutOfOnePartition) {
     for (auto& j : jobs) ptrs.push_back(&j);
     // Every job into partition 7, as if all their ids hashed alike.
     const auto args = calls::enqueue("q", ptrs, 1000, 3, 0).args();
-    const size_t first_job = args.size() - 4 * jobs.size();
+    const size_t first_job = args.size() - 7 * jobs.size(), first_filter = args.size() - 3 * jobs.size();
     Command same;
-    for (size_t a = 0; a < args.size(); ++a) same.add(a >= first_job && (a - first_job) % 4 == 3 ? "7" : args[a]);
+    for (size_t a = 0; a < args.size(); ++a) {
+      if (a >= first_job && a < first_filter && (a - first_job) % 4 == 3) same.add("7");
+      else if (a >= first_filter && (a - first_filter) % 3 == 2)
+        same.add(static_cast<int64_t>(schedule_filter_bit_offset(7, jobs[(a - first_filter) / 3].id)));
+      else same.add(args[a]);
+    }
     Round round;
     round.add(std::move(same));
     auto accepted = ints(run(round));
