@@ -168,7 +168,8 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
     auto& r = job.record;
     frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size();
     frames[slot].items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},
-                                             r.due_ms, job.attempt, r.max_attempts, job.token, r.created_ms});
+                                             r.due_ms, job.attempt, r.max_attempts, job.token, r.created_ms,
+                                             r.payload_checksum});
     if (frames[slot].items.size() == proto::kMaxBatch || frame_bytes[slot] >= proto::kMaxTasksFrameBytes) flush(slot);
   }
   for (size_t slot = 0; slot < frames.size(); ++slot) flush(slot);

@@ -17,7 +17,7 @@ std::unexpected<Error> bad(std::string what) { return fail(Errc::internal, "job 
 std::string encode_job_record(const JobRecord& r) {
   msgpack::sbuffer buffer(64 + r.type.size() + r.payload.size());
   msgpack::packer<msgpack::sbuffer> pk(buffer);
-  pk.pack_array(8);
+  pk.pack_array(9);
   pk.pack(kJobRecordVersion);
   pk.pack(r.type);
   pk.pack_str(static_cast<uint32_t>(r.payload.size()));
@@ -27,11 +27,12 @@ std::string encode_job_record(const JobRecord& r) {
   pk.pack(r.created_ms);
   pk.pack(r.backoff_base_ms);
   pk.pack(r.backoff_cap_ms);
+  pk.pack(r.payload_checksum);
   return std::string(buffer.data(), buffer.size());
 }
 
 Result<JobRecord> decode_job_record(std::string_view bytes) {
-  static const msgpack::unpack_limit limits(/*array=*/8, /*map=*/0, /*str=*/proto::kMaxPayloadBytes,
+  static const msgpack::unpack_limit limits(/*array=*/9, /*map=*/0, /*str=*/proto::kMaxPayloadBytes,
                                             /*bin=*/0, /*ext=*/0, /*depth=*/2);
   try {
     std::size_t offset = 0;
@@ -39,9 +40,12 @@ Result<JobRecord> decode_job_record(std::string_view bytes) {
         msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, limits);
     if (offset != bytes.size()) return bad("trailing bytes");
     const msgpack::object& o = handle.get();
-    if (o.type != msgpack::type::ARRAY || o.via.array.size != 8) return bad("not an array of 8");
+    if (o.type != msgpack::type::ARRAY || o.via.array.size < 8) return bad("not an array of 8 or 9");
     const msgpack::object* f = o.via.array.ptr;
-    if (f[0].as<int>() != kJobRecordVersion) return bad(fmt::format("unknown version {}", f[0].as<int>()));
+    const int version = f[0].as<int>();
+    if (version != 1 && version != kJobRecordVersion) return bad(fmt::format("unknown version {}", version));
+    if (o.via.array.size != (version == 1 ? 8u : 9u))
+      return bad(fmt::format("version {} with {} fields", version, o.via.array.size));
     if (f[1].type != msgpack::type::STR || f[2].type != msgpack::type::STR) return bad("type and payload must be str");
     JobRecord r;
     r.type.assign(f[1].via.str.ptr, f[1].via.str.size);
@@ -51,6 +55,7 @@ Result<JobRecord> decode_job_record(std::string_view bytes) {
     r.created_ms = f[5].as<int64_t>();
     r.backoff_base_ms = f[6].as<int64_t>();
     r.backoff_cap_ms = f[7].as<int64_t>();
+    r.payload_checksum = version == 1 ? proto::payload_checksum(r.payload) : f[8].as<uint64_t>();
     return r;
   } catch (const std::exception& e) {
     return bad(e.what());

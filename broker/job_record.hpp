@@ -5,8 +5,12 @@
 // max attempts and backoff. The payload is packed as a msgpack str because
 // Redis's cmsgpack cannot decode bin.
 //
-//   [version=1, type, payload, due_ms, max_attempts, created_ms,
-//    backoff_base_ms (0 = queue's), backoff_cap_ms (0 = queue's)]
+//   [version=2, type, payload, due_ms, max_attempts, created_ms,
+//    backoff_base_ms (0 = queue's), backoff_cap_ms (0 = queue's),
+//    payload_checksum (proto::payload_checksum of the payload at enqueue)]
+//
+// Version 1 records (written before the checksum) have the first 8 fields;
+// they are read with the checksum of the payload as read.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -15,7 +19,7 @@
 
 namespace dueq::broker {
 
-inline constexpr int kJobRecordVersion = 1;
+inline constexpr int kJobRecordVersion = 2;
 
 struct JobRecord {
   std::string type;
@@ -25,6 +29,7 @@ struct JobRecord {
   int64_t created_ms = 0;
   int64_t backoff_base_ms = 0;
   int64_t backoff_cap_ms = 0;
+  uint64_t payload_checksum = 0;
   bool operator==(const JobRecord&) const = default;
 };
 

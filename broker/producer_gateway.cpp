@@ -29,7 +29,7 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
     const int64_t due = job->due_ms == 0 ? now_ms : job->due_ms;
     call.add(job->id).add(due).add(encode_job_record(JobRecord{
         job->type, job->payload.data, due, job->max_attempts == 0 ? default_max_attempts : job->max_attempts, now_ms,
-        job->backoff_base_ms, job->backoff_cap_ms}));
+        job->backoff_base_ms, job->backoff_cap_ms, proto::payload_checksum(job->payload.data)}));
     partitions.push_back(schedule_partition(job->id));
     call.add(static_cast<int64_t>(partitions.back()));
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <msgpack.hpp>
+#include <xxhash.h>
 
 #include "common/error.hpp"
 
@@ -118,8 +119,14 @@ struct Task {
   uint32_t max_attempts = 0;
   uint64_t token = 0;
   int64_t created_ms = 0;
-  DUEQ_FIELDS(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms)
+  uint64_t payload_checksum = 0;  // payload_checksum(payload) as written at enqueue
+  DUEQ_FIELDS(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms, payload_checksum)
 };
+
+// The checksum a job's payload carries from its enqueue to the worker that
+// runs it (XXH3, 64 bits): a payload changed on the way, in Redis or in any
+// process between, is not run.
+inline uint64_t payload_checksum(std::string_view payload) { return XXH3_64bits(payload.data(), payload.size()); }
 
 // The broker hands a worker several jobs in one frame: one ZeroMQ message
 // per dispatch instead of one per job.

@@ -27,7 +27,7 @@
            answered 2, duplicates still 0 (0 = no limit)
   ARGV[3]  N, number of jobs (1..1000)
   ARGV[4+4i .. 7+4i] for job i: id, due ms (>= 0), job record (a msgpack
-           array of 8 starting with version 1, see broker/job_record.hpp),
+           array of 9 starting with version 2, see broker/job_record.hpp),
            schedule partition (0..32767 in plain decimal: it is part of a key)
   ARGV[4+4N+3i .. 6+4N+3i] for job i: "GET", "u8", the bit offset of the
            job's schedule filter bucket within its chunk (filter_bit_offset),
@@ -52,8 +52,8 @@ for i = 0, n - 1 do
   local b = 4 + 4 * i
   local due = tonumber(ARGV[b + 1])
   local record = ARGV[b + 2]
-  -- 0x98 = msgpack fixarray of 8, then the record version 1.
-  if ARGV[b] == "" or not due or due < 0 or string.byte(record, 1) ~= 0x98 or string.byte(record, 2) ~= 1
+  -- 0x99 = msgpack fixarray of 9, then the record version 2.
+  if ARGV[b] == "" or not due or due < 0 or string.byte(record, 1) ~= 0x99 or string.byte(record, 2) ~= 2
       or not is_partition(ARGV[b + 3]) then
     return redis.error_reply("ERR dueq bad-args enqueue: job " .. i
       .. " has an empty id, a bad due, a bad record or a bad partition")

@@ -253,6 +253,14 @@ struct Worker::Impl {
       spdlog::warn("job {} delivered again (token {}) while held", task.id, task.token);
     }
     held[key] = proto::JobRef{task.queue, task.id, task.token};
+    if (proto::payload_checksum(task.payload.data) != task.payload_checksum) {
+      // Changed since its enqueue: running it could do anything, and a retry
+      // would read the same bytes. Answered like a handler's final failure.
+      std::lock_guard lock(pool_mutex);
+      completed.push_back({task.queue, task.id, task.token, static_cast<uint8_t>(proto::Outcome::failed_final),
+                           "payload corrupted: its checksum is not the one written at enqueue"});
+      return;
+    }
     auto cancel = std::make_shared<CancelState>();
     cancel_states[key] = cancel;
     Delivery d{Job{std::move(task.queue), std::move(task.id), std::move(task.type), std::move(task.payload.data),

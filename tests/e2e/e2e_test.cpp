@@ -532,6 +532,33 @@ TEST(EndToEnd, AnUnreadableRecordIsDeadLetteredAndTheRestOfItsBatchDelivered) {
   EXPECT_EQ(ran, (std::set<std::string>{"u1", "u3"}));
 }
 
+// A payload changed after its enqueue (here: one byte of the stored record,
+// as a disk or a faulty peer could) is not run: the worker checks the
+// checksum written at enqueue and the job goes to the dead letters as
+// "payload corrupted"; the jobs beside it run.
+TEST(EndToEnd, APayloadChangedAfterItsEnqueueIsDeadLetteredAsCorruptedAndNotRun) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  // No worker yet: the jobs wait in `ready` with their records in `jobs`.
+  ASSERT_TRUE(client.enqueue_batch(
+      {{"c", "noop", "intact-1", "c1", 0, 3}, {"c", "noop", "tamper-me", "c2", 0, 3}, {"c", "noop", "intact-3", "c3", 0, 3}}));
+  // Same length, so the record still decodes: only the checksum can tell.
+  EXPECT_EQ(cluster.redis().cli("EVAL \"local r = redis.call('HGET', KEYS[1], ARGV[1]); "
+                                "return redis.call('HSET', KEYS[1], ARGV[1], (string.gsub(r, 'tamper%-me', 'tampered!')))\" "
+                                "1 'dueq:{c}:jobs' c2"),
+            "0");
+  ASSERT_NE(cluster.redis().cli("HGET 'dueq:{c}:jobs' c2").find("tampered!"), std::string::npos);
+  const auto record = cluster.dir() / "runs.txt";
+  cluster.start_example_worker("c", 4, record.string());
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("c"); return s && s->done == 2 && s->dead == 1; }, 15s))
+      << run_dueq(cluster.endpoint(), "job c2").out << run_dueq(cluster.endpoint(), "stats").out;
+  auto shown = run_dueq(cluster.endpoint(), "job c2");
+  EXPECT_NE(shown.out.find("payload corrupted"), std::string::npos) << shown.out;
+  std::set<std::string> ran;
+  for (const auto& r : read_records(record)) ran.insert(r.id);
+  EXPECT_EQ(ran, (std::set<std::string>{"c1", "c3"}));
+}
+
 namespace {
 // Script calls Redis refused (before running them, or at their first write).
 int64_t rejected_script_calls(Cluster& cluster) {

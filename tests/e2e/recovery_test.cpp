@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "broker/job_record.hpp"
+#include "common/protocol.hpp"
 #include "broker/redis_connection.hpp"
 #include "common/clock.hpp"
 #include "broker/keys.hpp"
@@ -388,7 +389,7 @@ TEST(Recovery, ABrokerUpgradedFromTheSingleSetScheduleRunsEveryScheduledJobOnTim
       const std::string id = "old-" + std::to_string(i);
       writes.push_back(broker::Command{"ZADD", "dueq:{legacy}:scheduled", std::to_string(due + i), id});
       writes.push_back(broker::Command{"HSET", "dueq:{legacy}:jobs", id,
-                                       broker::encode_job_record(broker::JobRecord{"noop", "", due + i, 3, due - 5'000, 0, 0})});
+                                       broker::encode_job_record(broker::JobRecord{"noop", "", due + i, 3, due - 5'000, 0, 0, proto::payload_checksum("")})});
     }
     writes.push_back(broker::Command{"HSET", "dueq:{legacy}:stats", "accepted", std::to_string(kJobs)});
     writes.push_back(broker::Command{"SADD", "dueq:queues", "legacy"});
