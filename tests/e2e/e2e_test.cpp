@@ -282,6 +282,65 @@ size_t lines_in(const std::filesystem::path& file) {
 // it done, hands it back and lists it in its heartbeats: the job keeps
 // running where it was, and when its worker dies it is delivered again at
 // once instead of being held by the squatter's heartbeats.
+// deploy/users.acl gives the broker's Redis user only dueq's keys and the
+// commands dueq runs (scripts' own calls included). A whole run as that user
+// - immediate, delayed and failing jobs, a worker, a cancel, a dead-letter
+// replay, a broker restart, an audit - is refused nothing: Redis's ACL LOG
+// stays empty. A command outside the grant is refused.
+TEST(EndToEnd, TheBrokersUserInDeployUsersAclIsRefusedNothingInAWholeRun) {
+  const auto dir = make_temp_dir("acl");
+  std::string acl = read_file(std::filesystem::path(DUEQ_SOURCE_DIR) / "deploy" / "users.acl");
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const auto at = acl.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    acl.replace(at, from.size(), to);
+  };
+  replace(">change-me", ">acl-t3st");
+  replace("user default off", "user default on nopass ~* &* +@all");  // the test's own redis-cli
+  std::ofstream(dir / "users.acl") << acl;
+  RedisServer redis({"--aclfile", (dir / "users.acl").string()});
+  const std::string url = "redis://dueq:acl-t3st@127.0.0.1:" + std::to_string(redis.port());
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
+  auto start_broker = [&](const std::string& log) {
+    return std::make_unique<Process>(std::vector<std::string>{bin("dueq-broker"), "--redis", url, "--listen", endpoint},
+                                     (dir / log).string());
+  };
+  auto broker = start_broker("broker.log");
+  Client client(endpoint, ClientOptions{.timeout_ms = 1'000, .attempts = 10});
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 20; ++i) {
+    jobs.push_back({"acl", "noop", "now", "now-" + std::to_string(i), 0, 3});
+    jobs.push_back({"acl", "noop", "later", "later-" + std::to_string(i), wall_ms() + 1'000, 3});
+  }
+  jobs.push_back({"acl", "fail", "x", "willfail", 0, 1});
+  jobs.push_back({"acl", "noop", "never", "tocancel", wall_ms() + 3'600'000, 3});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  Process worker({bin("dueq-example-worker"), "--broker", endpoint, "--queue", "acl", "--concurrency", "4"},
+                 (dir / "worker.log").string());
+  ASSERT_TRUE(eventually([&] { auto s = client.stats(); return s && !s->empty() && (*s)[0].done == 40 && (*s)[0].dead == 1; }, 20s))
+      << read_file(dir / "broker.log");
+  auto cancelled = run_dueq(endpoint, "cancel tocancel");
+  EXPECT_EQ(cancelled.code, 0) << cancelled.out;
+  auto replayed = run_dueq(endpoint, "dead replay --queue acl --all");
+  EXPECT_EQ(replayed.code, 0) << replayed.out;
+  EXPECT_NE(replayed.out.find("1 replayed"), std::string::npos) << replayed.out;
+  broker->signal(SIGTERM);
+  EXPECT_EQ(broker->wait(10s), 0);
+  broker = start_broker("broker2.log");
+  ASSERT_TRUE(eventually([&] { auto s = client.stats(); return s && !s->empty() && (*s)[0].dead == 1 && (*s)[0].waiting == 0 && (*s)[0].in_flight == 0; }, 20s));
+  auto audit = run_dueq(endpoint, "audit");
+  EXPECT_EQ(audit.code, 0) << audit.out;
+  EXPECT_NE(audit.out.find("audit: clean"), std::string::npos) << audit.out;
+  EXPECT_EQ(redis.cli("ACL LOG"), "") << "commands the broker's user was refused";
+  EXPECT_NE(redis.cli("--user dueq --pass acl-t3st --no-auth-warning FLUSHALL").find("NOPERM"), std::string::npos);
+  EXPECT_NE(redis.cli("--user dueq --pass acl-t3st --no-auth-warning SET other:key 1").find("NOPERM"), std::string::npos);
+  worker.signal(SIGTERM);
+  (void)worker.wait(10s);
+  broker->signal(SIGTERM);
+  (void)broker->wait(10s);
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
+}
+
 TEST(EndToEnd, OnlyTheHolderOfADeliveryCanReportHandBackOrHoldIt) {
   Cluster cluster;
   const auto runs = cluster.dir() / "runs.txt";
