@@ -30,6 +30,8 @@ const char* role_name(Role role) {
   return "?";
 }
 
+std::string Grant::label() const { return fmt::format("key '{}' ({})", name, role_name(role)); }
+
 std::string key_id(const std::string& public_z85) { return public_z85.substr(0, 8); }
 
 Result<AllowList> AllowList::load(const std::string& path) {

@@ -29,6 +29,8 @@ struct Grant {
   std::set<std::string> queues;
   uint32_t capacity = 0;          // worker: the most jobs it is sent at once (0: max_worker_capacity)
   bool may_use(const std::string& queue) const { return all_queues || queues.contains(queue); }
+  // How log lines name the key: "key 'mailer-1' (worker)".
+  std::string label() const;
 };
 
 // The allow-list: a TOML file, or a directory whose *.toml files are read

@@ -71,7 +71,7 @@ bool Inbound::receive(int max_frames, uint64_t connections) {
     }
     if (grant != nullptr) {
       if (const std::string why = refusal(peer, *grant, *frame); !why.empty()) {
-        access_.refused(fmt::format("key '{}' ({})", grant->name, role_name(grant->role)),
+        access_.refused(grant->label(),
                         fmt::format("{} frame ({})", proto::type_name(proto::type_of(*frame)), why), heard_ms);
         outbox_.send(peer, proto::ErrorFrame{proto::request_id_of(*frame), errc_name(Errc::refused),
                                              fmt::format("refused: {}", why), 0});
@@ -173,7 +173,7 @@ void Inbound::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, const Grant
     } else if (grant != nullptr && !grant->may_use(request.frame.jobs[i].queue)) {
       outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
       outcome.reason = fmt::format("refused: this key may not use queue '{}'", request.frame.jobs[i].queue);
-      access_.refused(fmt::format("key '{}' ({})", grant->name, role_name(grant->role)),
+      access_.refused(grant->label(),
                       fmt::format("a job for queue '{}'", request.frame.jobs[i].queue), clock_.steady_ms());
     }
   }

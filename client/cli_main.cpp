@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -393,11 +395,14 @@ int main(int argc, char** argv) {
     fmt::print("wrote {0}.key (keep it secret) and {0}.pub\n", keygen_base);
     return 0;
   }
-  if (auto curve = dueq::load_client_curve(broker_key, key_file); !curve) {
-    fmt::print(stderr, "dueq: {}\n", curve.error().message);
+  std::optional<dueq::Client> connected;
+  try {
+    connected.emplace(broker, dueq::ClientOptions{.timeout_ms = *timeout_ms, .attempts = attempts, .broker_key = broker_key, .key_file = key_file});
+  } catch (const std::invalid_argument& ex) {  // keys that cannot be read
+    fmt::print(stderr, "dueq: {}\n", ex.what());
     return kExitUsage;
   }
-  dueq::Client client(broker, dueq::ClientOptions{.timeout_ms = *timeout_ms, .attempts = attempts, .broker_key = broker_key, .key_file = key_file});
+  dueq::Client& client = *connected;
   try {
     if (*enqueue) {
       if (!e.from.empty()) return enqueue_from(client, e.from);

@@ -574,21 +574,29 @@ TEST(EndToEnd, AWorkerFallenSilentDuringAFloodIsDeclaredDeadAndItsJobsRunElsewhe
   EXPECT_EQ(cluster.stats("silent")->dead, 0);
 }
 
+namespace {
+// Jobs Q1, Q2, Q3 wait in queue Q, Q2 spoiled in Redis: a worker started now
+// runs Q1 and Q3, and Q2 ends in the dead letters for `reason`.
+void expect_only_the_middle_job_dead(Cluster& cluster, const std::string& q, const std::string& reason) {
+  const auto record = cluster.dir() / "runs.txt";
+  cluster.start_example_worker(q, 4, record.string());
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats(q); return s && s->done == 2 && s->dead == 1; }, 15s))
+      << run_dueq(cluster.endpoint(), "job " + q + "2").out << run_dueq(cluster.endpoint(), "stats").out;
+  auto shown = run_dueq(cluster.endpoint(), "job " + q + "2");
+  EXPECT_NE(shown.out.find(reason), std::string::npos) << shown.out;
+  std::set<std::string> ran;
+  for (const auto& r : read_records(record)) ran.insert(r.id);
+  EXPECT_EQ(ran, (std::set<std::string>{q + "1", q + "3"}));
+}
+}  // namespace
+
 TEST(EndToEnd, AnUnreadableRecordIsDeadLetteredAndTheRestOfItsBatchDelivered) {
   Cluster cluster;
   Client client(cluster.endpoint());
   ASSERT_TRUE(client.enqueue_batch(
       {{"u", "noop", "p", "u1", 0, 1}, {"u", "noop", "p", "u2", 0, 1}, {"u", "noop", "p", "u3", 0, 1}}));
   ASSERT_EQ(cluster.redis().cli("HSET 'dueq:{u}:jobs' u2 not-a-record"), "0");
-  const auto record = cluster.dir() / "runs.txt";
-  cluster.start_example_worker("u", 4, record.string());
-  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("u"); return s && s->done == 2 && s->dead == 1; }, 15s))
-      << run_dueq(cluster.endpoint(), "job u2").out << run_dueq(cluster.endpoint(), "stats").out;
-  auto shown = run_dueq(cluster.endpoint(), "job u2");
-  EXPECT_NE(shown.out.find("unreadable record"), std::string::npos) << shown.out;
-  std::set<std::string> ran;
-  for (const auto& r : read_records(record)) ran.insert(r.id);
-  EXPECT_EQ(ran, (std::set<std::string>{"u1", "u3"}));
+  expect_only_the_middle_job_dead(cluster, "u", "unreadable record");
 }
 
 // A payload changed after its enqueue (here: one byte of the stored record,
@@ -607,15 +615,7 @@ TEST(EndToEnd, APayloadChangedAfterItsEnqueueIsDeadLetteredAsCorruptedAndNotRun)
                                 "1 'dueq:{c}:jobs' c2"),
             "0");
   ASSERT_NE(cluster.redis().cli("HGET 'dueq:{c}:jobs' c2").find("tampered!"), std::string::npos);
-  const auto record = cluster.dir() / "runs.txt";
-  cluster.start_example_worker("c", 4, record.string());
-  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("c"); return s && s->done == 2 && s->dead == 1; }, 15s))
-      << run_dueq(cluster.endpoint(), "job c2").out << run_dueq(cluster.endpoint(), "stats").out;
-  auto shown = run_dueq(cluster.endpoint(), "job c2");
-  EXPECT_NE(shown.out.find("payload corrupted"), std::string::npos) << shown.out;
-  std::set<std::string> ran;
-  for (const auto& r : read_records(record)) ran.insert(r.id);
-  EXPECT_EQ(ran, (std::set<std::string>{"c1", "c3"}));
+  expect_only_the_middle_job_dead(cluster, "c", "payload corrupted");
 }
 
 namespace {
