@@ -20,10 +20,11 @@ DEV_BUILD_DIR ?= build-dev
 SCENARIO ?= all
 BENCH_FLAGS := --scenario $(SCENARIO) $(if $(SMOKE),--smoke,)
 
-.PHONY: deps build demo test chaos bench clean
+.PHONY: deps build demo test chaos bench fuzz clean
 
-deps:
-	@missing=""; for p in $(PACKAGES); do \
+# $(call install_missing,PACKAGES): apt-get installs those not yet installed.
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -31,6 +32,10 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(PACKAGES))
 
 build: deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=OFF >/dev/null
@@ -58,5 +63,19 @@ bench: deps
 	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
 	$(DEV_BUILD_DIR)/bin/dueq-bench $(BENCH_FLAGS)
 
+# libFuzzer targets (tests/fuzz), each run FUZZ_SECONDS from its committed
+# corpus: make fuzz [FUZZ_SECONDS=600] [FUZZ_MERGE=1 keeps new coverage in
+# tests/fuzz/corpus]. clang 16: Debian's clang 14 cannot compile std::expected.
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_MERGE ?= 0
+FUZZ_TARGETS := frame_decoder_fuzz job_record_fuzz config_fuzz redis_url_fuzz
+
+fuzz: deps
+	$(call install_missing,clang-16 libclang-rt-16-dev)
+	CXX=clang++-16 cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_FUZZ=ON -DDUEQ_TESTS=OFF >/dev/null
+	cmake --build $(FUZZ_BUILD_DIR) -j$(JOBS) --target $(FUZZ_TARGETS)
+	scripts/fuzz.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_MERGE)
+
 clean:
-	rm -rf $(BUILD_DIR) $(SAN_BUILD_DIR) $(DEV_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(SAN_BUILD_DIR) $(DEV_BUILD_DIR) $(FUZZ_BUILD_DIR)

@@ -97,7 +97,7 @@ Result<void> AllowList::read_file(const std::string& path) {
           grant.queues.insert(*name);
         }
       } else if (field == "capacity") {
-        auto v = value.value<int64_t>();
+        auto v = value.value_exact<int64_t>();
         if (!v || *v < 1 || *v > 1'000'000) return bad_entry(path, i, "'capacity' must be an integer 1..1000000");
         grant.capacity = static_cast<uint32_t>(*v);
       } else {

@@ -25,7 +25,8 @@ Result<int64_t> read_duration(const toml::node& node, const std::string& key, in
     auto parsed = parse_duration_ms(*s);
     if (!parsed) return bad_key(key, parsed.error().message);
     ms = *parsed;
-  } else if (auto i = node.value<int64_t>()) {
+  } else if (auto i = node.value_exact<int64_t>()) {
+    if (*i > kMaxDurationMs) return bad_key(key, "longer than 100 years");
     ms = *i;
   } else {
     return bad_key(key, "expected a duration such as \"30s\" or milliseconds");
@@ -35,7 +36,7 @@ Result<int64_t> read_duration(const toml::node& node, const std::string& key, in
 }
 
 Result<int64_t> read_int(const toml::node& node, const std::string& key, int64_t lo, int64_t hi) {
-  auto v = node.value<int64_t>();
+  auto v = node.value_exact<int64_t>();
   if (!v || *v < lo || *v > hi) return bad_key(key, fmt::format("expected an integer in {}..{}", lo, hi));
   return *v;
 }
@@ -76,15 +77,7 @@ Result<void> read_policy(const toml::table& table, const std::string& prefix, Qu
   return {};
 }
 
-}  // namespace
-
-Result<void> load_config_file(const std::string& path, BrokerConfig& config) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    return fail(Errc::bad_argument, fmt::format("config file {}: {} (line {})", path, e.description(), e.source().begin.line));
-  }
+Result<void> apply_config_table(const toml::table& root, BrokerConfig& config) {
   for (const auto& [k, node] : root) {
     const std::string key(k.str());
     auto set_duration = [&](int64_t& target, int64_t min_ms) -> Result<void> {
@@ -159,6 +152,28 @@ Result<void> load_config_file(const std::string& path, BrokerConfig& config) {
     if (!ok) return ok;
   }
   return {};
+}
+
+std::unexpected<Error> parse_failure(std::string_view source, const toml::parse_error& e) {
+  return fail(Errc::bad_argument, fmt::format("config file {}: {} (line {})", source, e.description(), e.source().begin.line));
+}
+
+}  // namespace
+
+Result<void> load_config_file(const std::string& path, BrokerConfig& config) {
+  try {
+    return apply_config_table(toml::parse_file(path), config);
+  } catch (const toml::parse_error& e) {
+    return parse_failure(path, e);
+  }
+}
+
+Result<void> load_config_text(std::string_view text, std::string_view source, BrokerConfig& config) {
+  try {
+    return apply_config_table(toml::parse(text, source), config);
+  } catch (const toml::parse_error& e) {
+    return parse_failure(source, e);
+  }
 }
 
 bool is_local_endpoint(const std::string& endpoint) {

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "common/error.hpp"
 
@@ -75,6 +76,8 @@ struct BrokerConfig {
 // Reads a TOML file over the defaults in `config`. Unknown keys and values out
 // of range are errors naming the key.
 Result<void> load_config_file(const std::string& path, BrokerConfig& config);
+// The same for a file's text already read; `source` names it in errors.
+Result<void> load_config_text(std::string_view text, std::string_view source, BrokerConfig& config);
 
 // Checks relations between settings (e.g. timeout longer than heartbeat).
 Result<void> validate_config(const BrokerConfig& config);

@@ -36,7 +36,7 @@ Result<int64_t> parse_duration_ms(std::string_view text) {
   else if (unit == "d") scale = 86'400'000;
   else
     return fail(Errc::bad_argument, "bad duration unit in '" + original + "': use ms, s, m, h or d");
-  if (value > INT64_MAX / scale) return fail(Errc::bad_argument, "duration too large: " + original);
+  if (value > kMaxDurationMs / scale) return fail(Errc::bad_argument, "duration too large: " + original + " (at most 36500d)");
   return value * scale;
 }
 

@@ -6,7 +6,12 @@
 
 namespace dueq {
 
-// Parses "250ms", "30s", "5m", "2h", "30d" or a bare number of milliseconds.
+// The longest duration anything accepts (100 years): sums and multiples of
+// durations and Unix milliseconds then stay far inside int64_t.
+inline constexpr int64_t kMaxDurationMs = 36'500LL * 86'400'000;
+
+// Parses "250ms", "30s", "5m", "2h", "30d" or a bare number of milliseconds,
+// at most kMaxDurationMs.
 Result<int64_t> parse_duration_ms(std::string_view text);
 
 // Parses an RFC 3339 timestamp ("2026-11-22T03:00:00Z", "...+01:00", optional

@@ -6,11 +6,14 @@ namespace dueq {
 
 namespace {
 
-// The URL as errors may show it: a password in it becomes "***".
+// The URL as errors may show it: a password in it becomes "***". Where the
+// URL is too malformed to tell user from password (no "://" before the '@':
+// "redis:secret@host"), everything before the '@' goes.
 std::string redacted(std::string_view url) {
   const auto scheme = url.find("://");
   const auto at = url.rfind('@');
-  if (scheme == std::string_view::npos || at == std::string_view::npos || at < scheme) return std::string(url);
+  if (at == std::string_view::npos) return std::string(url);
+  if (scheme == std::string_view::npos || at < scheme) return "***" + std::string(url.substr(at));
   const std::string_view userinfo = url.substr(scheme + 3, at - scheme - 3);
   const auto colon = userinfo.find(':');
   const std::string user(colon == std::string_view::npos ? std::string_view{} : userinfo.substr(0, colon));

@@ -72,6 +72,7 @@ TEST_F(AllowListFile, BadEntriesAreRefusedWithTheirReason) {
       {entry("w", "producer", "queues = [\"q\"]\ncapacity = 3\n"), "'capacity' is for worker keys"},
       {entry("w", "worker", "queues = [\"bad queue!\"]\n"), "key #1"},
       {entry("w", "worker", "queues = [\"q\"]\ncapacity = 0\n"), "'capacity' must be"},
+      {entry("w", "worker", "queues = [\"q\"]\ncapacity = 1e300\n"), "'capacity' must be"},
       {entry("w", "worker", "queues = [\"q\"]\ncolour = \"red\"\n"), "unknown field 'colour'"},
       {"[[key]]\nname = \"w\"\npublic = \"short\"\nrole = \"worker\"\nqueues = [\"q\"]\n", "40-character Z85"},
       {"[[key]]\nname = \"w\"\nrole = \"worker\"\nqueues = [\"q\"]\n", "are required"},

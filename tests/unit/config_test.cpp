@@ -27,6 +27,8 @@ TEST(Duration, RejectsGarbageNegativeAndUnknownUnits) {
   EXPECT_FALSE(parse_duration_ms("10y"));
   EXPECT_FALSE(parse_duration_ms("s"));
   EXPECT_FALSE(parse_duration_ms("99999999999999999999d"));
+  EXPECT_TRUE(parse_duration_ms("36500d"));
+  EXPECT_FALSE(parse_duration_ms("36501d")) << "past 100 years: twice a duration could overflow";
 }
 
 TEST(Rfc3339, ParsesUtcOffsetsAndFractions) {
@@ -76,6 +78,12 @@ TEST(RedisUrl, ReadsAnAclUserAndNeverShowsThePasswordInErrors) {
     ASSERT_FALSE(bad) << url;
     EXPECT_EQ(bad.error().message.find("s3cret"), std::string::npos) << bad.error().message;
     EXPECT_NE(bad.error().message.find(":***@"), std::string::npos) << bad.error().message;
+  }
+  // A URL missing its "//" still hides what stood before the '@' (found by the URL fuzzer's rule).
+  for (const char* url : {"redis:alice:s3cret@db.local", "alice:s3cret@db.local"}) {
+    auto bad = parse_redis_url(url);
+    ASSERT_FALSE(bad) << url;
+    EXPECT_EQ(bad.error().message.find("s3cret"), std::string::npos) << bad.error().message;
   }
 }
 
@@ -157,6 +165,19 @@ TEST(ConfigFile, UnknownKeysAndBadValuesAreErrorsNamingTheKey) {
     auto r = load(capacity, c);
     ASSERT_FALSE(r) << capacity;
     EXPECT_NE(r.error().message.find("max_worker_capacity"), std::string::npos);
+  }
+  // A float is not an integer, however large (the config fuzzer's first find:
+  // 1.4e102 was converted to int64_t, which is undefined behaviour).
+  for (const char* fractional : {"max_worker_capacity = 1.44e102\n", "max_worker_capacity = 64.0\n", "heartbeat = 5e2\n"}) {
+    auto r = load(fractional, c);
+    ASSERT_FALSE(r) << fractional;
+  }
+  // ... and a duration past 100 years is refused before validate_config
+  // doubles it (its second find: signed overflow).
+  for (const char* huge : {"heartbeat = \"5138606774829735686\"\n", "heartbeat = 5138606774829735686\n"}) {
+    auto r = load(huge, c);
+    ASSERT_FALSE(r) << huge;
+    EXPECT_NE(r.error().message.find("heartbeat"), std::string::npos) << r.error().message;
   }
   ASSERT_TRUE(load("max_worker_capacity = 64\n", c));
   EXPECT_EQ(c.max_worker_capacity, 64);
