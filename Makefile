@@ -20,7 +20,7 @@ DEV_BUILD_DIR ?= build-dev
 SCENARIO ?= all
 BENCH_FLAGS := --scenario $(SCENARIO) $(if $(SMOKE),--smoke,)
 
-.PHONY: deps build demo test chaos bench fuzz clean
+.PHONY: deps build demo test chaos bench fuzz tsan clean
 
 # $(call install_missing,PACKAGES): apt-get installs those not yet installed.
 define install_missing
@@ -77,5 +77,15 @@ fuzz: deps
 	cmake --build $(FUZZ_BUILD_DIR) -j$(JOBS) --target $(FUZZ_TARGETS)
 	scripts/fuzz.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_MERGE)
 
+# The end-to-end and recovery suites with ThreadSanitizer in every process
+# they start (broker, workers, CLI); fails on any report.
+TSAN_BUILD_DIR ?= build-tsan
+TSAN_TARGETS := e2e_tests recovery_tests dueq-broker dueq-worker dueq-example-worker dueq
+
+tsan: deps
+	cmake -S . -B $(TSAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TSAN=ON -DDUEQ_TESTS=ON >/dev/null
+	cmake --build $(TSAN_BUILD_DIR) -j$(JOBS) --target $(TSAN_TARGETS)
+	scripts/tsan.sh $(TSAN_BUILD_DIR)
+
 clean:
-	rm -rf $(BUILD_DIR) $(SAN_BUILD_DIR) $(DEV_BUILD_DIR) $(FUZZ_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(SAN_BUILD_DIR) $(DEV_BUILD_DIR) $(FUZZ_BUILD_DIR) $(TSAN_BUILD_DIR)

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "broker/redis_connection.hpp"
+#include "common/curve.hpp"
 #include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
 
@@ -37,6 +38,21 @@ struct Options {
 
 // Figures of one run, by name.
 using Figures = std::map<std::string, double>;
+
+// How a scenario's broker listens and its clients and workers reach it:
+// plaintext (all empty), or CurveZMQ keys (CurveKeys::link()).
+struct Link {
+  std::vector<std::string> broker_args;
+  ClientOptions client;  // producers
+  ClientOptions admin;   // stats probes
+  std::vector<std::string> worker_args;
+};
+
+ClientOptions with_timeouts(ClientOptions options) {
+  options.timeout_ms = 30'000;
+  options.attempts = 3;
+  return options;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -71,13 +87,13 @@ Figures redis_baselines(RedisServer& redis) {
 }
 
 // Enqueues `jobs` with `producers` threads in batches of 1,000; returns jobs/s.
-double enqueue_all(const std::string& endpoint, const std::vector<JobSpec>& jobs, int producers) {
+double enqueue_all(const std::string& endpoint, const std::vector<JobSpec>& jobs, int producers, const Link& link = {}) {
   std::atomic<size_t> next{0};
   const int64_t t0 = wall_us();
   std::vector<std::thread> threads;
   for (int p = 0; p < producers; ++p)
     threads.emplace_back([&] {
-      Client client(endpoint, ClientOptions{.timeout_ms = 30'000, .attempts = 3});
+      Client client(endpoint, with_timeouts(link.client));
       while (true) {
         const size_t start = next.fetch_add(1000);
         if (start >= jobs.size()) return;
@@ -104,13 +120,15 @@ int64_t done_count(Cluster& cluster, const std::string& queue) {
 
 // Producers keep `queue` fed (at most `window` jobs waiting) for `seconds`
 // while the workers drain it; returns completed jobs/s over the window.
-double steady(Cluster& cluster, const std::string& queue, double seconds, int producers = 2, int64_t window = 20'000) {
+double steady(Cluster& cluster, const std::string& queue, double seconds, const Link& link = {}) {
+  constexpr int producers = 2;
+  constexpr int64_t window = 20'000;
   std::atomic<bool> running{true};
   std::vector<std::thread> threads;
   for (int p = 0; p < producers; ++p)
     threads.emplace_back([&] {
-      Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 3});
-      Client probe(cluster.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 3});
+      Client client(cluster.endpoint(), with_timeouts(link.client));
+      Client probe(cluster.endpoint(), with_timeouts(link.admin));
       while (running) {
         auto s = probe.stats();
         int64_t backlog = 0;
@@ -135,10 +153,12 @@ double steady(Cluster& cluster, const std::string& queue, double seconds, int pr
 
 // Workers buffer up to 500 jobs beyond their concurrency: with no-op handlers
 // the pipeline must be deep enough to cover a broker round trip.
-void start_workers(Cluster& cluster, const std::string& queue, int count, int concurrency, const std::string& record = "") {
+void start_workers(Cluster& cluster, const std::string& queue, int count, int concurrency, const std::string& record = "",
+                   const Link& link = {}) {
   for (int i = 0; i < count; ++i) {
     std::vector<std::string> argv = {bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", queue,
                                      "--concurrency", std::to_string(concurrency), "--prefetch", "500"};
+    argv.insert(argv.end(), link.worker_args.begin(), link.worker_args.end());
     if (!record.empty()) {
       argv.push_back("--record");
       argv.push_back(record);
@@ -149,38 +169,43 @@ void start_workers(Cluster& cluster, const std::string& queue, int count, int co
 
 // ---------------------------------------------------------------- scenarios
 
-Figures throughput(const Options& o, Json& table) {
+// Bulk (n jobs enqueued, then drained) and steady throughput on one fresh
+// cluster of `workers` processes.
+Figures bulk_and_steady(const Options& o, int workers, int concurrency, const Link& link = {}) {
   const size_t n = o.smoke ? 20'000 : 200'000;
   const double steady_s = o.smoke ? 2 : 20;
+  Cluster cluster(link.broker_args, {}, link.admin);
+  Figures f = redis_baselines(cluster.redis());
+  progress(fmt::format("throughput: {} workers x {}: enqueueing {} jobs", workers, concurrency, n));
+  f["bulk_enqueue_jobs_per_s"] = enqueue_all(cluster.endpoint(), noop_jobs(n, "bulk"), 2, link);
+  // Processing is timed from the first completed job (so worker start-up is
+  // not counted) to the last.
+  start_workers(cluster, "bulk", workers, concurrency, "", link);
+  int64_t d0 = 0, t0 = 0;
+  eventually([&] {
+    d0 = done_count(cluster, "bulk");
+    t0 = wall_us();
+    return d0 > 0;
+  }, 60s, 1ms);
+  eventually([&] { return done_count(cluster, "bulk") >= static_cast<int64_t>(n); }, 300s);
+  f["bulk_process_jobs_per_s"] = (n - d0) / (static_cast<double>(wall_us() - t0) / 1e6);
+  cluster.wait_for_workers(workers);
+  start_workers(cluster, "steady", workers, concurrency, "", link);
+  cluster.wait_for_workers(2 * workers);
+  progress(fmt::format("throughput: {} workers x {}: steady for {} s", workers, concurrency, steady_s));
+  f["steady_jobs_per_s"] = steady(cluster, "steady", steady_s, link);
+  return f;
+}
+
+Figures throughput(const Options& o, Json& table) {
   const std::vector<std::pair<int, int>> configs = o.smoke ? std::vector<std::pair<int, int>>{{2, 32}}
                                                            : std::vector<std::pair<int, int>>{{1, 64}, {2, 32}, {4, 16}};
   Figures best;
   for (const auto& [workers, concurrency] : configs) {
-    Cluster cluster;
-    Figures f = redis_baselines(cluster.redis());
-    progress(fmt::format("throughput: {} workers x {}: enqueueing {} jobs", workers, concurrency, n));
-    const double enqueue_rate = enqueue_all(cluster.endpoint(), noop_jobs(n, "bulk"), 2);
-    // Processing is timed from the first completed job (so worker start-up is
-    // not counted) to the last.
-    start_workers(cluster, "bulk", workers, concurrency);
-    int64_t d0 = 0, t0 = 0;
-    eventually([&] {
-      d0 = done_count(cluster, "bulk");
-      t0 = wall_us();
-      return d0 > 0;
-    }, 60s, 1ms);
-    eventually([&] { return done_count(cluster, "bulk") >= static_cast<int64_t>(n); }, 300s);
-    const double process_rate = (n - d0) / (static_cast<double>(wall_us() - t0) / 1e6);
-    cluster.wait_for_workers(workers);
-    start_workers(cluster, "steady", workers, concurrency);
-    cluster.wait_for_workers(2 * workers);
-    progress(fmt::format("throughput: {} workers x {}: steady for {} s", workers, concurrency, steady_s));
-    const double steady_rate = steady(cluster, "steady", steady_s);
-    table.push_back({{"workers", workers}, {"concurrency", concurrency}, {"bulk_enqueue_jobs_per_s", enqueue_rate},
-                     {"bulk_process_jobs_per_s", process_rate}, {"steady_jobs_per_s", steady_rate}});
-    best["bulk_enqueue_jobs_per_s"] = std::max(best["bulk_enqueue_jobs_per_s"], enqueue_rate);
-    best["bulk_process_jobs_per_s"] = std::max(best["bulk_process_jobs_per_s"], process_rate);
-    best["steady_jobs_per_s"] = std::max(best["steady_jobs_per_s"], steady_rate);
+    Figures f = bulk_and_steady(o, workers, concurrency);
+    table.push_back({{"workers", workers}, {"concurrency", concurrency}, {"bulk_enqueue_jobs_per_s", f["bulk_enqueue_jobs_per_s"]},
+                     {"bulk_process_jobs_per_s", f["bulk_process_jobs_per_s"]}, {"steady_jobs_per_s", f["steady_jobs_per_s"]}});
+    for (const char* k : {"bulk_enqueue_jobs_per_s", "bulk_process_jobs_per_s", "steady_jobs_per_s"}) best[k] = std::max(best[k], f[k]);
     best["redis_pipelined_incr_per_s"] = f["redis_pipelined_incr_per_s"];
     best["redis_round_trip_us"] = f["redis_round_trip_us"];
   }
@@ -244,15 +269,15 @@ size_t paced_flow(Client& client, const std::string& queue, double rate, const s
   return sent;
 }
 
-Figures latency_run(const Options& o, double rate, int workers, int concurrency) {
+Figures latency_run(const Options& o, double rate, int workers, int concurrency, const Link& link = {}) {
   const double seconds = o.smoke ? 2 : 10;
-  Cluster cluster;
+  Cluster cluster(link.broker_args, {}, link.admin);
   Figures f = redis_baselines(cluster.redis());
   const auto record = cluster.dir() / "starts.txt";
-  start_workers(cluster, "lat", workers, concurrency, record.string());
+  start_workers(cluster, "lat", workers, concurrency, record.string(), link);
   cluster.wait_for_workers(workers);
   progress(fmt::format("latency: {} workers x {}: {:.0f} jobs/s for {} s", workers, concurrency, rate, seconds));
-  Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 3});
+  Client client(cluster.endpoint(), with_timeouts(link.client));
   const int64_t end = wall_us() + static_cast<int64_t>(seconds * 1e6);
   const size_t sent = paced_flow(client, "lat", rate, [&] { return wall_us() >= end; });
   eventually([&] { return done_count(cluster, "lat") >= static_cast<int64_t>(sent); }, 60s);
@@ -462,6 +487,70 @@ Figures audit_under_load(const Options& o, Json&) {
   return f;
 }
 
+// Key files for a CURVE run: the broker's pair and one client pair per role
+// (producer, worker, admin for the stats probes), on an allow-list that
+// grants every queue.
+class CurveKeys {
+ public:
+  CurveKeys() : dir_(make_temp_dir("bench-keys")) {
+    std::ofstream allow(dir_ / "allow.toml");
+    for (const char* name : {"broker", "producer", "worker", "admin"}) {
+      auto pair = generate_curve_key_pair();
+      if (!pair || !write_curve_key_files((dir_ / name).string(), *pair)) throw std::runtime_error("cannot write CURVE keys");
+      if (std::string_view(name) != "broker")
+        allow << "[[key]]\nname = \"" << name << "\"\npublic = \"" << pair->public_key << "\"\nrole = \"" << name
+              << "\"\n" << (std::string_view(name) == "admin" ? "" : "queues = [\"*\"]\n");
+    }
+  }
+  ~CurveKeys() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  Link link() const {
+    const std::string broker_pub = (dir_ / "broker.pub").string();
+    auto client = [&](const char* name) { return ClientOptions{.broker_key = broker_pub, .key_file = key(name)}; };
+    return Link{{"--curve-key", key("broker"), "--allow-list", (dir_ / "allow.toml").string()},
+                client("producer"),
+                client("admin"),
+                {"--broker-key", broker_pub, "--key", key("worker")}};
+  }
+
+ private:
+  std::string key(const char* name) const { return (dir_ / (std::string(name) + ".key")).string(); }
+  std::filesystem::path dir_;
+};
+
+// The price of CurveZMQ: bulk and steady throughput (2 workers x 32) and
+// enqueue-to-start latency at half the plaintext steady rate (1 worker x 64),
+// each over plaintext and over CURVE in the same run.
+Figures curve(const Options& o, Json& table) {
+  const CurveKeys keys;
+  Figures f;
+  for (const bool encrypted : {false, true}) {
+    const Link link = encrypted ? keys.link() : Link{};
+    const std::string mode = encrypted ? "curve" : "plain";
+    progress("curve: " + mode);
+    Figures run = bulk_and_steady(o, 2, 32, link);
+    f[mode + "_bulk_process_jobs_per_s"] = run["bulk_process_jobs_per_s"];
+    f[mode + "_bulk_enqueue_jobs_per_s"] = run["bulk_enqueue_jobs_per_s"];
+    f[mode + "_steady_jobs_per_s"] = run["steady_jobs_per_s"];
+  }
+  const double rate = f["plain_steady_jobs_per_s"] / 2;
+  for (const bool encrypted : {false, true}) {
+    const std::string mode = encrypted ? "curve" : "plain";
+    Figures run = latency_run(o, rate, 1, 64, encrypted ? keys.link() : Link{});
+    f[mode + "_half_load_p50_ms"] = run["p50_ms"];
+    f[mode + "_half_load_p99_ms"] = run["p99_ms"];
+    table.push_back({{"mode", mode}, {"rate_jobs_per_s", rate}, {"bulk_process_jobs_per_s", f[mode + "_bulk_process_jobs_per_s"]},
+                     {"steady_jobs_per_s", f[mode + "_steady_jobs_per_s"]}, {"p50_ms", run["p50_ms"]}, {"p99_ms", run["p99_ms"]}});
+  }
+  f["half_load_rate_jobs_per_s"] = rate;
+  f["ratio_bulk_process"] = f["curve_bulk_process_jobs_per_s"] / f["plain_bulk_process_jobs_per_s"];
+  f["ratio_bulk_enqueue"] = f["curve_bulk_enqueue_jobs_per_s"] / f["plain_bulk_enqueue_jobs_per_s"];
+  f["ratio_steady"] = f["curve_steady_jobs_per_s"] / f["plain_steady_jobs_per_s"];
+  return f;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -469,8 +558,8 @@ int main(int argc, char** argv) {
   std::string scenario = "all", out = "bench/results/results.jsonl";
   bool json = false;
   CLI::App app{"dueq-bench: measure dueq against the targets in DESIGN.md"};
-  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog, audit or all")
-      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog", "audit"}));
+  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog, audit, curve or all")
+      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog", "audit", "curve"}));
   app.add_option("--latency-rate", o.latency_rate, "jobs/s for the latency scenario (default: half the steady maximum measured in the same invocation, else 20,000)")
       ->check(CLI::Range(100.0, 1'000'000.0));
   app.add_option("--runs", o.runs, "runs per scenario (median reported)")->check(CLI::Range(1, 20));
@@ -490,7 +579,7 @@ int main(int argc, char** argv) {
                       {"redis", command_output("redis-server --version | grep -o 'v=[0-9.]*' | cut -c3-")}};
 
   double max_steady = 0;
-  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog", "audit"};
+  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog", "audit", "curve"};
   int failures = 0;
   for (const auto& name : order) {
     if (scenario != "all" && scenario != name) continue;
@@ -506,6 +595,7 @@ int main(int argc, char** argv) {
       else if (name == "recovery") f = recovery(o, table);
       else if (name == "memory") f = memory(o, table);
       else if (name == "backlog") f = backlog(o, table);
+      else if (name == "curve") f = curve(o, table);
       else f = audit_under_load(o, table);
       for (const auto& [k, v] : f) samples[k].push_back(v);
     }
