@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "broker/redis_connection.hpp"
+#include "common/build_info.hpp"
 #include "common/curve.hpp"
 #include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
@@ -575,7 +576,10 @@ int main(int argc, char** argv) {
   const Json machine{{"cores", std::thread::hardware_concurrency()},
                      {"cpu", command_output("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'")},
                      {"kernel", host.release}};
-  const Json versions{{"dueq", command_output("git rev-parse --short HEAD 2>/dev/null")},
+  // The commit and build type compiled into this binary: the bench may be
+  // started from any directory, or from a tree that has moved on since.
+  const Json versions{{"dueq", build_commit()},
+                      {"build_type", build_type()},
                       {"redis", command_output("redis-server --version | grep -o 'v=[0-9.]*' | cut -c3-")}};
 
   double max_steady = 0;

@@ -1,5 +1,7 @@
 #include "broker/broker.hpp"
 
+#include "common/build_info.hpp"
+
 #include <csignal>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -128,8 +130,8 @@ Result<bool> Broker::start(int signal_fd) {
   admin_.start();
   reconciler_ = std::make_unique<Reconciler>(*address, config_.reconcile_interval_ms);
   reconciler_->start();
-  spdlog::info("broker {} listening on {}, Redis {}, {} known queues", broker_id_, bound_endpoint_,
-               address->describe(), queues_.size());
+  spdlog::info("broker {} listening on {}, Redis {}, {} known queues (dueq {}, {})", broker_id_, bound_endpoint_,
+               address->describe(), queues_.size(), build_commit(), build_type());
   return true;
 }
 
