@@ -13,6 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <optional>
 #include <fstream>
 #include <functional>
 #include <thread>
@@ -488,6 +492,77 @@ Figures audit_under_load(const Options& o, Json&) {
   return f;
 }
 
+// One producer process enqueueing one job per call with 50 requests
+// outstanding, while 2 workers x 32 with the default prefetch run them: the
+// path most applications take (issue 14). Three ways to keep 50 outstanding:
+// 50 Clients with a thread each (all the blocking-only client allowed), 50
+// threads sharing one Client, one thread with 50 enqueue_async futures.
+// Figures: jobs completed per second over the window, and the enqueue
+// call's latency.
+Figures single_job(const Options& o, Json& table) {
+  const double seconds = o.smoke ? 2 : 10;
+  constexpr int kOutstanding = 50;
+  Figures f;
+  for (const std::string mode : {"clients", "threads", "async"}) {
+    Cluster cluster;
+    for (int i = 0; i < 2; ++i)
+      cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "single", "--concurrency", "32"});
+    cluster.wait_for_workers(2);
+    progress(fmt::format("single: {} with {} outstanding for {} s", mode, kOutstanding, seconds));
+    std::atomic<bool> running{true};
+    std::mutex latencies_mutex;
+    std::vector<double> latencies_ms;
+    auto keep = [&](std::vector<double>& mine) {
+      std::lock_guard lock(latencies_mutex);
+      latencies_ms.insert(latencies_ms.end(), mine.begin(), mine.end());
+    };
+    const JobSpec job{"single", "noop", std::string(100, 'x'), "", 0, 0};
+    std::vector<std::thread> threads;
+    std::optional<Client> shared;
+    if (mode != "clients") shared.emplace(cluster.endpoint(), with_timeouts({}));
+    if (mode == "async") {
+      threads.emplace_back([&] {
+        std::vector<double> mine;
+        std::deque<std::pair<int64_t, std::future<std::expected<EnqueueResult, ClientError>>>> window;
+        while (running || !window.empty()) {
+          while (running && window.size() < kOutstanding) window.emplace_back(wall_us(), shared->enqueue_async(job));
+          (void)window.front().second.get();
+          mine.push_back(static_cast<double>(wall_us() - window.front().first) / 1000.0);
+          window.pop_front();
+        }
+        keep(mine);
+      });
+    } else {
+      for (int t = 0; t < kOutstanding; ++t)
+        threads.emplace_back([&] {
+          std::optional<Client> own;
+          if (mode == "clients") own.emplace(cluster.endpoint(), with_timeouts({}));
+          Client& client = mode == "clients" ? *own : *shared;
+          std::vector<double> mine;
+          while (running) {
+            const int64_t t0 = wall_us();
+            (void)client.enqueue(job);
+            mine.push_back(static_cast<double>(wall_us() - t0) / 1000.0);
+          }
+          keep(mine);
+        });
+    }
+    std::this_thread::sleep_for(1s);  // warm-up
+    const int64_t d0 = done_count(cluster, "single"), t0 = wall_us();
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+    const int64_t d1 = done_count(cluster, "single"), t1 = wall_us();
+    running = false;
+    for (auto& t : threads) t.join();
+    const double rate = (d1 - d0) / (static_cast<double>(t1 - t0) / 1e6);
+    f[mode + "_jobs_per_s"] = rate;
+    f[mode + "_enqueue_p50_ms"] = percentile(latencies_ms, 50);
+    f[mode + "_enqueue_p99_ms"] = percentile(latencies_ms, 99);
+    table.push_back({{"mode", mode}, {"outstanding", kOutstanding}, {"jobs_per_s", rate},
+                     {"enqueue_p50_ms", f[mode + "_enqueue_p50_ms"]}, {"enqueue_p99_ms", f[mode + "_enqueue_p99_ms"]}});
+  }
+  return f;
+}
+
 // Key files for a CURVE run: the broker's pair and one client pair per role
 // (producer, worker, admin for the stats probes), on an allow-list that
 // grants every queue.
@@ -559,8 +634,8 @@ int main(int argc, char** argv) {
   std::string scenario = "all", out = "bench/results/results.jsonl";
   bool json = false;
   CLI::App app{"dueq-bench: measure dueq against the targets in DESIGN.md"};
-  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog, audit, curve or all")
-      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog", "audit", "curve"}));
+  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog, audit, curve, single or all")
+      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog", "audit", "curve", "single"}));
   app.add_option("--latency-rate", o.latency_rate, "jobs/s for the latency scenario (default: half the steady maximum measured in the same invocation, else 20,000)")
       ->check(CLI::Range(100.0, 1'000'000.0));
   app.add_option("--runs", o.runs, "runs per scenario (median reported)")->check(CLI::Range(1, 20));
@@ -583,7 +658,7 @@ int main(int argc, char** argv) {
                       {"redis", command_output("redis-server --version | grep -o 'v=[0-9.]*' | cut -c3-")}};
 
   double max_steady = 0;
-  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog", "audit", "curve"};
+  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog", "audit", "curve", "single"};
   int failures = 0;
   for (const auto& name : order) {
     if (scenario != "all" && scenario != name) continue;
@@ -600,6 +675,7 @@ int main(int argc, char** argv) {
       else if (name == "memory") f = memory(o, table);
       else if (name == "backlog") f = backlog(o, table);
       else if (name == "curve") f = curve(o, table);
+      else if (name == "single") f = single_job(o, table);
       else f = audit_under_load(o, table);
       for (const auto& [k, v] : f) samples[k].push_back(v);
     }

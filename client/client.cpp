@@ -1,95 +1,243 @@
 #include "dueq/client.hpp"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <zmq.hpp>
 
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
+#include <unordered_map>
 
 #include "common/clock.hpp"
 #include "common/curve.hpp"
 #include "common/ids.hpp"
 #include "common/protocol.hpp"
+#include "common/unique_fd.hpp"
 
 namespace dueq {
 
+namespace {
+
+using FrameResult = std::expected<proto::Frame, ClientError>;
+using Completion = std::function<void(FrameResult)>;
+
+ClientError unexpected_reply(const std::string& what) { return ClientError{"bad_frame", "unexpected reply to " + what, 0}; }
+
+}  // namespace
+
+// One I/O thread owns the DEALER socket; any thread hands it requests through
+// a locked queue and an eventfd, so many requests can be outstanding on one
+// connection. Each is sent again when unanswered for timeout_ms (requests are
+// idempotent: enqueues carry their job ids) and fails after `attempts`.
 struct Client::Impl {
   Impl(std::string endpoint, ClientOptions o)
-      : options(o), context(1), socket(context, zmq::socket_type::dealer), endpoint(std::move(endpoint)) {
+      : options(o), context(1), socket(context, zmq::socket_type::dealer), endpoint(std::move(endpoint)),
+        wakeup(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (wakeup.get() < 0) throw std::runtime_error("eventfd failed");
     socket.set(zmq::sockopt::linger, 0);
     socket.set(zmq::sockopt::reconnect_ivl, 100);
     auto curve = load_client_curve(options.broker_key, options.key_file);
     if (!curve) throw std::invalid_argument(curve.error().message);
     apply_client_curve(socket, *curve);
     socket.connect(this->endpoint);
+    io = std::thread([this] { run(); });
   }
 
-  // Sends the request and waits for the reply frame with its request id,
-  // sending it again on timeout. Requests are idempotent, so a resend is safe.
+  ~Impl() {
+    stopping = true;
+    wake();
+    io.join();
+  }
+
+  // From any thread: encodes the request here (off the I/O thread) and
+  // queues it; `done` runs on the I/O thread with the reply or the error.
   template <typename Request>
-  std::expected<proto::Frame, ClientError> call(Request request) {
-    request.request_id = ++last_request_id;
-    const std::string bytes = proto::encode(request);
-    for (int attempt = 0; attempt < options.attempts; ++attempt) {
-      const int64_t deadline = steady_ms() + options.timeout_ms;
-      // A DEALER with no usable connection (a broker that refused this
-      // key's handshake) would block a send for ever: wait for room only
-      // until the attempt's deadline.
-      zmq::pollitem_t writable{socket.handle(), 0, ZMQ_POLLOUT, 0};
-      if (zmq::poll(&writable, 1, std::chrono::milliseconds(options.timeout_ms)) != 1 ||
-          !socket.send(zmq::buffer(bytes), zmq::send_flags::dontwait))
-        continue;
-      while (true) {
-        const int64_t left = deadline - steady_ms();
-        if (left <= 0) break;
-        zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-        zmq::poll(&item, 1, std::chrono::milliseconds(left));
-        if (!(item.revents & ZMQ_POLLIN)) continue;
-        zmq::message_t message;
-        if (!socket.recv(message, zmq::recv_flags::dontwait)) continue;
-        auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()),
-                                   proto::kMaxReplyValues);
-        if (!frame) return std::unexpected(ClientError{"bad_frame", "undecodable reply: " + frame.error().message, 0});
-        const uint64_t id = std::visit(
-            [](const auto& f) -> uint64_t {
-              if constexpr (requires { f.request_id; }) return f.request_id;
-              else return 0;
-            },
-            *frame);
-        if (auto* error = std::get_if<proto::ErrorFrame>(&*frame); error && (id == request.request_id || id == 0))
-          return std::unexpected(ClientError{error->code, error->message, error->retry_after_ms});
-        if (id == request.request_id) return std::move(*frame);
-        // A late reply to an earlier request: ignore it.
-      }
+  void submit(Request request, Completion done) {
+    request.request_id = next_request_id.fetch_add(1) + 1;
+    Outgoing outgoing{request.request_id, proto::encode(request), std::move(done)};
+    {
+      std::lock_guard lock(incoming_mutex);
+      incoming.push_back(std::move(outgoing));
     }
-    return std::unexpected(ClientError{"timeout", "no reply from the broker at " + endpoint + " after " +
-                                                      std::to_string(options.attempts) + " attempts" +
-                                                      (options.broker_key.empty()
-                                                           ? ""
-                                                           : " (a broker with CURVE answers nothing to a key it does not allow)"),
-                                       0});
+    wake();
   }
 
-  ClientOptions options;
+  // submit() with a future: `convert` turns the reply frame into T on the
+  // I/O thread.
+  template <typename T, typename Request, typename Convert>
+  std::future<std::expected<T, ClientError>> ask(Request request, Convert convert) {
+    auto promise = std::make_shared<std::promise<std::expected<T, ClientError>>>();
+    auto future = promise->get_future();
+    submit(std::move(request), [promise, convert = std::move(convert)](FrameResult frame) mutable {
+      if (!frame) promise->set_value(std::unexpected(std::move(frame.error())));
+      else promise->set_value(convert(std::move(*frame)));
+    });
+    return future;
+  }
+
+  struct Outgoing {
+    uint64_t request_id;
+    std::string bytes;
+    Completion done;
+  };
+  struct Pending {
+    std::string bytes;
+    Completion done;
+    int attempts_left = 0;
+    int64_t deadline_ms = 0;
+    bool sent = false;
+  };
+
+  void wake() {
+    const uint64_t one = 1;
+    (void)!::write(wakeup.get(), &one, sizeof one);
+  }
+
+  void run() {
+    while (!stopping) {
+      take_incoming();
+      send_unsent();
+      expire(steady_ms());
+      zmq::pollitem_t items[] = {{socket.handle(), 0, static_cast<short>(ZMQ_POLLIN | (unsent > 0 ? ZMQ_POLLOUT : 0)), 0},
+                                 {nullptr, wakeup.get(), ZMQ_POLLIN, 0}};
+      zmq::poll(items, 2, std::chrono::milliseconds(poll_timeout_ms()));
+      if (items[1].revents & ZMQ_POLLIN) {
+        uint64_t count = 0;
+        (void)!::read(wakeup.get(), &count, sizeof count);
+      }
+      if (items[0].revents & ZMQ_POLLIN) receive_all();
+    }
+    take_incoming();
+    for (auto& [id, pending] : pending_by_id)
+      pending.done(std::unexpected(ClientError{"unavailable", "the client was closed before the broker answered", 0}));
+  }
+
+  void take_incoming() {
+    std::deque<Outgoing> taken;
+    {
+      std::lock_guard lock(incoming_mutex);
+      taken.swap(incoming);
+    }
+    const int64_t now = steady_ms();
+    for (auto& o : taken) {
+      pending_by_id.emplace(o.request_id, Pending{std::move(o.bytes), std::move(o.done), options.attempts, now + options.timeout_ms, false});
+      deadlines.push_back({now + options.timeout_ms, o.request_id});
+      ++unsent;
+    }
+  }
+
+  // A DEALER with no usable connection (a broker that refused this key's
+  // handshake) refuses sends: those wait here until their deadline.
+  void send_unsent() {
+    if (unsent == 0) return;
+    for (auto& [id, pending] : pending_by_id) {
+      if (pending.sent) continue;
+      if (!socket.send(zmq::buffer(pending.bytes), zmq::send_flags::dontwait)) return;
+      pending.sent = true;
+      --unsent;
+    }
+  }
+
+  void receive_all() {
+    zmq::message_t message;
+    while (socket.recv(message, zmq::recv_flags::dontwait)) {
+      auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()),
+                                 proto::kMaxReplyValues);
+      if (!frame) continue;  // no request id to answer: its request times out
+      const uint64_t id = proto::request_id_of(*frame);
+      auto* error = std::get_if<proto::ErrorFrame>(&*frame);
+      if (error != nullptr && id == 0) {
+        // The broker could not tell which request it refuses (a key no
+        // longer allowed): every outstanding one is refused.
+        for (auto& [pending_id, pending] : pending_by_id)
+          pending.done(std::unexpected(ClientError{error->code, error->message, error->retry_after_ms}));
+        pending_by_id.clear();
+        unsent = 0;
+        continue;
+      }
+      auto it = pending_by_id.find(id);
+      if (it == pending_by_id.end()) continue;  // a late reply to a request already answered or failed
+      Completion done = std::move(it->second.done);
+      if (!it->second.sent) --unsent;
+      pending_by_id.erase(it);
+      if (error != nullptr) done(std::unexpected(ClientError{error->code, error->message, error->retry_after_ms}));
+      else done(std::move(*frame));
+    }
+  }
+
+  // Deadlines are queued in the order they were set, all timeout_ms long,
+  // so the earliest is at the front; answered requests' entries are skipped.
+  void expire(int64_t now) {
+    while (!deadlines.empty() && deadlines.front().first <= now) {
+      const uint64_t id = deadlines.front().second;
+      deadlines.pop_front();
+      auto it = pending_by_id.find(id);
+      if (it == pending_by_id.end()) continue;
+      Pending& pending = it->second;
+      if (--pending.attempts_left > 0) {
+        pending.deadline_ms = now + options.timeout_ms;
+        deadlines.push_back({pending.deadline_ms, id});
+        if (pending.sent) ++unsent;
+        pending.sent = false;
+        continue;
+      }
+      Completion done = std::move(pending.done);
+      if (!pending.sent) --unsent;
+      pending_by_id.erase(it);
+      done(std::unexpected(timeout_error()));
+    }
+  }
+
+  int64_t poll_timeout_ms() const {
+    if (deadlines.empty()) return -1;
+    return std::max<int64_t>(0, deadlines.front().first - steady_ms());
+  }
+
+  ClientError timeout_error() const {
+    return ClientError{"timeout",
+                       "no reply from the broker at " + endpoint + " after " + std::to_string(options.attempts) +
+                           " attempts" +
+                           (options.broker_key.empty() ? "" : " (a broker with CURVE answers nothing to a key it does not allow)"),
+                       0};
+  }
+
+  const ClientOptions options;
   zmq::context_t context;
-  zmq::socket_t socket;
-  std::string endpoint;
-  uint64_t last_request_id = 0;
+  zmq::socket_t socket;  // the I/O thread's only
+  const std::string endpoint;
+  UniqueFd wakeup;
+  std::atomic<uint64_t> next_request_id{0};
+  std::atomic<bool> stopping{false};
+
+  std::mutex incoming_mutex;
+  std::deque<Outgoing> incoming;  // guarded by incoming_mutex
+
+  // The I/O thread's own.
+  std::unordered_map<uint64_t, Pending> pending_by_id;
+  std::deque<std::pair<int64_t, uint64_t>> deadlines;  // (steady ms, request id)
+  size_t unsent = 0;
+  std::thread io;  // last: starts after everything it uses exists
 };
 
-Client::Client(std::string broker_endpoint, ClientOptions options)
-    : impl_(std::make_unique<Impl>(std::move(broker_endpoint), options)) {}
-Client::~Client() = default;
+namespace {
 
-int64_t Client::in_ms(int64_t delay_ms) { return wall_ms() + delay_ms; }
-
-std::expected<EnqueueResult, ClientError> Client::enqueue(JobSpec job) {
-  std::vector<JobSpec> one;
-  one.push_back(std::move(job));
-  auto results = enqueue_batch(std::move(one));
-  if (!results) return std::unexpected(results.error());
-  return std::move(results->front());
+std::expected<std::vector<EnqueueResult>, ClientError> enqueue_results(proto::Frame frame, size_t jobs) {
+  auto* reply = std::get_if<proto::EnqueueReply>(&frame);
+  if (reply == nullptr || reply->results.size() != jobs) return std::unexpected(unexpected_reply("enqueue"));
+  std::vector<EnqueueResult> out;
+  out.reserve(jobs);
+  for (auto& r : reply->results)
+    out.push_back(EnqueueResult{std::move(r.id), static_cast<EnqueueResult::Status>(r.status), std::move(r.reason),
+                                r.status == static_cast<uint8_t>(proto::EnqueueStatus::overloaded) ? reply->retry_after_ms : 0});
+  return out;
 }
 
-std::expected<std::vector<EnqueueResult>, ClientError> Client::enqueue_batch(std::vector<JobSpec> jobs) {
+std::expected<proto::Enqueue, ClientError> enqueue_request(std::vector<JobSpec>& jobs) {
   if (jobs.empty() || jobs.size() > proto::kMaxBatch)
     return std::unexpected(ClientError{"bad_argument", "a batch holds 1..10000 jobs", 0});
   proto::Enqueue request;
@@ -100,46 +248,83 @@ std::expected<std::vector<EnqueueResult>, ClientError> Client::enqueue_batch(std
                                          proto::Bytes{std::move(job.payload)}, job.due_ms, job.max_attempts,
                                          job.backoff_base_ms, job.backoff_cap_ms});
   }
-  auto frame = impl_->call(std::move(request));
-  if (!frame) return std::unexpected(frame.error());
-  auto* reply = std::get_if<proto::EnqueueReply>(&*frame);
-  if (reply == nullptr || reply->results.size() != jobs.size())
-    return std::unexpected(ClientError{"bad_frame", "unexpected reply to enqueue", 0});
-  std::vector<EnqueueResult> out;
-  for (auto& r : reply->results)
-    out.push_back(EnqueueResult{std::move(r.id), static_cast<EnqueueResult::Status>(r.status), std::move(r.reason),
-                                r.status == static_cast<uint8_t>(proto::EnqueueStatus::overloaded) ? reply->retry_after_ms : 0});
-  return out;
+  return request;
+}
+
+template <typename T>
+std::future<std::expected<T, ClientError>> ready(std::expected<T, ClientError> value) {
+  std::promise<std::expected<T, ClientError>> promise;
+  promise.set_value(std::move(value));
+  return promise.get_future();
+}
+
+}  // namespace
+
+Client::Client(std::string broker_endpoint, ClientOptions options)
+    : impl_(std::make_unique<Impl>(std::move(broker_endpoint), options)) {}
+Client::~Client() = default;
+
+int64_t Client::in_ms(int64_t delay_ms) { return wall_ms() + delay_ms; }
+
+std::future<std::expected<std::vector<EnqueueResult>, ClientError>> Client::enqueue_batch_async(std::vector<JobSpec> jobs) {
+  auto request = enqueue_request(jobs);
+  if (!request) return ready<std::vector<EnqueueResult>>(std::unexpected(request.error()));
+  const size_t count = request->jobs.size();
+  return impl_->ask<std::vector<EnqueueResult>>(std::move(*request), [count](proto::Frame frame) {
+    return enqueue_results(std::move(frame), count);
+  });
+}
+
+std::future<std::expected<EnqueueResult, ClientError>> Client::enqueue_async(JobSpec job) {
+  std::vector<JobSpec> one;
+  one.push_back(std::move(job));
+  auto request = enqueue_request(one);
+  if (!request) return ready<EnqueueResult>(std::unexpected(request.error()));
+  return impl_->ask<EnqueueResult>(std::move(*request), [](proto::Frame frame) -> std::expected<EnqueueResult, ClientError> {
+    auto results = enqueue_results(std::move(frame), 1);
+    if (!results) return std::unexpected(results.error());
+    return std::move(results->front());
+  });
+}
+
+std::expected<EnqueueResult, ClientError> Client::enqueue(JobSpec job) { return enqueue_async(std::move(job)).get(); }
+
+std::expected<std::vector<EnqueueResult>, ClientError> Client::enqueue_batch(std::vector<JobSpec> jobs) {
+  return enqueue_batch_async(std::move(jobs)).get();
 }
 
 std::expected<std::vector<QueueStats>, ClientError> Client::stats() {
-  auto frame = impl_->call(proto::StatsRequest{});
-  if (!frame) return std::unexpected(frame.error());
-  auto* reply = std::get_if<proto::StatsReply>(&*frame);
-  if (reply == nullptr) return std::unexpected(ClientError{"bad_frame", "unexpected reply to stats", 0});
-  std::vector<QueueStats> out;
-  for (const auto& q : reply->queues)
-    out.push_back(QueueStats{q.queue, q.scheduled, q.waiting, q.in_flight, q.done, q.dead, q.accepted, q.retried,
-                             q.stale_acks, q.next_due_ms, q.cancelled, q.purged});
-  return out;
+  using Result = std::expected<std::vector<QueueStats>, ClientError>;
+  return impl_->ask<std::vector<QueueStats>>(proto::StatsRequest{}, [](proto::Frame frame) -> Result {
+    auto* reply = std::get_if<proto::StatsReply>(&frame);
+    if (reply == nullptr) return std::unexpected(unexpected_reply("stats"));
+    std::vector<QueueStats> out;
+    for (const auto& q : reply->queues)
+      out.push_back(QueueStats{q.queue, q.scheduled, q.waiting, q.in_flight, q.done, q.dead, q.accepted, q.retried,
+                               q.stale_acks, q.next_due_ms, q.cancelled, q.purged});
+    return out;
+  }).get();
 }
 
 std::expected<std::optional<std::map<std::string, std::string>>, ClientError> Client::job(const std::string& id,
                                                                                            const std::string& queue) {
-  auto frame = impl_->call(proto::JobRequest{0, id, queue});
-  if (!frame) return std::unexpected(frame.error());
-  auto* reply = std::get_if<proto::JobReply>(&*frame);
-  if (reply == nullptr) return std::unexpected(ClientError{"bad_frame", "unexpected reply to job", 0});
-  if (!reply->found) return std::optional<std::map<std::string, std::string>>{};
-  return std::optional(std::move(reply->fields));
+  using Fields = std::optional<std::map<std::string, std::string>>;
+  return impl_->ask<Fields>(proto::JobRequest{0, id, queue}, [](proto::Frame frame) -> std::expected<Fields, ClientError> {
+    auto* reply = std::get_if<proto::JobReply>(&frame);
+    if (reply == nullptr) return std::unexpected(unexpected_reply("job"));
+    if (!reply->found) return Fields{};
+    return Fields(std::move(reply->fields));
+  }).get();
 }
 
 std::expected<AdminResult, ClientError> Client::admin(const AdminCommand& command) {
-  auto frame = impl_->call(proto::AdminRequest{0, command.op, command.queue, command.ids, command.older_than_ms, command.limit});
-  if (!frame) return std::unexpected(frame.error());
-  auto* reply = std::get_if<proto::AdminReply>(&*frame);
-  if (reply == nullptr) return std::unexpected(ClientError{"bad_frame", "unexpected reply to " + command.op, 0});
-  return AdminResult{std::move(reply->rows), std::move(reply->summary)};
+  return impl_->ask<AdminResult>(
+      proto::AdminRequest{0, command.op, command.queue, command.ids, command.older_than_ms, command.limit},
+      [op = command.op](proto::Frame frame) -> std::expected<AdminResult, ClientError> {
+        auto* reply = std::get_if<proto::AdminReply>(&frame);
+        if (reply == nullptr) return std::unexpected(unexpected_reply(op));
+        return AdminResult{std::move(reply->rows), std::move(reply->summary)};
+      }).get();
 }
 
 }  // namespace dueq

@@ -1,12 +1,18 @@
 #pragma once
 // dueq producer client: enqueue jobs and read queue state through the broker.
-// Not thread-safe: use one Client per thread.
+// Thread-safe: one Client (one connection) can serve every thread of a
+// process, and the *_async calls keep many requests outstanding on it.
 //
 //   dueq::Client client("tcp://broker:7600");
 //   auto r = client.enqueue({.queue = "emails", .type = "send", .payload = "{...}", .due_ms = dueq::Client::in_ms(30'000)});
 //   if (!r) std::cerr << r.error().message;
+//
+//   auto pending = client.enqueue_async({.queue = "emails", .type = "send"});
+//   ...                                  // other work, or more enqueues
+//   auto result = pending.get();         // the same result enqueue() gives
 #include <cstdint>
 #include <expected>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -83,6 +89,13 @@ class Client {
   std::expected<EnqueueResult, ClientError> enqueue(JobSpec job);
   // Up to 10,000 jobs per call; results are in the order of `jobs`.
   std::expected<std::vector<EnqueueResult>, ClientError> enqueue_batch(std::vector<JobSpec> jobs);
+
+  // The same without waiting: the future is ready when the broker answered,
+  // or with the error once every attempt timed out or the Client was
+  // destroyed. To retry after an error without making a second job, give
+  // the job its id (JobSpec::id) before the first call.
+  std::future<std::expected<EnqueueResult, ClientError>> enqueue_async(JobSpec job);
+  std::future<std::expected<std::vector<EnqueueResult>, ClientError>> enqueue_batch_async(std::vector<JobSpec> jobs);
   std::expected<std::vector<QueueStats>, ClientError> stats();
   // The job's stored fields, or nullopt when no queue has it.
   std::expected<std::optional<std::map<std::string, std::string>>, ClientError> job(const std::string& id,
