@@ -1,6 +1,8 @@
 // dueq: command-line producer and inspector. Talks only to the broker.
 #include <algorithm>
+#include <deque>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -125,21 +127,30 @@ int enqueue_from(dueq::Client& client, const std::string& path) {
   std::istream& in = path == "-" ? std::cin : file;
   size_t accepted = 0, duplicate = 0, rejected = 0, overloaded = 0, line_no = 0;
   uint32_t retry_after_ms = 0;
+  // Up to kBatchesInFlight batches are outstanding on the one connection:
+  // the file is read and sent while the broker stores earlier batches.
+  constexpr size_t kBatchesInFlight = 4;
+  struct Sent {
+    std::future<std::expected<std::vector<dueq::EnqueueResult>, dueq::ClientError>> results;
+    std::vector<std::string> ids;
+    std::vector<size_t> lines;
+  };
+  std::deque<Sent> in_flight;
+  int first_error = 0;
   std::vector<dueq::JobSpec> batch;
   std::vector<size_t> batch_lines;
-  auto flush = [&]() -> int {
-    if (batch.empty()) return 0;
-    std::vector<std::string> ids;
-    for (const auto& job : batch) ids.push_back(job.id);
-    auto results = client.enqueue_batch(std::move(batch));
-    batch.clear();
+  auto settle_oldest = [&] {
+    Sent sent = std::move(in_flight.front());
+    in_flight.pop_front();
+    auto results = sent.results.get();
     if (!results) {
       const int rc = report(results.error());
+      if (first_error == 0) first_error = rc;
       // The outcome of this batch is unknown: show every id, generated ones
       // included, so that a retry can reuse them.
-      for (size_t i = 0; i < ids.size(); ++i)
-        fmt::print(stderr, "dueq: line {}: id {} (outcome unknown)\n", batch_lines[i], ids[i]);
-      return rc;
+      for (size_t i = 0; i < sent.ids.size(); ++i)
+        fmt::print(stderr, "dueq: line {}: id {} (outcome unknown)\n", sent.lines[i], sent.ids[i]);
+      return;
     }
     for (size_t i = 0; i < results->size(); ++i) {
       const auto& r = (*results)[i];
@@ -150,11 +161,26 @@ int enqueue_from(dueq::Client& client, const std::string& path) {
         retry_after_ms = std::max(retry_after_ms, r.retry_after_ms);
       } else {
         ++rejected;
-        fmt::print(stderr, "dueq: line {}: rejected: {}\n", batch_lines[i], r.reason);
+        fmt::print(stderr, "dueq: line {}: rejected: {}\n", sent.lines[i], r.reason);
       }
     }
-    batch_lines.clear();
-    return 0;
+  };
+  // Sends the batch; false once a batch has failed (no more are sent, the
+  // outstanding ones are still settled and reported).
+  auto flush = [&]() -> bool {
+    if (!batch.empty()) {
+      Sent sent{{}, {}, std::move(batch_lines)};
+      for (const auto& job : batch) sent.ids.push_back(job.id);
+      sent.results = client.enqueue_batch_async(std::move(batch));
+      in_flight.push_back(std::move(sent));
+      batch.clear();
+      batch_lines.clear();
+    }
+    while (in_flight.size() >= kBatchesInFlight || (first_error == 0 && !in_flight.empty() &&
+                                                     in_flight.front().results.wait_for(std::chrono::seconds(0)) ==
+                                                         std::future_status::ready))
+      settle_oldest();
+    return first_error == 0;
   };
   std::string line;
   while (std::getline(in, line)) {
@@ -186,10 +212,11 @@ int enqueue_from(dueq::Client& client, const std::string& path) {
     if (job.id.empty()) job.id = dueq::new_job_id();
     batch.push_back(std::move(job));
     batch_lines.push_back(line_no);
-    if (batch.size() == 1000)
-      if (int rc = flush(); rc != 0) return rc;
+    if (batch.size() == 1000 && !flush()) break;
   }
-  if (int rc = flush(); rc != 0) return rc;
+  if (first_error == 0) flush();
+  while (!in_flight.empty()) settle_oldest();
+  if (first_error != 0) return first_error;
   fmt::print("accepted {}, duplicate {}, rejected {}", accepted, duplicate, rejected);
   if (overloaded > 0) fmt::print(", overloaded {} (retry after {} ms)", overloaded, retry_after_ms);
   fmt::print("\n");

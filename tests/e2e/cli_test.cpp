@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
+#include <sstream>
+
 #include "tests/support/cluster.hpp"
 
 using namespace dueq::testing;
@@ -56,6 +59,31 @@ TEST(Cli, EnqueueFromJsonLinesReportsCountsAndBadLines) {
   EXPECT_NE(run.out.find("accepted 2, duplicate 1, rejected 2"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find(":4:"), std::string::npos) << "bad line number reported";
   EXPECT_NE(run.out.find("unknown field 'colour'"), std::string::npos);
+}
+
+// Batches from a file go out several at a time; when they fail, the id of
+// every job sent (generated ones included) is shown, so a retry can reuse them.
+TEST(Cli, AFileIsSentSeveralBatchesAtATimeAndAFailureNamesEveryIdSent) {
+  const auto dir = make_temp_dir("cli");
+  const auto file = dir / "jobs.jsonl";
+  {
+    std::ofstream out(file);
+    for (int i = 0; i < 2'500; ++i) out << R"({"queue":"q","type":"t"})" << "\n";
+  }
+  const std::string nobody = "tcp://127.0.0.1:" + std::to_string(free_port());
+  auto run = run_dueq(nobody, "--timeout 200ms enqueue --from " + file.string(), true);
+  EXPECT_EQ(run.code, 75) << run.out.substr(0, 500);
+  std::set<std::string> ids, lines;
+  std::istringstream text(run.out);
+  for (std::string line; std::getline(text, line);) {
+    const auto id_at = line.find(": id "), unknown_at = line.find(" (outcome unknown)");
+    if (id_at == std::string::npos || unknown_at == std::string::npos) continue;
+    lines.insert(line.substr(0, id_at));
+    ids.insert(line.substr(id_at + 5, unknown_at - id_at - 5));
+  }
+  EXPECT_EQ(lines.size(), 2'500u) << "every line sent is named";
+  EXPECT_EQ(ids.size(), 2'500u) << "each with its own id";
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, BadFlagsAreUsageErrorsAndChangeNothing) {
