@@ -563,6 +563,32 @@ Figures single_job(const Options& o, Json& table) {
   return f;
 }
 
+// 100,000 ready jobs drained by 2 example workers x 32, timed from the
+// moment the workers start (their start-up counts, as it does for a user):
+// with the default, adaptive prefetch, with --prefetch 500 (the tuned
+// setting of the other scenarios) and with --prefetch 32 (= concurrency, the
+// default before it adapted).
+Figures default_settings(const Options& o, Json&) {
+  const size_t n = o.smoke ? 20'000 : 100'000;
+  Figures f;
+  for (const std::string prefetch : {"", "500", "32"}) {
+    Cluster cluster;
+    enqueue_all(cluster.endpoint(), noop_jobs(n, "bulk"), 2);
+    progress(fmt::format("defaults: {} jobs, prefetch {}", n, prefetch.empty() ? "default" : prefetch));
+    const int64_t t0 = wall_us();
+    for (int i = 0; i < 2; ++i) {
+      std::vector<std::string> argv = {bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "bulk", "--concurrency", "32"};
+      if (!prefetch.empty()) argv.insert(argv.end(), {"--prefetch", prefetch});
+      cluster.start_worker(argv);
+    }
+    eventually([&] { return done_count(cluster, "bulk") >= static_cast<int64_t>(n); }, 300s, 2ms);
+    f[prefetch.empty() ? "default_jobs_per_s" : "prefetch_" + prefetch + "_jobs_per_s"] =
+        n / (static_cast<double>(wall_us() - t0) / 1e6);
+  }
+  f["ratio_default_to_prefetch_500"] = f["default_jobs_per_s"] / f["prefetch_500_jobs_per_s"];
+  return f;
+}
+
 // Key files for a CURVE run: the broker's pair and one client pair per role
 // (producer, worker, admin for the stats probes), on an allow-list that
 // grants every queue.
@@ -634,8 +660,8 @@ int main(int argc, char** argv) {
   std::string scenario = "all", out = "bench/results/results.jsonl";
   bool json = false;
   CLI::App app{"dueq-bench: measure dueq against the targets in DESIGN.md"};
-  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog, audit, curve, single or all")
-      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog", "audit", "curve", "single"}));
+  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog, audit, curve, single, defaults or all")
+      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog", "audit", "curve", "single", "defaults"}));
   app.add_option("--latency-rate", o.latency_rate, "jobs/s for the latency scenario (default: half the steady maximum measured in the same invocation, else 20,000)")
       ->check(CLI::Range(100.0, 1'000'000.0));
   app.add_option("--runs", o.runs, "runs per scenario (median reported)")->check(CLI::Range(1, 20));
@@ -658,7 +684,7 @@ int main(int argc, char** argv) {
                       {"redis", command_output("redis-server --version | grep -o 'v=[0-9.]*' | cut -c3-")}};
 
   double max_steady = 0;
-  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog", "audit", "curve", "single"};
+  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog", "audit", "curve", "single", "defaults"};
   int failures = 0;
   for (const auto& name : order) {
     if (scenario != "all" && scenario != name) continue;
@@ -676,6 +702,7 @@ int main(int argc, char** argv) {
       else if (name == "backlog") f = backlog(o, table);
       else if (name == "curve") f = curve(o, table);
       else if (name == "single") f = single_job(o, table);
+      else if (name == "defaults") f = default_settings(o, table);
       else f = audit_under_load(o, table);
       for (const auto& [k, v] : f) samples[k].push_back(v);
     }

@@ -55,7 +55,10 @@ void Workers::on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, 
   worker->last_seen_ms = heard_ms;
   worker->draining = heartbeat.draining;
   registry_.lift_bar(peer.routing_id);
-  if (heartbeat.capacity > 0) worker->capacity = capped(heartbeat.capacity);
+  if (heartbeat.capacity > 0 && capped(heartbeat.capacity) != worker->capacity) {
+    spdlog::debug("worker {} capacity {} -> {}", loggable(worker->worker_id), worker->capacity, capped(heartbeat.capacity));
+    worker->capacity = capped(heartbeat.capacity);
+  }
   adopt_held(peer.routing_id, heartbeat.held, heard_ms);
   outbox_.send(peer, proto::Pong{broker_id_});
 }

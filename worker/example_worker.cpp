@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   app.add_option("--broker", options.broker, "broker endpoint")->envname("DUEQ_BROKER")->required();
   app.add_option("--queue", options.queues, "queue to serve")->required();
   app.add_option("--concurrency", options.concurrency, "handlers at once")->check(CLI::Range(1, 5'000));
-  app.add_option("--prefetch", options.prefetch, "extra jobs buffered")->check(CLI::Range(0, 9'000));
+  app.add_option("--prefetch", options.prefetch, "extra jobs buffered (default: adapts to handler time)")->check(CLI::Range(0, 9'000));
   app.add_option("--record", record, "append a line per job start to this file");
   app.add_option("--broker-key", options.broker_key, "the broker's CURVE public key: 40 Z85 characters or its .pub file")->envname("DUEQ_BROKER_KEY");
   app.add_option("--key", options.key_file, "this worker's CURVE key file (dueq keygen)")->envname("DUEQ_KEY");

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
       ->envname("DUEQ_BROKER")->required();
   app.add_option("--queue", options.queues, "queue to serve (repeat for several)")->required();
   app.add_option("--concurrency", options.concurrency, "commands running at once")->check(CLI::Range(1, 10'000));
-  app.add_option("--prefetch", options.prefetch, "extra jobs buffered beyond concurrency (default: = concurrency)")
+  app.add_option("--prefetch", options.prefetch, "extra jobs buffered beyond concurrency (default: adapts to handler time, from concurrency up to 1000 jobs in all)")
       ->check(CLI::Range(0, 10'000));
   app.add_option("--exec", execs, "TYPE=COMMAND: run COMMAND (via /bin/sh -c) for jobs of TYPE; '*' for any type")
       ->required();

@@ -3,6 +3,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -18,6 +20,7 @@
 #include "common/curve.hpp"
 #include "common/ids.hpp"
 #include "common/protocol.hpp"
+#include "worker/prefetch.hpp"
 
 namespace dueq {
 
@@ -27,6 +30,7 @@ constexpr int64_t kHelloRetryMs = 1'000;
 constexpr int64_t kDefaultHeartbeatMs = 500;
 constexpr int64_t kConfirmWaitMs = 2'000;  // on drain: how long to wait for the broker to confirm results
 constexpr int64_t kCancelGraceMs = 5'000;  // on drain: how long cancelled handlers get to return
+constexpr int64_t kMinCapacityNoticeMs = 50;  // adaptive capacity: at most one early heartbeat this often
 
 std::string held_key(const std::string& queue, const std::string& id) { return queue + '\n' + id; }
 
@@ -53,7 +57,7 @@ struct Worker::Impl {
   };
 
   explicit Impl(WorkerOptions o) : options(std::move(o)), context(1), dealer(context, zmq::socket_type::dealer) {
-    if (options.prefetch == 0) options.prefetch = options.concurrency;
+    adaptive = options.prefetch == 0;
     if (options.worker_id.empty()) options.worker_id = default_worker_id();
     wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   }
@@ -66,7 +70,12 @@ struct Worker::Impl {
     [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
   }
 
-  uint32_t capacity() const { return options.concurrency + options.prefetch; }
+  // Running plus buffered jobs. With no prefetch set the buffer follows the
+  // measured handler time (worker/prefetch.hpp).
+  uint32_t capacity() const {
+    return options.concurrency +
+           (adaptive ? worker::adaptive_prefetch(options.concurrency, mean_handler_us.load(std::memory_order_relaxed)) : options.prefetch);
+  }
 
   // ---- handler pool -------------------------------------------------------
   void start_pool() {
@@ -96,8 +105,17 @@ struct Worker::Impl {
         pending.pop_front();
         ++running;
       }
+      const auto started = std::chrono::steady_clock::now();
       finished = run_delivery(delivery);
+      if (adaptive) record_handler_time(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
     }
+  }
+
+  // A moving average over about the last 16 runs; racing threads may lose
+  // an update, which an average can spare.
+  void record_handler_time(double micros) {
+    const double mean = mean_handler_us.load(std::memory_order_relaxed);
+    mean_handler_us.store(mean <= 0 ? micros : mean + (micros - mean) / 16, std::memory_order_relaxed);
   }
 
   proto::JobResult run_delivery(Delivery& delivery) {
@@ -142,8 +160,20 @@ struct Worker::Impl {
     (void)dealer.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
   }
 
+  void send_heartbeat(int64_t now) {
+    announced_capacity = capacity();
+    send(proto::Heartbeat{held_refs(), announced_capacity, draining});
+    last_heartbeat_ms = now;
+  }
+
+  bool capacity_moved_far() const {
+    const uint32_t now_capacity = capacity();
+    return now_capacity >= 2 * announced_capacity || 2 * now_capacity <= announced_capacity;
+  }
+
   void send_hello(int64_t now) {
-    proto::Hello hello{options.worker_id, options.queues, capacity(), held_refs(), host_name(), static_cast<uint32_t>(::getpid())};
+    announced_capacity = capacity();
+    proto::Hello hello{options.worker_id, options.queues, announced_capacity, held_refs(), host_name(), static_cast<uint32_t>(::getpid())};
     send(hello);
     hello_sent_ms = now;
   }
@@ -382,9 +412,13 @@ struct Worker::Impl {
         if (!welcomed) {
           if (now - hello_sent_ms >= kHelloRetryMs) send_hello(now);
         } else {
-          send(proto::Heartbeat{held_refs(), capacity(), draining});
+          send_heartbeat(now);
         }
         next_heartbeat = now + heartbeat_ms;
+      } else if (adaptive && welcomed && !draining && capacity_moved_far() && now - last_heartbeat_ms >= kMinCapacityNoticeMs) {
+        // The broker learns a capacity from heartbeats: a much larger or
+        // smaller one is told at once, not up to a heartbeat later.
+        send_heartbeat(now);
       }
       if (draining) {
         const bool idle = running.load() == 0 && held.empty();
@@ -413,6 +447,10 @@ struct Worker::Impl {
   }
 
   WorkerOptions options;
+  bool adaptive = false;                        // no prefetch set: capacity() follows handler times
+  std::atomic<double> mean_handler_us{0};       // 0 until a handler has run
+  uint32_t announced_capacity = 0;              // in the last HELLO or heartbeat
+  int64_t last_heartbeat_ms = 0;
   std::unordered_map<std::string, Handler> handlers;
   std::atomic<bool> stop_requested{false};
   bool force_cancelled = false;

@@ -51,7 +51,11 @@ struct WorkerOptions {
   std::string broker = "tcp://127.0.0.1:7600";  // the broker's --listen endpoint
   std::vector<std::string> queues;
   unsigned concurrency = 1;         // handlers running at once
-  unsigned prefetch = 0;            // extra jobs buffered; 0 = same as concurrency
+  // Extra jobs buffered beyond the running ones. 0: adapts to the measured
+  // handler time, from `concurrency` for long handlers up to 1,000 jobs in
+  // all for very short ones (enough to keep handlers busy while the broker
+  // refills their slots).
+  unsigned prefetch = 0;
   int64_t drain_timeout_ms = 30'000;  // on stop(): how long running jobs may finish
   std::string worker_id;            // default: host-pid-random
   // CurveZMQ (docs/security.md): the broker's public key (Z85 or its .pub

@@ -1,5 +1,6 @@
 // End-to-end rules with real processes: redis-server, dueq-broker, workers.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <zmq.hpp>
 
@@ -993,4 +994,47 @@ TEST(EndToEnd, InvalidJobsInABatchAreRejectedOneByOne) {
   auto s = cluster.stats("good");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->accepted, 2);
+}
+
+namespace {
+
+// The capacities the broker learnt from a worker's heartbeats, in order
+// (its debug lines "worker W capacity A -> B").
+std::vector<int> capacity_changes(Cluster& cluster) {
+  std::vector<int> to;
+  std::istringstream log(read_file(cluster.dir() / "broker.log"));
+  for (std::string line; std::getline(log, line);)
+    if (auto at = line.find(" -> "); at != std::string::npos && line.find(" capacity ") != std::string::npos)
+      to.push_back(std::stoi(line.substr(at + 4)));
+  return to;
+}
+
+// Runs `jobs` jobs of `type` (payload `payload`) on one example worker with
+// 4 handlers and no --prefetch; returns the capacity changes it announced.
+std::vector<int> capacities_while_running(const std::string& type, const std::string& payload, int jobs) {
+  Cluster cluster({"--log-level", "debug"});
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "q", "--concurrency", "4"});
+  EXPECT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> batch;
+  for (int i = 0; i < jobs; ++i) batch.push_back({"q", type, payload, "", 0, 0});
+  for (size_t at = 0; at < batch.size(); at += 1000)
+    EXPECT_TRUE(client.enqueue_batch({batch.begin() + at, batch.begin() + std::min(batch.size(), at + 1000)}));
+  EXPECT_TRUE(eventually([&] { auto s = cluster.stats("q"); return s && s->done == jobs; }, 60s));
+  return capacity_changes(cluster);
+}
+
+}  // namespace
+
+// Without --prefetch a worker buffers according to its handlers' run time:
+// short handlers get a deep buffer (announced beyond 2 x concurrency), long
+// ones keep concurrency + concurrency.
+TEST(EndToEnd, AWorkerWithoutPrefetchBuffersDeeplyForShortHandlersOnly) {
+  const auto fast = capacities_while_running("noop", "", 20'000);
+  ASSERT_FALSE(fast.empty()) << "no capacity change announced for no-op handlers";
+  EXPECT_GT(*std::max_element(fast.begin(), fast.end()), 100) << "a deep buffer for no-op handlers";
+  const auto slow = capacities_while_running("sleep", "30", 40);
+  for (int capacity : slow) EXPECT_LE(capacity, 8) << "30 ms handlers buffer no more than their concurrency";
+  std::printf("[ figures  ] capacities announced: no-op handlers %s; 30 ms handlers %s (from 8)\n",
+              fmt::format("{}", fmt::join(fast, ", ")).c_str(), fmt::format("{}", fmt::join(slow, ", ")).c_str());
 }
