@@ -589,6 +589,38 @@ Figures default_settings(const Options& o, Json&) {
   return f;
 }
 
+// 1,000 jobs/s, one job per enqueue_async call (stamped with its send
+// time), run by one example worker at default settings: enqueue-to-start
+// at the low rates most applications see (issue 14).
+Figures low_rate(const Options& o, Json&) {
+  const double seconds = o.smoke ? 2 : 10;
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "low", "--record", record.string()});
+  cluster.wait_for_workers(1);
+  progress(fmt::format("low rate: 1,000 single-job enqueues/s for {} s", seconds));
+  Client client(cluster.endpoint(), with_timeouts({}));
+  std::vector<std::future<std::expected<EnqueueResult, ClientError>>> pending;
+  const int64_t start = wall_us(), end = start + static_cast<int64_t>(seconds * 1e6);
+  for (int64_t next = start; next < end; next += 1000) {
+    if (const int64_t wait = next - wall_us(); wait > 0) std::this_thread::sleep_for(std::chrono::microseconds(wait));
+    pending.push_back(client.enqueue_async({"low", "noop", std::to_string(wall_us()), "", 0, 0}));
+  }
+  size_t accepted = 0;
+  for (auto& p : pending)
+    if (auto r = p.get(); r && r->status == EnqueueResult::Status::accepted) ++accepted;
+  eventually([&] { return done_count(cluster, "low") >= static_cast<int64_t>(accepted); }, 60s);
+  std::vector<double> ms;
+  for (const auto& r : read_records(record))
+    if (r.payload != "-") ms.push_back(static_cast<double>(r.start_us - std::stoll(r.payload)) / 1000.0);
+  Figures f;
+  f["jobs"] = static_cast<double>(ms.size());
+  f["p50_ms"] = percentile(ms, 50);
+  f["p99_ms"] = percentile(ms, 99);
+  f["max_ms"] = percentile(ms, 100);
+  return f;
+}
+
 // Key files for a CURVE run: the broker's pair and one client pair per role
 // (producer, worker, admin for the stats probes), on an allow-list that
 // grants every queue.
@@ -660,8 +692,8 @@ int main(int argc, char** argv) {
   std::string scenario = "all", out = "bench/results/results.jsonl";
   bool json = false;
   CLI::App app{"dueq-bench: measure dueq against the targets in DESIGN.md"};
-  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog, audit, curve, single, defaults or all")
-      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog", "audit", "curve", "single", "defaults"}));
+  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog, audit, curve, single, defaults, low_rate or all")
+      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog", "audit", "curve", "single", "defaults", "low_rate"}));
   app.add_option("--latency-rate", o.latency_rate, "jobs/s for the latency scenario (default: half the steady maximum measured in the same invocation, else 20,000)")
       ->check(CLI::Range(100.0, 1'000'000.0));
   app.add_option("--runs", o.runs, "runs per scenario (median reported)")->check(CLI::Range(1, 20));
@@ -684,7 +716,7 @@ int main(int argc, char** argv) {
                       {"redis", command_output("redis-server --version | grep -o 'v=[0-9.]*' | cut -c3-")}};
 
   double max_steady = 0;
-  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog", "audit", "curve", "single", "defaults"};
+  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog", "audit", "curve", "single", "defaults", "low_rate"};
   int failures = 0;
   for (const auto& name : order) {
     if (scenario != "all" && scenario != name) continue;
@@ -703,6 +735,7 @@ int main(int argc, char** argv) {
       else if (name == "curve") f = curve(o, table);
       else if (name == "single") f = single_job(o, table);
       else if (name == "defaults") f = default_settings(o, table);
+      else if (name == "low_rate") f = low_rate(o, table);
       else f = audit_under_load(o, table);
       for (const auto& [k, v] : f) samples[k].push_back(v);
     }
