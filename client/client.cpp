@@ -89,7 +89,6 @@ struct Client::Impl {
     std::string bytes;
     Completion done;
     int attempts_left = 0;
-    int64_t deadline_ms = 0;
     bool sent = false;
   };
 
@@ -125,7 +124,7 @@ struct Client::Impl {
     }
     const int64_t now = steady_ms();
     for (auto& o : taken) {
-      pending_by_id.emplace(o.request_id, Pending{std::move(o.bytes), std::move(o.done), options.attempts, now + options.timeout_ms, false});
+      pending_by_id.emplace(o.request_id, Pending{std::move(o.bytes), std::move(o.done), options.attempts, false});
       deadlines.push_back({now + options.timeout_ms, o.request_id});
       ++unsent;
     }
@@ -180,8 +179,7 @@ struct Client::Impl {
       if (it == pending_by_id.end()) continue;
       Pending& pending = it->second;
       if (--pending.attempts_left > 0) {
-        pending.deadline_ms = now + options.timeout_ms;
-        deadlines.push_back({pending.deadline_ms, id});
+        deadlines.push_back({now + options.timeout_ms, id});
         if (pending.sent) ++unsent;
         pending.sent = false;
         continue;

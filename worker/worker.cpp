@@ -57,7 +57,6 @@ struct Worker::Impl {
   };
 
   explicit Impl(WorkerOptions o) : options(std::move(o)), context(1), dealer(context, zmq::socket_type::dealer) {
-    adaptive = options.prefetch == 0;
     if (options.worker_id.empty()) options.worker_id = default_worker_id();
     wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   }
@@ -70,11 +69,14 @@ struct Worker::Impl {
     [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
   }
 
-  // Running plus buffered jobs. With no prefetch set the buffer follows the
-  // measured handler time (worker/prefetch.hpp).
+  // No prefetch set: the buffer follows the measured handler time
+  // (worker/prefetch.hpp).
+  bool adaptive() const { return options.prefetch == 0; }
+
+  // Running plus buffered jobs.
   uint32_t capacity() const {
     return options.concurrency +
-           (adaptive ? worker::adaptive_prefetch(options.concurrency, mean_handler_us.load(std::memory_order_relaxed)) : options.prefetch);
+           (adaptive() ? worker::adaptive_prefetch(options.concurrency, mean_handler_us.load(std::memory_order_relaxed)) : options.prefetch);
   }
 
   // ---- handler pool -------------------------------------------------------
@@ -107,7 +109,7 @@ struct Worker::Impl {
       }
       const auto started = std::chrono::steady_clock::now();
       finished = run_delivery(delivery);
-      if (adaptive) record_handler_time(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
+      if (adaptive()) record_handler_time(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
     }
   }
 
@@ -415,7 +417,7 @@ struct Worker::Impl {
           send_heartbeat(now);
         }
         next_heartbeat = now + heartbeat_ms;
-      } else if (adaptive && welcomed && !draining && capacity_moved_far() && now - last_heartbeat_ms >= kMinCapacityNoticeMs) {
+      } else if (adaptive() && welcomed && !draining && capacity_moved_far() && now - last_heartbeat_ms >= kMinCapacityNoticeMs) {
         // The broker learns a capacity from heartbeats: a much larger or
         // smaller one is told at once, not up to a heartbeat later.
         send_heartbeat(now);
@@ -447,7 +449,6 @@ struct Worker::Impl {
   }
 
   WorkerOptions options;
-  bool adaptive = false;                        // no prefetch set: capacity() follows handler times
   std::atomic<double> mean_handler_us{0};       // 0 until a handler has run
   uint32_t announced_capacity = 0;              // in the last HELLO or heartbeat
   int64_t last_heartbeat_ms = 0;
