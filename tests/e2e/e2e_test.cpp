@@ -346,7 +346,8 @@ TEST(EndToEnd, OnlyTheHolderOfADeliveryCanReportHandBackOrHoldIt) {
   Cluster cluster;
   const auto runs = cluster.dir() / "runs.txt";
   const size_t holder = cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "h",
-                                              "--exec", "slow=echo run >> " + runs.string() + "; sleep 60",
+                                              // The line is the command's pid: SIGKILL of its worker leaves it running.
+                                              "--exec", "slow=echo $$ >> " + runs.string() + "; exec sleep 60",
                                               "--timeout", "120s"});
   ASSERT_TRUE(cluster.wait_for_workers(1));
   Client client(cluster.endpoint());
@@ -391,6 +392,7 @@ TEST(EndToEnd, OnlyTheHolderOfADeliveryCanReportHandBackOrHoldIt) {
   // Its worker dies; the squatter keeps listing the job as held.
   cluster.worker(holder).signal(SIGKILL);
   cluster.worker(holder).wait();
+  ::kill(static_cast<pid_t>(std::stol(read_file(runs))), SIGKILL);  // its orphaned command
   cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "h", "--exec",
                         "slow=echo run >> " + runs.string()});
   const bool done = eventually([&] {
