@@ -7,6 +7,7 @@
 //   dueq-bench --scenario lateness  one scenario
 //   dueq-bench --smoke              small sizes, one run: checks the driver works
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <fstream>
+#include <sstream>
 #include <functional>
 #include <thread>
 
@@ -122,6 +124,42 @@ int64_t done_count(Cluster& cluster, const std::string& queue) {
   auto s = cluster.stats(queue);
   return s ? s->done : -1;
 }
+
+// CPU time (user + system) a process has used so far, in microseconds.
+int64_t cpu_us(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  int64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stoll(field);
+    if (i == 15) stime = std::stoll(field);
+  }
+  return (utime + stime) * 1'000'000 / ::sysconf(_SC_CLK_TCK);
+}
+
+// Where a cluster's CPU goes: Redis, the broker, all workers, and this
+// process (the producers and their client).
+struct CpuSplit {
+  int64_t redis = 0, broker = 0, workers = 0, client = 0;
+  static CpuSplit of(Cluster& cluster) {
+    CpuSplit s{cpu_us(cluster.redis().pid()), cpu_us(cluster.broker().pid()), 0, cpu_us(::getpid())};
+    for (size_t i = 0; i < cluster.worker_count(); ++i) s.workers += cpu_us(cluster.worker(i).pid());
+    return s;
+  }
+  // CPU microseconds per job of each part between `before` and `after`.
+  static void per_job(const CpuSplit& before, const CpuSplit& after, int64_t jobs, const std::string& prefix,
+                      Figures& f) {
+    const double n = static_cast<double>(std::max<int64_t>(jobs, 1));
+    f[prefix + "cpu_us_per_job_redis"] = static_cast<double>(after.redis - before.redis) / n;
+    f[prefix + "cpu_us_per_job_broker"] = static_cast<double>(after.broker - before.broker) / n;
+    f[prefix + "cpu_us_per_job_workers"] = static_cast<double>(after.workers - before.workers) / n;
+    f[prefix + "cpu_us_per_job_client"] = static_cast<double>(after.client - before.client) / n;
+  }
+};
 
 // Producers keep `queue` fed (at most `window` jobs waiting) for `seconds`
 // while the workers drain it; returns completed jobs/s over the window.
@@ -497,8 +535,8 @@ Figures audit_under_load(const Options& o, Json&) {
 // path most applications take (issue 14). Three ways to keep 50 outstanding:
 // 50 Clients with a thread each (all the blocking-only client allowed), 50
 // threads sharing one Client, one thread with 50 enqueue_async futures.
-// Figures: jobs completed per second over the window, and the enqueue
-// call's latency.
+// Figures: jobs completed per second over the window, the enqueue call's
+// latency, and where the CPU went per job (Redis, broker, workers, client).
 Figures single_job(const Options& o, Json& table) {
   const double seconds = o.smoke ? 2 : 10;
   constexpr int kOutstanding = 50;
@@ -549,8 +587,11 @@ Figures single_job(const Options& o, Json& table) {
     }
     std::this_thread::sleep_for(1s);  // warm-up
     const int64_t d0 = done_count(cluster, "single"), t0 = wall_us();
+    const CpuSplit cpu0 = CpuSplit::of(cluster);
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+    const CpuSplit cpu1 = CpuSplit::of(cluster);
     const int64_t d1 = done_count(cluster, "single"), t1 = wall_us();
+    CpuSplit::per_job(cpu0, cpu1, d1 - d0, mode + "_", f);
     running = false;
     for (auto& t : threads) t.join();
     const double rate = (d1 - d0) / (static_cast<double>(t1 - t0) / 1e6);

@@ -19,6 +19,11 @@ inline int64_t wall_us() {
   return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+inline int64_t steady_us() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
 inline int64_t steady_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();

@@ -21,6 +21,7 @@
 #include "common/ids.hpp"
 #include "common/protocol.hpp"
 #include "worker/prefetch.hpp"
+#include "worker/wake_policy.hpp"
 
 namespace dueq {
 
@@ -54,6 +55,7 @@ struct Worker::Impl {
     Job job;
     uint64_t token = 0;
     std::shared_ptr<CancelState> cancel;
+    int64_t queued_us = 0;  // steady clock: handed to the pool
   };
 
   explicit Impl(WorkerOptions o) : options(std::move(o)), context(1), dealer(context, zmq::socket_type::dealer) {
@@ -109,7 +111,7 @@ struct Worker::Impl {
       }
       const auto started = std::chrono::steady_clock::now();
       finished = run_delivery(delivery);
-      if (adaptive()) record_handler_time(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
+      record_handler_time(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
     }
   }
 
@@ -305,16 +307,44 @@ struct Worker::Impl {
   void start_incoming() {
     if (incoming.empty()) return;
     size_t to_wake;
+    const int64_t now_us = steady_us();
     {
       std::lock_guard lock(pool_mutex);
-      for (auto& d : incoming) pending.push_back(std::move(d));
-      // Busy threads take the next delivery themselves; wake only as many
-      // idle ones as there is new work (notify_all made every thread fight
-      // for the mutex).
-      to_wake = std::min<size_t>(incoming.size(), idle_threads);
+      for (auto& d : incoming) {
+        d.queued_us = now_us;
+        pending.push_back(std::move(d));
+      }
+      // Busy threads take the next delivery themselves; idle ones are woken
+      // for the work there is (worker/wake_policy.hpp): notify_all made
+      // every thread fight for the mutex, and one wake per no-op job cost
+      // more than the jobs.
+      to_wake = worker::threads_to_wake(incoming.size(), idle_threads, mean_handler_us.load(std::memory_order_relaxed));
     }
     incoming.clear();
     for (size_t i = 0; i < to_wake; ++i) pool_cv.notify_one();
+  }
+
+  // Microseconds until a delivery waiting in the pool should have a thread
+  // woken for it (-1: none waits while a thread is idle). A thread woken for
+  // several short jobs can meet one long one: the others must not wait for
+  // it while threads sleep.
+  int64_t us_until_unstuck(int64_t now_us) {
+    size_t to_wake = 0;
+    int64_t wait = -1;
+    {
+      std::lock_guard lock(pool_mutex);
+      if (pending.empty() || idle_threads == 0) return -1;
+      const int64_t waited = now_us - pending.front().queued_us;
+      if (waited < worker::kMaxWaitForThreadMicros) {
+        wait = worker::kMaxWaitForThreadMicros - waited;
+      } else {
+        to_wake = std::min(pending.size(), idle_threads);
+        for (auto& d : pending) d.queued_us = now_us;  // woken for; judged again from now
+        wait = worker::kMaxWaitForThreadMicros;
+      }
+    }
+    for (size_t i = 0; i < to_wake; ++i) pool_cv.notify_one();
+    return wait;
   }
 
   void collect_results() {
@@ -387,7 +417,9 @@ struct Worker::Impl {
     while (true) {
       zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
       now = steady_ms();
-      const int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, draining ? now + 50 : next_heartbeat) - now);
+      int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, draining ? now + 50 : next_heartbeat) - now);
+      if (const int64_t unstuck_us = us_until_unstuck(steady_us()); unstuck_us >= 0)
+        wait = std::min(wait, (unstuck_us + 999) / 1000);
       try {
         zmq::poll(items, 2, std::chrono::milliseconds(wait));
       } catch (const zmq::error_t& e) {

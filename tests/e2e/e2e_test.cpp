@@ -1040,3 +1040,24 @@ TEST(EndToEnd, AWorkerWithoutPrefetchBuffersDeeplyForShortHandlersOnly) {
   std::printf("[ figures  ] capacities announced: no-op handlers %s; 30 ms handlers %s (from 8)\n",
               fmt::format("{}", fmt::join(fast, ", ")).c_str(), fmt::format("{}", fmt::join(slow, ", ")).c_str());
 }
+
+// A worker wakes few threads for short jobs (worker/wake_policy.hpp); a long
+// job among them must not hold the others back while threads sleep: a job
+// waiting behind it gets a thread of its own within about a millisecond.
+TEST(EndToEnd, AJobBehindALongOneStartsWhileHandlerThreadsAreIdle) {
+  Cluster cluster;
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "q", "--concurrency", "4"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> warm_up;
+  for (int i = 0; i < 300; ++i) warm_up.push_back({"q", "noop", "", "", 0, 0});
+  ASSERT_TRUE(client.enqueue_batch(warm_up));  // the worker learns its handlers are short
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("q"); return s && s->done == 300; }, 30s));
+  // One call, one lease, one TASKS frame: the long job sorts first.
+  ASSERT_TRUE(client.enqueue_batch({{"q", "sleep", "8000", "a-long", 0, 0}, {"q", "noop", "", "b-short", 0, 0}}));
+  EXPECT_TRUE(eventually([&] { auto s = cluster.stats("q"); return s && s->done == 301; }, 6s))
+      << "the short job waited for the long one";
+  auto s = cluster.stats("q");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->in_flight, 1) << "the long job is still running";
+}

@@ -164,6 +164,7 @@ class Cluster {
   const std::filesystem::path& dir() const { return dir_; }
   Process& broker() { return *broker_; }
   Process& worker(size_t i) { return *workers_.at(i); }
+  size_t worker_count() const { return workers_.size(); }
   RedisServer& redis() { return *redis_; }
 
  private:

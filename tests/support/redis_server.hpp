@@ -81,6 +81,7 @@ class RedisServer {
   }
 
   int port() const { return port_; }
+  pid_t pid() const { return process_->pid(); }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
   const std::filesystem::path& dir() const { return dir_; }
 
