@@ -8,7 +8,9 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <iterator>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -34,6 +36,9 @@ ClientError unexpected_reply(const std::string& what) { return ClientError{"bad_
 // a locked queue and an eventfd, so many requests can be outstanding on one
 // connection. Each is sent again when unanswered for timeout_ms (requests are
 // idempotent: enqueues carry their job ids) and fails after `attempts`.
+// Enqueues waiting to be sent together go out as one frame: many threads
+// (or futures) enqueueing one job each cost the broker one message per
+// batch, not per job, and wait no longer for it.
 struct Client::Impl {
   Impl(std::string endpoint, ClientOptions o)
       : options(o), context(1), socket(context, zmq::socket_type::dealer), endpoint(std::move(endpoint)),
@@ -67,6 +72,18 @@ struct Client::Impl {
     wake();
   }
 
+  // An enqueue stays unencoded until the I/O thread takes it: it may share
+  // a frame with others taken at the same moment.
+  void submit(proto::Enqueue request, Completion done) {
+    request.request_id = next_request_id.fetch_add(1) + 1;
+    Outgoing outgoing{request.request_id, {}, std::move(done), std::move(request)};
+    {
+      std::lock_guard lock(incoming_mutex);
+      incoming.push_back(std::move(outgoing));
+    }
+    wake();
+  }
+
   // submit() with a future: `convert` turns the reply frame into T on the
   // I/O thread.
   template <typename T, typename Request, typename Convert>
@@ -82,8 +99,9 @@ struct Client::Impl {
 
   struct Outgoing {
     uint64_t request_id;
-    std::string bytes;
+    std::string bytes;  // the encoded request; empty for an enqueue not encoded yet
     Completion done;
+    std::optional<proto::Enqueue> enqueue;
   };
   struct Pending {
     std::string bytes;
@@ -123,11 +141,72 @@ struct Client::Impl {
       taken.swap(incoming);
     }
     const int64_t now = steady_ms();
-    for (auto& o : taken) {
-      pending_by_id.emplace(o.request_id, Pending{std::move(o.bytes), std::move(o.done), options.attempts, false});
-      deadlines.push_back({now + options.timeout_ms, o.request_id});
+    auto add_pending = [&](uint64_t request_id, std::string bytes, Completion done) {
+      pending_by_id.emplace(request_id, Pending{std::move(bytes), std::move(done), options.attempts, false});
+      deadlines.push_back({now + options.timeout_ms, request_id});
       ++unsent;
+    };
+    std::vector<Outgoing> merging;
+    size_t merging_jobs = 0, merging_bytes = 0;
+    auto send_merged = [&] {
+      if (merging.size() == 1) {
+        add_pending(merging[0].request_id, proto::encode(*merging[0].enqueue), std::move(merging[0].done));
+      } else if (merging.size() > 1) {
+        proto::Enqueue merged;
+        merged.request_id = next_request_id.fetch_add(1) + 1;
+        merged.jobs.reserve(merging_jobs);
+        auto parts = std::make_shared<std::vector<MergedPart>>();
+        for (auto& o : merging) {
+          parts->push_back({o.request_id, o.enqueue->jobs.size(), std::move(o.done)});
+          std::move(o.enqueue->jobs.begin(), o.enqueue->jobs.end(), std::back_inserter(merged.jobs));
+        }
+        add_pending(merged.request_id, proto::encode(merged), answer_parts(std::move(parts), merging_jobs));
+      }
+      merging.clear();
+      merging_jobs = merging_bytes = 0;
+    };
+    for (auto& o : taken) {
+      if (!o.enqueue) {
+        add_pending(o.request_id, std::move(o.bytes), std::move(o.done));
+        continue;
+      }
+      size_t bytes = 0;
+      for (const auto& job : o.enqueue->jobs) bytes += job.payload.data.size();
+      if (merging_jobs + o.enqueue->jobs.size() > proto::kMaxBatch || merging_bytes + bytes > proto::kMaxPayloadBytes)
+        send_merged();
+      merging_jobs += o.enqueue->jobs.size();
+      merging_bytes += bytes;
+      merging.push_back(std::move(o));
     }
+    send_merged();
+  }
+
+  // One enqueue request inside a merged frame: its own id, its jobs' count.
+  struct MergedPart {
+    uint64_t request_id;
+    size_t jobs;
+    Completion done;
+  };
+
+  // Hands each request of a merged frame its own share of the reply (its
+  // jobs' outcomes, in order) or the error that answered the frame.
+  static Completion answer_parts(std::shared_ptr<std::vector<MergedPart>> parts, size_t jobs) {
+    return [parts = std::move(parts), jobs](FrameResult frame) {
+      auto* reply = frame ? std::get_if<proto::EnqueueReply>(&*frame) : nullptr;
+      if (frame && (reply == nullptr || reply->results.size() != jobs)) frame = std::unexpected(unexpected_reply("enqueue"));
+      size_t at = 0;
+      for (auto& part : *parts) {
+        if (!frame) {
+          part.done(std::unexpected(frame.error()));
+          continue;
+        }
+        proto::EnqueueReply own{part.request_id, {}, reply->retry_after_ms};
+        own.results.assign(std::make_move_iterator(reply->results.begin() + at),
+                           std::make_move_iterator(reply->results.begin() + at + part.jobs));
+        at += part.jobs;
+        part.done(proto::Frame{std::move(own)});
+      }
+    };
   }
 
   // A DEALER with no usable connection (a broker that refused this key's

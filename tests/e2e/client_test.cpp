@@ -54,42 +54,108 @@ class FakeBroker {
 
 }  // namespace
 
+namespace {
+
+// Receives frames until they hold `jobs` jobs; each frame's request id and job ids.
+std::vector<std::pair<uint64_t, std::vector<std::string>>> receive_jobs(FakeBroker& broker, size_t jobs,
+                                                                        std::string& routing_id,
+                                                                        std::set<std::string>& routing_ids) {
+  std::vector<std::pair<uint64_t, std::vector<std::string>>> frames;
+  for (size_t seen = 0; seen < jobs;) {
+    auto received = broker.receive();
+    if (!received) {
+      ADD_FAILURE() << "only " << seen << " jobs arrived";
+      break;
+    }
+    auto* enqueue = std::get_if<proto::Enqueue>(&received->frame);
+    if (enqueue == nullptr) {
+      ADD_FAILURE() << "not an enqueue";
+      break;
+    }
+    std::vector<std::string> ids;
+    for (const auto& job : enqueue->jobs) ids.push_back(job.id);
+    seen += ids.size();
+    frames.emplace_back(enqueue->request_id, std::move(ids));
+    routing_ids.insert(received->routing_id);
+    routing_id = received->routing_id;
+  }
+  return frames;
+}
+
+}  // namespace
+
+// Requests submitted faster than the I/O thread sends them share a frame:
+// each future still gets its own job's outcome.
 TEST(Client, KeepsManyRequestsOutstandingOnOneConnectionAndMatchesRepliesById) {
   FakeBroker broker;
   Client client(broker.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 1});
-  constexpr int kRequests = 100;
+  constexpr int kRequests = 200;
   std::vector<std::future<std::expected<EnqueueResult, ClientError>>> pending;
   for (int i = 0; i < kRequests; ++i)
     pending.push_back(client.enqueue_async({"q", "t", "p", fmt::format("job-{}", i), 0, 0}));
 
   // Every request reaches the broker before any is answered, all on one connection.
-  std::vector<std::pair<uint64_t, std::string>> requests;  // (request id, job id)
   std::set<std::string> routing_ids;
   std::string routing_id;
-  for (int i = 0; i < kRequests; ++i) {
-    auto received = broker.receive();
-    ASSERT_TRUE(received) << "only " << i << " requests arrived";
-    auto* enqueue = std::get_if<proto::Enqueue>(&received->frame);
-    ASSERT_NE(enqueue, nullptr);
-    ASSERT_EQ(enqueue->jobs.size(), 1u);
-    requests.emplace_back(enqueue->request_id, enqueue->jobs[0].id);
-    routing_ids.insert(received->routing_id);
-    routing_id = received->routing_id;
-  }
+  const auto frames = receive_jobs(broker, kRequests, routing_id, routing_ids);
   EXPECT_EQ(routing_ids.size(), 1u) << "one connection";
+  std::multiset<std::string> ids;
+  for (const auto& [request_id, frame_ids] : frames) ids.insert(frame_ids.begin(), frame_ids.end());
+  for (int i = 0; i < kRequests; ++i) EXPECT_EQ(ids.count(fmt::format("job-{}", i)), 1u) << "job " << i << " sent once";
+  EXPECT_LT(frames.size(), static_cast<size_t>(kRequests)) << "requests waiting together were merged";
   for (const auto& f : pending) EXPECT_EQ(f.wait_for(0ms), std::future_status::timeout) << "nothing answered yet";
 
-  // Answered in reverse order, each future gets the reply naming its request.
-  for (auto it = requests.rbegin(); it != requests.rend(); ++it) {
-    const auto status = it->second == "job-7" ? proto::EnqueueStatus::duplicate : proto::EnqueueStatus::accepted;
-    broker.reply(routing_id, proto::EnqueueReply{it->first, {proto::EnqueueOutcome{it->second, static_cast<uint8_t>(status), ""}}, 0});
+  // Answered in reverse order, each future gets the outcome of its own job.
+  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+    proto::EnqueueReply reply{it->first, {}, 0};
+    for (const auto& id : it->second) {
+      const auto status = id == "job-7" ? proto::EnqueueStatus::duplicate : proto::EnqueueStatus::accepted;
+      reply.results.push_back(proto::EnqueueOutcome{id, static_cast<uint8_t>(status), "reason of " + id});
+    }
+    broker.reply(routing_id, reply);
   }
   for (int i = 0; i < kRequests; ++i) {
     auto result = pending[i].get();
     ASSERT_TRUE(result) << result.error().message;
     EXPECT_EQ(result->id, fmt::format("job-{}", i));
+    EXPECT_EQ(result->reason, fmt::format("reason of job-{}", i));
     EXPECT_EQ(result->status, i == 7 ? EnqueueResult::Status::duplicate : EnqueueResult::Status::accepted);
   }
+  std::printf("[ figures  ] %d single-job requests went out in %zu frames\n", kRequests, frames.size());
+}
+
+// An error answering a merged frame answers every request in it.
+TEST(Client, AnErrorAnsweringAMergedFrameReachesEveryRequestInIt) {
+  FakeBroker broker;
+  Client client(broker.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 1});
+  constexpr int kRequests = 200;
+  std::vector<std::future<std::expected<EnqueueResult, ClientError>>> pending;
+  for (int i = 0; i < kRequests; ++i)
+    pending.push_back(client.enqueue_async({"q", "t", "p", fmt::format("job-{}", i), 0, 0}));
+  std::set<std::string> routing_ids;
+  std::string routing_id;
+  const auto frames = receive_jobs(broker, kRequests, routing_id, routing_ids);
+  for (const auto& [request_id, frame_ids] : frames)
+    broker.reply(routing_id, proto::ErrorFrame{request_id, "unavailable", "Redis refused the write", 250});
+  for (int i = 0; i < kRequests; ++i) {
+    auto result = pending[i].get();
+    ASSERT_FALSE(result) << "job " << i;
+    EXPECT_EQ(result.error().code, "unavailable");
+    EXPECT_EQ(result.error().retry_after_ms, 250u);
+  }
+}
+
+// A merged frame holds at most 1 MiB of payload (one larger job goes alone).
+TEST(Client, MergedFramesStayWithinOneMebibyteOfPayload) {
+  FakeBroker broker;
+  Client client(broker.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 1});
+  std::vector<std::future<std::expected<EnqueueResult, ClientError>>> pending;
+  for (int i = 0; i < 5; ++i)
+    pending.push_back(client.enqueue_async({"q", "t", std::string(400'000, 'x'), fmt::format("job-{}", i), 0, 0}));
+  std::set<std::string> routing_ids;
+  std::string routing_id;
+  const auto frames = receive_jobs(broker, 5, routing_id, routing_ids);
+  for (const auto& [request_id, ids] : frames) EXPECT_LE(ids.size(), 2u) << "at most two 400 kB jobs share a frame";
 }
 
 TEST(Client, AnUnansweredRequestIsSentAgainUnderItsIdThenFailsWithTimeout) {
