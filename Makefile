@@ -20,7 +20,7 @@ DEV_BUILD_DIR ?= build-dev
 SCENARIO ?= all
 BENCH_FLAGS := --scenario $(SCENARIO) $(if $(SMOKE),--smoke,)
 
-.PHONY: deps build demo test chaos bench fuzz tsan clean
+.PHONY: deps build demo test chaos bench bench-peers fuzz tsan clean
 
 # $(call install_missing,PACKAGES): apt-get installs those not yet installed.
 define install_missing
@@ -62,6 +62,18 @@ bench: deps
 	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
 	$(DEV_BUILD_DIR)/bin/dueq-bench $(BENCH_FLAGS)
+
+# BullMQ (pinned in bench/peers/package.json and its lock file, installed into
+# bench/peers/node_modules) beside dueq on the single-job, low-rate and
+# default-settings scenarios, with dueq/BullMQ ratios: make bench-peers [SMOKE=1]
+# Node and npm come from Debian unless some node and npm are on the PATH.
+bench-peers: deps
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; }
+	cd bench/peers && npm install --ignore-scripts --no-audit --no-fund
+	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
+	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
+	$(DEV_BUILD_DIR)/bin/dueq-bench --scenario peers $(if $(SMOKE),--smoke,)
 
 # libFuzzer targets (tests/fuzz), each run FUZZ_SECONDS from its committed
 # corpus: make fuzz [FUZZ_SECONDS=600] [FUZZ_MERGE=1 keeps new coverage in

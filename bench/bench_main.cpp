@@ -41,6 +41,7 @@ struct Options {
   int runs = 3;
   std::string plot_data;  // lateness samples of the last run go here
   double latency_rate = 0;  // jobs/s for the latency scenario; 0 = half the measured steady maximum
+  std::string peers_dir = DUEQ_SOURCE_DIR "/bench/peers";  // bullmq_bench.js and its node_modules
 };
 
 // Figures of one run, by name.
@@ -537,11 +538,11 @@ Figures audit_under_load(const Options& o, Json&) {
 // threads sharing one Client, one thread with 50 enqueue_async futures.
 // Figures: jobs completed per second over the window, the enqueue call's
 // latency, and where the CPU went per job (Redis, broker, workers, client).
-Figures single_job(const Options& o, Json& table) {
+Figures single_job(const Options& o, Json& table, const std::vector<std::string>& modes = {"clients", "threads", "async"}) {
   const double seconds = o.smoke ? 2 : 10;
   constexpr int kOutstanding = 50;
   Figures f;
-  for (const std::string mode : {"clients", "threads", "async"}) {
+  for (const std::string& mode : modes) {
     Cluster cluster;
     for (int i = 0; i < 2; ++i)
       cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "single", "--concurrency", "32"});
@@ -609,10 +610,10 @@ Figures single_job(const Options& o, Json& table) {
 // with the default, adaptive prefetch, with --prefetch 500 (the tuned
 // setting of the other scenarios) and with --prefetch 32 (= concurrency, the
 // default before it adapted).
-Figures default_settings(const Options& o, Json&) {
+Figures default_settings(const Options& o, Json&, const std::vector<std::string>& prefetches = {"", "500", "32"}) {
   const size_t n = o.smoke ? 20'000 : 100'000;
   Figures f;
-  for (const std::string prefetch : {"", "500", "32"}) {
+  for (const std::string& prefetch : prefetches) {
     Cluster cluster;
     enqueue_all(cluster.endpoint(), noop_jobs(n, "bulk"), 2);
     progress(fmt::format("defaults: {} jobs, prefetch {}", n, prefetch.empty() ? "default" : prefetch));
@@ -626,7 +627,8 @@ Figures default_settings(const Options& o, Json&) {
     f[prefetch.empty() ? "default_jobs_per_s" : "prefetch_" + prefetch + "_jobs_per_s"] =
         n / (static_cast<double>(wall_us() - t0) / 1e6);
   }
-  f["ratio_default_to_prefetch_500"] = f["default_jobs_per_s"] / f["prefetch_500_jobs_per_s"];
+  if (f.contains("prefetch_500_jobs_per_s"))
+    f["ratio_default_to_prefetch_500"] = f["default_jobs_per_s"] / f["prefetch_500_jobs_per_s"];
   return f;
 }
 
@@ -659,6 +661,56 @@ Figures low_rate(const Options& o, Json&) {
   f["p50_ms"] = percentile(ms, 50);
   f["p99_ms"] = percentile(ms, 99);
   f["max_ms"] = percentile(ms, 100);
+  return f;
+}
+
+// BullMQ (bench/peers, installed by make bench-peers) on a Redis started
+// like every scenario's; its figures are the last stdout line of
+// bullmq_bench.js, as JSON.
+Figures bullmq(const Options& o, const std::string& scenario) {
+  RedisServer redis;
+  const std::string cmd = fmt::format("node {}/bullmq_bench.js --port {} --scenario {} --seconds {} --jobs {} 2>&1",
+                                      o.peers_dir, redis.port(), scenario, o.smoke ? 2 : 10, o.smoke ? 20'000 : 100'000);
+  std::string output = command_output(cmd);
+  while (!output.empty() && output.back() == '\n') output.pop_back();
+  const auto line_start = output.find_last_of('\n');
+  const Json figures = Json::parse(output.substr(line_start == std::string::npos ? 0 : line_start + 1), nullptr, false);
+  Figures f;
+  if (!figures.is_object()) {
+    progress("BullMQ " + scenario + " failed: " + output.substr(0, 2000));
+    return f;
+  }
+  for (const auto& [k, v] : figures.items()) f[k] = v.get<double>();
+  return f;
+}
+
+// The single-job, low-rate and default-settings scenarios of dueq and of
+// BullMQ in the same run, and their ratios, dueq / BullMQ (issue 14): above
+// 1 is better for dueq in throughput, below 1 in latency.
+Figures peers(const Options& o, Json& table) {
+  const Figures dueq_single = single_job(o, table, {"async"});
+  const Figures dueq_low = low_rate(o, table);
+  const Figures dueq_bulk = default_settings(o, table, {""});
+  progress("peers: BullMQ single");
+  const Figures bull_single = bullmq(o, "single");
+  progress("peers: BullMQ low_rate");
+  const Figures bull_low = bullmq(o, "low_rate");
+  progress("peers: BullMQ defaults");
+  const Figures bull_bulk = bullmq(o, "defaults");
+  if (bull_single.empty() || bull_low.empty() || bull_bulk.empty()) return {};
+  Figures f;
+  f["dueq_single_jobs_per_s"] = dueq_single.at("async_jobs_per_s");
+  f["bullmq_single_jobs_per_s"] = bull_single.at("jobs_per_s");
+  f["ratio_single"] = f["dueq_single_jobs_per_s"] / f["bullmq_single_jobs_per_s"];
+  f["dueq_low_rate_p50_ms"] = dueq_low.at("p50_ms");
+  f["dueq_low_rate_p99_ms"] = dueq_low.at("p99_ms");
+  f["bullmq_low_rate_p50_ms"] = bull_low.at("p50_ms");
+  f["bullmq_low_rate_p99_ms"] = bull_low.at("p99_ms");
+  f["ratio_low_rate_p50"] = f["dueq_low_rate_p50_ms"] / f["bullmq_low_rate_p50_ms"];
+  f["ratio_low_rate_p99"] = f["dueq_low_rate_p99_ms"] / f["bullmq_low_rate_p99_ms"];
+  f["dueq_defaults_jobs_per_s"] = dueq_bulk.at("default_jobs_per_s");
+  f["bullmq_defaults_jobs_per_s"] = bull_bulk.at("jobs_per_s");
+  f["ratio_defaults"] = f["dueq_defaults_jobs_per_s"] / f["bullmq_defaults_jobs_per_s"];
   return f;
 }
 
@@ -733,8 +785,9 @@ int main(int argc, char** argv) {
   std::string scenario = "all", out = "bench/results/results.jsonl";
   bool json = false;
   CLI::App app{"dueq-bench: measure dueq against the targets in DESIGN.md"};
-  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog, audit, curve, single, defaults, low_rate or all")
-      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog", "audit", "curve", "single", "defaults", "low_rate"}));
+  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog, audit, curve, single, defaults, low_rate, all, or peers (BullMQ beside dueq; not part of all: make bench-peers)")
+      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog", "audit", "curve", "single", "defaults", "low_rate", "peers"}));
+  app.add_option("--peers-dir", o.peers_dir, "where bullmq_bench.js and its node_modules are (peers scenario)");
   app.add_option("--latency-rate", o.latency_rate, "jobs/s for the latency scenario (default: half the steady maximum measured in the same invocation, else 20,000)")
       ->check(CLI::Range(100.0, 1'000'000.0));
   app.add_option("--runs", o.runs, "runs per scenario (median reported)")->check(CLI::Range(1, 20));
@@ -757,10 +810,10 @@ int main(int argc, char** argv) {
                       {"redis", command_output("redis-server --version | grep -o 'v=[0-9.]*' | cut -c3-")}};
 
   double max_steady = 0;
-  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog", "audit", "curve", "single", "defaults", "low_rate"};
+  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog", "audit", "curve", "single", "defaults", "low_rate", "peers"};
   int failures = 0;
   for (const auto& name : order) {
-    if (scenario != "all" && scenario != name) continue;
+    if (scenario != name && (scenario != "all" || name == "peers")) continue;
     fmt::print(stderr, "== {} ({} run{})\n", name, o.runs, o.runs > 1 ? "s" : "");
     std::map<std::string, std::vector<double>> samples;
     Json table = Json::array();
@@ -777,6 +830,7 @@ int main(int argc, char** argv) {
       else if (name == "single") f = single_job(o, table);
       else if (name == "defaults") f = default_settings(o, table);
       else if (name == "low_rate") f = low_rate(o, table);
+      else if (name == "peers") f = peers(o, table);
       else f = audit_under_load(o, table);
       for (const auto& [k, v] : f) samples[k].push_back(v);
     }
