@@ -3,10 +3,22 @@
 #include <msgpack.hpp>
 
 #include "broker/job_record.hpp"
+#include "broker/round.hpp"
 #include "common/protocol.hpp"
 
 namespace dueq::broker {
 namespace {
+
+// The scripts compare tokens as text: 16 lowercase hex digits, zero-padded.
+TEST(FencingToken, IsSixteenLowercaseHexDigitsAndReadsBack) {
+  EXPECT_EQ(token_text(1), "0000000000000001");
+  EXPECT_EQ(token_text(0xdeadbeef0badf00dULL), "deadbeef0badf00d");
+  EXPECT_EQ(token_text(~0ULL), "ffffffffffffffff");
+  for (uint64_t t : {1ULL, 0x10ULL, 0x8000000000000000ULL, 0x0123456789abcdefULL})
+    EXPECT_EQ(token_from_text(token_text(t)), t);
+  EXPECT_EQ(token_from_text("0000000000000000"), std::nullopt) << "zero is never a token";
+  EXPECT_EQ(token_from_text("DEADBEEF0BADF00D1"), std::nullopt);
+}
 
 TEST(JobRecord, RoundTripsWithItsPayloadChecksum) {
   const JobRecord r{"email", "payload bytes", 5000, 3, 1000, 200, 9000, proto::payload_checksum("payload bytes")};
