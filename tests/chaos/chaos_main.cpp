@@ -128,11 +128,23 @@ int main(int argc, char** argv) {
 
   // Fault schedule.
   std::map<std::string, int> faults;
-  const int64_t end = wall_ms() + *duration;
+  // When each fault began and ended: the longest re-delivery gap is
+  // explained by the faults that overlap it.
+  struct FaultSpan {
+    int64_t from_ms, to_ms;
+    std::string name;
+  };
+  std::vector<FaultSpan> timeline;
+  const int64_t run_start_ms = wall_ms();
+  const int64_t end = run_start_ms + *duration;
   while (wall_ms() < end) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500 + rng() % 2500));
     const size_t w = workers[rng() % workers.size()];
-    switch (rng() % 7) {
+    const int64_t fault_start_ms = wall_ms();
+    int faults_before = 0;
+    for (const auto& [what, count] : faults) faults_before += count;
+    const int fault_kind = static_cast<int>(rng() % 7);
+    switch (fault_kind) {
       case 0:
         ++faults["worker SIGKILL"];
         cluster.worker(w).signal(SIGKILL);
@@ -190,6 +202,11 @@ int main(int argc, char** argv) {
         (void)run_dueq(cluster.endpoint(), "--timeout 10s dead replay --all --queue chaos");
         break;
     }
+    static const char* const kKinds[] = {"worker SIGKILL", "worker SIGSTOP", "worker SIGTERM", "broker SIGKILL",
+                                         "Redis SIGKILL + restart", "operator cancel", "operator dead replay"};
+    int faults_after = 0;
+    for (const auto& [what, count] : faults) faults_after += count;
+    if (faults_after > faults_before) timeline.push_back({fault_start_ms, wall_ms(), kKinds[fault_kind]});
   }
   producing = false;
   producer.join();
@@ -217,6 +234,8 @@ int main(int argc, char** argv) {
   size_t failing_runs = 0, succeeding_reruns = 0, reruns_next_attempt = 0, reruns_same_attempt = 0;
   size_t same_delivery_twice = 0;
   double max_gap_s = 0;
+  std::string max_gap_job;
+  int64_t max_gap_from_us = 0, max_gap_to_us = 0;
   auto wrong = [&](const std::string& id, const std::string& what) {
     ++wrong_end;
     fmt::print("WRONG {}: {}\n", id, what);
@@ -274,7 +293,12 @@ int main(int argc, char** argv) {
         fmt::print("EARLY {}: started {} us before its due time\n", id, job.due_ms * 1000 - runs[i].start_us);
       }
       if (i > 0 && job.type != "fail") {
-        max_gap_s = std::max(max_gap_s, (runs[i].start_us - runs[i - 1].start_us) / 1e6);
+        if (const double gap_s = (runs[i].start_us - runs[i - 1].start_us) / 1e6; gap_s > max_gap_s) {
+          max_gap_s = gap_s;
+          max_gap_job = id;
+          max_gap_from_us = runs[i - 1].start_us;
+          max_gap_to_us = runs[i].start_us;
+        }
         ++succeeding_reruns;
         ++(runs[i].attempt > runs[i - 1].attempt ? reruns_next_attempt : reruns_same_attempt);
       }
@@ -297,6 +321,16 @@ int main(int argc, char** argv) {
              executions, executions - std::min(executions, total), stats ? stats->stale_acks : -1,
              producer_retries.load(), duplicates.load(), overloaded.load(), max_gap_s,
              audit == 0 ? "clean" : "VIOLATIONS");
+  if (!max_gap_job.empty()) {
+    // Seconds from the start of the fault schedule.
+    auto at = [&](int64_t ms) { return (ms - run_start_ms) / 1000.0; };
+    fmt::print("longest gap: job {} started at {:.2f} s and again at {:.2f} s; faults overlapping it:", max_gap_job,
+               at(max_gap_from_us / 1000), at(max_gap_to_us / 1000));
+    for (const auto& f : timeline)
+      if (f.to_ms >= max_gap_from_us / 1000 && f.from_ms <= max_gap_to_us / 1000)
+        fmt::print(" {} {:.2f}-{:.2f} s;", f.name, at(f.from_ms), at(f.to_ms));
+    fmt::print("\n");
+  }
   fmt::print("why jobs ran more than once: always-failing jobs ran {} times (once per attempt, again after each "
              "replay); jobs that succeed ran again {} times after a lost delivery ({} with the next attempt number, "
              "{} with the same: unconfirmed or rolled back); one delivery run twice: {}\n",
