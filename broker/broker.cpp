@@ -223,35 +223,48 @@ int64_t Broker::us_until_wake() const {
 }
 
 void Broker::pump_rounds() {
-  if (rounds_.empty()) send_round();
+  if (rounds_.empty()) send_turn();
   if (rounds_.empty()) return;
   if (!redis_.replies_buffered()) receive_while_redis_works();
-  send_round();
+  send_turn();
   if (rounds_.empty()) return;  // sending failed: every outstanding round failed with it
   auto replies = redis_.receive();
   if (!replies) {
     fail_rounds(replies.error());
     return;
   }
-  Round oldest = std::move(rounds_.front());
+  SentRound oldest = std::move(rounds_.front());
   rounds_.pop_front();
-  oldest.apply(*replies);
+  if (oldest.ends_turn) --turns_in_flight_;
+  oldest.round.apply(*replies);
 }
 
-void Broker::send_round() {
-  if (rounds_.size() >= 2) return;
-  Round round;
-  gateway_.add_enqueues_to(round);
-  results_.add_to(round);
-  scheduler_.add_to(round);
-  dispatcher_.add_to(round, stopping_);
-  gateway_.add_stats_to(round);
-  if (round.empty()) {
-    round.apply({});  // only steps without a call (a stats answer with no queue yet)
-    return;
+void Broker::send_turn() {
+  if (turns_in_flight_ >= 2) return;
+  // Enqueues go first and alone: Redis runs them first and their replies
+  // arrive first, so producers are answered without waiting for the leases,
+  // acks and promotions behind them (the round that may lease the new jobs
+  // still follows at once, in the same write to Redis's queue).
+  Round enqueues;
+  gateway_.add_enqueues_to(enqueues);
+  Round rest;
+  results_.add_to(rest);
+  scheduler_.add_to(rest);
+  dispatcher_.add_to(rest, stopping_);
+  gateway_.add_stats_to(rest);
+  if (rest.empty()) rest.apply({});  // only steps without a call (a stats answer with no queue yet)
+  std::vector<Round> turn;
+  if (!enqueues.empty()) turn.push_back(std::move(enqueues));
+  if (!rest.empty()) turn.push_back(std::move(rest));
+  for (size_t i = 0; i < turn.size(); ++i) {
+    rounds_.push_back(SentRound{std::move(turn[i]), i + 1 == turn.size()});
+    if (rounds_.back().ends_turn) ++turns_in_flight_;
+    if (auto ok = redis_.send(rounds_.back().round); !ok) {
+      fail_rounds(ok.error());
+      for (size_t j = i + 1; j < turn.size(); ++j) turn[j].fail();
+      return;
+    }
   }
-  rounds_.push_back(std::move(round));
-  if (auto ok = redis_.send(rounds_.back()); !ok) fail_rounds(ok.error());
 }
 
 void Broker::receive_while_redis_works() {
@@ -277,8 +290,9 @@ void Broker::receive_while_redis_works() {
 void Broker::fail_rounds(const Error& error) {
   spdlog::error("Redis round failed: {}; results are kept and retried", error.message);
   auto failed = std::exchange(rounds_, {});
+  turns_in_flight_ = 0;
   redis_.disconnect();
-  for (auto& round : failed) round.fail();
+  for (auto& sent : failed) sent.round.fail();
   reconnect_at_ms_ = clock_.steady_ms();  // try once at once, then back off
 }
 

@@ -59,9 +59,11 @@ class Broker {
 
  private:
   // Keeps Redis busy: once the oldest round's replies are readable the next
-  // round is sent first, then the finished one is applied.
+  // turn's rounds are sent first, then the finished round is applied.
   void pump_rounds();
-  void send_round();
+  // One turn: the enqueues in a round of their own, then everything else
+  // (results, promotions, leases, stats) in a second round.
+  void send_turn();
   // While Redis runs a round: takes in frames until its replies are readable.
   void receive_while_redis_works();
   // The connection broke: no outstanding round is known to have been applied.
@@ -94,7 +96,12 @@ class Broker {
   Inbound inbound_;
   std::unique_ptr<Reconciler> reconciler_;
 
-  std::deque<Round> rounds_;  // sent, oldest first (at most two)
+  struct SentRound {
+    Round round;
+    bool ends_turn = false;  // the last round of its turn
+  };
+  std::deque<SentRound> rounds_;  // sent, oldest first
+  int turns_in_flight_ = 0;       // at most two
   int64_t reconnect_at_ms_ = 0;  // steady clock
   int64_t reconnect_backoff_ms_ = 100;
   bool stopping_ = false;
