@@ -246,7 +246,7 @@ void Broker::send_turn() {
   // acks and promotions behind them (the round that may lease the new jobs
   // still follows at once, in the same write to Redis's queue).
   Round enqueues;
-  gateway_.add_enqueues_to(enqueues);
+  gateway_.add_enqueues_to(enqueues, dispatcher_, stopping_);
   Round rest;
   results_.add_to(rest);
   scheduler_.add_to(rest);

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -87,6 +88,26 @@ bool Dispatcher::can_lease_now() const {
   for (const auto& [name, q] : queues_)
     if (q.maybe_ready && credit(name) > 0) return true;
   return false;
+}
+
+Dispatcher::Reservation Dispatcher::reserve(const std::string& queue, int64_t wanted, bool stopping) {
+  Reservation r;
+  if (stopping) return r;
+  r.count = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({wanted, credit(queue), static_cast<int64_t>(config_.lease_batch)})));
+  if (r.count == 0) return r;
+  r.deadline_ms = lease_clock_.now_ms() + config_.delivery_timeout_ms;
+  r.tokens = random_tokens(static_cast<size_t>(r.count));
+  reserved_[queue] += r.count;
+  return r;
+}
+
+void Dispatcher::deliver(const std::string& queue, const Reservation& reservation, std::vector<LeasedJob>&& jobs) {
+  if (reservation.count == 0) return;
+  if ((reserved_[queue] -= reservation.count) == 0) reserved_.erase(queue);
+  if (jobs.empty()) return;
+  QueueState& q = queues_.get(queue);
+  q.next_deadline_ms = earliest_known(q.next_deadline_ms, reservation.deadline_ms);
+  dispatch(q, std::move(jobs), reservation.deadline_ms);
 }
 
 void Dispatcher::add_to(Round& round, bool stopping) {

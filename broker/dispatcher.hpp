@@ -55,6 +55,20 @@ class Dispatcher {
   // Some queue may have ready jobs a worker could take now.
   bool can_lease_now() const;
 
+  // Leases written by another call: enqueue.lua leases new jobs due now at
+  // once where a worker has room (an immediately due job then waits for no
+  // lease call). reserve() counts up to `wanted` of the queue's credit
+  // against that call and gives it the deadline and tokens to write;
+  // deliver() returns the credit once the call's reply is in and sends
+  // what it leased (none when the call failed).
+  struct Reservation {
+    int count = 0;
+    int64_t deadline_ms = 0;
+    std::vector<uint64_t> tokens;  // one per job the call may lease
+  };
+  Reservation reserve(const std::string& queue, int64_t wanted, bool stopping);
+  void deliver(const std::string& queue, const Reservation& reservation, std::vector<LeasedJob>&& jobs);
+
  private:
   void dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t deadline);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "broker/job_record.hpp"
 #include "broker/keys.hpp"
@@ -18,24 +19,35 @@ constexpr size_t kEnqueueChunk = 1000;  // enqueue.lua takes at most 1000 jobs
 
 namespace calls {
 
+JobRecord new_job_record(const proto::NewJob& job, int64_t now_ms, uint32_t default_max_attempts) {
+  return JobRecord{job.type,
+                   job.payload.data,
+                   job.due_ms == 0 ? now_ms : job.due_ms,
+                   job.max_attempts == 0 ? default_max_attempts : job.max_attempts,
+                   now_ms,
+                   job.backoff_base_ms,
+                   job.backoff_cap_ms,
+                   proto::payload_checksum(job.payload.data)};
+}
+
 Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
-                uint32_t default_max_attempts, int64_t max_backlog) {
+                uint32_t default_max_attempts, int64_t max_backlog, int64_t lease_deadline_ms,
+                const std::string& lease_tokens) {
   QueueKeys k(queue);
-  Command call = script_call(lua::ScriptId::enqueue, {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled});
+  Command call = script_call(lua::ScriptId::enqueue,
+                             {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens});
   call.add(now_ms).add(max_backlog).add(static_cast<int64_t>(jobs.size()));
   std::vector<uint32_t> partitions;
   partitions.reserve(jobs.size());
   for (const auto* job : jobs) {
-    const int64_t due = job->due_ms == 0 ? now_ms : job->due_ms;
-    call.add(job->id).add(due).add(encode_job_record(JobRecord{
-        job->type, job->payload.data, due, job->max_attempts == 0 ? default_max_attempts : job->max_attempts, now_ms,
-        job->backoff_base_ms, job->backoff_cap_ms, proto::payload_checksum(job->payload.data)}));
+    const JobRecord record = new_job_record(*job, now_ms, default_max_attempts);
+    call.add(job->id).add(record.due_ms).add(encode_job_record(record));
     partitions.push_back(schedule_partition(job->id));
     call.add(static_cast<int64_t>(partitions.back()));
   }
   for (size_t i = 0; i < jobs.size(); ++i)
     call.add("GET").add("u8").add(static_cast<int64_t>(schedule_filter_bit_offset(partitions[i], jobs[i]->id)));
-  return call;
+  return call.add(lease_deadline_ms).add(lease_tokens);
 }
 
 Command stats(const std::string& queue) {
@@ -159,7 +171,7 @@ struct Answers {
 
 }  // namespace
 
-void ProducerGateway::add_enqueues_to(Round& round) {
+void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool stopping) {
   if (enqueues_.empty()) return;
   const int64_t now = clock_.wall_ms();
   auto answers = std::make_shared<Answers>();
@@ -184,13 +196,35 @@ void ProducerGateway::add_enqueues_to(Round& round) {
     call = std::move(sorted);
     QueueState& q = queues_.get(name);
     if (!q.registered) round.add(Command{"SADD", kQueuesKey, name});
-    q.ready_this_round = true;
     const auto& policy = config_.policy(name);
     std::vector<int64_t> dues;
     for (const auto* job : call.jobs) dues.push_back(job->due_ms == 0 ? now : job->due_ms);
-    round.add(calls::enqueue(name, call.jobs, now, policy.max_attempts, policy.max_backlog),
-              [this, answers, name, now, slots = std::move(call.slots), dues = std::move(dues)](const redisReply* r) {
-                if (r == nullptr) return;  // the round failed: answered by the final step
+    const auto due_now = static_cast<int64_t>(std::count_if(dues.begin(), dues.end(), [&](int64_t d) { return d <= now; }));
+    // Leased in the call itself while no older job waits in the ready set
+    // (then the lease call of the round leases them in order), and not
+    // before WAIT has seen replicas take them (min_replicas).
+    const bool lease_here = !q.maybe_ready && config_.min_replicas == 0;
+    auto reservation = std::make_shared<Dispatcher::Reservation>(
+        lease_here ? dispatcher.reserve(name, due_now, stopping) : Dispatcher::Reservation{});
+    // The lease call of the round takes what the call may leave ready.
+    if (due_now > reservation->count || due_now == 0) q.ready_this_round = true;
+    std::string lease_tokens;
+    std::vector<std::optional<LeasedJob>> candidates(call.jobs.size());  // by position: the jobs the call may lease
+    for (size_t i = 0, c = 0; i < call.jobs.size() && c < reservation->tokens.size(); ++i) {
+      if (dues[i] > now) continue;
+      candidates[i] = LeasedJob{call.jobs[i]->id, calls::new_job_record(*call.jobs[i], now, policy.max_attempts), 1,
+                                reservation->tokens[c]};
+      lease_tokens += token_text(reservation->tokens[c++]);
+    }
+    round.add(calls::enqueue(name, call.jobs, now, policy.max_attempts, policy.max_backlog, reservation->deadline_ms,
+                             lease_tokens),
+              [this, &dispatcher, answers, name, now, reservation, candidates = std::move(candidates),
+               slots = std::move(call.slots), dues = std::move(dues)](const redisReply* r) mutable {
+                std::vector<LeasedJob> leased;
+                if (r == nullptr) {  // the round failed: answered by the final step
+                  dispatcher.deliver(name, *reservation, std::move(leased));
+                  return;
+                }
                 QueueState& q = queues_.get(name);
                 q.registered = true;
                 auto statuses = reply::integers(r, "enqueue");
@@ -202,6 +236,7 @@ void ProducerGateway::add_enqueues_to(Round& round) {
                   for (const auto& slot : slots) answers->requests[slot.first].store_error = why;
                   if (auto held_back = store_error_log_.admit("", clock_.steady_ms()))
                     spdlog::error("enqueue into '{}' failed: {} ({} more failures not logged)", name, why, *held_back);
+                  dispatcher.deliver(name, *reservation, std::move(leased));
                   return;
                 }
                 for (size_t j = 0; j < slots.size(); ++j) {
@@ -210,6 +245,11 @@ void ProducerGateway::add_enqueues_to(Round& round) {
                     outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
                     outcome.reason = backlog_reason(name);
                     q.backlog_full_until_ms = clock_.steady_ms() + kBacklogFullMemoMs;
+                  } else if ((*statuses)[j] == 3) {
+                    outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::accepted);
+                    // Always a candidate; were it not, its lease would end
+                    // at the deadline without using an attempt (never sent).
+                    if (candidates[j]) leased.push_back(std::move(*candidates[j]));
                   } else {
                     outcome.status = static_cast<uint8_t>((*statuses)[j] == 1 ? proto::EnqueueStatus::accepted
                                                                               : proto::EnqueueStatus::duplicate);
@@ -217,6 +257,7 @@ void ProducerGateway::add_enqueues_to(Round& round) {
                     else q.maybe_ready = true;
                   }
                 }
+                dispatcher.deliver(name, *reservation, std::move(leased));
               });
   };
   // The requests move into the round; their jobs are encoded into the calls.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "broker/config.hpp"
+#include "broker/dispatcher.hpp"
 #include "broker/outbox.hpp"
 #include "broker/queues.hpp"
 #include "broker/registry.hpp"
@@ -22,9 +23,14 @@
 namespace dueq::broker {
 
 namespace calls {
-// enqueue.lua: one status per job: 1 accepted, 0 duplicate, 2 over max_backlog.
+// The record a new job is stored with.
+JobRecord new_job_record(const proto::NewJob& job, int64_t now_ms, uint32_t default_max_attempts);
+// enqueue.lua: one status per job: 1 accepted, 0 duplicate, 2 over max_backlog,
+// 3 accepted and leased at once. With lease tokens (16 hex digits each) the
+// first jobs due now, one per token, may be leased until `lease_deadline_ms`.
 Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
-                uint32_t default_max_attempts, int64_t max_backlog);
+                uint32_t default_max_attempts, int64_t max_backlog, int64_t lease_deadline_ms = 0,
+                const std::string& lease_tokens = {});
 // stats.lua
 Command stats(const std::string& queue);
 Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* reply);
@@ -58,8 +64,10 @@ class ProducerGateway {
   void on_stats(const Peer& peer, uint64_t request_id);
 
   // Adds the enqueue calls (and WAIT) of every request gathered; each
-  // request is answered when the round is applied.
-  void add_enqueues_to(Round& round);
+  // request is answered when the round is applied. Where the dispatcher
+  // has credit and the queue's ready set is believed empty, the call also
+  // leases the new jobs due now, and the dispatcher sends them.
+  void add_enqueues_to(Round& round, Dispatcher& dispatcher, bool stopping);
   // Adds a stats call per queue for the stats requests gathered.
   void add_stats_to(Round& round);
   bool has_work() const { return !enqueues_.empty() || (!stats_requests_.empty() && us_until_stats() == 0); }

@@ -5,8 +5,13 @@
   done/cancelled within the retention period) is not written again: a
   producer that retries an enqueue never makes a second job.
 
-  A job due now goes to the ready set with its record in the jobs hash. A
-  job due later goes to its schedule partition P (given by the broker):
+  A job due now goes to the ready set with its record in the jobs hash, or,
+  when the broker has a worker with room for it, is leased at once: the
+  broker passes a lease deadline and one fencing token per lease candidate
+  (the first L jobs due now, in argument order), and while the ready set is
+  empty (older ready jobs go first) each accepted candidate is written as
+  lease.lua would lease it (leased set, token) instead of to the ready set.
+  A job due later goes to its schedule partition P (given by the broker):
   zset KEYS[1]..":"..P (id -> due ms) and hash KEYS[1]..":"..P..":jobs"
   (id -> record), and the partition's entry in KEYS[1] is lowered to its due
   time if that is earlier. The schedule filter (lib/schedule_filter.lua)
@@ -20,6 +25,7 @@
   KEYS[5]  jobs        hash  id -> job record
   KEYS[6]  done        zset  id -> finished ms
   KEYS[7]  cancelled   zset  id -> finished ms
+  KEYS[8]  tokens      hash  id -> fencing token of the current lease
 
   ARGV[1]  now ms
   ARGV[2]  max backlog: the most unfinished jobs (scheduled + ready +
@@ -34,8 +40,14 @@
            BITFIELD_RO arguments passed on as they are; checked where the
            filter is read (when anything is scheduled). Jobs of one filter
            chunk next to each other share one BITFIELD_RO (any order works).
+  ARGV[4+7N]  lease deadline ms for jobs leased at once (0: lease none)
+  ARGV[5+7N]  their tokens: 16 lowercase hex digits each, not all zero, one
+              per lease candidate (L = length / 16, at most N; "" with a
+              deadline of 0)
 
-  Returns  array of N integers: 1 accepted, 0 duplicate, 2 refused (backlog)
+  Returns  array of N integers: 1 accepted, 0 duplicate, 2 refused (backlog),
+           3 accepted and leased under the token of its candidate number
+           (the c-th job due now in argument order has the c-th token)
   Errors   "ERR dueq bad-args <what>"; nothing is written then
 ]]
 --! include lib/partition.lua
@@ -43,8 +55,23 @@
 local now = tonumber(ARGV[1])
 local max_backlog = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
-if not now or not max_backlog or max_backlog < 0 or not n or n < 1 or n > 1000 or #ARGV ~= 3 + 7 * n then
-  return redis.error_reply("ERR dueq bad-args enqueue: expected now, max_backlog, N and 7 values per job")
+if not now or not max_backlog or max_backlog < 0 or not n or n < 1 or n > 1000 or #ARGV ~= 5 + 7 * n then
+  return redis.error_reply("ERR dueq bad-args enqueue: expected now, max_backlog, N, 7 values per job, "
+    .. "a lease deadline and lease tokens")
+end
+local lease_deadline = tonumber(ARGV[4 + 7 * n])
+local lease_tokens = ARGV[5 + 7 * n]
+local candidates = #lease_tokens / 16
+if not lease_deadline or lease_deadline < 0 or #lease_tokens % 16 ~= 0 or candidates > n
+    or (lease_deadline == 0) ~= (candidates == 0) then
+  return redis.error_reply("ERR dueq bad-args enqueue: the lease deadline and tokens do not match")
+end
+local function lease_token(c) return string.sub(lease_tokens, 16 * c - 15, 16 * c) end
+for c = 1, candidates do
+  local t = lease_token(c)
+  if not string.find(t, "^[0-9a-f]+$") or t == "0000000000000000" then
+    return redis.error_reply("ERR dueq bad-args enqueue: lease token " .. c .. " is not 16 hex digits or is zero")
+  end
 end
 local filter_args = 3 + 4 * n  -- job i's BITFIELD_RO arguments are ARGV[filter_args + 3i + 1 .. 3]
 local ids = {}
@@ -106,14 +133,22 @@ if scheduled_now > 0 then
     for j = first, last do maybe_scheduled[j] = counters[j - first + 1] end
   end
 end
+-- Older ready jobs are leased first, by lease.lua: new ones then wait in line.
+if candidates > 0 and redis.call("ZCARD", KEYS[2]) > 0 then candidates = 0 end
+local due_now_seen = 0  -- jobs due now so far, in argument order: a job's candidate number
 local seen = {}
-local records, ready = {}, {}
+local records, ready, leases, tokens = {}, {}, {}, {}
 local partitions = {}  -- partition number -> {zadd args, hset args, earliest due}
 local accepted, scheduled_slots = 0, filter_slots()
 for i = 1, n do
   local id = ids[i]
   local b = 4 * i
   local partition = ARGV[b + 3]
+  local candidate = nil
+  if tonumber(ARGV[b + 1]) <= now then
+    due_now_seen = due_now_seen + 1
+    if due_now_seen <= candidates then candidate = due_now_seen end
+  end
   if live[i] or done[i] or cancelled[i] or seen[id]
       or (maybe_scheduled and maybe_scheduled[i] > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. partition, id)) then
     out[i] = 0
@@ -127,8 +162,15 @@ for i = 1, n do
     if due <= now then
       records[#records + 1] = id
       records[#records + 1] = ARGV[b + 2]
-      ready[#ready + 1] = ARGV[b + 1]
-      ready[#ready + 1] = id
+      if candidate then
+        leases[#leases + 1] = ARGV[4 + 7 * n]
+        leases[#leases + 1] = id
+        tokens[#tokens + 1] = id
+        tokens[#tokens + 1] = lease_token(candidate)
+      else
+        ready[#ready + 1] = ARGV[b + 1]
+        ready[#ready + 1] = id
+      end
     else
       local p = partitions[partition]
       if not p then
@@ -143,12 +185,14 @@ for i = 1, n do
       filter_slot_add(scheduled_slots, partition, id)
     end
     accepted = accepted + 1
-    out[i] = 1
+    out[i] = candidate and 3 or 1
   end
 end
-if #records > 0 then
-  redis.call("HSET", KEYS[5], unpack(records))
-  redis.call("ZADD", KEYS[2], unpack(ready))
+if #records > 0 then redis.call("HSET", KEYS[5], unpack(records)) end
+if #ready > 0 then redis.call("ZADD", KEYS[2], unpack(ready)) end
+if #leases > 0 then
+  redis.call("ZADD", KEYS[3], unpack(leases))
+  redis.call("HSET", KEYS[8], unpack(tokens))
 end
 for partition, p in pairs(partitions) do
   redis.call("ZADD", p.key, unpack(p.zadd))

@@ -182,8 +182,9 @@ TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
   const QueueKeys k("q");
   const std::string record = encode_job_record(JobRecord{"t", "p", 1000, 3, 1000, 0, 0});
   auto eval = [&](std::vector<std::string> argv) {
-    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "7", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled};
+    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "8", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens};
     for (auto& a : argv) cmd.add(a);
+    cmd.add("0").add("");  // no lease
     round.add(std::move(cmd));
   };
   const std::vector<std::string> filter = {"GET", "u8", "0", "GET", "u8", "0"};  // unread: nothing is scheduled
@@ -218,10 +219,11 @@ TEST_F(Scripts, EnqueueWithFilterArgumentsOtherThanTheJobsBucketWritesNothing) {
                                              {"GET", "i8", std::to_string(offset)},
                                              {"SET", "u8", std::to_string(offset)},
                                              {"GET", "u8", " " + std::to_string(offset)}}) {
-    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "7", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled};
+    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "8", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens};
     for (const auto& a : {std::string("1000"), std::string("0"), std::string("1"), std::string("a"), std::string("0"), record, partition})
       cmd.add(a);
     for (const auto& a : filter) cmd.add(a);
+    cmd.add("0").add("");
     round.add(std::move(cmd));
   }
   auto replies = store_->pipeline(round.take_commands());
@@ -273,11 +275,13 @@ TEST_F(Scripts, PromoteMovesItsWholeLimitOutOfOnePartition) {
     for (auto& j : jobs) ptrs.push_back(&j);
     // Every job into partition 7, as if all their ids hashed alike.
     const auto args = calls::enqueue("q", ptrs, 1000, 3, 0).args();
-    const size_t first_job = args.size() - 7 * jobs.size(), first_filter = args.size() - 3 * jobs.size();
+    // ... 7 values per job, then the two lease arguments.
+    const size_t lease_args = args.size() - 2;
+    const size_t first_job = lease_args - 7 * jobs.size(), first_filter = lease_args - 3 * jobs.size();
     Command same;
     for (size_t a = 0; a < args.size(); ++a) {
       if (a >= first_job && a < first_filter && (a - first_job) % 4 == 3) same.add("7");
-      else if (a >= first_filter && (a - first_filter) % 3 == 2)
+      else if (a >= first_filter && a < lease_args && (a - first_filter) % 3 == 2)
         same.add(static_cast<int64_t>(schedule_filter_bit_offset(7, jobs[(a - first_filter) / 3].id)));
       else same.add(args[a]);
     }
@@ -382,6 +386,72 @@ TEST_F(Scripts, LeaseTakesAtMostCountAndSkipsVanishedJobs) {
   ASSERT_EQ(leased.size(), 1u);  // a vanished, b leased; c still ready
   EXPECT_EQ(leased[0].id, "b");
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "1");
+}
+
+// A job due now is leased by its own enqueue while no older job is ready:
+// written as lease.lua writes a lease (leased set, token), never to ready.
+TEST_F(Scripts, EnqueueLeasesJobsDueNowUnderTheirCandidatesTokens) {
+  std::vector<proto::NewJob> jobs = {job("a"), job("later", 5000), job("c")};
+  std::vector<const proto::NewJob*> ptrs = {&jobs[0], &jobs[1], &jobs[2]};
+  Round round;
+  round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 9000, "00000000000000aa00000000000000cc"));
+  EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{3, 1, 3}));
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "9000");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:tokens' a"), "00000000000000aa");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:tokens' c"), "00000000000000cc");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "0");
+  EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' a"), "1");
+  EXPECT_EQ(field("later", "s"), "scheduled");
+  // Acked like any lease; the audit finds every job where it belongs.
+  Round ack;
+  ack.add(calls::ack("q", 2000, 60, {{"a", 0xaa}, {"c", 0xcc}}));
+  EXPECT_EQ(*ints(run(ack)), (std::vector<int64_t>{1, 1}));
+  Round audit;
+  audit.add(calls::audit("q", {}));
+  audit.add(calls::audit("q", {"a", "later", "c"}));
+  run(audit, 0);
+  EXPECT_TRUE(calls::parse_audit(replies_.at(1).get())->problems.empty());
+}
+
+// Older ready jobs go first: with any job ready, new ones go to the ready set.
+TEST_F(Scripts, EnqueueLeasesNothingWhileOlderJobsAreReady) {
+  enqueue({job("older")}, 1000);
+  proto::NewJob newer = job("newer");
+  Round round;
+  round.add(calls::enqueue("q", {&newer}, 1000, 3, 0, 9000, "00000000000000aa"));
+  EXPECT_EQ(*ints(run(round)), std::vector<int64_t>{1});
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "2");
+  EXPECT_EQ(redis_->cli("HLEN 'dueq:{q}:tokens'"), "0");
+}
+
+// Candidates are the first jobs due now by position, duplicates included:
+// the broker knows which job a token is for without knowing the outcomes.
+TEST_F(Scripts, EnqueueLeaseCandidatesAreTheFirstJobsDueNowByPosition) {
+  enqueue({job("dup", 5000)}, 1000);  // scheduled: not in ready
+  std::vector<proto::NewJob> jobs = {job("dup"), job("d")};
+  Round round;
+  round.add(calls::enqueue("q", {&jobs[0], &jobs[1]}, 1000, 3, 0, 9000, "00000000000000aa"));
+  EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{0, 1})) << "the one token was the duplicate's";
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:ready' d"), "1000");
+  EXPECT_EQ(redis_->cli("HLEN 'dueq:{q}:tokens'"), "0");
+}
+
+TEST_F(Scripts, EnqueueWithBadLeaseArgumentsWritesNothing) {
+  std::vector<proto::NewJob> jobs = {job("a"), job("b")};
+  std::vector<const proto::NewJob*> ptrs = {&jobs[0], &jobs[1]};
+  Round round;
+  round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 0, "00000000000000aa"));         // tokens without a deadline
+  round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 9000, ""));                      // a deadline without tokens
+  round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 9000, "00000000000000a"));       // 15 digits
+  round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 9000, "0000000000000000"));      // the zero token
+  round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 9000, "00000000000000AA"));      // not lowercase
+  round.add(calls::enqueue("q", ptrs, 1000, 3, 0, -1, "00000000000000aa"));        // negative deadline
+  round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 9000, std::string(48, '1')));    // more tokens than jobs
+  auto replies = store_->pipeline(round.take_commands());
+  ASSERT_TRUE(replies);
+  for (const auto& r : *replies) EXPECT_NE(reply_error(r.get()).find("bad-args"), std::string_view::npos);
+  EXPECT_EQ(redis_->cli("HLEN 'dueq:{q}:jobs'"), "0");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:leased'"), "0");
 }
 
 TEST_F(Scripts, AckWithTheCurrentTokenCompletesTheJob) {
