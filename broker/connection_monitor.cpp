@@ -60,13 +60,16 @@ void ConnectionMonitor::drain(int64_t now_ms) {
   refused_ += refused_now;
   refused_unlogged_ += refused_now;
   if (refusal_log_.admit("", now_ms)) {
-    const bool out_of_files = last_errno == EMFILE || last_errno == ENFILE;
-    spdlog::error("could not accept {} connection attempts ({}){}; {} refused since start", refused_unlogged_,
-                  std::strerror(last_errno),
-                  out_of_files ? fmt::format(": the broker's open-file limit is {} (raise LimitNOFILE / ulimit -n)",
-                                             open_files_limit())
-                               : "",
-                  refused_);
+    // One formatting pass, in spdlog's own buffer: at the open-file limit a
+    // sanitized build's first use of another fmt buffer type fails UBSan's
+    // vptr check (the check needs a pipe) and stops the broker.
+    if (last_errno == EMFILE || last_errno == ENFILE)
+      spdlog::error("could not accept {} connection attempts ({}): the broker's open-file limit is {} (raise "
+                    "LimitNOFILE / ulimit -n); {} refused since start",
+                    refused_unlogged_, std::strerror(last_errno), open_files_limit(), refused_);
+    else
+      spdlog::error("could not accept {} connection attempts ({}); {} refused since start", refused_unlogged_,
+                    std::strerror(last_errno), refused_);
     refused_unlogged_ = 0;
   }
 }
