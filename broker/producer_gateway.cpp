@@ -204,25 +204,25 @@ void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool
     // (then the lease call of the round leases them in order), and not
     // before WAIT has seen replicas take them (min_replicas).
     const bool lease_here = !q.maybe_ready && config_.min_replicas == 0;
-    auto reservation = std::make_shared<Dispatcher::Reservation>(
-        lease_here ? dispatcher.reserve(name, due_now, stopping) : Dispatcher::Reservation{});
+    Dispatcher::Reservation reservation =
+        lease_here ? dispatcher.reserve(name, due_now, stopping) : Dispatcher::Reservation{};
     // The lease call of the round takes what the call may leave ready.
-    if (due_now > reservation->count || due_now == 0) q.ready_this_round = true;
+    if (due_now > reservation.count || due_now == 0) q.ready_this_round = true;
     std::string lease_tokens;
     std::vector<std::optional<LeasedJob>> candidates(call.jobs.size());  // by position: the jobs the call may lease
-    for (size_t i = 0, c = 0; i < call.jobs.size() && c < reservation->tokens.size(); ++i) {
+    for (size_t i = 0, c = 0; i < call.jobs.size() && c < reservation.tokens.size(); ++i) {
       if (dues[i] > now) continue;
       candidates[i] = LeasedJob{call.jobs[i]->id, calls::new_job_record(*call.jobs[i], now, policy.max_attempts), 1,
-                                reservation->tokens[c]};
-      lease_tokens += token_text(reservation->tokens[c++]);
+                                reservation.tokens[c]};
+      lease_tokens += token_text(reservation.tokens[c++]);
     }
-    round.add(calls::enqueue(name, call.jobs, now, policy.max_attempts, policy.max_backlog, reservation->deadline_ms,
+    round.add(calls::enqueue(name, call.jobs, now, policy.max_attempts, policy.max_backlog, reservation.deadline_ms,
                              lease_tokens),
-              [this, &dispatcher, answers, name, now, reservation, candidates = std::move(candidates),
+              [this, &dispatcher, answers, name, now, reservation = std::move(reservation), candidates = std::move(candidates),
                slots = std::move(call.slots), dues = std::move(dues)](const redisReply* r) mutable {
                 std::vector<LeasedJob> leased;
                 if (r == nullptr) {  // the round failed: answered by the final step
-                  dispatcher.deliver(name, *reservation, std::move(leased));
+                  dispatcher.deliver(name, reservation, std::move(leased));
                   return;
                 }
                 QueueState& q = queues_.get(name);
@@ -236,7 +236,7 @@ void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool
                   for (const auto& slot : slots) answers->requests[slot.first].store_error = why;
                   if (auto held_back = store_error_log_.admit("", clock_.steady_ms()))
                     spdlog::error("enqueue into '{}' failed: {} ({} more failures not logged)", name, why, *held_back);
-                  dispatcher.deliver(name, *reservation, std::move(leased));
+                  dispatcher.deliver(name, reservation, std::move(leased));
                   return;
                 }
                 for (size_t j = 0; j < slots.size(); ++j) {
@@ -257,7 +257,7 @@ void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool
                     else q.maybe_ready = true;
                   }
                 }
-                dispatcher.deliver(name, *reservation, std::move(leased));
+                dispatcher.deliver(name, reservation, std::move(leased));
               });
   };
   // The requests move into the round; their jobs are encoded into the calls.

@@ -82,6 +82,13 @@ std::vector<std::pair<uint64_t, std::vector<std::string>>> receive_jobs(FakeBrok
   return frames;
 }
 
+// `count` single-job enqueue_async calls, jobs "job-0".. in order.
+std::vector<std::future<std::expected<EnqueueResult, ClientError>>> enqueue_many(Client& client, int count) {
+  std::vector<std::future<std::expected<EnqueueResult, ClientError>>> pending;
+  for (int i = 0; i < count; ++i) pending.push_back(client.enqueue_async({"q", "t", "p", fmt::format("job-{}", i), 0, 0}));
+  return pending;
+}
+
 }  // namespace
 
 // Requests submitted faster than the I/O thread sends them share a frame:
@@ -90,9 +97,7 @@ TEST(Client, KeepsManyRequestsOutstandingOnOneConnectionAndMatchesRepliesById) {
   FakeBroker broker;
   Client client(broker.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 1});
   constexpr int kRequests = 200;
-  std::vector<std::future<std::expected<EnqueueResult, ClientError>>> pending;
-  for (int i = 0; i < kRequests; ++i)
-    pending.push_back(client.enqueue_async({"q", "t", "p", fmt::format("job-{}", i), 0, 0}));
+  auto pending = enqueue_many(client, kRequests);
 
   // Every request reaches the broker before any is answered, all on one connection.
   std::set<std::string> routing_ids;
@@ -129,9 +134,7 @@ TEST(Client, AnErrorAnsweringAMergedFrameReachesEveryRequestInIt) {
   FakeBroker broker;
   Client client(broker.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 1});
   constexpr int kRequests = 200;
-  std::vector<std::future<std::expected<EnqueueResult, ClientError>>> pending;
-  for (int i = 0; i < kRequests; ++i)
-    pending.push_back(client.enqueue_async({"q", "t", "p", fmt::format("job-{}", i), 0, 0}));
+  auto pending = enqueue_many(client, kRequests);
   std::set<std::string> routing_ids;
   std::string routing_id;
   const auto frames = receive_jobs(broker, kRequests, routing_id, routing_ids);
