@@ -42,6 +42,7 @@ struct Options {
   std::string plot_data;  // lateness samples of the last run go here
   double latency_rate = 0;  // jobs/s for the latency scenario; 0 = half the measured steady maximum
   std::string peers_dir = DUEQ_SOURCE_DIR "/bench/peers";  // bullmq_bench.js and its node_modules
+  std::vector<std::string> single_modes = {"clients", "threads", "async"};  // the single scenario's producers
 };
 
 // Figures of one run, by name.
@@ -538,7 +539,7 @@ Figures audit_under_load(const Options& o, Json&) {
 // threads sharing one Client, one thread with 50 enqueue_async futures.
 // Figures: jobs completed per second over the window, the enqueue call's
 // latency, and where the CPU went per job (Redis, broker, workers, client).
-Figures single_job(const Options& o, Json& table, const std::vector<std::string>& modes = {"clients", "threads", "async"}) {
+Figures single_job(const Options& o, Json& table, const std::vector<std::string>& modes) {
   const double seconds = o.smoke ? 2 : 10;
   constexpr int kOutstanding = 50;
   Figures f;
@@ -790,6 +791,8 @@ int main(int argc, char** argv) {
   app.add_option("--peers-dir", o.peers_dir, "where bullmq_bench.js and its node_modules are (peers scenario)");
   app.add_option("--latency-rate", o.latency_rate, "jobs/s for the latency scenario (default: half the steady maximum measured in the same invocation, else 20,000)")
       ->check(CLI::Range(100.0, 1'000'000.0));
+  app.add_option("--single-modes", o.single_modes, "the single scenario's producers: clients, threads and/or async")
+      ->check(CLI::IsMember({"clients", "threads", "async"}));
   app.add_option("--runs", o.runs, "runs per scenario (median reported)")->check(CLI::Range(1, 20));
   app.add_flag("--smoke", o.smoke, "small sizes and one run: checks that the driver works");
   app.add_flag("--json", json, "print the JSON records on stdout");
@@ -827,7 +830,7 @@ int main(int argc, char** argv) {
       else if (name == "memory") f = memory(o, table);
       else if (name == "backlog") f = backlog(o, table);
       else if (name == "curve") f = curve(o, table);
-      else if (name == "single") f = single_job(o, table);
+      else if (name == "single") f = single_job(o, table, o.single_modes);
       else if (name == "defaults") f = default_settings(o, table);
       else if (name == "low_rate") f = low_rate(o, table);
       else if (name == "peers") f = peers(o, table);

@@ -240,8 +240,10 @@ Result<AuditReport> audit_queue(ScriptRegistry& redis, const std::string& queue,
       if (!r) return std::unexpected(r.error());
       auto ids = reply::strings(r->get(), "ZRANGE");
       if (!ids) return std::unexpected(ids.error());
+      const bool last = static_cast<int64_t>(ids->size()) < kSlice;
+      std::erase_if(*ids, is_encoding_pin);  // leased holds one; it is no job
       if (auto ok = check(*ids); !ok) return std::unexpected(ok.error());
-      if (static_cast<int64_t>(ids->size()) < kSlice) break;
+      if (last) break;
     }
   }
 

@@ -125,6 +125,12 @@ Result<bool> Broker::start(int signal_fd) {
     auto moved = migrate_legacy_schedule(redis_, name);
     if (!moved) return std::unexpected(moved.error());
     if (*moved > 0) spdlog::info("queue '{}': moved {} scheduled jobs into the partitioned schedule", name, *moved);
+    // Stores written before the pins, or whose keys were deleted, get them
+    // back (new queues get theirs when they are registered).
+    auto pinned = redis_.call(calls::pin_encoding(name));
+    if (!pinned) return std::unexpected(pinned.error());
+    if (auto err = reply_error(pinned->get()); !err.empty())
+      return fail(Errc::internal, fmt::format("queue '{}': pinning the key encodings: {}", name, err));
   }
   if (auto ok = scheduler_.cap_previous_leases(redis_); !ok) return std::unexpected(ok.error());
   admin_.start();

@@ -108,6 +108,28 @@ inline uint32_t schedule_filter_bit_offset(uint32_t partition, std::string_view 
   return ((partition % kPartitionsPerFilterChunk) * 100 + tail) * 8;
 }
 
+// Encoding pins. A queue's jobs, tokens and leased keys hold every job in
+// flight: tens to hundreds of entries under load, where Redis keeps a hash
+// or sorted set as a listpack and every HSET, HMGET, ZADD or ZREM scans all
+// of it (an HSET of 26 records took 30 us, against 6 us in a hashtable).
+// lua/pin_encoding.lua puts one long entry, the pin, into each: longer than
+// hash-max-listpack-value and zset-max-listpack-value as Redis's defaults
+// (64) and deploy/redis.conf (1024) set them, it turns the key into a
+// hashtable or skiplist for good, and keeps it from being deleted when its
+// jobs are gone. Job ids hold no space and the pin does: scripts and the
+// auditor that walk these keys skip it, and in leased its deadline is +inf.
+// The schedule partitions get no pin: they stay listpacks (see above).
+inline constexpr size_t kEncodingPinBytes = 1025;
+inline const std::string& encoding_pin() {
+  static const std::string pin = [] {
+    std::string text = "dueq encoding pin: keeps this key out of listpack encoding (broker/keys.hpp) ";
+    text.resize(kEncodingPinBytes, '.');
+    return text;
+  }();
+  return pin;
+}
+inline bool is_encoding_pin(std::string_view entry) { return entry.find(' ') != std::string_view::npos; }
+
 // The set of queue names the broker has seen (for restarts and `dueq stats`).
 inline const std::string kQueuesKey = "dueq:queues";
 

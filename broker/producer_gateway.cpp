@@ -50,6 +50,11 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
   return call.add(lease_deadline_ms).add(lease_tokens);
 }
 
+Command pin_encoding(const std::string& queue) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::pin_encoding, {k.jobs, k.tokens, k.leased}).add(encoding_pin());
+}
+
 Command stats(const std::string& queue) {
   QueueKeys k(queue);
   return script_call(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats});
@@ -195,7 +200,10 @@ void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool
     }
     call = std::move(sorted);
     QueueState& q = queues_.get(name);
-    if (!q.registered) round.add(Command{"SADD", kQueuesKey, name});
+    if (!q.registered) {
+      round.add(Command{"SADD", kQueuesKey, name});
+      round.add(calls::pin_encoding(name));
+    }
     const auto& policy = config_.policy(name);
     std::vector<int64_t> dues;
     for (const auto* job : call.jobs) dues.push_back(job->due_ms == 0 ? now : job->due_ms);

@@ -31,6 +31,9 @@ JobRecord new_job_record(const proto::NewJob& job, int64_t now_ms, uint32_t defa
 Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
                 uint32_t default_max_attempts, int64_t max_backlog, int64_t lease_deadline_ms = 0,
                 const std::string& lease_tokens = {});
+// pin_encoding.lua: the encoding pins of a queue's jobs, tokens and leased
+// keys (broker/keys.hpp), where they are missing.
+Command pin_encoding(const std::string& queue);
 // stats.lua
 Command stats(const std::string& queue);
 Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* reply);

@@ -17,7 +17,7 @@
                              partition P is zset KEYS[1]..":"..P and hash
                              KEYS[1]..":"..P..":jobs"
   KEYS[2]  ready       zset
-  KEYS[3]  leased      zset
+  KEYS[3]  leased      zset  id -> lease deadline ms (and an encoding pin at +inf, not counted)
   KEYS[4]  dead        zset
   KEYS[5]  stats       hash
   KEYS[6]  jobs        hash
@@ -46,7 +46,8 @@ end
 local problems = {}
 if #ids == 0 then
   local c = redis.call("HMGET", KEYS[5], "scheduled", "accepted", "done", "cancelled", "purged")
-  local counts = {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), redis.call("ZCARD", KEYS[3]),
+  -- Leases by their finite deadlines: the encoding pin's is +inf.
+  local counts = {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), redis.call("ZCOUNT", KEYS[3], "-inf", "(+inf"),
     redis.call("ZCARD", KEYS[4]), tonumber(c[2] or 0), tonumber(c[3] or 0), tonumber(c[4] or 0),
     tonumber(c[5] or 0)}
   return {counts, problems}

@@ -4,7 +4,7 @@
   extended again; the rest (leased by the dead broker, held by no one) expire
   at CAP and are reclaimed after a short grace period instead of a full TTL.
 
-  KEYS[1]  leased      zset  id -> deadline ms
+  KEYS[1]  leased      zset  id -> deadline ms (and an encoding pin at +inf)
 
   ARGV[1]  cap deadline ms
   ARGV[2]  limit (1..5000)
@@ -18,7 +18,8 @@ local limit = tonumber(ARGV[2])
 if not cap or not limit or limit < 1 or limit > 5000 then
   return redis.error_reply("ERR dueq bad-args cap_leases: expected a cap and a limit of 1..5000")
 end
-local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "(" .. cap, "+inf", "LIMIT", 0, limit)
+-- Up to "(+inf": the encoding pin's deadline is +inf, and it stays there.
+local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "(" .. cap, "(+inf", "LIMIT", 0, limit)
 for _, id in ipairs(ids) do
   redis.call("ZADD", KEYS[1], "XX", cap, id)
 end

@@ -20,7 +20,7 @@
   KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
                              KEYS[1]..":filter:"..C are the schedule filter's chunks
   KEYS[2]  ready       zset  id -> due ms, jobs due now
-  KEYS[3]  leased      zset
+  KEYS[3]  leased      zset  id -> lease deadline ms (and an encoding pin at +inf)
   KEYS[4]  stats       hash  counters ("scheduled" = jobs in the schedule)
   KEYS[5]  jobs        hash  id -> job record
   KEYS[6]  done        zset  id -> finished ms
@@ -94,7 +94,8 @@ local out = {}
 local room = n
 local scheduled_now = tonumber(redis.call("HGET", KEYS[4], "scheduled")) or 0
 if max_backlog > 0 then
-  room = max_backlog - redis.call("ZCARD", KEYS[2]) - redis.call("ZCARD", KEYS[3]) - scheduled_now
+  -- Leases are counted by their finite deadlines: the encoding pin's is +inf.
+  room = max_backlog - redis.call("ZCARD", KEYS[2]) - redis.call("ZCOUNT", KEYS[3], "-inf", "(+inf") - scheduled_now
   if room <= 0 then
     for i = 1, n do out[i] = 2 end
     return out

@@ -7,7 +7,7 @@
   unconfirmed one goes back to ready without using an attempt, up to LIMIT
   times. A job a user asked to cancel ends cancelled.
 
-  KEYS[1]  leased            zset  id -> deadline ms
+  KEYS[1]  leased            zset  id -> deadline ms (and an encoding pin at +inf)
   KEYS[2]  ready             zset
   KEYS[3]  dead              zset
   KEYS[4]  stats             hash
@@ -88,7 +88,7 @@ if requeued > 0 then redis.call("HINCRBY", KEYS[4], "retried", requeued) end
 if dead > 0 then redis.call("HINCRBY", KEYS[4], "dead", dead) end
 if cancelled > 0 then redis.call("HINCRBY", KEYS[4], "cancelled", cancelled) end
 if not_counted > 0 then redis.call("HINCRBY", KEYS[4], "unconfirmed", not_counted) end
-local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+local head = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", "(+inf", "WITHSCORES", "LIMIT", 0, 1)  -- not the pin
 local next_deadline = -1
 if head[2] then next_deadline = tonumber(head[2]) end
 return {requeued, dead, next_deadline, not_counted}

@@ -8,7 +8,7 @@
   ARGV[1]  cursor ("0" to start)
   ARGV[2]  count hint (1..5000)
 
-  Returns  {next cursor ("0" = done), ids}
+  Returns  {next cursor ("0" = done), ids}, without the encoding pin
   Errors   "ERR dueq bad-args <what>"
 ]]
 local count = tonumber(ARGV[2])
@@ -17,5 +17,8 @@ if not tonumber(ARGV[1]) or not count or count < 1 or count > 5000 then
 end
 local step = redis.call("HSCAN", KEYS[1], ARGV[1], "COUNT", count)
 local ids = {}
-for i = 1, #step[2], 2 do ids[#ids + 1] = step[2][i] end
+for i = 1, #step[2], 2 do
+  -- The encoding pin (broker/keys.hpp) is the one field with a space.
+  if not string.find(step[2][i], " ", 1, true) then ids[#ids + 1] = step[2][i] end
+end
 return {step[1], ids}

@@ -3,7 +3,7 @@
 
   KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms
   KEYS[2]  ready       zset
-  KEYS[3]  leased      zset
+  KEYS[3]  leased      zset  id -> lease deadline ms (and an encoding pin at +inf, not counted)
   KEYS[4]  dead        zset
   KEYS[5]  stats       hash  counters ("scheduled" = jobs in the schedule)
 
@@ -21,6 +21,6 @@ local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = -1
 if head[2] then next_due = tonumber(head[2]) end
 local c = redis.call("HMGET", KEYS[5], "scheduled", "accepted", "done", "retried", "stale_acks", "cancelled", "purged")
-return {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), redis.call("ZCARD", KEYS[3]), redis.call("ZCARD", KEYS[4]),
+return {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), redis.call("ZCOUNT", KEYS[3], "-inf", "(+inf"), redis.call("ZCARD", KEYS[4]),
   next_due, tonumber(c[2] or 0), tonumber(c[3] or 0), tonumber(c[4] or 0), tonumber(c[5] or 0),
   tonumber(c[6] or 0), tonumber(c[7] or 0)}

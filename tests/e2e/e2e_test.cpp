@@ -1061,3 +1061,31 @@ TEST(EndToEnd, AJobBehindALongOneStartsWhileHandlerThreadsAreIdle) {
   ASSERT_TRUE(s);
   EXPECT_EQ(s->in_flight, 1) << "the long job is still running";
 }
+
+// The broker pins the encodings of a queue's jobs, tokens and leased keys
+// (broker/keys.hpp) when the queue is first enqueued into, and puts back
+// missing pins (a store from before them) when it starts.
+TEST(EndToEnd, TheBrokerPinsTheKeyEncodingsOfNewQueuesAndOfQueuesItFindsAtStart) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"pinned", "noop", "", "later", Client::in_ms(3'600'000), 3}));
+  auto encodings = [&] {
+    std::string out;
+    for (const char* key : {"jobs", "tokens", "leased"})
+      out += cluster.redis().cli(std::string("OBJECT ENCODING 'dueq:{pinned}:") + key + "'") + " ";
+    return out;
+  };
+  EXPECT_EQ(encodings(), "hashtable hashtable skiplist ");
+  // The job waits in its schedule partition: these keys hold only the pins.
+  ASSERT_EQ(cluster.redis().cli("DEL 'dueq:{pinned}:jobs' 'dueq:{pinned}:tokens' 'dueq:{pinned}:leased'"), "3");
+  cluster.broker().signal(SIGTERM);
+  ASSERT_EQ(cluster.broker().wait(10s), 0);
+  cluster.start_broker();
+  EXPECT_EQ(encodings(), "hashtable hashtable skiplist ");
+  const auto record = cluster.dir() / "runs.txt";
+  cluster.start_example_worker("pinned", 2, record.string());
+  ASSERT_TRUE(client.enqueue({"pinned", "noop", "", "now", 0, 3}));
+  EXPECT_TRUE(eventually([&] { auto s = cluster.stats("pinned"); return s && s->done == 1 && s->in_flight == 0; }, 10s));
+  auto audit = run_dueq(cluster.endpoint(), "audit");
+  EXPECT_NE(audit.out.find("audit: clean"), std::string::npos) << audit.out;
+}

@@ -1572,3 +1572,79 @@ TEST_F(Scripts, AuditScheduleRefusesBadArguments) {
     EXPECT_NE(std::string(reply_error(run(round))).find("bad-args"), std::string::npos) << first << " " << count;
   }
 }
+
+// A queue's jobs, tokens and leased keys hold every job in flight; as
+// listpacks each command on them scans the whole key. The encoding pin
+// makes them a hashtable and a skiplist for good and must never pass for a
+// job: not in the backlog, the stats, the audit, the id walk, a reclaim's
+// next deadline or a lease cap.
+TEST_F(Scripts, EncodingPinsKeepTheHotKeysOutOfListpacksAndAreNeverTakenForJobs) {
+  for (int64_t added : {3, 0}) {  // the second time they are there already
+    Round pin;
+    pin.add(calls::pin_encoding("q"));
+    const redisReply* r = run(pin);
+    ASSERT_EQ(r->type, REDIS_REPLY_INTEGER) << reply_error(r);
+    EXPECT_EQ(r->integer, added);
+  }
+  EXPECT_EQ(redis_->cli("OBJECT ENCODING 'dueq:{q}:jobs'"), "hashtable");
+  EXPECT_EQ(redis_->cli("OBJECT ENCODING 'dueq:{q}:tokens'"), "hashtable");
+  EXPECT_EQ(redis_->cli("OBJECT ENCODING 'dueq:{q}:leased'"), "skiplist");
+
+  // A backlog of 2 takes 2 jobs beside the pin.
+  EXPECT_EQ(enqueue({qjob("a"), qjob("b"), qjob("c")}, 1000, 3, 2), (std::vector<int64_t>{1, 1, 2}));
+  auto leased = lease(2, 5000);
+  ASSERT_EQ(leased.size(), 2u);
+  auto in_flight = [&] {
+    Round stats;
+    stats.add(calls::stats("q"));
+    return calls::parse_stats("q", run(stats))->in_flight;
+  };
+  EXPECT_EQ(in_flight(), 2);
+  Round cap;
+  cap.add(calls::cap_leases("q", 4000, 100));
+  EXPECT_EQ(ints(run(cap))->at(0), 2);  // the two leases, not the pin
+  Round ack;
+  ack.add(calls::ack("q", 2000, 60, {{leased[0].id, leased[0].token}}));
+  EXPECT_EQ(*ints(run(ack)), std::vector<int64_t>{1});
+  Round reclaim;
+  reclaim.add(calls::reclaim("q", 4000, 100, 60, 3));
+  auto r = *calls::parse_reclaim(run(reclaim));
+  EXPECT_EQ(r.requeued, 1);
+  EXPECT_EQ(r.next_deadline_ms, -1);  // nothing leased: the pin's +inf is no deadline
+  EXPECT_EQ(in_flight(), 0);
+
+  std::string cursor = "0";
+  size_t ids = 0;
+  do {
+    Round scan;
+    scan.add(calls::scan_ids(QueueKeys("q").jobs, cursor, 1000));
+    const redisReply* step = run(scan);
+    cursor = reply::str(step->element[0]);
+    auto step_ids = strs(step->element[1]);
+    ASSERT_TRUE(step_ids);
+    for (const auto& id : *step_ids) {
+      EXPECT_FALSE(is_encoding_pin(id));
+      ++ids;
+    }
+  } while (cursor != "0");
+  EXPECT_EQ(ids, 1u);  // the requeued job
+  auto audit = audit_queue(*store_, "q", /*repair=*/false);
+  ASSERT_TRUE(audit) << audit.error().message;
+  EXPECT_TRUE(audit->clean());
+  EXPECT_EQ(audit->counts.leased, 0);
+  // The keys outlive their jobs, in their encodings.
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' '" + encoding_pin() + "'"), "inf");
+  EXPECT_EQ(redis_->cli("OBJECT ENCODING 'dueq:{q}:tokens'"), "hashtable");
+  EXPECT_EQ(redis_->cli("OBJECT ENCODING 'dueq:{q}:leased'"), "skiplist");
+}
+
+TEST_F(Scripts, PinEncodingRefusesAPinThatCouldBeAJobId) {
+  for (const std::string& bad : {std::string("short pin"), std::string(200, 'x'), std::string(70'000, ' ')}) {
+    Command call = script_call(lua::ScriptId::pin_encoding, {"dueq:{q}:jobs", "dueq:{q}:tokens", "dueq:{q}:leased"});
+    call.add(bad);
+    Round round;
+    round.add(std::move(call));
+    EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos) << bad.size();
+  }
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:jobs' 'dueq:{q}:tokens' 'dueq:{q}:leased'"), "0");
+}
