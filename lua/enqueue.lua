@@ -74,7 +74,7 @@ for c = 1, candidates do
   end
 end
 local filter_args = 3 + 4 * n  -- job i's BITFIELD_RO arguments are ARGV[filter_args + 3i + 1 .. 3]
-local ids = {}
+local ids, dues = {}, {}  -- dues as numbers: tonumber is a strtod per call
 for i = 0, n - 1 do
   local b = 4 + 4 * i
   local due = tonumber(ARGV[b + 1])
@@ -86,6 +86,7 @@ for i = 0, n - 1 do
       .. " has an empty id, a bad due, a bad record or a bad partition")
   end
   ids[i + 1] = ARGV[b]
+  dues[i + 1] = due
 end
 
 local out = {}
@@ -146,7 +147,8 @@ for i = 1, n do
   local b = 4 * i
   local partition = ARGV[b + 3]
   local candidate = nil
-  if tonumber(ARGV[b + 1]) <= now then
+  local due = dues[i]
+  if due <= now then
     due_now_seen = due_now_seen + 1
     if due_now_seen <= candidates then candidate = due_now_seen end
   end
@@ -159,7 +161,6 @@ for i = 1, n do
     seen[id] = true
     -- Scores are written from their ARGV strings: formatting a Lua number
     -- back into a string costs more than the rest of the write.
-    local due = tonumber(ARGV[b + 1])
     if due <= now then
       records[#records + 1] = id
       records[#records + 1] = ARGV[b + 2]

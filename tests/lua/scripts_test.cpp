@@ -1197,7 +1197,7 @@ TEST_F(Scripts, ScriptsTakingAPartitionRefuseABadOne) {
   enqueue({qjob("a", 9000)}, 1000);
   const std::vector<std::string> all = {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.stats,
                                         k.jobs, k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested};
-  for (const char* bad : {"32768", "-1", "01", "x"}) {
+  for (const char* bad : {"32768", "-1", "01", "00", "1e1", " 1", "", "x"}) {
     EXPECT_NE(eval(lua::ScriptId::cancel, all, {"2000", "a", "60", bad}).find("bad-args"), std::string::npos) << bad;
     EXPECT_NE(eval(lua::ScriptId::show,
                    {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs, k.tokens, k.attempts, k.errors,
