@@ -50,10 +50,17 @@ end
 local done = #finished
 if done > 0 then
   redis.call("ZREM", KEYS[1], unpack(finished))
-  for k = 3, 7 do redis.call("HDEL", KEYS[k], unpack(finished)) end
-  redis.call("SREM", KEYS[8], unpack(finished))
-  redis.call("SREM", KEYS[10], unpack(finished))
-  redis.call("HDEL", KEYS[11], unpack(finished))
+  redis.call("HDEL", KEYS[3], unpack(finished))
+  redis.call("HDEL", KEYS[4], unpack(finished))
+  -- Most jobs never failed, were never cancelled and finished before a
+  -- heartbeat listed them, so these keys are often absent: an EXISTS spares
+  -- Redis turning every id into an argument for nothing.
+  for _, k in ipairs({5, 6, 7, 11}) do
+    if redis.call("EXISTS", KEYS[k]) == 1 then redis.call("HDEL", KEYS[k], unpack(finished)) end
+  end
+  for _, k in ipairs({8, 10}) do
+    if redis.call("EXISTS", KEYS[k]) == 1 then redis.call("SREM", KEYS[k], unpack(finished)) end
+  end
   if retention > 0 then
     for i = 1, done, 1000 do
       local args = {}

@@ -32,6 +32,13 @@ constexpr int64_t kDefaultHeartbeatMs = 500;
 constexpr int64_t kConfirmWaitMs = 2'000;  // on drain: how long to wait for the broker to confirm results
 constexpr int64_t kCancelGraceMs = 5'000;  // on drain: how long cancelled handlers get to return
 constexpr int64_t kMinCapacityNoticeMs = 50;  // adaptive capacity: at most one early heartbeat this often
+// A result waits up to this long (or until this many wait) to go out in one
+// RESULTS frame with the results after it: each frame costs the worker, the
+// broker and the CONFIRM back a few wake-ups, which with short jobs cost
+// more than the jobs. Sending at once when the pool fell idle would send
+// most results alone (short jobs leave it idle between TASKS frames).
+constexpr int64_t kResultsLingerUs = 1'000;
+constexpr size_t kResultsPerFrame = 1'000;
 
 std::string held_key(const std::string& queue, const std::string& id) { return queue + '\n' + id; }
 
@@ -347,13 +354,21 @@ struct Worker::Impl {
     return wait;
   }
 
-  void collect_results() {
+  // Sends the results handed in, when the linger rule (kResultsLingerUs)
+  // says so or `now_us` is -1 (stopping).
+  void collect_results(int64_t now_us) {
     std::vector<proto::JobResult> done;
     {
       std::lock_guard lock(pool_mutex);
+      if (completed.empty()) {
+        results_due_us = -1;
+        return;
+      }
+      if (results_due_us < 0) results_due_us = now_us + kResultsLingerUs;
+      if (now_us >= 0 && now_us < results_due_us && completed.size() < kResultsPerFrame) return;
       done.swap(completed);
+      results_due_us = -1;
     }
-    if (done.empty()) return;
     proto::Results results;
     for (auto& r : done) {
       const std::string key = held_key(r.queue, r.id);
@@ -418,8 +433,10 @@ struct Worker::Impl {
       zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
       now = steady_ms();
       int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, draining ? now + 50 : next_heartbeat) - now);
-      if (const int64_t unstuck_us = us_until_unstuck(steady_us()); unstuck_us >= 0)
+      const int64_t now_us = steady_us();
+      if (const int64_t unstuck_us = us_until_unstuck(now_us); unstuck_us >= 0)
         wait = std::min(wait, (unstuck_us + 999) / 1000);
+      if (results_due_us >= 0) wait = std::min(wait, (std::max<int64_t>(0, results_due_us - now_us) + 999) / 1000);
       try {
         zmq::poll(items, 2, std::chrono::milliseconds(wait));
       } catch (const zmq::error_t& e) {
@@ -440,7 +457,7 @@ struct Worker::Impl {
         on_broker_frame(std::move(*frame), now);
       }
       start_incoming();
-      collect_results();
+      collect_results(steady_us());
       if (stop_requested.load() && !draining) begin_drain(now);
       if (now >= next_heartbeat) {
         if (!welcomed) {
@@ -474,7 +491,7 @@ struct Worker::Impl {
     }
     for (auto& [key, state] : cancel_states) state->stop = true;
     stop_pool();
-    collect_results();
+    collect_results(-1);
     dealer.close();
     spdlog::info("worker {} stopped", options.worker_id);
     return exit_code;
@@ -494,6 +511,7 @@ struct Worker::Impl {
   std::deque<Delivery> pending;
   std::vector<Delivery> incoming;  // received this loop turn, main thread only
   std::vector<proto::JobResult> completed;
+  int64_t results_due_us = -1;  // main thread: when the results in `completed` go out at the latest
   bool pool_closed = false;
   size_t idle_threads = 0;  // waiting on pool_cv (exact whenever pool_mutex is free)
   std::atomic<int> running{0};
