@@ -64,24 +64,14 @@ struct Client::Impl {
   template <typename Request>
   void submit(Request request, Completion done) {
     request.request_id = next_request_id.fetch_add(1) + 1;
-    Outgoing outgoing{request.request_id, proto::encode(request), std::move(done)};
-    {
-      std::lock_guard lock(incoming_mutex);
-      incoming.push_back(std::move(outgoing));
-    }
-    wake();
+    queue_for_io(Outgoing{request.request_id, proto::encode(request), std::move(done)});
   }
 
   // An enqueue stays unencoded until the I/O thread takes it: it may share
   // a frame with others taken at the same moment.
   void submit(proto::Enqueue request, Completion done) {
     request.request_id = next_request_id.fetch_add(1) + 1;
-    Outgoing outgoing{request.request_id, {}, std::move(done), std::move(request)};
-    {
-      std::lock_guard lock(incoming_mutex);
-      incoming.push_back(std::move(outgoing));
-    }
-    wake();
+    queue_for_io(Outgoing{request.request_id, {}, std::move(done), std::move(request)});
   }
 
   // submit() with a future: `convert` turns the reply frame into T on the
@@ -109,6 +99,20 @@ struct Client::Impl {
     int attempts_left = 0;
     bool sent = false;
   };
+
+  // Wakes the I/O thread only when the queue was empty: it takes the whole
+  // queue after every wake-up it reads, before it waits again, so a request
+  // joining a non-empty queue is taken with the one that woke it (a write to
+  // the eventfd per request was a syscall and often a context switch each).
+  void queue_for_io(Outgoing&& outgoing) {
+    bool was_empty = false;
+    {
+      std::lock_guard lock(incoming_mutex);
+      was_empty = incoming.empty();
+      incoming.push_back(std::move(outgoing));
+    }
+    if (was_empty) wake();
+  }
 
   void wake() {
     const uint64_t one = 1;
