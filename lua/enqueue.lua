@@ -78,10 +78,9 @@ local ids, dues = {}, {}  -- dues as numbers: tonumber is a strtod per call
 for i = 0, n - 1 do
   local b = 4 + 4 * i
   local due = tonumber(ARGV[b + 1])
-  local record = ARGV[b + 2]
+  local array, version = string.byte(ARGV[b + 2], 1, 2)
   -- 0x99 = msgpack fixarray of 9, then the record version 2.
-  if ARGV[b] == "" or not due or due < 0 or string.byte(record, 1) ~= 0x99 or string.byte(record, 2) ~= 2
-      or not is_partition(ARGV[b + 3]) then
+  if ARGV[b] == "" or not due or due < 0 or array ~= 0x99 or version ~= 2 or not is_partition(ARGV[b + 3]) then
     return redis.error_reply("ERR dueq bad-args enqueue: job " .. i
       .. " has an empty id, a bad due, a bad record or a bad partition")
   end
@@ -139,13 +138,14 @@ end
 if candidates > 0 and redis.call("ZCARD", KEYS[2]) > 0 then candidates = 0 end
 local due_now_seen = 0  -- jobs due now so far, in argument order: a job's candidate number
 local seen = {}
-local records, ready, leases, tokens = {}, {}, {}, {}
+-- Appended through counters: Lua 5.1's # is a search, and this runs per job.
+local records, ready, leases, tokens, nr, nready, nl = {}, {}, {}, {}, 0, 0, 0
+local lease_deadline_text = ARGV[4 + 7 * n]
 local partitions = {}  -- partition number -> {zadd args, hset args, earliest due}
 local accepted, scheduled_slots = 0, filter_slots()
 for i = 1, n do
   local id = ids[i]
   local b = 4 * i
-  local partition = ARGV[b + 3]
   local candidate = nil
   local due = dues[i]
   if due <= now then
@@ -153,7 +153,7 @@ for i = 1, n do
     if due_now_seen <= candidates then candidate = due_now_seen end
   end
   if live[i] or done[i] or cancelled[i] or seen[id]
-      or (maybe_scheduled and maybe_scheduled[i] > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. partition, id)) then
+      or (maybe_scheduled and maybe_scheduled[i] > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. ARGV[b + 3], id)) then
     out[i] = 0
   elseif accepted >= room then
     out[i] = 2
@@ -162,18 +162,18 @@ for i = 1, n do
     -- Scores are written from their ARGV strings: formatting a Lua number
     -- back into a string costs more than the rest of the write.
     if due <= now then
-      records[#records + 1] = id
-      records[#records + 1] = ARGV[b + 2]
+      records[nr + 1], records[nr + 2] = id, ARGV[b + 2]
+      nr = nr + 2
       if candidate then
-        leases[#leases + 1] = ARGV[4 + 7 * n]
-        leases[#leases + 1] = id
-        tokens[#tokens + 1] = id
-        tokens[#tokens + 1] = lease_token(candidate)
+        leases[nl + 1], leases[nl + 2] = lease_deadline_text, id
+        tokens[nl + 1], tokens[nl + 2] = id, lease_token(candidate)
+        nl = nl + 2
       else
-        ready[#ready + 1] = ARGV[b + 1]
-        ready[#ready + 1] = id
+        ready[nready + 1], ready[nready + 2] = ARGV[b + 1], id
+        nready = nready + 2
       end
     else
+      local partition = ARGV[b + 3]
       local p = partitions[partition]
       if not p then
         p = {key = KEYS[1] .. ":" .. partition, zadd = {}, hset = {}, earliest = due, earliest_text = ARGV[b + 1]}
@@ -190,9 +190,9 @@ for i = 1, n do
     out[i] = candidate and 3 or 1
   end
 end
-if #records > 0 then redis.call("HSET", KEYS[5], unpack(records)) end
-if #ready > 0 then redis.call("ZADD", KEYS[2], unpack(ready)) end
-if #leases > 0 then
+if nr > 0 then redis.call("HSET", KEYS[5], unpack(records)) end
+if nready > 0 then redis.call("ZADD", KEYS[2], unpack(ready)) end
+if nl > 0 then
   redis.call("ZADD", KEYS[3], unpack(leases))
   redis.call("HSET", KEYS[8], unpack(tokens))
 end
