@@ -231,7 +231,10 @@ int64_t Broker::us_until_wake() const {
 void Broker::pump_rounds() {
   if (rounds_.empty()) send_turn();
   if (rounds_.empty()) return;
-  if (!redis_.replies_buffered()) receive_while_redis_works();
+  // Enqueues that arrive while Redis works go out at once when a turn is
+  // free, not after the reply: waiting for it cost a producer most of a
+  // round trip.
+  while (!redis_.replies_buffered() && receive_while_redis_works()) send_turn();
   send_turn();
   if (rounds_.empty()) return;  // sending failed: every outstanding round failed with it
   auto replies = redis_.receive();
@@ -273,8 +276,8 @@ void Broker::send_turn() {
   }
 }
 
-void Broker::receive_while_redis_works() {
-  if (stopping_) return;
+bool Broker::receive_while_redis_works() {
+  if (stopping_) return false;
   std::array<zmq::pollitem_t, 2> items = {{{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, redis_.socket_fd(), ZMQ_POLLIN, 0}}};
   // Past the limit the blocking read takes over (and times out if Redis hangs).
   const int64_t give_up = clock_.steady_ms() + 1'000;
@@ -286,8 +289,12 @@ void Broker::receive_while_redis_works() {
       continue;
     }
     if (items[1].revents & ZMQ_POLLIN) break;
-    if (items[0].revents & ZMQ_POLLIN) inbound_.receive(config_.max_frames_per_turn, connection_monitor_.connections());
+    if (items[0].revents & ZMQ_POLLIN) {
+      inbound_.receive(config_.max_frames_per_turn, connection_monitor_.connections());
+      if (turns_in_flight_ < 2 && gateway_.has_enqueues()) return true;
+    }
   }
+  return false;
 }
 
 // Results are kept and retried, producers are told to retry (same ids are

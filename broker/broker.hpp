@@ -64,8 +64,10 @@ class Broker {
   // One turn: the enqueues in a round of their own, then everything else
   // (results, promotions, leases, stats) in a second round.
   void send_turn();
-  // While Redis runs a round: takes in frames until its replies are readable.
-  void receive_while_redis_works();
+  // While Redis runs a round: takes in frames until its replies are
+  // readable (false), or until enqueues arrived that a free turn can send
+  // now (true).
+  bool receive_while_redis_works();
   // The connection broke: no outstanding round is known to have been applied.
   void fail_rounds(const Error& error);
   void reconnect();

@@ -73,6 +73,7 @@ class ProducerGateway {
   void add_enqueues_to(Round& round, Dispatcher& dispatcher, bool stopping);
   // Adds a stats call per queue for the stats requests gathered.
   void add_stats_to(Round& round);
+  bool has_enqueues() const { return !enqueues_.empty(); }
   bool has_work() const { return !enqueues_.empty() || (!stats_requests_.empty() && us_until_stats() == 0); }
   // Stats cost a call per queue: after a read the next waits 50 us per
   // queue (nothing with a few queues, 50 ms with 1,000), so a peer asking
