@@ -234,7 +234,10 @@ void Broker::pump_rounds() {
   // Enqueues that arrive while Redis works go out at once when a turn is
   // free, not after the reply: waiting for it cost a producer most of a
   // round trip.
-  while (!redis_.replies_buffered() && receive_while_redis_works()) send_turn();
+  while (!redis_.replies_buffered() && receive_while_redis_works()) {
+    send_turn();
+    if (rounds_.empty()) return;  // sending failed: every outstanding round failed with it
+  }
   send_turn();
   if (rounds_.empty()) return;  // sending failed: every outstanding round failed with it
   auto replies = redis_.receive();
