@@ -231,9 +231,11 @@ int64_t Broker::us_until_wake() const {
 void Broker::pump_rounds() {
   if (rounds_.empty()) send_turn();
   if (rounds_.empty()) return;
-  // Enqueues that arrive while Redis works go out at once when a turn is
-  // free, not after the reply: waiting for it cost a producer most of a
-  // round trip.
+  // A few enqueued jobs that arrive while Redis works go out at once when a
+  // turn is free, not after the reply: waiting for it cost a producer most
+  // of a round trip. Batches wait for the next turn as before: their
+  // producers are after throughput, and turns sent early split Redis's work
+  // into more, smaller calls.
   while (!redis_.replies_buffered() && receive_while_redis_works()) {
     send_turn();
     if (rounds_.empty()) return;  // sending failed: every outstanding round failed with it
@@ -294,7 +296,8 @@ bool Broker::receive_while_redis_works() {
     if (items[1].revents & ZMQ_POLLIN) break;
     if (items[0].revents & ZMQ_POLLIN) {
       inbound_.receive(config_.max_frames_per_turn, connection_monitor_.connections());
-      if (turns_in_flight_ < 2 && gateway_.has_enqueues()) return true;
+      const size_t jobs = gateway_.gathered_jobs();
+      if (turns_in_flight_ < 2 && jobs > 0 && jobs <= kEarlyTurnMaxJobs) return true;
     }
   }
   return false;

@@ -68,6 +68,7 @@ class Broker {
   // readable (false), or until enqueues arrived that a free turn can send
   // now (true).
   bool receive_while_redis_works();
+  static constexpr size_t kEarlyTurnMaxJobs = 256;
   // The connection broke: no outstanding round is known to have been applied.
   void fail_rounds(const Error& error);
   void reconnect();
