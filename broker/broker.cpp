@@ -296,8 +296,7 @@ bool Broker::receive_while_redis_works() {
     if (items[1].revents & ZMQ_POLLIN) break;
     if (items[0].revents & ZMQ_POLLIN) {
       inbound_.receive(config_.max_frames_per_turn, connection_monitor_.connections());
-      const size_t jobs = gateway_.gathered_jobs();
-      if (turns_in_flight_ < 2 && jobs > 0 && jobs <= kEarlyTurnMaxJobs) return true;
+      if (turns_in_flight_ < 2 && gateway_.has_few_jobs_gathered(kEarlyTurnMaxJobs)) return true;
     }
   }
   return false;

@@ -156,7 +156,6 @@ void ProducerGateway::on_enqueue(EnqueueRequest&& request) {
   Gathered& counted = gathered_[request.producer.routing_id];
   ++counted.requests;
   counted.payload_bytes += payload_bytes;
-  gathered_jobs_ += request.frame.jobs.size();
   enqueues_.push_back(std::move(request));
 }
 
@@ -272,7 +271,6 @@ void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool
   // The requests move into the round; their jobs are encoded into the calls.
   auto requests = std::exchange(enqueues_, {});
   gathered_.clear();
-  gathered_jobs_ = 0;
   for (size_t r = 0; r < requests.size(); ++r) {
     const auto& request = requests[r];
     for (size_t i = 0; i < request.frame.jobs.size(); ++i) {
@@ -364,7 +362,6 @@ void ProducerGateway::add_stats_to(Round& round) {
 
 void ProducerGateway::answer_unavailable(const std::string& why, int64_t retry_after_ms) {
   gathered_.clear();
-  gathered_jobs_ = 0;
   gathered_stats_.clear();
   for (auto& request : std::exchange(enqueues_, {}))
     outbox_.send(request.producer, proto::ErrorFrame{request.frame.request_id, "unavailable",

@@ -73,8 +73,13 @@ class ProducerGateway {
   void add_enqueues_to(Round& round, Dispatcher& dispatcher, bool stopping);
   // Adds a stats call per queue for the stats requests gathered.
   void add_stats_to(Round& round);
-  // Jobs gathered for the next round (their requests wait for it).
-  size_t gathered_jobs() const { return gathered_jobs_; }
+  // Jobs are gathered for the next round, and no more than `limit`.
+  bool has_few_jobs_gathered(size_t limit) const {
+    size_t jobs = 0;
+    for (const auto& request : enqueues_)
+      if ((jobs += request.frame.jobs.size()) > limit) return false;
+    return jobs > 0;
+  }
   bool has_work() const { return !enqueues_.empty() || (!stats_requests_.empty() && us_until_stats() == 0); }
   // Stats cost a call per queue: after a read the next waits 50 us per
   // queue (nothing with a few queues, 50 ms with 1,000), so a peer asking
@@ -104,7 +109,6 @@ class ProducerGateway {
   Outbox& outbox_;
   const WorkerRegistry& workers_;  // counted in stats replies
   std::vector<EnqueueRequest> enqueues_;
-  size_t gathered_jobs_ = 0;  // jobs in enqueues_
   std::vector<std::pair<Peer, uint64_t>> stats_requests_;
   struct Gathered {
     size_t requests = 0;
