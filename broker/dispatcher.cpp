@@ -79,8 +79,8 @@ Result<LeaseBatch> parse_lease(const redisReply* r) {
 int64_t Dispatcher::credit(const std::string& queue) const {
   int64_t total = 0;
   if (auto it = reserved_.find(queue); it != reserved_.end()) total -= it->second;
-  for (const auto& [rid, free] : workers_.free_slots(queue, [&](const std::string& w) { return inflight_.count_for_worker(w); }))
-    total += free;
+  for (const auto& slots : workers_.free_slots(queue, [&](const std::string& w) { return inflight_.count_for_worker(w); }))
+    total += slots.free;
   return total;
 }
 
@@ -144,14 +144,21 @@ void Dispatcher::add_to(Round& round, bool stopping) {
 }
 
 void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t deadline) {
-  // Spread the batch over the workers with free slots, one job each in turn;
-  // each worker gets its share in TASKS frames, not one message per job.
+  // A batch goes to the worker whose turn it is while that worker holds less
+  // than half its capacity, then to the next one: with short jobs (a large
+  // adaptive capacity) a round's batch is one TASKS frame that wakes one
+  // worker, where one job each in turn woke every worker for a few jobs.
+  // Past half of every worker's capacity jobs go one each in turn: a
+  // worker's capacity is about twice its concurrency when jobs are long, so
+  // no worker's buffer fills while another has idle handlers.
   auto slots = workers_.free_slots(q.name, [&](const std::string& w) { return inflight_.count_for_worker(w); });
   std::vector<proto::Tasks> frames(slots.size());
   std::vector<size_t> frame_bytes(slots.size(), 0);
+  std::vector<int64_t> below_half(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) below_half[i] = slots[i].free - slots[i].capacity / 2;
   auto flush = [&](size_t slot) {
     if (frames[slot].items.empty()) return;
-    const std::string& worker = slots[slot].first;
+    const std::string& worker = slots[slot].worker;
     if (!outbox_.send(Peer{worker, false}, frames[slot])) {
       // Never reached the worker: back to ready without using an attempt.
       if (WorkerInfo* w = workers_.find(worker)) w->unreachable = true;
@@ -168,24 +175,37 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
     frames[slot].items.clear();
     frame_bytes[slot] = 0;
   };
-  size_t next = slots.empty() ? 0 : q.rotation++ % slots.size();
+  // The first worker from `from` on (in turn) for which `has_room` holds.
+  auto find = [&](size_t from, auto has_room) -> std::optional<size_t> {
+    for (size_t k = 0; k < slots.size(); ++k)
+      if (const size_t i = (from + k) % slots.size(); has_room(i)) return i;
+    return std::nullopt;
+  };
+  // Room only ever shrinks here: neither search looks back.
+  size_t pack_at = slots.empty() ? 0 : q.rotation++ % slots.size(), spread_next = pack_at;
+  bool packing = true;
   for (auto& job : jobs) {
-    size_t tried = 0;
-    while (tried < slots.size() && slots[next].second == 0) {
-      next = (next + 1) % slots.size();
-      ++tried;
+    std::optional<size_t> found;
+    if (packing) {
+      found = find(pack_at, [&](size_t i) { return below_half[i] > 0; });
+      if (found) pack_at = *found;
+      else packing = false;
     }
-    if (tried == slots.size()) {
+    if (!found) {
+      found = find(spread_next, [&](size_t i) { return slots[i].free > 0; });
+      if (found) spread_next = *found + 1;
+    }
+    if (!found) {
       // Two queues leased against the same free slots: give the surplus
       // back at once, without charging an attempt.
       results_.requeue(q.name, NackItem{job.id, job.token, NackMode::handed_back, "no free worker", 0});
       continue;
     }
-    const size_t slot = next;
-    --slots[slot].second;
-    next = (next + 1) % slots.size();
+    const size_t slot = *found;
+    --slots[slot].free;
+    --below_half[slot];
     if (frames[slot].items.empty()) frames[slot].seq = ++tasks_frames_sent_;
-    inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].first, deadline, false, frames[slot].seq});
+    inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].worker, deadline, false, frames[slot].seq});
     auto& r = job.record;
     frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size();
     frames[slot].items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},

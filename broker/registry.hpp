@@ -44,6 +44,14 @@ struct WorkerInfo {
   bool confirmed_receipt(const InflightJob& job) const { return job.received || received(job.frame_seq); }
 };
 
+// A worker that can take more jobs of a queue: `free` more, of the
+// `capacity` it may hold.
+struct FreeSlots {
+  std::string worker;
+  int64_t free = 0;
+  int64_t capacity = 0;
+};
+
 class WorkerRegistry {
  public:
   static constexpr int64_t kUnconfirmedCredit = 16;
@@ -85,8 +93,8 @@ class WorkerRegistry {
   // Live, non-draining workers serving `queue`, each with how many more jobs
   // it can take (`held` counts what it holds now).
   template <typename HeldFn>
-  std::vector<std::pair<std::string, int64_t>> free_slots(const std::string& queue, HeldFn held) const {
-    std::vector<std::pair<std::string, int64_t>> out;
+  std::vector<FreeSlots> free_slots(const std::string& queue, HeldFn held) const {
+    std::vector<FreeSlots> out;
     for (const auto& [rid, w] : workers_) {
       if (w.draining || w.unreachable || (!w.confirmed && barred_.contains(rid)) || std::find(w.queues.begin(), w.queues.end(), queue) == w.queues.end()) continue;
       // Until it confirms a TASKS frame (RECEIVED), a worker is sent at most
@@ -94,7 +102,7 @@ class WorkerRegistry {
       // and falls silent takes that few away per HELLO, not its capacity.
       const int64_t capacity = w.confirmed ? w.capacity : std::min<int64_t>(w.capacity, kUnconfirmedCredit);
       const int64_t free = capacity - held(rid);
-      if (free > 0) out.emplace_back(rid, free);
+      if (free > 0) out.push_back({rid, free, capacity});
     }
     return out;
   }

@@ -36,18 +36,19 @@ for i = 0, n - 1 do ids[i + 1] = ARGV[4 + 2 * i] end
 -- A job has a token exactly while it is leased (every script that ends a
 -- lease deletes it), so the token alone proves the lease.
 local tokens = redis.call("HMGET", KEYS[4], unpack(ids))
-local out, finished, seen = {}, {}, {}
+-- Appended through a counter: Lua 5.1's # is a search, and this runs per job.
+local out, finished, seen, done = {}, {}, {}, 0
 for i = 1, n do
   local id = ids[i]
   if tokens[i] == ARGV[3 + 2 * i] and not seen[id] then
     seen[id] = true
-    finished[#finished + 1] = id
+    done = done + 1
+    finished[done] = id
     out[i] = 1
   else
     out[i] = 0
   end
 end
-local done = #finished
 if done > 0 then
   redis.call("ZREM", KEYS[1], unpack(finished))
   redis.call("HDEL", KEYS[3], unpack(finished))
@@ -63,10 +64,10 @@ if done > 0 then
   end
   if retention > 0 then
     for i = 1, done, 1000 do
-      local args = {}
+      local args, k = {}, 0
       for j = i, math.min(i + 999, done) do
-        args[#args + 1] = ARGV[1]
-        args[#args + 1] = finished[j]
+        args[k + 1], args[k + 2] = ARGV[1], finished[j]
+        k = k + 2
       end
       redis.call("ZADD", KEYS[9], unpack(args))
     end

@@ -66,25 +66,30 @@ if not lease_deadline or lease_deadline < 0 or #lease_tokens % 16 ~= 0 or candid
     or (lease_deadline == 0) ~= (candidates == 0) then
   return redis.error_reply("ERR dueq bad-args enqueue: the lease deadline and tokens do not match")
 end
-local function lease_token(c) return string.sub(lease_tokens, 16 * c - 15, 16 * c) end
+local lease_token = {}
 for c = 1, candidates do
-  local t = lease_token(c)
+  local t = string.sub(lease_tokens, 16 * c - 15, 16 * c)
   if not string.find(t, "^[0-9a-f]+$") or t == "0000000000000000" then
     return redis.error_reply("ERR dueq bad-args enqueue: lease token " .. c .. " is not 16 hex digits or is zero")
   end
+  lease_token[c] = t
 end
 local filter_args = 3 + 4 * n  -- job i's BITFIELD_RO arguments are ARGV[filter_args + 3i + 1 .. 3]
 local ids, dues = {}, {}  -- dues as numbers: tonumber is a strtod per call
+local argv, byte = ARGV, string.byte  -- locals: a global is a table lookup per use
+local valid_partitions = {}  -- the jobs of a call mostly share a few partitions
 for i = 0, n - 1 do
   local b = 4 + 4 * i
-  local due = tonumber(ARGV[b + 1])
-  local array, version = string.byte(ARGV[b + 2], 1, 2)
+  local due = tonumber(argv[b + 1])
+  local array, version = byte(argv[b + 2], 1, 2)
+  local partition = argv[b + 3]
+  if not valid_partitions[partition] and is_partition(partition) then valid_partitions[partition] = true end
   -- 0x99 = msgpack fixarray of 9, then the record version 2.
-  if ARGV[b] == "" or not due or due < 0 or array ~= 0x99 or version ~= 2 or not is_partition(ARGV[b + 3]) then
+  if argv[b] == "" or not due or due < 0 or array ~= 0x99 or version ~= 2 or not valid_partitions[partition] then
     return redis.error_reply("ERR dueq bad-args enqueue: job " .. i
       .. " has an empty id, a bad due, a bad record or a bad partition")
   end
-  ids[i + 1] = ARGV[b]
+  ids[i + 1] = argv[b]
   dues[i + 1] = due
 end
 
@@ -106,9 +111,15 @@ end
 -- only where the schedule filter's counter is not zero. With nothing
 -- scheduled (the `scheduled` counter changes with the filter's counters,
 -- and the audit's accounting law checks it) the filter is not read.
+-- A queue that never cancelled a job (or whose done set is empty) has no
+-- such key: an EXISTS spares turning every id into an argument for nothing.
+local function scores_in(key)
+  if redis.call("EXISTS", key) == 0 then return {} end
+  return redis.call("ZMSCORE", key, unpack(ids))
+end
 local live = redis.call("HMGET", KEYS[5], unpack(ids))
-local done = redis.call("ZMSCORE", KEYS[6], unpack(ids))
-local cancelled = redis.call("ZMSCORE", KEYS[7], unpack(ids))
+local done = scores_in(KEYS[6])
+local cancelled = scores_in(KEYS[7])
 local maybe_scheduled = nil
 if scheduled_now > 0 then
   -- The broker's filter arguments go to BITFIELD_RO unchanged, one call per
@@ -153,7 +164,7 @@ for i = 1, n do
     if due_now_seen <= candidates then candidate = due_now_seen end
   end
   if live[i] or done[i] or cancelled[i] or seen[id]
-      or (maybe_scheduled and maybe_scheduled[i] > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. ARGV[b + 3], id)) then
+      or (maybe_scheduled and maybe_scheduled[i] > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. argv[b + 3], id)) then
     out[i] = 0
   elseif accepted >= room then
     out[i] = 2
@@ -162,28 +173,28 @@ for i = 1, n do
     -- Scores are written from their ARGV strings: formatting a Lua number
     -- back into a string costs more than the rest of the write.
     if due <= now then
-      records[nr + 1], records[nr + 2] = id, ARGV[b + 2]
+      records[nr + 1], records[nr + 2] = id, argv[b + 2]
       nr = nr + 2
       if candidate then
         leases[nl + 1], leases[nl + 2] = lease_deadline_text, id
-        tokens[nl + 1], tokens[nl + 2] = id, lease_token(candidate)
+        tokens[nl + 1], tokens[nl + 2] = id, lease_token[candidate]
         nl = nl + 2
       else
-        ready[nready + 1], ready[nready + 2] = ARGV[b + 1], id
+        ready[nready + 1], ready[nready + 2] = argv[b + 1], id
         nready = nready + 2
       end
     else
-      local partition = ARGV[b + 3]
+      local partition = argv[b + 3]
       local p = partitions[partition]
       if not p then
-        p = {key = KEYS[1] .. ":" .. partition, zadd = {}, hset = {}, earliest = due, earliest_text = ARGV[b + 1]}
+        p = {key = KEYS[1] .. ":" .. partition, zadd = {}, hset = {}, earliest = due, earliest_text = argv[b + 1]}
         partitions[partition] = p
       end
-      p.zadd[#p.zadd + 1] = ARGV[b + 1]
+      p.zadd[#p.zadd + 1] = argv[b + 1]
       p.zadd[#p.zadd + 1] = id
       p.hset[#p.hset + 1] = id
-      p.hset[#p.hset + 1] = ARGV[b + 2]
-      if due < p.earliest then p.earliest, p.earliest_text = due, ARGV[b + 1] end
+      p.hset[#p.hset + 1] = argv[b + 2]
+      if due < p.earliest then p.earliest, p.earliest_text = due, argv[b + 1] end
       filter_slot_add(scheduled_slots, partition, id)
     end
     accepted = accepted + 1

@@ -726,6 +726,70 @@ TEST(EndToEnd, AWorkerIsSentNoMoreThanMaxWorkerCapacity) {
   std::filesystem::remove_all(config_dir);
 }
 
+// A lease batch goes to one worker while that worker holds less than half
+// its capacity, the next batch starts at the next worker, and past half of
+// every worker's capacity jobs are spread one each in turn (dispatcher.cpp):
+// a round of a few short jobs is one TASKS frame that wakes one worker, and
+// long jobs (capacity about twice the concurrency) still reach every worker.
+TEST(EndToEnd, EachBatchGoesToOneWorkerInTurnUntilItIsHalfFull) {
+  Cluster cluster;
+  RawPeer a(cluster.endpoint(), "worker-a"), b(cluster.endpoint(), "worker-b");
+  for (auto [peer, id] : {std::pair{&a, "worker-a"}, std::pair{&b, "worker-b"}}) {
+    peer->send(proto::Hello{id, {"turns"}, 10, {}, "host", 1});
+    auto welcome = peer->receive();
+    ASSERT_TRUE(welcome && std::holds_alternative<proto::Welcome>(*welcome));
+  }
+  Client client(cluster.endpoint());
+  auto enqueue = [&](const std::string& prefix, int count) {
+    std::vector<JobSpec> jobs;
+    for (int i = 0; i < count; ++i) jobs.push_back({"turns", "noop", "", prefix + std::to_string(i), 0, 3});
+    auto results = client.enqueue_batch(jobs);
+    ASSERT_TRUE(results);
+    for (const auto& r : *results) ASSERT_EQ(r.status, EnqueueResult::Status::accepted) << r.id;
+  };
+  // (TASKS frames, jobs in them) a peer is sent until it has been quiet for
+  // 200 ms. Like a worker, each peer says RECEIVED for a frame and
+  // heartbeats the jobs it holds (or the broker hands them back, or declares
+  // the peer dead).
+  std::map<RawPeer*, std::vector<proto::JobRef>> held;
+  auto heartbeat = [&] {
+    for (RawPeer* peer : {&a, &b}) peer->send(proto::Heartbeat{held[peer], 10, false});
+  };
+  auto tasks_of = [&](RawPeer& peer) {
+    std::pair<int, size_t> got{0, 0};
+    heartbeat();
+    while (auto frame = peer.receive(200ms)) {
+      if (auto* tasks = std::get_if<proto::Tasks>(&*frame)) {
+        peer.send(proto::Received{tasks->seq});
+        for (const auto& task : tasks->items) held[&peer].push_back({task.queue, task.id, task.token});
+        heartbeat();
+        ++got.first;
+        got.second += tasks->items.size();
+      }
+    }
+    return got;
+  };
+  using Got = std::pair<int, size_t>;
+  enqueue("first-", 4);
+  const Got first_a = tasks_of(a), first_b = tasks_of(b);
+  ASSERT_EQ(first_a.second + first_b.second, 4u);
+  EXPECT_TRUE((first_a == Got{1, 4} && first_b == Got{0, 0}) || (first_a == Got{0, 0} && first_b == Got{1, 4}))
+      << "a got " << first_a.second << " jobs in " << first_a.first << " frames, b " << first_b.second << " in "
+      << first_b.first;
+  RawPeer& took_first = first_a.second == 4 ? a : b;
+  RawPeer& other = first_a.second == 4 ? b : a;
+
+  enqueue("second-", 4);
+  EXPECT_EQ(tasks_of(other), (Got{1, 4})) << "the next batch goes to the next worker";
+  EXPECT_EQ(tasks_of(took_first), (Got{0, 0}));
+
+  // Each holds 4 of 10: one more job each reaches half, and the other 6 go
+  // one each in turn (filling one worker would give it 6 and the other 2).
+  enqueue("third-", 8);
+  EXPECT_EQ(tasks_of(a), (Got{1, 4}));
+  EXPECT_EQ(tasks_of(b), (Got{1, 4}));
+}
+
 // Queues cost the broker work every turn: their number is capped, and
 // queues only HELLOs made up are forgotten when no live worker serves them.
 // A healthy worker and producer next to it lose nothing.
