@@ -1,5 +1,7 @@
 #include "broker/redis_connection.hpp"
 
+#include <charconv>
+
 namespace dueq::broker {
 
 namespace {
@@ -51,21 +53,35 @@ Result<std::vector<ReplyPtr>> RedisConnection::pipeline(const std::vector<Comman
   return receive(commands.size());
 }
 
+namespace {
+
+void append_header(std::string& out, char kind, size_t number) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, number).ptr;
+  out += kind;
+  out.append(digits, end);
+  out += "\r\n";
+}
+
+}  // namespace
+
 Result<void> RedisConnection::send(const std::vector<Command>& commands) {
   if (broken_) return fail(Errc::unavailable, "Redis connection is broken");
-  std::vector<const char*> argv;
-  std::vector<size_t> lengths;
+  // The commands as RESP arrays of bulk strings in one buffer, appended to
+  // hiredis's output at once: hiredis's own formatter (one sds per command,
+  // sdscatfmt per argument) took 6% of the broker's CPU with single jobs.
+  request_.clear();
   for (const auto& command : commands) {
-    argv.clear();
-    lengths.clear();
+    append_header(request_, '*', command.args().size());
     for (const auto& arg : command.args()) {
-      argv.push_back(arg.data());
-      lengths.push_back(arg.size());
+      append_header(request_, '$', arg.size());
+      request_ += arg;
+      request_ += "\r\n";
     }
-    if (redisAppendCommandArgv(context_.get(), static_cast<int>(argv.size()), argv.data(), lengths.data()) != REDIS_OK) {
-      broken_ = true;
-      return fail(Errc::unavailable, std::string("Redis append failed: ") + context_->errstr);
-    }
+  }
+  if (redisAppendFormattedCommand(context_.get(), request_.data(), request_.size()) != REDIS_OK) {
+    broken_ = true;
+    return fail(Errc::unavailable, std::string("Redis append failed: ") + context_->errstr);
   }
   // The socket is blocking: redisBufferWrite returns once all is written
   // (or on an error/timeout).

@@ -66,6 +66,7 @@ class RedisConnection {
   explicit RedisConnection(redisContext* context) : context_(context) {}
   std::unique_ptr<redisContext, ContextDeleter> context_;
   bool broken_ = false;
+  std::string request_;  // send()'s commands in RESP; kept to reuse its capacity
 };
 
 // Short text of an error reply, or "" when the reply is not an error.

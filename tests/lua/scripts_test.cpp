@@ -785,6 +785,21 @@ TEST_F(Scripts, PipelinedRoundsSurviveALostScriptCacheInOrder) {
   EXPECT_EQ(store_->outstanding(), 0u);
 }
 
+// The broker writes its commands in Redis's protocol itself
+// (redis_connection.cpp): arguments reach Redis byte for byte, whatever they
+// hold (CR LF, NUL, high bytes, nothing at all), and pipelined replies come
+// back one per command.
+TEST_F(Scripts, CommandsReachRedisByteForByte) {
+  const std::string binary = std::string("a\r\nb\0c\xff$*\r\n", 11) + std::string(70'000, 'x');
+  auto replies = store_->pipeline({Command{"SET", "bytes", binary}, Command{"SET", "empty", ""},
+                                   Command{"GET", "bytes"}, Command{"STRLEN", "empty"}});
+  ASSERT_TRUE(replies) << replies.error().message;
+  ASSERT_EQ(replies->size(), 4u);
+  ASSERT_EQ((*replies)[2]->type, REDIS_REPLY_STRING);
+  EXPECT_EQ(std::string((*replies)[2]->str, (*replies)[2]->len), binary);
+  EXPECT_EQ((*replies)[3]->integer, 0);
+}
+
 TEST_F(Scripts, ScriptsSurviveARedisRestartWithAof) {
   enqueue({job("a", 5000)}, 1000);
   redis_->cli("SHUTDOWN");  // graceful: AOF flushed
