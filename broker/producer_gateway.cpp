@@ -32,7 +32,7 @@ JobRecord new_job_record(const proto::NewJob& job, int64_t now_ms, uint32_t defa
 
 Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
                 uint32_t default_max_attempts, int64_t max_backlog, int64_t lease_deadline_ms,
-                const std::string& lease_tokens) {
+                const std::string& lease_tokens, bool filter_args) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::enqueue,
                              {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens});
@@ -45,7 +45,7 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
     partitions.push_back(schedule_partition(job->id));
     call.add(static_cast<int64_t>(partitions.back()));
   }
-  for (size_t i = 0; i < jobs.size(); ++i)
+  for (size_t i = 0; filter_args && i < jobs.size(); ++i)
     call.add("GET").add("u8").add(static_cast<int64_t>(schedule_filter_bit_offset(partitions[i], jobs[i]->id)));
   return call.add(lease_deadline_ms).add(lease_tokens);
 }
@@ -224,8 +224,11 @@ void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool
                                 reservation.tokens[c]};
       lease_tokens += token_text(reservation.tokens[c++]);
     }
+    // The filter arguments cost Redis a third of each job's arguments; they
+    // are only read while something is scheduled.
+    const bool maybe_scheduled = q.next_due_ms >= 0;
     round.add(calls::enqueue(name, call.jobs, now, policy.max_attempts, policy.max_backlog, reservation.deadline_ms,
-                             lease_tokens),
+                             lease_tokens, maybe_scheduled),
               [this, &dispatcher, answers, name, now, reservation = std::move(reservation), candidates = std::move(candidates),
                slots = std::move(call.slots), dues = std::move(dues)](const redisReply* r) mutable {
                 std::vector<LeasedJob> leased;

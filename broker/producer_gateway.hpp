@@ -28,9 +28,11 @@ JobRecord new_job_record(const proto::NewJob& job, int64_t now_ms, uint32_t defa
 // enqueue.lua: one status per job: 1 accepted, 0 duplicate, 2 over max_backlog,
 // 3 accepted and leased at once. With lease tokens (16 hex digits each) the
 // first jobs due now, one per token, may be leased until `lease_deadline_ms`.
+// `filter_args`: send each job's schedule filter arguments; without them the
+// script works them out itself if anything is scheduled (slower then).
 Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
                 uint32_t default_max_attempts, int64_t max_backlog, int64_t lease_deadline_ms = 0,
-                const std::string& lease_tokens = {});
+                const std::string& lease_tokens = {}, bool filter_args = true);
 // pin_encoding.lua: the encoding pins of a queue's jobs, tokens and leased
 // keys (broker/keys.hpp), where they are missing.
 Command pin_encoding(const std::string& queue);

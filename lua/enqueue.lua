@@ -35,14 +35,17 @@
   ARGV[4+4i .. 7+4i] for job i: id, due ms (>= 0), job record (a msgpack
            array of 9 starting with version 2, see broker/job_record.hpp),
            schedule partition (0..32767 in plain decimal: it is part of a key)
-  ARGV[4+4N+3i .. 6+4N+3i] for job i: "GET", "u8", the bit offset of the
-           job's schedule filter bucket within its chunk (filter_bit_offset),
-           BITFIELD_RO arguments passed on as they are; checked where the
-           filter is read (when anything is scheduled). Jobs of one filter
-           chunk next to each other share one BITFIELD_RO (any order works).
-  ARGV[4+7N]  lease deadline ms for jobs leased at once (0: lease none)
-  ARGV[5+7N]  their tokens: 16 lowercase hex digits each, not all zero, one
-              per lease candidate (L = length / 16, at most N; "" with a
+  ARGV[4+4N+3i .. 6+4N+3i] for job i, or none for any job (F = 3 or 0):
+           "GET", "u8", the bit offset of the job's schedule filter bucket
+           within its chunk (filter_bit_offset), BITFIELD_RO arguments
+           passed on as they are; checked where the filter is read (when
+           anything is scheduled). Jobs of one filter chunk next to each
+           other share one BITFIELD_RO (any order works). Without them the
+           script works them out itself when it reads the filter: the broker
+           leaves them out while it knows of nothing scheduled in the queue.
+  ARGV[4+(4+F)N]  lease deadline ms for jobs leased at once (0: lease none)
+  ARGV[5+(4+F)N]  their tokens: 16 lowercase hex digits each, not all zero,
+              one per lease candidate (L = length / 16, at most N; "" with a
               deadline of 0)
 
   Returns  array of N integers: 1 accepted, 0 duplicate, 2 refused (backlog),
@@ -55,22 +58,29 @@
 local now = tonumber(ARGV[1])
 local max_backlog = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
-if not now or not max_backlog or max_backlog < 0 or not n or n < 1 or n > 1000 or #ARGV ~= 5 + 7 * n then
-  return redis.error_reply("ERR dueq bad-args enqueue: expected now, max_backlog, N, 7 values per job, "
+if not now or not max_backlog or max_backlog < 0 or not n or n < 1 or n > 1000
+    or (#ARGV ~= 5 + 7 * n and #ARGV ~= 5 + 4 * n) then
+  return redis.error_reply("ERR dueq bad-args enqueue: expected now, max_backlog, N, 4 or 7 values per job, "
     .. "a lease deadline and lease tokens")
 end
-local lease_deadline = tonumber(ARGV[4 + 7 * n])
-local lease_tokens = ARGV[5 + 7 * n]
+local with_filter_args = #ARGV == 5 + 7 * n
+local lease_deadline = tonumber(ARGV[#ARGV - 1])
+local lease_tokens = ARGV[#ARGV]
 local candidates = #lease_tokens / 16
 if not lease_deadline or lease_deadline < 0 or #lease_tokens % 16 ~= 0 or candidates > n
     or (lease_deadline == 0) ~= (candidates == 0) then
   return redis.error_reply("ERR dueq bad-args enqueue: the lease deadline and tokens do not match")
 end
+-- One pattern match over all the tokens: a match per token cost more than
+-- the rest of their check.
+if not string.find(lease_tokens, "^[0-9a-f]*$") then
+  return redis.error_reply("ERR dueq bad-args enqueue: lease tokens are not 16 lowercase hex digits each")
+end
 local lease_token = {}
 for c = 1, candidates do
   local t = string.sub(lease_tokens, 16 * c - 15, 16 * c)
-  if not string.find(t, "^[0-9a-f]+$") or t == "0000000000000000" then
-    return redis.error_reply("ERR dueq bad-args enqueue: lease token " .. c .. " is not 16 hex digits or is zero")
+  if t == "0000000000000000" then
+    return redis.error_reply("ERR dueq bad-args enqueue: lease token " .. c .. " is zero")
   end
   lease_token[c] = t
 end
@@ -121,7 +131,11 @@ local live = redis.call("HMGET", KEYS[5], unpack(ids))
 local done = scores_in(KEYS[6])
 local cancelled = scores_in(KEYS[7])
 local maybe_scheduled = nil
-if scheduled_now > 0 then
+if scheduled_now > 0 and not with_filter_args then
+  local slots = filter_slots()
+  for i = 1, n do filter_slot_add(slots, argv[4 * i + 3], ids[i]) end
+  maybe_scheduled = filter_get(KEYS[1] .. ":filter", slots)
+elseif scheduled_now > 0 then
   -- The broker's filter arguments go to BITFIELD_RO unchanged, one call per
   -- run of jobs in one chunk: building them here cost a loaded store about
   -- a third of the enqueue's time.
@@ -151,7 +165,7 @@ local due_now_seen = 0  -- jobs due now so far, in argument order: a job's candi
 local seen = {}
 -- Appended through counters: Lua 5.1's # is a search, and this runs per job.
 local records, ready, leases, tokens, nr, nready, nl = {}, {}, {}, {}, 0, 0, 0
-local lease_deadline_text = ARGV[4 + 7 * n]
+local lease_deadline_text = ARGV[#ARGV - 1]
 local partitions = {}  -- partition number -> {zadd args, hset args, earliest due}
 local accepted, scheduled_slots = 0, filter_slots()
 for i = 1, n do

@@ -159,6 +159,25 @@ TEST_F(Scripts, EnqueueFindsADuplicateOfAScheduledJobInItsPartition) {
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1");
 }
 
+// The broker leaves the filter arguments out while it knows of nothing
+// scheduled; if it is wrong the script reads the filter all the same.
+TEST_F(Scripts, EnqueueWithoutFilterArgumentsStillFindsAScheduledDuplicate) {
+  EXPECT_EQ(enqueue({job("a", 5000)}, 1000), std::vector<int64_t>{1});
+  std::vector<proto::NewJob> jobs = {job("a", 0), job("b", 7000), job("a", 9000)};
+  std::vector<const proto::NewJob*> ptrs = {&jobs[0], &jobs[1], &jobs[2]};
+  Round round;
+  round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 0, "", /*filter_args=*/false));
+  const auto sent = round.take_commands();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].args().size(), 3 + 8 + 3 + 4 * jobs.size() + 2) << "EVALSHA, sha, 8, 8 keys, 3, 4 per job, lease pair";
+  auto replies = store_->pipeline(sent);
+  ASSERT_TRUE(replies);
+  EXPECT_EQ(*ints(replies->at(0).get()), (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "2");
+  // b was counted into the filter: found again with the broker's arguments.
+  EXPECT_EQ(enqueue({job("b", 0)}, 1000), std::vector<int64_t>{0});
+}
+
 // Memory per delayed job depends on the partitions staying listpack-encoded
 // under the production settings (deploy/redis.conf, which the test Redis uses).
 TEST_F(Scripts, ScheduledJobsLiveInSmallListpackPartitions) {
@@ -196,7 +215,7 @@ TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
   eval(with_filter({"1000", "0", "2", "a", "0", record, "1", "b", "-5", record, "1"}));         // negative due
   eval(with_filter({"1000", "0", "2", "a", "0", record, "1", "b", "0", "not a record", "1"}));  // not a job record
   eval({"1000", "0", "2", "a", "0", record, "1", "GET", "u8", "0"});                            // fewer jobs than N
-  eval({"1000", "0", "2", "a", "0", record, "1", "b", "0", record, "1"});                       // no filter arguments
+  eval({"1000", "0", "2", "a", "0", record, "1", "b", "0", record, "1", "GET", "u8", "0"});     // filter arguments for one job of two
   for (const char* partition : {"32768", "-1", "07", "1.5", "x"})                              // not a partition number
     eval(with_filter({"1000", "0", "2", "a", "0", record, "1", "b", "9000", record, partition}));
   auto replies = store_->pipeline(round.take_commands());
