@@ -64,23 +64,19 @@ if not now or not max_backlog or max_backlog < 0 or not n or n < 1 or n > 1000
     .. "a lease deadline and lease tokens")
 end
 local with_filter_args = #ARGV == 5 + 7 * n
-local lease_deadline = tonumber(ARGV[#ARGV - 1])
+local lease_deadline_text = ARGV[#ARGV - 1]
+local lease_deadline = tonumber(lease_deadline_text)
 local lease_tokens = ARGV[#ARGV]
 local candidates = #lease_tokens / 16
 if not lease_deadline or lease_deadline < 0 or #lease_tokens % 16 ~= 0 or candidates > n
     or (lease_deadline == 0) ~= (candidates == 0) then
   return redis.error_reply("ERR dueq bad-args enqueue: the lease deadline and tokens do not match")
 end
--- One pattern match over all the tokens: a match per token cost more than
--- the rest of their check.
-if not string.find(lease_tokens, "^[0-9a-f]*$") then
-  return redis.error_reply("ERR dueq bad-args enqueue: lease tokens are not 16 lowercase hex digits each")
-end
 local lease_token = {}
 for c = 1, candidates do
   local t = string.sub(lease_tokens, 16 * c - 15, 16 * c)
-  if t == "0000000000000000" then
-    return redis.error_reply("ERR dueq bad-args enqueue: lease token " .. c .. " is zero")
+  if not string.find(t, "^[0-9a-f]+$") or t == "0000000000000000" then
+    return redis.error_reply("ERR dueq bad-args enqueue: lease token " .. c .. " is not 16 hex digits or is zero")
   end
   lease_token[c] = t
 end
@@ -131,11 +127,7 @@ local live = redis.call("HMGET", KEYS[5], unpack(ids))
 local done = scores_in(KEYS[6])
 local cancelled = scores_in(KEYS[7])
 local maybe_scheduled = nil
-if scheduled_now > 0 and not with_filter_args then
-  local slots = filter_slots()
-  for i = 1, n do filter_slot_add(slots, argv[4 * i + 3], ids[i]) end
-  maybe_scheduled = filter_get(KEYS[1] .. ":filter", slots)
-elseif scheduled_now > 0 then
+if scheduled_now > 0 and with_filter_args then
   -- The broker's filter arguments go to BITFIELD_RO unchanged, one call per
   -- run of jobs in one chunk: building them here cost a loaded store about
   -- a third of the enqueue's time.
@@ -158,6 +150,11 @@ elseif scheduled_now > 0 then
       unpack(ARGV, filter_args + 3 * first - 2, filter_args + 3 * last))
     for j = first, last do maybe_scheduled[j] = counters[j - first + 1] end
   end
+elseif scheduled_now > 0 then
+  -- Left out by a broker that knew of nothing scheduled: built here.
+  local slots = filter_slots()
+  for i = 1, n do filter_slot_add(slots, argv[4 * i + 3], ids[i]) end
+  maybe_scheduled = filter_get(KEYS[1] .. ":filter", slots)
 end
 -- Older ready jobs are leased first, by lease.lua: new ones then wait in line.
 if candidates > 0 and redis.call("ZCARD", KEYS[2]) > 0 then candidates = 0 end
@@ -165,7 +162,6 @@ local due_now_seen = 0  -- jobs due now so far, in argument order: a job's candi
 local seen = {}
 -- Appended through counters: Lua 5.1's # is a search, and this runs per job.
 local records, ready, leases, tokens, nr, nready, nl = {}, {}, {}, {}, 0, 0, 0
-local lease_deadline_text = ARGV[#ARGV - 1]
 local partitions = {}  -- partition number -> {zadd args, hset args, earliest due}
 local accepted, scheduled_slots = 0, filter_slots()
 for i = 1, n do

@@ -33,6 +33,10 @@ end
 -- Only the tokens given to jobs are read, so only they are checked, before
 -- anything is written: a lease of a few jobs costs no pass over COUNT tokens.
 local function token(k) return string.sub(ARGV[3], 16 * k - 15, 16 * k) end
+local function bad_token(k)
+  local t = token(k)
+  return not string.find(t, "^[0-9a-f]+$") or t == "0000000000000000"
+end
 -- ZRANGE + ZREMRANGEBYRANK rather than ZPOPMIN: Redis would format every
 -- score as text for the reply, which costs more than the rest of the lease.
 local ids = redis.call("ZRANGE", KEYS[1], 0, count - 1)
@@ -42,14 +46,9 @@ local found = 0
 for i = 1, #ids do
   if records[i] then found = found + 1 end
 end
--- One pattern match over the tokens given out: one per token cost more than
--- the rest of their check.
-if not string.find(string.sub(ARGV[3], 1, 16 * found), "^[0-9a-f]*$") then
-  return redis.error_reply("ERR dueq bad-args lease: the tokens given out are not 16 lowercase hex digits each")
-end
 for k = 1, found do
-  if token(k) == "0000000000000000" then
-    return redis.error_reply("ERR dueq bad-args lease: token " .. k .. " is zero")
+  if bad_token(k) then
+    return redis.error_reply("ERR dueq bad-args lease: token " .. k .. " is not 16 hex digits or is zero")
   end
 end
 redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1)
