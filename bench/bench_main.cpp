@@ -42,7 +42,7 @@ struct Options {
   std::string plot_data;  // lateness samples of the last run go here
   double latency_rate = 0;  // jobs/s for the latency scenario; 0 = half the measured steady maximum
   std::string peers_dir = DUEQ_SOURCE_DIR "/bench/peers";  // bullmq_bench.js and its node_modules
-  std::vector<std::string> single_modes = {"clients", "threads", "async"};  // the single scenario's producers
+  std::vector<std::string> single_modes = {"clients", "threads", "async", "callbacks"};  // the single scenario's producers
 };
 
 // Figures of one run, by name.
@@ -534,9 +534,12 @@ Figures audit_under_load(const Options& o, Json&) {
 
 // One producer process enqueueing one job per call with 50 requests
 // outstanding, while 2 workers x 32 with the default prefetch run them: the
-// path most applications take (issue 14). Three ways to keep 50 outstanding:
+// path most applications take (issue 14). Four ways to keep 50 outstanding:
 // 50 Clients with a thread each (all the blocking-only client allowed), 50
-// threads sharing one Client, one thread with 50 enqueue_async futures.
+// threads sharing one Client, one thread with 50 enqueue_async futures, and
+// 50 chains of enqueue_async callbacks, each answer sending the next request
+// from the client's I/O thread (an event loop's way, and the BullMQ
+// harness's: 50 awaits on Node's one loop).
 // Figures: jobs completed per second over the window, the enqueue call's
 // latency, and where the CPU went per job (Redis, broker, workers, client).
 Figures single_job(const Options& o, Json& table, const std::vector<std::string>& modes) {
@@ -560,7 +563,25 @@ Figures single_job(const Options& o, Json& table, const std::vector<std::string>
     std::vector<std::thread> threads;
     std::optional<Client> shared;
     if (mode != "clients") shared.emplace(cluster.endpoint(), with_timeouts({}));
-    if (mode == "async") {
+    // The callbacks mode's chains: each answer is counted and sends the
+    // next request, on the client's I/O thread, until `running` ends.
+    std::vector<double> callback_latencies_ms;  // the I/O thread's until `chains` is 0
+    std::atomic<int> chains{0};
+    std::function<void()> send_next = [&] {
+      chains.fetch_add(1);
+      shared->enqueue_async(job, [&, sent_us = wall_us()](const std::expected<EnqueueResult, ClientError>&) {
+        callback_latencies_ms.push_back(static_cast<double>(wall_us() - sent_us) / 1000.0);
+        if (running) send_next();
+        chains.fetch_sub(1);
+      });
+    };
+    if (mode == "callbacks") {
+      for (int i = 0; i < kOutstanding; ++i) send_next();
+      threads.emplace_back([&] {
+        while (running || chains.load() > 0) std::this_thread::sleep_for(1ms);
+        keep(callback_latencies_ms);
+      });
+    } else if (mode == "async") {
       threads.emplace_back([&] {
         std::vector<double> mine;
         std::deque<std::pair<int64_t, std::future<std::expected<EnqueueResult, ClientError>>>> window;
@@ -688,8 +709,13 @@ Figures bullmq(const Options& o, const std::string& scenario) {
 // The single-job, low-rate and default-settings scenarios of dueq and of
 // BullMQ in the same run, and their ratios, dueq / BullMQ (issue 14): above
 // 1 is better for dueq in throughput, below 1 in latency.
+//
+// dueq's single-job figure is its callbacks mode, the model of the BullMQ
+// harness (each answer sends the next request on the thread that read it);
+// the futures mode, where a second thread waits on each answer, is reported
+// beside it.
 Figures peers(const Options& o, Json& table) {
-  const Figures dueq_single = single_job(o, table, {"async"});
+  const Figures dueq_single = single_job(o, table, {"callbacks", "async"});
   const Figures dueq_low = low_rate(o, table);
   const Figures dueq_bulk = default_settings(o, table, {""});
   progress("peers: BullMQ single");
@@ -700,7 +726,8 @@ Figures peers(const Options& o, Json& table) {
   const Figures bull_bulk = bullmq(o, "defaults");
   if (bull_single.empty() || bull_low.empty() || bull_bulk.empty()) return {};
   Figures f;
-  f["dueq_single_jobs_per_s"] = dueq_single.at("async_jobs_per_s");
+  f["dueq_single_jobs_per_s"] = dueq_single.at("callbacks_jobs_per_s");
+  f["dueq_single_futures_jobs_per_s"] = dueq_single.at("async_jobs_per_s");
   f["bullmq_single_jobs_per_s"] = bull_single.at("jobs_per_s");
   f["ratio_single"] = f["dueq_single_jobs_per_s"] / f["bullmq_single_jobs_per_s"];
   f["dueq_low_rate_p50_ms"] = dueq_low.at("p50_ms");
@@ -791,8 +818,8 @@ int main(int argc, char** argv) {
   app.add_option("--peers-dir", o.peers_dir, "where bullmq_bench.js and its node_modules are (peers scenario)");
   app.add_option("--latency-rate", o.latency_rate, "jobs/s for the latency scenario (default: half the steady maximum measured in the same invocation, else 20,000)")
       ->check(CLI::Range(100.0, 1'000'000.0));
-  app.add_option("--single-modes", o.single_modes, "the single scenario's producers: clients, threads and/or async")
-      ->check(CLI::IsMember({"clients", "threads", "async"}));
+  app.add_option("--single-modes", o.single_modes, "the single scenario's producers: clients, threads, async (futures) and/or callbacks")
+      ->check(CLI::IsMember({"clients", "threads", "async", "callbacks"}));
   app.add_option("--runs", o.runs, "runs per scenario (median reported)")->check(CLI::Range(1, 20));
   app.add_flag("--smoke", o.smoke, "small sizes and one run: checks that the driver works");
   app.add_flag("--json", json, "print the JSON records on stdout");

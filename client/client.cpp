@@ -53,7 +53,12 @@ struct Client::Impl {
     io = std::thread([this] { run(); });
   }
 
-  ~Impl() {
+  ~Impl() { close(); }
+
+  // Ends the I/O thread, which answers what is pending. Called by ~Client
+  // before its members go: callbacks answered then may still call it.
+  void close() {
+    if (!io.joinable()) return;
     stopping = true;
     wake();
     io.join();
@@ -104,14 +109,27 @@ struct Client::Impl {
   // queue after every wake-up it reads, before it waits again, so a request
   // joining a non-empty queue is taken with the one that woke it (a write to
   // the eventfd per request was a syscall and often a context switch each).
+  // A request from a callback, on the I/O thread itself, is taken before
+  // the thread waits again: no wake-up at all.
   void queue_for_io(Outgoing&& outgoing) {
     bool was_empty = false;
     {
-      std::lock_guard lock(incoming_mutex);
+      std::unique_lock lock(incoming_mutex);
+      if (closed) {
+        lock.unlock();
+        outgoing.done(std::unexpected(closing_error()));
+        return;
+      }
       was_empty = incoming.empty();
       incoming.push_back(std::move(outgoing));
     }
-    if (was_empty) wake();
+    if (was_empty && !on_io_thread()) wake();
+  }
+
+  bool on_io_thread() const { return std::this_thread::get_id() == io.get_id(); }
+
+  static ClientError closing_error() {
+    return ClientError{"unavailable", "the client was closed before the broker answered", 0};
   }
 
   void wake() {
@@ -121,9 +139,11 @@ struct Client::Impl {
 
   void run() {
     while (!stopping) {
+      // Expired first: a callback answered there may queue a request, which
+      // is taken right after instead of after the wait.
+      expire(steady_ms());
       take_incoming();
       send_unsent();
-      expire(steady_ms());
       zmq::pollitem_t items[] = {{socket.handle(), 0, static_cast<short>(ZMQ_POLLIN | (unsent > 0 ? ZMQ_POLLOUT : 0)), 0},
                                  {nullptr, wakeup.get(), ZMQ_POLLIN, 0}};
       zmq::poll(items, 2, std::chrono::milliseconds(poll_timeout_ms()));
@@ -133,9 +153,17 @@ struct Client::Impl {
       }
       if (items[0].revents & ZMQ_POLLIN) receive_all();
     }
-    take_incoming();
-    for (auto& [id, pending] : pending_by_id)
-      pending.done(std::unexpected(ClientError{"unavailable", "the client was closed before the broker answered", 0}));
+    // Closed under the lock: a callback answered below that calls again is
+    // answered at once instead of joining a queue no one reads.
+    std::deque<Outgoing> unsent_requests;
+    {
+      std::lock_guard lock(incoming_mutex);
+      closed = true;
+      unsent_requests.swap(incoming);
+    }
+    auto answered = std::exchange(pending_by_id, {});
+    for (auto& [id, pending] : answered) pending.done(std::unexpected(closing_error()));
+    for (auto& request : unsent_requests) request.done(std::unexpected(closing_error()));
   }
 
   void take_incoming() {
@@ -297,6 +325,7 @@ struct Client::Impl {
 
   std::mutex incoming_mutex;
   std::deque<Outgoing> incoming;  // guarded by incoming_mutex
+  bool closed = false;            // guarded by incoming_mutex; set when the I/O thread ends
 
   // The I/O thread's own.
   std::unordered_map<uint64_t, Pending> pending_by_id;
@@ -332,49 +361,73 @@ std::expected<proto::Enqueue, ClientError> enqueue_request(std::vector<JobSpec>&
   return request;
 }
 
-template <typename T>
-std::future<std::expected<T, ClientError>> ready(std::expected<T, ClientError> value) {
-  std::promise<std::expected<T, ClientError>> promise;
-  promise.set_value(std::move(value));
-  return promise.get_future();
+// A blocking call on the I/O thread would wait for the thread it blocks.
+ClientError blocking_from_callback(const std::string& what) {
+  return ClientError{"bad_argument", what + ": a blocking call from a completion callback (the client's I/O thread) "
+                                            "would wait forever; use the *_async calls there", 0};
+}
+
+// The future of a call that answers through a callback.
+template <typename T, typename Call>
+std::future<std::expected<T, ClientError>> as_future(Call call) {
+  auto promise = std::make_shared<std::promise<std::expected<T, ClientError>>>();
+  auto future = promise->get_future();
+  call([promise](std::expected<T, ClientError> result) { promise->set_value(std::move(result)); });
+  return future;
 }
 
 }  // namespace
 
 Client::Client(std::string broker_endpoint, ClientOptions options)
     : impl_(std::make_unique<Impl>(std::move(broker_endpoint), options)) {}
-Client::~Client() = default;
+Client::~Client() { impl_->close(); }
 
 int64_t Client::in_ms(int64_t delay_ms) { return wall_ms() + delay_ms; }
 
-std::future<std::expected<std::vector<EnqueueResult>, ClientError>> Client::enqueue_batch_async(std::vector<JobSpec> jobs) {
+void Client::enqueue_batch_async(std::vector<JobSpec> jobs, EnqueueBatchCallback on_done) {
   auto request = enqueue_request(jobs);
-  if (!request) return ready<std::vector<EnqueueResult>>(std::unexpected(request.error()));
+  if (!request) return on_done(std::unexpected(request.error()));
   const size_t count = request->jobs.size();
-  return impl_->ask<std::vector<EnqueueResult>>(std::move(*request), [count](proto::Frame frame) {
-    return enqueue_results(std::move(frame), count);
+  impl_->submit(std::move(*request), [count, on_done = std::move(on_done)](FrameResult frame) {
+    if (!frame) return on_done(std::unexpected(std::move(frame.error())));
+    on_done(enqueue_results(std::move(*frame), count));
   });
 }
 
-std::future<std::expected<EnqueueResult, ClientError>> Client::enqueue_async(JobSpec job) {
+void Client::enqueue_async(JobSpec job, EnqueueCallback on_done) {
   std::vector<JobSpec> one;
   one.push_back(std::move(job));
   auto request = enqueue_request(one);
-  if (!request) return ready<EnqueueResult>(std::unexpected(request.error()));
-  return impl_->ask<EnqueueResult>(std::move(*request), [](proto::Frame frame) -> std::expected<EnqueueResult, ClientError> {
-    auto results = enqueue_results(std::move(frame), 1);
-    if (!results) return std::unexpected(results.error());
-    return std::move(results->front());
+  if (!request) return on_done(std::unexpected(request.error()));
+  impl_->submit(std::move(*request), [on_done = std::move(on_done)](FrameResult frame) {
+    if (!frame) return on_done(std::unexpected(std::move(frame.error())));
+    auto results = enqueue_results(std::move(*frame), 1);
+    if (!results) return on_done(std::unexpected(results.error()));
+    on_done(std::move(results->front()));
   });
 }
 
-std::expected<EnqueueResult, ClientError> Client::enqueue(JobSpec job) { return enqueue_async(std::move(job)).get(); }
+std::future<std::expected<std::vector<EnqueueResult>, ClientError>> Client::enqueue_batch_async(std::vector<JobSpec> jobs) {
+  return as_future<std::vector<EnqueueResult>>(
+      [&](EnqueueBatchCallback on_done) { enqueue_batch_async(std::move(jobs), std::move(on_done)); });
+}
+
+std::future<std::expected<EnqueueResult, ClientError>> Client::enqueue_async(JobSpec job) {
+  return as_future<EnqueueResult>([&](EnqueueCallback on_done) { enqueue_async(std::move(job), std::move(on_done)); });
+}
+
+std::expected<EnqueueResult, ClientError> Client::enqueue(JobSpec job) {
+  if (impl_->on_io_thread()) return std::unexpected(blocking_from_callback("enqueue"));
+  return enqueue_async(std::move(job)).get();
+}
 
 std::expected<std::vector<EnqueueResult>, ClientError> Client::enqueue_batch(std::vector<JobSpec> jobs) {
+  if (impl_->on_io_thread()) return std::unexpected(blocking_from_callback("enqueue_batch"));
   return enqueue_batch_async(std::move(jobs)).get();
 }
 
 std::expected<std::vector<QueueStats>, ClientError> Client::stats() {
+  if (impl_->on_io_thread()) return std::unexpected(blocking_from_callback("stats"));
   using Result = std::expected<std::vector<QueueStats>, ClientError>;
   return impl_->ask<std::vector<QueueStats>>(proto::StatsRequest{}, [](proto::Frame frame) -> Result {
     auto* reply = std::get_if<proto::StatsReply>(&frame);
@@ -389,6 +442,7 @@ std::expected<std::vector<QueueStats>, ClientError> Client::stats() {
 
 std::expected<std::optional<std::map<std::string, std::string>>, ClientError> Client::job(const std::string& id,
                                                                                            const std::string& queue) {
+  if (impl_->on_io_thread()) return std::unexpected(blocking_from_callback("job"));
   using Fields = std::optional<std::map<std::string, std::string>>;
   return impl_->ask<Fields>(proto::JobRequest{0, id, queue}, [](proto::Frame frame) -> std::expected<Fields, ClientError> {
     auto* reply = std::get_if<proto::JobReply>(&frame);
@@ -399,6 +453,7 @@ std::expected<std::optional<std::map<std::string, std::string>>, ClientError> Cl
 }
 
 std::expected<AdminResult, ClientError> Client::admin(const AdminCommand& command) {
+  if (impl_->on_io_thread()) return std::unexpected(blocking_from_callback(command.op));
   return impl_->ask<AdminResult>(
       proto::AdminRequest{0, command.op, command.queue, command.ids, command.older_than_ms, command.limit},
       [op = command.op](proto::Frame frame) -> std::expected<AdminResult, ClientError> {

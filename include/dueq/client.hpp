@@ -10,8 +10,12 @@
 //   auto pending = client.enqueue_async({.queue = "emails", .type = "send"});
 //   ...                                  // other work, or more enqueues
 //   auto result = pending.get();         // the same result enqueue() gives
+//
+//   client.enqueue_async({.queue = "emails", .type = "send"},
+//                        [](auto result) { /* on the client's I/O thread */ });
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -96,6 +100,20 @@ class Client {
   // the job its id (JobSpec::id) before the first call.
   std::future<std::expected<EnqueueResult, ClientError>> enqueue_async(JobSpec job);
   std::future<std::expected<std::vector<EnqueueResult>, ClientError>> enqueue_batch_async(std::vector<JobSpec> jobs);
+
+  // The same with a callback instead of a future, for event loops: `on_done`
+  // runs once, on the Client's I/O thread, with what the future would hold.
+  // It should return quickly (other answers wait behind it) and must not
+  // throw or destroy the Client. It may call the *_async methods again:
+  // that is how a loop keeps N requests outstanding without a thread
+  // waiting on a future. A blocking call (enqueue, stats, ...) made from it
+  // is refused with "bad_argument" rather than waiting forever for the
+  // thread it runs on. Calls made while the Client is being destroyed are
+  // answered "unavailable" at once.
+  using EnqueueCallback = std::function<void(std::expected<EnqueueResult, ClientError>)>;
+  using EnqueueBatchCallback = std::function<void(std::expected<std::vector<EnqueueResult>, ClientError>)>;
+  void enqueue_async(JobSpec job, EnqueueCallback on_done);
+  void enqueue_batch_async(std::vector<JobSpec> jobs, EnqueueBatchCallback on_done);
   std::expected<std::vector<QueueStats>, ClientError> stats();
   // The job's stored fields, or nullopt when no queue has it.
   std::expected<std::optional<std::map<std::string, std::string>>, ClientError> job(const std::string& id,

@@ -5,6 +5,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <zmq.hpp>
@@ -180,4 +185,169 @@ TEST(Client, ThreadsSharingOneClientHaveEveryJobAcceptedOnce) {
   ASSERT_TRUE(stats);
   EXPECT_EQ(stats->accepted, kThreads * kPerThread);
   EXPECT_EQ(stats->scheduled, kThreads * kPerThread);
+}
+
+// Callbacks: each runs once, on the client's I/O thread (the same thread for
+// all), with the outcome of its own request, answered in any order.
+TEST(Client, ACallbackRunsOnceOnTheIOThreadWithItsOwnOutcome) {
+  FakeBroker broker;
+  Client client(broker.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 1});
+  constexpr int kRequests = 50;
+  std::mutex mutex;
+  std::condition_variable answered_cv;
+  std::vector<int> calls(kRequests, 0);
+  std::vector<std::string> outcome_ids(kRequests);
+  std::set<std::thread::id> callback_threads;
+  std::vector<size_t> batch_outcomes;
+  int answered = 0;
+  for (int i = 0; i < kRequests; ++i)
+    client.enqueue_async({"q", "t", "p", fmt::format("job-{}", i), 0, 0}, [&, i](std::expected<EnqueueResult, ClientError> r) {
+      std::lock_guard lock(mutex);
+      ++calls[i];
+      if (r) outcome_ids[i] = r->id;
+      callback_threads.insert(std::this_thread::get_id());
+      ++answered;
+      answered_cv.notify_all();
+    });
+  client.enqueue_batch_async({{"q", "t", "p", "batch-a", 0, 0}, {"q", "t", "p", "batch-b", 0, 0}},
+                             [&](std::expected<std::vector<EnqueueResult>, ClientError> r) {
+                               std::lock_guard lock(mutex);
+                               if (r) for (const auto& one : *r) batch_outcomes.push_back(one.id == "batch-a" ? 1 : 2);
+                               ++answered;
+                               answered_cv.notify_all();
+                             });
+  std::set<std::string> routing_ids;
+  std::string routing_id;
+  const auto frames = receive_jobs(broker, kRequests + 2, routing_id, routing_ids);
+  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+    proto::EnqueueReply reply{it->first, {}, 0};
+    for (const auto& id : it->second) reply.results.push_back({id, static_cast<uint8_t>(proto::EnqueueStatus::accepted), ""});
+    broker.reply(routing_id, reply);
+  }
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(answered_cv.wait_for(lock, 10s, [&] { return answered == kRequests + 1; })) << answered << " answered";
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_EQ(calls[i], 1) << "callback " << i;
+    EXPECT_EQ(outcome_ids[i], fmt::format("job-{}", i));
+  }
+  EXPECT_EQ(batch_outcomes, (std::vector<size_t>{1, 2})) << "a batch's callback gets its jobs' outcomes in order";
+  EXPECT_EQ(callback_threads.size(), 1u) << "every callback on the one I/O thread";
+  EXPECT_FALSE(callback_threads.contains(std::this_thread::get_id()));
+}
+
+// A batch the client refuses before sending answers its callback at once.
+TEST(Client, ACallbackForARefusedBatchIsAnsweredAtOnce) {
+  FakeBroker broker;
+  Client client(broker.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 1});
+  std::optional<std::expected<std::vector<EnqueueResult>, ClientError>> got;
+  client.enqueue_batch_async({}, [&](std::expected<std::vector<EnqueueResult>, ClientError> r) { got = std::move(r); });
+  ASSERT_TRUE(got) << "answered within the call";
+  ASSERT_FALSE(*got);
+  EXPECT_EQ(got->error().code, "bad_argument");
+  EXPECT_FALSE(broker.receive(300ms)) << "nothing was sent";
+}
+
+// An event loop's way to keep N requests outstanding: each answer's
+// callback sends the next request. Every job of every chain is accepted once.
+TEST(Client, CallbacksThatEnqueueAgainKeepChainsOfRequestsGoingAndEveryJobIsAcceptedOnce) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  constexpr int kChains = 20, kPerChain = 50;
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  std::set<std::string> accepted;
+  int errors = 0, chains_done = 0;
+  std::function<void(int, int)> send = [&](int chain, int n) {
+    client.enqueue_async({"chains", "noop", "", fmt::format("c{}-{}", chain, n), Client::in_ms(3'600'000), 0},
+                         [&, chain, n](std::expected<EnqueueResult, ClientError> r) {
+                           {
+                             std::lock_guard lock(mutex);
+                             if (r && r->status == EnqueueResult::Status::accepted) accepted.insert(r->id);
+                             else ++errors;
+                           }
+                           if (n + 1 < kPerChain) return send(chain, n + 1);
+                           std::lock_guard lock(mutex);
+                           ++chains_done;
+                           done_cv.notify_all();
+                         });
+  };
+  for (int c = 0; c < kChains; ++c) send(c, 0);
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(done_cv.wait_for(lock, 60s, [&] { return chains_done == kChains; })) << chains_done << " chains ended";
+  EXPECT_EQ(errors, 0);
+  EXPECT_EQ(accepted.size(), static_cast<size_t>(kChains * kPerChain));
+  lock.unlock();
+  auto stats = cluster.stats("chains");
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->accepted, kChains * kPerChain);
+}
+
+// A blocking call from a callback would wait for the thread it runs on: it
+// is refused at once, and the client goes on answering.
+TEST(Client, ABlockingCallFromACallbackIsRefusedInsteadOfWaitingForever) {
+  FakeBroker broker;
+  Client client(broker.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 1});
+  std::promise<std::vector<std::string>> codes;
+  client.enqueue_async({"q", "t", "p", "first", 0, 0}, [&](std::expected<EnqueueResult, ClientError>) {
+    std::vector<std::string> seen;
+    auto e = client.enqueue({"q", "t", "p", "inner", 0, 0});
+    seen.push_back(e ? "answered" : e.error().code);
+    auto s = client.stats();
+    seen.push_back(s ? "answered" : s.error().code);
+    codes.set_value(seen);
+  });
+  auto received = broker.receive();
+  ASSERT_TRUE(received);
+  auto* enqueue = std::get_if<proto::Enqueue>(&received->frame);
+  ASSERT_NE(enqueue, nullptr);
+  broker.reply(received->routing_id, proto::EnqueueReply{enqueue->request_id, {{"first", 0, ""}}, 0});
+  auto answer = codes.get_future();
+  ASSERT_EQ(answer.wait_for(10s), std::future_status::ready) << "the callback blocked";
+  EXPECT_EQ(answer.get(), (std::vector<std::string>{"bad_argument", "bad_argument"}));
+  EXPECT_FALSE(broker.receive(300ms)) << "the refused calls sent nothing";
+}
+
+// Destroying the client answers every pending callback "unavailable", and a
+// callback that calls again from there is answered too, not forgotten.
+TEST(Client, DestroyingTheClientAnswersPendingCallbacksAndTheCallsTheyMakeThen) {
+  FakeBroker broker;
+  std::atomic<int> answers{0}, unavailable{0};
+  {
+    Client client(broker.endpoint(), ClientOptions{.timeout_ms = 60'000, .attempts = 1});
+    for (int i = 0; i < 3; ++i)
+      client.enqueue_async({"q", "t", "p", fmt::format("job-{}", i), 0, 0}, [&](std::expected<EnqueueResult, ClientError> r) {
+        ++answers;
+        if (!r && r.error().code == "unavailable") ++unavailable;
+        // Called once more from the closing client: answered at once.
+        client.enqueue_async({"q", "t", "p", "", 0, 0}, [&](std::expected<EnqueueResult, ClientError> again) {
+          ++answers;
+          if (!again && again.error().code == "unavailable") ++unavailable;
+        });
+      });
+    std::set<std::string> routing_ids;
+    std::string routing_id;
+    receive_jobs(broker, 3, routing_id, routing_ids);
+  }
+  EXPECT_EQ(answers.load(), 6);
+  EXPECT_EQ(unavailable.load(), 6);
+}
+
+// A callback answered by a timeout may call again: that request goes out,
+// though the client had nothing else to wait for.
+TEST(Client, ARequestMadeFromATimedOutRequestsCallbackIsSent) {
+  FakeBroker broker;
+  Client client(broker.endpoint(), ClientOptions{.timeout_ms = 200, .attempts = 1});
+  std::promise<std::string> first_error;
+  client.enqueue_async({"q", "t", "p", "first", 0, 0}, [&](std::expected<EnqueueResult, ClientError> r) {
+    first_error.set_value(r ? "answered" : r.error().code);
+    client.enqueue_async({"q", "t", "p", "second", 0, 0}, [](std::expected<EnqueueResult, ClientError>) {});
+  });
+  auto first = broker.receive();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first_error.get_future().get(), "timeout");
+  auto second = broker.receive();
+  ASSERT_TRUE(second) << "the request made from the callback was never sent";
+  auto* enqueue = std::get_if<proto::Enqueue>(&second->frame);
+  ASSERT_NE(enqueue, nullptr);
+  EXPECT_EQ(enqueue->jobs.at(0).id, "second");
 }
