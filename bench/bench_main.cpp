@@ -564,23 +564,22 @@ Figures single_job(const Options& o, Json& table, const std::vector<std::string>
     std::optional<Client> shared;
     if (mode != "clients") shared.emplace(cluster.endpoint(), with_timeouts({}));
     // The callbacks mode's chains: each answer is counted and sends the
-    // next request, on the client's I/O thread, until `running` ends.
-    std::vector<double> callback_latencies_ms;  // the I/O thread's until `chains` is 0
+    // next request, on the client's I/O thread, until `running` ends. A
+    // chain sends its next request before it counts itself out, so the
+    // count reaches 0 once, when the last chain has ended.
+    std::vector<double> callback_latencies_ms;  // the I/O thread's until chains_ended
     std::atomic<int> chains{0};
+    std::promise<void> chains_ended;
     std::function<void()> send_next = [&] {
       chains.fetch_add(1);
       shared->enqueue_async(job, [&, sent_us = wall_us()](const std::expected<EnqueueResult, ClientError>&) {
         callback_latencies_ms.push_back(static_cast<double>(wall_us() - sent_us) / 1000.0);
         if (running) send_next();
-        chains.fetch_sub(1);
+        if (chains.fetch_sub(1) == 1) chains_ended.set_value();
       });
     };
     if (mode == "callbacks") {
       for (int i = 0; i < kOutstanding; ++i) send_next();
-      threads.emplace_back([&] {
-        while (running || chains.load() > 0) std::this_thread::sleep_for(1ms);
-        keep(callback_latencies_ms);
-      });
     } else if (mode == "async") {
       threads.emplace_back([&] {
         std::vector<double> mine;
@@ -617,6 +616,10 @@ Figures single_job(const Options& o, Json& table, const std::vector<std::string>
     CpuSplit::per_job(cpu0, cpu1, d1 - d0, mode + "_", f);
     running = false;
     for (auto& t : threads) t.join();
+    if (mode == "callbacks") {
+      chains_ended.get_future().wait();
+      keep(callback_latencies_ms);
+    }
     const double rate = (d1 - d0) / (static_cast<double>(t1 - t0) / 1e6);
     f[mode + "_jobs_per_s"] = rate;
     f[mode + "_enqueue_p50_ms"] = percentile(latencies_ms, 50);

@@ -53,12 +53,9 @@ struct Client::Impl {
     io = std::thread([this] { run(); });
   }
 
-  ~Impl() { close(); }
-
   // Ends the I/O thread, which answers what is pending. Called by ~Client
   // before its members go: callbacks answered then may still call it.
   void close() {
-    if (!io.joinable()) return;
     stopping = true;
     wake();
     io.join();
