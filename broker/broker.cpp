@@ -40,11 +40,12 @@ Broker::Broker(BrokerConfig config, const Clock& clock)
       access_(context_),
       broker_id_(new_instance_id()),
       outbox_(router_),
-      results_(config_, clock_, lease_clock_, queues_, inflight_, outbox_),
+      refusals_(clock_),
+      results_(config_, clock_, lease_clock_, queues_, inflight_, outbox_, refusals_),
       workers_(config_, lease_clock_, broker_id_, queues_, inflight_, results_, outbox_),
       gateway_(config_, clock_, queues_, outbox_, workers_.registry()),
-      scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_.registry()),
-      dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_),
+      scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_.registry(), refusals_),
+      dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_, refusals_),
       admin_(config_, clock_, address_),
       inbound_(router_, clock_, outbox_, access_, workers_, results_, gateway_, admin_) {}
 
@@ -203,7 +204,7 @@ Result<void> Broker::run(int signal_fd) {
     }
     if (stopping_ && rounds_.empty()) {
       if (results_.unapplied() == 0) break;
-      if (!redis_.connected() || results_.refused()) {
+      if (!redis_.connected() || refusals_.refusing()) {
         spdlog::error("stopping with {} results not applied: Redis {} (workers resend them)", results_.unapplied(),
                       redis_.connected() ? "refuses them" : "unavailable");
         break;
@@ -221,7 +222,7 @@ int64_t Broker::us_until_wake() const {
   if (!rounds_.empty() || gateway_.has_work() || results_.has_work() || dispatcher_.can_lease_now()) return 0;
   int64_t wait = kMaxSleepMs * 1000;
   if (const int64_t next = scheduler_.us_until_next(clock_.wall_us()); next >= 0) wait = std::min(wait, next);
-  if (const int64_t retry = results_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
+  if (const int64_t retry = refusals_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
   if (const int64_t stats = gateway_.us_until_stats(); stats >= 0) wait = std::min(wait, stats);
   if (const int64_t expiry = workers_.next_expiry_ms(); expiry >= 0)
     wait = std::min(wait, std::max<int64_t>(0, (expiry - steady_now) * 1000));

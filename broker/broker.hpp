@@ -90,6 +90,7 @@ class Broker {
   Outbox outbox_;
   QueueTable queues_;
   InflightTable inflight_;
+  RefusalBackoff refusals_;  // shared by every component that writes
   Results results_;
   Workers workers_;
   ProducerGateway gateway_;

@@ -18,18 +18,18 @@ std::unexpected<Error> bad_key(const std::string& key, const std::string& why) {
   return fail(Errc::bad_argument, fmt::format("config key '{}': {}", key, why));
 }
 
-// Durations may be written as strings ("30s") or integers (milliseconds).
+// Durations are strings with a unit ("30s"); a bare integer is refused
+// like a unitless string, but for 0.
 Result<int64_t> read_duration(const toml::node& node, const std::string& key, int64_t min_ms) {
   int64_t ms = 0;
   if (auto s = node.value<std::string>()) {
     auto parsed = parse_duration_ms(*s);
     if (!parsed) return bad_key(key, parsed.error().message);
     ms = *parsed;
-  } else if (auto i = node.value_exact<int64_t>()) {
-    if (*i > kMaxDurationMs) return bad_key(key, "longer than 100 years");
-    ms = *i;
+  } else if (auto i = node.value_exact<int64_t>(); i && *i == 0) {
+    ms = 0;
   } else {
-    return bad_key(key, "expected a duration such as \"30s\" or milliseconds");
+    return bad_key(key, "expected a duration with a unit (ms, s, m, h or d) such as \"30s\"");
   }
   if (ms < min_ms) return bad_key(key, fmt::format("must be at least {} ms", min_ms));
   return ms;
@@ -126,7 +126,9 @@ Result<void> apply_config_table(const toml::table& root, BrokerConfig& config) {
     else if (key == "reclaim_batch") ok = set_int(config.reclaim_batch, 1, 5000);
     else if (key == "max_worker_capacity") ok = set_int(config.max_worker_capacity, 1, proto::kMaxWorkerCapacity);
     else if (key == "max_queues") ok = set_int(config.max_queues, 1, 100'000);
-    else if (key == "max_unconfirmed_deliveries") ok = set_int(config.max_unconfirmed_deliveries, 0, 100);
+    else if (key == "max_unconfirmed_deliveries")
+      return bad_key(key, "was removed: a delivery whose start no worker announced never uses an attempt, and its "
+                          "next worker announces the start first (docs/protocol.md 3.3); delete the line");
     else if (key == "min_replicas") ok = set_int(config.min_replicas, 0, 100);
     else if (key == "replica_timeout") ok = set_duration(config.replica_timeout_ms, 1);
     else if (key == "reconcile_interval") ok = set_duration(config.reconcile_interval_ms, 0);

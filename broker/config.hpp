@@ -53,11 +53,6 @@ struct BrokerConfig {
   // The most queues the broker keeps (each costs work every turn): past it,
   // jobs for a new queue are rejected and a HELLO naming one is refused.
   int max_queues = 1'000;
-  // A delivery that ended before its worker confirmed receiving it (lost on
-  // the wire, with a round reply, or with a broker between lease and
-  // dispatch) uses no attempt, this many times per job; past that it counts
-  // (a job that kills its worker before the first heartbeat must still end).
-  int max_unconfirmed_deliveries = 3;
 
   int min_replicas = 0;                // > 0: confirm enqueues only after WAIT saw this many replicas
   int64_t replica_timeout_ms = 1'000;  // how long WAIT may take

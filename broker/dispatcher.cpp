@@ -46,7 +46,7 @@ namespace calls {
 
 Command lease(const std::string& queue, int64_t deadline_ms, int count) {
   QueueKeys k(queue);
-  Command call = script_call(lua::ScriptId::lease, {k.ready, k.leased, k.jobs, k.tokens, k.attempts});
+  Command call = script_call(lua::ScriptId::lease, {k.ready, k.leased, k.jobs, k.tokens, k.attempts, k.unconfirmed});
   call.add(deadline_ms).add(count);
   std::string tokens;
   tokens.reserve(16 * static_cast<size_t>(count));
@@ -55,10 +55,11 @@ Command lease(const std::string& queue, int64_t deadline_ms, int count) {
 }
 
 Result<LeaseBatch> parse_lease(const redisReply* r) {
-  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements % 4 != 0) return reply::bad(r, "lease");
+  constexpr size_t kPerJob = 5;
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements % kPerJob != 0) return reply::bad(r, "lease");
   LeaseBatch out;
-  out.jobs.reserve(r->elements / 4);
-  for (size_t i = 0; i < r->elements; i += 4) {
+  out.jobs.reserve(r->elements / kPerJob);
+  for (size_t i = 0; i < r->elements; i += kPerJob) {
     redisReply** e = r->element + i;
     if (e[1]->type != REDIS_REPLY_STRING) return reply::bad(r, "lease");
     auto token = token_from_text(reply::str(e[3]));
@@ -69,7 +70,10 @@ Result<LeaseBatch> parse_lease(const redisReply* r) {
                                         "unreadable record: " + record.error().message, 0});
       continue;
     }
-    out.jobs.push_back(LeasedJob{reply::str(e[0]), std::move(*record), static_cast<uint32_t>(reply::num(e[2])), *token});
+    const int64_t check = reply::num(e[4]);
+    if (check < 0 || check > static_cast<int64_t>(proto::StartCheck::announce_alone)) return reply::bad(r, "lease");
+    out.jobs.push_back(LeasedJob{reply::str(e[0]), std::move(*record), static_cast<uint32_t>(reply::num(e[2])), *token,
+                                 static_cast<proto::StartCheck>(check)});
   }
   return out;
 }
@@ -85,6 +89,7 @@ int64_t Dispatcher::credit(const std::string& queue) const {
 }
 
 bool Dispatcher::can_lease_now() const {
+  if (refusals_.holding()) return false;
   for (const auto& [name, q] : queues_)
     if (q.maybe_ready && credit(name) > 0) return true;
   return false;
@@ -111,6 +116,7 @@ void Dispatcher::deliver(const std::string& queue, const Reservation& reservatio
 }
 
 void Dispatcher::add_to(Round& round, bool stopping) {
+  if (refusals_.holding()) return;
   const int64_t deadline = lease_clock_.now_ms() + config_.delivery_timeout_ms;
   for (auto& [name, q] : queues_) {
     const bool maybe_ready = q.maybe_ready || q.ready_this_round;
@@ -125,10 +131,8 @@ void Dispatcher::add_to(Round& round, bool stopping) {
       if (r == nullptr) return;  // nothing leased that the broker knows of; reclaim returns it if it was
       QueueState& q = queues_.get(name);
       auto batch = calls::parse_lease(r);
-      if (!batch) {
-        spdlog::error("lease on '{}': {}", name, batch.error().message);
-        return;
-      }
+      if (!batch) return refusals_.refused(fmt::format("lease on '{}'", name), batch.error().message);
+      refusals_.succeeded();
       q.maybe_ready = static_cast<int>(batch->jobs.size() + batch->unreadable.size()) == count;
       for (auto& item : batch->unreadable) {
         spdlog::error("queue '{}': job {}: {}; it goes to the dead letters", name, loggable(item.id), item.reason);
@@ -205,12 +209,12 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
     --slots[slot].free;
     --below_half[slot];
     if (frames[slot].items.empty()) frames[slot].seq = ++tasks_frames_sent_;
-    inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].worker, deadline, false, frames[slot].seq});
+    inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].worker, deadline, false, false, frames[slot].seq});
     auto& r = job.record;
     frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size();
     frames[slot].items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},
                                              r.due_ms, job.attempt, r.max_attempts, job.token, r.created_ms,
-                                             r.payload_checksum});
+                                             r.payload_checksum, static_cast<uint8_t>(job.start_check)});
     if (frames[slot].items.size() == proto::kMaxBatch || frame_bytes[slot] >= proto::kMaxTasksFrameBytes) flush(slot);
   }
   for (size_t slot = 0; slot < frames.size(); ++slot) flush(slot);

@@ -25,6 +25,7 @@ struct LeasedJob {
   JobRecord record;
   uint32_t attempt = 0;
   uint64_t token = 0;
+  proto::StartCheck start_check = proto::StartCheck::none;  // from the deliveries that ended unstarted (lease.lua)
 };
 
 // What one lease call took: the jobs to deliver, and the deliveries whose
@@ -43,12 +44,13 @@ Result<LeaseBatch> parse_lease(const redisReply* reply);
 class Dispatcher {
  public:
   Dispatcher(const BrokerConfig& config, const LeaseClock& lease_clock, QueueTable& queues, WorkerRegistry& workers,
-             InflightTable& inflight, Results& results, Outbox& outbox)
+             InflightTable& inflight, Results& results, Outbox& outbox, RefusalBackoff& refusals)
       : config_(config), lease_clock_(lease_clock), queues_(queues), workers_(workers), inflight_(inflight),
-        results_(results), outbox_(outbox) {}
+        results_(results), outbox_(outbox), refusals_(refusals) {}
 
-  // Adds a lease call for each queue that may have ready jobs and credit.
-  // Comes after the scheduler's calls, so a lease sees what they moved.
+  // Adds a lease call for each queue that may have ready jobs and credit
+  // (none while Redis refuses writes). Comes after the scheduler's calls, so
+  // a lease sees what they moved.
   void add_to(Round& round, bool stopping);
   // Jobs of `queue` its live workers can still take.
   int64_t credit(const std::string& queue) const;
@@ -79,6 +81,7 @@ class Dispatcher {
   InflightTable& inflight_;
   Results& results_;
   Outbox& outbox_;
+  RefusalBackoff& refusals_;
   std::map<std::string, int64_t> reserved_;  // leases asked for by rounds not yet applied, per queue
   LogLimiter unreachable_log_{10'000, 20, 10'000};
   uint64_t tasks_frames_sent_ = 0;  // numbers TASKS frames (proto::Tasks::seq)

@@ -64,9 +64,10 @@ bool Inbound::receive(int max_frames, uint64_t connections) {
     auto sender = sender_grant(peer, parts.back(), heard_ms);
     if (!sender) continue;
     const Grant* grant = *sender;
-    auto frame = proto::decode(std::string_view(static_cast<const char*>(body.data()), body.size()));
+    const std::string_view bytes(static_cast<const char*>(body.data()), body.size());
+    auto frame = proto::decode(bytes);
     if (!frame) {
-      reject(peer, frame.error(), heard_ms);
+      reject(peer, frame.error(), heard_ms, proto::peek_request_id(bytes));
       continue;
     }
     if (grant != nullptr) {
@@ -100,6 +101,7 @@ void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, 
         if constexpr (std::is_same_v<T, proto::Hello>) workers_.on_hello(peer, std::move(f), heard_ms);
         else if constexpr (std::is_same_v<T, proto::Heartbeat>) workers_.on_heartbeat(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Received>) workers_.on_received(peer, f, heard_ms);
+        else if constexpr (std::is_same_v<T, proto::Starting>) workers_.on_starting(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Results>) {
           auto held = workers_.screen_results(peer, std::move(f.items), heard_ms);
           if (!held.empty()) results_.on_results(peer, std::move(held));
@@ -121,7 +123,8 @@ std::optional<const Grant*> Inbound::sender_grant(Peer& peer, zmq::message_t& bo
   peer.key_name = user_id != nullptr ? user_id : "";
   if (const Grant* grant = access_.grant(peer.key_name)) return grant;
   access_.refused(fmt::format("key '{}'", loggable(peer.key_name)), "a frame (the key is no longer on the allow-list)", heard_ms);
-  outbox_.send(peer, proto::ErrorFrame{0, errc_name(Errc::refused), "this key is no longer allowed", 0});
+  const std::string_view bytes(static_cast<const char*>(body.data()), body.size());
+  outbox_.send(peer, proto::ErrorFrame{proto::peek_request_id(bytes), errc_name(Errc::refused), "this key is no longer allowed", 0});
   return std::nullopt;
 }
 
@@ -133,7 +136,7 @@ std::string Inbound::refusal(const Peer& peer, const Grant& grant, proto::Frame&
         using T = std::decay_t<decltype(f)>;
         constexpr bool worker_frame = std::is_same_v<T, proto::Hello> || std::is_same_v<T, proto::Heartbeat> ||
                                       std::is_same_v<T, proto::Received> || std::is_same_v<T, proto::Results> ||
-                                      std::is_same_v<T, proto::Bye>;
+                                      std::is_same_v<T, proto::Bye> || std::is_same_v<T, proto::Starting>;
         if constexpr (worker_frame) {
           if (!worker_key) return "only worker keys may act as workers";
           if (registered != nullptr && registered->key_name != grant.name) return "this routing id is another key's worker";
@@ -180,12 +183,12 @@ void Inbound::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, const Grant
   gateway_.on_enqueue(std::move(request));
 }
 
-void Inbound::reject(const Peer& peer, const Error& error, int64_t heard_ms) {
+void Inbound::reject(const Peer& peer, const Error& error, int64_t heard_ms, uint64_t request_id) {
   ++frames_rejected_;
   if (auto held_back = reject_log_.admit(peer.routing_id, heard_ms))
     spdlog::warn("rejected frame from peer {}: {} ({} rejected in total, {} lines about this peer held back)",
                  loggable(peer.routing_id), loggable(error.message, 256), frames_rejected_, *held_back);
-  outbox_.send(peer, proto::ErrorFrame{0, errc_name(error.code), error.message, 0});
+  outbox_.send(peer, proto::ErrorFrame{request_id, errc_name(error.code), error.message, 0});
 }
 
 }  // namespace dueq::broker

@@ -57,7 +57,8 @@ class Inbound {
   // the capacity a worker announces at its key's.
   std::string refusal(const Peer& peer, const Grant& grant, proto::Frame& frame) const;
   void on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, const Grant* grant);
-  void reject(const Peer& peer, const Error& error, int64_t heard_ms);
+  // Answers ERROR naming `request_id` (0: none could be read).
+  void reject(const Peer& peer, const Error& error, int64_t heard_ms, uint64_t request_id = 0);
 
   zmq::socket_t& router_;
   const Clock& clock_;

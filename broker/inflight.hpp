@@ -16,9 +16,13 @@ struct InflightJob {
   uint64_t token = 0;
   std::string worker;         // routing id of the worker it was sent to (or that reported it)
   int64_t lease_deadline_ms = 0;
-  // Its holder listed it as held (HELLO/HEARTBEAT), and extend.lua recorded
-  // that in Redis: losing it now uses an attempt (lua/lib/lost_delivery.lua).
-  bool received = false;
+  // Its holder listed it as held (HELLO/HEARTBEAT): its lease is extended
+  // from then on whenever it runs short.
+  bool reported = false;
+  // Its holder announced its start (STARTING): losing it now uses an
+  // attempt, and extend.lua recorded the start in Redis for a broker that
+  // replaces this one (lua/lib/lost_delivery.lua).
+  bool started = false;
   uint64_t frame_seq = 0;  // the TASKS frame it went out in (0: adopted from a HELLO)
 };
 

@@ -42,7 +42,7 @@ struct QueueKeys {
         errors(key(queue, "errors")),
         error_logs(key(queue, "errlogs")),
         cancel_requested(key(queue, "cancelreq")),
-        received(key(queue, "received")),
+        started(key(queue, "started")),
         unconfirmed(key(queue, "unconfirmed")) {}
 
   static std::string key(const std::string& queue, const char* what) { return "dueq:{" + queue + "}:" + what; }
@@ -62,8 +62,8 @@ struct QueueKeys {
   std::string errors;            // hash id -> last error
   std::string error_logs;        // hash id -> one line per failed attempt
   std::string cancel_requested;  // set of leased ids a user asked to cancel
-  std::string received;          // set of leased ids a worker confirmed receiving (extend.lua writes it)
-  std::string unconfirmed;       // hash id -> deliveries that ended before a worker confirmed them (lua/lib/lost_delivery.lua)
+  std::string started;           // set of leased ids whose start the broker recorded (extend.lua "started" writes it)
+  std::string unconfirmed;       // hash id -> deliveries that ended unstarted; its next worker announces the start (lua/lib/lost_delivery.lua)
 
   std::string schedule_partition_key(uint32_t partition) const { return schedule + ":" + std::to_string(partition); }
   std::string schedule_jobs_key(uint32_t partition) const { return schedule_partition_key(partition) + ":jobs"; }

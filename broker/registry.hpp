@@ -40,8 +40,8 @@ struct WorkerInfo {
   }
   bool received(uint64_t seq) const { return std::binary_search(received_frames.begin(), received_frames.end(), seq); }
   // This worker confirmed receiving `job`: listed it as held, or said
-  // RECEIVED for its TASKS frame. Losing it now uses an attempt.
-  bool confirmed_receipt(const InflightJob& job) const { return job.received || received(job.frame_seq); }
+  // RECEIVED for its TASKS frame.
+  bool confirmed_receipt(const InflightJob& job) const { return job.reported || received(job.frame_seq); }
 };
 
 // A worker that can take more jobs of a queue: `free` more, of the

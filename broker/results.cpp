@@ -18,19 +18,19 @@ namespace calls {
 Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<TokenRef>& items) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::ack, {k.leased, k.stats, k.jobs, k.tokens, k.attempts, k.errors,
-                                                  k.error_logs, k.cancel_requested, k.done, k.received, k.unconfirmed});
+                                                  k.error_logs, k.cancel_requested, k.done, k.started, k.unconfirmed});
   call.add(now_ms).add(retention_s).add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) call.add(item.id).add(token_text(item.token));
   return call;
 }
 
 Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
-             int unconfirmed_limit, const std::vector<NackItem>& items) {
+             const std::vector<NackItem>& items) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::nack, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens,
                                                    k.attempts, k.errors, k.error_logs, k.cancel_requested, k.cancelled,
-                                                   k.received, k.unconfirmed});
-  call.add(now_ms).add(base_ms).add(cap_ms).add(retention_s).add(unconfirmed_limit);
+                                                   k.started, k.unconfirmed});
+  call.add(now_ms).add(base_ms).add(cap_ms).add(retention_s);
   call.add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) {
     const char* mode = "retry";
@@ -38,6 +38,7 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
       case NackMode::retry: mode = "retry"; break;
       case NackMode::now: mode = "now"; break;
       case NackMode::lost: mode = "lost"; break;
+      case NackMode::shared: mode = "shared"; break;
       case NackMode::dead: mode = "dead"; break;
       case NackMode::handed_back: mode = "return"; break;
       case NackMode::cancel: mode = "cancel"; break;
@@ -58,10 +59,10 @@ Result<std::vector<NackOutcome>> parse_nack(const redisReply* r) {
   return out;
 }
 
-Command extend(const std::string& queue, int64_t deadline_ms, const std::vector<TokenRef>& items) {
+Command extend(const std::string& queue, int64_t deadline_ms, LeaseReport report, const std::vector<TokenRef>& items) {
   QueueKeys k(queue);
-  Command call = script_call(lua::ScriptId::extend, {k.leased, k.stats, k.tokens, k.received});
-  call.add(deadline_ms).add(static_cast<int64_t>(items.size()));
+  Command call = script_call(lua::ScriptId::extend, {k.leased, k.stats, k.tokens, k.started});
+  call.add(deadline_ms).add(report == LeaseReport::started ? "started" : "held").add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) call.add(item.id).add(token_text(item.token));
   return call;
 }
@@ -77,10 +78,10 @@ void Results::on_results(const Peer& worker, std::vector<proto::JobResult>&& ite
 }
 
 void Results::add_to(Round& round) {
+  if (refusals_.holding()) return;
   // Acks and nacks per queue, at most kResultChunk per call.
   std::map<std::pair<std::string, bool>, std::vector<Pending>> open;
-  const bool backing_off = clock_.steady_ms() < retry_at_ms_;
-  for (auto& pending : backing_off ? std::vector<Pending>{} : std::exchange(pending_, {})) {
+  for (auto& pending : std::exchange(pending_, {})) {
     const bool ack = pending.result.outcome == static_cast<uint8_t>(proto::Outcome::done);
     auto key = std::make_pair(pending.result.queue, ack);
     auto& batch = open[key];
@@ -113,26 +114,20 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
                                                                                          : NackMode::retry;
       items.push_back({r.id, r.token, mode, r.error.empty() ? "failed" : r.error, jitter(rng_)});
     }
-    call = calls::nack(queue, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s,
-                       config_.max_unconfirmed_deliveries, items);
+    call = calls::nack(queue, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, items);
     // A retry due at once is ready when the round's lease runs.
     queues_.get(queue).ready_this_round = true;
   }
   round.add(std::move(call), [this, queue, ack, now, batch = std::move(batch)](const redisReply* r) mutable {
     if (r == nullptr || !reply_error(r).empty()) {
       // Not applied: kept (the worker resends until CONFIRM anyway).
-      if (r != nullptr) {
-        retry_backoff_ms_ = std::clamp<int64_t>(retry_backoff_ms_ * 2, 100, 5'000);
-        retry_at_ms_ = clock_.steady_ms() + retry_backoff_ms_;
-        if (auto held_back = refusal_log_.admit("", clock_.steady_ms()))
-          spdlog::error("{} script failed: {}; {} results kept, tried again in {} ms ({} more failures not logged)",
-                        ack ? "ack" : "nack", reply_error(r), batch.size() + pending_.size(), retry_backoff_ms_,
-                        *held_back);
-      }
+      if (r != nullptr) refusals_.refused(fmt::format("{} on '{}' ({} results kept)", ack ? "ack" : "nack", queue,
+                                                      batch.size() + pending_.size()),
+                                          reply_error(r));
       for (auto& p : batch) pending_.push_back(std::move(p));
       return;
     }
-    retry_backoff_ms_ = 0;
+    refusals_.succeeded();
     if (!ack) {
       QueueState& q = queues_.get(queue);
       if (auto outcomes = calls::parse_nack(r))
@@ -153,8 +148,8 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
   });
 }
 
-// Jobs of lost workers go back at once (an attempt if the worker confirmed
-// receiving them: NackMode::now / lost), handed-back ones too. A mass
+// Jobs of lost workers go back at once (an attempt if their start was
+// seen: NackMode::now / lost), handed-back ones too. A mass
 // failure is spread over rounds: at most kRequeuePerRound per queue per
 // round, so Redis is never blocked by one huge script call.
 void Results::add_requeue_calls(Round& round) {
@@ -165,15 +160,14 @@ void Results::add_requeue_calls(Round& round) {
     std::vector<NackItem> chunk(std::make_move_iterator(items.begin()), std::make_move_iterator(items.begin() + take));
     items.erase(items.begin(), items.begin() + take);
     const auto& policy = config_.policy(name);
-    Command call = calls::nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s,
-                               config_.max_unconfirmed_deliveries, chunk);
+    Command call = calls::nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, chunk);
     round.add(std::move(call), [this, name, chunk = std::move(chunk)](const redisReply* r) mutable {
                 if (r == nullptr) {
                   // Not known to be applied: again next round (a stale token makes a repeat harmless).
                   for (auto& item : chunk) requeues_[name].push_back(std::move(item));
                 } else if (auto err = reply_error(r); !err.empty()) {
                   // The leases run out and reclaim returns these jobs.
-                  spdlog::error("requeue script failed: {}", err);
+                  refusals_.refused(fmt::format("requeue on '{}'", name), err);
                 } else {
                   queues_.get(name).maybe_ready = true;
                 }
@@ -186,10 +180,11 @@ void Results::add_requeue_calls(Round& round) {
 // Leases of jobs workers report holding, extended to lease_ttl.
 void Results::add_extend_calls(Round& round) {
   const int64_t deadline = lease_clock_.now_ms() + config_.lease_ttl_ms;
-  for (auto& [name, items] : std::exchange(extends_, {})) {
+  for (auto& [key, items] : std::exchange(extends_, {})) {
+    const std::string& name = key.first;
     for (size_t i = 0; i < items.size(); i += kExtendChunk) {
       std::vector<TokenRef> chunk(items.begin() + i, items.begin() + std::min(items.size(), i + kExtendChunk));
-      Command call = calls::extend(name, deadline, chunk);
+      Command call = calls::extend(name, deadline, key.second, chunk);
       round.add(std::move(call), [this, name, deadline, chunk = std::move(chunk)](const redisReply* r) {
         auto applied = reply::integers(r, "extend");
         if (!applied || applied->size() != chunk.size()) return;  // asked again by the next heartbeat

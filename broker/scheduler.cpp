@@ -1,5 +1,6 @@
 #include "broker/scheduler.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -26,15 +27,14 @@ Result<PromoteOutcome> parse_promote(const redisReply* r) {
   return PromoteOutcome{(*values)[0], (*values)[1]};
 }
 
-Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s, int unconfirmed_limit) {
+Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s) {
   QueueKeys k(queue);
   return script_call(lua::ScriptId::reclaim, {k.leased, k.ready, k.dead, k.stats, k.jobs, k.tokens, k.attempts,
-                                              k.errors, k.error_logs, k.cancel_requested, k.cancelled, k.received,
+                                              k.errors, k.error_logs, k.cancel_requested, k.cancelled, k.started,
                                               k.unconfirmed})
       .add(now_ms)
       .add(limit)
-      .add(retention_s)
-      .add(unconfirmed_limit);
+      .add(retention_s);
 }
 
 Result<ReclaimOutcome> parse_reclaim(const redisReply* r) {
@@ -69,6 +69,7 @@ Result<void> Scheduler::cap_previous_leases(ScriptRegistry& redis) {
 }
 
 void Scheduler::add_to(Round& round) {
+  if (refusals_.holding()) return;
   const int64_t now = clock_.wall_ms();
   const int64_t lease_now = lease_clock_.now_ms();
   const int64_t steady_now = clock_.steady_ms();
@@ -80,10 +81,8 @@ void Scheduler::add_to(Round& round) {
         if (r == nullptr) return;  // a reconnect promotes every queue again
         QueueState& q = queues_.get(name);
         auto p = calls::parse_promote(r);
-        if (!p) {
-          spdlog::error("promote on '{}': {}", name, p.error().message);
-          return;
-        }
+        if (!p) return refusals_.refused(fmt::format("promote on '{}'", name), p.error().message);
+        refusals_.succeeded();
         if (p->moved > 0) q.maybe_ready = true;
         // More due jobs than one batch: promote again at once.
         q.next_due_ms = p->moved == config_.promote_batch ? now : p->next_due_ms;
@@ -101,18 +100,15 @@ void Scheduler::add_to(Round& round) {
           if (w != nullptr && !w->confirmed_receipt(job)) workers_.bar(job.worker);
         });
       expired_inflight = true;
-      round.add(calls::reclaim(name, lease_now, config_.reclaim_batch, config_.policy(name).done_retention_s,
-                               config_.max_unconfirmed_deliveries),
+      round.add(calls::reclaim(name, lease_now, config_.reclaim_batch, config_.policy(name).done_retention_s),
                 [this, name, lease_now](const redisReply* r) {
                   if (r == nullptr) return;
                   QueueState& q = queues_.get(name);
                   auto c = calls::parse_reclaim(r);
-                  if (!c) {
-                    spdlog::error("reclaim on '{}': {}", name, c.error().message);
-                    return;
-                  }
+                  if (!c) return refusals_.refused(fmt::format("reclaim on '{}'", name), c.error().message);
+                  refusals_.succeeded();
                   if (c->requeued + c->dead > 0)
-                    spdlog::info("queue '{}': {} expired leases re-queued ({} never confirmed received, no attempt "
+                    spdlog::info("queue '{}': {} expired leases re-queued ({} never seen to start, no attempt "
                                  "used), {} dead-lettered",
                                  name, c->requeued, c->not_counted, c->dead);
                   if (c->requeued > 0) q.maybe_ready = true;
@@ -124,10 +120,8 @@ void Scheduler::add_to(Round& round) {
       round.add(calls::sweep(name, now - retention_s * 1000, kSweepLimit, config_.policy(name).done_max), [this, name, steady_now](const redisReply* r) {
         if (r == nullptr) return;
         auto removed = reply::integers(r, "sweep");
-        if (!removed || removed->size() != 2) {
-          spdlog::error("sweep on '{}': bad reply", name);
-          return;
-        }
+        if (!removed || removed->size() != 2)
+          return refusals_.refused(fmt::format("sweep on '{}'", name), removed ? "bad reply" : removed.error().message);
         // A full sweep means more is past retention: sweep again next round.
         if (std::max((*removed)[0], (*removed)[1]) == kSweepLimit) queues_.get(name).next_sweep_ms = steady_now;
       });
@@ -136,6 +130,7 @@ void Scheduler::add_to(Round& round) {
 }
 
 int64_t Scheduler::us_until_next(int64_t wall_us_now) const {
+  if (refusals_.holding()) return refusals_.us_until_retry();
   const int64_t lease_now = lease_clock_.now_ms();
   int64_t until = -1;
   for (const auto& [name, q] : queues_) {

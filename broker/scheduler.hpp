@@ -9,6 +9,7 @@
 #include "broker/config.hpp"
 #include "broker/inflight.hpp"
 #include "broker/queues.hpp"
+#include "broker/refusal_backoff.hpp"
 #include "broker/registry.hpp"
 #include "broker/round.hpp"
 #include "broker/script_registry.hpp"
@@ -31,7 +32,7 @@ struct ReclaimOutcome {
 namespace calls {
 Command promote(const std::string& queue, int64_t now_ms, int limit);
 Result<PromoteOutcome> parse_promote(const redisReply* reply);
-Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s, int unconfirmed_limit);
+Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s);
 Result<ReclaimOutcome> parse_reclaim(const redisReply* reply);
 // sweep.lua: [done removed, cancelled removed]
 Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept);
@@ -42,18 +43,20 @@ Command cap_leases(const std::string& queue, int64_t cap_ms, int limit);
 class Scheduler {
  public:
   Scheduler(const BrokerConfig& config, const Clock& clock, const LeaseClock& lease_clock, QueueTable& queues,
-            InflightTable& inflight, WorkerRegistry& workers)
-      : config_(config), clock_(clock), lease_clock_(lease_clock), queues_(queues), inflight_(inflight), workers_(workers) {}
+            InflightTable& inflight, WorkerRegistry& workers, RefusalBackoff& refusals)
+      : config_(config), clock_(clock), lease_clock_(lease_clock), queues_(queues), inflight_(inflight), workers_(workers),
+        refusals_(refusals) {}
 
   // Leases written by a previous broker may run for a full TTL; workers that
   // still hold those jobs report them within the grace period and get them
   // extended, the rest expire then and are re-delivered.
   Result<void> cap_previous_leases(ScriptRegistry& redis);
 
-  // Adds the promote, reclaim and sweep calls that are due.
+  // Adds the promote, reclaim and sweep calls that are due (none while
+  // Redis refuses writes).
   void add_to(Round& round);
   // Microseconds from now until the earliest due time or lease deadline
-  // known; -1 when none is known.
+  // known, or until the end of a refusal back-off; -1 when none is known.
   int64_t us_until_next(int64_t wall_us_now) const;
 
  private:
@@ -63,6 +66,7 @@ class Scheduler {
   QueueTable& queues_;
   InflightTable& inflight_;
   WorkerRegistry& workers_;  // a worker that let a delivery run out unconfirmed is barred
+  RefusalBackoff& refusals_;
 };
 
 }  // namespace dueq::broker

@@ -1,5 +1,7 @@
 #include "broker/workers.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -94,6 +96,28 @@ void Workers::on_bye(const Peer& peer, const proto::Bye& bye, int64_t heard_ms) 
   }
 }
 
+void Workers::on_starting(const Peer& peer, const proto::Starting& starting, int64_t heard_ms) {
+  if (registry_.find(peer.routing_id) == nullptr) {
+    // It asks again after its HELLO (which lists these as held).
+    outbox_.send(peer, proto::ErrorFrame{0, "unknown_worker", "say hello first", 0});
+    return;
+  }
+  proto::StartReply reply;
+  for (const auto& ref : starting.items) {
+    InflightJob* job = inflight_.find(ref.queue, ref.id);
+    if (job == nullptr || job->token != ref.token || job->worker != peer.routing_id) {
+      reply.drop.push_back(ref);
+      continue;
+    }
+    job->started = true;
+    results_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::started);
+    reply.go.push_back(ref);
+  }
+  if (!reply.drop.empty()) count_stale(peer, reply.drop.size(), "announced as starting by a worker that does not hold them", heard_ms);
+  outbox_.send(peer, reply);
+  heard_from(peer.routing_id, heard_ms);
+}
+
 void Workers::heard_from(const std::string& routing_id, int64_t heard_ms) {
   if (WorkerInfo* w = registry_.find(routing_id)) {
     w->last_seen_ms = heard_ms;
@@ -152,7 +176,7 @@ void Workers::adopt_held(const std::string& routing_id, const std::vector<proto:
       // decides by token whether this worker's delivery is still current.
       if (job == nullptr) inflight_.add(InflightJob{ref.queue, ref.id, ref.token, routing_id, lease_now, true});
       if (WorkerInfo* w = registry_.find(routing_id)) w->confirmed = true;
-      results_.extend(ref.queue, TokenRef{ref.id, ref.token});
+      results_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::held);
       continue;
     }
     // A live worker keeps what it was given: another peer naming the same
@@ -163,10 +187,9 @@ void Workers::adopt_held(const std::string& routing_id, const std::vector<proto:
     }
     inflight_.assign(*job, routing_id);
     if (WorkerInfo* w = registry_.find(routing_id)) w->confirmed = true;
-    // The first report also records the receipt in Redis (extend.lua).
-    if (!job->received || job->lease_deadline_ms - lease_now < config_.lease_ttl_ms / 2)
-      results_.extend(ref.queue, TokenRef{ref.id, ref.token});
-    job->received = true;
+    if (!job->reported || job->lease_deadline_ms - lease_now < config_.lease_ttl_ms / 2)
+      results_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::held);
+    job->reported = true;
   }
   if (stale > 0) {
     const Peer peer{routing_id, false};
@@ -183,14 +206,26 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
   if (auto held_back = loss_log_.admit("", now_ms))
     spdlog::info("worker {} {}; re-delivering {} jobs it held{}", loggable(w->worker_id), reason, held.size(),
                  *held_back > 0 ? fmt::format(" ({} more workers lost, not logged)", *held_back) : "");
+  // Only a job that ran alone among the announced ones is known to have
+  // killed its worker; several are retried free, each alone next time.
+  const auto started = std::count_if(held.begin(), held.end(), [](const InflightJob& j) { return j.started; });
   for (auto& job : held) {
-    if (w->confirmed_receipt(job)) {
-      results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::now, "worker lost (no heartbeat)", 0});
+    // A peer that took deliveries and vanished before confirming any is
+    // sent nothing more under its routing id until it heartbeats.
+    if (!w->confirmed_receipt(job)) registry_.bar(routing_id);
+    if (job.started && started == 1) {
+      results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::now, "worker died while running it", 0});
       continue;
     }
-    registry_.bar(routing_id);
-    results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::lost,
-                                         "worker lost (no heartbeat) before it confirmed receiving the job", 0});
+    if (job.started) {
+      results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::shared,
+                                           "worker died while running it and other announced jobs", 0});
+      continue;
+    }
+    // Buffered, or started without the broker seeing it: no attempt (unless
+    // a broker before this one recorded its start in Redis), and its next
+    // worker announces the start.
+    results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::lost, "worker lost (no heartbeat)", 0});
   }
   const std::vector<std::string> served = w->queues;
   registry_.remove(routing_id);

@@ -32,6 +32,10 @@ class Workers {
   void on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, int64_t heard_ms);
   void on_received(const Peer& peer, const proto::Received& received, int64_t heard_ms);
   void on_bye(const Peer& peer, const proto::Bye& bye, int64_t heard_ms);
+  // A worker is about to start deliveries sent with announce_start: their
+  // start is recorded (losing them now uses an attempt) and the worker told
+  // to go; deliveries it does not hold are dropped.
+  void on_starting(const Peer& peer, const proto::Starting& starting, int64_t heard_ms);
   // The items of a RESULTS frame that `peer` may report: it must be a
   // registered worker (else it is told to say HELLO, and resends after), and
   // each delivery must be the one the broker gave it, or one the broker does

@@ -29,7 +29,11 @@ Result<int64_t> parse_duration_ms(std::string_view text) {
     return fail(Errc::bad_argument, "bad duration '" + original + "': expected e.g. 500ms, 30s, 5m, 2h, 1d");
   std::string_view unit(end, text.data() + text.size() - end);
   int64_t scale = 0;
-  if (unit.empty() || unit == "ms") scale = 1;
+  // A bare number is refused (is "30" seconds or milliseconds?), but for 0.
+  if (unit.empty() && value == 0) scale = 1;
+  else if (unit.empty())
+    return fail(Errc::bad_argument, "duration '" + original + "' has no unit: use ms, s, m, h or d (e.g. " + original + "s)");
+  else if (unit == "ms") scale = 1;
   else if (unit == "s") scale = 1000;
   else if (unit == "m") scale = 60'000;
   else if (unit == "h") scale = 3'600'000;

@@ -1,5 +1,6 @@
 #include "common/protocol.hpp"
 
+#include <optional>
 #include <fmt/format.h>
 
 #include <set>
@@ -72,6 +73,7 @@ Result<void> validate(const Task& f) {
   if (auto ok = validate_job_type(f.type); !ok) return ok;
   if (f.token == 0) return bad("task has token 0");
   if (f.payload.data.size() > kMaxPayloadBytes) return bad("task payload exceeds 1 MiB");
+  if (f.start_check > static_cast<uint8_t>(StartCheck::announce_alone)) return bad("task start_check must be 0, 1 or 2");
   return {};
 }
 
@@ -107,6 +109,15 @@ Result<void> validate(const Results& f) {
 }
 
 Result<void> validate(const Confirm& f) { return check_refs(f.items); }
+Result<void> validate(const Starting& f) {
+  if (f.items.empty()) return bad("starting names no jobs");
+  return check_refs(f.items);
+}
+Result<void> validate(const StartReply& f) {
+  if (f.go.size() + f.drop.size() > kMaxBatch) return bad("start_reply exceeds the batch limit");
+  if (auto ok = check_refs(f.go); !ok) return ok;
+  return check_refs(f.drop);
+}
 Result<void> validate(const Cancel& f) { return check_ref(f.job); }
 Result<void> validate(const Bye& f) { return check_refs(f.unstarted); }
 
@@ -186,8 +197,50 @@ const char* type_name(Type type) {
     case Type::job_request: return "job_request";
     case Type::job_reply: return "job_reply";
     case Type::error: return "error";
+    case Type::starting: return "starting";
+    case Type::start_reply: return "start_reply";
   }
   return "unknown";
+}
+
+// Hand-read rather than through msgpack::unpack, which would parse the
+// whole of a frame already refused (up to 16 MiB) to find one integer.
+uint64_t peek_request_id(std::string_view bytes) {
+  size_t at = 0;
+  auto byte = [&](size_t i) { return static_cast<uint8_t>(bytes[i]); };
+  // A msgpack unsigned integer at `at`, moved past; nullopt if none.
+  auto read_uint = [&]() -> std::optional<uint64_t> {
+    if (at >= bytes.size()) return std::nullopt;
+    const uint8_t head = byte(at++);
+    if (head <= 0x7f) return head;
+    size_t width = head == 0xcc ? 1 : head == 0xcd ? 2 : head == 0xce ? 4 : head == 0xcf ? 8 : 0;
+    if (width == 0 || at + width > bytes.size()) return std::nullopt;
+    uint64_t value = 0;
+    for (size_t i = 0; i < width; ++i) value = (value << 8) | byte(at++);
+    return value;
+  };
+  if (bytes.empty() || byte(at++) != 0x93) return 0;  // fixarray of 3
+  auto version = read_uint();
+  auto type = read_uint();
+  if (!version || *version != kVersion || !type) return 0;
+  switch (static_cast<Type>(*type)) {
+    case Type::enqueue:
+    case Type::stats_request:
+    case Type::job_request:
+    case Type::admin_request: break;
+    default: return 0;
+  }
+  if (at >= bytes.size()) return 0;
+  const uint8_t body = byte(at++);
+  if (body >= 0x91 && body <= 0x9f) {
+  } else if (body == 0xdc && at + 2 <= bytes.size()) {
+    at += 2;
+  } else if (body == 0xdd && at + 4 <= bytes.size()) {
+    at += 4;
+  } else {
+    return 0;
+  }
+  return read_uint().value_or(0);
 }
 
 Result<Frame> decode(std::string_view bytes, size_t max_values) {
@@ -233,6 +286,8 @@ Result<Frame> decode(std::string_view bytes, size_t max_values) {
       case Type::job_request: return convert_body<JobRequest>(body);
       case Type::job_reply: return convert_body<JobReply>(body);
       case Type::error: return convert_body<ErrorFrame>(body);
+      case Type::starting: return convert_body<Starting>(body);
+      case Type::start_reply: return convert_body<StartReply>(body);
     }
     return bad(fmt::format("unknown frame type {}", type.via.u64));
   } catch (const msgpack::type_error&) {

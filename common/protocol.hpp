@@ -47,6 +47,8 @@ enum class Type : uint8_t {
   tasks = 18,
   received = 19,
   error = 20,
+  starting = 21,
+  start_reply = 22,
 };
 
 namespace detail {
@@ -120,7 +122,22 @@ struct Task {
   uint64_t token = 0;
   int64_t created_ms = 0;
   uint64_t payload_checksum = 0;  // payload_checksum(payload) as written at enqueue
-  DUEQ_FIELDS(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms, payload_checksum)
+  // StartCheck: an earlier delivery ended with its worker lost before a
+  // handler was seen to start it, so this one starts only after STARTING and
+  // the broker's go in START_REPLY (docs/protocol.md 3.3): a job that kills
+  // its worker is charged for it, and its never-started neighbours are not.
+  uint8_t start_check = 0;
+  DUEQ_FIELDS(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms, payload_checksum, start_check)
+};
+
+// How a worker starts a task (Task::start_check).
+enum class StartCheck : uint8_t {
+  none = 0,      // at once
+  announce = 1,  // after STARTING and the broker's go
+  // as `announce`, and while no other announced task runs on this worker:
+  // a worker died running several announced tasks, so the next crash must
+  // tell which one kills it.
+  announce_alone = 2,
 };
 
 // The checksum a job's payload carries from its enqueue to the worker that
@@ -143,6 +160,24 @@ struct Received {
   static constexpr Type kType = Type::received;
   uint64_t seq = 0;
   DUEQ_FIELDS(seq)
+};
+
+// A worker is about to start the handlers of these deliveries (each one
+// sent with announce_start) and waits for the broker's START_REPLY.
+struct Starting {
+  static constexpr Type kType = Type::starting;
+  std::vector<JobRef> items;
+  DUEQ_FIELDS(items)
+};
+
+// The broker recorded the start of `go` (losing them now uses an attempt):
+// their handlers may run. `drop` are deliveries the sender no longer holds
+// (re-delivered, finished or cancelled): it forgets them without a result.
+struct StartReply {
+  static constexpr Type kType = Type::start_reply;
+  std::vector<JobRef> go;
+  std::vector<JobRef> drop;
+  DUEQ_FIELDS(go, drop)
 };
 
 // Bounds one TASKS frame well under kMaxFrameBytes whatever the payloads.
@@ -319,7 +354,8 @@ struct ErrorFrame {
 };
 
 using Frame = std::variant<Hello, Welcome, Tasks, Received, Heartbeat, Pong, Results, Confirm, Cancel, Bye, Enqueue, EnqueueReply,
-                           StatsRequest, StatsReply, JobRequest, JobReply, AdminRequest, AdminReply, ErrorFrame>;
+                           StatsRequest, StatsReply, JobRequest, JobReply, AdminRequest, AdminReply, ErrorFrame, Starting,
+                           StartReply>;
 
 // The most values (array elements and map keys and values, nested ones
 // included) a frame may hold. A full ENQUEUE of 10,000 jobs holds about
@@ -348,6 +384,12 @@ const char* type_name(Type type);
 inline Type type_of(const Frame& frame) {
   return std::visit([](const auto& f) { return std::decay_t<decltype(f)>::kType; }, frame);
 }
+
+// The request id of a frame decode() refused, when its first bytes still
+// read as a request ([version, type, [request_id, ...]] with a request
+// type): the broker's ERROR then names it, and the client fails that request
+// alone. 0 when they do not. Reads a few dozen bytes at most.
+uint64_t peek_request_id(std::string_view bytes);
 
 // The request id a reply to `frame` carries (0 for frames that are not requests).
 inline uint64_t request_id_of(const Frame& frame) {

@@ -14,8 +14,8 @@
   KEYS[7]  error logs        hash
   KEYS[8]  cancel requested  set
   KEYS[9]  done              zset  id -> finished ms
-  KEYS[10] received          set   leased ids a worker confirmed receiving
-  KEYS[11] unconfirmed       hash  id -> deliveries that ended unconfirmed
+  KEYS[10] started           set   leased ids whose start the broker recorded
+  KEYS[11] unconfirmed       hash  id -> deliveries that ended unstarted
 
   ARGV[1]  now ms
   ARGV[2]  retention seconds for the done entry (0 = keep none)

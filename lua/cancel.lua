@@ -22,7 +22,7 @@
   KEYS[11] errors            hash
   KEYS[12] error logs        hash
   KEYS[13] cancel requested  set
-  KEYS[14] unconfirmed       hash  id -> deliveries that ended unconfirmed
+  KEYS[14] unconfirmed       hash  id -> deliveries that ended unstarted
 
   ARGV[1]  now ms
   ARGV[2]  job id

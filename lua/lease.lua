@@ -13,6 +13,8 @@
   KEYS[3]  jobs        hash  id -> job record
   KEYS[4]  tokens      hash  id -> token (16 lowercase hex digits)
   KEYS[5]  attempts    hash  id -> failed attempts (read only)
+  KEYS[6]  unconfirmed hash  id -> deliveries that ended unstarted (read
+                             only; lib/lost_delivery.lua)
 
   ARGV[1]  lease deadline ms
   ARGV[2]  count (1..1000)
@@ -21,8 +23,12 @@
            COUNT of 500 would otherwise send and parse 500 arguments);
            token k goes to the k-th job taken, none is all zeros
 
-  Returns  flat array, 4 values per leased job: id, job record, attempt,
-           token (ids whose record was removed meanwhile are dropped)
+  Returns  flat array, 5 values per leased job: id, job record, attempt,
+           token, start check: 0 none, 1 after one delivery that ended
+           unstarted (its worker announces the start and waits for the
+           broker), 2 after more (it also runs while no other announced job
+           runs on its worker) (ids whose record was removed meanwhile are
+           dropped)
   Errors   "ERR dueq bad-args <what>"
 ]]
 local deadline = tonumber(ARGV[1])
@@ -54,6 +60,7 @@ end
 redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1)
 if found == 0 then return {} end
 local attempts = redis.call("HMGET", KEYS[5], unpack(ids))
+local unstarted = redis.call("HMGET", KEYS[6], unpack(ids))
 local out, leases, token_args = {}, {}, {}
 local taken = 0
 for i = 1, #ids do
@@ -72,6 +79,7 @@ for i = 1, #ids do
     out[n + 2] = records[i]
     out[n + 3] = attempt
     out[n + 4] = token_text
+    out[n + 5] = math.min(tonumber(unstarted[i]) or 0, 2)
   end
 end
 redis.call("ZADD", KEYS[2], unpack(leases))

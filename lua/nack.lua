@@ -23,29 +23,33 @@
   KEYS[10] error logs        hash
   KEYS[11] cancel requested  set
   KEYS[12] cancelled         zset  id -> finished ms
-  KEYS[13] received          set   leased ids a worker confirmed receiving
-  KEYS[14] unconfirmed       hash  id -> deliveries that ended unconfirmed
+  KEYS[13] started           set   leased ids whose start the broker recorded
+  KEYS[14] unconfirmed       hash  id -> deliveries that ended unstarted (the
+                                    next worker must announce the start)
 
   ARGV[1]  now ms
   ARGV[2]  backoff base ms (>= 0), unless the job has its own
   ARGV[3]  backoff cap ms (>= base), unless the job has its own
   ARGV[4]  retention seconds for a cancelled entry (0 = keep none)
-  ARGV[5]  unconfirmed deliveries a job may have before they count (0..100)
-  ARGV[6]  N (1..5000)
-  ARGV[7+5i .. 11+5i] for job i: id, token, mode, reason, schedule
+  ARGV[5]  N (1..5000)
+  ARGV[6+5i .. 10+5i] for job i: id, token, mode, reason, schedule
            partition (0..32767 in plain decimal)
            mode "retry": back to the schedule after
                  jitter * min(cap, base * 2^(attempt-1)) ms (full jitter);
-           mode "now": back to ready at once (worker lost after it confirmed
-                 receiving the job: an attempt);
-           mode "lost": back to ready at once (worker lost before the broker
-                 saw it confirm receiving the job): an attempt only if Redis
-                 holds its receipt or by lib/lost_delivery.lua's rule;
+           mode "now": back to ready at once (worker lost while running the
+                 job, as the broker saw it start: an attempt);
+           mode "lost": back to ready at once (worker lost; the broker did
+                 not see the job start): an attempt only if Redis holds its
+                 start (lib/lost_delivery.lua);
+           mode "shared": back to ready at once, no attempt though Redis
+                 holds its start (its worker died running several announced
+                 jobs: which one killed it is unknown); its next delivery
+                 runs alone among announced ones (lease.lua start check 2);
            mode "dead": no retry (bad payload, handler said final);
            mode "return": back to ready at once, the attempt not counted
                  (a draining worker handing back a job it never started);
            mode "cancel": the handler stopped because the job was cancelled
-  ARGV[7+5N+i] for job i: jitter in [0, 1], drawn by the broker
+  ARGV[6+5N+i] for job i: jitter in [0, 1], drawn by the broker
 
   Returns  flat array, 2 values per job: status, due ms
            status 0 stale, 1 retried (due ms = when), 2 dead (due ms = 0),
@@ -60,19 +64,17 @@ local now = tonumber(ARGV[1])
 local base = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local retention = tonumber(ARGV[4])
-local unconfirmed_limit = tonumber(ARGV[5])
-local n = tonumber(ARGV[6])
+local n = tonumber(ARGV[5])
 if not now or not base or base < 0 or not cap or cap < base or not retention or retention < 0
-    or not unconfirmed_limit or unconfirmed_limit < 0 or unconfirmed_limit > 100 or not n or n < 1
-    or n > 5000 or #ARGV ~= 6 + 6 * n then
-  return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, an unconfirmed limit, N, 5 values per job and N jitters")
+    or not n or n < 1 or n > 5000 or #ARGV ~= 5 + 6 * n then
+  return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, 5 values per job and N jitters")
 end
-local modes = {retry = true, now = true, lost = true, dead = true, ["return"] = true, cancel = true}
-local jitter_at = 6 + 5 * n
+local modes = {retry = true, now = true, lost = true, shared = true, dead = true, ["return"] = true, cancel = true}
+local jitter_at = 5 + 5 * n
 for i = 0, n - 1 do
-  local mode = ARGV[9 + 5 * i]
+  local mode = ARGV[8 + 5 * i]
   local jitter = tonumber(ARGV[jitter_at + 1 + i])
-  if not modes[mode] or not jitter or jitter < 0 or jitter > 1 or not is_partition(ARGV[11 + 5 * i]) then
+  if not modes[mode] or not jitter or jitter < 0 or jitter > 1 or not is_partition(ARGV[10 + 5 * i]) then
     return redis.error_reply("ERR dueq bad-args nack: job " .. i .. " has a bad mode, partition or jitter")
   end
 end
@@ -80,11 +82,11 @@ end
 local out = {}
 local retried, dead, stale, cancelled, not_counted, scheduled_slots = 0, 0, 0, 0, 0, filter_slots()
 for i = 0, n - 1 do
-  local id = ARGV[7 + 5 * i]
-  local mode = ARGV[9 + 5 * i]
-  local reason = ARGV[10 + 5 * i]
+  local id = ARGV[6 + 5 * i]
+  local mode = ARGV[8 + 5 * i]
+  local reason = ARGV[9 + 5 * i]
   local record = redis.call("HGET", KEYS[6], id)
-  if not record or redis.call("HGET", KEYS[7], id) ~= ARGV[8 + 5 * i] or not redis.call("ZSCORE", KEYS[3], id) then
+  if not record or redis.call("HGET", KEYS[7], id) ~= ARGV[7 + 5 * i] or not redis.call("ZSCORE", KEYS[3], id) then
     stale = stale + 1
     out[#out + 1] = 0
     out[#out + 1] = 0
@@ -98,9 +100,10 @@ for i = 0, n - 1 do
     local attempt = (tonumber(redis.call("HGET", KEYS[8], id)) or 0) + 1
     redis.call("ZREM", KEYS[3], id)
     redis.call("HDEL", KEYS[7], id)
-    local received = redis.call("SREM", KEYS[13], id) == 1
-    local unconfirmed = nil
-    if mode == "lost" then unconfirmed = unconfirmed_delivery(KEYS[14], id, received, unconfirmed_limit) end
+    local started = redis.call("SREM", KEYS[13], id) == 1
+    local unstarted = nil
+    if mode == "lost" then unstarted = unstarted_delivery(KEYS[14], id, started) end
+    if mode == "shared" then unstarted = unstarted_delivery(KEYS[14], id, false, 2) end
     if mode == "cancel" or redis.call("SREM", KEYS[11], id) == 1 then
       for k = 6, 10 do redis.call("HDEL", KEYS[k], id) end
       redis.call("HDEL", KEYS[14], id)
@@ -113,8 +116,8 @@ for i = 0, n - 1 do
       retried = retried + 1
       out[#out + 1] = 1
       out[#out + 1] = now
-    elseif unconfirmed then
-      append_error_log(KEYS[10], id, "unconfirmed delivery " .. unconfirmed .. " (not an attempt): " .. reason)
+    elseif unstarted then
+      append_error_log(KEYS[10], id, "unstarted delivery " .. unstarted .. " (not an attempt): " .. reason)
       redis.call("ZADD", KEYS[2], ARGV[1], id)
       redis.call("HSET", KEYS[9], id, reason)
       retried = retried + 1
@@ -145,7 +148,7 @@ for i = 0, n - 1 do
         if due <= now then
           redis.call("ZADD", KEYS[2], due, id)
         else
-          local partition = ARGV[11 + 5 * i]
+          local partition = ARGV[10 + 5 * i]
           schedule_put(KEYS[1], KEYS[6], partition, id, string.format("%d", due), record)
           filter_slot_add(scheduled_slots, partition, id)
         end

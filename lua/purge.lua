@@ -9,7 +9,7 @@
   KEYS[5]  attempts    hash
   KEYS[6]  errors      hash
   KEYS[7]  error logs  hash
-  KEYS[8]  unconfirmed hash  id -> deliveries that ended unconfirmed
+  KEYS[8]  unconfirmed hash  id -> deliveries that ended unstarted
 
   ARGV[1]  N (1..1000), or 0 to purge by age
   ARGV[2..N+1]  ids (when N > 0)

@@ -1,11 +1,12 @@
 --[[
   reclaim: leases whose deadline has passed (the worker died, hung, never
-  received the task, or the broker that leased it is gone). A delivery a
-  worker confirmed receiving (see lib/lost_delivery.lua) counts as a failed
+  received the task, or the broker that leased it is gone). A delivery whose
+  start the broker recorded (see lib/lost_delivery.lua) counts as a failed
   attempt: the job goes back to ready at once, or to the dead-letter set when
-  its attempts are used up (a poison job that keeps killing workers). An
-  unconfirmed one goes back to ready without using an attempt, up to LIMIT
-  times. A job a user asked to cancel ends cancelled.
+  its attempts are used up (a poison job that keeps killing workers). Any
+  other goes back to ready without using an attempt, marked so that its next
+  worker announces the start first. A job a user asked to cancel ends
+  cancelled.
 
   KEYS[1]  leased            zset  id -> deadline ms (and an encoding pin at +inf)
   KEYS[2]  ready             zset
@@ -18,13 +19,12 @@
   KEYS[9]  error logs        hash
   KEYS[10] cancel requested  set
   KEYS[11] cancelled         zset  id -> finished ms
-  KEYS[12] received          set   leased ids a worker confirmed receiving
-  KEYS[13] unconfirmed       hash  id -> deliveries that ended unconfirmed
+  KEYS[12] started           set   leased ids whose start the broker recorded
+  KEYS[13] unconfirmed       hash  id -> deliveries that ended unstarted
 
   ARGV[1]  now ms
   ARGV[2]  limit (1..5000)
   ARGV[3]  retention seconds for a cancelled entry (0 = keep none)
-  ARGV[4]  unconfirmed deliveries a job may have before they count (0..100)
 
   Returns  {requeued, dead, next_deadline, not_counted}: next_deadline is
            the earliest lease deadline left, or -1 when nothing is leased;
@@ -35,10 +35,8 @@
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local retention = tonumber(ARGV[3])
-local unconfirmed_limit = tonumber(ARGV[4])
-if not now or not limit or limit < 1 or limit > 5000 or not retention or retention < 0 or #ARGV ~= 4
-    or not unconfirmed_limit or unconfirmed_limit < 0 or unconfirmed_limit > 100 then
-  return redis.error_reply("ERR dueq bad-args reclaim: expected now, a limit of 1..5000, a retention and an unconfirmed limit of 0..100")
+if not now or not limit or limit < 1 or limit > 5000 or not retention or retention < 0 or #ARGV ~= 3 then
+  return redis.error_reply("ERR dueq bad-args reclaim: expected now, a limit of 1..5000 and a retention")
 end
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
 local requeued, dead, cancelled, not_counted = 0, 0, 0, 0
@@ -49,8 +47,8 @@ end
 local reason = "lease expired (worker lost, hung or unreachable)"
 for _, id in ipairs(ids) do
   local record = redis.call("HGET", KEYS[5], id)
-  local received = redis.call("SREM", KEYS[12], id) == 1
-  local unconfirmed = nil
+  local started = redis.call("SREM", KEYS[12], id) == 1
+  local unstarted = nil
   if record and redis.call("SREM", KEYS[10], id) == 1 then
     for k = 5, 9 do redis.call("HDEL", KEYS[k], id) end
     redis.call("HDEL", KEYS[13], id)
@@ -58,13 +56,13 @@ for _, id in ipairs(ids) do
     cancelled = cancelled + 1
     record = nil
   elseif record then
-    unconfirmed = unconfirmed_delivery(KEYS[13], id, received, unconfirmed_limit)
+    unstarted = unstarted_delivery(KEYS[13], id, started)
   end
-  if unconfirmed then
-    append_error_log(KEYS[9], id, "unconfirmed delivery " .. unconfirmed .. " (not an attempt): " .. reason
-      .. " before a worker confirmed receiving it")
+  if unstarted then
+    append_error_log(KEYS[9], id, "unstarted delivery " .. unstarted .. " (not an attempt): " .. reason
+      .. " before a handler was seen to start it")
     redis.call("ZADD", KEYS[2], ARGV[1], id)
-    redis.call("HSET", KEYS[8], id, reason .. " before a worker confirmed receiving it")
+    redis.call("HSET", KEYS[8], id, reason .. " before a handler was seen to start it")
     requeued = requeued + 1
     not_counted = not_counted + 1
   elseif record then

@@ -8,7 +8,7 @@
   KEYS[4]  jobs              hash
   KEYS[5]  attempts          hash
   KEYS[6]  cancel requested  set
-  KEYS[7]  unconfirmed       hash  id -> deliveries that ended unconfirmed
+  KEYS[7]  unconfirmed       hash  id -> deliveries that ended unstarted
 
   ARGV[1]  now ms (the jobs are due again from now)
   ARGV[2]  N (1..1000), or 0 with ARGV[3] = limit to replay the oldest

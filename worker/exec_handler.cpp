@@ -20,6 +20,79 @@ namespace {
 
 constexpr size_t kStderrTail = 2048;
 
+// Handler commands die with their worker, however it ends (SIGKILL, OOM):
+// a guard process forked once holds the read end of a pipe whose write end
+// only the worker has. The worker registers each command's process group
+// (+pgid) and deregisters it when reaped (-pgid); when the worker is gone
+// the guard reads EOF and SIGKILLs every group still registered, so no job
+// finishes after its worker was declared dead and re-delivered it.
+// (PR_SET_PDEATHSIG would follow the spawning thread, not the process, and
+// reach only the shell, not the commands it starts.)
+class HandlerGuard {
+ public:
+  static HandlerGuard& instance() {
+    static HandlerGuard guard;
+    return guard;
+  }
+  void started(pid_t group) { tell(group); }
+  void ended(pid_t group) { tell(-group); }
+
+ private:
+  static constexpr size_t kMaxGroups = 16'384;  // above the most handlers a worker runs (--concurrency <= 5,000)
+
+  HandlerGuard() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return;
+    const pid_t pid = ::fork();
+    if (pid == 0) guard_main(fds[0]);
+    ::close(fds[0]);
+    if (pid < 0) {
+      ::close(fds[1]);
+      return;
+    }
+    write_fd_ = fds[1];
+  }
+
+  // The child of a process with threads: async-signal-safe calls only.
+  [[noreturn]] static void guard_main(int read_fd) {
+    // Nothing but the pipe: a socket kept open here would keep the
+    // worker's broker connection open after the worker died.
+    ::close_range(0, static_cast<unsigned>(read_fd) - 1, 0);
+    ::close_range(static_cast<unsigned>(read_fd) + 1, ~0U, 0);
+    static pid_t groups[kMaxGroups];
+    size_t count = 0;
+    int32_t message[1024];
+    while (true) {
+      const ssize_t n = ::read(read_fd, message, sizeof message);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      // Each message is one 4-byte write, which a pipe never splits.
+      for (ssize_t i = 0; i < n / 4; ++i) {
+        const pid_t group = message[i];
+        if (group > 0 && count < kMaxGroups) {
+          groups[count++] = group;
+        } else if (group < 0) {
+          for (size_t j = 0; j < count; ++j)
+            if (groups[j] == -group) {
+              groups[j] = groups[--count];
+              break;
+            }
+        }
+      }
+    }
+    for (size_t j = 0; j < count; ++j) ::kill(-groups[j], SIGKILL);
+    ::_exit(0);
+  }
+
+  void tell(int32_t message) {
+    if (write_fd_ < 0) return;
+    while (::write(write_fd_, &message, sizeof message) < 0 && errno == EINTR) {
+    }
+  }
+
+  int write_fd_ = -1;
+};
+
 std::vector<std::string> job_environment(const Job& job) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e)
@@ -70,6 +143,7 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return HandlerResult::failed(fmt::format("cannot start command: {}", std::strerror(rc)));
+  HandlerGuard::instance().started(pid);
   in_read.reset();
   err_write.reset();
   ::fcntl(in_write.get(), F_SETFL, O_NONBLOCK);
@@ -127,6 +201,8 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
     ::usleep(2000);
   }
   if (timed_out || cancelled) ::waitpid(pid, &status, 0);
+  // Reaped: the group id may be reused by an unrelated process from now on.
+  HandlerGuard::instance().ended(pid);
   if (err_tail.size() > kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
 
   if (timed_out) return HandlerResult::failed(fmt::format("timed out after {} ms (command killed)", timeout_ms));
@@ -142,6 +218,7 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
 }  // namespace
 
 Handler make_exec_handler(std::string command, int64_t timeout_ms) {
+  HandlerGuard::instance();  // forked now, before the worker's threads start
   return [command = std::move(command), timeout_ms](const Job& job) { return run_command(command, timeout_ms, job); };
 }
 

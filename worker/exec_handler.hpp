@@ -2,7 +2,8 @@
 // Runs one external command per job: payload on stdin, job facts in DUEQ_*
 // environment variables, exit 0 = done, anything else = failed with the exit
 // code and the tail of stderr. The command runs in its own process group,
-// which is killed when the job times out or the worker is force-stopped.
+// which is killed when the job times out, the worker is force-stopped, or
+// the worker dies (a guard process outlives it long enough to kill them).
 #include <cstdint>
 #include <string>
 

@@ -63,6 +63,20 @@ struct Worker::Impl {
     uint64_t token = 0;
     std::shared_ptr<CancelState> cancel;
     int64_t queued_us = 0;  // steady clock: handed to the pool
+    proto::StartCheck start_check = proto::StartCheck::none;
+  };
+
+  // A delivery sent with a start check, taken by a handler thread that waits
+  // until it may be announced (an `announce_alone` one waits for the other
+  // announced ones to finish, and they for it) and then for the broker's
+  // answer to its STARTING (under pool_mutex).
+  enum class GateState { waiting, go, drop };
+  struct StartGate {
+    proto::JobRef ref;
+    bool alone = false;
+    GateState state = GateState::waiting;
+    bool ready = false;      // may be announced: counted in announced_running
+    bool announced = false;  // in a STARTING frame sent to the current broker
   };
 
   explicit Impl(WorkerOptions o) : options(std::move(o)), context(1), dealer(context, zmq::socket_type::dealer) {
@@ -115,11 +129,114 @@ struct Worker::Impl {
         delivery = std::move(pending.front());
         pending.pop_front();
         ++running;
+        if (delivery.start_check != proto::StartCheck::none && !await_start(lock, delivery)) {
+          --running;
+          continue;
+        }
       }
       const auto started = std::chrono::steady_clock::now();
       finished = run_delivery(delivery);
       record_handler_time(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
+      if (delivery.start_check != proto::StartCheck::none) {
+        // Counted as running until the broker confirms the result: a crash
+        // before then would be laid at this job's door too.
+        std::lock_guard lock(pool_mutex);
+        announced_unconfirmed[delivery.token] = delivery.start_check == proto::StartCheck::announce_alone;
+      }
     }
+  }
+
+  // An earlier delivery of this job ended with its worker lost before the
+  // broker saw it start: the broker records this start before the handler
+  // runs, so if the job kills this process it is charged, and the jobs
+  // buffered beside it are not. False: the broker said to drop it, or the
+  // worker is stopping (it was handed back).
+  bool await_start(std::unique_lock<std::mutex>& lock, const Delivery& delivery) {
+    const uint64_t token = delivery.token;
+    const bool alone = delivery.start_check == proto::StartCheck::announce_alone;
+    StartGate& gate = start_gates[token] = StartGate{{delivery.job.queue, delivery.job.id, token}, alone};
+    if (alone) ++alone_waiting;
+    start_cv.wait(lock, [&] {
+      if (gate.state != GateState::waiting) return true;
+      // An alone one goes first among those that wait, then runs by itself.
+      const bool may = alone ? announced_running == 0 : alone_running == 0 && alone_waiting == 0;
+      if (!gate.ready && may) {
+        gate.ready = true;
+        ++announced_running;
+        if (alone) {
+          --alone_waiting;
+          ++alone_running;
+        }
+        if (!has_unannounced_starts) wake();
+        has_unannounced_starts = true;
+      }
+      return false;
+    });
+    if (alone && !gate.ready) {
+      --alone_waiting;
+      start_cv.notify_all();
+    }
+    const bool go = gate.state == GateState::go;
+    if (!go && gate.ready) end_announced(alone);
+    start_gates.erase(token);
+    return go;
+  }
+
+  // An announced delivery ended (ran, or was dropped); under pool_mutex.
+  void end_announced(bool alone) {
+    --announced_running;
+    if (alone) --alone_running;
+    start_cv.notify_all();
+  }
+
+  // Main thread: sends STARTING for the gates not yet announced (all of
+  // them after a new WELCOME).
+  void announce_starts() {
+    proto::Starting starting;
+    {
+      std::lock_guard lock(pool_mutex);
+      if (!has_unannounced_starts) return;
+      has_unannounced_starts = false;
+      for (auto& [token, gate] : start_gates) {
+        if (gate.state != GateState::waiting || !gate.ready || gate.announced) continue;
+        gate.announced = true;
+        starting.items.push_back(gate.ref);
+      }
+    }
+    if (!starting.items.empty()) send(starting);
+  }
+
+  void on_start_reply(const proto::StartReply& reply) {
+    {
+      std::lock_guard lock(pool_mutex);
+      for (const auto& ref : reply.go)
+        if (auto it = start_gates.find(ref.token); it != start_gates.end() && it->second.state == GateState::waiting)
+          it->second.state = GateState::go;
+      for (const auto& ref : reply.drop) {
+        // Re-delivered elsewhere, finished or cancelled: not this worker's.
+        auto it = start_gates.find(ref.token);
+        if (it == start_gates.end() || it->second.state != GateState::waiting) continue;
+        it->second.state = GateState::drop;
+        const std::string key = held_key(ref.queue, ref.id);
+        if (auto h = held.find(key); h != held.end() && h->second.token == ref.token) {
+          held.erase(h);
+          cancel_states.erase(key);
+        }
+      }
+    }
+    start_cv.notify_all();
+  }
+
+  // Every waiting gate is dropped (the worker is stopping); returns their
+  // deliveries, which never started.
+  std::vector<proto::JobRef> drop_waiting_starts() {
+    std::vector<proto::JobRef> dropped;
+    for (auto& [token, gate] : start_gates) {
+      if (gate.state != GateState::waiting) continue;
+      gate.state = GateState::drop;
+      dropped.push_back(gate.ref);
+    }
+    return dropped;
   }
 
   // A moving average over about the last 16 runs; racing threads may lose
@@ -158,8 +275,10 @@ struct Worker::Impl {
     {
       std::lock_guard lock(pool_mutex);
       pool_closed = true;
+      drop_waiting_starts();
     }
     pool_cv.notify_all();
+    start_cv.notify_all();
     for (auto& t : threads) t.join();
     threads.clear();
   }
@@ -207,6 +326,12 @@ struct Worker::Impl {
     welcomed = true;
     broker_id = welcome.broker_id;
     heartbeat_ms = welcome.heartbeat_ms;
+    {
+      // Maybe lost with the broker that got them: asked again.
+      std::lock_guard lock(pool_mutex);
+      for (auto& [token, gate] : start_gates) gate.announced = false;
+      has_unannounced_starts = !start_gates.empty();
+    }
     if (!unconfirmed.empty()) {
       // The broker may have lost these (restart): it applies them by token,
       // so resending an already-applied result is harmless.
@@ -236,21 +361,27 @@ struct Worker::Impl {
         send(bye);
         return;
       }
-      // Said before any of them starts: a job that kills this process at
-      // once has still used an attempt.
+      // Said at once: until a worker confirms a frame, the broker sends it
+      // at most 16 jobs.
       send(proto::Received{t->seq});
       for (auto& task : t->items) on_task(std::move(task));
       return;
     }
     if (std::holds_alternative<proto::Pong>(frame)) return;
     if (auto* c = std::get_if<proto::Confirm>(&frame)) {
+      std::lock_guard lock(pool_mutex);
       for (const auto& ref : c->items) {
         auto it = unconfirmed.find(held_key(ref.queue, ref.id));
         if (it != unconfirmed.end() && it->second.token == ref.token) unconfirmed.erase(it);
+        if (auto a = announced_unconfirmed.find(ref.token); a != announced_unconfirmed.end()) {
+          end_announced(a->second);
+          announced_unconfirmed.erase(a);
+        }
       }
       return;
     }
     if (auto* c = std::get_if<proto::Cancel>(&frame)) return on_cancel(c->job);
+    if (auto* r = std::get_if<proto::StartReply>(&frame)) return on_start_reply(*r);
     if (auto* e = std::get_if<proto::ErrorFrame>(&frame)) {
       if (e->code == "unknown_worker") {
         welcomed = false;
@@ -271,13 +402,22 @@ struct Worker::Impl {
     if (held_it == held.end() || held_it->second.token != ref.token) return;
     {
       std::lock_guard lock(pool_mutex);
+      const proto::JobResult cancelled{ref.queue, ref.id, ref.token, static_cast<uint8_t>(proto::Outcome::cancelled),
+                                       "cancelled before it started"};
       for (auto it = pending.begin(); it != pending.end(); ++it) {
         if (it->job.queue == ref.queue && it->job.id == ref.id) {
           pending.erase(it);
-          completed.push_back({ref.queue, ref.id, ref.token, static_cast<uint8_t>(proto::Outcome::cancelled), "cancelled before it started"});
+          completed.push_back(cancelled);
           wake();
           return;
         }
+      }
+      if (auto it = start_gates.find(ref.token); it != start_gates.end() && it->second.state == GateState::waiting) {
+        it->second.state = GateState::drop;
+        completed.push_back(cancelled);
+        wake();
+        start_cv.notify_all();
+        return;
       }
     }
     if (auto it = cancel_states.find(key); it != cancel_states.end()) {
@@ -306,7 +446,7 @@ struct Worker::Impl {
     cancel_states[key] = cancel;
     Delivery d{Job{std::move(task.queue), std::move(task.id), std::move(task.type), std::move(task.payload.data),
                    task.due_ms, task.attempt, task.max_attempts, task.created_ms, wall_ms(), &cancel->stop, task.token},
-               task.token, cancel};
+               task.token, cancel, 0, static_cast<proto::StartCheck>(task.start_check)};
     incoming.push_back(std::move(d));
   }
 
@@ -389,13 +529,16 @@ struct Worker::Impl {
     proto::Bye bye;
     {
       std::lock_guard lock(pool_mutex);
-      for (const auto& d : pending) {
-        bye.unstarted.push_back({d.job.queue, d.job.id, d.token});
-        held.erase(held_key(d.job.queue, d.job.id));
-        cancel_states.erase(held_key(d.job.queue, d.job.id));
-      }
+      for (const auto& d : pending) bye.unstarted.push_back({d.job.queue, d.job.id, d.token});
       pending.clear();
+      const auto waiting = drop_waiting_starts();
+      bye.unstarted.insert(bye.unstarted.end(), waiting.begin(), waiting.end());
+      for (const auto& ref : bye.unstarted) {
+        held.erase(held_key(ref.queue, ref.id));
+        cancel_states.erase(held_key(ref.queue, ref.id));
+      }
     }
+    start_cv.notify_all();
     spdlog::info("draining: {} jobs handed back, {} running", bye.unstarted.size(), running.load());
     send(bye);
   }
@@ -457,6 +600,7 @@ struct Worker::Impl {
         on_broker_frame(std::move(*frame), now);
       }
       start_incoming();
+      announce_starts();
       collect_results(steady_us());
       if (stop_requested.load() && !draining) begin_drain(now);
       if (now >= next_heartbeat) {
@@ -508,6 +652,15 @@ struct Worker::Impl {
 
   std::mutex pool_mutex;
   std::condition_variable pool_cv;
+  std::condition_variable start_cv;  // a StartGate left the waiting state
+  std::unordered_map<uint64_t, StartGate> start_gates;  // by token
+  bool has_unannounced_starts = false;
+  int announced_running = 0;  // gates ready or waiting for the go, and announced deliveries running
+  int alone_running = 0;      // of those, announce_alone ones (at most 1)
+  int alone_waiting = 0;      // announce_alone gates not ready yet
+  // Announced deliveries that ran, by token, until their result is
+  // confirmed (true: announce_alone).
+  std::unordered_map<uint64_t, bool> announced_unconfirmed;
   std::deque<Delivery> pending;
   std::vector<Delivery> incoming;  // received this loop turn, main thread only
   std::vector<proto::JobResult> completed;

@@ -1,18 +1,24 @@
 -- A delivery that ended without a result (its worker was lost, or its lease
--- ran out) is an attempt only if a worker confirmed receiving it: a TASKS
--- frame that never arrived, a round reply lost with its leases or a broker
--- that died between lease and dispatch must not use up a job's attempts.
--- Unconfirmed deliveries are counted apart, and past LIMIT of them the next
--- one counts after all: a job that kills its worker before the worker's first
--- heartbeat still runs out of attempts instead of looping.
+-- ran out) is an attempt only if a handler started it, as far as Redis
+-- knows: the broker records a start (extend.lua "started") when a worker
+-- announces one. Any other delivery may have sat in a dead worker's buffer,
+-- in a TASKS frame that never arrived, or in a round reply lost with its
+-- leases: it goes back without an attempt, and the job is marked so that
+-- its next worker announces the start and waits for the broker before
+-- running it (lease.lua returns the mark). A job that kills its worker is
+-- then charged on its next delivery, and its never-started neighbours never.
 --
 -- Returns nil when the delivery counts as an attempt, otherwise how many
--- unconfirmed deliveries the job has had (this one included).
-local function unconfirmed_delivery(unconfirmed_key, id, received, limit)
-  if received then return nil end
-  local unconfirmed = redis.call("HINCRBY", unconfirmed_key, id, 1)
-  if unconfirmed > limit then return nil end
-  return unconfirmed
+-- deliveries of the job have ended unstarted (this one included), at least
+-- AT_LEAST when given (lease.lua turns the count into the start check).
+local function unstarted_delivery(unconfirmed_key, id, started, at_least)
+  if started then return nil end
+  local count = redis.call("HINCRBY", unconfirmed_key, id, 1)
+  if at_least and count < at_least then
+    redis.call("HSET", unconfirmed_key, id, at_least)
+    count = at_least
+  end
+  return count
 end
 
 -- Appends one line to a job's error log, keeping its last 8 KiB.

@@ -89,6 +89,10 @@ TEST(Cli, AFileIsSentSeveralBatchesAtATimeAndAFailureNamesEveryIdSent) {
 TEST(Cli, BadFlagsAreUsageErrorsAndChangeNothing) {
   Cluster cluster;
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --delay soon").code, 2);
+  // 30 what? Once read as 30 ms, which ran a job meant for later at once.
+  auto unitless = dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --delay 30", true);
+  EXPECT_EQ(unitless.code, 2);
+  EXPECT_NE(unitless.out.find("no unit: use ms, s, m, h or d"), std::string::npos) << unitless.out;
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --at yesterday").code, 2);
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --delay 1s --at-ms 5").code, 2);
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue 'bad queue' --type t").code, 2);

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <thread>
 #include <set>
+#include <sstream>
+#include <unistd.h>
 #include <unordered_map>
 
 #include "broker/job_record.hpp"
@@ -222,11 +224,12 @@ TEST(Recovery, RedisKilledWhileJobsFlowLeavesTheBrokerRunning) {
   EXPECT_TRUE(cluster.broker().running());
 }
 
-// The job kills its worker as it starts. The worker says RECEIVED before it
-// starts a job, so each such delivery normally uses an attempt; were the
-// RECEIVED frame lost with the process, the delivery would be free up to
-// max_unconfirmed_deliveries (3) times, then count. A supervisor restarts
-// each killed worker, as systemd would.
+// The job kills its worker as it starts. Its first delivery was not
+// announced, so the broker never saw it start and it goes back free; every
+// later delivery is announced (STARTING, then the broker's go), so each
+// crash after that uses an attempt: 1 + max_attempts runs, then DEAD with
+// the reason of the last one. A supervisor restarts each killed worker, as
+// systemd would.
 TEST(Recovery, APoisonJobThatKillsItsWorkersEndsDeadInsteadOfLooping) {
   Cluster cluster;
   const auto record = cluster.dir() / "starts.txt";
@@ -246,9 +249,136 @@ TEST(Recovery, APoisonJobThatKillsItsWorkersEndsDeadInsteadOfLooping) {
   auto fields = job_fields(cluster, "poison-1");
   EXPECT_EQ(fields["s"], "dead");
   EXPECT_NE(fields["e"].find("attempts exhausted (2)"), std::string::npos) << fields["e"];
-  const size_t runs = read_records(record).size();
-  EXPECT_GE(runs, 2u);
-  EXPECT_LE(runs, 5u) << "at most 3 unconfirmed deliveries plus max_attempts";
+  EXPECT_NE(fields["e"].find("worker died while running it"), std::string::npos) << fields["e"];
+  EXPECT_EQ(read_records(record).size(), 3u) << "one free run, then max_attempts charged ones";
+}
+
+// The rule "an attempt only when a handler started it": one job among 6,000
+// kills its worker; two workers hold deep buffers of its neighbours, each
+// allowed a single attempt. Only the poison job ends dead.
+TEST(Recovery, APoisonJobChargesItselfAndNoneOfItsBufferedNeighbours) {
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  auto start_worker = [&] {
+    return cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "deep",
+                                 "--concurrency", "4", "--prefetch", "1000", "--record", record.string()});
+  };
+  std::vector<size_t> workers = {start_worker(), start_worker()};
+  ASSERT_TRUE(cluster.wait_for_workers(2));
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 6000; ++i) {
+    if (i == 3000) jobs.push_back({"deep", "crash", "", "poison", 0, 1});
+    else jobs.push_back({"deep", "sleep", "1", "job-" + std::to_string(i), 0, 1});
+  }
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  int restarts = 0;
+  ASSERT_TRUE(eventually([&] {
+    for (auto& w : workers)
+      if (!cluster.worker(w).running() && restarts < 10) {
+        w = start_worker();
+        ++restarts;
+      }
+    auto s = cluster.stats("deep");
+    return s && s->done + s->dead == 6000;
+  }, 120s));
+  auto s = cluster.stats("deep");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->dead, 1);
+  EXPECT_EQ(s->done, 5999);
+  // Once free (first delivery), at most once more free (it ran beside
+  // other announced jobs), then alone and charged.
+  EXPECT_GE(restarts, 2);
+  EXPECT_LE(restarts, 3);
+  auto fields = job_fields(cluster, "poison");
+  EXPECT_EQ(fields["s"], "dead");
+  EXPECT_NE(fields["e"].find("worker died while running it"), std::string::npos) << fields["e"];
+  std::printf("[ figures  ] poison job among 6,000 max_attempts=1 jobs: %lld dead, %lld done\n",
+              static_cast<long long>(s->dead), static_cast<long long>(s->done));
+}
+
+namespace {
+// CPU time (user + system) a process has used so far.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
+  std::string skip;
+  for (int i = 3; i < 14; ++i) fields >> skip;
+  double utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+int64_t redis_commands(Cluster& cluster) {
+  const std::string info = cluster.redis().cli("INFO stats");
+  const auto at = info.find("total_commands_processed:");
+  return at == std::string::npos ? -1 : std::stoll(info.substr(at + 25));
+}
+}  // namespace
+
+// Redis refuses every write (NOREPLICAS) with jobs due and ready and a worker
+// waiting: the broker's promote, lease and reclaim calls back off (100 ms
+// doubling to 5 s) instead of going out every turn, one line per 10 s says
+// so, and once Redis takes writes again every job runs.
+TEST(Recovery, WhileRedisRefusesWritesTheBrokerBacksOffInsteadOfSpinning) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 3000; ++i) jobs.push_back({"refused", "noop", "", "ready-" + std::to_string(i), 0, 3});
+  for (int i = 0; i < 3000; ++i) jobs.push_back({"refused", "noop", "", "due-" + std::to_string(i), Client::in_ms(1500), 3});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  ASSERT_EQ(cluster.redis().cli("CONFIG SET min-replicas-to-write 1"), "OK");
+  cluster.start_example_worker("refused", 4, (cluster.dir() / "starts.txt").string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  ASSERT_TRUE(eventually([&] { return cluster.log_count("Redis refused") >= 1; }, 10s)) << "no refusal seen";
+  std::this_thread::sleep_for(2s);  // the scheduled jobs are due too now
+  const double cpu_before = cpu_seconds(cluster.broker().pid());
+  const int64_t commands_before = redis_commands(cluster);
+  const size_t lines_before = cluster.log_count("Redis refused");
+  std::this_thread::sleep_for(5s);
+  const double cpu = cpu_seconds(cluster.broker().pid()) - cpu_before;
+  const int64_t commands = redis_commands(cluster) - commands_before;
+  const size_t lines = cluster.log_count("Redis refused") - lines_before;
+  std::printf("[ figures  ] 5 s of NOREPLICAS with 6,000 jobs due: broker CPU %.3f s, %lld Redis commands, %zu log lines\n",
+              cpu, static_cast<long long>(commands), lines);
+  EXPECT_LT(cpu, 0.25) << "more than 5% of a core";
+  EXPECT_LT(commands, 300) << "calls went out every turn";
+  EXPECT_LE(lines, 1u);
+  ASSERT_EQ(cluster.redis().cli("CONFIG SET min-replicas-to-write 0"), "OK");
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("refused"); return s && s->done == 6000; }, 60s));
+}
+
+namespace {
+// The process is gone: reaped, or a zombie nobody reaped yet.
+bool process_gone(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (stat.empty()) return true;
+  return stat.substr(stat.rfind(')') + 2, 1) == "Z";
+}
+}  // namespace
+
+// A worker SIGKILLed mid-job takes its handler commands with it: the job is
+// re-delivered elsewhere, so a command that went on would run it twice.
+TEST(Recovery, HandlerCommandsDieWithTheirWorker) {
+  Cluster cluster;
+  const auto pid_file = cluster.dir() / "handler.pid";
+  const auto finished = cluster.dir() / "finished";
+  const size_t w = cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "exec", "--exec",
+                                         "slow=echo $$ > " + pid_file.string() + "; sleep 3; touch " + finished.string()});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"exec", "slow", "", "slow-1", 0, 3}));
+  pid_t handler = 0;
+  ASSERT_TRUE(eventually([&] {
+    std::ifstream in(pid_file);
+    return static_cast<bool>(in >> handler) && handler > 0;
+  }, 10s));
+  cluster.worker(w).signal(SIGKILL);
+  ASSERT_EQ(cluster.worker(w).wait(10s), 128 + SIGKILL);
+  ASSERT_TRUE(eventually([&] { return process_gone(handler); }, 10s)) << "the handler outlived its worker";
+  EXPECT_FALSE(std::filesystem::exists(finished)) << "the handler finished after its worker died";
 }
 
 TEST(Recovery, CancelEndsScheduledJobsAndStopsRunningCommands) {

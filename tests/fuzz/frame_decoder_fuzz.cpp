@@ -23,8 +23,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto frame = dueq::proto::decode(bytes);
   if (!frame) {
     if (frame.error().message.empty()) std::abort();  // every refusal says why
+    (void)dueq::proto::peek_request_id(bytes);      // the broker reads a refused frame's request id
     return 0;
   }
+  // A frame that decodes has the request id the peek reads, if any.
+  const uint64_t peeked = dueq::proto::peek_request_id(bytes);
+  if (peeked != 0 && peeked != dueq::proto::request_id_of(*frame)) std::abort();
   const std::string encoded = encode_frame(*frame);
   auto again = dueq::proto::decode(encoded);
   if (!again || again->index() != frame->index() || encode_frame(*again) != encoded) std::abort();

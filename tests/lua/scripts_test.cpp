@@ -22,6 +22,7 @@
 
 using namespace dueq;
 using namespace dueq::broker;
+using dueq::proto::StartCheck;
 
 namespace {
 
@@ -61,13 +62,13 @@ class Scripts : public ::testing::Test {
     return calls::parse_lease(run(round))->jobs;
   }
 
-  // extend.lua, as the broker calls it when a worker first lists the jobs as
-  // held: it also records that a worker received them.
-  void confirm_received(const std::vector<LeasedJob>& jobs, int64_t deadline) {
+  // extend.lua, as the broker calls it when a worker announces the jobs'
+  // start: it also records the start.
+  void record_start(const std::vector<LeasedJob>& jobs, int64_t deadline) {
     std::vector<TokenRef> refs;
     for (const auto& j : jobs) refs.push_back({j.id, j.token});
     Round round;
-    round.add(calls::extend("q", deadline, refs));
+    round.add(calls::extend("q", deadline, LeaseReport::started, refs));
     EXPECT_EQ(ints(run(round))->size(), jobs.size());
   }
 
@@ -330,11 +331,11 @@ TEST_F(Scripts, LeaseStampsANewTokenAndAttemptEachTime) {
   EXPECT_EQ(first[0].attempt, 1u);
   EXPECT_EQ(first[0].record.payload, "payload-x");
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "5000");
-  // A worker confirms it and its lease runs out; reclaim puts it back; the
+  // A worker starts it and its lease runs out; reclaim puts it back; the
   // next lease has a new token and the next attempt number.
-  confirm_received(first, 5000);
+  record_start(first, 5000);
   Round reclaim;
-  reclaim.add(calls::reclaim("q", 6000, 100, 60, 3));
+  reclaim.add(calls::reclaim("q", 6000, 100, 60));
   EXPECT_EQ(calls::parse_reclaim(run(reclaim))->requeued, 1);
   auto second = lease(10, 9000);
   ASSERT_EQ(second.size(), 1u);
@@ -562,7 +563,7 @@ TEST_F(Scripts, NackRetriesWithBackoffWithinTheJitterBound) {
   enqueue({job("a", 0, 5)}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.add(calls::nack("q", 2000, 1000, 60'000, 60, 3, {{"a", l[0].token, NackMode::retry, "boom", 0.5}}));
+  round.add(calls::nack("q", 2000, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "boom", 0.5}}));
   auto out = *calls::parse_nack(run(round));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].status, 1);
@@ -578,7 +579,7 @@ TEST_F(Scripts, NackDeadLettersWhenAttemptsAreUsedUpKeepingPayloadAndReasons) {
     auto l = lease(1, 5000);
     ASSERT_EQ(l.size(), 1u);
     Round round;
-    round.add(calls::nack("q", 2000, 0, 0, 60, 3, {{"a", l[0].token, NackMode::retry, "err" + std::to_string(attempt), 0}}));
+    round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "err" + std::to_string(attempt), 0}}));
     auto out = *calls::parse_nack(run(round));
     EXPECT_EQ(out[0].status, attempt == 2 ? 2 : 1);
   }
@@ -593,7 +594,7 @@ TEST_F(Scripts, NackModeDeadSkipsRetriesAndModeNowRequeuesAtOnce) {
   enqueue({job("a", 0, 5), job("b", 0, 5)}, 1000);
   auto l = lease(2, 5000);
   Round round;
-  round.add(calls::nack("q", 2000, 1000, 5000, 60, 3,
+  round.add(calls::nack("q", 2000, 1000, 5000, 60,
              {{"a", l[0].token, NackMode::dead, "bad payload", 0}, {"b", l[1].token, NackMode::now, "worker lost", 0.9}}));
   auto out = *calls::parse_nack(run(round));
   EXPECT_EQ(out[0].status, 2);
@@ -607,7 +608,7 @@ TEST_F(Scripts, NackWithAStaleTokenChangesNothing) {
   enqueue({job("a")}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.add(calls::nack("q", 2000, 0, 0, 60, 3, {{"a", l[0].token + 7, NackMode::dead, "x", 0}}));
+  round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token + 7, NackMode::dead, "x", 0}}));
   EXPECT_EQ(calls::parse_nack(run(round))->at(0).status, 0);
   EXPECT_EQ(field("a", "s"), "leased");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_acks"), "1");
@@ -617,7 +618,7 @@ TEST_F(Scripts, NackWithBadModeOrJitterIsRefused) {
   enqueue({job("a")}, 1000);
   auto l = lease(1, 5000);
   Round round;
-  round.add(calls::nack("q", 2000, 0, 0, 60, 3, {{"a", l[0].token, NackMode::retry, "x", 1.5}}));
+  round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "x", 1.5}}));
   EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos);
   EXPECT_EQ(field("a", "s"), "leased");
 }
@@ -626,23 +627,23 @@ TEST_F(Scripts, ExtendMovesTheDeadlineOnlyForTheCurrentToken) {
   enqueue({job("a"), job("b")}, 1000);
   auto l = lease(2, 5000);
   Round round;
-  round.add(calls::extend("q", 20'000, {{"a", l[0].token}, {"b", l[1].token + 1}}));
+  round.add(calls::extend("q", 20'000, LeaseReport::held, {{"a", l[0].token}, {"b", l[1].token + 1}}));
   EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "20000");
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' b"), "5000");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_extends"), "1");
 }
 
-TEST_F(Scripts, ReclaimCountsAnExpiredLeaseAWorkerConfirmedAsAnAttemptAndDeadLettersPoisonJobs) {
+TEST_F(Scripts, ReclaimCountsAnExpiredLeaseWhoseStartWasRecordedAsAnAttemptAndDeadLettersPoisonJobs) {
   enqueue({job("a", 0, 1), job("b", 0, 3)}, 1000);
-  confirm_received(lease(2, 5000), 5000);
+  record_start(lease(2, 5000), 5000);
   Round early;
-  early.add(calls::reclaim("q", 4999, 100, 60, 3));
+  early.add(calls::reclaim("q", 4999, 100, 60));
   auto none = *calls::parse_reclaim(run(early));
   EXPECT_EQ(none.requeued + none.dead, 0);
   EXPECT_EQ(none.next_deadline_ms, 5000);
   Round round;
-  round.add(calls::reclaim("q", 5000, 100, 60, 3));
+  round.add(calls::reclaim("q", 5000, 100, 60));
   auto r = *calls::parse_reclaim(run(round));
   EXPECT_EQ(r.requeued, 1);
   EXPECT_EQ(r.dead, 1);
@@ -652,18 +653,21 @@ TEST_F(Scripts, ReclaimCountsAnExpiredLeaseAWorkerConfirmedAsAnAttemptAndDeadLet
   EXPECT_NE(field("b", "el").find("lease expired"), std::string::npos);
 }
 
-// A TASKS frame lost on the wire, a round reply lost with its leases, a
-// broker gone between lease and dispatch: no worker confirmed the delivery,
-// so its expiry uses no attempt. Past the limit it counts after all, so a job
-// that kills its worker before the first heartbeat still ends.
-TEST_F(Scripts, AnExpiredDeliveryNoWorkerConfirmedUsesNoAttemptUntilTheUnconfirmedLimit) {
+// A TASKS frame lost on the wire, a job buffered by a worker that died, a
+// broker gone between lease and dispatch: no start was recorded, so the
+// expiry uses no attempt however often it happens, and every later lease
+// asks its worker to announce the start. Once a start is recorded, the next
+// expiry counts: a job that kills its worker ends dead after its attempts.
+TEST_F(Scripts, AnExpiredDeliveryNeverSeenToStartUsesNoAttemptAndAsksTheNextWorkerToAnnounceTheStart) {
   enqueue({job("a", 0, 1)}, 1000);
-  for (int i = 1; i <= 3; ++i) {
+  for (int i = 1; i <= 5; ++i) {
     auto l = lease(1, 5000 * i);
     ASSERT_EQ(l.size(), 1u);
     EXPECT_EQ(l[0].attempt, 1u) << "delivery " << i;
+    EXPECT_EQ(l[0].start_check, i == 1 ? StartCheck::none : i == 2 ? StartCheck::announce : StartCheck::announce_alone)
+        << "delivery " << i;
     Round round;
-    round.add(calls::reclaim("q", 5000 * i, 100, 60, 3));
+    round.add(calls::reclaim("q", 5000 * i, 100, 60));
     auto r = *calls::parse_reclaim(run(round));
     EXPECT_EQ(r.requeued, 1);
     EXPECT_EQ(r.not_counted, 1);
@@ -671,30 +675,51 @@ TEST_F(Scripts, AnExpiredDeliveryNoWorkerConfirmedUsesNoAttemptUntilTheUnconfirm
     EXPECT_EQ(field("a", "s"), "ready");
     EXPECT_EQ(field("a", "a"), "0");
   }
-  EXPECT_NE(field("a", "el").find("unconfirmed delivery 3 (not an attempt)"), std::string::npos) << field("a", "el");
-  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' unconfirmed"), "3");
-  ASSERT_EQ(lease(1, 20'000).size(), 1u);
-  Round fourth;
-  fourth.add(calls::reclaim("q", 20'000, 100, 60, 3));
-  auto r = *calls::parse_reclaim(run(fourth));
+  EXPECT_NE(field("a", "el").find("unstarted delivery 5 (not an attempt)"), std::string::npos) << field("a", "el");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' unconfirmed"), "5");
+  auto sixth = lease(1, 40'000);
+  ASSERT_EQ(sixth.size(), 1u);
+  EXPECT_EQ(sixth[0].start_check, StartCheck::announce_alone);
+  record_start(sixth, 40'000);
+  Round expire;
+  expire.add(calls::reclaim("q", 40'000, 100, 60));
+  auto r = *calls::parse_reclaim(run(expire));
   EXPECT_EQ(r.dead, 1);
   EXPECT_EQ(r.not_counted, 0);
   EXPECT_EQ(field("a", "s"), "dead");
   EXPECT_NE(field("a", "e").find("attempts exhausted (1)"), std::string::npos) << field("a", "e");
 }
 
-// The broker says "lost" for a job of a dead worker that never listed it as
-// held; Redis still counts it when it holds the receipt (the broker that saw
+// A heartbeat's extension ("held") records no start: a buffered job listed
+// as held and lost with its worker still goes back free.
+TEST_F(Scripts, ExtendingALeaseForAHeldJobRecordsNoStart) {
+  enqueue({job("a", 0, 1)}, 1000);
+  auto l = lease(1, 5000);
+  ASSERT_EQ(l.size(), 1u);
+  Round held;
+  held.add(calls::extend("q", 9000, LeaseReport::held, {{"a", l[0].token}}));
+  EXPECT_EQ(*ints(run(held)), (std::vector<int64_t>{1}));
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "9000");
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:started'"), "0");
+  Round lost;
+  lost.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::lost, "worker lost", 0}}));
+  EXPECT_EQ(calls::parse_nack(run(lost))->at(0).status, 1);
+  EXPECT_EQ(field("a", "s"), "ready");
+  EXPECT_EQ(field("a", "a"), "0");
+}
+
+// The broker says "lost" for a job of a dead worker that it did not see
+// start; Redis still counts it when it holds the start (the broker that saw
 // it may have been replaced).
-TEST_F(Scripts, AWorkerLostBeforeConfirmingAJobUsesNoAttemptUnlessRedisHoldsTheReceipt) {
+TEST_F(Scripts, AJobOfALostWorkerUsesNoAttemptUnlessRedisHoldsItsStart) {
   enqueue({job("a", 0, 1), job("b", 0, 1)}, 1000);
   auto l = lease(2, 5000);
   ASSERT_EQ(l.size(), 2u);
   const LeasedJob& a = l[0].id == "a" ? l[0] : l[1];
   const LeasedJob& b = l[0].id == "a" ? l[1] : l[0];
-  confirm_received({b}, 9000);
+  record_start({b}, 9000);
   Round round;
-  round.add(calls::nack("q", 2000, 0, 0, 60, 3,
+  round.add(calls::nack("q", 2000, 0, 0, 60,
                         {{"a", a.token, NackMode::lost, "worker lost", 0}, {"b", b.token, NackMode::lost, "worker lost", 0}}));
   auto out = *calls::parse_nack(run(round));
   ASSERT_EQ(out.size(), 2u);
@@ -705,23 +730,47 @@ TEST_F(Scripts, AWorkerLostBeforeConfirmingAJobUsesNoAttemptUnlessRedisHoldsTheR
   EXPECT_EQ(field("b", "s"), "dead");
 }
 
-TEST_F(Scripts, FinishedOrReplayedJobsLeaveNoReceiptOrUnconfirmedCount) {
+// A worker died running several announced jobs: none of them is known to
+// have killed it, so none is charged though Redis holds their starts, and
+// each one's next delivery runs alone among the announced ones.
+TEST_F(Scripts, JobsOfAWorkerThatDiedRunningSeveralAnnouncedOnesAreNotChargedAndRunAloneNext) {
+  enqueue({job("a", 0, 1), job("b", 0, 1)}, 1000);
+  auto l = lease(2, 5000);
+  ASSERT_EQ(l.size(), 2u);
+  record_start(l, 9000);
+  Round round;
+  round.add(calls::nack("q", 2000, 0, 0, 60,
+                        {{l[0].id, l[0].token, NackMode::shared, "worker died", 0},
+                         {l[1].id, l[1].token, NackMode::shared, "worker died", 0}}));
+  auto out = *calls::parse_nack(run(round));
+  EXPECT_EQ(out.at(0).status, 1);
+  EXPECT_EQ(out.at(1).status, 1);
+  EXPECT_EQ(field("a", "a"), "0");
+  EXPECT_EQ(field("b", "a"), "0");
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:started'"), "0");
+  auto again = lease(2, 9000);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].start_check, StartCheck::announce_alone);
+  EXPECT_EQ(again[1].start_check, StartCheck::announce_alone);
+}
+
+TEST_F(Scripts, FinishedOrReplayedJobsLeaveNoStartOrUnstartedCount) {
   enqueue({job("a"), job("b")}, 1000);
   lease(2, 5000);
   Round expire;
-  expire.add(calls::reclaim("q", 5000, 100, 60, 3));
+  expire.add(calls::reclaim("q", 5000, 100, 60));
   EXPECT_EQ(calls::parse_reclaim(run(expire))->not_counted, 2);
   auto l = lease(2, 9000);
   ASSERT_EQ(l.size(), 2u);
-  confirm_received(l, 9000);
-  EXPECT_EQ(redis_->cli("SCARD 'dueq:{q}:received'"), "2");
+  record_start(l, 9000);
+  EXPECT_EQ(redis_->cli("SCARD 'dueq:{q}:started'"), "2");
   const LeasedJob& a = l[0].id == "a" ? l[0] : l[1];
   const LeasedJob& b = l[0].id == "a" ? l[1] : l[0];
   Round finish;
   finish.add(calls::ack("q", 6000, 60, {{"a", a.token}}));
-  finish.add(calls::nack("q", 6000, 0, 0, 60, 3, {{"b", b.token, NackMode::dead, "bad", 0}}));
+  finish.add(calls::nack("q", 6000, 0, 0, 60, {{"b", b.token, NackMode::dead, "bad", 0}}));
   run(finish);
-  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:received'"), "0");
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:started'"), "0");
   EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:unconfirmed' a"), "0");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:unconfirmed' b"), "1");  // kept with the dead job, for a look
   Round replay;
@@ -730,15 +779,16 @@ TEST_F(Scripts, FinishedOrReplayedJobsLeaveNoReceiptOrUnconfirmedCount) {
   EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:unconfirmed'"), "0");
 }
 
-TEST_F(Scripts, ReclaimAndNackRefuseAnUnconfirmedLimitOutOfRange) {
+TEST_F(Scripts, ExtendRefusesAnythingButHeldOrStarted) {
   enqueue({job("a")}, 1000);
   auto l = lease(1, 5000);
+  const auto args = calls::extend("q", 9000, LeaseReport::held, {{"a", l[0].token}}).args();
+  Command bad;
+  for (size_t i = 0; i < args.size(); ++i) bad.add(i == args.size() - 4 ? std::string("running") : args[i]);
   Round round;
-  round.add(calls::reclaim("q", 5000, 100, 60, 101));
-  round.add(calls::nack("q", 2000, 0, 0, 60, -1, {{"a", l[0].token, NackMode::lost, "x", 0}}));
-  EXPECT_NE(reply_error(run(round, 0)).find("bad-args"), std::string_view::npos);
-  EXPECT_NE(reply_error(replies_.at(1).get()).find("bad-args"), std::string_view::npos);
-  EXPECT_EQ(field("a", "s"), "leased");
+  round.add(std::move(bad));
+  EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos);
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "5000");
 }
 
 TEST_F(Scripts, StatsCountEveryState) {
@@ -912,12 +962,12 @@ TEST_F(Scripts, CancellingALeasedJobEndsItCancelledWhenItsDeliveryEnds) {
   }
   // a: its worker reports a failure; the cancel mark wins over a retry.
   Round nack;
-  nack.add(calls::nack("q", 2100, 0, 0, 60, 3, {{"a", l[0].token, NackMode::retry, "killed", 0}}));
+  nack.add(calls::nack("q", 2100, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "killed", 0}}));
   EXPECT_EQ(calls::parse_nack(run(nack))->at(0).status, 3);
   EXPECT_EQ(field("a", "s"), "cancelled");
   // b: its worker vanished; the lease expires and the job ends cancelled.
   Round reclaim;
-  reclaim.add(calls::reclaim("q", 6000, 10, 60, 3));
+  reclaim.add(calls::reclaim("q", 6000, 10, 60));
   run(reclaim);
   EXPECT_EQ(field("b", "s"), "cancelled");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' cancelled"), "2");
@@ -931,7 +981,7 @@ TEST_F(Scripts, HandedBackJobsDoNotUseAnAttempt) {
     ASSERT_EQ(l.size(), 1u);
     EXPECT_EQ(l[0].attempt, 1u);
     Round round;
-    round.add(calls::nack("q", 2000, 0, 0, 60, 3, {{"a", l[0].token, NackMode::handed_back, "draining", 0}}));
+    round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::handed_back, "draining", 0}}));
     EXPECT_EQ(calls::parse_nack(run(round))->at(0).status, 1);
   }
   EXPECT_EQ(field("a", "s"), "ready");
@@ -941,7 +991,7 @@ TEST_F(Scripts, ReplayPutsDeadJobsBackWithAttemptsResetAndTheSameId) {
   enqueue({qjob("a", 0, 1), qjob("b", 0, 1)}, 1000);
   auto l = lease(2, 5000);
   Round kill;
-  kill.add(calls::nack("q", 2000, 0, 0, 60, 3, {{"a", l[0].token, NackMode::dead, "bad", 0}, {"b", l[1].token, NackMode::dead, "bad", 0}}));
+  kill.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::dead, "bad", 0}, {"b", l[1].token, NackMode::dead, "bad", 0}}));
   run(kill);
   Round replay;
   replay.add(calls::replay("q", 3000, {"a", "not-dead"}));
@@ -961,10 +1011,10 @@ TEST_F(Scripts, PurgeDeletesDeadJobsByIdOrAgeAndCountsThem) {
   std::map<std::string, uint64_t> token;
   for (const auto& j : lease(2, 5000)) token[j.id] = j.token;
   Round kill_old;
-  kill_old.add(calls::nack("q", 2000, 0, 0, 60, 3, {{"old", token["old"], NackMode::dead, "x", 0}}));
+  kill_old.add(calls::nack("q", 2000, 0, 0, 60, {{"old", token["old"], NackMode::dead, "x", 0}}));
   run(kill_old);
   Round kill_new;
-  kill_new.add(calls::nack("q", 9000, 0, 0, 60, 3, {{"new", token["new"], NackMode::dead, "x", 0}}));
+  kill_new.add(calls::nack("q", 9000, 0, 0, 60, {{"new", token["new"], NackMode::dead, "x", 0}}));
   run(kill_new);
   Round by_age;
   by_age.add(calls::purge_dead_before("q", 5000, 100));
@@ -1071,7 +1121,7 @@ TEST_F(Scripts, AnUnreadableRecordMakesTheFailedJobDeadNotLost) {
   auto l = lease(1, 5000);
   redis_->cli("HSET 'dueq:{q}:jobs' a garbage");
   Round round;
-  round.add(calls::nack("q", 2000, 100, 1000, 60, 3, {{"a", l[0].token, NackMode::retry, "boom", 0.5}}));
+  round.add(calls::nack("q", 2000, 100, 1000, 60, {{"a", l[0].token, NackMode::retry, "boom", 0.5}}));
   auto out = *calls::parse_nack(run(round));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].status, 2);
@@ -1090,7 +1140,7 @@ TEST_F(Scripts, AJobsOwnBackoffOverridesTheQueuesOne) {
     auto l = lease(2, 5000);
     ASSERT_EQ(l.size(), 2u);
     Round round;
-    round.add(calls::nack("q", 2000, 100, 1000, 60, 3,
+    round.add(calls::nack("q", 2000, 100, 1000, 60,
                {{l[0].id, l[0].token, NackMode::retry, "x", 1.0}, {l[1].id, l[1].token, NackMode::retry, "x", 1.0}}));
     auto out = *calls::parse_nack(run(round));
     for (size_t i = 0; i < 2; ++i) {
@@ -1168,14 +1218,14 @@ TEST_F(Scripts, ARetryWithBackoffMovesTheRecordIntoItsSchedulePartitionAndBack) 
   enqueue({qjob("a", 0, 5)}, 1000);
   auto l = lease(1, 5000);
   Round nack;
-  nack.add(calls::nack("q", 2000, 1000, 60'000, 60, 3, {{"a", l[0].token, NackMode::retry, "boom", 1.0}}));
+  nack.add(calls::nack("q", 2000, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "boom", 1.0}}));
   EXPECT_EQ(calls::parse_nack(run(nack))->at(0).due_ms, 3000);
   EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' a"), "0");
   EXPECT_EQ(redis_->cli("HEXISTS " + partition_jobs_of("a") + " a"), "1");
   EXPECT_EQ(redis_->cli("ZSCORE " + partition_of("a") + " a"), "3000");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1");
   Round stale;  // the old delivery reports again: the job is scheduled now
-  stale.add(calls::nack("q", 2100, 1000, 60'000, 60, 3, {{"a", l[0].token, NackMode::retry, "late", 1.0}}));
+  stale.add(calls::nack("q", 2100, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "late", 1.0}}));
   EXPECT_EQ(calls::parse_nack(run(stale))->at(0).status, 0);
   Round promote;
   promote.add(calls::promote("q", 3000, 10));
@@ -1338,7 +1388,7 @@ TEST_F(Scripts, EveryScriptThatChangesTheScheduleKeepsTheFilterExact) {
   std::vector<NackItem> retries;
   for (const auto& l : leased) retries.push_back({l.id, l.token, NackMode::retry, "boom", 1.0});
   Round nack;
-  nack.add(calls::nack("q", 6000, 1000, 60'000, 60, 3, retries));
+  nack.add(calls::nack("q", 6000, 1000, 60'000, 60, retries));
   run(nack);
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1010");
   EXPECT_TRUE(filter_exact());
@@ -1641,7 +1691,7 @@ TEST_F(Scripts, EncodingPinsKeepTheHotKeysOutOfListpacksAndAreNeverTakenForJobs)
   ack.add(calls::ack("q", 2000, 60, {{leased[0].id, leased[0].token}}));
   EXPECT_EQ(*ints(run(ack)), std::vector<int64_t>{1});
   Round reclaim;
-  reclaim.add(calls::reclaim("q", 4000, 100, 60, 3));
+  reclaim.add(calls::reclaim("q", 4000, 100, 60));
   auto r = *calls::parse_reclaim(run(reclaim));
   EXPECT_EQ(r.requeued, 1);
   EXPECT_EQ(r.next_deadline_ms, -1);  // nothing leased: the pin's +inf is no deadline

@@ -57,7 +57,9 @@ class Process {
 
   pid_t pid() const { return pid_; }
   bool started() const { return pid_ > 0; }
-  void signal(int signo) const { ::kill(pid_, signo); }
+  void signal(int signo) const {
+    if (pid_ > 0) ::kill(pid_, signo);  // never kill(-1): a spawn that failed left pid_ at -1
+  }
 
   // Waits for the exit; returns the exit code, 128+signal, or -1 on timeout.
   int wait(std::chrono::milliseconds timeout = std::chrono::seconds(30)) {

@@ -54,6 +54,44 @@ TEST(Protocol, TasksRoundTripWithBinaryPayload) {
   EXPECT_EQ(decoded.seq, 9u);
 }
 
+// The broker marks a delivery whose earlier delivery ended unstarted; the
+// worker must read the mark, not default it, and refuse one it cannot know.
+TEST(Protocol, ATaskCarriesItsStartCheckAndRefusesAnUnknownOne) {
+  Tasks batch = sample_tasks();
+  EXPECT_EQ(round_trip(batch).items.at(0).start_check, 0);
+  batch.items[0].start_check = 2;
+  EXPECT_EQ(round_trip(batch).items.at(0).start_check, 2);
+  batch.items[0].start_check = 3;
+  auto bad = decode(encode(batch));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("start_check"), std::string::npos) << bad.error().message;
+}
+
+// A request the broker refuses as a whole is answered under its own id when
+// the frame's first bytes still say it, so the client fails it alone.
+TEST(Protocol, TheRequestIdOfARefusedFrameIsReadFromItsFirstBytes) {
+  const std::string bad_id = encode(JobRequest{77, "a b", ""});
+  ASSERT_FALSE(decode(bad_id));
+  EXPECT_EQ(peek_request_id(bad_id), 77u);
+  const std::string big_id = encode(StatsRequest{1ull << 40});
+  EXPECT_EQ(peek_request_id(big_id), 1ull << 40);
+  Enqueue many;
+  many.request_id = 300;
+  for (int i = 0; i < 20; ++i) many.jobs.push_back(NewJob{"bad queue", "j" + std::to_string(i), "t", {}, 0, 0, 0, 0});
+  EXPECT_EQ(peek_request_id(encode(many)), 300u);  // uint16 id
+  for (size_t cut = 0; cut < 5; ++cut) EXPECT_EQ(peek_request_id(bad_id.substr(0, cut)), 0u) << cut;
+  EXPECT_EQ(peek_request_id(encode(Pong{"b"})), 0u);  // not a request
+  EXPECT_EQ(peek_request_id(""), 0u);
+}
+
+// STARTING names at least one job; both lists are checked like any refs.
+TEST(Protocol, StartingAndStartReplyRefuseBadReferences) {
+  EXPECT_FALSE(decode(encode(Starting{})));
+  EXPECT_FALSE(decode(encode(Starting{{{"a", "j", 0}}})));
+  EXPECT_FALSE(decode(encode(StartReply{{}, {{"bad queue", "j", 1}}})));
+  EXPECT_TRUE(decode(encode(StartReply{})));
+}
+
 TEST(Protocol, PayloadIsEncodedAsMsgpackBin) {
   const std::string bytes = encode(sample_tasks());
   auto handle = msgpack::unpack(bytes.data(), bytes.size());
@@ -78,6 +116,10 @@ TEST(Protocol, AllFrameTypesRoundTrip) {
   round_trip(Results{{{"a", "j", 1, 0, ""}, {"a", "k", 2, 1, "boom"}}});
   round_trip(Confirm{{{"a", "j", 1}}});
   round_trip(Bye{{{"a", "j", 1}}});
+  EXPECT_EQ(round_trip(Starting{{{"a", "j", 5}}}).items.at(0).token, 5u);
+  const StartReply reply = round_trip(StartReply{{{"a", "j", 5}}, {{"a", "k", 6}}});
+  EXPECT_EQ(reply.go.at(0).id, "j");
+  EXPECT_EQ(reply.drop.at(0).id, "k");
   round_trip(Enqueue{7, {{"a", "j", "t", Bytes{"p"}, 0, 3}}});
   round_trip(EnqueueReply{7, {{"j", 0, ""}}, 0});
   round_trip(StatsRequest{9});

@@ -1,0 +1,43 @@
+#pragma once
+// Redis refusing the broker's scripts (OOM, NOREPLICAS, MISCONF, READONLY, a
+// script error) is no reason to ask again at once: every turn would send the
+// same calls and log the same line, burning a core on both sides. One
+// back-off for all of the broker's writes (promote, lease, reclaim, sweep,
+// ack, nack): these refusals are about the server, not one queue.
+#include <cstdint>
+#include <string_view>
+
+#include "common/clock.hpp"
+#include "common/logging.hpp"
+
+namespace dueq::broker {
+
+class RefusalBackoff {
+ public:
+  static constexpr int64_t kFirstMs = 100;
+  static constexpr int64_t kMaxMs = 5'000;
+  static constexpr int64_t kLogIntervalMs = 10'000;
+
+  explicit RefusalBackoff(const Clock& clock) : clock_(clock) {}
+
+  // Calls wait: the last one was refused less than the back-off ago.
+  bool holding() const { return clock_.steady_ms() < retry_at_ms_; }
+  // Microseconds until calls may go again; -1 when none wait.
+  int64_t us_until_retry() const;
+  // Redis refused `what` (a script name and queue) with `error`: the back-off
+  // doubles (100 ms to 5 s); one line per 10 s says how many were refused.
+  void refused(std::string_view what, std::string_view error);
+  // A write went through: the next refusal starts from the first back-off.
+  void succeeded() { backoff_ms_ = 0; }
+  // The last write was refused.
+  bool refusing() const { return backoff_ms_ > 0; }
+  int64_t backoff_ms() const { return backoff_ms_; }
+
+ private:
+  const Clock& clock_;
+  int64_t backoff_ms_ = 0;
+  int64_t retry_at_ms_ = 0;
+  LogLimiter log_{kLogIntervalMs, 1, 1};
+};
+
+}  // namespace dueq::broker
