@@ -66,6 +66,10 @@ struct Client::Impl {
   template <typename Request>
   void submit(Request request, Completion done) {
     request.request_id = next_request_id.fetch_add(1) + 1;
+    // Checked here as the broker would: a frame it cannot accept would be
+    // answered as a whole, never as this request's own mistake.
+    if (auto ok = proto::validate(proto::Frame{request}); !ok)
+      return refuse(ClientError{"bad_argument", ok.error().message, 0}, std::move(done));
     queue_for_io(Outgoing{request.request_id, proto::encode(request), std::move(done)});
   }
 
@@ -89,11 +93,18 @@ struct Client::Impl {
     return future;
   }
 
+  // Answers `error` from the I/O thread, like any reply: a caller holding
+  // a lock its callback takes must not find the callback run in its call.
+  void refuse(ClientError error, Completion done) {
+    queue_for_io(Outgoing{0, {}, std::move(done), std::nullopt, std::move(error)});
+  }
+
   struct Outgoing {
     uint64_t request_id;
     std::string bytes;  // the encoded request; empty for an enqueue not encoded yet
     Completion done;
     std::optional<proto::Enqueue> enqueue;
+    std::optional<ClientError> refused;  // answered at once, not sent
   };
   struct Pending {
     std::string bytes;
@@ -195,6 +206,10 @@ struct Client::Impl {
       merging_jobs = merging_bytes = 0;
     };
     for (auto& o : taken) {
+      if (o.refused) {
+        o.done(std::unexpected(std::move(*o.refused)));
+        continue;
+      }
       if (!o.enqueue) {
         add_pending(o.request_id, std::move(o.bytes), std::move(o.done));
         continue;
@@ -258,15 +273,9 @@ struct Client::Impl {
       if (!frame) continue;  // no request id to answer: its request times out
       const uint64_t id = proto::request_id_of(*frame);
       auto* error = std::get_if<proto::ErrorFrame>(&*frame);
-      if (error != nullptr && id == 0) {
-        // The broker could not tell which request it refuses (a key no
-        // longer allowed): every outstanding one is refused.
-        for (auto& [pending_id, pending] : pending_by_id)
-          pending.done(std::unexpected(ClientError{error->code, error->message, error->retry_after_ms}));
-        pending_by_id.clear();
-        unsent = 0;
-        continue;
-      }
+      // An error that names no request (the broker could not read one from
+      // the frame) fails none: each request of the many threads sharing
+      // this connection is answered by its own reply or times out.
       auto it = pending_by_id.find(id);
       if (it == pending_by_id.end()) continue;  // a late reply to a request already answered or failed
       Completion done = std::move(it->second.done);
@@ -344,9 +353,24 @@ std::expected<std::vector<EnqueueResult>, ClientError> enqueue_results(proto::Fr
   return out;
 }
 
+// The most bytes of a job's frame beyond its payload, id, type and queue: the
+// job's array and the headers and integers msgpack writes for it.
+constexpr size_t kJobFrameOverhead = 64;
+
 std::expected<proto::Enqueue, ClientError> enqueue_request(std::vector<JobSpec>& jobs) {
   if (jobs.empty() || jobs.size() > proto::kMaxBatch)
     return std::unexpected(ClientError{"bad_argument", "a batch holds 1..10000 jobs", 0});
+  // The broker drops a connection that sends a frame over its limit, and a
+  // resend would drop it again: such a batch is refused here.
+  size_t frame_bytes = 64;
+  for (const auto& job : jobs)
+    frame_bytes += job.payload.size() + job.id.size() + job.type.size() + job.queue.size() + kJobFrameOverhead;
+  if (frame_bytes > proto::kMaxFrameBytes)
+    return std::unexpected(ClientError{"bad_argument", "a batch of " + std::to_string(jobs.size()) + " jobs takes up to " +
+                                                           std::to_string(frame_bytes) + " bytes, over the broker's " +
+                                                           std::to_string(proto::kMaxFrameBytes) +
+                                                           " byte frame limit: send it in parts",
+                                       0});
   proto::Enqueue request;
   request.jobs.reserve(jobs.size());
   for (auto& job : jobs) {
@@ -382,8 +406,10 @@ Client::~Client() { impl_->close(); }
 int64_t Client::in_ms(int64_t delay_ms) { return wall_ms() + delay_ms; }
 
 void Client::enqueue_batch_async(std::vector<JobSpec> jobs, EnqueueBatchCallback on_done) {
+  if (!on_done) throw std::invalid_argument("enqueue_batch_async: an empty on_done callback");
   auto request = enqueue_request(jobs);
-  if (!request) return on_done(std::unexpected(request.error()));
+  if (!request)
+    return impl_->refuse(request.error(), [on_done = std::move(on_done)](FrameResult frame) { on_done(std::unexpected(frame.error())); });
   const size_t count = request->jobs.size();
   impl_->submit(std::move(*request), [count, on_done = std::move(on_done)](FrameResult frame) {
     if (!frame) return on_done(std::unexpected(std::move(frame.error())));
@@ -392,10 +418,12 @@ void Client::enqueue_batch_async(std::vector<JobSpec> jobs, EnqueueBatchCallback
 }
 
 void Client::enqueue_async(JobSpec job, EnqueueCallback on_done) {
+  if (!on_done) throw std::invalid_argument("enqueue_async: an empty on_done callback");
   std::vector<JobSpec> one;
   one.push_back(std::move(job));
   auto request = enqueue_request(one);
-  if (!request) return on_done(std::unexpected(request.error()));
+  if (!request)
+    return impl_->refuse(request.error(), [on_done = std::move(on_done)](FrameResult frame) { on_done(std::unexpected(frame.error())); });
   impl_->submit(std::move(*request), [on_done = std::move(on_done)](FrameResult frame) {
     if (!frame) return on_done(std::unexpected(std::move(frame.error())));
     auto results = enqueue_results(std::move(*frame), 1);

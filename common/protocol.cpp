@@ -176,6 +176,10 @@ Result<Frame> convert_body(const msgpack::object& body) {
 
 }  // namespace
 
+Result<void> validate(const Frame& frame) {
+  return std::visit([](const auto& f) { return validate(f); }, frame);
+}
+
 const char* type_name(Type type) {
   switch (type) {
     case Type::hello: return "hello";

@@ -363,6 +363,10 @@ using Frame = std::variant<Hello, Welcome, Tasks, Received, Heartbeat, Pong, Res
 inline constexpr size_t kMaxFrameValues = 100'000;
 inline constexpr size_t kMaxReplyValues = 2'000'000;
 
+// The checks decode() makes of a frame's fields, for a sender to make
+// before it sends one.
+Result<void> validate(const Frame& frame);
+
 // Decodes and validates one frame. Never throws; every problem is an Error
 // with code bad_frame and a message naming what was wrong. Work is bounded by
 // the frame size and `max_values`, checked before anything is allocated.

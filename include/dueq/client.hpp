@@ -102,7 +102,9 @@ class Client {
   std::future<std::expected<std::vector<EnqueueResult>, ClientError>> enqueue_batch_async(std::vector<JobSpec> jobs);
 
   // The same with a callback instead of a future, for event loops: `on_done`
-  // runs once, on the Client's I/O thread, with what the future would hold.
+  // runs once, on the Client's I/O thread, with what the future would hold
+  // (a request refused before it was sent, too). An empty `on_done` throws
+  // std::invalid_argument.
   // It should return quickly (other answers wait behind it) and must not
   // throw or destroy the Client. It may call the *_async methods again:
   // that is how a loop keeps N requests outstanding without a thread

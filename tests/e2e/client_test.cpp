@@ -235,16 +235,122 @@ TEST(Client, ACallbackRunsOnceOnTheIOThreadWithItsOwnOutcome) {
   EXPECT_FALSE(callback_threads.contains(std::this_thread::get_id()));
 }
 
-// A batch the client refuses before sending answers its callback at once.
-TEST(Client, ACallbackForARefusedBatchIsAnsweredAtOnce) {
+// A batch the client refuses before sending is answered like any request:
+// on the I/O thread, not inside the call (a caller holding a lock its
+// callback takes would deadlock).
+TEST(Client, ACallbackForARefusedBatchRunsOnTheIOThreadNotInsideTheCall) {
   FakeBroker broker;
   Client client(broker.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 1});
-  std::optional<std::expected<std::vector<EnqueueResult>, ClientError>> got;
-  client.enqueue_batch_async({}, [&](std::expected<std::vector<EnqueueResult>, ClientError> r) { got = std::move(r); });
-  ASSERT_TRUE(got) << "answered within the call";
-  ASSERT_FALSE(*got);
-  EXPECT_EQ(got->error().code, "bad_argument");
+  std::mutex held_by_caller;
+  std::promise<std::pair<std::thread::id, std::expected<std::vector<EnqueueResult>, ClientError>>> got;
+  {
+    std::lock_guard lock(held_by_caller);
+    client.enqueue_batch_async({}, [&](std::expected<std::vector<EnqueueResult>, ClientError> r) {
+      std::lock_guard callback_lock(held_by_caller);
+      got.set_value({std::this_thread::get_id(), std::move(r)});
+    });
+  }
+  auto future = got.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  auto [thread, result] = future.get();
+  EXPECT_NE(thread, std::this_thread::get_id());
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().code, "bad_argument");
   EXPECT_FALSE(broker.receive(300ms)) << "nothing was sent";
+}
+
+TEST(Client, AnEmptyCallbackIsRefusedAtTheCall) {
+  FakeBroker broker;
+  Client client(broker.endpoint());
+  EXPECT_THROW(client.enqueue_async({"q", "t", "", "a", 0, 0}, Client::EnqueueCallback{}), std::invalid_argument);
+  EXPECT_THROW(client.enqueue_batch_async({{"q", "t", "", "a", 0, 0}}, Client::EnqueueBatchCallback{}),
+               std::invalid_argument);
+  EXPECT_FALSE(broker.receive(300ms)) << "nothing was sent";
+}
+
+// An ERROR the broker could not address to a request (request id 0) fails
+// none of the requests 50 threads have outstanding: each gets its own reply.
+TEST(Client, AnErrorThatNamesNoRequestFailsNone) {
+  FakeBroker broker;
+  Client client(broker.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 1});
+  constexpr int kThreads = 50;
+  std::vector<std::future<std::expected<EnqueueResult, ClientError>>> results(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] { results[t] = client.enqueue_async({"q", "t", "", fmt::format("job-{}", t), 0, 0}); });
+  for (auto& t : threads) t.join();
+  std::set<std::string> routing_ids;
+  std::string routing_id;
+  const auto frames = receive_jobs(broker, kThreads, routing_id, routing_ids);
+  broker.reply(routing_id, proto::ErrorFrame{0, "bad_frame", "someone's frame could not be read", 0});
+  for (const auto& [request_id, ids] : frames) {
+    proto::EnqueueReply reply{request_id, {}, 0};
+    for (const auto& id : ids) reply.results.push_back({id, static_cast<uint8_t>(proto::EnqueueStatus::accepted), ""});
+    broker.reply(routing_id, reply);
+  }
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(results[t].wait_for(10s), std::future_status::ready);
+    auto r = results[t].get();
+    ASSERT_TRUE(r) << "thread " << t << ": " << r.error().code << " " << r.error().message;
+    EXPECT_EQ(r->status, EnqueueResult::Status::accepted);
+  }
+}
+
+// One caller's mistakes on a Client shared by 50 threads: a lookup of an id
+// with a space, an admin op that does not exist, a batch over the broker's
+// frame limit. Each is refused on the client with bad_argument, alone; the
+// other 49 threads' jobs are all accepted, and nothing bad reached the
+// broker. A peer that does send such a lookup is answered under its own
+// request id.
+TEST(Client, OneCallersBadRequestsFailNoOtherThreadsRequests) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  constexpr int kThreads = 50, kPerThread = 20;
+  std::atomic<int> accepted{0};
+  std::vector<ClientError> bad_errors;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      if (t == 0) {
+        for (int i = 0; i < kPerThread; ++i) {
+          auto lookup = client.job("a b");
+          if (!lookup) bad_errors.push_back(lookup.error());
+          auto op = client.admin({"frobnicate", "", {}, 0, 0});
+          if (!op) bad_errors.push_back(op.error());
+        }
+        std::vector<JobSpec> huge;
+        for (int i = 0; i < 20; ++i) huge.push_back({"shared", "noop", std::string(1 << 20, 'x'), fmt::format("huge-{}", i), 0, 0});
+        auto big = client.enqueue_batch(std::move(huge));
+        if (!big) bad_errors.push_back(big.error());
+        return;
+      }
+      for (int i = 0; i < kPerThread; ++i) {
+        auto r = client.enqueue({"shared", "noop", "", fmt::format("t{}-{}", t, i), Client::in_ms(3'600'000), 0});
+        if (r && r->status == EnqueueResult::Status::accepted) ++accepted;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(accepted.load(), (kThreads - 1) * kPerThread);
+  ASSERT_EQ(bad_errors.size(), 2u * kPerThread + 1);
+  for (const auto& e : bad_errors) EXPECT_EQ(e.code, "bad_argument") << e.message;
+  EXPECT_NE(bad_errors.back().message.find("frame limit"), std::string::npos) << bad_errors.back().message;
+  EXPECT_EQ(cluster.log_count("rejected frame"), 0u) << "a bad request reached the broker";
+  EXPECT_EQ(cluster.stats("shared")->accepted, (kThreads - 1) * kPerThread);
+
+  zmq::context_t context(1);
+  zmq::socket_t raw(context, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.set(zmq::sockopt::rcvtimeo, 10'000);
+  raw.connect(cluster.endpoint());
+  raw.send(zmq::buffer(proto::encode(proto::JobRequest{77, "a b", ""})));
+  zmq::message_t answer;
+  ASSERT_TRUE(raw.recv(answer));
+  auto frame = proto::decode(answer.to_string_view(), proto::kMaxReplyValues);
+  ASSERT_TRUE(frame);
+  auto* error = std::get_if<proto::ErrorFrame>(&*frame);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->request_id, 77u);
+  EXPECT_EQ(error->code, "bad_frame");
 }
 
 // An event loop's way to keep N requests outstanding: each answer's
