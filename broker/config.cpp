@@ -65,15 +65,22 @@ Result<void> read_policy(const toml::table& table, const std::string& prefix, Qu
       auto v = read_int(node, full, 1, 1'000'000'000);
       if (!v) return std::unexpected(v.error());
       policy.done_max = *v;
+    } else if (key == "duplicate_window") {
+      auto v = read_duration(node, full, 1'000);
+      if (!v) return std::unexpected(v.error());
+      policy.duplicate_window_ms = *v;
     } else if (key == "max_backlog") {
       auto v = read_int(node, full, 0, INT64_MAX);
       if (!v) return std::unexpected(v.error());
       policy.max_backlog = *v;
     } else {
-      return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, max_backlog)");
+      return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, "
+                           "duplicate_window, max_backlog)");
     }
   }
   if (policy.backoff_cap_ms < policy.backoff_base_ms) return bad_key(prefix + "backoff_cap", "must not be below backoff_base");
+  if (policy.duplicate_window_ms > policy.done_retention_s * 1000)
+    return bad_key(prefix + "duplicate_window", "must not be longer than done_retention (ids are kept that long at most)");
   return {};
 }
 

@@ -43,9 +43,13 @@ Result<ReclaimOutcome> parse_reclaim(const redisReply* r) {
   return ReclaimOutcome{(*values)[0], (*values)[1], (*values)[2], (*values)[3]};
 }
 
-Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept) {
+Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::sweep, {k.done, k.cancelled}).add(cutoff_ms).add(limit).add(max_kept);
+  return script_call(lua::ScriptId::sweep, {k.done, k.cancelled, k.stats})
+      .add(cutoff_ms)
+      .add(limit)
+      .add(max_kept)
+      .add(std::max(cutoff_ms, window_start_ms));
 }
 
 Command cap_leases(const std::string& queue, int64_t cap_ms, int limit) {
@@ -117,11 +121,18 @@ void Scheduler::add_to(Round& round) {
     }
     if (const int64_t retention_s = config_.policy(name).done_retention_s; retention_s > 0 && steady_now >= q.next_sweep_ms) {
       q.next_sweep_ms = steady_now + kSweepIntervalMs;
-      round.add(calls::sweep(name, now - retention_s * 1000, kSweepLimit, config_.policy(name).done_max), [this, name, steady_now](const redisReply* r) {
+      const auto& policy = config_.policy(name);
+      round.add(calls::sweep(name, now - retention_s * 1000, kSweepLimit, policy.done_max, now - policy.duplicate_window_ms),
+                [this, name, steady_now](const redisReply* r) {
         if (r == nullptr) return;
         auto removed = reply::integers(r, "sweep");
-        if (!removed || removed->size() != 2)
+        if (!removed || removed->size() != 3)
           return refusals_.refused(fmt::format("sweep on '{}'", name), removed ? "bad reply" : removed.error().message);
+        if ((*removed)[2] > 0)
+          if (auto held_back = forgotten_log_.admit(name, steady_now))
+            spdlog::warn("queue '{}': {} finished ids forgotten before done_retention to stay within done_max ({} "
+                         "more such sweeps not logged); a resent enqueue of one of them makes a new job",
+                         name, (*removed)[2], *held_back);
         // A full sweep means more is past retention: sweep again next round.
         if (std::max((*removed)[0], (*removed)[1]) == kSweepLimit) queues_.get(name).next_sweep_ms = steady_now;
       });

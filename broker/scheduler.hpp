@@ -34,8 +34,8 @@ Command promote(const std::string& queue, int64_t now_ms, int limit);
 Result<PromoteOutcome> parse_promote(const redisReply* reply);
 Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s);
 Result<ReclaimOutcome> parse_reclaim(const redisReply* reply);
-// sweep.lua: [done removed, cancelled removed]
-Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept);
+// sweep.lua: [done removed, cancelled removed, removed by max_kept before retention]
+Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms);
 // cap_leases.lua: [leases shortened]
 Command cap_leases(const std::string& queue, int64_t cap_ms, int limit);
 }  // namespace calls
@@ -67,6 +67,7 @@ class Scheduler {
   InflightTable& inflight_;
   WorkerRegistry& workers_;  // a worker that let a delivery run out unconfirmed is barred
   RefusalBackoff& refusals_;
+  LogLimiter forgotten_log_{60'000, 5, 1'000};
 };
 
 }  // namespace dueq::broker

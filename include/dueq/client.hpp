@@ -29,7 +29,8 @@ struct JobSpec {
   std::string queue;
   std::string type;
   std::string payload;
-  std::string id;             // empty: a new id is generated; retrying with the same id never makes a second job
+  std::string id;             // empty: a new id is generated; a retry with the same id within the queue's
+                              // duplicate_window (30 s by default; the client resends for 15 s) makes no second job
   int64_t due_ms = 0;         // Unix ms when the job is due; 0 = now
   uint32_t max_attempts = 0;  // 0 = the queue's default
   int64_t backoff_base_ms = 0;  // retry n waits random(0, min(cap, base * 2^(n-1))); 0 = the queue's

@@ -381,6 +381,43 @@ TEST(Recovery, HandlerCommandsDieWithTheirWorker) {
   EXPECT_FALSE(std::filesystem::exists(finished)) << "the handler finished after its worker died";
 }
 
+// Idempotency is a duration, not a count: with done_max at 1,000, a resend
+// of an enqueue whose reply was lost, 15 s later and after thousands more
+// jobs of its queue finished, is still answered duplicate.
+TEST(Recovery, AResendWithinTheDuplicateWindowIsADuplicateHoweverManyJobsFinishedSince) {
+  const auto config_dir = make_temp_dir("window");
+  std::ofstream(config_dir / "broker.toml") << "[queues.dup]\ndone_max = 1000\nduplicate_window = \"60s\"\n";
+  Cluster cluster({"--config", (config_dir / "broker.toml").string()});
+  std::filesystem::remove_all(config_dir);
+  cluster.start_example_worker("dup", 8, (cluster.dir() / "starts.txt").string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"dup", "noop", "", "first", 0, 3}));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("dup"); return s && s->done == 1; }, 10s));
+  // Past both 15 s (the client's own resend span) and 5 x done_max jobs,
+  // whichever comes later: the verdict does not depend on this machine's speed.
+  const auto resend_at = std::chrono::steady_clock::now() + 15s;
+  int batch = 0;
+  constexpr int kBatch = 100;  // every 20 ms: at most 5,000 jobs/s, a flow that leaves the suite's other tests room
+  while (std::chrono::steady_clock::now() < resend_at || cluster.stats("dup").value_or(QueueStats{}).done < 5001) {
+    std::vector<JobSpec> jobs;
+    for (int i = 0; i < kBatch; ++i) jobs.push_back({"dup", "noop", "", fmt::format("flow-{}-{}", batch, i), 0, 3});
+    ASSERT_TRUE(client.enqueue_batch(std::move(jobs)));
+    ++batch;
+    ASSERT_TRUE(eventually([&] { auto s = cluster.stats("dup"); return s && s->done >= 1 + kBatch * batch - 1000; }, 30s));
+    std::this_thread::sleep_for(20ms);
+  }
+  auto again = client.enqueue({"dup", "noop", "", "first", 0, 3});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, EnqueueResult::Status::duplicate);
+  auto s = cluster.stats("dup");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->accepted, 1 + kBatch * batch);
+  std::printf("[ figures  ] duplicate window: %lld jobs finished after 'first'; done set %s ids, %s bytes\n",
+              static_cast<long long>(s->done - 1), cluster.redis().cli("ZCARD 'dueq:{dup}:done'").c_str(),
+              cluster.redis().cli("MEMORY USAGE 'dueq:{dup}:done'").c_str());
+}
+
 TEST(Recovery, CancelEndsScheduledJobsAndStopsRunningCommands) {
   Cluster cluster;
   cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "cx", "--exec",
