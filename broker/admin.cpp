@@ -104,8 +104,10 @@ Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
       if (record->backoff_cap_ms != 0) out["bc"] = std::to_string(record->backoff_cap_ms);
     }
   }
+  // A finished job's attempts were deleted with it: not known, not 0.
   std::string attempts = str(r->element[3]);
-  out["a"] = attempts.empty() ? std::string("0") : std::move(attempts);
+  if (attempts.empty()) attempts = "0";
+  if (out.contains("t") || attempts != "0") out["a"] = std::move(attempts);
   if (auto e = str(r->element[4]); !e.empty()) out["e"] = e;
   if (auto el = str(r->element[5]); !el.empty()) out["el"] = el;
   if (str(r->element[6]) == "1") out["cx"] = "1";

@@ -80,12 +80,36 @@ Result<LeaseBatch> parse_lease(const redisReply* r) {
 
 }  // namespace calls
 
+std::vector<FreeSlots> Dispatcher::open_slots(const std::string& queue) const {
+  auto slots = workers_.free_slots(queue, [&](const std::string& w) { return inflight_.count_for_worker(w); });
+  std::erase_if(slots, [&](FreeSlots& s) {
+    if (auto it = reserved_.find(s.worker); it != reserved_.end()) s.free -= it->second;
+    return s.free <= 0;
+  });
+  return slots;
+}
+
 int64_t Dispatcher::credit(const std::string& queue) const {
   int64_t total = 0;
-  if (auto it = reserved_.find(queue); it != reserved_.end()) total -= it->second;
-  for (const auto& slots : workers_.free_slots(queue, [&](const std::string& w) { return inflight_.count_for_worker(w); }))
-    total += slots.free;
+  for (const auto& slots : open_slots(queue)) total += slots.free;
   return total;
+}
+
+Dispatcher::Slots Dispatcher::take_slots(const std::string& queue, int64_t wanted) {
+  Slots taken;
+  for (const auto& s : open_slots(queue)) {
+    if (taken.count == wanted) break;
+    const int64_t n = std::min(s.free, wanted - taken.count);
+    reserved_[s.worker] += n;
+    taken.per_worker.emplace_back(s.worker, n);
+    taken.count += n;
+  }
+  return taken;
+}
+
+void Dispatcher::release(const Slots& slots) {
+  for (const auto& [worker, n] : slots.per_worker)
+    if (auto it = reserved_.find(worker); it != reserved_.end() && (it->second -= n) <= 0) reserved_.erase(it);
 }
 
 bool Dispatcher::can_lease_now() const {
@@ -98,17 +122,17 @@ bool Dispatcher::can_lease_now() const {
 Dispatcher::Reservation Dispatcher::reserve(const std::string& queue, int64_t wanted, bool stopping) {
   Reservation r;
   if (stopping) return r;
-  r.count = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({wanted, credit(queue), static_cast<int64_t>(config_.lease_batch)})));
+  r.slots = take_slots(queue, std::max<int64_t>(0, std::min<int64_t>(wanted, config_.lease_batch)));
+  r.count = static_cast<int>(r.slots.count);
   if (r.count == 0) return r;
   r.deadline_ms = lease_clock_.now_ms() + config_.delivery_timeout_ms;
   r.tokens = random_tokens(static_cast<size_t>(r.count));
-  reserved_[queue] += r.count;
   return r;
 }
 
 void Dispatcher::deliver(const std::string& queue, const Reservation& reservation, std::vector<LeasedJob>&& jobs) {
   if (reservation.count == 0) return;
-  if ((reserved_[queue] -= reservation.count) == 0) reserved_.erase(queue);
+  release(reservation.slots);
   if (jobs.empty()) return;
   QueueState& q = queues_.get(queue);
   q.next_deadline_ms = earliest_known(q.next_deadline_ms, reservation.deadline_ms);
@@ -122,12 +146,11 @@ void Dispatcher::add_to(Round& round, bool stopping) {
     const bool maybe_ready = q.maybe_ready || q.ready_this_round;
     q.ready_this_round = false;
     if (!maybe_ready || stopping) continue;
-    const int64_t free = credit(name);
-    if (free <= 0) continue;
-    const int count = static_cast<int>(std::min<int64_t>(free, config_.lease_batch));
-    reserved_[name] += count;
-    round.add(calls::lease(name, deadline, count), [this, name, count, deadline](const redisReply* r) {
-      if ((reserved_[name] -= count) == 0) reserved_.erase(name);
+    Slots slots = take_slots(name, config_.lease_batch);
+    if (slots.count == 0) continue;
+    const int count = static_cast<int>(slots.count);
+    round.add(calls::lease(name, deadline, count), [this, name, count, deadline, slots = std::move(slots)](const redisReply* r) {
+      release(slots);
       if (r == nullptr) return;  // nothing leased that the broker knows of; reclaim returns it if it was
       QueueState& q = queues_.get(name);
       auto batch = calls::parse_lease(r);
@@ -155,7 +178,7 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
   // Past half of every worker's capacity jobs go one each in turn: a
   // worker's capacity is about twice its concurrency when jobs are long, so
   // no worker's buffer fills while another has idle handlers.
-  auto slots = workers_.free_slots(q.name, [&](const std::string& w) { return inflight_.count_for_worker(w); });
+  auto slots = open_slots(q.name);
   std::vector<proto::Tasks> frames(slots.size());
   std::vector<size_t> frame_bytes(slots.size(), 0);
   std::vector<int64_t> below_half(slots.size());
@@ -200,8 +223,8 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
       if (found) spread_next = *found + 1;
     }
     if (!found) {
-      // Two queues leased against the same free slots: give the surplus
-      // back at once, without charging an attempt.
+      // Its worker went away (or stopped taking jobs) while the lease
+      // call was out: back at once, without charging an attempt.
       results_.requeue(q.name, NackItem{job.id, job.token, NackMode::handed_back, "no free worker", 0});
       continue;
     }

@@ -63,7 +63,14 @@ class Dispatcher {
   // against that call and gives it the deadline and tokens to write;
   // deliver() returns the credit once the call's reply is in and sends
   // what it leased (none when the call failed).
+  // Free slots counted against one lease call, per worker: workers serve
+  // several queues, and two queues' calls must not count the same slot.
+  struct Slots {
+    int64_t count = 0;
+    std::vector<std::pair<std::string, int64_t>> per_worker;
+  };
   struct Reservation {
+    Slots slots;
     int count = 0;
     int64_t deadline_ms = 0;
     std::vector<uint64_t> tokens;  // one per job the call may lease
@@ -73,6 +80,11 @@ class Dispatcher {
 
  private:
   void dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t deadline);
+  // The queue's workers with room, less what lease calls still out have
+  // counted against them.
+  std::vector<FreeSlots> open_slots(const std::string& queue) const;
+  Slots take_slots(const std::string& queue, int64_t wanted);
+  void release(const Slots& slots);
 
   const BrokerConfig& config_;
   const LeaseClock& lease_clock_;
@@ -82,7 +94,7 @@ class Dispatcher {
   Results& results_;
   Outbox& outbox_;
   RefusalBackoff& refusals_;
-  std::map<std::string, int64_t> reserved_;  // leases asked for by rounds not yet applied, per queue
+  std::map<std::string, int64_t> reserved_;  // slots counted by lease calls not yet applied, per worker
   LogLimiter unreachable_log_{10'000, 20, 10'000};
   uint64_t tasks_frames_sent_ = 0;  // numbers TASKS frames (proto::Tasks::seq)
 };

@@ -102,6 +102,7 @@ void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, 
         else if constexpr (std::is_same_v<T, proto::Heartbeat>) workers_.on_heartbeat(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Received>) workers_.on_received(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Starting>) workers_.on_starting(peer, f, heard_ms);
+        else if constexpr (std::is_same_v<T, proto::HandBack>) workers_.on_hand_back(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Results>) {
           auto held = workers_.screen_results(peer, std::move(f.items), heard_ms);
           if (!held.empty()) results_.on_results(peer, std::move(held));
@@ -136,7 +137,8 @@ std::string Inbound::refusal(const Peer& peer, const Grant& grant, proto::Frame&
         using T = std::decay_t<decltype(f)>;
         constexpr bool worker_frame = std::is_same_v<T, proto::Hello> || std::is_same_v<T, proto::Heartbeat> ||
                                       std::is_same_v<T, proto::Received> || std::is_same_v<T, proto::Results> ||
-                                      std::is_same_v<T, proto::Bye> || std::is_same_v<T, proto::Starting>;
+                                      std::is_same_v<T, proto::Bye> || std::is_same_v<T, proto::Starting> ||
+                                      std::is_same_v<T, proto::HandBack>;
         if constexpr (worker_frame) {
           if (!worker_key) return "only worker keys may act as workers";
           if (registered != nullptr && registered->key_name != grant.name) return "this routing id is another key's worker";

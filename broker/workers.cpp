@@ -78,22 +78,36 @@ void Workers::on_bye(const Peer& peer, const proto::Bye& bye, int64_t heard_ms) 
     if (!bye.unstarted.empty()) count_stale(peer, bye.unstarted.size(), "handed back by a peer that is not a worker", heard_ms);
     return;
   }
-  size_t stale = 0;
-  for (const auto& ref : bye.unstarted) {
-    if (!may_report(peer.routing_id, ref)) {
-      ++stale;
-      continue;
-    }
-    inflight_.remove(ref.queue, ref.id, ref.token);
-    results_.requeue(ref.queue, NackItem{ref.id, ref.token, NackMode::handed_back, "handed back by a stopping worker", 0});
-  }
-  if (stale > 0) count_stale(peer, stale, "handed back by a worker that does not hold them", heard_ms);
+  return_unstarted(peer, bye.unstarted, "handed back by a stopping worker", heard_ms);
   // It still runs what it started: keep it (and its leases) until its
   // heartbeats stop, but send it nothing new.
   if (WorkerInfo* w = registry_.find(peer.routing_id)) {
     w->draining = true;
     w->last_seen_ms = heard_ms;
   }
+}
+
+void Workers::on_hand_back(const Peer& peer, const proto::HandBack& hand_back, int64_t heard_ms) {
+  if (registry_.find(peer.routing_id) == nullptr) {
+    count_stale(peer, hand_back.unstarted.size(), "handed back by a peer that is not a worker", heard_ms);
+    return;
+  }
+  return_unstarted(peer, hand_back.unstarted, "handed back: its worker could not start it soon", heard_ms);
+  heard_from(peer.routing_id, heard_ms);
+}
+
+void Workers::return_unstarted(const Peer& peer, const std::vector<proto::JobRef>& refs, const char* reason,
+                               int64_t heard_ms) {
+  size_t stale = 0;
+  for (const auto& ref : refs) {
+    if (!may_report(peer.routing_id, ref)) {
+      ++stale;
+      continue;
+    }
+    inflight_.remove(ref.queue, ref.id, ref.token);
+    results_.requeue(ref.queue, NackItem{ref.id, ref.token, NackMode::handed_back, reason, 0});
+  }
+  if (stale > 0) count_stale(peer, stale, "handed back by a worker that does not hold them", heard_ms);
 }
 
 void Workers::on_starting(const Peer& peer, const proto::Starting& starting, int64_t heard_ms) {
@@ -240,7 +254,12 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
 }
 
 void Workers::expire_silent(int64_t all_read_ms) {
-  for (const auto& rid : registry_.silent_since(all_read_ms - config_.worker_timeout_ms)) forget(rid, "stopped heartbeating", all_read_ms);
+  for (const auto& rid : registry_.silent_since(all_read_ms - config_.worker_timeout_ms)) {
+    // A worker that said BYE and then went quiet drained and left; any other
+    // silence is a loss.
+    const WorkerInfo* w = registry_.find(rid);
+    forget(rid, w != nullptr && w->draining ? "drained and left" : "stopped heartbeating", all_read_ms);
+  }
 }
 
 int64_t Workers::next_expiry_ms() const {

@@ -32,7 +32,10 @@ class Workers {
   void on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, int64_t heard_ms);
   void on_received(const Peer& peer, const proto::Received& received, int64_t heard_ms);
   void on_bye(const Peer& peer, const proto::Bye& bye, int64_t heard_ms);
-  // A worker is about to start deliveries sent with announce_start: their
+  // Buffered jobs a worker that stays cannot start soon: back to ready, no
+  // attempt used.
+  void on_hand_back(const Peer& peer, const proto::HandBack& hand_back, int64_t heard_ms);
+  // A worker is about to start deliveries sent with a start check: their
   // start is recorded (losing them now uses an attempt) and the worker told
   // to go; deliveries it does not hold are dropped.
   void on_starting(const Peer& peer, const proto::Starting& starting, int64_t heard_ms);
@@ -63,6 +66,9 @@ class Workers {
   // out with another token, or its queue does not exist in Redis.
   bool may_report(const std::string& routing_id, const proto::JobRef& ref);
   void count_stale(const Peer& peer, size_t count, const char* what, int64_t heard_ms);
+  // Jobs a worker did not start go back to ready, no attempt used (those it
+  // does not hold are counted as stale).
+  void return_unstarted(const Peer& peer, const std::vector<proto::JobRef>& refs, const char* reason, int64_t heard_ms);
   void forget(const std::string& routing_id, const char* reason, int64_t now_ms);
 
   const BrokerConfig& config_;

@@ -257,20 +257,31 @@ int show_job(dueq::Client& client, const std::string& id, const std::string& que
     return it == f.end() ? std::string() : it->second;
   };
   auto ms = [&](const char* k) { return get(k).empty() ? int64_t{0} : std::stoll(get(k)); };
+  // A done or cancelled job keeps only its id and finish time: what is not
+  // known is left out (null in JSON), not shown as zero.
+  auto known = [&](const char* k) { return f.contains(k); };
   if (json) {
-    nlohmann::json out{{"id", get("id")}, {"queue", get("queue")}, {"type", get("t")}, {"state", get("s")},
-                       {"due_ms", ms("d")}, {"attempt", ms("a")}, {"max_attempts", ms("m")},
-                       {"created_ms", ms("c")}, {"finished_ms", ms("f")}, {"last_error", get("e")},
-                       {"error_log", get("el")}};
+    auto number = [&](const char* k) { return known(k) ? nlohmann::json(ms(k)) : nlohmann::json(nullptr); };
+    auto text = [&](const char* k) { return known(k) ? nlohmann::json(get(k)) : nlohmann::json(nullptr); };
+    nlohmann::json out{{"id", get("id")}, {"queue", get("queue")}, {"type", text("t")}, {"state", get("s")},
+                       {"due_ms", number("d")}, {"attempt", number("a")}, {"max_attempts", number("m")},
+                       {"created_ms", number("c")}, {"finished_ms", number("f")}, {"last_error", text("e")},
+                       {"error_log", text("el")}};
     if (!get("p").empty()) out["payload"] = get("p");
     if (!get("also_in").empty()) out["also_in"] = get("also_in");
     fmt::print("{}\n", out.dump());
     return 0;
   }
-  fmt::print("id:           {}\nqueue:        {}\ntype:         {}\nstate:        {}\ndue:          {}\n"
-             "attempt:      {} of {}\ncreated:      {}\nfinished:     {}\nlast error:   {}\n",
-             get("id"), get("queue"), get("t"), get("s"), format_time(ms("d")), ms("a"), ms("m"),
-             format_time(ms("c")), format_time(ms("f")), get("e").empty() ? "-" : get("e"));
+  fmt::print("id:           {}\nqueue:        {}\n", get("id"), get("queue"));
+  if (known("t")) fmt::print("type:         {}\n", get("t"));
+  fmt::print("state:        {}\n", get("s"));
+  if (known("d")) fmt::print("due:          {}\n", format_time(ms("d")));
+  if (known("a") || known("m")) fmt::print("attempt:      {} of {}\n", ms("a"), ms("m"));
+  if (known("c")) fmt::print("created:      {}\n", format_time(ms("c")));
+  if (known("f")) fmt::print("finished:     {}\n", format_time(ms("f")));
+  if (known("e") || known("t")) fmt::print("last error:   {}\n", get("e").empty() ? "-" : get("e"));
+  if (!known("t") && (get("s") == "done" || get("s") == "cancelled"))
+    fmt::print("(its type, payload and attempts were deleted when it finished; the id stays for done_retention)\n");
   if (!get("also_in").empty())
     fmt::print("also in:      {} (ids are unique per queue: --queue picks one)\n", get("also_in"));
   if (!get("el").empty()) fmt::print("error log:\n{}", get("el"));

@@ -270,6 +270,7 @@ struct Client::Impl {
     while (socket.recv(message, zmq::recv_flags::dontwait)) {
       auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()),
                                  proto::kMaxReplyValues);
+      heard_from_broker = true;
       if (!frame) continue;  // no request id to answer: its request times out
       const uint64_t id = proto::request_id_of(*frame);
       auto* error = std::get_if<proto::ErrorFrame>(&*frame);
@@ -317,7 +318,10 @@ struct Client::Impl {
     return ClientError{"timeout",
                        "no reply from the broker at " + endpoint + " after " + std::to_string(options.attempts) +
                            " attempts" +
-                           (options.broker_key.empty() ? "" : " (a broker with CURVE answers nothing to a key it does not allow)"),
+                           (options.broker_key.empty() || heard_from_broker
+                                ? ""
+                                : " (nothing at all came from it yet: a broker with CURVE also answers nothing to a "
+                                  "key it does not allow)"),
                        0};
   }
 
@@ -337,6 +341,7 @@ struct Client::Impl {
   std::unordered_map<uint64_t, Pending> pending_by_id;
   std::deque<std::pair<int64_t, uint64_t>> deadlines;  // (steady ms, request id)
   size_t unsent = 0;
+  bool heard_from_broker = false;  // any frame at all arrived on this connection
   std::thread io;  // last: starts after everything it uses exists
 };
 

@@ -120,6 +120,10 @@ Result<void> validate(const StartReply& f) {
 }
 Result<void> validate(const Cancel& f) { return check_ref(f.job); }
 Result<void> validate(const Bye& f) { return check_refs(f.unstarted); }
+Result<void> validate(const HandBack& f) {
+  if (f.unstarted.empty()) return bad("hand_back names no jobs");
+  return check_refs(f.unstarted);
+}
 
 Result<void> validate(const Enqueue& f) {
   if (f.jobs.empty()) return bad("enqueue carries no jobs");
@@ -203,6 +207,7 @@ const char* type_name(Type type) {
     case Type::error: return "error";
     case Type::starting: return "starting";
     case Type::start_reply: return "start_reply";
+    case Type::hand_back: return "hand_back";
   }
   return "unknown";
 }
@@ -292,6 +297,7 @@ Result<Frame> decode(std::string_view bytes, size_t max_values) {
       case Type::error: return convert_body<ErrorFrame>(body);
       case Type::starting: return convert_body<Starting>(body);
       case Type::start_reply: return convert_body<StartReply>(body);
+      case Type::hand_back: return convert_body<HandBack>(body);
     }
     return bad(fmt::format("unknown frame type {}", type.via.u64));
   } catch (const msgpack::type_error&) {

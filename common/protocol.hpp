@@ -49,6 +49,7 @@ enum class Type : uint8_t {
   error = 20,
   starting = 21,
   start_reply = 22,
+  hand_back = 23,
 };
 
 namespace detail {
@@ -163,7 +164,7 @@ struct Received {
 };
 
 // A worker is about to start the handlers of these deliveries (each one
-// sent with announce_start) and waits for the broker's START_REPLY.
+// sent with a start check) and waits for the broker's START_REPLY.
 struct Starting {
   static constexpr Type kType = Type::starting;
   std::vector<JobRef> items;
@@ -182,6 +183,9 @@ struct StartReply {
 
 // Bounds one TASKS frame well under kMaxFrameBytes whatever the payloads.
 inline constexpr size_t kMaxTasksFrameBytes = 4u << 20;
+// The same for a RESULTS frame whatever the error texts (10,000 results of
+// 4 KiB errors would be 40 MiB, a frame the broker drops).
+inline constexpr size_t kMaxResultsFrameBytes = 4u << 20;
 
 struct Heartbeat {
   static constexpr Type kType = Type::heartbeat;
@@ -237,6 +241,14 @@ struct Cancel {
 // A worker leaving: the jobs it received but did not start go back at once.
 struct Bye {
   static constexpr Type kType = Type::bye;
+  std::vector<JobRef> unstarted;
+  DUEQ_FIELDS(unstarted)
+};
+
+// A worker that stays returns buffered jobs it cannot start soon (its
+// handlers got slower): they go back at once, no attempt used.
+struct HandBack {
+  static constexpr Type kType = Type::hand_back;
   std::vector<JobRef> unstarted;
   DUEQ_FIELDS(unstarted)
 };
@@ -355,7 +367,7 @@ struct ErrorFrame {
 
 using Frame = std::variant<Hello, Welcome, Tasks, Received, Heartbeat, Pong, Results, Confirm, Cancel, Bye, Enqueue, EnqueueReply,
                            StatsRequest, StatsReply, JobRequest, JobReply, AdminRequest, AdminReply, ErrorFrame, Starting,
-                           StartReply>;
+                           StartReply, HandBack>;
 
 // The most values (array elements and map keys and values, nested ones
 // included) a frame may hold. A full ENQUEUE of 10,000 jobs holds about

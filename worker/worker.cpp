@@ -296,6 +296,36 @@ struct Worker::Impl {
     last_heartbeat_ms = now;
   }
 
+  // Adaptive workers: buffered jobs past what the measured handler time lets
+  // the handlers start soon (the buffer capacity() allows now) go back to
+  // the broker, newest first, so that another worker runs them now instead
+  // of this one much later (jobs that got longer). Only past twice that
+  // buffer: a few jobs' difference is not worth a round trip.
+  void hand_back_excess() {
+    if (!adaptive() || draining) return;
+    const size_t keep = capacity() - options.concurrency;
+    proto::HandBack back;
+    {
+      std::lock_guard lock(pool_mutex);
+      if (pending.size() <= 2 * keep) return;
+      while (pending.size() > keep) {
+        const Delivery& d = pending.back();
+        back.unstarted.push_back({d.job.queue, d.job.id, d.token});
+        held.erase(held_key(d.job.queue, d.job.id));
+        cancel_states.erase(held_key(d.job.queue, d.job.id));
+        pending.pop_back();
+      }
+    }
+    spdlog::info("handing back {} buffered jobs: handlers now take {:.0f} us on average", back.unstarted.size(),
+                 mean_handler_us.load(std::memory_order_relaxed));
+    for (size_t i = 0; i < back.unstarted.size(); i += proto::kMaxBatch) {
+      proto::HandBack chunk;
+      chunk.unstarted.assign(back.unstarted.begin() + i,
+                             back.unstarted.begin() + std::min(back.unstarted.size(), i + proto::kMaxBatch));
+      send(chunk);
+    }
+  }
+
   bool capacity_moved_far() const {
     const uint32_t now_capacity = capacity();
     return now_capacity >= 2 * announced_capacity || 2 * now_capacity <= announced_capacity;
@@ -342,13 +372,20 @@ struct Worker::Impl {
     }
   }
 
+  // In frames of at most kMaxBatch results and about kMaxResultsFrameBytes.
   void send_results(proto::Results&& results) {
-    for (size_t i = 0; i < results.items.size(); i += proto::kMaxBatch) {
-      proto::Results chunk;
-      const size_t end = std::min(results.items.size(), i + proto::kMaxBatch);
-      chunk.items.assign(std::make_move_iterator(results.items.begin() + i), std::make_move_iterator(results.items.begin() + end));
-      send(chunk);
+    proto::Results chunk;
+    size_t bytes = 0;
+    for (auto& item : results.items) {
+      bytes += item.queue.size() + item.id.size() + item.error.size() + 32;
+      chunk.items.push_back(std::move(item));
+      if (chunk.items.size() == proto::kMaxBatch || bytes >= proto::kMaxResultsFrameBytes) {
+        send(chunk);
+        chunk.items.clear();
+        bytes = 0;
+      }
     }
+    if (!chunk.items.empty()) send(chunk);
   }
 
   void on_broker_frame(proto::Frame&& frame, int64_t now) {
@@ -607,12 +644,14 @@ struct Worker::Impl {
         if (!welcomed) {
           if (now - hello_sent_ms >= kHelloRetryMs) send_hello(now);
         } else {
+          hand_back_excess();
           send_heartbeat(now);
         }
         next_heartbeat = now + heartbeat_ms;
       } else if (adaptive() && welcomed && !draining && capacity_moved_far() && now - last_heartbeat_ms >= kMinCapacityNoticeMs) {
         // The broker learns a capacity from heartbeats: a much larger or
         // smaller one is told at once, not up to a heartbeat later.
+        hand_back_excess();
         send_heartbeat(now);
       }
       if (draining) {
@@ -636,6 +675,9 @@ struct Worker::Impl {
     for (auto& [key, state] : cancel_states) state->stop = true;
     stop_pool();
     collect_results(-1);
+    // Every result was confirmed, or the wait for the broker is over: nothing
+    // left is worth holding the exit for.
+    dealer.set(zmq::sockopt::linger, 0);
     dealer.close();
     spdlog::info("worker {} stopped", options.worker_id);
     return exit_code;

@@ -86,7 +86,7 @@ TEST(BrokerLoop, AWallClockStepDeclaresNoWorkerDeadAndExpiresNoLease) {
   const int port = free_port();
   InProcessBroker broker(redis, clock, port);
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
-  const auto dir = make_temp_dir("clock");
+  const TempDir dir("clock");
   const auto record = dir / "starts.txt";
   Process worker({bin("dueq-example-worker"), "--broker", endpoint, "--queue", "q", "--concurrency", "2", "--record",
                   record.string()},
@@ -135,21 +135,25 @@ TEST(BrokerLoop, AnAuditOfManyQueuesLeavesTheLoopServingProducersAndWorkers) {
     ASSERT_TRUE(r && r->status == EnqueueResult::Status::accepted);
   }
 
-  auto audit = std::async(std::launch::async, [&] { return run_dueq(cluster.endpoint(), "audit"); });
+  // Audits again until 5 enqueues were answered while one ran, however fast
+  // this machine audits: the verdict is what the loop did meanwhile (no
+  // worker lost, no job delivered twice), not how long anything took.
   size_t answered_during_audit = 0;
-  for (int i = 0; audit.wait_for(0ms) != std::future_status::ready && i < 50; ++i) {
-    const int64_t sent = steady_ms();
-    auto r = client.enqueue(JobSpec{"work", "noop", "", "during" + std::to_string(i), 0, 1});
-    ASSERT_TRUE(r && r->status == EnqueueResult::Status::accepted) << (r ? r->reason : r.error().message);
-    // Answered while the audit still runs: the loop did not wait for it.
-    if (audit.wait_for(0ms) != std::future_status::ready) ++answered_during_audit;
-    EXPECT_LT(steady_ms() - sent, 5'000);
-    std::this_thread::sleep_for(100ms);
+  int enqueued = 0;
+  for (int audits = 0; answered_during_audit < 5 && audits < 20; ++audits) {
+    auto audit = std::async(std::launch::async, [&] { return run_dueq(cluster.endpoint(), "audit"); });
+    while (audit.wait_for(0ms) != std::future_status::ready) {
+      auto r = client.enqueue(JobSpec{"work", "noop", "", "during" + std::to_string(enqueued++), 0, 1});
+      ASSERT_TRUE(r && r->status == EnqueueResult::Status::accepted) << (r ? r->reason : r.error().message);
+      // Answered while the audit still runs: the loop did not wait for it.
+      if (audit.wait_for(0ms) != std::future_status::ready) ++answered_during_audit;
+      std::this_thread::sleep_for(20ms);
+    }
+    const CliRun result = audit.get();
+    EXPECT_EQ(result.code, 0) << result.out;
+    EXPECT_NE(result.out.find("audit: clean"), std::string::npos) << result.out;
   }
-  const CliRun result = audit.get();
-  EXPECT_EQ(result.code, 0) << result.out;
-  EXPECT_NE(result.out.find("audit: clean"), std::string::npos) << result.out;
-  EXPECT_GE(answered_during_audit, 5u) << "the audit finished too fast to show anything; make it bigger";
+  EXPECT_GE(answered_during_audit, 5u);
   ASSERT_TRUE(eventually([&] { auto s = cluster.stats("work"); return s && s->done == static_cast<int64_t>(read_records(record).size()) && s->done > 0; }, 10s));
   for (const auto& s : read_records(record)) EXPECT_EQ(s.attempt, 1) << s.id << " was delivered again";
   EXPECT_EQ(cluster.log_count("stopped heartbeating"), 0u);

@@ -86,6 +86,26 @@ TEST(Cli, AFileIsSentSeveralBatchesAtATimeAndAFailureNamesEveryIdSent) {
   std::filesystem::remove_all(dir);
 }
 
+// A done job keeps its id and finish time only: `dueq job` shows those and
+// says so, instead of "attempt 0 of 0" and empty fields.
+TEST(Cli, ADoneJobShowsWhatIsKnownOfIt) {
+  Cluster cluster;
+  cluster.start_example_worker("q", 1, (cluster.dir() / "starts.txt").string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  ASSERT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type noop --id finished").code, 0);
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("q"); return s && s->done == 1; }, std::chrono::seconds(10)));
+  auto shown = dueq_cli(cluster.endpoint(), "job finished");
+  EXPECT_EQ(shown.code, 0) << shown.out;
+  EXPECT_NE(shown.out.find("state:        done"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("finished:"), std::string::npos) << shown.out;
+  EXPECT_EQ(shown.out.find("attempt:"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("deleted when it finished"), std::string::npos) << shown.out;
+  auto json = nlohmann::json::parse(dueq_cli(cluster.endpoint(), "job finished --json").out);
+  EXPECT_EQ(json["state"], "done");
+  EXPECT_TRUE(json["attempt"].is_null()) << json.dump();
+  EXPECT_GT(json["finished_ms"].get<int64_t>(), 0);
+}
+
 TEST(Cli, BadFlagsAreUsageErrorsAndChangeNothing) {
   Cluster cluster;
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --delay soon").code, 2);

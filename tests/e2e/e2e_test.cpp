@@ -172,6 +172,9 @@ TEST(EndToEnd, BrokerAndWorkersStopCleanlyOnSigterm) {
   ASSERT_TRUE(cluster.wait_for_workers(1));
   cluster.worker(w).signal(SIGTERM);
   EXPECT_EQ(cluster.worker(w).wait(10s), 0);
+  // The broker tells a drained worker from a lost one.
+  EXPECT_TRUE(eventually([&] { return cluster.log_count("drained and left") == 1; }, 10s));
+  EXPECT_EQ(cluster.log_count("stopped heartbeating"), 0u);
   cluster.broker().signal(SIGTERM);
   EXPECT_EQ(cluster.broker().wait(10s), 0);
 }
@@ -388,7 +391,13 @@ TEST(EndToEnd, OnlyTheHolderOfADeliveryCanReportHandBackOrHoldIt) {
   ASSERT_TRUE(answer && std::holds_alternative<proto::Pong>(*answer));
   EXPECT_EQ(cluster.redis().cli("DBSIZE"), keys_before) << "reports naming unknown queues created keys";
   squatter.send(proto::Bye{{victim}});
-  std::this_thread::sleep_for(1s);
+  // Fences instead of a sleep: the PONG to the next frame says the BYE was
+  // handled; an enqueue answered after it says a round went through Redis
+  // since, which would have carried a requeue.
+  squatter.send(proto::Heartbeat{{}, 1, false});
+  answer = squatter.receive();
+  ASSERT_TRUE(answer && std::holds_alternative<proto::Pong>(*answer));
+  ASSERT_TRUE(client.enqueue({"h-fence", "t", "", "fence", Client::in_ms(3'600'000), 3}));
   auto s = cluster.stats("h");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->done, 0);
@@ -707,6 +716,61 @@ TEST(EndToEnd, FramesAboveTheSizeLimitAreNotBuffered) {
   EXPECT_LT(after - before, 64 * 1024) << "broker RSS grew from " << before << " kB to " << after << " kB";
   EXPECT_TRUE(cluster.broker().running());
   EXPECT_EQ(cluster.stats("ok")->scheduled, 2);
+}
+
+// A worker warmed on no-op jobs buffers hundreds; when the jobs that follow
+// take 500 ms it hands back what it cannot start soon, and a second worker
+// runs its share instead of idling while they wait in the first one's buffer.
+TEST(EndToEnd, AWorkerWhoseJobsGetLongerHandsBackWhatItCannotStartSoon) {
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_example_worker("longer", 4, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> warm;
+  for (int i = 0; i < 3000; ++i) warm.push_back({"longer", "noop", "", fmt::format("warm-{}", i), 0, 3});
+  ASSERT_TRUE(client.enqueue_batch(warm));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("longer"); return s && s->done == 3000; }, 30s));
+  cluster.start_example_worker("longer", 4, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(2));
+  std::vector<JobSpec> slow;
+  for (int i = 0; i < 100; ++i) slow.push_back({"longer", "sleep", "500", fmt::format("slow-{}", i), 0, 3});
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client.enqueue_batch(slow));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("longer"); return s && s->done == 3100; }, 60s));
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::map<int, int> slow_by_pid;
+  for (const auto& r : read_records(record))
+    if (r.id.starts_with("slow-")) ++slow_by_pid[r.pid];
+  ASSERT_EQ(slow_by_pid.size(), 2u) << "one worker ran every slow job";
+  for (const auto& [pid, n] : slow_by_pid) EXPECT_GE(n, 30) << "worker " << pid << " ran " << n << " of 100";
+  EXPECT_EQ(cluster.stats("longer")->dead, 0);
+  std::printf("[ figures  ] 100 x 500 ms jobs after a no-op warm-up, 2 workers x 4 handlers: %.1f s (one worker: 12.5 s "
+              "of handler time)\n", took_s);
+}
+
+// Credit is per worker: two queues served by one worker lease no more than
+// its free slots between them. Counted per queue, both leased its whole
+// capacity in the same round and one handed its jobs back (as retries).
+TEST(EndToEnd, TwoQueuesOnOneWorkerNeverLeaseTheSameFreeSlot) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  for (const char* queue : {"qa", "qb"})
+    for (int i = 0; i < 8; ++i) jobs.push_back({queue, "sleep", "2000", fmt::format("{}-{}", queue, i), 0, 3});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "qa", "--queue", "qb",
+                        "--concurrency", "4", "--prefetch", "4"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  auto in_flight = [&] {
+    auto a = cluster.stats("qa"), b = cluster.stats("qb");
+    return a && b ? a->in_flight + b->in_flight : -1;
+  };
+  ASSERT_TRUE(eventually([&] { return in_flight() == 8; }, 10s));
+  EXPECT_EQ(cluster.stats("qa")->retried, 0);
+  EXPECT_EQ(cluster.stats("qb")->retried, 0);
+  ASSERT_TRUE(eventually([&] { return cluster.stats("qa")->done + cluster.stats("qb")->done == 16; }, 30s));
+  EXPECT_EQ(cluster.stats("qa")->retried + cluster.stats("qb")->retried, 0) << "a job was handed back";
 }
 
 // What a worker announces does not decide what it is sent:

@@ -23,6 +23,7 @@ class FakeBroker {
   struct Received {
     std::string routing_id;
     proto::Frame frame;
+    size_t bytes = 0;  // of the frame as it came
   };
   std::optional<Received> receive(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
@@ -31,7 +32,7 @@ class FakeBroker {
     if (!socket_.recv(routing_id) || !socket_.recv(body)) return std::nullopt;
     auto frame = proto::decode(std::string_view(static_cast<const char*>(body.data()), body.size()));
     if (!frame) return std::nullopt;
-    return Received{routing_id.to_string(), std::move(*frame)};
+    return Received{routing_id.to_string(), std::move(*frame), body.size()};
   }
   template <typename T>
   void reply(const std::string& routing_id, const T& frame) {

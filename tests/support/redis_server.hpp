@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "tests/support/process.hpp"
 
 namespace dueq::testing {
@@ -32,6 +34,25 @@ inline std::filesystem::path make_temp_dir(const std::string& tag) {
 }
 
 // Runs a shell command and returns its standard output without trailing newlines.
+// A test's own temp dir, removed when the test ends unless it failed (the
+// logs are kept for a look). Declared before the processes that write into
+// it, so it goes after them.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) : path_(make_temp_dir(tag)) {}
+  ~TempDir() {
+    std::error_code ec;
+    if (!::testing::Test::HasFailure()) std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 inline std::string command_output(const std::string& cmd) {
   std::string out;
   if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
