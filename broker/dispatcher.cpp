@@ -123,15 +123,14 @@ Dispatcher::Reservation Dispatcher::reserve(const std::string& queue, int64_t wa
   Reservation r;
   if (stopping) return r;
   r.slots = take_slots(queue, std::max<int64_t>(0, std::min<int64_t>(wanted, config_.lease_batch)));
-  r.count = static_cast<int>(r.slots.count);
-  if (r.count == 0) return r;
+  if (r.slots.count == 0) return r;
   r.deadline_ms = lease_clock_.now_ms() + config_.delivery_timeout_ms;
-  r.tokens = random_tokens(static_cast<size_t>(r.count));
+  r.tokens = random_tokens(static_cast<size_t>(r.slots.count));
   return r;
 }
 
 void Dispatcher::deliver(const std::string& queue, const Reservation& reservation, std::vector<LeasedJob>&& jobs) {
-  if (reservation.count == 0) return;
+  if (reservation.slots.count == 0) return;
   release(reservation.slots);
   if (jobs.empty()) return;
   QueueState& q = queues_.get(queue);

@@ -70,8 +70,7 @@ class Dispatcher {
     std::vector<std::pair<std::string, int64_t>> per_worker;
   };
   struct Reservation {
-    Slots slots;
-    int count = 0;
+    Slots slots;  // slots.count: how many jobs the call may lease
     int64_t deadline_ms = 0;
     std::vector<uint64_t> tokens;  // one per job the call may lease
   };

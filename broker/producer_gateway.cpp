@@ -215,7 +215,7 @@ void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool
     Dispatcher::Reservation reservation =
         lease_here ? dispatcher.reserve(name, due_now, stopping) : Dispatcher::Reservation{};
     // The lease call of the round takes what the call may leave ready.
-    if (due_now > reservation.count || due_now == 0) q.ready_this_round = true;
+    if (due_now > reservation.slots.count || due_now == 0) q.ready_this_round = true;
     std::string lease_tokens;
     std::vector<std::optional<LeasedJob>> candidates(call.jobs.size());  // by position: the jobs the call may lease
     for (size_t i = 0, c = 0; i < call.jobs.size() && c < reservation.tokens.size(); ++i) {
