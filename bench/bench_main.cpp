@@ -19,7 +19,9 @@
 #include <mutex>
 #include <optional>
 #include <fstream>
+#include <source_location>
 #include <sstream>
+#include <stdexcept>
 #include <functional>
 #include <thread>
 
@@ -47,6 +49,15 @@ struct Options {
 
 // Figures of one run, by name.
 using Figures = std::map<std::string, double>;
+
+// A scenario whose jobs do not all finish has no figures: waiting longer
+// than the generous limit means jobs were lost or stuck, which fails the run.
+template <typename F>
+void await(F condition, std::chrono::milliseconds timeout, std::chrono::milliseconds every = 20ms,
+           std::source_location where = std::source_location::current()) {
+  if (!eventually(condition, timeout, every))
+    throw std::runtime_error(fmt::format("the wait at bench_main.cpp:{} ran past {} s", where.line(), timeout.count() / 1000));
+}
 
 // How a scenario's broker listens and its clients and workers reach it:
 // plaintext (all empty), or CurveZMQ keys (CurveKeys::link()).
@@ -227,12 +238,12 @@ Figures bulk_and_steady(const Options& o, int workers, int concurrency, const Li
   // not counted) to the last.
   start_workers(cluster, "bulk", workers, concurrency, "", link);
   int64_t d0 = 0, t0 = 0;
-  eventually([&] {
+  await([&] {
     d0 = done_count(cluster, "bulk");
     t0 = wall_us();
     return d0 > 0;
   }, 60s, 1ms);
-  eventually([&] { return done_count(cluster, "bulk") >= static_cast<int64_t>(n); }, 300s);
+  await([&] { return done_count(cluster, "bulk") >= static_cast<int64_t>(n); }, 300s);
   f["bulk_process_jobs_per_s"] = (n - d0) / (static_cast<double>(wall_us() - t0) / 1e6);
   cluster.wait_for_workers(workers);
   start_workers(cluster, "steady", workers, concurrency, "", link);
@@ -271,7 +282,7 @@ Figures lateness(const Options& o, Json&) {
   for (size_t i = 0; i < n; ++i) jobs.push_back({"timers", "noop", "", "", base + static_cast<int64_t>(i) * spread_ms / static_cast<int64_t>(n), 0});
   progress(fmt::format("lateness: {} timers over {} ms", n, spread_ms));
   enqueue_all(cluster.endpoint(), jobs, 2);
-  eventually([&] { return done_count(cluster, "timers") >= static_cast<int64_t>(n); }, 120s);
+  await([&] { return done_count(cluster, "timers") >= static_cast<int64_t>(n); }, 120s);
   std::vector<double> late;
   double early = 0;
   for (const auto& r : read_records(record)) {
@@ -325,7 +336,7 @@ Figures latency_run(const Options& o, double rate, int workers, int concurrency,
   Client client(cluster.endpoint(), with_timeouts(link.client));
   const int64_t end = wall_us() + static_cast<int64_t>(seconds * 1e6);
   const size_t sent = paced_flow(client, "lat", rate, [&] { return wall_us() >= end; });
-  eventually([&] { return done_count(cluster, "lat") >= static_cast<int64_t>(sent); }, 60s);
+  await([&] { return done_count(cluster, "lat") >= static_cast<int64_t>(sent); }, 60s);
   std::vector<double> ms;
   for (const auto& r : read_records(record))
     if (r.payload != "-") ms.push_back(static_cast<double>(r.start_us - std::stoll(r.payload)) / 1000.0);
@@ -367,24 +378,28 @@ Figures recovery(const Options& o, Json&) {
   std::vector<JobSpec> jobs;
   for (int i = 0; i < n; ++i) jobs.push_back({"rec", "sleep", "120000", "", 0, 5});
   enqueue_all(cluster.endpoint(), jobs, 1);
-  eventually([&] { return read_records(record).size() >= static_cast<size_t>(n); }, 60s);
+  await([&] { return read_records(record).size() >= static_cast<size_t>(n); }, 60s);
   start_workers(cluster, "rec", 1, n, record.string());
   cluster.wait_for_workers(2);
   progress(fmt::format("recovery: SIGKILL of a worker holding {} jobs", n));
   const int64_t killed = wall_us();
   cluster.worker(0).signal(SIGKILL);
-  eventually([&] {
-    size_t again = 0;
-    for (const auto& r : read_records(record)) again += r.attempt == 2;
-    return again >= static_cast<size_t>(n);
-  }, 30s);
+  // The broker never saw these jobs start (a first delivery is not
+  // announced), so they come back without an attempt charged: a restart is
+  // a second start record of the same id, after the kill.
+  std::map<std::string, int64_t> restarted;  // id -> first start after the kill
+  const auto collect = [&] {
+    restarted.clear();
+    for (const auto& r : read_records(record))
+      if (r.start_us >= killed && !restarted.contains(r.id)) restarted[r.id] = r.start_us;
+    return restarted.size() >= static_cast<size_t>(n);
+  };
+  await(collect, 60s);
   std::vector<double> delays;
-  for (const auto& r : read_records(record))
-    if (r.attempt == 2) delays.push_back(static_cast<double>(r.start_us - killed) / 1e6);
+  for (const auto& [id, start_us] : restarted) delays.push_back(static_cast<double>(start_us - killed) / 1e6);
   f["p50_s"] = percentile(delays, 50);
   f["p99_s"] = percentile(delays, 99);
   f["max_s"] = percentile(delays, 100);
-  f["lost"] = n - static_cast<double>(delays.size());
   return f;
 }
 
@@ -418,7 +433,7 @@ Figures memory(const Options& o, Json&) {
   progress(fmt::format("memory: {} finished jobs kept as done ids", finished));
   enqueue_all(cluster.endpoint(), noop_jobs(finished, "finished", 0, 100), 2);
   start_workers(cluster, "finished", 2, 8);
-  eventually([&] { return done_count(cluster, "finished") >= static_cast<int64_t>(finished); }, 300s);
+  await([&] { return done_count(cluster, "finished") >= static_cast<int64_t>(finished); }, 300s);
   const std::string done_bytes = cluster.redis().cli("MEMORY USAGE 'dueq:{finished}:done' SAMPLES 0");
   f["bytes_per_done_job"] = std::stod(done_bytes.empty() ? "0" : done_bytes) / finished;
   return f;
@@ -483,7 +498,7 @@ Figures audit_under_load(const Options& o, Json&) {
   // minutes-long audit phase and not in the 10 s without it, and made the
   // p99 ratio measure them rather than the audit: automatic rewrites are off
   // for both phases (after any running one ends), and forks are counted.
-  eventually([&] {
+  await([&] {
     return info_field(cluster.redis(), "persistence", "aof_rewrite_in_progress") == 0 &&
            info_field(cluster.redis(), "persistence", "aof_rewrite_scheduled") == 0;
   }, 300s);
@@ -507,7 +522,7 @@ Figures audit_under_load(const Options& o, Json&) {
   auditor.join();
   f["redis_forks_without_audit"] = static_cast<double>(forks_quiet - forks_before);
   f["redis_forks_during_audit"] = static_cast<double>(info_field(cluster.redis(), "stats", "total_forks") - forks_quiet);
-  eventually([&] { return done_count(cluster, "flow") >= static_cast<int64_t>(sent); }, 60s);
+  await([&] { return done_count(cluster, "flow") >= static_cast<int64_t>(sent); }, 60s);
 
   std::vector<double> quiet, during;
   for (const auto& r : read_records(record)) {
@@ -648,7 +663,7 @@ Figures default_settings(const Options& o, Json&, const std::vector<std::string>
       if (!prefetch.empty()) argv.insert(argv.end(), {"--prefetch", prefetch});
       cluster.start_worker(argv);
     }
-    eventually([&] { return done_count(cluster, "bulk") >= static_cast<int64_t>(n); }, 300s, 2ms);
+    await([&] { return done_count(cluster, "bulk") >= static_cast<int64_t>(n); }, 300s, 2ms);
     f[prefetch.empty() ? "default_jobs_per_s" : "prefetch_" + prefetch + "_jobs_per_s"] =
         n / (static_cast<double>(wall_us() - t0) / 1e6);
   }
@@ -677,7 +692,7 @@ Figures low_rate(const Options& o, Json&) {
   size_t accepted = 0;
   for (auto& p : pending)
     if (auto r = p.get(); r && r->status == EnqueueResult::Status::accepted) ++accepted;
-  eventually([&] { return done_count(cluster, "low") >= static_cast<int64_t>(accepted); }, 60s);
+  await([&] { return done_count(cluster, "low") >= static_cast<int64_t>(accepted); }, 60s);
   std::vector<double> ms;
   for (const auto& r : read_records(record))
     if (r.payload != "-") ms.push_back(static_cast<double>(r.start_us - std::stoll(r.payload)) / 1000.0);
@@ -694,8 +709,9 @@ Figures low_rate(const Options& o, Json&) {
 // bullmq_bench.js, as JSON.
 Figures bullmq(const Options& o, const std::string& scenario) {
   RedisServer redis;
-  const std::string cmd = fmt::format("node {}/bullmq_bench.js --port {} --scenario {} --seconds {} --jobs {} 2>&1",
-                                      o.peers_dir, redis.port(), scenario, o.smoke ? 2 : 10, o.smoke ? 20'000 : 100'000);
+  const std::string cmd = fmt::format("node {}/bullmq_bench.js --port {} --scenario {} --seconds {} --jobs {}{} 2>&1",
+                                      o.peers_dir, redis.port(), scenario, o.smoke ? 2 : 10, o.smoke ? 20'000 : 100'000,
+                                      o.smoke ? " --sweep 1x32,1x100" : "");
   std::string output = command_output(cmd);
   while (!output.empty() && output.back() == '\n') output.pop_back();
   const auto line_start = output.find_last_of('\n');
@@ -711,7 +727,8 @@ Figures bullmq(const Options& o, const std::string& scenario) {
 
 // The single-job, low-rate and default-settings scenarios of dueq and of
 // BullMQ in the same run, and their ratios, dueq / BullMQ (issue 14): above
-// 1 is better for dueq in throughput, below 1 in latency.
+// 1 is better for dueq in throughput, below 1 in latency. BullMQ's figures
+// are those of the best worker layout of a sweep (bullmq_bench.js).
 //
 // dueq's single-job figure is its callbacks mode, the model of the BullMQ
 // harness (each answer sends the next request on the thread that read it);
@@ -742,6 +759,12 @@ Figures peers(const Options& o, Json& table) {
   f["dueq_defaults_jobs_per_s"] = dueq_bulk.at("default_jobs_per_s");
   f["bullmq_defaults_jobs_per_s"] = bull_bulk.at("jobs_per_s");
   f["ratio_defaults"] = f["dueq_defaults_jobs_per_s"] / f["bullmq_defaults_jobs_per_s"];
+  // BullMQ's figures are those of its best worker layout (fastest, or
+  // lowest p99 at the low rate); every layout swept is kept beside them.
+  for (const auto& [prefix, figures] : {std::pair{"bullmq_single_", &bull_single}, std::pair{"bullmq_low_rate_", &bull_low},
+                                        std::pair{"bullmq_defaults_", &bull_bulk}})
+    for (const auto& [k, v] : *figures)
+      if (k.starts_with("sweep_") || k.starts_with("best_")) f[prefix + k] = v;
   return f;
 }
 
@@ -851,7 +874,7 @@ int main(int argc, char** argv) {
     std::map<std::string, std::vector<double>> samples;
     Json table = Json::array();
     const int64_t scenario_start = wall_ms();
-    for (int run = 0; run < o.runs; ++run) {
+    for (int run = 0; run < o.runs; ++run) try {
       Figures f;
       if (name == "throughput") f = throughput(o, table);
       else if (name == "lateness") f = lateness(o, table);
@@ -866,6 +889,14 @@ int main(int argc, char** argv) {
       else if (name == "peers") f = peers(o, table);
       else f = audit_under_load(o, table);
       for (const auto& [k, v] : f) samples[k].push_back(v);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "{} failed: {}\n", name, e.what());
+      samples.clear();
+      break;
+    }
+    if (samples.empty()) {
+      ++failures;
+      continue;
     }
     Json figures, spread;
     for (const auto& [k, v] : samples) {
@@ -888,7 +919,6 @@ int main(int argc, char** argv) {
       }
       file << record.dump() << "\n";
     }
-    if (samples.empty()) ++failures;
   }
   return failures == 0 ? 0 : 1;
 }

@@ -50,8 +50,7 @@ class AllowList {
 
  private:
   Result<void> read_file(const std::string& path);
-  // By name: every frame looks its sender's grant up by name (its User-Id);
-  // by key only at a handshake.
+  // Every frame looks its sender's grant up by key (its User-Id).
   std::unordered_map<std::string, Grant> by_name_;
   std::unordered_map<std::string, std::string> name_of_key_;
 };
@@ -76,9 +75,9 @@ class Access {
   // Reads the allow-list again; on an error the old one stays (logged).
   void reload();
 
-  // The grant of the key a frame came with (its User-Id), or nullptr when
-  // that key is no longer on the allow-list.
-  const Grant* grant(const std::string& key_name) const { return allow_list_.by_name(key_name); }
+  // The grant of the key a frame came with (its User-Id: the public key in
+  // Z85), or nullptr when that key is no longer on the allow-list.
+  const Grant* grant(const std::string& public_z85) const { return allow_list_.by_key(public_z85); }
 
   // Counts and logs (one line per key per 10 s) a refused frame or request.
   void refused(const std::string& who, const std::string& what, int64_t now_ms);

@@ -81,12 +81,10 @@ Result<LeaseBatch> parse_lease(const redisReply* r) {
 }  // namespace calls
 
 std::vector<FreeSlots> Dispatcher::open_slots(const std::string& queue) const {
-  auto slots = workers_.free_slots(queue, [&](const std::string& w) { return inflight_.count_for_worker(w); });
-  std::erase_if(slots, [&](FreeSlots& s) {
-    if (auto it = reserved_.find(s.worker); it != reserved_.end()) s.free -= it->second;
-    return s.free <= 0;
+  return workers_.free_slots(queue, [&](const std::string& w) {
+    const auto reserved = reserved_.find(w);
+    return static_cast<int64_t>(inflight_.count_for_worker(w)) + (reserved == reserved_.end() ? 0 : reserved->second);
   });
-  return slots;
 }
 
 int64_t Dispatcher::credit(const std::string& queue) const {

@@ -119,11 +119,17 @@ void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, 
 
 std::optional<const Grant*> Inbound::sender_grant(Peer& peer, zmq::message_t& body, int64_t heard_ms) {
   if (!access_.enabled()) return nullptr;
-  // Set by the ZAP handler at the handshake: the allow-list name of the key.
+  // Set by the ZAP handler at the handshake: the public key, in Z85.
   const char* user_id = zmq_msg_gets(body.handle(), "User-Id");
-  peer.key_name = user_id != nullptr ? user_id : "";
-  if (const Grant* grant = access_.grant(peer.key_name)) return grant;
-  access_.refused(fmt::format("key '{}'", loggable(peer.key_name)), "a frame (the key is no longer on the allow-list)", heard_ms);
+  const std::string public_key = user_id != nullptr ? user_id : "";
+  if (const Grant* grant = access_.grant(public_key)) {
+    peer.key_name = grant->name;
+    peer.key_capacity = grant->role == Role::worker ? grant->capacity : 0;
+    return grant;
+  }
+  peer.key_name = "";
+  peer.key_capacity = 0;
+  access_.refused(fmt::format("key {}", key_id(public_key)), "a frame (the key is no longer on the allow-list)", heard_ms);
   const std::string_view bytes(static_cast<const char*>(body.data()), body.size());
   outbox_.send(peer, proto::ErrorFrame{proto::peek_request_id(bytes), errc_name(Errc::refused), "this key is no longer allowed", 0});
   return std::nullopt;

@@ -14,6 +14,7 @@ struct Peer {
   std::string routing_id;
   bool req_envelope = false;  // REQ peers put an empty frame before the body
   std::string key_name;       // with CURVE on: the allow-list name of its key
+  uint32_t key_capacity = 0;  // with CURVE on: the most jobs all of its key's workers hold together (0 = no limit)
 };
 
 class Outbox {

@@ -16,6 +16,9 @@ namespace dueq::broker {
 struct WorkerInfo {
   std::string worker_id;
   std::string key_name;  // the allow-list name of the key it said HELLO with ("" without CURVE)
+  // The key's `capacity` when it said HELLO: what all workers of the key hold
+  // together stays under it, however many connections the key opens (0 = none).
+  uint32_t key_capacity = 0;
   std::vector<std::string> queues;
   uint32_t capacity = 0;
   bool draining = false;
@@ -91,9 +94,14 @@ class WorkerRegistry {
   }
 
   // Live, non-draining workers serving `queue`, each with how many more jobs
-  // it can take (`held` counts what it holds now).
+  // it can take (`held` counts what it holds now, or has been promised). A
+  // key with a capacity shares it among all of its workers: what they hold
+  // together is counted first, and the room left is handed out in turn.
   template <typename HeldFn>
   std::vector<FreeSlots> free_slots(const std::string& queue, HeldFn held) const {
+    std::unordered_map<std::string, int64_t> key_room;
+    for (const auto& [rid, w] : workers_)
+      if (w.key_capacity > 0) key_room.try_emplace(w.key_name, w.key_capacity).first->second -= held(rid);
     std::vector<FreeSlots> out;
     for (const auto& [rid, w] : workers_) {
       if (w.draining || w.unreachable || (!w.confirmed && barred_.contains(rid)) || std::find(w.queues.begin(), w.queues.end(), queue) == w.queues.end()) continue;
@@ -101,7 +109,12 @@ class WorkerRegistry {
       // kUnconfirmedCredit jobs: a peer that says HELLO with a large capacity
       // and falls silent takes that few away per HELLO, not its capacity.
       const int64_t capacity = w.confirmed ? w.capacity : std::min<int64_t>(w.capacity, kUnconfirmedCredit);
-      const int64_t free = capacity - held(rid);
+      int64_t free = capacity - held(rid);
+      if (w.key_capacity > 0) {
+        int64_t& room = key_room[w.key_name];
+        free = std::min(free, room);
+        if (free > 0) room -= free;
+      }
       if (free > 0) out.push_back({rid, free, capacity});
     }
     return out;

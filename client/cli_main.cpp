@@ -225,11 +225,11 @@ int enqueue_from(dueq::Client& client, const std::string& path) {
 }
 
 int stats(dueq::Client& client, bool json) {
-  auto result = client.stats();
+  auto result = client.broker_stats();
   if (!result) return report(result.error());
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& q : *result)
+    for (const auto& q : result->queues)
       out.push_back({{"queue", q.queue}, {"scheduled", q.scheduled}, {"waiting", q.waiting}, {"in_flight", q.in_flight},
                      {"done", q.done}, {"dead", q.dead}, {"accepted", q.accepted}, {"retried", q.retried},
                      {"stale_acks", q.stale_acks}, {"next_due_ms", q.next_due_ms}});
@@ -238,9 +238,10 @@ int stats(dueq::Client& client, bool json) {
   }
   fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {}\n", "QUEUE", "SCHEDULED", "WAITING",
              "IN_FLIGHT", "DONE", "DEAD", "RETRIED", "STALE", "NEXT_DUE");
-  for (const auto& q : *result)
+  for (const auto& q : result->queues)
     fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {}\n", q.queue, q.scheduled, q.waiting,
                q.in_flight, q.done, q.dead, q.retried, q.stale_acks, format_time(q.next_due_ms));
+  fmt::print("workers registered: {}\n", result->workers);
   return 0;
 }
 

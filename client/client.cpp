@@ -456,18 +456,24 @@ std::expected<std::vector<EnqueueResult>, ClientError> Client::enqueue_batch(std
   return enqueue_batch_async(std::move(jobs)).get();
 }
 
-std::expected<std::vector<QueueStats>, ClientError> Client::stats() {
+std::expected<BrokerStats, ClientError> Client::broker_stats() {
   if (impl_->on_io_thread()) return std::unexpected(blocking_from_callback("stats"));
-  using Result = std::expected<std::vector<QueueStats>, ClientError>;
-  return impl_->ask<std::vector<QueueStats>>(proto::StatsRequest{}, [](proto::Frame frame) -> Result {
+  using Result = std::expected<BrokerStats, ClientError>;
+  return impl_->ask<BrokerStats>(proto::StatsRequest{}, [](proto::Frame frame) -> Result {
     auto* reply = std::get_if<proto::StatsReply>(&frame);
     if (reply == nullptr) return std::unexpected(unexpected_reply("stats"));
-    std::vector<QueueStats> out;
+    BrokerStats out{.workers = reply->workers};
     for (const auto& q : reply->queues)
-      out.push_back(QueueStats{q.queue, q.scheduled, q.waiting, q.in_flight, q.done, q.dead, q.accepted, q.retried,
-                               q.stale_acks, q.next_due_ms, q.cancelled, q.purged});
+      out.queues.push_back(QueueStats{q.queue, q.scheduled, q.waiting, q.in_flight, q.done, q.dead, q.accepted,
+                                      q.retried, q.stale_acks, q.next_due_ms, q.cancelled, q.purged});
     return out;
   }).get();
+}
+
+std::expected<std::vector<QueueStats>, ClientError> Client::stats() {
+  auto all = broker_stats();
+  if (!all) return std::unexpected(std::move(all.error()));
+  return std::move(all->queues);
 }
 
 std::expected<std::optional<std::map<std::string, std::string>>, ClientError> Client::job(const std::string& id,

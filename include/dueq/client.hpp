@@ -58,6 +58,13 @@ struct QueueStats {
   int64_t cancelled = 0, purged = 0;
 };
 
+// Every queue's counts, and how many workers the broker has registered
+// (joined and neither gone nor declared dead).
+struct BrokerStats {
+  std::vector<QueueStats> queues;
+  uint32_t workers = 0;
+};
+
 // Operator commands (see `dueq --help`): op is "cancel", "dead_list",
 // "replay", "purge" or "audit".
 struct AdminCommand {
@@ -118,6 +125,7 @@ class Client {
   void enqueue_async(JobSpec job, EnqueueCallback on_done);
   void enqueue_batch_async(std::vector<JobSpec> jobs, EnqueueBatchCallback on_done);
   std::expected<std::vector<QueueStats>, ClientError> stats();
+  std::expected<BrokerStats, ClientError> broker_stats();
   // The job's stored fields, or nullopt when no queue has it.
   std::expected<std::optional<std::map<std::string, std::string>>, ClientError> job(const std::string& id,
                                                                                      const std::string& queue = "");

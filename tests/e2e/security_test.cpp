@@ -36,11 +36,13 @@ class Keys {
   }
 
   // The allow-list with the keys of `names` (the worker may hold 2 jobs of
-  // queue "mail"; the producer may use "mail" only).
-  void write_allow_list(const std::vector<std::string>& names) {
+  // queue "mail"; the producer may use "mail" only); `listed_key` gives a
+  // name another name's public key.
+  void write_allow_list(const std::vector<std::string>& names, const std::map<std::string, std::string>& listed_key = {}) {
     std::ofstream out(allow_list());
     for (const auto& name : names) {
-      out << "[[key]]\nname = \"" << name << "\"\npublic = \"" << pairs_.at(name).public_key << "\"\n";
+      const std::string& key = listed_key.contains(name) ? listed_key.at(name) : name;
+      out << "[[key]]\nname = \"" << name << "\"\npublic = \"" << pairs_.at(key).public_key << "\"\n";
       if (name == "admin") out << "role = \"admin\"\n";
       if (name == "producer") out << "role = \"producer\"\nqueues = [\"mail\"]\n";
       if (name == "worker") out << "role = \"worker\"\nqueues = [\"mail\"]\ncapacity = 2\n";
@@ -262,6 +264,57 @@ TEST(Security, AReloadRemovesAKeyAtOnceAndKeepsTheOthersConnected) {
   cluster.broker().signal(SIGHUP);
   ASSERT_TRUE(eventually([&] { return cluster.log_count("keeping the allow-list as it was") >= 1; }, 5s));
   EXPECT_TRUE(admin.stats());
+}
+
+// Rule: a key's capacity holds across all of its connections: three worker
+// processes with one key of capacity 2 hold at most 2 jobs between them.
+TEST(Security, AKeysCapacityHoldsAcrossAllItsConnections) {
+  Keys keys;
+  Cluster cluster(keys.broker_args(), {}, keys.client("admin"));
+  const auto record = cluster.dir() / "starts.txt";
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> argv = {bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "mail",
+                                     "--concurrency", "4", "--record", record.string()};
+    for (auto& a : keys.worker_args("worker")) argv.push_back(a);
+    cluster.start_worker(argv);
+  }
+  ASSERT_TRUE(cluster.wait_for_workers(3));
+  Client producer(cluster.endpoint(), keys.client("producer"));
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 12; ++i) jobs.push_back({"mail", "sleep", "300", fmt::format("capped-{}", i), 0, 3});
+  ASSERT_TRUE(producer.enqueue_batch(jobs));
+  int64_t most_in_flight = 0;
+  ASSERT_TRUE(eventually([&] {
+    auto s = cluster.stats("mail");
+    if (!s) return false;
+    most_in_flight = std::max(most_in_flight, s->in_flight);
+    return s->done == 12;
+  }, 60s));
+  EXPECT_LE(most_in_flight, 2) << "the key's capacity is 2";
+  EXPECT_GE(most_in_flight, 1);
+}
+
+// Rule: a reload compares keys, not names. A name listed again with another
+// public key takes access from the old key's open sessions at once and gives
+// it to the new key.
+TEST(Security, AReloadThatGivesANameAnotherKeyRevokesTheOldKeysSessions) {
+  Keys keys;
+  Cluster cluster(keys.broker_args(), {}, keys.client("admin"));
+  Client producer(cluster.endpoint(), keys.client("producer"));
+  ASSERT_TRUE(producer.enqueue({"mail", "t", "", "before", 0, 3}));
+
+  keys.write_allow_list({"admin", "producer", "worker"}, {{"producer", "stranger"}});
+  cluster.broker().signal(SIGHUP);
+  ASSERT_TRUE(eventually([&] { return cluster.log_count("reloaded") >= 1; }, 5s));
+  auto refused = producer.enqueue({"mail", "t", "", "after", 0, 3});
+  ASSERT_FALSE(refused) << "the old key's session kept the name's grant";
+  EXPECT_EQ(refused.error().code, "refused") << refused.error().message;
+  Client replacement(cluster.endpoint(), keys.client("stranger"));
+  auto accepted = replacement.enqueue({"mail", "t", "", "by-the-new-key", 0, 3});
+  EXPECT_TRUE(accepted) << accepted.error().message;
+  auto s = cluster.stats("mail");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->accepted, 2);
 }
 
 // Plaintext is only for this host: a broker asked to listen on a network

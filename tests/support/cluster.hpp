@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -136,9 +137,36 @@ class Cluster {
     return index;
   }
 
-  // Waits until `n` workers are registered with the broker.
+  // Waits until at least `n` workers are registered with the broker now
+  // (joined, and neither gone nor declared dead), as its stats say.
   bool wait_for_workers(size_t n) {
-    return eventually([&] { return log_count("joined") >= n; }, std::chrono::seconds(20));
+    ClientOptions options = admin_;
+    options.timeout_ms = 2000;
+    options.attempts = 1;
+    Client probe(endpoint(), options);
+    return eventually([&] {
+      auto s = probe.broker_stats();
+      return s && s->workers >= n;
+    }, std::chrono::seconds(20));
+  }
+
+  // The remote ports of the TCP connections the broker has not closed yet
+  // (ESTABLISHED or CLOSE_WAIT on its port in /proc/net/tcp): a peer's port
+  // leaves this set once the broker has taken in its disconnect.
+  std::set<int> open_connection_ports() const {
+    std::set<int> ports;
+    std::istringstream table(read_file("/proc/net/tcp"));
+    std::string line;
+    std::getline(table, line);  // header
+    while (std::getline(table, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      const auto port_of = [](const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1), nullptr, 16); };
+      if (local.find(':') == std::string::npos || remote.find(':') == std::string::npos) continue;
+      if (port_of(local) == port_ && (state == "01" || state == "08")) ports.insert(port_of(remote));
+    }
+    return ports;
   }
 
   size_t log_count(const std::string& needle) const {
