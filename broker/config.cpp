@@ -73,9 +73,13 @@ Result<void> read_policy(const toml::table& table, const std::string& prefix, Qu
       auto v = read_int(node, full, 0, INT64_MAX);
       if (!v) return std::unexpected(v.error());
       policy.max_backlog = *v;
+    } else if (key == "max_run_time") {
+      auto v = read_duration(node, full, 1'000);
+      if (!v) return std::unexpected(v.error());
+      policy.max_run_time_ms = *v;
     } else {
       return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, "
-                           "duplicate_window, max_backlog)");
+                           "duplicate_window, max_backlog, max_run_time)");
     }
   }
   if (policy.backoff_cap_ms < policy.backoff_base_ms) return bad_key(prefix + "backoff_cap", "must not be below backoff_base");
@@ -133,6 +137,7 @@ Result<void> apply_config_table(const toml::table& root, BrokerConfig& config) {
     else if (key == "reclaim_batch") ok = set_int(config.reclaim_batch, 1, 5000);
     else if (key == "max_worker_capacity") ok = set_int(config.max_worker_capacity, 1, proto::kMaxWorkerCapacity);
     else if (key == "max_queues") ok = set_int(config.max_queues, 1, 100'000);
+    else if (key == "max_unread_mib") ok = set_int(config.max_unread_mib, 1, 4'096);
     else if (key == "max_unconfirmed_deliveries")
       return bad_key(key, "was removed: a delivery whose start no worker announced never uses an attempt, and its "
                           "next worker announces the start first (docs/protocol.md 3.3); delete the line");

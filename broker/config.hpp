@@ -26,6 +26,12 @@ struct QueuePolicy {
   // about 2.3 GB of Redis at 234 bytes per delayed job, bounds what one
   // producer can make Redis keep.
   int64_t max_backlog = 10'000'000;
+  // How long after its delivery a job's lease is still renewed for the
+  // worker that holds it: a peer that heartbeats and never finishes its
+  // jobs loses them within this plus lease_ttl (Faktory's reserve_for).
+  // A job still running then is delivered again, so set it above the
+  // queue's longest job.
+  int64_t max_run_time_ms = 1'800'000;
 };
 
 struct BrokerConfig {
@@ -54,6 +60,11 @@ struct BrokerConfig {
   // a worker that announces a large one and falls silent takes that many
   // jobs away until it is declared dead.
   int max_worker_capacity = 1'024;
+  // The most TASKS bytes, in MiB, a worker may leave unread: sent to it and
+  // not yet confirmed by RECEIVED. A peer past it has stopped reading its
+  // socket: it is declared lost and its jobs go back, so what the broker
+  // queues for one connection stays under about this much.
+  int max_unread_mib = 64;
   // The most queues the broker keeps (each costs work every turn): past it,
   // jobs for a new queue are rejected and a HELLO naming one is refused.
   int max_queues = 1'000;

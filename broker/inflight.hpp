@@ -24,6 +24,9 @@ struct InflightJob {
   // replaces this one (lua/lib/lost_delivery.lua).
   bool started = false;
   uint64_t frame_seq = 0;  // the TASKS frame it went out in (0: adopted from a HELLO)
+  // When it was delivered (lease clock; for a job adopted from a HELLO, when
+  // it was adopted): its lease is renewed until max_run_time after this.
+  int64_t delivered_ms = 0;
 };
 
 class InflightTable {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "broker/inflight.hpp"
+#include "common/protocol.hpp"
 
 namespace dueq::broker {
 
@@ -33,9 +34,33 @@ struct WorkerInfo {
   std::deque<uint64_t> received_frames{};
   // It has shown it takes deliveries: said RECEIVED, or listed jobs it holds.
   bool confirmed = false;
+  // TASKS frames sent and not yet confirmed by RECEIVED, oldest first, and
+  // their bytes: what sits unread in its connection at most.
+  struct UnreadFrame {
+    uint64_t seq = 0;
+    int64_t bytes = 0;
+    int64_t sent_ms = 0;  // lease clock
+  };
+  std::deque<UnreadFrame> unread_frames{};
+  int64_t unread_bytes = 0;
 
   static constexpr size_t kReceivedFramesKept = 1024;
+  void note_sent(uint64_t seq, int64_t bytes, int64_t sent_ms) {
+    unread_frames.push_back({seq, bytes, sent_ms});
+    unread_bytes += bytes;
+  }
+  // Room for one more TASKS frame of up to `frame_bytes` without passing
+  // `max_unread_bytes` (a first frame always goes).
+  bool may_send_unread(int64_t frame_bytes, int64_t max_unread_bytes) const {
+    return unread_bytes == 0 || unread_bytes + frame_bytes <= max_unread_bytes;
+  }
   void note_received(uint64_t seq) {
+    // A frame lost on a reconnect is never confirmed: the RECEIVED of a
+    // later one shows it is not unread either.
+    while (!unread_frames.empty() && unread_frames.front().seq <= seq) {
+      unread_bytes -= unread_frames.front().bytes;
+      unread_frames.pop_front();
+    }
     // Frames reach a worker in the order sent; a repeat or an older seq adds nothing.
     if (!received_frames.empty() && seq <= received_frames.back()) return;
     received_frames.push_back(seq);
@@ -58,6 +83,7 @@ struct FreeSlots {
 class WorkerRegistry {
  public:
   static constexpr int64_t kUnconfirmedCredit = 16;
+  static constexpr int64_t kFullTasksFrameBytes = proto::kMaxTasksFrameBytes;
   void upsert(const std::string& routing_id, WorkerInfo info) { workers_[routing_id] = std::move(info); }
   WorkerInfo* find(const std::string& routing_id) {
     auto it = workers_.find(routing_id);
@@ -78,6 +104,17 @@ class WorkerRegistry {
   }
   void lift_bar(const std::string& routing_id) { barred_.erase(routing_id); }
 
+  // Routing ids of workers that have stopped reading their socket: their
+  // unread TASKS leave no room for another frame, and the oldest has waited
+  // since before `cutoff_ms` (lease clock).
+  std::vector<std::string> stopped_reading(int64_t max_unread_bytes, int64_t cutoff_ms) const {
+    std::vector<std::string> out;
+    for (const auto& [rid, w] : workers_)
+      if (!w.may_send_unread(kFullTasksFrameBytes, max_unread_bytes) && w.unread_frames.front().sent_ms < cutoff_ms)
+        out.push_back(rid);
+    return out;
+  }
+
   // Routing ids of workers not heard from since `cutoff_ms`.
   std::vector<std::string> silent_since(int64_t cutoff_ms) const {
     std::vector<std::string> out;
@@ -93,18 +130,20 @@ class WorkerRegistry {
     return oldest;
   }
 
-  // Live, non-draining workers serving `queue`, each with how many more jobs
-  // it can take (`held` counts what it holds now, or has been promised). A
-  // key with a capacity shares it among all of its workers: what they hold
+  // Live, non-draining workers serving `queue` with room for another full
+  // TASKS frame within `max_unread_bytes`, each with how many more jobs it
+  // can take (`held` counts what it holds now, or has been promised). A key
+  // with a capacity shares it among all of its workers: what they hold
   // together is counted first, and the room left is handed out in turn.
   template <typename HeldFn>
-  std::vector<FreeSlots> free_slots(const std::string& queue, HeldFn held) const {
+  std::vector<FreeSlots> free_slots(const std::string& queue, int64_t max_unread_bytes, HeldFn held) const {
     std::unordered_map<std::string, int64_t> key_room;
     for (const auto& [rid, w] : workers_)
       if (w.key_capacity > 0) key_room.try_emplace(w.key_name, w.key_capacity).first->second -= held(rid);
     std::vector<FreeSlots> out;
     for (const auto& [rid, w] : workers_) {
-      if (w.draining || w.unreachable || (!w.confirmed && barred_.contains(rid)) || std::find(w.queues.begin(), w.queues.end(), queue) == w.queues.end()) continue;
+      if (w.draining || w.unreachable || !w.may_send_unread(kFullTasksFrameBytes, max_unread_bytes) ||
+          (!w.confirmed && barred_.contains(rid)) || std::find(w.queues.begin(), w.queues.end(), queue) == w.queues.end()) continue;
       // Until it confirms a TASKS frame (RECEIVED), a worker is sent at most
       // kUnconfirmedCredit jobs: a peer that says HELLO with a large capacity
       // and falls silent takes that few away per HELLO, not its capacity.

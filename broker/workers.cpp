@@ -189,7 +189,7 @@ void Workers::adopt_held(const std::string& routing_id, const std::vector<proto:
     if (job == nullptr || job->token != ref.token) {
       // A job leased before this broker started (or re-leased since): Redis
       // decides by token whether this worker's delivery is still current.
-      if (job == nullptr) inflight_.add(InflightJob{ref.queue, ref.id, ref.token, routing_id, lease_now, true});
+      if (job == nullptr) inflight_.add(InflightJob{ref.queue, ref.id, ref.token, routing_id, lease_now, true, false, 0, lease_now});
       if (WorkerInfo* w = registry_.find(routing_id)) w->confirmed = true;
       results_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::held);
       continue;
@@ -202,9 +202,20 @@ void Workers::adopt_held(const std::string& routing_id, const std::vector<proto:
     }
     inflight_.assign(*job, routing_id);
     if (WorkerInfo* w = registry_.find(routing_id)) w->confirmed = true;
-    if (!job->reported || job->lease_deadline_ms - lease_now < config_.lease_ttl_ms / 2)
-      results_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::held);
+    const bool short_of_time = !job->reported || job->lease_deadline_ms - lease_now < config_.lease_ttl_ms / 2;
     job->reported = true;
+    if (!short_of_time) continue;
+    if (lease_now - job->delivered_ms >= config_.policy(ref.queue).max_run_time_ms) {
+      // Held past max_run_time: the lease is left to run out, and Redis
+      // gives the job back (a peer that heartbeats and never finishes its
+      // jobs cannot keep them).
+      if (auto held_back = overdue_log_.admit(routing_id, heard_ms))
+        spdlog::warn("worker {} has held a job of queue {} past its max_run_time ({} ms); its lease is not renewed{}",
+                     loggable(routing_id), loggable(ref.queue), config_.policy(ref.queue).max_run_time_ms,
+                     *held_back > 0 ? fmt::format(" ({} more such lines held back)", *held_back) : "");
+      continue;
+    }
+    results_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::held);
   }
   if (stale > 0) {
     const Peer peer{routing_id, false};
@@ -255,6 +266,12 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
 }
 
 void Workers::expire_silent(int64_t all_read_ms) {
+  // Its unread TASKS fill max_unread_mib and it confirmed none of them for
+  // worker_timeout: no more is queued for it, and what it held goes back
+  // now, not when its leases run out.
+  for (const auto& rid : registry_.stopped_reading(int64_t{config_.max_unread_mib} << 20,
+                                                   lease_clock_.now_ms() - config_.worker_timeout_ms))
+    forget(rid, "stopped reading its socket (max_unread_mib of tasks unconfirmed)", all_read_ms);
   for (const auto& rid : registry_.silent_since(all_read_ms - config_.worker_timeout_ms)) {
     // A worker that said BYE and then went quiet drained and left; any other
     // silence is a loss.

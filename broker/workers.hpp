@@ -51,8 +51,9 @@ class Workers {
   // Any other frame from a worker also shows it is alive.
   void heard_from(const std::string& routing_id, int64_t heard_ms);
 
-  // Declares dead the workers silent for worker_timeout as of `all_read_ms`,
-  // a steady time before which every frame that reached the broker was read.
+  // Declares lost the workers that stopped reading their socket, and dead
+  // those silent for worker_timeout as of `all_read_ms`, a steady time
+  // before which every frame that reached the broker was read.
   void expire_silent(int64_t all_read_ms);
   // Steady time at which the quietest worker would be declared dead; -1 none.
   int64_t next_expiry_ms() const;
@@ -83,6 +84,7 @@ class Workers {
   LogLimiter join_log_{10'000, 20, 10'000};
   LogLimiter loss_log_{0, 20, 1};
   LogLimiter stale_log_{10'000, 20, 10'000};
+  LogLimiter overdue_log_{10'000, 20, 10'000};
   uint64_t stale_reports_ = 0;
 };
 

@@ -280,6 +280,14 @@ std::optional<QueueStats> stats_via(Client& client, const std::string& queue) {
   return std::nullopt;
 }
 
+// A memory figure of a process from /proc/PID/status, in kB ("VmRSS:" now,
+// "VmHWM:" at its peak); -1 if absent.
+int64_t memory_kb(pid_t pid, const char* field) {
+  const std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  const auto at = status.find(field);
+  return at == std::string::npos ? -1 : std::stoll(status.substr(at + std::strlen(field)));
+}
+
 size_t lines_in(const std::filesystem::path& file) {
   const std::string text = read_file(file);
   return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
@@ -538,6 +546,139 @@ TEST(EndToEnd, APeerThatOnlySaysHelloIsDeclaredDeadAndThenSentNothing) {
   EXPECT_EQ(cluster.stats("hello-only")->dead, 0);
 }
 
+// Rule: a lease is renewed for at most the queue's max_run_time after its
+// delivery. A peer that heartbeats the jobs it holds and never finishes them
+// loses them (without an attempt: it was never seen to start one), and they
+// run on a healthy worker.
+TEST(EndToEnd, APeerThatHoldsJobsAndNeverFinishesThemLosesThemAfterMaxRunTime) {
+  const auto config_dir = make_temp_dir("squat");
+  std::ofstream(config_dir / "broker.toml") << "lease_ttl = \"3s\"\n[queues.squat]\nmax_run_time = \"1s\"\n";
+  Cluster cluster({"--config", (config_dir / "broker.toml").string()});
+  std::filesystem::remove_all(config_dir);
+  Client client(cluster.endpoint());
+  RawPeer squatter(cluster.endpoint(), "squatter");
+  squatter.send(proto::Hello{"squatter", {"squat"}, 10, {}, "host", 1});
+  auto welcome = squatter.receive();
+  ASSERT_TRUE(welcome && std::holds_alternative<proto::Welcome>(*welcome));
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 10; ++i) jobs.push_back({"squat", "noop", "", fmt::format("sq-{}", i), 0, 1});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+
+  // The squatter confirms every TASKS frame and lists what it holds in a
+  // heartbeat every 200 ms, and finishes nothing.
+  std::vector<proto::JobRef> held;
+  auto squat_for = [&](std::chrono::milliseconds turn) {
+    squatter.send(proto::Heartbeat{held, 10, false});
+    const auto turn_end = std::chrono::steady_clock::now() + turn;
+    while (std::chrono::steady_clock::now() < turn_end) {
+      auto frame = squatter.receive(std::chrono::duration_cast<std::chrono::milliseconds>(turn_end - std::chrono::steady_clock::now()) + 1ms);
+      if (!frame) continue;
+      if (auto* tasks = std::get_if<proto::Tasks>(&*frame)) {
+        for (const auto& task : tasks->items) held.push_back({task.queue, task.id, task.token});
+        squatter.send(proto::Received{tasks->seq});
+      }
+    }
+  };
+  ASSERT_TRUE(eventually([&] { squat_for(200ms); return held.size() == 10; }, 10s)) << held.size() << " delivered";
+
+  const auto record = cluster.dir() / "runs.txt";
+  cluster.start_example_worker("squat", 4, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(2));
+  ASSERT_TRUE(eventually([&] {
+    squat_for(200ms);
+    auto st = cluster.stats("squat");
+    return st && st->done == 10;
+  }, 60s)) << "jobs a peer holds without finishing them stay with it";
+  EXPECT_EQ(cluster.stats("squat")->dead, 0);
+  EXPECT_GE(cluster.log_count("past its max_run_time"), 1u);
+  std::map<std::string, int> runs;
+  for (const auto& r : read_records(record)) ++runs[r.id];
+  EXPECT_EQ(runs.size(), 10u);
+}
+
+// Rule: a worker that stops reading its socket is cut off once the TASKS it
+// left unread pass max_unread_mib: it is sent nothing more and declared
+// lost, its jobs go back at once (without an attempt: none was seen to
+// start) and run on a healthy worker, and what the broker queued for it
+// stays under that bound.
+TEST(EndToEnd, AWorkerThatStopsReadingIsCutOffAtTheUnreadLimitAndItsJobsRunElsewhere) {
+  const auto config_dir = make_temp_dir("unread");
+  std::ofstream(config_dir / "broker.toml") << "max_unread_mib = 4\n";
+  Cluster cluster({"--config", (config_dir / "broker.toml").string()});
+  std::filesystem::remove_all(config_dir);
+  const pid_t broker = cluster.broker().pid();
+  Client client(cluster.endpoint());
+
+  // A peer that reads its WELCOME and its first TASKS frame, confirms that
+  // frame, and from then on only heartbeats (its socket buffers one message
+  // and a few kB of the stream).
+  zmq::context_t context;
+  zmq::socket_t reader(context, zmq::socket_type::dealer);
+  reader.set(zmq::sockopt::routing_id, "stops-reading");
+  reader.set(zmq::sockopt::linger, 0);
+  reader.set(zmq::sockopt::rcvhwm, 1);
+  reader.set(zmq::sockopt::rcvbuf, 4096);
+  reader.connect(cluster.endpoint());
+  auto send = [&](const auto& body) {
+    const std::string bytes = proto::encode(body);
+    reader.send(zmq::buffer(bytes), zmq::send_flags::none);
+  };
+  auto receive = [&]() -> std::optional<proto::Frame> {
+    zmq::pollitem_t item{reader.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, 5s) != 1) return std::nullopt;
+    zmq::message_t message;
+    if (!reader.recv(message)) return std::nullopt;
+    auto frame = proto::decode(message.to_string_view());
+    return frame ? std::optional(std::move(*frame)) : std::nullopt;
+  };
+  send(proto::Hello{"stops-reading", {"big"}, 1000, {}, "host", 1});
+  auto welcome = receive();
+  ASSERT_TRUE(welcome && std::holds_alternative<proto::Welcome>(*welcome));
+
+  const int64_t rss_before_kb = memory_kb(broker, "VmRSS:");
+  constexpr int kJobs = 200;
+  const std::string payload(128 * 1024, 'p');
+  for (int at = 0; at < kJobs; at += 40) {
+    std::vector<JobSpec> batch;
+    for (int i = at; i < at + 40; ++i) batch.push_back({"big", "noop", payload, fmt::format("big-{}", i), 0, 1});
+    ASSERT_TRUE(client.enqueue_batch(batch));
+  }
+  auto first = receive();
+  ASSERT_TRUE(first && std::holds_alternative<proto::Tasks>(*first));
+  const auto& tasks = std::get<proto::Tasks>(*first);
+  std::vector<proto::JobRef> held;
+  for (const auto& task : tasks.items) held.push_back({task.queue, task.id, task.token});
+  send(proto::Received{tasks.seq});
+  ASSERT_TRUE(eventually([&] {
+    send(proto::Heartbeat{held, 1000, false});
+    return cluster.log_count("stopped reading its socket") >= 1;
+  }, 30s, 200ms)) << "a peer that reads nothing was never cut off";
+
+  const auto record = cluster.dir() / "runs.txt";
+  cluster.start_example_worker("big", 8, record.string());
+  ASSERT_TRUE(eventually([&] {
+    send(proto::Heartbeat{held, 1000, false});
+    auto st = cluster.stats("big");
+    return st && st->done == kJobs;
+  }, 60s, 200ms));
+  EXPECT_EQ(cluster.stats("big")->dead, 0);
+  std::set<std::string> ran;
+  for (const auto& r : read_records(record)) ran.insert(r.id);
+  EXPECT_EQ(ran.size(), static_cast<size_t>(kJobs));
+  // The peak: what was queued for the peer (4 MiB), one lease batch of these
+  // payloads in the broker's hands (at most 184 x 128 KiB = 23 MiB), and
+  // Redis replies and frames around it.
+  const int64_t peak_kb = memory_kb(broker, "VmHWM:");
+#ifdef DUEQ_SANITIZED
+  constexpr int64_t kGrowthBoundKb = 600'000;  // ASan keeps up to 256 MB of freed memory, plus shadow
+#else
+  constexpr int64_t kGrowthBoundKb = 128'000;
+#endif
+  EXPECT_LT(peak_kb - rss_before_kb, kGrowthBoundKb);
+  std::printf("[ figures  ] a peer that stopped reading: broker RSS %lld kB before, peak %lld kB; %zu jobs ran elsewhere\n",
+              static_cast<long long>(rss_before_kb), static_cast<long long>(peak_kb), ran.size());
+}
+
 // A worker that falls silent while peers flood the broker is declared dead
 // during the flood, and its jobs (leased for a minute) run elsewhere. Were
 // the socket never read empty, workers would be judged up to the last
@@ -698,14 +839,6 @@ TEST(EndToEnd, WritesRedisRefusesAreAnsweredUnavailableAndRetriedWithBackoff) {
   EXPECT_EQ(s->accepted, 2) << "the retry with the printed id made no second job";
 }
 
-namespace {
-int64_t rss_kb(pid_t pid) {
-  const std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
-  const auto at = status.find("VmRSS:");
-  return at == std::string::npos ? -1 : std::stoll(status.substr(at + 6));
-}
-}  // namespace
-
 // A frame above the 16 MiB limit is refused by libzmq before it is
 // buffered: eight 64 MiB frames leave the broker's memory as it was, and a
 // healthy producer next to them is served.
@@ -713,7 +846,7 @@ TEST(EndToEnd, FramesAboveTheSizeLimitAreNotBuffered) {
   Cluster cluster;
   Client client(cluster.endpoint());
   ASSERT_TRUE(client.enqueue({"ok", "t", "", "before", Client::in_ms(3'600'000), 3}));
-  const int64_t before = rss_kb(cluster.broker().pid());
+  const int64_t before = memory_kb(cluster.broker().pid(), "VmRSS:");
   const std::string huge(64u << 20, '\x00');
   for (int i = 0; i < 8; ++i) {
     zmq::context_t context;
@@ -723,7 +856,7 @@ TEST(EndToEnd, FramesAboveTheSizeLimitAreNotBuffered) {
     socket.send(zmq::buffer(huge), zmq::send_flags::none);
   }
   ASSERT_TRUE(client.enqueue({"ok", "t", "", "after", Client::in_ms(3'600'000), 3}));
-  const int64_t after = rss_kb(cluster.broker().pid());
+  const int64_t after = memory_kb(cluster.broker().pid(), "VmRSS:");
   EXPECT_LT(after - before, 64 * 1024) << "broker RSS grew from " << before << " kB to " << after << " kB";
   EXPECT_TRUE(cluster.broker().running());
   EXPECT_EQ(cluster.stats("ok")->scheduled, 2);
@@ -950,14 +1083,7 @@ TEST(EndToEnd, ConnectionsPastTheOpenFileLimitAreRefusedAndLogged) {
 }
 
 namespace {
-// Resident memory and CPU time (user + system, ms) of a process.
-int64_t vm_rss_kb(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
-  return -1;
-}
+// CPU time (user + system, ms) of a process.
 int64_t cpu_ms(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
@@ -992,7 +1118,7 @@ TEST(EndToEnd, ABurstOfHitAndRunHellosSendsNoJobToTheDeadLetters) {
   for (int i = 0; i < 2000; ++i) jobs.push_back({"burst", "sleep", "5", fmt::format("job-{}", i), 0, 1});
   ASSERT_TRUE(client.enqueue_batch(jobs));
   const pid_t broker = cluster.broker().pid();
-  const int64_t rss_before_kb = vm_rss_kb(broker);
+  const int64_t rss_before_kb = memory_kb(broker, "VmRSS:");
   cluster.start_example_worker("burst", 2, (cluster.dir() / "starts.txt").string());
   std::atomic<int> hellos{0}, deliveries_taken{0};
   const auto give_up = std::chrono::steady_clock::now() + 90s;
@@ -1027,7 +1153,7 @@ TEST(EndToEnd, ABurstOfHitAndRunHellosSendsNoJobToTheDeadLetters) {
   EXPECT_TRUE(cluster.broker().running());
   std::printf("[ figures  ] %d hit-and-run HELLOs took %d TASKS frames: %lld dead, %lld done; broker RSS %lld -> %lld kB\n",
               hellos.load(), deliveries_taken.load(), static_cast<long long>(s->dead), static_cast<long long>(s->done),
-              static_cast<long long>(rss_before_kb), static_cast<long long>(vm_rss_kb(broker)));
+              static_cast<long long>(rss_before_kb), static_cast<long long>(memory_kb(broker, "VmRSS:")));
 }
 
 TEST(EndToEnd, HostilePeersBesideAHealthyWorkerLoseNothing) {
@@ -1038,7 +1164,7 @@ TEST(EndToEnd, HostilePeersBesideAHealthyWorkerLoseNothing) {
   cluster.start_example_worker("good", 8, record.string());
   ASSERT_TRUE(cluster.wait_for_workers(1));
   const pid_t broker = cluster.broker().pid();
-  const int64_t rss_before_kb = vm_rss_kb(broker);
+  const int64_t rss_before_kb = memory_kb(broker, "VmRSS:");
   const int64_t cpu_before_ms = cpu_ms(broker);
 
   std::atomic<bool> stop{false};
@@ -1105,7 +1231,7 @@ TEST(EndToEnd, HostilePeersBesideAHealthyWorkerLoseNothing) {
     ASSERT_TRUE(r) << r.error().message;
     ASSERT_EQ(r->status, EnqueueResult::Status::accepted) << r->reason;
     latency_ms.push_back(static_cast<double>(wall_us() - t0) / 1000.0);
-    if (i % 50 == 0) max_rss_kb = std::max(max_rss_kb, vm_rss_kb(broker));
+    if (i % 50 == 0) max_rss_kb = std::max(max_rss_kb, memory_kb(broker, "VmRSS:"));
     std::this_thread::sleep_for(5ms);
   }
   auto good_done = [&] {
@@ -1114,7 +1240,7 @@ TEST(EndToEnd, HostilePeersBesideAHealthyWorkerLoseNothing) {
   };
   const bool all_ran = eventually([&] { return good_done() == kJobs; }, 60s);
   const int64_t cpu_during_ms = cpu_ms(broker) - cpu_before_ms;
-  max_rss_kb = std::max(max_rss_kb, vm_rss_kb(broker));
+  max_rss_kb = std::max(max_rss_kb, memory_kb(broker, "VmRSS:"));
   stop = true;
   for (auto& t : hostile) t.join();
   ASSERT_TRUE(all_ran) << "done: " << good_done();

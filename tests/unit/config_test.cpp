@@ -137,6 +137,7 @@ max_attempts = 7
 max_attempts = 2
 backoff_base = "5s"
 backoff_cap = "1h"
+max_run_time = "2h"
 )", c);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(c.redis_url, "redis://127.0.0.1:6390");
@@ -147,6 +148,8 @@ backoff_cap = "1h"
   EXPECT_EQ(c.policy("other").max_attempts, 7u);
   EXPECT_EQ(c.policy("reports").max_attempts, 2u);
   EXPECT_EQ(c.policy("reports").backoff_base_ms, 5'000);
+  EXPECT_EQ(c.policy("reports").max_run_time_ms, 7'200'000);
+  EXPECT_EQ(c.policy("other").max_run_time_ms, 1'800'000);
   EXPECT_TRUE(broker::validate_config(c));
 }
 
@@ -187,6 +190,11 @@ TEST(ConfigFile, UnknownKeysAndBadValuesAreErrorsNamingTheKey) {
     auto r = load(bare, c);
     ASSERT_FALSE(r) << bare;
     EXPECT_NE(r.error().message.find("ms, s, m, h or d"), std::string::npos) << r.error().message;
+  }
+  for (const char* run_time : {"[defaults]\nmax_run_time = \"500ms\"\n", "[defaults]\nmax_run_time = 30\n"}) {
+    auto r = load(run_time, c);
+    ASSERT_FALSE(r) << run_time;
+    EXPECT_NE(r.error().message.find("defaults.max_run_time"), std::string::npos) << r.error().message;
   }
   ASSERT_TRUE(load("max_worker_capacity = 64\n", c));
   EXPECT_EQ(c.max_worker_capacity, 64);
