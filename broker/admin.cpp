@@ -166,17 +166,20 @@ void Admin::submit(const Peer& peer, uint64_t request_id, Request&& request) {
   // A client resends a request it has no answer to yet: the one in progress
   // answers both.
   if (!in_progress_.emplace(peer.routing_id, request_id).second) return;
+  size_t& waiting = waiting_by_requester_[requester(peer)];
+  ++waiting;  // until deliver() sends its answer, whatever it is
   {
     std::lock_guard lock(mutex_);
-    if (requests_.size() < kMaxQueued) {
+    if (waiting <= kMaxQueuedPerRequester && requests_.size() < kMaxQueued) {
       requests_.emplace_back(peer, std::move(request));
       wake_.notify_one();
       return;
     }
-    answers_.push_back(Answer{peer, request_id,
-                              proto::ErrorFrame{request_id, "overloaded",
-                                                fmt::format("{} admin requests are waiting; retry later", kMaxQueued), 1000},
-                              {}, {}});
+    const std::string why = waiting > kMaxQueuedPerRequester
+                                ? fmt::format("{} has {} admin requests waiting", peer.key_name.empty() ? "this connection" : "this key",
+                                              kMaxQueuedPerRequester)
+                                : fmt::format("{} admin requests are waiting", kMaxQueued);
+    answers_.push_back(Answer{peer, request_id, proto::ErrorFrame{request_id, "overloaded", why + "; retry later", 1000}, {}, {}});
   }
   signal_ready();
 }
@@ -196,6 +199,8 @@ void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues)
   }
   for (auto& answer : answers) {
     in_progress_.erase({answer.peer.routing_id, answer.request_id});
+    if (auto it = waiting_by_requester_.find(requester(answer.peer)); it != waiting_by_requester_.end() && --it->second == 0)
+      waiting_by_requester_.erase(it);
     for (const auto& ref : answer.stop_running) {
       const InflightJob* job = inflight.find(ref.queue, ref.id);
       if (job != nullptr && job->token == ref.token && !job->worker.empty())

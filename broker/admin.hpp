@@ -60,6 +60,10 @@ class Admin {
   // Share of Redis's time admin work may take.
   static constexpr double kRedisShare = 0.2;
   static constexpr size_t kMaxQueued = 64;
+  // Of those, at most this many from one requester (one key with CURVE, one
+  // connection without): a producer's flood of lookups leaves room for the
+  // operator's own requests.
+  static constexpr size_t kMaxQueuedPerRequester = 16;
 
   Admin(const BrokerConfig& config, const Clock& clock, RedisAddress address);
   ~Admin() { stop(); }
@@ -108,6 +112,8 @@ class Admin {
   std::vector<Answer> answers_;
 
   std::set<std::pair<std::string, uint64_t>> in_progress_;  // event loop only: (routing id, request id)
+  std::map<std::string, size_t> waiting_by_requester_;      // event loop only: requests not yet answered
+  static std::string requester(const Peer& peer) { return peer.key_name.empty() ? "peer " + peer.routing_id : "key " + peer.key_name; }
 };
 
 }  // namespace dueq::broker

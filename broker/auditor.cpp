@@ -234,17 +234,26 @@ Result<AuditReport> audit_queue(ScriptRegistry& redis, const std::string& queue,
     report.repaired.push_back(partition);
   }
 
+  // The state sets by ZSCAN, not by rank: a job that leaves a set between
+  // two slices shifts the ranks after it, and a rank walk would skip an id
+  // still there. A scan returns every member present from its start to its
+  // end (some twice, which only checks them twice).
   for (const auto& key : {keys.ready, keys.leased, keys.dead}) {
-    for (int64_t start = 0;; start += kSlice) {
-      auto r = redis.call(Command{"ZRANGE", key, std::to_string(start), std::to_string(start + kSlice - 1)});
+    std::string set_cursor = "0";
+    do {
+      auto r = redis.call(Command{"ZSCAN", key, set_cursor, "COUNT", std::to_string(kSlice)});
       if (!r) return std::unexpected(r.error());
-      auto ids = reply::strings(r->get(), "ZRANGE");
-      if (!ids) return std::unexpected(ids.error());
-      const bool last = static_cast<int64_t>(ids->size()) < kSlice;
-      std::erase_if(*ids, is_encoding_pin);  // leased holds one; it is no job
-      if (auto ok = check(*ids); !ok) return std::unexpected(ok.error());
-      if (last) break;
-    }
+      const redisReply* step = r->get();
+      if (step->type != REDIS_REPLY_ARRAY || step->elements != 2 || step->element[1]->type != REDIS_REPLY_ARRAY)
+        return reply::bad(step, "ZSCAN");
+      auto members_and_scores = reply::strings(step->element[1], "ZSCAN");
+      if (!members_and_scores) return std::unexpected(members_and_scores.error());
+      std::vector<std::string> ids;
+      for (size_t i = 0; i < members_and_scores->size(); i += 2)
+        if (!is_encoding_pin((*members_and_scores)[i])) ids.push_back(std::move((*members_and_scores)[i]));  // leased holds one; it is no job
+      set_cursor = reply::str(step->element[0]);
+      if (auto ok = check_all(ids); !ok) return std::unexpected(ok.error());
+    } while (set_cursor != "0");
   }
 
   std::vector<std::string> dangling;

@@ -36,7 +36,8 @@ class Keys {
   }
 
   // The allow-list with the keys of `names` (the worker may hold 2 jobs of
-  // queue "mail"; the producer may use "mail" only); `listed_key` gives a
+  // queue "mail"; the producer may use "mail" only; "stranger", when listed,
+  // is a producer of every queue); `listed_key` gives a
   // name another name's public key.
   void write_allow_list(const std::vector<std::string>& names, const std::map<std::string, std::string>& listed_key = {}) {
     std::ofstream out(allow_list());
@@ -46,6 +47,7 @@ class Keys {
       if (name == "admin") out << "role = \"admin\"\n";
       if (name == "producer") out << "role = \"producer\"\nqueues = [\"mail\"]\n";
       if (name == "worker") out << "role = \"worker\"\nqueues = [\"mail\"]\ncapacity = 2\n";
+      if (name == "stranger") out << "role = \"producer\"\nqueues = [\"*\"]\n";
     }
   }
   std::string allow_list() const { return (dir_ / "allow.toml").string(); }
@@ -292,6 +294,30 @@ TEST(Security, AKeysCapacityHoldsAcrossAllItsConnections) {
   }, 60s));
   EXPECT_LE(most_in_flight, 2) << "the key's capacity is 2";
   EXPECT_GE(most_in_flight, 1);
+}
+
+// Rule: admin work has a share per key. A producer key's flood of lookups,
+// each across 500 queues, takes at most its share of the waiting room, and
+// the admin's audit sent while the flood is answered "overloaded" gets in.
+TEST(Security, AProducersFloodOfLookupsLeavesRoomForTheAdmin) {
+  Keys keys;
+  keys.write_allow_list({"admin", "producer", "worker", "stranger"});
+  Cluster cluster(keys.broker_args(), {}, keys.client("admin"));
+  Client admin(cluster.endpoint(), keys.client("admin", 300'000));
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 500; ++i) jobs.push_back({fmt::format("q{}", i), "t", "", "", 0, 3});
+  ASSERT_TRUE(admin.enqueue_batch(jobs));
+
+  CurvePeer flood(cluster.endpoint(), keys, "stranger", "flood");
+  for (uint64_t id = 1; id <= 300; ++id) flood.send(proto::JobRequest{id, "no-such-job", ""});
+  bool refused = false;
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& frame : flood.receive_for(100ms))
+      if (const auto* error = std::get_if<proto::ErrorFrame>(&frame); error != nullptr && error->code == "overloaded") refused = true;
+    return refused;
+  }, 30s)) << "the flood of lookups was never answered overloaded";
+  auto audit = admin.admin({.op = "audit", .queue = "q0"});
+  ASSERT_TRUE(audit) << audit.error().code << ": " << audit.error().message;
 }
 
 // Rule: a reload compares keys, not names. A name listed again with another
