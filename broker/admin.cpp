@@ -131,9 +131,9 @@ Result<std::map<std::string, std::string>> job_fields(ScriptRegistry& redis, con
   return calls::parse_show(r->get());
 }
 
-Admin::Admin(const BrokerConfig& config, const Clock& clock, RedisAddress address)
+Admin::Admin(const BrokerConfig& config, const Clock& clock, RedisAddress address, std::shared_ptr<RedisBudget> budget)
     : config_(config), clock_(clock), redis_(std::move(address)), ready_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-  redis_.set_redis_share(kRedisShare);
+  redis_.set_budget(std::move(budget));
   redis_.set_stop_flag(&stopping_);
 }
 

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -57,7 +58,7 @@ Result<std::map<std::string, std::string>> job_fields(ScriptRegistry& redis, con
 
 class Admin {
  public:
-  // Share of Redis's time admin work may take.
+  // Share of Redis's time admin work and the reconciler take together.
   static constexpr double kRedisShare = 0.2;
   static constexpr size_t kMaxQueued = 64;
   // Of those, at most this many from one requester (one key with CURVE, one
@@ -65,7 +66,9 @@ class Admin {
   // operator's own requests.
   static constexpr size_t kMaxQueuedPerRequester = 16;
 
-  Admin(const BrokerConfig& config, const Clock& clock, RedisAddress address);
+  // `budget`: the share of Redis's time admin work takes, together with the
+  // other holders of the same budget (the reconciler).
+  Admin(const BrokerConfig& config, const Clock& clock, RedisAddress address, std::shared_ptr<RedisBudget> budget);
   ~Admin() { stop(); }
 
   void start();

@@ -46,7 +46,7 @@ Broker::Broker(BrokerConfig config, const Clock& clock)
       gateway_(config_, clock_, queues_, outbox_, workers_.registry()),
       scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_.registry(), refusals_),
       dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_, refusals_),
-      admin_(config_, clock_, address_),
+      admin_(config_, clock_, address_, background_budget_),
       inbound_(router_, clock_, outbox_, access_, workers_, results_, gateway_, admin_) {}
 
 Broker::~Broker() {
@@ -135,7 +135,7 @@ Result<bool> Broker::start(int signal_fd) {
   }
   if (auto ok = scheduler_.cap_previous_leases(redis_); !ok) return std::unexpected(ok.error());
   admin_.start();
-  reconciler_ = std::make_unique<Reconciler>(*address, config_.reconcile_interval_ms);
+  reconciler_ = std::make_unique<Reconciler>(*address, config_.reconcile_interval_ms, background_budget_);
   reconciler_->start();
   spdlog::info("broker {} listening on {}, Redis {}, {} known queues (dueq {}, {})", broker_id_, bound_endpoint_,
                address->describe(), queues_.size(), build_commit(), build_type());

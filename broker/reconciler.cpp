@@ -24,8 +24,8 @@ void Reconciler::stop() {
 
 void Reconciler::run() {
   ScriptRegistry redis(address_);
-  // Paced like admin work: the event loop keeps most of Redis's time.
-  redis.set_redis_share(Admin::kRedisShare);
+  // Paced together with admin work: the event loop keeps most of Redis's time.
+  redis.set_budget(budget_);
   redis.set_stop_flag(&stopping_);
   while (true) {
     {

@@ -7,15 +7,19 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <memory>
 #include <thread>
 
+#include "broker/redis_budget.hpp"
 #include "common/redis_url.hpp"
 
 namespace dueq::broker {
 
 class Reconciler {
  public:
-  Reconciler(RedisAddress address, int64_t interval_ms) : address_(std::move(address)), interval_ms_(interval_ms) {}
+  // `budget`: shared with admin work (one share of Redis's time for both).
+  Reconciler(RedisAddress address, int64_t interval_ms, std::shared_ptr<RedisBudget> budget)
+      : address_(std::move(address)), interval_ms_(interval_ms), budget_(std::move(budget)) {}
   ~Reconciler() { stop(); }
 
   void start();
@@ -26,6 +30,7 @@ class Reconciler {
 
   RedisAddress address_;
   int64_t interval_ms_;
+  std::shared_ptr<RedisBudget> budget_;
   std::thread thread_;
   std::mutex mutex_;
   std::condition_variable wake_;

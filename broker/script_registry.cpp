@@ -102,35 +102,16 @@ Result<void> ScriptRegistry::recover_lost_scripts() {
   return {};
 }
 
-namespace {
-int64_t steady_us() {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
-
-void ScriptRegistry::wait_for_share() {
-  if (redis_share_ >= 1.0) return;
-  if (const int64_t wait = next_call_us_ - steady_us(); wait > 0) std::this_thread::sleep_for(std::chrono::microseconds(wait));
-}
-
-void ScriptRegistry::spent_since(int64_t start_us) {
-  if (redis_share_ >= 1.0) return;
-  const int64_t now = steady_us();
-  next_call_us_ = now + static_cast<int64_t>(static_cast<double>(now - start_us) * (1.0 / redis_share_ - 1.0));
-}
-
 Result<void> ScriptRegistry::execute(Round& round) {
   if (!outstanding_.empty()) return fail(Errc::internal, "execute while pipelined rounds are outstanding");
   if (stop_ != nullptr && stop_->load()) {
     round.fail();
     return fail(Errc::unavailable, "the broker is stopping");
   }
-  wait_for_share();
-  const int64_t start = steady_us();
+  std::optional<RedisBudget::Turn> turn(std::in_place, budget_.get());
   auto sent = send(round);
   auto replies = sent ? receive() : std::unexpected(sent.error());
-  spent_since(start);
+  turn.reset();
   if (!replies) {
     round.fail();
     return std::unexpected(replies.error());
@@ -142,14 +123,11 @@ Result<void> ScriptRegistry::execute(Round& round) {
 Result<std::vector<ReplyPtr>> ScriptRegistry::pipeline(std::vector<Command> commands) {
   if (!outstanding_.empty()) return fail(Errc::internal, "pipeline while rounds are outstanding");
   if (stop_ != nullptr && stop_->load()) return fail(Errc::unavailable, "the broker is stopping");
-  wait_for_share();
-  const int64_t start = steady_us();
+  const RedisBudget::Turn turn(budget_.get());
   Round round;
   for (auto& command : commands) round.add(std::move(command));
   if (auto ok = send(round); !ok) return std::unexpected(ok.error());
-  auto replies = receive();
-  spent_since(start);
-  return replies;
+  return receive();
 }
 
 Result<ReplyPtr> ScriptRegistry::call(Command command) {

@@ -7,9 +7,11 @@
 // call did nothing, so sending it again is safe.
 #include <atomic>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "broker/redis_budget.hpp"
 #include "broker/redis_connection.hpp"
 #include "broker/round.hpp"
 #include "common/error.hpp"
@@ -50,11 +52,11 @@ class ScriptRegistry {
   // Several, in one round trip.
   Result<std::vector<ReplyPtr>> pipeline(std::vector<Command> commands);
 
-  // Background work (admin, audits) shares Redis with the event loop: with
-  // a share below 1, each synchronous call first waits so that this
-  // connection keeps Redis busy at most that fraction of the time. Each call
-  // is bounded, so the loop's rounds wait at most one call behind it.
-  void set_redis_share(double share) { redis_share_ = share; }
+  // Background work (admin, audits) shares Redis with the event loop: each
+  // synchronous call takes its turn in `budget`, which paces all of its
+  // connections together (broker/redis_budget.hpp). Without one, calls are
+  // not paced.
+  void set_budget(std::shared_ptr<RedisBudget> budget) { budget_ = std::move(budget); }
   // Once `*stop` is set, every call fails at once ("stopping"): long admin
   // work ends at its next step when the broker stops.
   void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
@@ -62,8 +64,6 @@ class ScriptRegistry {
  private:
   Result<void> load_scripts();
   Result<void> recover_lost_scripts();
-  void wait_for_share();
-  void spent_since(int64_t start_us);
 
   struct OutstandingRound {
     std::vector<Command> commands;
@@ -74,9 +74,8 @@ class ScriptRegistry {
   int timeout_ms_;
   std::optional<RedisConnection> connection_;
   std::deque<OutstandingRound> outstanding_;
-  double redis_share_ = 1.0;
+  std::shared_ptr<RedisBudget> budget_;
   const std::atomic<bool>* stop_ = nullptr;
-  int64_t next_call_us_ = 0;  // steady clock, with a share below 1
 };
 
 }  // namespace dueq::broker

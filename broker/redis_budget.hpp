@@ -1,0 +1,72 @@
+#pragma once
+// One share of Redis's time for the background work of several threads
+// (admin requests, the reconciler's audits): their synchronous calls take
+// turns, and after each one the next waits so that together they keep Redis
+// busy at most `share` of the time. Each call is bounded, so the event
+// loop's rounds wait behind at most one of them.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+namespace dueq::broker {
+
+class RedisBudget {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit RedisBudget(double share) : share_(share) {}
+
+  // The pause after a call that kept Redis busy `spent`: the call and its
+  // pause take spent / share.
+  Clock::duration pause_after(Clock::duration spent) const {
+    return std::chrono::duration_cast<Clock::duration>(spent * (1.0 / share_ - 1.0));
+  }
+
+  // A call in progress: begun when no other call of the budget is, and the
+  // pause after the last one is over; ended (and the next pause set) when
+  // it goes out of scope.
+  class Turn {
+   public:
+    explicit Turn(RedisBudget* budget) : budget_(budget) {
+      if (budget_ != nullptr) start_ = budget_->begin();
+    }
+    ~Turn() {
+      if (budget_ != nullptr) budget_->end(start_);
+    }
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+
+   private:
+    RedisBudget* budget_;
+    Clock::time_point start_{};
+  };
+
+ private:
+  Clock::time_point begin() {
+    std::unique_lock lock(mutex_);
+    while (calling_ || Clock::now() < next_call_) {
+      if (calling_) turn_.wait(lock);
+      else turn_.wait_until(lock, next_call_);
+    }
+    calling_ = true;
+    return Clock::now();
+  }
+  void end(Clock::time_point start) {
+    {
+      std::lock_guard lock(mutex_);
+      const auto now = Clock::now();
+      calling_ = false;
+      next_call_ = now + pause_after(now - start);
+    }
+    turn_.notify_all();
+  }
+
+  const double share_;
+  std::mutex mutex_;
+  std::condition_variable turn_;
+  bool calling_ = false;
+  Clock::time_point next_call_{};
+};
+
+}  // namespace dueq::broker
