@@ -65,6 +65,7 @@ struct BrokerConfig {
   // socket: it is declared lost and its jobs go back, so what the broker
   // queues for one connection stays under about this much.
   int max_unread_mib = 64;
+  int64_t max_unread_bytes() const { return int64_t{max_unread_mib} << 20; }
   // The most queues the broker keeps (each costs work every turn): past it,
   // jobs for a new queue are rejected and a HELLO naming one is refused.
   int max_queues = 1'000;

@@ -81,7 +81,7 @@ Result<LeaseBatch> parse_lease(const redisReply* r) {
 }  // namespace calls
 
 std::vector<FreeSlots> Dispatcher::open_slots(const std::string& queue) const {
-  return workers_.free_slots(queue, int64_t{config_.max_unread_mib} << 20, [&](const std::string& w) {
+  return workers_.free_slots(queue, config_.max_unread_bytes(), [&](const std::string& w) {
     const auto reserved = reserved_.find(w);
     return static_cast<int64_t>(inflight_.count_for_worker(w)) + (reserved == reserved_.end() ? 0 : reserved->second);
   });
@@ -180,7 +180,6 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
   std::vector<size_t> frame_bytes(slots.size(), 0);
   std::vector<int64_t> below_half(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) below_half[i] = slots[i].free - slots[i].capacity / 2;
-  const int64_t max_unread_bytes = int64_t{config_.max_unread_mib} << 20;
   auto flush = [&](size_t slot) {
     if (frames[slot].items.empty()) return;
     const std::string& worker = slots[slot].worker;
@@ -189,7 +188,7 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
     // the broker queues no more for a peer that stops reading its socket
     // (and declares it lost: Workers::expire_silent).
     const auto bytes = static_cast<int64_t>(frame_bytes[slot]);
-    const bool room = w == nullptr || w->may_send_unread(bytes, max_unread_bytes);
+    const bool room = w == nullptr || w->may_send_unread(bytes, config_.max_unread_bytes());
     if (room && outbox_.send(Peer{worker, false}, frames[slot])) {
       if (w != nullptr) w->note_sent(frames[slot].seq, bytes, lease_clock_.now_ms());
     } else {

@@ -83,7 +83,6 @@ struct FreeSlots {
 class WorkerRegistry {
  public:
   static constexpr int64_t kUnconfirmedCredit = 16;
-  static constexpr int64_t kFullTasksFrameBytes = proto::kMaxTasksFrameBytes;
   void upsert(const std::string& routing_id, WorkerInfo info) { workers_[routing_id] = std::move(info); }
   WorkerInfo* find(const std::string& routing_id) {
     auto it = workers_.find(routing_id);
@@ -110,7 +109,7 @@ class WorkerRegistry {
   std::vector<std::string> stopped_reading(int64_t max_unread_bytes, int64_t cutoff_ms) const {
     std::vector<std::string> out;
     for (const auto& [rid, w] : workers_)
-      if (!w.may_send_unread(kFullTasksFrameBytes, max_unread_bytes) && w.unread_frames.front().sent_ms < cutoff_ms)
+      if (!w.may_send_unread(proto::kMaxTasksFrameBytes, max_unread_bytes) && w.unread_frames.front().sent_ms < cutoff_ms)
         out.push_back(rid);
     return out;
   }
@@ -142,7 +141,7 @@ class WorkerRegistry {
       if (w.key_capacity > 0) key_room.try_emplace(w.key_name, w.key_capacity).first->second -= held(rid);
     std::vector<FreeSlots> out;
     for (const auto& [rid, w] : workers_) {
-      if (w.draining || w.unreachable || !w.may_send_unread(kFullTasksFrameBytes, max_unread_bytes) ||
+      if (w.draining || w.unreachable || !w.may_send_unread(proto::kMaxTasksFrameBytes, max_unread_bytes) ||
           (!w.confirmed && barred_.contains(rid)) || std::find(w.queues.begin(), w.queues.end(), queue) == w.queues.end()) continue;
       // Until it confirms a TASKS frame (RECEIVED), a worker is sent at most
       // kUnconfirmedCredit jobs: a peer that says HELLO with a large capacity

@@ -269,7 +269,7 @@ void Workers::expire_silent(int64_t all_read_ms) {
   // Its unread TASKS fill max_unread_mib and it confirmed none of them for
   // worker_timeout: no more is queued for it, and what it held goes back
   // now, not when its leases run out.
-  for (const auto& rid : registry_.stopped_reading(int64_t{config_.max_unread_mib} << 20,
+  for (const auto& rid : registry_.stopped_reading(config_.max_unread_bytes(),
                                                    lease_clock_.now_ms() - config_.worker_timeout_ms))
     forget(rid, "stopped reading its socket (max_unread_mib of tasks unconfirmed)", all_read_ms);
   for (const auto& rid : registry_.silent_since(all_read_ms - config_.worker_timeout_ms)) {
