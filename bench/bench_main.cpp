@@ -403,6 +403,47 @@ Figures recovery(const Options& o, Json&) {
   return f;
 }
 
+// Idempotency at the top steady rate. A job finishes; then its queue runs
+// flat out for 15 s (the client's resend span) with done_max far below what
+// finishes meanwhile, and a resend of that job, as after a lost reply, must
+// be answered duplicate (the scenario fails otherwise). The done set's
+// measured size per id gives what the 30 s default window costs at this rate.
+Figures duplicate_window(const Options& o, Json&) {
+  const int64_t flow_ms = o.smoke ? 3'000 : 15'000;
+  const auto config = make_temp_dir("bench-window");
+  std::ofstream(config / "broker.toml") << "[queues.dup]\ndone_max = 10000\n";
+  Cluster cluster({"--config", (config / "broker.toml").string()});
+  std::filesystem::remove_all(config);
+  start_workers(cluster, "dup", 2, 32);
+  cluster.wait_for_workers(2);
+  const JobSpec first{"dup", "noop", "", "first-of-the-window", 0, 3};
+  {
+    Client client(cluster.endpoint(), with_timeouts({}));
+    auto accepted = client.enqueue(first);
+    if (!accepted || accepted->status != EnqueueResult::Status::accepted) throw std::runtime_error("the first job was not accepted");
+  }
+  await([&] { return done_count(cluster, "dup") >= 1; }, 30s);
+  const int64_t finished_ms = wall_ms();
+  progress(fmt::format("duplicate window: flat out for {} s after the first job finished", flow_ms / 1000));
+  Figures f = redis_baselines(cluster.redis());
+  // steady() warms up for 1 s before its measured window.
+  f["steady_jobs_per_s"] = steady(cluster, "dup", static_cast<double>(flow_ms - 1'000 - (wall_ms() - finished_ms)) / 1000);
+  Client resender(cluster.endpoint(), with_timeouts({}));
+  auto again = resender.enqueue(first);
+  f["resend_after_s"] = static_cast<double>(wall_ms() - finished_ms) / 1000;
+  if (!again) throw std::runtime_error("the resend failed: " + again.error().message);
+  if (again->status != EnqueueResult::Status::duplicate)
+    throw std::runtime_error(fmt::format("a resend {:.1f} s after the job finished made a second job", f["resend_after_s"]));
+  f["finished_since"] = static_cast<double>(done_count(cluster, "dup") - 1);
+  const double ids = std::stod(cluster.redis().cli("ZCARD 'dueq:{dup}:done'"));
+  const double bytes = std::stod(cluster.redis().cli("MEMORY USAGE 'dueq:{dup}:done' SAMPLES 0"));
+  f["done_set_ids"] = ids;
+  f["done_set_mib"] = bytes / (1 << 20);
+  f["bytes_per_id"] = bytes / ids;
+  f["default_window_mib_at_this_rate"] = f["steady_jobs_per_s"] * 30 * f["bytes_per_id"] / (1 << 20);
+  return f;
+}
+
 Figures memory(const Options& o, Json&) {
   const size_t n = o.smoke ? 50'000 : 1'000'000;
   Cluster cluster;
@@ -839,8 +880,8 @@ int main(int argc, char** argv) {
   std::string scenario = "all", out = "bench/results/results.jsonl";
   bool json = false;
   CLI::App app{"dueq-bench: measure dueq against the targets in DESIGN.md"};
-  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, memory, backlog, audit, curve, single, defaults, low_rate, all, or peers (BullMQ beside dueq; not part of all: make bench-peers)")
-      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "memory", "backlog", "audit", "curve", "single", "defaults", "low_rate", "peers"}));
+  app.add_option("--scenario", scenario, "throughput, latency, lateness, recovery, duplicate_window, memory, backlog, audit, curve, single, defaults, low_rate, all, or peers (BullMQ beside dueq; not part of all: make bench-peers)")
+      ->check(CLI::IsMember({"all", "throughput", "latency", "lateness", "recovery", "duplicate_window", "memory", "backlog", "audit", "curve", "single", "defaults", "low_rate", "peers"}));
   app.add_option("--peers-dir", o.peers_dir, "where bullmq_bench.js and its node_modules are (peers scenario)");
   app.add_option("--latency-rate", o.latency_rate, "jobs/s for the latency scenario (default: half the steady maximum measured in the same invocation, else 20,000)")
       ->check(CLI::Range(100.0, 1'000'000.0));
@@ -866,7 +907,7 @@ int main(int argc, char** argv) {
                       {"redis", command_output("redis-server --version | grep -o 'v=[0-9.]*' | cut -c3-")}};
 
   double max_steady = 0;
-  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "memory", "backlog", "audit", "curve", "single", "defaults", "low_rate", "peers"};
+  const std::vector<std::string> order = {"throughput", "lateness", "latency", "recovery", "duplicate_window", "memory", "backlog", "audit", "curve", "single", "defaults", "low_rate", "peers"};
   int failures = 0;
   for (const auto& name : order) {
     if (scenario != name && (scenario != "all" || name == "peers")) continue;
@@ -880,6 +921,7 @@ int main(int argc, char** argv) {
       else if (name == "lateness") f = lateness(o, table);
       else if (name == "latency") f = latency(o, table, o.latency_rate > 0 ? o.latency_rate : max_steady > 0 ? max_steady / 2 : (o.smoke ? 2'000 : 20'000));
       else if (name == "recovery") f = recovery(o, table);
+      else if (name == "duplicate_window") f = duplicate_window(o, table);
       else if (name == "memory") f = memory(o, table);
       else if (name == "backlog") f = backlog(o, table);
       else if (name == "curve") f = curve(o, table);

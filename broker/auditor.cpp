@@ -128,6 +128,26 @@ Result<std::vector<FilterBucket>> check_schedule_filter(ScriptRegistry& redis, c
   return wrong;
 }
 
+Result<void> walk_state_set(ScriptRegistry& redis, const std::string& key, int64_t count_hint,
+                            const std::function<Result<void>(const std::vector<std::string>&)>& visit) {
+  std::string cursor = "0";
+  do {
+    auto r = redis.call(Command{"ZSCAN", key, cursor, "COUNT", std::to_string(count_hint)});
+    if (!r) return std::unexpected(r.error());
+    const redisReply* step = r->get();
+    if (step->type != REDIS_REPLY_ARRAY || step->elements != 2 || step->element[1]->type != REDIS_REPLY_ARRAY)
+      return reply::bad(step, "ZSCAN");
+    auto members_and_scores = reply::strings(step->element[1], "ZSCAN");
+    if (!members_and_scores) return std::unexpected(members_and_scores.error());
+    std::vector<std::string> ids;
+    for (size_t i = 0; i < members_and_scores->size(); i += 2)
+      if (!is_encoding_pin((*members_and_scores)[i])) ids.push_back(std::move((*members_and_scores)[i]));
+    cursor = reply::str(step->element[0]);
+    if (auto ok = visit(ids); !ok) return ok;
+  } while (cursor != "0");
+  return {};
+}
+
 Result<AuditReport> audit_queue(ScriptRegistry& redis, const std::string& queue, bool repair) {
   AuditReport report;
   report.queue = queue;
@@ -234,27 +254,8 @@ Result<AuditReport> audit_queue(ScriptRegistry& redis, const std::string& queue,
     report.repaired.push_back(partition);
   }
 
-  // The state sets by ZSCAN, not by rank: a job that leaves a set between
-  // two slices shifts the ranks after it, and a rank walk would skip an id
-  // still there. A scan returns every member present from its start to its
-  // end (some twice, which only checks them twice).
-  for (const auto& key : {keys.ready, keys.leased, keys.dead}) {
-    std::string set_cursor = "0";
-    do {
-      auto r = redis.call(Command{"ZSCAN", key, set_cursor, "COUNT", std::to_string(kSlice)});
-      if (!r) return std::unexpected(r.error());
-      const redisReply* step = r->get();
-      if (step->type != REDIS_REPLY_ARRAY || step->elements != 2 || step->element[1]->type != REDIS_REPLY_ARRAY)
-        return reply::bad(step, "ZSCAN");
-      auto members_and_scores = reply::strings(step->element[1], "ZSCAN");
-      if (!members_and_scores) return std::unexpected(members_and_scores.error());
-      std::vector<std::string> ids;
-      for (size_t i = 0; i < members_and_scores->size(); i += 2)
-        if (!is_encoding_pin((*members_and_scores)[i])) ids.push_back(std::move((*members_and_scores)[i]));  // leased holds one; it is no job
-      set_cursor = reply::str(step->element[0]);
-      if (auto ok = check_all(ids); !ok) return std::unexpected(ok.error());
-    } while (set_cursor != "0");
-  }
+  for (const auto& key : {keys.ready, keys.leased, keys.dead})
+    if (auto ok = walk_state_set(redis, key, kSlice, check_all); !ok) return std::unexpected(ok.error());
 
   std::vector<std::string> dangling;
   for (const auto& [id, what] : problems) {

@@ -5,6 +5,7 @@
 // each slice is checked atomically in Redis by audit.lua, so jobs moving
 // while the audit runs are not reported as problems. Run it on a connection
 // of its own (admin, reconciler): it makes tens of thousands of calls.
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +72,14 @@ struct AuditReport {
   std::vector<std::string> repaired;                           // dangling entries removed, filter counters corrected
   bool clean() const { return counts.imbalance() == 0 && problems.empty(); }
 };
+
+// Calls `visit` with the ids of a state set (ready, leased or dead), a slice
+// of about `count_hint` at a time, without the encoding pin. By ZSCAN, not by
+// rank: a job that leaves the set between two slices shifts the ranks after
+// it, and a rank walk would skip an id still there. A scan visits every
+// member present from its start to its end (some twice).
+Result<void> walk_state_set(ScriptRegistry& redis, const std::string& key, int64_t count_hint,
+                            const std::function<Result<void>(const std::vector<std::string>&)>& visit);
 
 // With `repair`, entries whose job record is gone are removed (always safe:
 // they can never be delivered), schedule filter counters are made exact,

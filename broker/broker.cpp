@@ -81,6 +81,9 @@ Result<bool> Broker::start(int signal_fd) {
     spdlog::warn("{} (continuing: --allow-unsafe-redis)", ok.error().message);
   }
   if (auto advice = settings_advice(redis_); advice && !advice->empty()) spdlog::warn("Redis: {}", *advice);
+  auto pin_bytes = encoding_pin_bytes(redis_);
+  if (!pin_bytes) return std::unexpected(pin_bytes.error());
+  gateway_.use_encoding_pin_bytes(*pin_bytes);
 
   router_.set(zmq::sockopt::linger, 0);
   // Per peer, messages read off the network ahead of the loop: a peer that
@@ -128,7 +131,7 @@ Result<bool> Broker::start(int signal_fd) {
     if (*moved > 0) spdlog::info("queue '{}': moved {} scheduled jobs into the partitioned schedule", name, *moved);
     // Stores written before the pins, or whose keys were deleted, get them
     // back (new queues get theirs when they are registered).
-    auto pinned = redis_.call(calls::pin_encoding(name));
+    auto pinned = redis_.call(calls::pin_encoding(name, *pin_bytes));
     if (!pinned) return std::unexpected(pinned.error());
     if (auto err = reply_error(pinned->get()); !err.empty())
       return fail(Errc::internal, fmt::format("queue '{}': pinning the key encodings: {}", name, err));

@@ -113,20 +113,22 @@ inline uint32_t schedule_filter_bit_offset(uint32_t partition, std::string_view 
 // or sorted set as a listpack and every HSET, HMGET, ZADD or ZREM scans all
 // of it (an HSET of 26 records took 30 us, against 6 us in a hashtable).
 // lua/pin_encoding.lua puts one long entry, the pin, into each: longer than
-// hash-max-listpack-value and zset-max-listpack-value as Redis's defaults
-// (64) and deploy/redis.conf (1024) set them, it turns the key into a
-// hashtable or skiplist for good, and keeps it from being deleted when its
-// jobs are gone. Job ids hold no space and the pin does: scripts and the
-// auditor that walk these keys skip it, and in leased its deadline is +inf.
+// the hash-max-listpack-value and zset-max-listpack-value of the Redis in
+// use (the broker reads them at start, broker/redis_settings.hpp), it turns
+// the key into a hashtable or skiplist for good, and keeps it from being
+// deleted when its jobs are gone. Job ids hold no space and the pin does:
+// scripts skip it through lua/lib/encoding_pin.lua, the auditor through
+// is_encoding_pin, and in leased its deadline is +inf.
 // The schedule partitions get no pin: they stay listpacks (see above).
+// The shortest pin: longer than deploy/redis.conf's limits (1024).
 inline constexpr size_t kEncodingPinBytes = 1025;
-inline const std::string& encoding_pin() {
-  static const std::string pin = [] {
-    std::string text = "dueq encoding pin: keeps this key out of listpack encoding (broker/keys.hpp) ";
-    text.resize(kEncodingPinBytes, '.');
-    return text;
-  }();
-  return pin;
+// The longest pin pin_encoding.lua takes: a Redis whose limits reach it
+// keeps every key a listpack and is refused.
+inline constexpr size_t kMaxEncodingPinBytes = 65536;
+inline std::string encoding_pin(size_t bytes = kEncodingPinBytes) {
+  std::string text = "dueq encoding pin: keeps this key out of listpack encoding (broker/keys.hpp) ";
+  text.resize(bytes, '.');
+  return text;
 }
 inline bool is_encoding_pin(std::string_view entry) { return entry.find(' ') != std::string_view::npos; }
 

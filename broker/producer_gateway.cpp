@@ -50,9 +50,9 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
   return call.add(lease_deadline_ms).add(lease_tokens);
 }
 
-Command pin_encoding(const std::string& queue) {
+Command pin_encoding(const std::string& queue, size_t pin_bytes) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::pin_encoding, {k.jobs, k.tokens, k.leased}).add(encoding_pin());
+  return script_call(lua::ScriptId::pin_encoding, {k.jobs, k.tokens, k.leased}).add(encoding_pin(pin_bytes));
 }
 
 Command stats(const std::string& queue) {
@@ -202,7 +202,7 @@ void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool
     QueueState& q = queues_.get(name);
     if (!q.registered) {
       round.add(Command{"SADD", kQueuesKey, name});
-      round.add(calls::pin_encoding(name));
+      round.add(calls::pin_encoding(name, encoding_pin_bytes_));
     }
     const auto& policy = config_.policy(name);
     std::vector<int64_t> dues;

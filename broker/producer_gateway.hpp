@@ -12,6 +12,7 @@
 
 #include "broker/config.hpp"
 #include "broker/dispatcher.hpp"
+#include "broker/keys.hpp"
 #include "broker/outbox.hpp"
 #include "broker/queues.hpp"
 #include "broker/registry.hpp"
@@ -34,8 +35,9 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
                 uint32_t default_max_attempts, int64_t max_backlog, int64_t lease_deadline_ms = 0,
                 const std::string& lease_tokens = {}, bool filter_args = true);
 // pin_encoding.lua: the encoding pins of a queue's jobs, tokens and leased
-// keys (broker/keys.hpp), where they are missing.
-Command pin_encoding(const std::string& queue);
+// keys (broker/keys.hpp), where they are missing; `pin_bytes` from
+// encoding_pin_bytes (broker/redis_settings.hpp).
+Command pin_encoding(const std::string& queue, size_t pin_bytes);
 // stats.lua
 Command stats(const std::string& queue);
 Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* reply);
@@ -64,6 +66,10 @@ class ProducerGateway {
   static constexpr size_t kMaxStatsRequestsPerPeer = 16;
   // How long a queue found at its max_backlog refuses without asking Redis.
   static constexpr int64_t kBacklogFullMemoMs = 100;
+
+  // The length of the encoding pins new queues get (encoding_pin_bytes,
+  // broker/redis_settings.hpp), read from Redis at start.
+  void use_encoding_pin_bytes(size_t bytes) { encoding_pin_bytes_ = bytes; }
 
   void on_enqueue(EnqueueRequest&& request);
   void on_stats(const Peer& peer, uint64_t request_id);
@@ -110,6 +116,7 @@ class ProducerGateway {
   QueueTable& queues_;
   Outbox& outbox_;
   const WorkerRegistry& workers_;  // counted in stats replies
+  size_t encoding_pin_bytes_ = kEncodingPinBytes;
   std::vector<EnqueueRequest> enqueues_;
   std::vector<std::pair<Peer, uint64_t>> stats_requests_;
   struct Gathered {

@@ -1,7 +1,10 @@
 #include "broker/redis_settings.hpp"
 
+#include "broker/keys.hpp"
+
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 
@@ -78,6 +81,25 @@ Result<std::string> settings_advice(ScriptRegistry& redis) {
   }
   if (!advice.empty()) advice += " (see deploy/redis.conf)";
   return advice;
+}
+
+Result<size_t> encoding_pin_bytes(ScriptRegistry& redis) {
+  static const std::vector<std::string> kLimits = {"hash-max-listpack-value", "zset-max-listpack-value"};
+  auto values = config_values(redis, kLimits);
+  if (!values) return std::unexpected(values.error());
+  size_t bytes = kEncodingPinBytes;
+  for (size_t i = 0; i < kLimits.size(); ++i) {
+    if (!(*values)[i]) continue;  // CONFIG disabled: check_durability_settings says so
+    const int64_t limit = std::strtoll((*values)[i]->c_str(), nullptr, 10);
+    if (limit >= static_cast<int64_t>(kMaxEncodingPinBytes))
+      return fail(Errc::bad_argument,
+                  fmt::format("Redis has {} {}: the broker keeps each queue's jobs, tokens and leased keys out of "
+                              "listpack encoding with an entry longer than it, of at most {} bytes. Set it to at most "
+                              "{} (deploy/redis.conf has 1024)",
+                              kLimits[i], limit, kMaxEncodingPinBytes, kMaxEncodingPinBytes - 1));
+    bytes = std::max(bytes, static_cast<size_t>(std::max<int64_t>(limit, 0)) + 1);
+  }
+  return bytes;
 }
 
 }  // namespace dueq::broker

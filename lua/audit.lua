@@ -32,6 +32,7 @@
   Errors   "ERR dueq bad-args <what>"
 ]]
 --! include lib/partition.lua
+--! include lib/encoding_pin.lua
 if #ARGV > 1000 or #ARGV % 2 ~= 0 then
   return redis.error_reply("ERR dueq bad-args audit: at most 500 ids, each with its partition")
 end
@@ -46,8 +47,7 @@ end
 local problems = {}
 if #ids == 0 then
   local c = redis.call("HMGET", KEYS[5], "scheduled", "accepted", "done", "cancelled", "purged")
-  -- Leases by their finite deadlines: the encoding pin's is +inf.
-  local counts = {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), redis.call("ZCOUNT", KEYS[3], "-inf", "(+inf"),
+  local counts = {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), count_leases(KEYS[3]),
     redis.call("ZCARD", KEYS[4]), tonumber(c[2] or 0), tonumber(c[3] or 0), tonumber(c[4] or 0),
     tonumber(c[5] or 0)}
   return {counts, problems}

@@ -13,13 +13,13 @@
            the limit)
   Errors   "ERR dueq bad-args <what>"
 ]]
+--! include lib/encoding_pin.lua
 local cap = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 if not cap or not limit or limit < 1 or limit > 5000 then
   return redis.error_reply("ERR dueq bad-args cap_leases: expected a cap and a limit of 1..5000")
 end
--- Up to "(+inf": the encoding pin's deadline is +inf, and it stays there.
-local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "(" .. cap, "(+inf", "LIMIT", 0, limit)
+local ids = leases_after(KEYS[1], "(" .. cap, limit, false)
 for _, id in ipairs(ids) do
   redis.call("ZADD", KEYS[1], "XX", cap, id)
 end

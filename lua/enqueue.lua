@@ -55,6 +55,7 @@
 ]]
 --! include lib/partition.lua
 --! include lib/schedule_filter.lua
+--! include lib/encoding_pin.lua
 local now = tonumber(ARGV[1])
 local max_backlog = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
@@ -105,8 +106,7 @@ local out = {}
 local room = n
 local scheduled_now = tonumber(redis.call("HGET", KEYS[4], "scheduled")) or 0
 if max_backlog > 0 then
-  -- Leases are counted by their finite deadlines: the encoding pin's is +inf.
-  room = max_backlog - redis.call("ZCARD", KEYS[2]) - redis.call("ZCOUNT", KEYS[3], "-inf", "(+inf") - scheduled_now
+  room = max_backlog - redis.call("ZCARD", KEYS[2]) - count_leases(KEYS[3]) - scheduled_now
   if room <= 0 then
     for i = 1, n do out[i] = 2 end
     return out

@@ -20,8 +20,9 @@
   Returns  number of keys the pin was added to (0..3)
   Errors   "ERR dueq bad-args <what>"
 ]]
+--! include lib/encoding_pin.lua
 local pin = ARGV[1]
-if #ARGV ~= 1 or #pin < 129 or #pin > 65536 or not string.find(pin, " ", 1, true) then
+if #ARGV ~= 1 or #pin < 129 or #pin > 65536 or not is_encoding_pin(pin) then
   return redis.error_reply("ERR dueq bad-args pin_encoding: expected one pin of 129..65536 bytes holding a space")
 end
 -- HSET, not HSETNX: deploy/users.acl grants the one, and the value never changes.

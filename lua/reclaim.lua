@@ -32,6 +32,7 @@
   Errors   "ERR dueq bad-args <what>"
 ]]
 --! include lib/lost_delivery.lua
+--! include lib/encoding_pin.lua
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local retention = tonumber(ARGV[3])
@@ -86,7 +87,7 @@ if requeued > 0 then redis.call("HINCRBY", KEYS[4], "retried", requeued) end
 if dead > 0 then redis.call("HINCRBY", KEYS[4], "dead", dead) end
 if cancelled > 0 then redis.call("HINCRBY", KEYS[4], "cancelled", cancelled) end
 if not_counted > 0 then redis.call("HINCRBY", KEYS[4], "unconfirmed", not_counted) end
-local head = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", "(+inf", "WITHSCORES", "LIMIT", 0, 1)  -- not the pin
+local head = leases_after(KEYS[1], "-inf", 1, true)
 local next_deadline = -1
 if head[2] then next_deadline = tonumber(head[2]) end
 return {requeued, dead, next_deadline, not_counted}

@@ -11,6 +11,7 @@
   Returns  {next cursor ("0" = done), ids}, without the encoding pin
   Errors   "ERR dueq bad-args <what>"
 ]]
+--! include lib/encoding_pin.lua
 local count = tonumber(ARGV[2])
 if not tonumber(ARGV[1]) or not count or count < 1 or count > 5000 then
   return redis.error_reply("ERR dueq bad-args scan_ids: expected a cursor and a count of 1..5000")
@@ -18,7 +19,6 @@ end
 local step = redis.call("HSCAN", KEYS[1], ARGV[1], "COUNT", count)
 local ids = {}
 for i = 1, #step[2], 2 do
-  -- The encoding pin (broker/keys.hpp) is the one field with a space.
-  if not string.find(step[2][i], " ", 1, true) then ids[#ids + 1] = step[2][i] end
+  if not is_encoding_pin(step[2][i]) then ids[#ids + 1] = step[2][i] end
 end
 return {step[1], ids}

@@ -16,11 +16,12 @@
            lower bound of the earliest scheduled due ms, or -1
   Errors   "ERR dueq bad-args <what>"
 ]]
+--! include lib/encoding_pin.lua
 if #ARGV ~= 0 then return redis.error_reply("ERR dueq bad-args stats: expected no arguments") end
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = -1
 if head[2] then next_due = tonumber(head[2]) end
 local c = redis.call("HMGET", KEYS[5], "scheduled", "accepted", "done", "retried", "stale_acks", "cancelled", "purged")
-return {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), redis.call("ZCOUNT", KEYS[3], "-inf", "(+inf"), redis.call("ZCARD", KEYS[4]),
+return {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), count_leases(KEYS[3]), redis.call("ZCARD", KEYS[4]),
   next_due, tonumber(c[2] or 0), tonumber(c[3] or 0), tonumber(c[4] or 0), tonumber(c[5] or 0),
   tonumber(c[6] or 0), tonumber(c[7] or 0)}

@@ -189,6 +189,28 @@ TEST(EndToEnd, BrokerRefusesToStartOnRedisWithoutPersistence) {
   std::filesystem::remove_all(dir);
 }
 
+// The encoding pins are sized from the Redis in use: with listpack value
+// limits above deploy/redis.conf's, a queue's hot keys still leave listpack
+// encoding; limits no pin can pass refuse the start, naming the setting.
+TEST(EndToEnd, EncodingPinsAreLongerThanTheListpackLimitsOfTheRedisInUse) {
+  Cluster cluster({}, {"--hash-max-listpack-value", "3000", "--zset-max-listpack-value", "5000"});
+  Client client(cluster.endpoint());
+  auto accepted = client.enqueue(JobSpec{"pinned", "noop", "", "", wall_ms() + 60'000, 0});
+  ASSERT_TRUE(accepted) << accepted.error().message;
+  EXPECT_EQ(cluster.redis().cli("OBJECT ENCODING 'dueq:{pinned}:jobs'"), "hashtable");
+  EXPECT_EQ(cluster.redis().cli("OBJECT ENCODING 'dueq:{pinned}:tokens'"), "hashtable");
+  EXPECT_EQ(cluster.redis().cli("OBJECT ENCODING 'dueq:{pinned}:leased'"), "skiplist");
+
+  RedisServer too_high({"--zset-max-listpack-value", "70000"});
+  const auto dir = make_temp_dir("pinlimit");
+  Process broker({bin("dueq-broker"), "--redis", too_high.url(), "--listen", "tcp://127.0.0.1:" + std::to_string(free_port())},
+                 (dir / "broker.log").string());
+  EXPECT_EQ(broker.wait(10s), 1);
+  EXPECT_NE(read_file(dir / "broker.log").find("zset-max-listpack-value 70000"), std::string::npos)
+      << read_file(dir / "broker.log");
+  std::filesystem::remove_all(dir);
+}
+
 // SIGTERM works at any moment, also while the broker waits for a Redis that
 // is not there.
 TEST(EndToEnd, BrokerWaitingForRedisStopsOnSigterm) {

@@ -934,6 +934,26 @@ TEST(RedisSettings, ProductionSettingsPass) {
   EXPECT_EQ(settings_advice(store).value_or("failed"), "");
 }
 
+// A pin no longer than the listpack value limits would leave the hot keys
+// listpacks without a word: its length follows the limits of the Redis in use.
+TEST(RedisSettings, EncodingPinsAreOneBytePastTheLargerListpackValueLimit) {
+  {
+    dueq::testing::RedisServer redis;
+    ScriptRegistry store(*parse_redis_url(redis.url()));
+    ASSERT_TRUE(store.connect());
+    EXPECT_EQ(encoding_pin_bytes(store).value_or(0), kEncodingPinBytes);
+  }
+  dueq::testing::RedisServer redis({"--hash-max-listpack-value", "3000", "--zset-max-listpack-value", "2000"});
+  ScriptRegistry store(*parse_redis_url(redis.url()));
+  ASSERT_TRUE(store.connect());
+  EXPECT_EQ(encoding_pin_bytes(store).value_or(0), 3001u);
+  ASSERT_EQ(redis.cli("CONFIG SET zset-max-listpack-value 65536"), "OK");
+  auto refused = encoding_pin_bytes(store);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Errc::bad_argument);
+  EXPECT_NE(refused.error().message.find("zset-max-listpack-value 65536"), std::string::npos) << refused.error().message;
+}
+
 TEST(RedisSettings, SettingsBelowDeployRedisConfAreNamedInTheAdviceWithWhatTheyCost) {
   dueq::testing::RedisServer redis({"--hash-max-listpack-entries", "128", "--zset-max-listpack-entries", "64",
                                     "--auto-aof-rewrite-min-size", "64mb"});
@@ -1725,7 +1745,7 @@ TEST_F(Scripts, AuditScheduleRefusesBadArguments) {
 TEST_F(Scripts, EncodingPinsKeepTheHotKeysOutOfListpacksAndAreNeverTakenForJobs) {
   for (int64_t added : {3, 0}) {  // the second time they are there already
     Round pin;
-    pin.add(calls::pin_encoding("q"));
+    pin.add(calls::pin_encoding("q", kEncodingPinBytes));
     const redisReply* r = run(pin);
     ASSERT_EQ(r->type, REDIS_REPLY_INTEGER) << reply_error(r);
     EXPECT_EQ(r->integer, added);
@@ -1780,6 +1800,40 @@ TEST_F(Scripts, EncodingPinsKeepTheHotKeysOutOfListpacksAndAreNeverTakenForJobs)
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' '" + encoding_pin() + "'"), "inf");
   EXPECT_EQ(redis_->cli("OBJECT ENCODING 'dueq:{q}:tokens'"), "hashtable");
   EXPECT_EQ(redis_->cli("OBJECT ENCODING 'dueq:{q}:leased'"), "skiplist");
+}
+
+// The audit walks the state sets while jobs leave them. Here every slice's
+// jobs leave as soon as it is visited (acked meanwhile): a walk by rank would
+// then read every other slice only, skipping jobs that were there all along.
+TEST_F(Scripts, StateSetWalkVisitsEveryJobThatIsThereWhenItStartsEvenAsOthersLeave) {
+  Round pin;
+  pin.add(calls::pin_encoding("q", kEncodingPinBytes));
+  run(pin);
+  const std::string leased = QueueKeys("q").leased;
+  std::set<std::string> all;
+  Command add{"ZADD", leased};
+  for (int i = 0; i < 3'000; ++i) {
+    all.insert(fmt::format("job{:05}", i));
+    add.add(int64_t{1'000'000} + i).add(fmt::format("job{:05}", i));
+  }
+  ASSERT_TRUE(store_->call(std::move(add)));
+  std::set<std::string> visited;
+  size_t slices = 0;
+  auto walked = walk_state_set(*store_, leased, 50, [&](const std::vector<std::string>& ids) -> Result<void> {
+    ++slices;
+    Command leave{"ZREM", leased};
+    for (const auto& id : ids) {
+      EXPECT_FALSE(is_encoding_pin(id));
+      visited.insert(id);
+      leave.add(id);
+    }
+    if (!ids.empty()) EXPECT_TRUE(store_->call(std::move(leave)));
+    return {};
+  });
+  ASSERT_TRUE(walked) << walked.error().message;
+  EXPECT_GT(slices, 10u);  // walked in slices, not in one reply
+  EXPECT_EQ(visited, all);
+  EXPECT_EQ(redis_->cli("ZCARD " + leased), "1");  // the pin
 }
 
 TEST_F(Scripts, PinEncodingRefusesAPinThatCouldBeAJobId) {
