@@ -432,8 +432,11 @@ Figures duplicate_window(const Options& o, Json&) {
   auto again = resender.enqueue(first);
   f["resend_after_s"] = static_cast<double>(wall_ms() - finished_ms) / 1000;
   if (!again) throw std::runtime_error("the resend failed: " + again.error().message);
-  if (again->status != EnqueueResult::Status::duplicate)
+  if (again->status == EnqueueResult::Status::accepted)
     throw std::runtime_error(fmt::format("a resend {:.1f} s after the job finished made a second job", f["resend_after_s"]));
+  if (again->status != EnqueueResult::Status::duplicate)
+    throw std::runtime_error(fmt::format("the resend was not answered: {} (status {})", again->reason,
+                                         static_cast<int>(again->status)));
   f["finished_since"] = static_cast<double>(done_count(cluster, "dup") - 1);
   const double ids = std::stod(cluster.redis().cli("ZCARD 'dueq:{dup}:done'"));
   const double bytes = std::stod(cluster.redis().cli("MEMORY USAGE 'dueq:{dup}:done' SAMPLES 0"));

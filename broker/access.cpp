@@ -127,26 +127,36 @@ const Grant* AllowList::by_name(const std::string& name) const {
   return it == by_name_.end() ? nullptr : &it->second;
 }
 
+Result<void> Access::start_zap(zmq::socket_t& router) {
+  zap_ = zmq::socket_t(context_, zmq::socket_type::rep);
+  zap_.set(zmq::sockopt::linger, 0);
+  try {
+    zap_.bind(kZapEndpoint);
+    // A domain makes libzmq ask the handler about NULL (plaintext) sessions too.
+    router.set(zmq::sockopt::zap_domain, "dueq");
+  } catch (const zmq::error_t& e) {
+    return fail(Errc::internal, fmt::format("cannot start the ZAP handler: {}", e.what()));
+  }
+  return {};
+}
+
 Result<void> Access::enable(zmq::socket_t& router, const CurveKeyPair& broker_keys, const std::string& allow_list) {
   auto list = AllowList::load(allow_list);
   if (!list) return std::unexpected(list.error());
   allow_list_ = std::move(*list);
   allow_list_path_ = allow_list;
-  zap_ = zmq::socket_t(context_, zmq::socket_type::rep);
-  zap_.set(zmq::sockopt::linger, 0);
   try {
-    zap_.bind(kZapEndpoint);
     router.set(zmq::sockopt::curve_server, 1);
     router.set(zmq::sockopt::curve_secretkey, broker_keys.secret_key);
-    router.set(zmq::sockopt::zap_domain, "dueq");
   } catch (const zmq::error_t& e) {
     return fail(Errc::internal, fmt::format("cannot turn CURVE on: {}", e.what()));
   }
+  curve_ = true;
   spdlog::info("CURVE on: {} keys on the allow-list {}", allow_list_.size(), allow_list_path_);
   return {};
 }
 
-void Access::answer_zap(int64_t now_ms) {
+void Access::answer_zap(int64_t now_ms, ConnectionGate& gate) {
   for (int n = 0; n < kZapRequestsPerTurn; ++n) {
     std::vector<zmq::message_t> request;
     zmq::message_t part;
@@ -161,7 +171,18 @@ void Access::answer_zap(int64_t now_ms) {
     // version, request id, domain, address, routing id, mechanism, credentials
     std::string status = "400", text = "key not allowed", user_id;
     const std::string request_id = request.size() > 1 ? request[1].to_string() : "";
-    if (request.size() == 7 && request[0].to_string_view() == "1.0" && request[5].to_string_view() == "CURVE" &&
+    if (!gate.admitting()) {
+      // 400, not 300 (temporary): libzmq sends no ERROR command for a 300
+      // and keeps the connection, and its descriptor, until the handshake
+      // times out.
+      status = "400";
+      text = "at the open-file limit: try again later";
+      gate.turned_away();
+    } else if (!curve_ && request.size() == 6 && request[0].to_string_view() == "1.0" &&
+               request[5].to_string_view() == "NULL") {
+      status = "200";
+      text = "OK";
+    } else if (request.size() == 7 && request[0].to_string_view() == "1.0" && request[5].to_string_view() == "CURVE" &&
         request[6].size() == 32) {
       char z85[41] = {};
       zmq_z85_encode(z85, static_cast<const uint8_t*>(request[6].data()), 32);

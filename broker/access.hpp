@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "broker/connection_gate.hpp"
 #include "common/curve.hpp"
 #include "common/error.hpp"
 #include "common/logging.hpp"
@@ -63,15 +64,20 @@ class Access {
   // Plaintext until enable(): every peer may do everything.
   explicit Access(zmq::context_t& context) : context_(context) {}
 
-  // Turns CURVE on for `router` (call before it binds) with the broker's
-  // pair, and starts the ZAP handler with the allow-list at `allow_list`.
+  // Starts the ZAP handler for `router` (call before it binds): every new
+  // session, plaintext too, is admitted or turned away by answer_zap.
+  Result<void> start_zap(zmq::socket_t& router);
+  // Turns CURVE on for `router` (call after start_zap, before it binds) with
+  // the broker's pair and the allow-list at `allow_list`.
   Result<void> enable(zmq::socket_t& router, const CurveKeyPair& broker_keys, const std::string& allow_list);
-  bool enabled() const { return zap_.handle() != nullptr; }
+  bool enabled() const { return curve_; }
 
-  // The ZAP socket to poll for ZMQ_POLLIN (null when disabled).
-  void* zap_handle() { return enabled() ? zap_.handle() : nullptr; }
-  // Answers the waiting ZAP requests, a bounded number per call.
-  void answer_zap(int64_t now_ms);
+  // The ZAP socket to poll for ZMQ_POLLIN.
+  void* zap_handle() { return zap_.handle(); }
+  // Answers the waiting ZAP requests, a bounded number per call: a key on
+  // the allow-list under CURVE, anyone in plaintext, and no one while the
+  // gate turns new sessions away.
+  void answer_zap(int64_t now_ms, ConnectionGate& gate);
   // Reads the allow-list again; on an error the old one stays (logged).
   void reload();
 
@@ -86,6 +92,7 @@ class Access {
  private:
   zmq::context_t& context_;
   zmq::socket_t zap_;
+  bool curve_ = false;
   std::string allow_list_path_;
   AllowList allow_list_;
   uint64_t refusals_ = 0;

@@ -26,6 +26,7 @@ namespace dueq::broker {
 namespace {
 constexpr int64_t kMaxSleepMs = 5'000;  // upper bound on one wait; nothing relies on it
 constexpr int64_t kMaxReconnectMs = 5'000;
+constexpr int kHandshakeMs = 10'000;
 }  // namespace
 
 Broker::Broker(BrokerConfig config, const Clock& clock)
@@ -37,6 +38,7 @@ Broker::Broker(BrokerConfig config, const Clock& clock)
       context_(1),
       router_(context_, zmq::socket_type::router),
       connection_monitor_(context_, router_),
+      gate_(clock_),
       access_(context_),
       broker_id_(new_instance_id()),
       outbox_(router_),
@@ -98,6 +100,10 @@ Result<bool> Broker::start(int signal_fd) {
   // A peer announcing a larger message is disconnected before it is read
   // (without this, libzmq buffers each whole message, of any size).
   router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(proto::kMaxFrameBytes));
+  // A connection that never finishes its handshake holds a descriptor this
+  // long at most (libzmq's default is 30 s).
+  router_.set(zmq::sockopt::handshake_ivl, kHandshakeMs);
+  if (auto ok = access_.start_zap(router_); !ok) return std::unexpected(ok.error());
   if (!config_.curve_key.empty()) {
     auto keys = read_curve_key_file(config_.curve_key);
     if (!keys) return std::unexpected(keys.error());
@@ -112,6 +118,8 @@ Result<bool> Broker::start(int signal_fd) {
     return fail(Errc::bad_argument, fmt::format("cannot listen on {}: {}", config_.listen, e.what()));
   }
   bound_endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+  spdlog::info("open-file limit {} (connections past it are turned away, see ConnectionGate)",
+               ConnectionGate::raise_open_files_limit());
 
   auto known = known_queues(redis_);
   if (!known) return std::unexpected(known.error());
@@ -157,8 +165,8 @@ Result<void> Broker::run(int signal_fd) {
       {nullptr, timer.get(), ZMQ_POLLIN, 0},
       {nullptr, admin_.ready_fd(), ZMQ_POLLIN, 0},
       {connection_monitor_.handle(), 0, ZMQ_POLLIN, 0},
+      {access_.zap_handle(), 0, ZMQ_POLLIN, 0},
   };
-  if (access_.enabled()) items.push_back({access_.zap_handle(), 0, ZMQ_POLLIN, 0});
   while (true) {
     const int64_t wait_us = stopping_ ? 0 : us_until_wake();
     long timeout_ms = 0;
@@ -190,8 +198,9 @@ Result<void> Broker::run(int signal_fd) {
       }
     }
     if (items[3].revents & ZMQ_POLLIN) admin_.deliver(outbox_, inflight_, queues_);
-    if (items[4].revents & ZMQ_POLLIN) connection_monitor_.drain(clock_.steady_ms());
-    if (items.size() > 5 && (items[5].revents & ZMQ_POLLIN)) access_.answer_zap(clock_.steady_ms());
+    if (items[4].revents & ZMQ_POLLIN) gate_.at_fd_limit(connection_monitor_.drain(clock_.steady_ms()));
+    gate_.tick();
+    if (items[5].revents & ZMQ_POLLIN) access_.answer_zap(clock_.steady_ms(), gate_);
     if (!stopping_) {
       inbound_.receive(config_.max_frames_per_turn, connection_monitor_.connections());
       // Judged only up to the moment before which every queued frame was
@@ -226,6 +235,7 @@ int64_t Broker::us_until_wake() const {
   int64_t wait = kMaxSleepMs * 1000;
   if (const int64_t next = scheduler_.us_until_next(clock_.wall_us()); next >= 0) wait = std::min(wait, next);
   if (const int64_t retry = refusals_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
+  if (const int64_t retry = gate_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
   if (const int64_t stats = gateway_.us_until_stats(); stats >= 0) wait = std::min(wait, stats);
   if (const int64_t expiry = workers_.next_expiry_ms(); expiry >= 0)
     wait = std::min(wait, std::max<int64_t>(0, (expiry - steady_now) * 1000));

@@ -23,6 +23,7 @@
 #include "broker/access.hpp"
 #include "broker/admin.hpp"
 #include "broker/config.hpp"
+#include "broker/connection_gate.hpp"
 #include "broker/connection_monitor.hpp"
 #include "broker/dispatcher.hpp"
 #include "broker/inbound.hpp"
@@ -83,6 +84,7 @@ class Broker {
   zmq::context_t context_;
   zmq::socket_t router_;
   ConnectionMonitor connection_monitor_;
+  ConnectionGate gate_;
   Access access_;
   std::string bound_endpoint_;
   std::string broker_id_;

@@ -17,12 +17,12 @@ std::string unique_endpoint() {
   static std::atomic<int> next{0};
   return "inproc://dueq-connection-monitor-" + std::to_string(next++);
 }
+}  // namespace
 
 uint64_t open_files_limit() {
   rlimit limit{};
   return ::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 0;
 }
-}  // namespace
 
 ConnectionMonitor::ConnectionMonitor(zmq::context_t& context, zmq::socket_t& socket)
     : events_(context, zmq::socket_type::pair) {
@@ -37,8 +37,8 @@ ConnectionMonitor::ConnectionMonitor(zmq::context_t& context, zmq::socket_t& soc
   events_.connect(endpoint);
 }
 
-void ConnectionMonitor::drain(int64_t now_ms) {
-  uint64_t refused_now = 0;
+uint64_t ConnectionMonitor::drain(int64_t now_ms) {
+  uint64_t refused_now = 0, at_fd_limit = 0;
   int last_errno = 0;
   for (int i = 0; i < kEventsPerTurn; ++i) {
     zmq::message_t event;
@@ -54,9 +54,10 @@ void ConnectionMonitor::drain(int64_t now_ms) {
     if (id == ZMQ_EVENT_DISCONNECTED && connections_ > 0) --connections_;
     if (id != ZMQ_EVENT_ACCEPT_FAILED) continue;
     ++refused_now;
+    if (value == EMFILE || value == ENFILE) ++at_fd_limit;
     last_errno = value;
   }
-  if (refused_now == 0) return;
+  if (refused_now == 0) return 0;
   refused_ += refused_now;
   refused_unlogged_ += refused_now;
   if (refusal_log_.admit("", now_ms)) {
@@ -72,6 +73,7 @@ void ConnectionMonitor::drain(int64_t now_ms) {
                     std::strerror(last_errno), refused_);
     refused_unlogged_ = 0;
   }
+  return at_fd_limit;
 }
 
 }  // namespace dueq::broker

@@ -4,7 +4,8 @@
 // wait behind other peers' frames, see Inbound), and those the broker could
 // not accept. At the file-descriptor limit libzmq fails each accept()
 // quietly and keeps the peer waiting; the refusals are logged, with the
-// limit, so an operator sees them (rate-limited).
+// limit, so an operator sees them (rate-limited), and reported to the
+// ConnectionGate, which ends them.
 #include <zmq.hpp>
 
 #include <cstdint>
@@ -13,6 +14,9 @@
 #include "common/logging.hpp"
 
 namespace dueq::broker {
+
+// The process's open-file limit (soft), 0 when unknown.
+uint64_t open_files_limit();
 
 class ConnectionMonitor {
  public:
@@ -23,8 +27,9 @@ class ConnectionMonitor {
   // The socket to poll for ZMQ_POLLIN.
   void* handle() { return events_.handle(); }
   // Reads the waiting events (at most a bounded number per call) and logs
-  // refused connections; `now_ms` is a steady time.
-  void drain(int64_t now_ms);
+  // refused connections; `now_ms` is a steady time. Returns how many accepts
+  // failed at the open-file limit (see ConnectionGate).
+  uint64_t drain(int64_t now_ms);
 
   uint64_t refused() const { return refused_; }
   // Connections accepted and not yet closed (tcp and ipc; inproc peers

@@ -1827,7 +1827,9 @@ TEST_F(Scripts, StateSetWalkVisitsEveryJobThatIsThereWhenItStartsEvenAsOthersLea
       visited.insert(id);
       leave.add(id);
     }
-    if (!ids.empty()) EXPECT_TRUE(store_->call(std::move(leave)));
+    if (!ids.empty()) {
+      EXPECT_TRUE(store_->call(std::move(leave)));
+    }
     return {};
   });
   ASSERT_TRUE(walked) << walked.error().message;
