@@ -432,8 +432,13 @@ Figures duplicate_window(const Options& o, Json&) {
   auto again = resender.enqueue(first);
   f["resend_after_s"] = static_cast<double>(wall_ms() - finished_ms) / 1000;
   if (!again) throw std::runtime_error("the resend failed: " + again.error().message);
-  if (again->status == EnqueueResult::Status::accepted)
-    throw std::runtime_error(fmt::format("a resend {:.1f} s after the job finished made a second job", f["resend_after_s"]));
+  if (again->status == EnqueueResult::Status::accepted) {
+    cluster.keep_dir();
+    throw std::runtime_error(fmt::format("a resend {:.1f} s after the job finished made a second job (done set: {} ids, "
+                                         "its oldest {}; logs in {})",
+                                         f["resend_after_s"], cluster.redis().cli("ZCARD 'dueq:{dup}:done'"),
+                                         cluster.redis().cli("ZRANGE 'dueq:{dup}:done' 0 0 WITHSCORES"), cluster.dir().string()));
+  }
   if (again->status != EnqueueResult::Status::duplicate)
     throw std::runtime_error(fmt::format("the resend was not answered: {} (status {})", again->reason,
                                          static_cast<int>(again->status)));
