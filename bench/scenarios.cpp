@@ -1,0 +1,24 @@
+#include "bench/scenarios.hpp"
+
+namespace dueq::bench {
+
+const std::vector<Scenario>& scenarios() {
+  static const std::vector<Scenario> all = {
+      {"throughput", "bulk enqueue, bulk processing and 20 s of steady flow, best of 1x64, 2x32, 4x16 workers", true, throughput},
+      {"lateness", "20,000 timers due over 10 s: how late each starts", true, lateness},
+      {"latency", "enqueue-to-start at half the steady maximum (--latency-rate)", true, latency},
+      {"recovery", "SIGKILL of a worker holding 1,000 started jobs: time until each starts again", true, recovery},
+      {"duplicate_window", "a resend 15 s after its job finished, at the top steady rate, must be a duplicate", true, duplicate_window},
+      {"memory", "Redis bytes per delayed job and per done id", true, memory},
+      {"backlog", "steady throughput with 1,000,000 jobs scheduled ahead / with none", true, backlog},
+      {"audit", "a full audit of 1,000,000 jobs while 20,000 jobs/s flow: p99 with / without", true, audit_under_load},
+      {"curve", "CurveZMQ / plaintext: throughput and half-load latency", true, curve},
+      {"single", "one job per call, 50 outstanding from one process (--single-modes)", true, single},
+      {"defaults", "100,000 ready jobs drained at default worker settings", true, defaults},
+      {"low_rate", "1,000 single-job enqueues per second: enqueue-to-start", true, low_rate},
+      {"peers", "single, low_rate and defaults for dueq and for BullMQ (make bench-peers; not in all)", false, peers},
+  };
+  return all;
+}
+
+}  // namespace dueq::bench

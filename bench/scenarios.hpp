@@ -1,0 +1,55 @@
+#pragma once
+// The bench's scenarios, one per file under bench/scenarios/, and the
+// registry `dueq-bench --scenario` picks from. A scenario starts its own
+// cluster, runs once, and returns its figures (the driver runs it --runs
+// times and reports medians); rows it adds to `table` go into its record.
+#include <vector>
+
+#include "bench/harness.hpp"
+
+namespace dueq::bench {
+
+struct Scenario {
+  const char* name;
+  const char* summary;
+  bool in_all;  // run by --scenario all
+  Figures (*run)(const Options& o, Json& table);
+};
+
+// In the order --scenario all runs them.
+const std::vector<Scenario>& scenarios();
+
+// bench/scenarios/throughput.cpp
+Figures throughput(const Options& o, Json& table);
+// bench/scenarios/lateness.cpp
+Figures lateness(const Options& o, Json& table);
+// bench/scenarios/latency.cpp
+Figures latency(const Options& o, Json& table);
+// bench/scenarios/recovery.cpp
+Figures recovery(const Options& o, Json& table);
+// bench/scenarios/duplicate_window.cpp
+Figures duplicate_window(const Options& o, Json& table);
+// bench/scenarios/memory.cpp
+Figures memory(const Options& o, Json& table);
+// bench/scenarios/backlog.cpp
+Figures backlog(const Options& o, Json& table);
+// bench/scenarios/audit.cpp
+Figures audit_under_load(const Options& o, Json& table);
+// bench/scenarios/curve.cpp
+Figures curve(const Options& o, Json& table);
+// bench/scenarios/single.cpp
+Figures single(const Options& o, Json& table);
+// bench/scenarios/defaults.cpp
+Figures defaults(const Options& o, Json& table);
+// bench/scenarios/low_rate.cpp
+Figures low_rate(const Options& o, Json& table);
+// bench/scenarios/peers.cpp
+Figures peers(const Options& o, Json& table);
+
+// Parts of scenarios that others run too.
+Figures bulk_and_steady(const Options& o, int workers, int concurrency, const Link& link = {});
+Figures latency_run(const Options& o, double rate, int workers, int concurrency, const Link& link = {});
+Figures single_job(const Options& o, Json& table, const std::vector<std::string>& modes);
+Figures default_settings(const Options& o, Json& table, const std::vector<std::string>& prefetches = {"", "500", "32"});
+
+}  // namespace dueq::bench
