@@ -1,26 +1,24 @@
 #pragma once
-// Admin: operator commands (cancel, dead_list, replay, purge, audit) and job
-// lookups (JOB). They can touch every job of every queue, so they run on a
-// thread of their own with their own Redis connection, in bounded steps
-// paced to a share of Redis's time: the event loop keeps serving workers
+// Admin: runs operator commands (broker/admin_commands.hpp: cancel,
+// dead_list, replay, purge, audit) and job lookups (JOB,
+// broker/job_lookup.hpp). They can touch every job of every queue, so they
+// run on a thread of their own with their own Redis connection, in bounded
+// steps paced to a share of Redis's time: the event loop keeps serving workers
 // and producers while an audit of a million jobs runs. Each request is
 // answered when it is done; a resend of a request still in progress is
 // ignored, and at most kMaxQueued wait (more are answered "overloaded").
 // The loop delivers the answers and applies their effects on its state
 // (tell the worker running a cancelled job to stop; replayed queues may have
 // ready jobs).
-#include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <variant>
 #include <vector>
 
+#include "broker/background_thread.hpp"
 #include "broker/config.hpp"
 #include "broker/inflight.hpp"
 #include "broker/outbox.hpp"
@@ -32,29 +30,6 @@
 #include "common/unique_fd.hpp"
 
 namespace dueq::broker {
-
-struct CancelOutcome {
-  int status = 0;      // 1 cancelled, 2 cancel requested (leased), 0 not found, -1 already finished
-  uint64_t token = 0;  // with status 2: the delivery to stop
-};
-
-namespace calls {
-Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s);
-Result<CancelOutcome> parse_cancel(const redisReply* reply);
-// replay.lua / purge.lua: the ids they moved.
-Command replay(const std::string& queue, int64_t now_ms, const std::vector<std::string>& ids);
-Command replay_oldest(const std::string& queue, int64_t now_ms, int limit);
-Command purge(const std::string& queue, const std::vector<std::string>& ids);
-Command purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit);
-// show.lua: the job as a field map (s, t, p, d, a, m, k, c, bb, bc, e, el, f,
-// cx); empty when the job is unknown.
-Command show(const std::string& queue, const std::string& id);
-Result<std::map<std::string, std::string>> parse_show(const redisReply* reply);
-}  // namespace calls
-
-// Admin reads shared with the auditor.
-Result<std::vector<std::string>> known_queues(ScriptRegistry& redis);
-Result<std::map<std::string, std::string>> job_fields(ScriptRegistry& redis, const std::string& queue, const std::string& id);
 
 class Admin {
  public:
@@ -71,8 +46,8 @@ class Admin {
   Admin(const BrokerConfig& config, const Clock& clock, RedisAddress address, std::shared_ptr<RedisBudget> budget);
   ~Admin() { stop(); }
 
-  void start();
-  void stop();
+  void start() { thread_.start([this] { run(); }); }
+  void stop() { thread_.stop(); }
 
   // Event loop: queue a request.
   void submit(const Peer& peer, proto::JobRequest&& request);
@@ -97,20 +72,12 @@ class Admin {
   void signal_ready();
   void run();
   Answer handle(const Peer& peer, const Request& request);
-  Result<proto::JobReply> lookup(const proto::JobRequest& request);
-  Result<proto::AdminReply> operate(const proto::AdminRequest& request, Answer& answer);
-  Result<std::vector<std::string>> queues_for(const std::string& queue);
-  Result<std::string> find_job_queue(const std::string& id, const std::string& queue);
 
   const BrokerConfig& config_;
   const Clock& clock_;
   ScriptRegistry redis_;  // the admin thread's own connection
   UniqueFd ready_fd_;
-  std::thread thread_;
-  std::atomic<bool> stopping_{false};
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
+  BackgroundThread thread_;  // its mutex guards requests_ and answers_
   std::deque<std::pair<Peer, Request>> requests_;
   std::vector<Answer> answers_;
 

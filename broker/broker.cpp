@@ -14,6 +14,7 @@
 #include <array>
 #include <thread>
 
+#include "broker/job_lookup.hpp"
 #include "broker/redis_settings.hpp"
 #include "broker/store_upgrade.hpp"
 #include "common/ids.hpp"

@@ -2,36 +2,21 @@
 
 #include <spdlog/spdlog.h>
 
-#include "broker/admin.hpp"
 #include "broker/auditor.hpp"
+#include "broker/job_lookup.hpp"
 
 namespace dueq::broker {
 
 void Reconciler::start() {
-  if (interval_ms_ <= 0 || thread_.joinable()) return;
-  stopping_ = false;
-  thread_ = std::thread([this] { run(); });
-}
-
-void Reconciler::stop() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (interval_ms_ > 0) thread_.start([this] { run(); });
 }
 
 void Reconciler::run() {
   ScriptRegistry redis(address_);
   // Paced together with admin work: the event loop keeps most of Redis's time.
   redis.set_budget(budget_);
-  redis.set_stop_flag(&stopping_);
-  while (true) {
-    {
-      std::unique_lock lock(mutex_);
-      if (wake_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [&] { return stopping_.load(); })) return;
-    }
+  redis.set_stop_flag(thread_.stop_flag());
+  while (thread_.wait_for(std::chrono::milliseconds(interval_ms_))) {
     if (!redis.connected())
       if (auto ok = redis.connect(); !ok) continue;  // the main loop reports Redis outages
     auto queues = known_queues(redis);
@@ -42,7 +27,7 @@ void Reconciler::run() {
     for (const auto& queue : *queues) {
       auto report = audit_queue(redis, queue, /*repair=*/true);
       if (!report) {
-        if (stopping_) return;
+        if (thread_.stopping()) return;
         spdlog::warn("reconciler: audit of '{}' failed: {}", queue, report.error().message);
         redis.disconnect();
         break;

@@ -3,13 +3,10 @@
 // Redis connection (paced like admin work), repairs dangling entries and
 // logs what it cannot repair. start() launches the thread; stop() (or the
 // destructor) ends it at the audit's next step.
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <memory>
-#include <thread>
 
+#include "broker/background_thread.hpp"
 #include "broker/redis_budget.hpp"
 #include "common/redis_url.hpp"
 
@@ -23,7 +20,7 @@ class Reconciler {
   ~Reconciler() { stop(); }
 
   void start();
-  void stop();
+  void stop() { thread_.stop(); }
 
  private:
   void run();
@@ -31,10 +28,7 @@ class Reconciler {
   RedisAddress address_;
   int64_t interval_ms_;
   std::shared_ptr<RedisBudget> budget_;
-  std::thread thread_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::atomic<bool> stopping_{false};
+  BackgroundThread thread_;
 };
 
 }  // namespace dueq::broker

@@ -13,6 +13,8 @@
 #include "broker/job_record.hpp"
 #include "broker/keys.hpp"
 #include "broker/admin.hpp"
+#include "broker/admin_commands.hpp"
+#include "broker/job_lookup.hpp"
 #include "broker/dispatcher.hpp"
 #include "broker/producer_gateway.hpp"
 #include "broker/redis_settings.hpp"

@@ -1,0 +1,231 @@
+#include "broker/admin_commands.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "broker/auditor.hpp"
+#include "broker/job_lookup.hpp"
+#include "broker/keys.hpp"
+
+namespace dueq::broker {
+
+namespace {
+constexpr int kBulkStep = 1000;        // jobs per replay/purge call
+constexpr int64_t kDeadListMax = 10'000;
+}  // namespace
+
+namespace calls {
+
+Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::cancel, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.stats, k.jobs,
+                                             k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested, k.unconfirmed})
+      .add(now_ms)
+      .add(id)
+      .add(retention_s)
+      .add(static_cast<int64_t>(schedule_partition(id)));
+}
+
+Result<CancelOutcome> parse_cancel(const redisReply* r) {
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return reply::bad(r, "cancel");
+  const int status = static_cast<int>(reply::num(r->element[0]));
+  if (status != 2) return CancelOutcome{status, 0};
+  auto token = token_from_text(reply::str(r->element[1]));
+  if (!token) return reply::bad(r, "cancel");
+  return CancelOutcome{status, *token};
+}
+
+namespace {
+Command replay_call(const std::string& queue) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.jobs, k.attempts, k.cancel_requested, k.unconfirmed});
+}
+Command purge_call(const std::string& queue) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::purge, {k.dead, k.stats, k.jobs, k.tokens, k.attempts, k.errors, k.error_logs, k.unconfirmed});
+}
+}  // namespace
+
+Command replay(const std::string& queue, int64_t now_ms, const std::vector<std::string>& ids) {
+  Command call = replay_call(queue).add(now_ms).add(static_cast<int64_t>(ids.size()));
+  for (const auto& id : ids) call.add(id);
+  return call;
+}
+
+Command replay_oldest(const std::string& queue, int64_t now_ms, int limit) {
+  return replay_call(queue).add(now_ms).add(int64_t{0}).add(limit);
+}
+
+Command purge(const std::string& queue, const std::vector<std::string>& ids) {
+  Command call = purge_call(queue).add(static_cast<int64_t>(ids.size()));
+  for (const auto& id : ids) call.add(id);
+  return call;
+}
+
+Command purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit) {
+  return purge_call(queue).add(int64_t{0}).add(cutoff_ms).add(limit);
+}
+
+}  // namespace calls
+
+namespace {
+
+// A script call whose error reply fails the command.
+Result<ReplyPtr> run(AdminContext& c, Command call) {
+  auto r = c.redis.call(std::move(call));
+  if (!r) return r;
+  if (auto err = reply_error(r->get()); !err.empty()) return fail(Errc::internal, std::string(err));
+  return r;
+}
+
+// Every id is looked up before any is cancelled: an ambiguous one fails
+// the request and changes nothing.
+Result<proto::AdminReply> cancel_jobs(AdminContext& c, const proto::AdminRequest& request) {
+  proto::AdminReply reply;
+  std::vector<std::optional<std::string>> queue_of;
+  for (const auto& id : request.ids) {
+    auto queue_name = find_job_queue(c.redis, id, request.queue);
+    if (!queue_name && queue_name.error().code != Errc::not_found) return std::unexpected(queue_name.error());
+    queue_of.push_back(queue_name ? std::optional(*queue_name) : std::nullopt);
+  }
+  for (size_t i = 0; i < request.ids.size(); ++i) {
+    const std::string& id = request.ids[i];
+    std::map<std::string, std::string> row{{"id", id}};
+    const auto& queue_name = queue_of[i];
+    if (!queue_name) {
+      row["result"] = "not found";
+      reply.rows.push_back(std::move(row));
+      continue;
+    }
+    row["queue"] = *queue_name;
+    auto r = run(c, calls::cancel(*queue_name, c.now_ms, id, c.config.policy(*queue_name).done_retention_s));
+    if (!r) return std::unexpected(r.error());
+    auto outcome = calls::parse_cancel(r->get());
+    if (!outcome) return std::unexpected(outcome.error());
+    switch (outcome->status) {
+      case 1: row["result"] = "cancelled"; break;
+      case 2:
+        row["result"] = "cancelling: it is running; its worker was told to stop";
+        c.effects.stop_running.push_back({*queue_name, id, outcome->token});
+        break;
+      case -1: row["result"] = "already finished"; break;
+      default: row["result"] = "not found";
+    }
+    reply.rows.push_back(std::move(row));
+  }
+  return reply;
+}
+
+Result<proto::AdminReply> list_dead(AdminContext& c, const proto::AdminRequest& request) {
+  proto::AdminReply reply;
+  const int64_t limit = request.limit == 0 ? 1000 : std::min<int64_t>(request.limit, kDeadListMax);
+  auto names = queues_for(c.redis, request.queue);
+  if (!names) return std::unexpected(names.error());
+  for (const auto& name : *names) {
+    auto r = c.redis.call(Command{"ZRANGE", QueueKeys(name).dead, "0", std::to_string(limit - 1)});
+    if (!r) return std::unexpected(r.error());
+    auto ids = reply::strings(r->get(), "ZRANGE");
+    if (!ids) return std::unexpected(ids.error());
+    // Bounded steps: 100 lookups per round trip.
+    for (size_t i = 0; i < ids->size(); i += 100) {
+      std::vector<Command> shows;
+      for (size_t j = i; j < std::min(ids->size(), i + 100); ++j) shows.push_back(calls::show(name, (*ids)[j]));
+      auto replies = c.redis.pipeline(std::move(shows));
+      if (!replies) return std::unexpected(replies.error());
+      for (size_t j = 0; j < replies->size(); ++j) {
+        auto row = calls::parse_show((*replies)[j].get());
+        if (!row) return std::unexpected(row.error());
+        if (row->empty()) continue;  // purged or replayed since the range was read
+        (*row)["id"] = (*ids)[i + j];
+        (*row)["queue"] = name;
+        (*row)["died_ms"] = (*row)["f"];
+        reply.rows.push_back(std::move(*row));
+      }
+    }
+  }
+  return reply;
+}
+
+Result<proto::AdminReply> replay_or_purge(AdminContext& c, const proto::AdminRequest& request, bool replay) {
+  proto::AdminReply reply;
+  size_t changed = 0;
+  auto apply = [&](Command call, const std::string& name) -> Result<size_t> {
+    auto r = run(c, std::move(call));
+    if (!r) return std::unexpected(r.error());
+    auto ids = reply::strings(r->get(), replay ? "replay" : "purge");
+    if (!ids) return std::unexpected(ids.error());
+    for (const auto& id : *ids) reply.rows.push_back({{"id", id}, {"queue", name}});
+    changed += ids->size();
+    if (replay && !ids->empty()) c.effects.ready_queues.push_back(name);
+    return ids->size();
+  };
+  if (request.ids.empty()) {
+    if (replay && request.queue.empty()) return fail(Errc::bad_argument, "replaying every dead job needs a queue");
+    if (!replay && request.older_than_ms <= 0) return fail(Errc::bad_argument, "purge needs ids or an age");
+    auto names = queues_for(c.redis, request.queue);
+    if (!names) return std::unexpected(names.error());
+    for (const auto& name : *names) {
+      while (true) {
+        auto n = apply(replay ? calls::replay_oldest(name, c.now_ms, kBulkStep)
+                              : calls::purge_dead_before(name, c.now_ms - request.older_than_ms, kBulkStep),
+                       name);
+        if (!n) return std::unexpected(n.error());
+        if (*n < static_cast<size_t>(kBulkStep)) break;
+      }
+    }
+  } else {
+    std::map<std::string, std::vector<std::string>> by_queue;
+    for (const auto& id : request.ids) {
+      auto name = find_job_queue(c.redis, id, request.queue);
+      if (name) by_queue[*name].push_back(id);
+      else if (name.error().code != Errc::not_found) return std::unexpected(name.error());
+    }
+    for (const auto& [name, ids] : by_queue)
+      if (auto n = apply(replay ? calls::replay(name, c.now_ms, ids) : calls::purge(name, ids), name); !n)
+        return std::unexpected(n.error());
+  }
+  reply.summary = fmt::format("{} {}", changed, replay ? "replayed" : "purged");
+  return reply;
+}
+
+Result<proto::AdminReply> audit_queues(AdminContext& c, const proto::AdminRequest& request) {
+  proto::AdminReply reply;
+  size_t violations = 0;
+  auto names = queues_for(c.redis, request.queue);
+  if (!names) return std::unexpected(names.error());
+  for (const auto& name : *names) {
+    auto report = audit_queue(c.redis, name, /*repair=*/false);
+    if (!report) return std::unexpected(report.error());
+    const auto& counts = report->counts;
+    reply.rows.push_back({{"queue", name}, {"accepted", std::to_string(counts.accepted)}, {"done", std::to_string(counts.done)},
+                          {"cancelled", std::to_string(counts.cancelled)}, {"purged", std::to_string(counts.purged)},
+                          {"dead", std::to_string(counts.dead)}, {"scheduled", std::to_string(counts.scheduled)},
+                          {"ready", std::to_string(counts.ready)}, {"leased", std::to_string(counts.leased)},
+                          {"imbalance", std::to_string(counts.imbalance())}});
+    if (counts.imbalance() != 0) ++violations;
+    for (const auto& [id, what] : report->problems) {
+      reply.rows.push_back({{"queue", name}, {"id", id}, {"problem", what}});
+      ++violations;
+    }
+  }
+  reply.summary = violations == 0 ? "clean" : fmt::format("{} violations", violations);
+  return reply;
+}
+
+}  // namespace
+
+AdminCommand find_admin_command(std::string_view op) {
+  static const std::map<std::string_view, AdminCommand, std::less<>> table = {
+      {"cancel", cancel_jobs},
+      {"dead_list", list_dead},
+      {"replay", [](AdminContext& c, const proto::AdminRequest& r) { return replay_or_purge(c, r, true); }},
+      {"purge", [](AdminContext& c, const proto::AdminRequest& r) { return replay_or_purge(c, r, false); }},
+      {"audit", audit_queues},
+  };
+  auto it = table.find(op);
+  return it == table.end() ? nullptr : it->second;
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,51 @@
+#pragma once
+// The operator commands an ADMIN frame names, one function each, and the
+// table from operation name to function: cancel, dead_list, replay, purge,
+// audit. Each runs on the admin thread (broker/admin.hpp), in bounded steps
+// on its own connection; what the event loop must do afterwards (tell a
+// worker to stop a cancelled job, look at a queue's ready jobs) is left in
+// AdminEffects.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "broker/config.hpp"
+#include "broker/round.hpp"
+#include "broker/script_registry.hpp"
+#include "common/protocol.hpp"
+
+namespace dueq::broker {
+
+struct CancelOutcome {
+  int status = 0;      // 1 cancelled, 2 cancel requested (leased), 0 not found, -1 already finished
+  uint64_t token = 0;  // with status 2: the delivery to stop
+};
+
+namespace calls {
+Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s);
+Result<CancelOutcome> parse_cancel(const redisReply* reply);
+// replay.lua / purge.lua: the ids they moved.
+Command replay(const std::string& queue, int64_t now_ms, const std::vector<std::string>& ids);
+Command replay_oldest(const std::string& queue, int64_t now_ms, int limit);
+Command purge(const std::string& queue, const std::vector<std::string>& ids);
+Command purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit);
+}  // namespace calls
+
+struct AdminEffects {
+  std::vector<proto::JobRef> stop_running;  // cancelled while running: tell its worker
+  std::vector<std::string> ready_queues;    // replayed into ready
+};
+
+struct AdminContext {
+  ScriptRegistry& redis;
+  const BrokerConfig& config;
+  int64_t now_ms = 0;  // wall clock
+  AdminEffects& effects;
+};
+
+using AdminCommand = Result<proto::AdminReply> (*)(AdminContext& context, const proto::AdminRequest& request);
+
+// The command named `op`; nullptr when there is none.
+AdminCommand find_admin_command(std::string_view op);
+
+}  // namespace dueq::broker
