@@ -67,7 +67,7 @@ double enqueue_all(const std::string& endpoint, const std::vector<JobSpec>& jobs
       }
     });
   for (auto& t : threads) t.join();
-  return jobs.size() / (static_cast<double>(wall_us() - t0) / 1e6);
+  return static_cast<double>(jobs.size()) / (static_cast<double>(wall_us() - t0) / 1e6);
 }
 
 std::vector<JobSpec> noop_jobs(size_t n, const std::string& queue, int64_t due_ms, size_t payload) {
@@ -125,7 +125,7 @@ double steady(Cluster& cluster, const std::string& queue, double seconds, const 
   const int64_t d1 = done_count(cluster, queue), t1 = wall_us();
   running = false;
   for (auto& t : threads) t.join();
-  return (d1 - d0) / (static_cast<double>(t1 - t0) / 1e6);
+  return static_cast<double>(d1 - d0) / (static_cast<double>(t1 - t0) / 1e6);
 }
 
 void start_workers(Cluster& cluster, const std::string& queue, int count, int concurrency, const std::string& record,

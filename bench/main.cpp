@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     Json record{{"scenario", name}, {"parameters", {{"runs", o.runs}, {"smoke", o.smoke}}}, {"figures", figures},
                 {"spread", spread}, {"versions", versions}, {"machine", machine}, {"time_ms", wall_ms()}};
     if (!table.empty()) record["table"] = table;
-    std::string line = fmt::format("{} ({:.0f} s):", name, (wall_ms() - scenario_start) / 1000.0);
+    std::string line = fmt::format("{} ({:.0f} s):", name, static_cast<double>(wall_ms() - scenario_start) / 1000.0);
     for (const auto& [k, v] : figures.items()) line += fmt::format(" {}={:.4g}", k, v.get<double>());
     fmt::print("{}\n", line);
     if (json) fmt::print("{}\n", record.dump());

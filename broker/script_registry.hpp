@@ -39,10 +39,10 @@ class ScriptRegistry {
   Result<void> send(Round& round);
   Result<std::vector<ReplyPtr>> receive();
   size_t outstanding() const { return outstanding_.size(); }
-  int socket_fd() const { return connection_->fd(); }
+  int socket_fd() const { return connection_ ? connection_->fd() : -1; }
   // The oldest round's replies may already be read off the socket (they
   // arrived with the previous round's): then the socket never turns readable.
-  bool replies_buffered() const { return connection_->has_buffered_input(); }
+  bool replies_buffered() const { return connection_ && connection_->has_buffered_input(); }
 
   // Sends a round, waits and runs its continuations (failed ones when the
   // connection broke). Refused while pipelined rounds are outstanding.

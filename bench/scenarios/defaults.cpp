@@ -26,7 +26,7 @@ Figures default_settings(const Options& o, Json&, const std::vector<std::string>
     }
     await([&] { return done_count(cluster, "bulk") >= static_cast<int64_t>(n); }, 300s, 2ms);
     f[prefetch.empty() ? "default_jobs_per_s" : "prefetch_" + prefetch + "_jobs_per_s"] =
-        n / (static_cast<double>(wall_us() - t0) / 1e6);
+        static_cast<double>(n) / (static_cast<double>(wall_us() - t0) / 1e6);
   }
   if (f.contains("prefetch_500_jobs_per_s"))
     f["ratio_default_to_prefetch_500"] = f["default_jobs_per_s"] / f["prefetch_500_jobs_per_s"];

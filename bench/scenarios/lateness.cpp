@@ -32,7 +32,7 @@ Figures lateness(const Options& o, Json&) {
     // Sorted lateness samples, for bench/plot-lateness.sh.
     std::sort(late.begin(), late.end());
     std::ofstream data(o.plot_data);
-    for (size_t i = 0; i < late.size(); ++i) data << late[i] << " " << (i + 1.0) / late.size() << "\n";
+    for (size_t i = 0; i < late.size(); ++i) data << late[i] << " " << (static_cast<double>(i) + 1.0) / static_cast<double>(late.size()) << "\n";
   }
   f["p50_ms"] = percentile(late, 50);
   f["p99_ms"] = percentile(late, 99);

@@ -30,8 +30,8 @@ Figures memory(const Options& o, Json&) {
   progress(fmt::format("memory: {} delayed jobs with 100-byte payloads", n));
   enqueue_all(cluster.endpoint(), noop_jobs(n, "mem", wall_ms() + 86'400'000, 100), 2);
   const int64_t m3 = used_memory(cluster.redis());
-  f["bytes_per_job"] = static_cast<double>(m3 - m2) / n;
-  f["baseline_zset_bytes_per_member"] = static_cast<double>(m1 - m0) / n;
+  f["bytes_per_job"] = static_cast<double>(m3 - m2) / static_cast<double>(n);
+  f["baseline_zset_bytes_per_member"] = static_cast<double>(m1 - m0) / static_cast<double>(n);
   // A finished job leaves its id in the done set for done_retention (at most
   // done_max of them): what a sustained rate costs Redis.
   const size_t finished = o.smoke ? 20'000 : 500'000;
@@ -40,7 +40,7 @@ Figures memory(const Options& o, Json&) {
   start_workers(cluster, "finished", 2, 8);
   await([&] { return done_count(cluster, "finished") >= static_cast<int64_t>(finished); }, 300s);
   const std::string done_bytes = cluster.redis().cli("MEMORY USAGE 'dueq:{finished}:done' SAMPLES 0");
-  f["bytes_per_done_job"] = std::stod(done_bytes.empty() ? "0" : done_bytes) / finished;
+  f["bytes_per_done_job"] = std::stod(done_bytes.empty() ? "0" : done_bytes) / static_cast<double>(finished);
   return f;
 }
 

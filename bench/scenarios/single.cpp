@@ -95,7 +95,7 @@ Figures single_job(const Options& o, Json& table, const std::vector<std::string>
       chains_ended.get_future().wait();
       keep(callback_latencies_ms);
     }
-    const double rate = (d1 - d0) / (static_cast<double>(t1 - t0) / 1e6);
+    const double rate = static_cast<double>(d1 - d0) / (static_cast<double>(t1 - t0) / 1e6);
     f[mode + "_jobs_per_s"] = rate;
     f[mode + "_enqueue_p50_ms"] = percentile(latencies_ms, 50);
     f[mode + "_enqueue_p99_ms"] = percentile(latencies_ms, 99);

@@ -25,7 +25,7 @@ Figures bulk_and_steady(const Options& o, int workers, int concurrency, const Li
     return d0 > 0;
   }, 60s, 1ms);
   await([&] { return done_count(cluster, "bulk") >= static_cast<int64_t>(n); }, 300s);
-  f["bulk_process_jobs_per_s"] = (n - d0) / (static_cast<double>(wall_us() - t0) / 1e6);
+  f["bulk_process_jobs_per_s"] = static_cast<double>(static_cast<int64_t>(n) - d0) / (static_cast<double>(wall_us() - t0) / 1e6);
   cluster.wait_for_workers(workers);
   start_workers(cluster, "steady", workers, concurrency, "", link);
   cluster.wait_for_workers(2 * workers);

@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
         fmt::print("EARLY {}: started {} us before its due time\n", id, job.due_ms * 1000 - runs[i].start_us);
       }
       if (i > 0 && job.type != "fail") {
-        if (const double gap_s = (runs[i].start_us - runs[i - 1].start_us) / 1e6; gap_s > max_gap_s) {
+        if (const double gap_s = static_cast<double>(runs[i].start_us - runs[i - 1].start_us) / 1e6; gap_s > max_gap_s) {
           max_gap_s = gap_s;
           max_gap_job = id;
           max_gap_from_us = runs[i - 1].start_us;
@@ -322,7 +322,7 @@ int main(int argc, char** argv) {
              audit == 0 ? "clean" : "VIOLATIONS");
   if (!max_gap_job.empty()) {
     // Seconds from the start of the fault schedule.
-    auto at = [&](int64_t ms) { return (ms - run_start_ms) / 1000.0; };
+    auto at = [&](int64_t ms) { return static_cast<double>(ms - run_start_ms) / 1000.0; };
     fmt::print("longest gap: job {} started at {:.2f} s and again at {:.2f} s; faults overlapping it:", max_gap_job,
                at(max_gap_from_us / 1000), at(max_gap_to_us / 1000));
     for (const auto& f : timeline)

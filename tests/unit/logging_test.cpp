@@ -15,7 +15,10 @@ TEST(Loggable, PeerTextCannotForgeALineOrATerminalEscape) {
 TEST(Loggable, LongPeerTextIsCut) {
   const std::string host(1 << 20, 'h');
   const std::string shown = loggable(host);
-  EXPECT_EQ(shown, std::string(64, 'h') + "... (1048576 bytes)");
+  // Compared in two parts: GCC 12 at -O2 takes `std::string(64, 'h') + "..."`
+  // for an out-of-bounds copy (-Warray-bounds, a known false positive).
+  EXPECT_EQ(shown.substr(0, 64), std::string(64, 'h'));
+  EXPECT_EQ(shown.substr(64), "... (1048576 bytes)");
 }
 
 TEST(LogLimiter, OneLinePerKeyPerIntervalWithTheHeldBackCount) {

@@ -37,7 +37,7 @@ TEST(RedisBudget, CallsOfAllItsHoldersTakeTurns) {
 // a 1 ms call is followed by 4 ms without background calls.
 TEST(RedisBudget, ThePauseAfterACallKeepsTheShare) {
   auto us = [](auto d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); };
-  EXPECT_NEAR(us(RedisBudget(0.2).pause_after(1ms)), 4'000, 1);
-  EXPECT_NEAR(us(RedisBudget(0.5).pause_after(3ms)), 3'000, 1);
+  EXPECT_NEAR(static_cast<double>(us(RedisBudget(0.2).pause_after(1ms))), 4'000, 1);
+  EXPECT_NEAR(static_cast<double>(us(RedisBudget(0.5).pause_after(3ms))), 3'000, 1);
   EXPECT_EQ(us(RedisBudget(1.0).pause_after(7ms)), 0);
 }
