@@ -20,8 +20,8 @@
 #include "common/curve.hpp"
 #include "common/ids.hpp"
 #include "common/protocol.hpp"
+#include "worker/handler_pool.hpp"
 #include "worker/prefetch.hpp"
-#include "worker/wake_policy.hpp"
 
 namespace dueq {
 
@@ -32,13 +32,6 @@ constexpr int64_t kDefaultHeartbeatMs = 500;
 constexpr int64_t kConfirmWaitMs = 2'000;  // on drain: how long to wait for the broker to confirm results
 constexpr int64_t kCancelGraceMs = 5'000;  // on drain: how long cancelled handlers get to return
 constexpr int64_t kMinCapacityNoticeMs = 50;  // adaptive capacity: at most one early heartbeat this often
-// A result waits up to this long (or until this many wait) to go out in one
-// RESULTS frame with the results after it: each frame costs the worker, the
-// broker and the CONFIRM back a few wake-ups, which with short jobs cost
-// more than the jobs. Sending at once when the pool fell idle would send
-// most results alone (short jobs leave it idle between TASKS frames).
-constexpr int64_t kResultsLingerUs = 1'000;
-constexpr size_t kResultsPerFrame = 1'000;
 
 std::string held_key(const std::string& queue, const std::string& id) { return queue + '\n' + id; }
 
@@ -51,36 +44,12 @@ std::string default_worker_id() {
 }  // namespace
 
 struct Worker::Impl {
-  // Per delivery: `stop` is what the handler sees (Job::cancelled);
-  // `by_user` says the broker cancelled the job (vs. the worker stopping).
-  struct CancelState {
-    std::atomic<bool> stop{false};
-    std::atomic<bool> by_user{false};
-  };
-
-  struct Delivery {
-    Job job;
-    uint64_t token = 0;
-    std::shared_ptr<CancelState> cancel;
-    int64_t queued_us = 0;  // steady clock: handed to the pool
-    proto::StartCheck start_check = proto::StartCheck::none;
-  };
-
-  // A delivery sent with a start check, taken by a handler thread that waits
-  // until it may be announced (an `announce_alone` one waits for the other
-  // announced ones to finish, and they for it) and then for the broker's
-  // answer to its STARTING (under pool_mutex).
-  enum class GateState { waiting, go, drop };
-  struct StartGate {
-    proto::JobRef ref;
-    bool alone = false;
-    GateState state = GateState::waiting;
-    bool ready = false;      // may be announced: counted in announced_running
-    bool announced = false;  // in a STARTING frame sent to the current broker
-  };
-
-  explicit Impl(WorkerOptions o) : options(std::move(o)), context(1), dealer(context, zmq::socket_type::dealer) {
-    if (options.worker_id.empty()) options.worker_id = default_worker_id();
+  explicit Impl(WorkerOptions o)
+      : options(std::move(o)),
+        pool(options.worker_id.empty() ? (options.worker_id = default_worker_id()) : options.worker_id, handlers,
+             [this] { wake(); }),
+        context(1),
+        dealer(context, zmq::socket_type::dealer) {
     wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   }
   ~Impl() {
@@ -99,191 +68,30 @@ struct Worker::Impl {
   // Running plus buffered jobs.
   uint32_t capacity() const {
     return options.concurrency +
-           (adaptive() ? worker::adaptive_prefetch(options.concurrency, mean_handler_us.load(std::memory_order_relaxed)) : options.prefetch);
+           (adaptive() ? worker::adaptive_prefetch(options.concurrency, pool.mean_handler_us()) : options.prefetch);
   }
 
-  // ---- handler pool -------------------------------------------------------
-  void start_pool() {
-    for (unsigned i = 0; i < options.concurrency; ++i) threads.emplace_back([this] { pool_thread(); });
-  }
-
-  // A handler thread hands in its result and takes the next delivery under
-  // one lock: with short handlers the pool mutex is the hot spot.
-  void pool_thread() {
-    std::optional<proto::JobResult> finished;
-    while (true) {
-      Delivery delivery;
-      {
-        std::unique_lock lock(pool_mutex);
-        if (finished) {
-          // One wake-up per batch: a non-empty list already has one pending.
-          if (completed.empty()) wake();
-          completed.push_back(std::move(*finished));
-          finished.reset();
-          --running;
-        }
-        ++idle_threads;
-        pool_cv.wait(lock, [&] { return pool_closed || !pending.empty(); });
-        --idle_threads;
-        if (pending.empty()) return;
-        delivery = std::move(pending.front());
-        pending.pop_front();
-        ++running;
-        if (delivery.start_check != proto::StartCheck::none && !await_start(lock, delivery)) {
-          --running;
-          continue;
-        }
-      }
-      const auto started = std::chrono::steady_clock::now();
-      finished = run_delivery(delivery);
-      record_handler_time(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
-      if (delivery.start_check != proto::StartCheck::none) {
-        // Counted as running until the broker confirms the result: a crash
-        // before then would be laid at this job's door too.
-        std::lock_guard lock(pool_mutex);
-        announced_unconfirmed[delivery.token] = delivery.start_check == proto::StartCheck::announce_alone;
-      }
-    }
-  }
-
-  // An earlier delivery of this job ended with its worker lost before the
-  // broker saw it start: the broker records this start before the handler
-  // runs, so if the job kills this process it is charged, and the jobs
-  // buffered beside it are not. False: the broker said to drop it, or the
-  // worker is stopping (it was handed back).
-  bool await_start(std::unique_lock<std::mutex>& lock, const Delivery& delivery) {
-    const uint64_t token = delivery.token;
-    const bool alone = delivery.start_check == proto::StartCheck::announce_alone;
-    StartGate& gate = start_gates[token] = StartGate{{delivery.job.queue, delivery.job.id, token}, alone};
-    if (alone) ++alone_waiting;
-    start_cv.wait(lock, [&] {
-      if (gate.state != GateState::waiting) return true;
-      // An alone one goes first among those that wait, then runs by itself.
-      const bool may = alone ? announced_running == 0 : alone_running == 0 && alone_waiting == 0;
-      if (!gate.ready && may) {
-        gate.ready = true;
-        ++announced_running;
-        if (alone) {
-          --alone_waiting;
-          ++alone_running;
-        }
-        if (!has_unannounced_starts) wake();
-        has_unannounced_starts = true;
-      }
-      return false;
-    });
-    if (alone && !gate.ready) {
-      --alone_waiting;
-      start_cv.notify_all();
-    }
-    const bool go = gate.state == GateState::go;
-    if (!go && gate.ready) end_announced(alone);
-    start_gates.erase(token);
-    return go;
-  }
-
-  // An announced delivery ended (ran, or was dropped); under pool_mutex.
-  void end_announced(bool alone) {
-    --announced_running;
-    if (alone) --alone_running;
-    start_cv.notify_all();
-  }
-
-  // Main thread: sends STARTING for the gates not yet announced (all of
-  // them after a new WELCOME).
+  // Sends STARTING for the deliveries the pool holds back until the broker
+  // has recorded their start.
   void announce_starts() {
     proto::Starting starting;
-    {
-      std::lock_guard lock(pool_mutex);
-      if (!has_unannounced_starts) return;
-      has_unannounced_starts = false;
-      for (auto& [token, gate] : start_gates) {
-        if (gate.state != GateState::waiting || !gate.ready || gate.announced) continue;
-        gate.announced = true;
-        starting.items.push_back(gate.ref);
-      }
-    }
+    starting.items = pool.starts_to_announce();
     if (!starting.items.empty()) send(starting);
   }
 
   void on_start_reply(const proto::StartReply& reply) {
-    {
-      std::lock_guard lock(pool_mutex);
-      for (const auto& ref : reply.go)
-        if (auto it = start_gates.find(ref.token); it != start_gates.end() && it->second.state == GateState::waiting)
-          it->second.state = GateState::go;
-      for (const auto& ref : reply.drop) {
-        // Re-delivered elsewhere, finished or cancelled: not this worker's.
-        auto it = start_gates.find(ref.token);
-        if (it == start_gates.end() || it->second.state != GateState::waiting) continue;
-        it->second.state = GateState::drop;
-        const std::string key = held_key(ref.queue, ref.id);
-        if (auto h = held.find(key); h != held.end() && h->second.token == ref.token) {
-          held.erase(h);
-          cancel_states.erase(key);
-        }
-      }
-    }
-    start_cv.notify_all();
+    for (const auto& ref : pool.on_start_reply(reply)) forget_held(ref);
   }
 
-  // Every waiting gate is dropped (the worker is stopping); returns their
-  // deliveries, which never started.
-  std::vector<proto::JobRef> drop_waiting_starts() {
-    std::vector<proto::JobRef> dropped;
-    for (auto& [token, gate] : start_gates) {
-      if (gate.state != GateState::waiting) continue;
-      gate.state = GateState::drop;
-      dropped.push_back(gate.ref);
-    }
-    return dropped;
-  }
-
-  // A moving average over about the last 16 runs; racing threads may lose
-  // an update, which an average can spare.
-  void record_handler_time(double micros) {
-    const double mean = mean_handler_us.load(std::memory_order_relaxed);
-    mean_handler_us.store(mean <= 0 ? micros : mean + (micros - mean) / 16, std::memory_order_relaxed);
-  }
-
-  proto::JobResult run_delivery(Delivery& delivery) {
-    proto::JobResult result{delivery.job.queue, delivery.job.id, delivery.token, 0, {}};
-    HandlerResult outcome = run_handler(delivery.job);
-    result.outcome = static_cast<uint8_t>(outcome.status == HandlerResult::Status::done     ? proto::Outcome::done
-                                          : delivery.cancel->by_user.load()                 ? proto::Outcome::cancelled
-                                          : outcome.status == HandlerResult::Status::failed ? proto::Outcome::failed
-                                                                                            : proto::Outcome::failed_final);
-    result.error = std::move(outcome.error);
-    if (result.error.size() > proto::kMaxErrorText) result.error.resize(proto::kMaxErrorText);
-    return result;
-  }
-
-  HandlerResult run_handler(const Job& job) {
-    auto it = handlers.find(job.type);
-    if (it == handlers.end()) it = handlers.find("*");
-    if (it == handlers.end()) return HandlerResult::failed("no handler for job type '" + job.type + "' on worker " + options.worker_id);
-    try {
-      return it->second(job);
-    } catch (const std::exception& e) {
-      return HandlerResult::failed(std::string("handler threw: ") + e.what());
-    } catch (...) {
-      return HandlerResult::failed("handler threw a non-standard exception");
+  // The job is no longer this worker's (handed back, dropped, finished).
+  void forget_held(const proto::JobRef& ref) {
+    const std::string key = held_key(ref.queue, ref.id);
+    if (auto h = held.find(key); h != held.end() && h->second.token == ref.token) {
+      held.erase(h);
+      cancel_states.erase(key);
     }
   }
 
-  void stop_pool() {
-    {
-      std::lock_guard lock(pool_mutex);
-      pool_closed = true;
-      drop_waiting_starts();
-    }
-    pool_cv.notify_all();
-    start_cv.notify_all();
-    for (auto& t : threads) t.join();
-    threads.clear();
-  }
-
-  // ---- broker connection --------------------------------------------------
   template <typename T>
   void send(const T& frame) {
     const std::string bytes = proto::encode(frame);
@@ -305,19 +113,11 @@ struct Worker::Impl {
     if (!adaptive() || draining) return;
     const size_t keep = capacity() - options.concurrency;
     proto::HandBack back;
-    {
-      std::lock_guard lock(pool_mutex);
-      if (pending.size() <= 2 * keep) return;
-      while (pending.size() > keep) {
-        const Delivery& d = pending.back();
-        back.unstarted.push_back({d.job.queue, d.job.id, d.token});
-        held.erase(held_key(d.job.queue, d.job.id));
-        cancel_states.erase(held_key(d.job.queue, d.job.id));
-        pending.pop_back();
-      }
-    }
+    back.unstarted = pool.take_buffered_past(keep, 2 * keep);
+    if (back.unstarted.empty()) return;
+    for (const auto& ref : back.unstarted) forget_held(ref);
     spdlog::info("handing back {} buffered jobs: handlers now take {:.0f} us on average", back.unstarted.size(),
-                 mean_handler_us.load(std::memory_order_relaxed));
+                 pool.mean_handler_us());
     for (size_t i = 0; i < back.unstarted.size(); i += proto::kMaxBatch) {
       proto::HandBack chunk;
       chunk.unstarted.assign(back.unstarted.begin() + i,
@@ -356,12 +156,7 @@ struct Worker::Impl {
     welcomed = true;
     broker_id = welcome.broker_id;
     heartbeat_ms = welcome.heartbeat_ms;
-    {
-      // Maybe lost with the broker that got them: asked again.
-      std::lock_guard lock(pool_mutex);
-      for (auto& [token, gate] : start_gates) gate.announced = false;
-      has_unannounced_starts = !start_gates.empty();
-    }
+    pool.announce_all_again();
     if (!unconfirmed.empty()) {
       // The broker may have lost these (restart): it applies them by token,
       // so resending an already-applied result is harmless.
@@ -406,14 +201,10 @@ struct Worker::Impl {
     }
     if (std::holds_alternative<proto::Pong>(frame)) return;
     if (auto* c = std::get_if<proto::Confirm>(&frame)) {
-      std::lock_guard lock(pool_mutex);
       for (const auto& ref : c->items) {
         auto it = unconfirmed.find(held_key(ref.queue, ref.id));
         if (it != unconfirmed.end() && it->second.token == ref.token) unconfirmed.erase(it);
-        if (auto a = announced_unconfirmed.find(ref.token); a != announced_unconfirmed.end()) {
-          end_announced(a->second);
-          announced_unconfirmed.erase(a);
-        }
+        pool.confirmed(ref.token);
       }
       return;
     }
@@ -437,26 +228,7 @@ struct Worker::Impl {
     const std::string key = held_key(ref.queue, ref.id);
     auto held_it = held.find(key);
     if (held_it == held.end() || held_it->second.token != ref.token) return;
-    {
-      std::lock_guard lock(pool_mutex);
-      const proto::JobResult cancelled{ref.queue, ref.id, ref.token, static_cast<uint8_t>(proto::Outcome::cancelled),
-                                       "cancelled before it started"};
-      for (auto it = pending.begin(); it != pending.end(); ++it) {
-        if (it->job.queue == ref.queue && it->job.id == ref.id) {
-          pending.erase(it);
-          completed.push_back(cancelled);
-          wake();
-          return;
-        }
-      }
-      if (auto it = start_gates.find(ref.token); it != start_gates.end() && it->second.state == GateState::waiting) {
-        it->second.state = GateState::drop;
-        completed.push_back(cancelled);
-        wake();
-        start_cv.notify_all();
-        return;
-      }
-    }
+    if (pool.cancel_unstarted(ref)) return;
     if (auto it = cancel_states.find(key); it != cancel_states.end()) {
       it->second->by_user = true;
       it->second->stop = true;
@@ -474,78 +246,22 @@ struct Worker::Impl {
     if (proto::payload_checksum(task.payload.data) != task.payload_checksum) {
       // Changed since its enqueue: running it could do anything, and a retry
       // would read the same bytes. Answered like a handler's final failure.
-      std::lock_guard lock(pool_mutex);
-      completed.push_back({task.queue, task.id, task.token, static_cast<uint8_t>(proto::Outcome::failed_final),
-                           "payload corrupted: its checksum is not the one written at enqueue"});
+      pool.add_result({task.queue, task.id, task.token, static_cast<uint8_t>(proto::Outcome::failed_final),
+                       "payload corrupted: its checksum is not the one written at enqueue"});
       return;
     }
-    auto cancel = std::make_shared<CancelState>();
+    auto cancel = std::make_shared<worker::CancelState>();
     cancel_states[key] = cancel;
-    Delivery d{Job{std::move(task.queue), std::move(task.id), std::move(task.type), std::move(task.payload.data),
+    worker::Delivery d{Job{std::move(task.queue), std::move(task.id), std::move(task.type), std::move(task.payload.data),
                    task.due_ms, task.attempt, task.max_attempts, task.created_ms, wall_ms(), &cancel->stop, task.token},
                task.token, cancel, 0, static_cast<proto::StartCheck>(task.start_check)};
     incoming.push_back(std::move(d));
   }
 
-  // Hands the tasks received this turn to the handler threads in one go.
-  void start_incoming() {
-    if (incoming.empty()) return;
-    size_t to_wake;
-    const int64_t now_us = steady_us();
-    {
-      std::lock_guard lock(pool_mutex);
-      for (auto& d : incoming) {
-        d.queued_us = now_us;
-        pending.push_back(std::move(d));
-      }
-      // Busy threads take the next delivery themselves; idle ones are woken
-      // for the work there is (worker/wake_policy.hpp): notify_all made
-      // every thread fight for the mutex, and one wake per no-op job cost
-      // more than the jobs.
-      to_wake = worker::threads_to_wake(incoming.size(), idle_threads, mean_handler_us.load(std::memory_order_relaxed));
-    }
-    incoming.clear();
-    for (size_t i = 0; i < to_wake; ++i) pool_cv.notify_one();
-  }
-
-  // Microseconds until a delivery waiting in the pool should have a thread
-  // woken for it (-1: none waits while a thread is idle). A thread woken for
-  // several short jobs can meet one long one: the others must not wait for
-  // it while threads sleep.
-  int64_t us_until_unstuck(int64_t now_us) {
-    size_t to_wake = 0;
-    int64_t wait = -1;
-    {
-      std::lock_guard lock(pool_mutex);
-      if (pending.empty() || idle_threads == 0) return -1;
-      const int64_t waited = now_us - pending.front().queued_us;
-      if (waited < worker::kMaxWaitForThreadMicros) {
-        wait = worker::kMaxWaitForThreadMicros - waited;
-      } else {
-        to_wake = std::min(pending.size(), idle_threads);
-        for (auto& d : pending) d.queued_us = now_us;  // woken for; judged again from now
-        wait = worker::kMaxWaitForThreadMicros;
-      }
-    }
-    for (size_t i = 0; i < to_wake; ++i) pool_cv.notify_one();
-    return wait;
-  }
-
-  // Sends the results handed in, when the linger rule (kResultsLingerUs)
-  // says so or `now_us` is -1 (stopping).
+  // Sends the results the pool hands over (HandlerPool::take_results).
   void collect_results(int64_t now_us) {
-    std::vector<proto::JobResult> done;
-    {
-      std::lock_guard lock(pool_mutex);
-      if (completed.empty()) {
-        results_due_us = -1;
-        return;
-      }
-      if (results_due_us < 0) results_due_us = now_us + kResultsLingerUs;
-      if (now_us >= 0 && now_us < results_due_us && completed.size() < kResultsPerFrame) return;
-      done.swap(completed);
-      results_due_us = -1;
-    }
+    std::vector<proto::JobResult> done = pool.take_results(now_us);
+    if (done.empty()) return;
     proto::Results results;
     for (auto& r : done) {
       const std::string key = held_key(r.queue, r.id);
@@ -564,19 +280,12 @@ struct Worker::Impl {
     draining = true;
     drain_deadline_ms = now + options.drain_timeout_ms;
     proto::Bye bye;
-    {
-      std::lock_guard lock(pool_mutex);
-      for (const auto& d : pending) bye.unstarted.push_back({d.job.queue, d.job.id, d.token});
-      pending.clear();
-      const auto waiting = drop_waiting_starts();
-      bye.unstarted.insert(bye.unstarted.end(), waiting.begin(), waiting.end());
-      for (const auto& ref : bye.unstarted) {
-        held.erase(held_key(ref.queue, ref.id));
-        cancel_states.erase(held_key(ref.queue, ref.id));
-      }
+    bye.unstarted = pool.take_unstarted();
+    for (const auto& ref : bye.unstarted) {
+      held.erase(held_key(ref.queue, ref.id));
+      cancel_states.erase(held_key(ref.queue, ref.id));
     }
-    start_cv.notify_all();
-    spdlog::info("draining: {} jobs handed back, {} running", bye.unstarted.size(), running.load());
+    spdlog::info("draining: {} jobs handed back, {} running", bye.unstarted.size(), pool.running());
     send(bye);
   }
 
@@ -602,7 +311,7 @@ struct Worker::Impl {
       spdlog::error("cannot connect to broker endpoint '{}': {}", options.broker, e.what());
       return 2;
     }
-    start_pool();
+    pool.start(options.concurrency);
     // Heartbeats, hello retries and the drain run on the steady clock: a
     // wall clock step must not stop the heartbeats and get this worker
     // declared dead.
@@ -614,9 +323,10 @@ struct Worker::Impl {
       now = steady_ms();
       int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, draining ? now + 50 : next_heartbeat) - now);
       const int64_t now_us = steady_us();
-      if (const int64_t unstuck_us = us_until_unstuck(now_us); unstuck_us >= 0)
+      if (const int64_t unstuck_us = pool.us_until_unstuck(now_us); unstuck_us >= 0)
         wait = std::min(wait, (unstuck_us + 999) / 1000);
-      if (results_due_us >= 0) wait = std::min(wait, (std::max<int64_t>(0, results_due_us - now_us) + 999) / 1000);
+      if (const int64_t due_us = pool.results_due_us(); due_us >= 0)
+        wait = std::min(wait, (std::max<int64_t>(0, due_us - now_us) + 999) / 1000);
       try {
         zmq::poll(items, 2, std::chrono::milliseconds(wait));
       } catch (const zmq::error_t& e) {
@@ -636,7 +346,7 @@ struct Worker::Impl {
         }
         on_broker_frame(std::move(*frame), now);
       }
-      start_incoming();
+      pool.submit(std::move(incoming), steady_us());
       announce_starts();
       collect_results(steady_us());
       if (stop_requested.load() && !draining) begin_drain(now);
@@ -655,25 +365,25 @@ struct Worker::Impl {
         send_heartbeat(now);
       }
       if (draining) {
-        const bool idle = running.load() == 0 && held.empty();
+        const bool idle = pool.running() == 0 && held.empty();
         if (idle) {
           if (idle_since_ms == 0) idle_since_ms = now;
           // Exit once the broker confirmed every result, or after a short
           // wait if it does not (down): its leases then expire instead.
           if (unconfirmed.empty() || now - idle_since_ms >= kConfirmWaitMs) break;
         } else if (now >= drain_deadline_ms && !force_cancelled) {
-          spdlog::warn("drain timeout: stopping {} running jobs (they are retried)", running.load());
+          spdlog::warn("drain timeout: stopping {} running jobs (they are retried)", pool.running());
           force_cancelled = true;
           for (auto& [key, state] : cancel_states) state->stop = true;
         } else if (now >= drain_deadline_ms + kCancelGraceMs) {
-          spdlog::error("{} handlers ignored cancellation; exiting without their results", running.load());
+          spdlog::error("{} handlers ignored cancellation; exiting without their results", pool.running());
           exit_code = 1;
           break;
         }
       }
     }
     for (auto& [key, state] : cancel_states) state->stop = true;
-    stop_pool();
+    pool.stop();
     collect_results(-1);
     // Every result was confirmed, or the wait for the broker is over: nothing
     // left is worth holding the exit for.
@@ -684,39 +394,21 @@ struct Worker::Impl {
   }
 
   WorkerOptions options;
-  std::atomic<double> mean_handler_us{0};       // 0 until a handler has run
   uint32_t announced_capacity = 0;              // in the last HELLO or heartbeat
   int64_t last_heartbeat_ms = 0;
   std::unordered_map<std::string, Handler> handlers;
   std::atomic<bool> stop_requested{false};
   bool force_cancelled = false;
-  int wake_fd = -1;
 
-  std::mutex pool_mutex;
-  std::condition_variable pool_cv;
-  std::condition_variable start_cv;  // a StartGate left the waiting state
-  std::unordered_map<uint64_t, StartGate> start_gates;  // by token
-  bool has_unannounced_starts = false;
-  int announced_running = 0;  // gates ready or waiting for the go, and announced deliveries running
-  int alone_running = 0;      // of those, announce_alone ones (at most 1)
-  int alone_waiting = 0;      // announce_alone gates not ready yet
-  // Announced deliveries that ran, by token, until their result is
-  // confirmed (true: announce_alone).
-  std::unordered_map<uint64_t, bool> announced_unconfirmed;
-  std::deque<Delivery> pending;
-  std::vector<Delivery> incoming;  // received this loop turn, main thread only
-  std::vector<proto::JobResult> completed;
-  int64_t results_due_us = -1;  // main thread: when the results in `completed` go out at the latest
-  bool pool_closed = false;
-  size_t idle_threads = 0;  // waiting on pool_cv (exact whenever pool_mutex is free)
-  std::atomic<int> running{0};
-  std::vector<std::thread> threads;
+  worker::HandlerPool pool;  // after `options` and `handlers`, which it reads
+  std::vector<worker::Delivery> incoming;  // received this loop turn
+  int wake_fd = -1;
 
   zmq::context_t context;
   zmq::socket_t dealer;
   std::unordered_map<std::string, proto::JobRef> held;             // received, no result yet
   std::unordered_map<std::string, proto::JobResult> unconfirmed;   // result sent, not confirmed
-  std::unordered_map<std::string, std::shared_ptr<CancelState>> cancel_states;  // by held key
+  std::unordered_map<std::string, std::shared_ptr<worker::CancelState>> cancel_states;  // by held key
   bool welcomed = false;
   bool draining = false;
   std::string broker_id;
