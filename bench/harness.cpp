@@ -55,6 +55,7 @@ double enqueue_all(const std::string& endpoint, const std::vector<JobSpec>& jobs
   std::atomic<size_t> next{0};
   const int64_t t0 = wall_us();
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(producers));
   for (int p = 0; p < producers; ++p)
     threads.emplace_back([&] {
       Client client(endpoint, with_timeouts(link.client));
@@ -102,6 +103,7 @@ double steady(Cluster& cluster, const std::string& queue, double seconds, const 
   constexpr int64_t window = 20'000;
   std::atomic<bool> running{true};
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(producers));
   for (int p = 0; p < producers; ++p)
     threads.emplace_back([&] {
       Client client(cluster.endpoint(), with_timeouts(link.client));
@@ -148,6 +150,7 @@ size_t paced_flow(Client& client, const std::string& queue, double rate, const s
   size_t sent = 0;
   while (!until()) {
     std::vector<JobSpec> batch;
+    batch.reserve(static_cast<size_t>(per_ms));
     const std::string stamp = std::to_string(wall_us());
     for (int i = 0; i < per_ms; ++i) batch.push_back({queue, "noop", stamp, "", 0, 0});
     (void)client.enqueue_batch(std::move(batch));

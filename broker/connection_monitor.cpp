@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "common/error.hpp"
+
 namespace dueq::broker {
 
 namespace {
@@ -67,10 +69,10 @@ uint64_t ConnectionMonitor::drain(int64_t now_ms) {
     if (last_errno == EMFILE || last_errno == ENFILE)
       spdlog::error("could not accept {} connection attempts ({}): the broker's open-file limit is {} (raise "
                     "LimitNOFILE / ulimit -n); {} refused since start",
-                    refused_unlogged_, std::strerror(last_errno), open_files_limit(), refused_);
+                    refused_unlogged_, errno_text(last_errno), open_files_limit(), refused_);
     else
       spdlog::error("could not accept {} connection attempts ({}); {} refused since start", refused_unlogged_,
-                    std::strerror(last_errno), refused_);
+                    errno_text(last_errno), refused_);
     refused_unlogged_ = 0;
   }
   return at_fd_limit;

@@ -31,7 +31,7 @@ std::vector<uint64_t> random_tokens(size_t count) {
     else if (errno != EINTR) {
       // Only a kernel older than 3.17 fails here: no broker runs without
       // tokens nobody can guess.
-      spdlog::critical("getrandom failed: {}", std::strerror(errno));
+      spdlog::critical("getrandom failed: {}", errno_text(errno));
       std::abort();
     }
   }
@@ -107,7 +107,10 @@ Dispatcher::Slots Dispatcher::take_slots(const std::string& queue, int64_t wante
 
 void Dispatcher::release(const Slots& slots) {
   for (const auto& [worker, n] : slots.per_worker)
-    if (auto it = reserved_.find(worker); it != reserved_.end() && (it->second -= n) <= 0) reserved_.erase(it);
+    if (auto it = reserved_.find(worker); it != reserved_.end()) {
+      it->second -= n;
+      if (it->second <= 0) reserved_.erase(it);
+    }
 }
 
 bool Dispatcher::can_lease_now() const {

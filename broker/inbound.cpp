@@ -98,7 +98,7 @@ void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, 
   std::visit(
       [&](auto&& f) {
         using T = std::decay_t<decltype(f)>;
-        if constexpr (std::is_same_v<T, proto::Hello>) workers_.on_hello(peer, std::move(f), heard_ms);
+        if constexpr (std::is_same_v<T, proto::Hello>) workers_.on_hello(peer, std::forward<decltype(f)>(f), heard_ms);
         else if constexpr (std::is_same_v<T, proto::Heartbeat>) workers_.on_heartbeat(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Received>) workers_.on_received(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Starting>) workers_.on_starting(peer, f, heard_ms);
@@ -108,10 +108,10 @@ void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, 
           if (!held.empty()) results_.on_results(peer, std::move(held));
           workers_.heard_from(peer.routing_id, heard_ms);
         } else if constexpr (std::is_same_v<T, proto::Bye>) workers_.on_bye(peer, f, heard_ms);
-        else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::move(f), grant);
+        else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::forward<decltype(f)>(f), grant);
         else if constexpr (std::is_same_v<T, proto::StatsRequest>) gateway_.on_stats(peer, f.request_id);
-        else if constexpr (std::is_same_v<T, proto::JobRequest>) admin_.submit(peer, std::move(f));
-        else if constexpr (std::is_same_v<T, proto::AdminRequest>) admin_.submit(peer, std::move(f));
+        else if constexpr (std::is_same_v<T, proto::JobRequest> || std::is_same_v<T, proto::AdminRequest>)
+          admin_.submit(peer, std::forward<decltype(f)>(f));
         else reject(peer, Error{Errc::bad_frame, fmt::format("a {} frame is not sent to the broker", proto::type_name(T::kType))}, heard_ms);
       },
       std::move(frame));

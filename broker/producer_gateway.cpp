@@ -189,6 +189,7 @@ void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool
     // Jobs of one schedule filter chunk side by side: the script reads each
     // chunk's counters of the batch in one call (the answers follow the slots).
     std::vector<uint32_t> chunk;
+    chunk.reserve(call.jobs.size());
     for (const auto* job : call.jobs) chunk.push_back(schedule_partition(job->id) / kPartitionsPerFilterChunk);
     std::vector<size_t> order(call.jobs.size());
     std::iota(order.begin(), order.end(), size_t{0});
@@ -206,6 +207,7 @@ void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool
     }
     const auto& policy = config_.policy(name);
     std::vector<int64_t> dues;
+    dues.reserve(call.jobs.size());
     for (const auto* job : call.jobs) dues.push_back(job->due_ms == 0 ? now : job->due_ms);
     const auto due_now = static_cast<int64_t>(std::count_if(dues.begin(), dues.end(), [&](int64_t d) { return d <= now; }));
     // Leased in the call itself while no older job waits in the ready set
@@ -227,7 +229,10 @@ void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool
     // The filter arguments cost Redis a third of each job's arguments; they
     // are only read while something is scheduled.
     const bool maybe_scheduled = q.next_due_ms >= 0;
-    round.add(calls::enqueue(name, call.jobs, now, policy.max_attempts, policy.max_backlog, reservation.deadline_ms,
+    // Read before the continuation takes the reservation: the order in
+    // which a call's arguments are built is unspecified.
+    const int64_t lease_deadline_ms = reservation.deadline_ms;
+    round.add(calls::enqueue(name, call.jobs, now, policy.max_attempts, policy.max_backlog, lease_deadline_ms,
                              lease_tokens, maybe_scheduled),
               [this, &dispatcher, answers, name, now, reservation = std::move(reservation), candidates = std::move(candidates),
                slots = std::move(call.slots), dues = std::move(dues)](const redisReply* r) mutable {

@@ -84,8 +84,10 @@ class ProducerGateway {
   // Jobs are gathered for the next round, and no more than `limit`.
   bool has_few_jobs_gathered(size_t limit) const {
     size_t jobs = 0;
-    for (const auto& request : enqueues_)
-      if ((jobs += request.frame.jobs.size()) > limit) return false;
+    for (const auto& request : enqueues_) {
+      jobs += request.frame.jobs.size();
+      if (jobs > limit) return false;
+    }
     return jobs > 0;
   }
   bool has_work() const { return !enqueues_.empty() || (!stats_requests_.empty() && us_until_stats() == 0); }

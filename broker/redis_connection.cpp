@@ -6,7 +6,7 @@ namespace dueq::broker {
 
 namespace {
 
-timeval to_timeval(int ms) { return timeval{ms / 1000, (ms % 1000) * 1000}; }
+timeval to_timeval(int ms) { return timeval{ms / 1000, static_cast<suseconds_t>(ms % 1000) * 1000}; }
 
 }  // namespace
 

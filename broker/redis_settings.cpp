@@ -16,6 +16,7 @@ namespace {
 // value (CONFIG renamed or disabled).
 Result<std::vector<std::optional<std::string>>> config_values(ScriptRegistry& redis, const std::vector<std::string>& names) {
   std::vector<Command> reads;
+  reads.reserve(names.size());
   for (const auto& name : names) reads.push_back(Command{"CONFIG", "GET", name});
   auto replies = redis.pipeline(std::move(reads));
   if (!replies) return std::unexpected(replies.error());
@@ -66,6 +67,7 @@ Result<std::string> settings_advice(ScriptRegistry& redis) {
                                                      {"zset-max-listpack-entries", 256, kMemory},
                                                      {"auto-aof-rewrite-min-size", int64_t{1} << 30, kRewrites}}};
   std::vector<std::string> names;
+  names.reserve(kWanted.size());
   for (const auto& w : kWanted) names.emplace_back(w.name);
   auto values = config_values(redis, names);
   if (!values) return std::unexpected(values.error());

@@ -102,6 +102,7 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
   Command call;
   if (ack) {
     std::vector<TokenRef> items;
+    items.reserve(batch.size());
     for (const auto& p : batch) items.push_back({p.result.id, p.result.token});
     call = calls::ack(queue, now, policy.done_retention_s, items);
   } else {

@@ -27,6 +27,7 @@ Result<void> ScriptRegistry::connect() {
 
 Result<void> ScriptRegistry::load_scripts() {
   std::vector<Command> loads;
+  loads.reserve(lua::kScripts.size());
   for (const auto& script : lua::kScripts) loads.push_back(Command{"SCRIPT", "LOAD", script.source});
   auto replies = connection_->pipeline(loads);
   if (!replies) return std::unexpected(replies.error());
@@ -87,13 +88,13 @@ Result<void> ScriptRegistry::recover_lost_scripts() {
   for (auto& round : outstanding_) {
     std::vector<size_t> lost;
     for (size_t i = 0; i < round.replies->size(); ++i) {
-      if (is_noscript((*round.replies)[i].get())) lost.push_back(i);
       // A WAIT that ran before a call resent now counted replicas without
       // that call's writes: it is sent again, after them.
-      else if (!lost.empty() && is_wait(round.commands[i])) lost.push_back(i);
+      if (is_noscript((*round.replies)[i].get()) || (!lost.empty() && is_wait(round.commands[i]))) lost.push_back(i);
     }
     if (lost.empty()) continue;
     std::vector<Command> again;
+    again.reserve(lost.size());
     for (size_t i : lost) again.push_back(round.commands[i]);
     auto retried = connection_->pipeline(again);
     if (!retried) return std::unexpected(retried.error());

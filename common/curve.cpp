@@ -36,7 +36,7 @@ Result<std::string> key_field(const toml::table& file, const std::string& path, 
 
 Result<void> write_file(const std::string& path, const std::string& text, mode_t mode) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) return fail(Errc::bad_argument, fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  if (fd < 0) return fail(Errc::bad_argument, fmt::format("cannot create {}: {}", path, errno_text(errno)));
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ::close(fd);
   if (!written) return fail(Errc::internal, fmt::format("cannot write {}", path));

@@ -30,10 +30,9 @@ Result<int64_t> parse_duration_ms(std::string_view text) {
   std::string_view unit(end, text.data() + text.size() - end);
   int64_t scale = 0;
   // A bare number is refused (is "30" seconds or milliseconds?), but for 0.
-  if (unit.empty() && value == 0) scale = 1;
-  else if (unit.empty())
+  if (unit.empty() && value != 0)
     return fail(Errc::bad_argument, "duration '" + original + "' has no unit: use ms, s, m, h or d (e.g. " + original + "s)");
-  else if (unit == "ms") scale = 1;
+  if (unit.empty() || unit == "ms") scale = 1;
   else if (unit == "s") scale = 1000;
   else if (unit == "m") scale = 60'000;
   else if (unit == "h") scale = 3'600'000;
@@ -76,7 +75,7 @@ Result<int64_t> parse_rfc3339_ms(std::string_view text) {
   } else if (pos + 6 == s.size() && (s[pos] == '+' || s[pos] == '-') && s[pos + 3] == ':') {
     int oh = 0, om = 0;
     if (std::sscanf(s.c_str() + pos + 1, "%2d:%2d", &oh, &om) != 2 || oh > 23 || om > 59) return bad();
-    offset_s = (oh * 3600 + om * 60) * (s[pos] == '+' ? 1 : -1);
+    offset_s = (int64_t{oh} * 3600 + int64_t{om} * 60) * (s[pos] == '+' ? 1 : -1);
     pos += 6;
   } else {
     return bad();

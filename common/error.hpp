@@ -2,6 +2,7 @@
 // Error values returned on hot paths instead of exceptions.
 #include <expected>
 #include <string>
+#include <system_error>
 
 namespace dueq {
 
@@ -23,6 +24,9 @@ struct Error {
 
 template <typename T>
 using Result = std::expected<T, Error>;
+
+// The text of an errno value (thread-safe, unlike std::strerror).
+inline std::string errno_text(int error) { return std::system_category().message(error); }
 
 inline std::unexpected<Error> fail(Errc code, std::string message) {
   return std::unexpected(Error{code, std::move(message)});

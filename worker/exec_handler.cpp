@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/clock.hpp"
+#include "common/error.hpp"
 #include "common/unique_fd.hpp"
 
 extern char** environ;
@@ -133,6 +134,7 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
 
   auto env = job_environment(job);
   std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::string shell = "/bin/sh", dash_c = "-c", cmd = command;
@@ -142,7 +144,7 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
   const int rc = posix_spawn(&pid, "/bin/sh", &actions, &attr, argv, envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) return HandlerResult::failed(fmt::format("cannot start command: {}", std::strerror(rc)));
+  if (rc != 0) return HandlerResult::failed(fmt::format("cannot start command: {}", errno_text(rc)));
   HandlerGuard::instance().started(pid);
   in_read.reset();
   err_write.reset();
@@ -171,8 +173,8 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
     if (n == 2 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
       const ssize_t w = ::write(in_write.get(), job.payload.data() + written, job.payload.size() - written);
       if (w > 0) written += static_cast<size_t>(w);
-      if (w < 0 && errno != EAGAIN) in_write.reset();  // the command closed stdin early: fine
-      else if (written == job.payload.size()) in_write.reset();
+      // Written, or the command closed stdin early (fine).
+      if ((w < 0 && errno != EAGAIN) || written == job.payload.size()) in_write.reset();
     }
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       char buffer[4096];

@@ -14,6 +14,7 @@ Figures recovery(const Options& o, Json&) {
   start_workers(cluster, "rec", 1, n, record.string());
   cluster.wait_for_workers(1);
   std::vector<JobSpec> jobs;
+  jobs.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) jobs.push_back({"rec", "sleep", "120000", "", 0, 5});
   enqueue_all(cluster.endpoint(), jobs, 1);
   await([&] { return read_records(record).size() >= static_cast<size_t>(n); }, 60s);
@@ -34,6 +35,7 @@ Figures recovery(const Options& o, Json&) {
   };
   await(collect, 60s);
   std::vector<double> delays;
+  delays.reserve(restarted.size());
   for (const auto& [id, start_us] : restarted) delays.push_back(static_cast<double>(start_us - killed) / 1e6);
   f["p50_s"] = percentile(delays, 50);
   f["p99_s"] = percentile(delays, 99);

@@ -1,6 +1,7 @@
 #include "bench/scenarios.hpp"
 
 #include <atomic>
+#include <deque>
 #include <thread>
 
 namespace dueq::bench {

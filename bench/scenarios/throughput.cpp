@@ -28,7 +28,7 @@ Figures bulk_and_steady(const Options& o, int workers, int concurrency, const Li
   f["bulk_process_jobs_per_s"] = static_cast<double>(static_cast<int64_t>(n) - d0) / (static_cast<double>(wall_us() - t0) / 1e6);
   cluster.wait_for_workers(workers);
   start_workers(cluster, "steady", workers, concurrency, "", link);
-  cluster.wait_for_workers(2 * workers);
+  cluster.wait_for_workers(2 * static_cast<size_t>(workers));
   progress(fmt::format("throughput: {} workers x {}: steady for {} s", workers, concurrency, steady_s));
   f["steady_jobs_per_s"] = steady(cluster, "steady", steady_s, link);
   return f;
