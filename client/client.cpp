@@ -41,7 +41,7 @@ ClientError unexpected_reply(const std::string& what) { return ClientError{"bad_
 // batch, not per job, and wait no longer for it.
 struct Client::Impl {
   Impl(std::string endpoint, ClientOptions o)
-      : options(o), context(1), socket(context, zmq::socket_type::dealer), endpoint(std::move(endpoint)),
+      : options(std::move(o)), context(1), socket(context, zmq::socket_type::dealer), endpoint(std::move(endpoint)),
         wakeup(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
     if (wakeup.get() < 0) throw std::runtime_error("eventfd failed");
     socket.set(zmq::sockopt::linger, 0);
@@ -405,7 +405,7 @@ std::future<std::expected<T, ClientError>> as_future(Call call) {
 }  // namespace
 
 Client::Client(std::string broker_endpoint, ClientOptions options)
-    : impl_(std::make_unique<Impl>(std::move(broker_endpoint), options)) {}
+    : impl_(std::make_unique<Impl>(std::move(broker_endpoint), std::move(options))) {}
 Client::~Client() { impl_->close(); }
 
 int64_t Client::in_ms(int64_t delay_ms) { return wall_ms() + delay_ms; }

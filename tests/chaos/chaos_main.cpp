@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   Cluster cluster({}, {"--appendfsync", "always"});
   const auto record = cluster.dir() / "starts.txt";
   std::vector<size_t> workers;
+  workers.reserve(static_cast<size_t>(workers_count));
   for (int i = 0; i < workers_count; ++i) workers.push_back(cluster.start_example_worker("chaos", 8, record.string()));
   if (!cluster.wait_for_workers(workers_count)) {
     fmt::print(stderr, "workers did not join\n");

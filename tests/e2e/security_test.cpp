@@ -283,6 +283,7 @@ TEST(Security, AKeysCapacityHoldsAcrossAllItsConnections) {
   ASSERT_TRUE(cluster.wait_for_workers(3));
   Client producer(cluster.endpoint(), keys.client("producer"));
   std::vector<JobSpec> jobs;
+  jobs.reserve(12);
   for (int i = 0; i < 12; ++i) jobs.push_back({"mail", "sleep", "300", fmt::format("capped-{}", i), 0, 3});
   ASSERT_TRUE(producer.enqueue_batch(jobs));
   int64_t most_in_flight = 0;
@@ -305,6 +306,7 @@ TEST(Security, AProducersFloodOfLookupsLeavesRoomForTheAdmin) {
   Cluster cluster(keys.broker_args(), {}, keys.client("admin"));
   Client admin(cluster.endpoint(), keys.client("admin", 300'000));
   std::vector<JobSpec> jobs;
+  jobs.reserve(500);
   for (int i = 0; i < 500; ++i) jobs.push_back({fmt::format("q{}", i), "t", "", "", 0, 3});
   ASSERT_TRUE(admin.enqueue_batch(jobs));
 

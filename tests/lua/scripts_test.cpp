@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "broker/auditor.hpp"
 #include "broker/job_record.hpp"
 #include "broker/keys.hpp"
@@ -49,10 +51,11 @@ class Scripts : public ::testing::Test {
   static Result<std::vector<int64_t>> ints(const redisReply* r) { return reply::integers(r, "reply"); }
   static Result<std::vector<std::string>> strs(const redisReply* r) { return reply::strings(r, "reply"); }
 
-  std::vector<int64_t> enqueue(std::vector<proto::NewJob> jobs, int64_t now, uint32_t default_max = 3,
+  std::vector<int64_t> enqueue(const std::vector<proto::NewJob>& jobs, int64_t now, uint32_t default_max = 3,
                                int64_t max_backlog = 0) {
     std::vector<const proto::NewJob*> ptrs;
-    for (auto& j : jobs) ptrs.push_back(&j);
+    ptrs.reserve(jobs.size());
+    for (const auto& j : jobs) ptrs.push_back(&j);
     Round round;
     round.add(calls::enqueue("q", ptrs, now, default_max, max_backlog));
     const redisReply* r = run(round);
@@ -206,7 +209,7 @@ TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
   Round round;
   const QueueKeys k("q");
   const std::string record = encode_job_record(JobRecord{"t", "p", 1000, 3, 1000, 0, 0});
-  auto eval = [&](std::vector<std::string> argv) {
+  auto eval = [&](const std::vector<std::string>& argv) {
     Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "8", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens};
     for (auto& a : argv) cmd.add(a);
     cmd.add("0").add("");  // no lease
@@ -382,7 +385,7 @@ TEST_F(Scripts, ATokenIsNotRepeatedAfterRedisLostAcknowledgedWrites) {
 TEST_F(Scripts, LeaseRefusesMissingOrMalformedTokens) {
   enqueue({job("a")}, 1000);
   const auto args = calls::lease("q", 5000, 2).args();
-  auto eval = [&](std::vector<std::string> tokens) {
+  auto eval = [&](const std::vector<std::string>& tokens) {
     Command call;
     for (size_t i = 0; i + 1 < args.size(); ++i) call.add(args[i]);  // EVALSHA .. count, without the tokens
     std::string blob;
@@ -690,13 +693,13 @@ TEST_F(Scripts, ReclaimCountsAnExpiredLeaseWhoseStartWasRecordedAsAnAttemptAndDe
 TEST_F(Scripts, AnExpiredDeliveryNeverSeenToStartUsesNoAttemptAndAsksTheNextWorkerToAnnounceTheStart) {
   enqueue({job("a", 0, 1)}, 1000);
   for (int i = 1; i <= 5; ++i) {
-    auto l = lease(1, 5000 * i);
+    auto l = lease(1, int64_t{5000} * i);
     ASSERT_EQ(l.size(), 1u);
     EXPECT_EQ(l[0].attempt, 1u) << "delivery " << i;
     EXPECT_EQ(l[0].start_check, i == 1 ? StartCheck::none : i == 2 ? StartCheck::announce : StartCheck::announce_alone)
         << "delivery " << i;
     Round round;
-    round.add(calls::reclaim("q", 5000 * i, 100, 60));
+    round.add(calls::reclaim("q", int64_t{5000} * i, 100, 60));
     auto r = *calls::parse_reclaim(run(round));
     EXPECT_EQ(r.requeued, 1);
     EXPECT_EQ(r.not_counted, 1);
@@ -1319,7 +1322,7 @@ TEST_F(Scripts, MigrationMovesEveryJobOfTheOldScheduleIntoThePartitions) {
 
 TEST_F(Scripts, ScriptsTakingAPartitionRefuseABadOne) {
   const QueueKeys k("q");
-  auto eval = [&](lua::ScriptId id, std::vector<std::string> keys, std::vector<std::string> argv) {
+  auto eval = [&](lua::ScriptId id, const std::vector<std::string>& keys, const std::vector<std::string>& argv) {
     Command cmd{"EVAL", lua::script(id).source, std::to_string(keys.size())};
     for (auto& key : keys) cmd.add(key);
     for (auto& a : argv) cmd.add(a);
