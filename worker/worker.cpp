@@ -5,13 +5,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
