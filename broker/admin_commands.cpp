@@ -8,6 +8,7 @@
 #include "broker/auditor.hpp"
 #include "broker/job_lookup.hpp"
 #include "broker/keys.hpp"
+#include "broker/schedule_partition.hpp"
 
 namespace dueq::broker {
 

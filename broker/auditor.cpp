@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "broker/encoding_pin.hpp"
 #include "broker/keys.hpp"
+#include "broker/schedule_partition.hpp"
 
 namespace dueq::broker {
 

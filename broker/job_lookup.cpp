@@ -7,6 +7,7 @@
 
 #include "broker/job_record.hpp"
 #include "broker/keys.hpp"
+#include "broker/schedule_partition.hpp"
 
 namespace dueq::broker {
 

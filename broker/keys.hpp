@@ -8,7 +8,7 @@
 // pay off in Redis, and a job costs one hash entry instead of a key.
 //
 // Jobs due in the future are kept apart, in kSchedulePartitions small
-// partitions per queue chosen by a hash of the id: `schedule:<p>` (zset id ->
+// partitions per queue chosen by a hash of the id (broker/schedule_partition.hpp): `schedule:<p>` (zset id ->
 // due ms) and `schedule:<p>:jobs` (hash id -> record). Small enough to stay
 // listpack-encoded in Redis, they cost about 230 bytes per delayed job where
 // one big sorted set plus one big hash cost about 360 (a dict entry and a
@@ -17,8 +17,6 @@
 // build a partition's keys from the `schedule` key by the same rule as
 // schedule_partition_key / schedule_jobs_key below, and the schedule filter's
 // (`schedule:filter`, which spares an enqueue most looks into a partition).
-#include <xxhash.h>
-
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -69,68 +67,11 @@ struct QueueKeys {
   std::string schedule_jobs_key(uint32_t partition) const { return schedule_partition_key(partition) + ":jobs"; }
 };
 
-// The schedule filter's chunks: chunk C holds the counters of partitions
-// 1000*C .. 1000*C+999 under <filter prefix>:C (lua/lib/schedule_filter.lua).
-inline constexpr uint32_t kScheduleFilterChunks = 33;
-inline constexpr uint32_t kPartitionsPerFilterChunk = 1000;
+// A chunk of the schedule filter (broker/schedule_partition.hpp):
+// <filter prefix>:C.
 inline std::string schedule_filter_chunk_key(const std::string& filter_prefix, uint32_t chunk) {
   return filter_prefix + ":" + std::to_string(chunk);
 }
-
-// Partitions of a queue's schedule. Fixed: changing it would strand every
-// scheduled job in a partition its id no longer maps to (the Lua scripts
-// check partition numbers against it too). 32,768 keeps a partition near 30
-// jobs at a million scheduled, so the linear scans inside a listpack stay
-// short (an enqueue's duplicate check looks in one), and under Redis's
-// listpack limit (256 entries in deploy/redis.conf) up to about 6 million
-// scheduled jobs per queue; past that partitions turn into ordinary
-// hashtables and skiplists, which costs memory, not correctness.
-inline constexpr uint32_t kSchedulePartitions = 32768;
-static_assert(kScheduleFilterChunks * kPartitionsPerFilterChunk >= kSchedulePartitions &&
-              (kScheduleFilterChunks - 1) * kPartitionsPerFilterChunk < kSchedulePartitions);
-
-// The schedule partition of a job id (xxh3, stable across versions and hosts).
-inline uint32_t schedule_partition(std::string_view id) {
-  return static_cast<uint32_t>(XXH3_64bits(id.data(), id.size()) % kSchedulePartitions);
-}
-
-// The schedule filter's bucket of an id within its chunk as a BITFIELD bit
-// offset: what lua/lib/schedule_filter.lua's filter_bit_offset computes, so
-// that enqueue.lua reads a batch's counters with the broker's arguments
-// instead of building them per job (it checks them against its own).
-// The tail hashes the id's last three bytes as Lua's string.byte(id, -3, -1)
-// returns them: an id shorter than three has its missing bytes at the end.
-inline uint32_t schedule_filter_bit_offset(uint32_t partition, std::string_view id) {
-  uint32_t bytes[3] = {0, 0, 0};
-  const size_t from = id.size() > 3 ? id.size() - 3 : 0;
-  for (size_t i = from; i < id.size(); ++i) bytes[i - from] = static_cast<unsigned char>(id[i]);
-  const uint32_t tail = (bytes[0] * 961 + bytes[1] * 31 + bytes[2]) % 100;
-  return ((partition % kPartitionsPerFilterChunk) * 100 + tail) * 8;
-}
-
-// Encoding pins. A queue's jobs, tokens and leased keys hold every job in
-// flight: tens to hundreds of entries under load, where Redis keeps a hash
-// or sorted set as a listpack and every HSET, HMGET, ZADD or ZREM scans all
-// of it (an HSET of 26 records took 30 us, against 6 us in a hashtable).
-// lua/pin_encoding.lua puts one long entry, the pin, into each: longer than
-// the hash-max-listpack-value and zset-max-listpack-value of the Redis in
-// use (the broker reads them at start, broker/redis_settings.hpp), it turns
-// the key into a hashtable or skiplist for good, and keeps it from being
-// deleted when its jobs are gone. Job ids hold no space and the pin does:
-// scripts skip it through lua/lib/encoding_pin.lua, the auditor through
-// is_encoding_pin, and in leased its deadline is +inf.
-// The schedule partitions get no pin: they stay listpacks (see above).
-// The shortest pin: longer than deploy/redis.conf's limits (1024).
-inline constexpr size_t kEncodingPinBytes = 1025;
-// The longest pin pin_encoding.lua takes: a Redis whose limits reach it
-// keeps every key a listpack and is refused.
-inline constexpr size_t kMaxEncodingPinBytes = 65536;
-inline std::string encoding_pin(size_t bytes = kEncodingPinBytes) {
-  std::string text = "dueq encoding pin: keeps this key out of listpack encoding (broker/keys.hpp) ";
-  text.resize(bytes, '.');
-  return text;
-}
-inline bool is_encoding_pin(std::string_view entry) { return entry.find(' ') != std::string_view::npos; }
 
 // The set of queue names the broker has seen (for restarts and `dueq stats`).
 inline const std::string kQueuesKey = "dueq:queues";

@@ -8,8 +8,10 @@
 #include <numeric>
 #include <optional>
 
+#include "broker/encoding_pin.hpp"
 #include "broker/job_record.hpp"
 #include "broker/keys.hpp"
+#include "broker/schedule_partition.hpp"
 
 namespace dueq::broker {
 

@@ -12,7 +12,7 @@
 
 #include "broker/config.hpp"
 #include "broker/dispatcher.hpp"
-#include "broker/keys.hpp"
+#include "broker/encoding_pin.hpp"
 #include "broker/outbox.hpp"
 #include "broker/queues.hpp"
 #include "broker/registry.hpp"
@@ -35,7 +35,7 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
                 uint32_t default_max_attempts, int64_t max_backlog, int64_t lease_deadline_ms = 0,
                 const std::string& lease_tokens = {}, bool filter_args = true);
 // pin_encoding.lua: the encoding pins of a queue's jobs, tokens and leased
-// keys (broker/keys.hpp), where they are missing; `pin_bytes` from
+// keys (broker/encoding_pin.hpp), where they are missing; `pin_bytes` from
 // encoding_pin_bytes (broker/redis_settings.hpp).
 Command pin_encoding(const std::string& queue, size_t pin_bytes);
 // stats.lua

@@ -1,6 +1,6 @@
 #include "broker/redis_settings.hpp"
 
-#include "broker/keys.hpp"
+#include "broker/encoding_pin.hpp"
 
 #include <fmt/format.h>
 

@@ -14,7 +14,7 @@ Result<void> check_durability_settings(ScriptRegistry& redis);
 // message naming each and what it costs; empty when all are at least as
 // high. Advice, not a refusal.
 Result<std::string> settings_advice(ScriptRegistry& redis);
-// The length of the encoding pins (broker/keys.hpp): one byte past the
+// The length of the encoding pins (broker/encoding_pin.hpp): one byte past the
 // larger of hash-max-listpack-value and zset-max-listpack-value, and at
 // least kEncodingPinBytes; kEncodingPinBytes where CONFIG GET gives neither.
 // A limit of kMaxEncodingPinBytes or more is refused (no pin could turn the

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "broker/keys.hpp"
+#include "broker/schedule_partition.hpp"
 
 namespace dueq::broker {
 

@@ -2,6 +2,7 @@
 
 #include "broker/auditor.hpp"
 #include "broker/keys.hpp"
+#include "broker/schedule_partition.hpp"
 
 namespace dueq::broker {
 

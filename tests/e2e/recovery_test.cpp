@@ -21,6 +21,7 @@
 #include "broker/redis_connection.hpp"
 #include "common/clock.hpp"
 #include "broker/keys.hpp"
+#include "broker/schedule_partition.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace dueq;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "broker/auditor.hpp"
+#include "broker/encoding_pin.hpp"
 #include "broker/job_record.hpp"
 #include "broker/keys.hpp"
 #include "broker/admin.hpp"
@@ -21,6 +22,7 @@
 #include "broker/producer_gateway.hpp"
 #include "broker/redis_settings.hpp"
 #include "broker/results.hpp"
+#include "broker/schedule_partition.hpp"
 #include "broker/scheduler.hpp"
 #include "broker/script_registry.hpp"
 #include "broker/store_upgrade.hpp"
