@@ -41,6 +41,19 @@ Result<AuditSlice> check_slice(ScriptRegistry& redis, const std::string& queue, 
   return calls::parse_audit(r->get());
 }
 
+// One step of a cursor walk (ZSCAN, scan_ids.lua): [next cursor, [entries]].
+struct ScanStep {
+  std::string cursor;
+  std::vector<std::string> entries;
+};
+Result<ScanStep> parse_scan_step(const redisReply* step, const char* what) {
+  if (step->type != REDIS_REPLY_ARRAY || step->elements != 2 || step->element[1]->type != REDIS_REPLY_ARRAY)
+    return reply::bad(step, what);
+  auto entries = reply::strings(step->element[1], what);
+  if (!entries) return std::unexpected(entries.error());
+  return ScanStep{reply::str(step->element[0]), std::move(*entries)};
+}
+
 }  // namespace
 
 namespace calls {
@@ -136,15 +149,12 @@ Result<void> walk_state_set(ScriptRegistry& redis, const std::string& key, int64
   do {
     auto r = redis.call(Command{"ZSCAN", key, cursor, "COUNT", std::to_string(count_hint)});
     if (!r) return std::unexpected(r.error());
-    const redisReply* step = r->get();
-    if (step->type != REDIS_REPLY_ARRAY || step->elements != 2 || step->element[1]->type != REDIS_REPLY_ARRAY)
-      return reply::bad(step, "ZSCAN");
-    auto members_and_scores = reply::strings(step->element[1], "ZSCAN");
-    if (!members_and_scores) return std::unexpected(members_and_scores.error());
+    auto step = parse_scan_step(r->get(), "ZSCAN");  // members and scores
+    if (!step) return std::unexpected(step.error());
     std::vector<std::string> ids;
-    for (size_t i = 0; i < members_and_scores->size(); i += 2)
-      if (!is_encoding_pin((*members_and_scores)[i])) ids.push_back(std::move((*members_and_scores)[i]));
-    cursor = reply::str(step->element[0]);
+    for (size_t i = 0; i < step->entries.size(); i += 2)
+      if (!is_encoding_pin(step->entries[i])) ids.push_back(std::move(step->entries[i]));
+    cursor = std::move(step->cursor);
     if (auto ok = visit(ids); !ok) return ok;
   } while (cursor != "0");
   return {};
@@ -178,13 +188,10 @@ Result<AuditReport> audit_queue(ScriptRegistry& redis, const std::string& queue,
   do {
     auto r = redis.call(calls::scan_ids(keys.jobs, cursor, 1000));
     if (!r) return std::unexpected(r.error());
-    const redisReply* step = r->get();
-    if (step->type != REDIS_REPLY_ARRAY || step->elements != 2 || step->element[1]->type != REDIS_REPLY_ARRAY)
-      return reply::bad(step, "scan_ids");
-    auto ids = reply::strings(step->element[1], "scan_ids");
-    if (!ids) return std::unexpected(ids.error());
-    cursor = reply::str(step->element[0]);
-    if (auto ok = check_all(*ids); !ok) return std::unexpected(ok.error());
+    auto step = parse_scan_step(r->get(), "scan_ids");
+    if (!step) return std::unexpected(step.error());
+    cursor = std::move(step->cursor);
+    if (auto ok = check_all(step->entries); !ok) return std::unexpected(ok.error());
   } while (cursor != "0");
 
   // Every schedule partition, empty or not (a record left in a partition the
