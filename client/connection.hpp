@@ -1,0 +1,87 @@
+#pragma once
+// A client's one connection to the broker. One I/O thread owns the DEALER
+// socket; any thread hands it requests through a locked queue and an
+// eventfd, so many requests can be outstanding on one connection.
+// Requests are idempotent (enqueues carry their job ids), so the
+// RequestTracker may send one again.
+#include <atomic>
+#include <deque>
+#include <optional>
+#include <string>
+#include <thread>
+#include <zmq.hpp>
+
+#include "client/request_tracker.hpp"
+#include "common/unique_fd.hpp"
+
+namespace dueq::client {
+
+class Connection {
+ public:
+  Connection(std::string endpoint, ClientOptions options);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Ends the I/O thread, which answers what is pending "unavailable". Called
+  // by ~Client before its members go: callbacks answered then may still
+  // call the client.
+  void close();
+
+  // From any thread: encodes the request here (off the I/O thread) and
+  // queues it; `done` runs on the I/O thread with the reply or the error.
+  template <typename Request>
+  void submit(Request request, Completion done) {
+    request.request_id = new_request_id();
+    // Checked here as the broker would: a frame it cannot accept would be
+    // answered as a whole, never as this request's own mistake.
+    if (auto ok = proto::validate(proto::Frame{request}); !ok)
+      return refuse(ClientError{"bad_argument", ok.error().message, 0}, std::move(done));
+    queue_for_io(Outgoing{request.request_id, proto::encode(request), std::move(done), std::nullopt, std::nullopt});
+  }
+
+  // An enqueue stays unencoded until the I/O thread takes it: it may share
+  // a frame with others taken at the same moment (client/enqueue_merge.hpp).
+  void submit(proto::Enqueue request, Completion done);
+
+  // Answers `error` from the I/O thread, like any reply: a caller holding
+  // a lock its callback takes must not find the callback run in its call.
+  void refuse(ClientError error, Completion done);
+
+  bool on_io_thread() const { return std::this_thread::get_id() == io_.get_id(); }
+
+ private:
+  struct Outgoing {
+    uint64_t request_id;
+    std::string bytes;  // the encoded request; empty for an enqueue not encoded yet
+    Completion done;
+    std::optional<proto::Enqueue> enqueue;
+    std::optional<ClientError> refused;  // answered at once, not sent
+  };
+
+  uint64_t new_request_id() { return next_request_id_.fetch_add(1) + 1; }
+  void queue_for_io(Outgoing&& outgoing);
+  void wake();
+  void run();
+  void take_incoming();
+  void receive_all();
+  ClientError timeout_error() const;
+
+  const ClientOptions options_;
+  zmq::context_t context_;
+  zmq::socket_t socket_;  // the I/O thread's only
+  const std::string endpoint_;
+  UniqueFd wakeup_;
+  std::atomic<uint64_t> next_request_id_{0};
+  std::atomic<bool> stopping_{false};
+
+  std::mutex incoming_mutex_;
+  std::deque<Outgoing> incoming_;  // guarded by incoming_mutex_
+  bool closed_ = false;            // guarded by incoming_mutex_; set when the I/O thread ends
+
+  // The I/O thread's own.
+  RequestTracker requests_;
+  bool heard_from_broker_ = false;  // any frame at all arrived on this connection
+  std::thread io_;  // last: starts after everything it uses exists
+};
+
+}  // namespace dueq::client
