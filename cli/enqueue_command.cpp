@@ -1,0 +1,196 @@
+#include "cli/enqueue_command.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/output.hpp"
+#include "common/duration.hpp"
+#include "common/ids.hpp"
+
+namespace dueq::cli {
+
+int enqueue_one(Client& client, const EnqueueArgs& a) {
+  JobSpec job{a.queue, a.type, a.payload, a.id, 0, a.max_attempts, 0, 0};
+  for (auto [text, target, flag] : {std::tuple{&a.backoff_base, &job.backoff_base_ms, "--backoff-base"},
+                                     std::tuple{&a.backoff_cap, &job.backoff_cap_ms, "--backoff-cap"}}) {
+    if (text->empty()) continue;
+    auto ms = parse_duration_ms(*text);
+    if (!ms) {
+      fmt::print(stderr, "dueq: {}: {}\n", flag, ms.error().message);
+      return kExitUsage;
+    }
+    *target = *ms;
+  }
+  if (!a.payload_file.empty()) {
+    std::ifstream in(a.payload_file, std::ios::binary);
+    if (a.payload_file != "-" && !in) {
+      fmt::print(stderr, "dueq: cannot read --payload-file {}\n", a.payload_file);
+      return kExitUsage;
+    }
+    std::ostringstream buffer;
+    buffer << (a.payload_file == "-" ? std::cin.rdbuf() : in.rdbuf());
+    job.payload = buffer.str();
+  }
+  if (!a.delay.empty()) {
+    auto ms = parse_duration_ms(a.delay);
+    if (!ms) {
+      fmt::print(stderr, "dueq: --delay: {}\n", ms.error().message);
+      return kExitUsage;
+    }
+    job.due_ms = Client::in_ms(*ms);
+  } else if (!a.at.empty()) {
+    auto ms = parse_rfc3339_ms(a.at);
+    if (!ms) {
+      fmt::print(stderr, "dueq: --at: {}\n", ms.error().message);
+      return kExitUsage;
+    }
+    job.due_ms = *ms;
+  } else if (a.at_ms >= 0) {
+    job.due_ms = a.at_ms;
+  }
+  // The id is made here, not in the library, so that it can be shown when
+  // the outcome is unknown: a retry with the same id cannot make a second job.
+  const bool generated = job.id.empty();
+  if (generated) job.id = new_job_id();
+  const std::string id = job.id;
+  auto result = client.enqueue(std::move(job));
+  if (!result) {
+    const int rc = report(result.error());
+    if (generated) {
+      fmt::print("{}\n", id);
+      fmt::print(stderr, "dueq: the job's id is {}: retry with --id {} (if it was accepted, the retry says so)\n", id, id);
+    }
+    return rc;
+  }
+  switch (result->status) {
+    case EnqueueResult::Status::accepted: fmt::print("{}\n", result->id); return 0;
+    case EnqueueResult::Status::duplicate:
+      fmt::print("{}\n", result->id);
+      fmt::print(stderr, "dueq: job {} already existed; nothing new was enqueued\n", result->id);
+      return 0;
+    case EnqueueResult::Status::rejected:
+      fmt::print(stderr, "dueq: rejected: {}\n", result->reason);
+      return kExitUsage;
+    case EnqueueResult::Status::overloaded:
+      fmt::print(stderr, "dueq: overloaded: {}\ndueq: retry after {} ms\n", result->reason, result->retry_after_ms);
+      return kExitTempFail;
+  }
+  return kExitError;
+}
+
+int enqueue_from(Client& client, const std::string& path) {
+  std::ifstream file(path);
+  if (path != "-" && !file) {
+    fmt::print(stderr, "dueq: cannot read {}\n", path);
+    return kExitUsage;
+  }
+  std::istream& in = path == "-" ? std::cin : file;
+  size_t accepted = 0, duplicate = 0, rejected = 0, overloaded = 0, line_no = 0;
+  uint32_t retry_after_ms = 0;
+  // Up to kBatchesInFlight batches are outstanding on the one connection:
+  // the file is read and sent while the broker stores earlier batches.
+  constexpr size_t kBatchesInFlight = 4;
+  struct Sent {
+    std::future<std::expected<std::vector<EnqueueResult>, ClientError>> results;
+    std::vector<std::string> ids;
+    std::vector<size_t> lines;
+  };
+  std::deque<Sent> in_flight;
+  int first_error = 0;
+  std::vector<JobSpec> batch;
+  std::vector<size_t> batch_lines;
+  auto settle_oldest = [&] {
+    Sent sent = std::move(in_flight.front());
+    in_flight.pop_front();
+    auto results = sent.results.get();
+    if (!results) {
+      const int rc = report(results.error());
+      if (first_error == 0) first_error = rc;
+      // The outcome of this batch is unknown: show every id, generated ones
+      // included, so that a retry can reuse them.
+      for (size_t i = 0; i < sent.ids.size(); ++i)
+        fmt::print(stderr, "dueq: line {}: id {} (outcome unknown)\n", sent.lines[i], sent.ids[i]);
+      return;
+    }
+    for (size_t i = 0; i < results->size(); ++i) {
+      const auto& r = (*results)[i];
+      if (r.status == EnqueueResult::Status::accepted) ++accepted;
+      else if (r.status == EnqueueResult::Status::duplicate) ++duplicate;
+      else if (r.status == EnqueueResult::Status::overloaded) {
+        ++overloaded;
+        retry_after_ms = std::max(retry_after_ms, r.retry_after_ms);
+      } else {
+        ++rejected;
+        fmt::print(stderr, "dueq: line {}: rejected: {}\n", sent.lines[i], r.reason);
+      }
+    }
+  };
+  // Sends the batch; false once a batch has failed (no more are sent, the
+  // outstanding ones are still settled and reported).
+  auto flush = [&]() -> bool {
+    if (!batch.empty()) {
+      Sent sent{{}, {}, std::move(batch_lines)};
+      for (const auto& job : batch) sent.ids.push_back(job.id);
+      sent.results = client.enqueue_batch_async(std::move(batch));
+      in_flight.push_back(std::move(sent));
+      batch.clear();
+      batch_lines.clear();
+    }
+    while (in_flight.size() >= kBatchesInFlight || (first_error == 0 && !in_flight.empty() &&
+                                                     in_flight.front().results.wait_for(std::chrono::seconds(0)) ==
+                                                         std::future_status::ready))
+      settle_oldest();
+    return first_error == 0;
+  };
+  std::string line;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    JobSpec job;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      if (!j.is_object()) throw std::runtime_error("not a JSON object");
+      for (const auto& [key, value] : j.items())
+        if (key != "queue" && key != "type" && key != "payload" && key != "delay_ms" && key != "at_ms" && key != "id" &&
+            key != "max_attempts" && key != "backoff_base_ms" && key != "backoff_cap_ms")
+          throw std::runtime_error("unknown field '" + key + "'");
+      job.queue = j.at("queue").get<std::string>();
+      job.type = j.at("type").get<std::string>();
+      if (j.contains("payload")) job.payload = j["payload"].is_string() ? j["payload"].get<std::string>() : j["payload"].dump();
+      if (j.contains("id")) job.id = j["id"].get<std::string>();
+      if (j.contains("delay_ms") && j.contains("at_ms")) throw std::runtime_error("give delay_ms or at_ms, not both");
+      if (j.contains("delay_ms")) job.due_ms = Client::in_ms(j["delay_ms"].get<int64_t>());
+      if (j.contains("at_ms")) job.due_ms = j["at_ms"].get<int64_t>();
+      if (j.contains("max_attempts")) job.max_attempts = j["max_attempts"].get<uint32_t>();
+      if (j.contains("backoff_base_ms")) job.backoff_base_ms = j["backoff_base_ms"].get<int64_t>();
+      if (j.contains("backoff_cap_ms")) job.backoff_cap_ms = j["backoff_cap_ms"].get<int64_t>();
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "dueq: {}:{}: {}\n", path, line_no, e.what());
+      ++rejected;
+      continue;
+    }
+    if (job.id.empty()) job.id = new_job_id();
+    batch.push_back(std::move(job));
+    batch_lines.push_back(line_no);
+    if (batch.size() == 1000 && !flush()) break;
+  }
+  if (first_error == 0) flush();
+  while (!in_flight.empty()) settle_oldest();
+  if (first_error != 0) return first_error;
+  fmt::print("accepted {}, duplicate {}, rejected {}", accepted, duplicate, rejected);
+  if (overloaded > 0) fmt::print(", overloaded {} (retry after {} ms)", overloaded, retry_after_ms);
+  fmt::print("\n");
+  if (rejected > 0) return kExitUsage;
+  return overloaded > 0 ? kExitTempFail : 0;
+}
+
+}  // namespace dueq::cli

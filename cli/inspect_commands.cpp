@@ -1,0 +1,122 @@
+#include "cli/inspect_commands.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/output.hpp"
+
+namespace dueq::cli {
+
+int stats(Client& client, bool json) {
+  auto result = client.broker_stats();
+  if (!result) return report(result.error());
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& q : result->queues)
+      out.push_back({{"queue", q.queue}, {"scheduled", q.scheduled}, {"waiting", q.waiting}, {"in_flight", q.in_flight},
+                     {"done", q.done}, {"dead", q.dead}, {"accepted", q.accepted}, {"retried", q.retried},
+                     {"stale_acks", q.stale_acks}, {"next_due_ms", q.next_due_ms}});
+    fmt::print("{}\n", out.dump());
+    return 0;
+  }
+  fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {}\n", "QUEUE", "SCHEDULED", "WAITING",
+             "IN_FLIGHT", "DONE", "DEAD", "RETRIED", "STALE", "NEXT_DUE");
+  for (const auto& q : result->queues)
+    fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {}\n", q.queue, q.scheduled, q.waiting,
+               q.in_flight, q.done, q.dead, q.retried, q.stale_acks, format_time(q.next_due_ms));
+  fmt::print("workers registered: {}\n", result->workers);
+  return 0;
+}
+
+int show_job(Client& client, const std::string& id, const std::string& queue, bool json) {
+  auto result = client.job(id, queue);
+  if (!result) return report(result.error());
+  if (!*result) {
+    fmt::print(stderr, "dueq: no job {} (never enqueued, or done and past its retention)\n", id);
+    return kExitNotFound;
+  }
+  const auto& f = **result;
+  auto get = [&](const char* k) {
+    auto it = f.find(k);
+    return it == f.end() ? std::string() : it->second;
+  };
+  auto ms = [&](const char* k) { return get(k).empty() ? int64_t{0} : std::stoll(get(k)); };
+  // A done or cancelled job keeps only its id and finish time: what is not
+  // known is left out (null in JSON), not shown as zero.
+  auto known = [&](const char* k) { return f.contains(k); };
+  if (json) {
+    auto number = [&](const char* k) { return known(k) ? nlohmann::json(ms(k)) : nlohmann::json(nullptr); };
+    auto text = [&](const char* k) { return known(k) ? nlohmann::json(get(k)) : nlohmann::json(nullptr); };
+    nlohmann::json out{{"id", get("id")}, {"queue", get("queue")}, {"type", text("t")}, {"state", get("s")},
+                       {"due_ms", number("d")}, {"attempt", number("a")}, {"max_attempts", number("m")},
+                       {"created_ms", number("c")}, {"finished_ms", number("f")}, {"last_error", text("e")},
+                       {"error_log", text("el")}};
+    if (!get("p").empty()) out["payload"] = get("p");
+    if (!get("also_in").empty()) out["also_in"] = get("also_in");
+    fmt::print("{}\n", out.dump());
+    return 0;
+  }
+  fmt::print("id:           {}\nqueue:        {}\n", get("id"), get("queue"));
+  if (known("t")) fmt::print("type:         {}\n", get("t"));
+  fmt::print("state:        {}\n", get("s"));
+  if (known("d")) fmt::print("due:          {}\n", format_time(ms("d")));
+  if (known("a") || known("m")) fmt::print("attempt:      {} of {}\n", ms("a"), ms("m"));
+  if (known("c")) fmt::print("created:      {}\n", format_time(ms("c")));
+  if (known("f")) fmt::print("finished:     {}\n", format_time(ms("f")));
+  if (known("e") || known("t")) fmt::print("last error:   {}\n", get("e").empty() ? "-" : get("e"));
+  if (!known("t") && (get("s") == "done" || get("s") == "cancelled"))
+    fmt::print("(its type, payload and attempts were deleted when it finished; the id stays for done_retention)\n");
+  if (!get("also_in").empty())
+    fmt::print("also in:      {} (ids are unique per queue: --queue picks one)\n", get("also_in"));
+  if (!get("el").empty()) fmt::print("error log:\n{}", get("el"));
+  if (!get("p").empty()) fmt::print("payload:      {}\n", get("p"));
+  return 0;
+}
+
+namespace {
+
+std::string field(const std::map<std::string, std::string>& row, const char* key) {
+  auto it = row.find(key);
+  return it == row.end() ? std::string() : it->second;
+}
+
+}  // namespace
+
+int admin(Client& client, const AdminCommand& command, bool json) {
+  auto result = client.admin(command);
+  if (!result) return report(result.error());
+  if (json) {
+    nlohmann::json out{{"summary", result->summary}, {"rows", result->rows}};
+    fmt::print("{}\n", out.dump());
+  } else if (command.op == "dead_list") {
+    fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", "ID", "QUEUE", "TYPE", "ATTEMPTS", "DIED", "REASON");
+    for (const auto& row : result->rows)
+      fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", field(row, "id"), field(row, "queue"), field(row, "t"),
+                 field(row, "a"), format_time(std::stoll("0" + field(row, "died_ms"))), field(row, "e"));
+  } else if (command.op == "cancel") {
+    for (const auto& row : result->rows) fmt::print("{}: {}\n", field(row, "id"), field(row, "result"));
+  } else if (command.op == "audit") {
+    for (const auto& row : result->rows) {
+      if (row.contains("problem")) {
+        fmt::print("VIOLATION queue {} job {}: {}\n", field(row, "queue"), field(row, "id"), field(row, "problem"));
+      } else {
+        fmt::print("queue {}: accepted {} = done {} + cancelled {} + purged {} + dead {} + scheduled {} + ready {} + "
+                   "leased {}{}\n",
+                   field(row, "queue"), field(row, "accepted"), field(row, "done"), field(row, "cancelled"),
+                   field(row, "purged"), field(row, "dead"), field(row, "scheduled"), field(row, "ready"),
+                   field(row, "leased"),
+                   field(row, "imbalance") == "0" ? "" : "  VIOLATION: off by " + field(row, "imbalance"));
+      }
+    }
+    fmt::print("audit: {}\n", result->summary);
+  } else {
+    for (const auto& row : result->rows) fmt::print("{} {}\n", field(row, "queue"), field(row, "id"));
+    fmt::print("{}\n", result->summary);
+  }
+  if (command.op == "audit" && result->summary != "clean") return kExitError;
+  return 0;
+}
+
+}  // namespace dueq::cli
