@@ -44,13 +44,15 @@ Broker::Broker(BrokerConfig config, const Clock& clock)
       broker_id_(new_instance_id()),
       outbox_(router_),
       refusals_(clock_),
-      results_(config_, clock_, lease_clock_, queues_, inflight_, outbox_, refusals_),
-      workers_(config_, lease_clock_, broker_id_, queues_, inflight_, results_, outbox_),
-      gateway_(config_, clock_, queues_, outbox_, workers_.registry()),
-      scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_.registry(), refusals_),
+      results_(config_, clock_, queues_, inflight_, outbox_, refusals_),
+      extensions_(config_, lease_clock_, inflight_, refusals_),
+      workers_(config_, lease_clock_, broker_id_, queues_, inflight_, results_, extensions_, outbox_),
+      enqueuer_(config_, clock_, queues_, outbox_),
+      stats_(config_, clock_, queues_, outbox_, workers_.registry()),
+      scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_, refusals_),
       dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_, refusals_),
       admin_(config_, clock_, address_, background_budget_),
-      inbound_(router_, clock_, outbox_, access_, workers_, results_, gateway_, admin_) {}
+      inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, stats_, admin_) {}
 
 Broker::~Broker() {
   if (reconciler_) reconciler_->stop();
@@ -86,7 +88,7 @@ Result<bool> Broker::start(int signal_fd) {
   if (auto advice = settings_advice(redis_); advice && !advice->empty()) spdlog::warn("Redis: {}", *advice);
   auto pin_bytes = encoding_pin_bytes(redis_);
   if (!pin_bytes) return std::unexpected(pin_bytes.error());
-  gateway_.use_encoding_pin_bytes(*pin_bytes);
+  enqueuer_.use_encoding_pin_bytes(*pin_bytes);
 
   router_.set(zmq::sockopt::linger, 0);
   // Per peer, messages read off the network ahead of the loop: a peer that
@@ -212,8 +214,9 @@ Result<void> Broker::run(int signal_fd) {
     if (redis_.connected()) {
       pump_rounds();
     } else {
-      gateway_.answer_unavailable("Redis is unavailable", reconnect_backoff_ms_);
-      results_.drop_extends();
+      enqueuer_.answer_unavailable("Redis is unavailable", reconnect_backoff_ms_);
+      stats_.answer_unavailable("Redis is unavailable", reconnect_backoff_ms_);
+      extensions_.drop();
     }
     if (stopping_ && rounds_.empty()) {
       if (results_.unapplied() == 0) break;
@@ -232,12 +235,14 @@ Result<void> Broker::run(int signal_fd) {
 int64_t Broker::us_until_wake() const {
   const int64_t steady_now = clock_.steady_ms();
   if (!redis_.connected()) return std::max<int64_t>(0, (reconnect_at_ms_ - steady_now) * 1000);
-  if (!rounds_.empty() || gateway_.has_work() || results_.has_work() || dispatcher_.can_lease_now()) return 0;
+  if (!rounds_.empty() || enqueuer_.has_work() || results_.has_work() || extensions_.has_work() ||
+      dispatcher_.can_lease_now())
+    return 0;
   int64_t wait = kMaxSleepMs * 1000;
   if (const int64_t next = scheduler_.us_until_next(clock_.wall_us()); next >= 0) wait = std::min(wait, next);
   if (const int64_t retry = refusals_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
   if (const int64_t retry = gate_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
-  if (const int64_t stats = gateway_.us_until_stats(); stats >= 0) wait = std::min(wait, stats);
+  if (const int64_t stats = stats_.us_until_next_read(); stats >= 0) wait = std::min(wait, stats);
   if (const int64_t expiry = workers_.next_expiry_ms(); expiry >= 0)
     wait = std::min(wait, std::max<int64_t>(0, (expiry - steady_now) * 1000));
   return wait;
@@ -275,12 +280,13 @@ void Broker::send_turn() {
   // acks and promotions behind them (the round that may lease the new jobs
   // still follows at once, in the same write to Redis's queue).
   Round enqueues;
-  gateway_.add_enqueues_to(enqueues, dispatcher_, stopping_);
+  enqueuer_.add_to(enqueues, dispatcher_, stopping_);
   Round rest;
   results_.add_to(rest);
+  extensions_.add_to(rest);
   scheduler_.add_to(rest);
   dispatcher_.add_to(rest, stopping_);
-  gateway_.add_stats_to(rest);
+  stats_.add_to(rest);
   if (rest.empty()) rest.apply({});  // only steps without a call (a stats answer with no queue yet)
   std::vector<Round> turn;
   if (!enqueues.empty()) turn.push_back(std::move(enqueues));
@@ -311,7 +317,7 @@ bool Broker::receive_while_redis_works() {
     if (items[1].revents & ZMQ_POLLIN) break;
     if (items[0].revents & ZMQ_POLLIN) {
       inbound_.receive(config_.max_frames_per_turn, connection_monitor_.connections());
-      if (turns_in_flight_ < 2 && gateway_.has_few_jobs_gathered(kEarlyTurnMaxJobs)) return true;
+      if (turns_in_flight_ < 2 && enqueuer_.has_few_jobs_gathered(kEarlyTurnMaxJobs)) return true;
     }
   }
   return false;

@@ -4,11 +4,12 @@
 // worker expiry, a frame, an admin answer, a signal), lets Inbound route what
 // arrived, and sends one pipelined Redis round built by the components:
 //
-//   ProducerGateway  enqueue (+ WAIT)      answers producers
-//   Results          ack, nack, extend     confirms to workers
+//   Enqueuer         enqueue (+ WAIT)      answers producers
+//   Results          ack, nack             confirms to workers
+//   LeaseExtensions  extend
 //   Scheduler        promote, reclaim, sweep
 //   Dispatcher       lease                 TASKS to workers with credit
-//   ProducerGateway  stats                 answers STATS
+//   StatsRequests    stats                 answers STATS
 //
 // Each call carries its continuation (broker/round.hpp). The next round is
 // sent before the previous one's replies are applied, so Redis and the
@@ -26,10 +27,11 @@
 #include "broker/connection_gate.hpp"
 #include "broker/connection_monitor.hpp"
 #include "broker/dispatcher.hpp"
+#include "broker/enqueuer.hpp"
 #include "broker/inbound.hpp"
 #include "broker/inflight.hpp"
+#include "broker/lease_extensions.hpp"
 #include "broker/outbox.hpp"
-#include "broker/producer_gateway.hpp"
 #include "broker/queues.hpp"
 #include "broker/reconciler.hpp"
 #include "broker/results.hpp"
@@ -97,8 +99,10 @@ class Broker {
   // together.
   std::shared_ptr<RedisBudget> background_budget_ = std::make_shared<RedisBudget>(Admin::kRedisShare);
   Results results_;
+  LeaseExtensions extensions_;
   Workers workers_;
-  ProducerGateway gateway_;
+  Enqueuer enqueuer_;
+  StatsRequests stats_;
   Scheduler scheduler_;
   Dispatcher dispatcher_;
   Admin admin_;

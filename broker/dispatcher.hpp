@@ -62,7 +62,10 @@ class Dispatcher {
   // lease call). reserve() counts up to `wanted` of the queue's credit
   // against that call and gives it the deadline and tokens to write;
   // deliver() returns the credit once the call's reply is in and sends
-  // what it leased (none when the call failed).
+  // what it leased (none when the call failed). Two steps by design: the
+  // credit must be counted when the call is built (its tokens and deadline
+  // are the call's arguments, and a lease call of the next turn must not
+  // count the same slots), and only the reply says what Redis leased.
   // Free slots counted against one lease call, per worker: workers serve
   // several queues, and two queues' calls must not count the same slot.
   struct Slots {
@@ -88,9 +91,9 @@ class Dispatcher {
   const BrokerConfig& config_;
   const LeaseClock& lease_clock_;
   QueueTable& queues_;
-  WorkerRegistry& workers_;
+  WorkerRegistry& workers_;  // the send side of each worker is written here (broker/registry.hpp)
   InflightTable& inflight_;
-  Results& results_;
+  Results& results_;  // ends deliveries whose TASKS frame the socket refused
   Outbox& outbox_;
   RefusalBackoff& refusals_;
   std::map<std::string, int64_t> reserved_;  // slots counted by lease calls not yet applied, per worker

@@ -103,13 +103,10 @@ void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, 
         else if constexpr (std::is_same_v<T, proto::Received>) workers_.on_received(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Starting>) workers_.on_starting(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::HandBack>) workers_.on_hand_back(peer, f, heard_ms);
-        else if constexpr (std::is_same_v<T, proto::Results>) {
-          auto held = workers_.screen_results(peer, std::move(f.items), heard_ms);
-          if (!held.empty()) results_.on_results(peer, std::move(held));
-          workers_.heard_from(peer.routing_id, heard_ms);
-        } else if constexpr (std::is_same_v<T, proto::Bye>) workers_.on_bye(peer, f, heard_ms);
+        else if constexpr (std::is_same_v<T, proto::Results>) workers_.on_results(peer, std::move(f.items), heard_ms);
+        else if constexpr (std::is_same_v<T, proto::Bye>) workers_.on_bye(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::forward<decltype(f)>(f), grant);
-        else if constexpr (std::is_same_v<T, proto::StatsRequest>) gateway_.on_stats(peer, f.request_id);
+        else if constexpr (std::is_same_v<T, proto::StatsRequest>) stats_.on_stats(peer, f.request_id);
         else if constexpr (std::is_same_v<T, proto::JobRequest> || std::is_same_v<T, proto::AdminRequest>)
           admin_.submit(peer, std::forward<decltype(f)>(f));
         else reject(peer, Error{Errc::bad_frame, fmt::format("a {} frame is not sent to the broker", proto::type_name(T::kType))}, heard_ms);
@@ -188,7 +185,7 @@ void Inbound::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, const Grant
                       fmt::format("a job for queue '{}'", request.frame.jobs[i].queue), clock_.steady_ms());
     }
   }
-  gateway_.on_enqueue(std::move(request));
+  enqueuer_.on_enqueue(std::move(request));
 }
 
 void Inbound::reject(const Peer& peer, const Error& error, int64_t heard_ms, uint64_t request_id) {

@@ -14,8 +14,8 @@
 #include "broker/access.hpp"
 #include "broker/admin.hpp"
 #include "broker/outbox.hpp"
-#include "broker/producer_gateway.hpp"
-#include "broker/results.hpp"
+#include "broker/enqueuer.hpp"
+#include "broker/stats_requests.hpp"
 #include "broker/workers.hpp"
 #include "common/clock.hpp"
 #include "common/error.hpp"
@@ -29,9 +29,9 @@ Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms);
 class Inbound {
  public:
   Inbound(zmq::socket_t& router, const Clock& clock, Outbox& outbox, Access& access, Workers& workers,
-          Results& results, ProducerGateway& gateway, Admin& admin)
-      : router_(router), clock_(clock), outbox_(outbox), access_(access), workers_(workers), results_(results),
-        gateway_(gateway), admin_(admin) {}
+          Enqueuer& enqueuer, StatsRequests& stats, Admin& admin)
+      : router_(router), clock_(clock), outbox_(outbox), access_(access), workers_(workers), enqueuer_(enqueuer),
+        stats_(stats), admin_(admin) {}
 
   // Reads and routes up to `max_frames` frames without blocking, with
   // `connections` peers connected. Returns true when it stopped because the
@@ -65,8 +65,8 @@ class Inbound {
   Outbox& outbox_;
   Access& access_;
   Workers& workers_;
-  Results& results_;
-  ProducerGateway& gateway_;
+  Enqueuer& enqueuer_;
+  StatsRequests& stats_;
   Admin& admin_;
   // Moments of a flood (socket not read empty since), with frames_read_ at
   // each; at most one per kMarkSpacingMs and kMaxMarks in all.

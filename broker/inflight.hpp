@@ -10,6 +10,12 @@
 
 namespace dueq::broker {
 
+// One delivery of a job: its id and the fencing token of its lease.
+struct TokenRef {
+  std::string id;
+  uint64_t token = 0;
+};
+
 struct InflightJob {
   std::string queue;
   std::string id;

@@ -1,6 +1,12 @@
 #pragma once
 // Who is connected and what they can take: workers by ZeroMQ routing id, the
 // queues each serves, their capacity, and when each was last heard from.
+//
+// Two components write it, each its own fields: Workers (broker/workers.cpp)
+// adds and removes workers and keeps what they said (HELLO, heartbeats,
+// receipts, bars); the Dispatcher keeps the send side, since it is what
+// sends TASKS: the frames sent, the bytes not yet confirmed read, whether
+// the socket refused one. Everyone else reads.
 #include <algorithm>
 #include <cstdint>
 #include <deque>

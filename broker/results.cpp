@@ -10,7 +10,6 @@ namespace dueq::broker {
 
 namespace {
 constexpr size_t kResultChunk = 5000;     // ack/nack take at most 5000
-constexpr size_t kExtendChunk = 1000;     // keeps one extend call to a few ms
 constexpr size_t kRequeuePerRound = 500;  // lost workers' jobs returned per queue per round
 }  // namespace
 
@@ -60,14 +59,6 @@ Result<std::vector<NackOutcome>> parse_nack(const redisReply* r) {
   return out;
 }
 
-Command extend(const std::string& queue, int64_t deadline_ms, LeaseReport report, const std::vector<TokenRef>& items) {
-  QueueKeys k(queue);
-  Command call = script_call(lua::ScriptId::extend, {k.leased, k.stats, k.tokens, k.started});
-  call.add(deadline_ms).add(report == LeaseReport::started ? "started" : "held").add(static_cast<int64_t>(items.size()));
-  for (const auto& item : items) call.add(item.id).add(token_text(item.token));
-  return call;
-}
-
 }  // namespace calls
 
 void Results::on_results(const Peer& worker, std::vector<proto::JobResult>&& items) {
@@ -94,7 +85,6 @@ void Results::add_to(Round& round) {
   }
   for (auto& [key, batch] : open) add_result_call(round, key.first, key.second, std::move(batch));
   add_requeue_calls(round);
-  add_extend_calls(round);
 }
 
 void Results::add_result_call(Round& round, const std::string& queue, bool ack, std::vector<Pending>&& batch) {
@@ -176,32 +166,6 @@ void Results::add_requeue_calls(Round& round) {
               });
     queues_.get(name).ready_this_round = true;
     it = items.empty() ? requeues_.erase(it) : std::next(it);
-  }
-}
-
-// Leases of jobs workers report holding, extended to lease_ttl.
-void Results::add_extend_calls(Round& round) {
-  const int64_t deadline = lease_clock_.now_ms() + config_.lease_ttl_ms;
-  for (auto& [key, items] : std::exchange(extends_, {})) {
-    const std::string& name = key.first;
-    for (size_t i = 0; i < items.size(); i += kExtendChunk) {
-      std::vector<TokenRef> chunk(items.begin() + i, items.begin() + std::min(items.size(), i + kExtendChunk));
-      Command call = calls::extend(name, deadline, key.second, chunk);
-      round.add(std::move(call), [this, name, deadline, chunk = std::move(chunk)](const redisReply* r) {
-        auto applied = reply::integers(r, "extend");
-        if (!applied || applied->size() != chunk.size()) return;  // asked again by the next heartbeat
-        for (size_t j = 0; j < chunk.size(); ++j) {
-          if ((*applied)[j] == 1) {
-            if (InflightJob* job = inflight_.find(name, chunk[j].id); job && job->token == chunk[j].token)
-              job->lease_deadline_ms = deadline;
-          } else {
-            // That delivery is no longer current (re-leased or finished):
-            // the worker's eventual result will be rejected as stale.
-            inflight_.remove(name, chunk[j].id, chunk[j].token);
-          }
-        }
-      });
-    }
   }
 }
 

@@ -1,8 +1,9 @@
 #pragma once
-// Results: what workers report about their deliveries, applied in Redis.
-// RESULTS become ack (done) and nack (retry with backoff, dead, cancelled)
-// calls; jobs of lost workers and jobs handed back go back to ready (nack
-// "now" / "return"); jobs a worker reports holding get their lease extended.
+// Results: how deliveries end, applied in Redis. RESULTS from workers become
+// ack (done) and nack (retry with backoff, dead, cancelled) calls. A
+// delivery whose worker cannot report (lost, or never reached by its TASKS
+// frame) or hands it back unstarted ends here too, reported by the broker
+// for it: a requeue, nack "now"/"lost"/"shared"/"return", back to ready.
 // Every call is fenced by the delivery's token in Redis. A result stays here
 // until Redis applied it, and the worker is sent CONFIRM only then.
 #include <algorithm>
@@ -23,11 +24,6 @@
 
 namespace dueq::broker {
 
-struct TokenRef {
-  std::string id;
-  uint64_t token = 0;
-};
-
 enum class NackMode {
   retry,        // back to the schedule after backoff
   now,          // back to ready at once, counted as an attempt (worker lost while running it)
@@ -46,10 +42,6 @@ struct NackItem {
   double jitter = 0;  // [0, 1]
 };
 
-// What a worker said of a delivery whose lease is extended: that it holds
-// it, or that its handler is starting (recorded: extend.lua "started").
-enum class LeaseReport { held, started };
-
 struct NackOutcome {
   int status = 0;  // 0 stale, 1 retried, 2 dead, 3 cancelled
   int64_t due_ms = 0;
@@ -62,34 +54,26 @@ Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const
 Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
              const std::vector<NackItem>& items);
 Result<std::vector<NackOutcome>> parse_nack(const redisReply* reply);
-// extend.lua: one status per item, 1 extended, 0 stale.
-Command extend(const std::string& queue, int64_t deadline_ms, LeaseReport report, const std::vector<TokenRef>& items);
 }  // namespace calls
 
 class Results {
  public:
-  Results(const BrokerConfig& config, const Clock& clock, const LeaseClock& lease_clock, QueueTable& queues,
-          InflightTable& inflight, Outbox& outbox, RefusalBackoff& refusals)
-      : config_(config), clock_(clock), lease_clock_(lease_clock), queues_(queues), inflight_(inflight), outbox_(outbox),
-        refusals_(refusals) {}
+  Results(const BrokerConfig& config, const Clock& clock, QueueTable& queues, InflightTable& inflight, Outbox& outbox,
+          RefusalBackoff& refusals)
+      : config_(config), clock_(clock), queues_(queues), inflight_(inflight), outbox_(outbox), refusals_(refusals) {}
 
   void on_results(const Peer& worker, std::vector<proto::JobResult>&& items);
   // Back to ready: a lost worker's job (NackMode::now) or one handed back
   // unstarted (NackMode::handed_back).
   void requeue(const std::string& queue, NackItem item) { requeues_[queue].push_back(std::move(item)); }
-  void extend(const std::string& queue, TokenRef ref, LeaseReport report) {
-    extends_[{queue, report}].push_back(std::move(ref));
-  }
 
-  // Adds the round's ack, nack, requeue and extend calls.
+  // Adds the round's ack, nack and requeue calls.
   void add_to(Round& round);
   // Calls to make now (none while Redis refuses writes: RefusalBackoff).
   bool has_work() const {
-    return !refusals_.holding() && (!pending_.empty() || !requeues_.empty() || !extends_.empty());
+    return !refusals_.holding() && (!pending_.empty() || !requeues_.empty());
   }
   size_t unapplied() const { return pending_.size(); }
-  // Redis is unavailable: extensions are asked for again by the next heartbeats.
-  void drop_extends() { extends_.clear(); }
 
  private:
   struct Pending {
@@ -98,11 +82,9 @@ class Results {
   };
   void add_result_call(Round& round, const std::string& queue, bool ack, std::vector<Pending>&& batch);
   void add_requeue_calls(Round& round);
-  void add_extend_calls(Round& round);
 
   const BrokerConfig& config_;
   const Clock& clock_;
-  const LeaseClock& lease_clock_;
   QueueTable& queues_;
   InflightTable& inflight_;
   Outbox& outbox_;
@@ -110,7 +92,6 @@ class Results {
   RefusalBackoff& refusals_;
   std::vector<Pending> pending_;  // kept until Redis applied them
   std::map<std::string, std::vector<NackItem>> requeues_;
-  std::map<std::pair<std::string, LeaseReport>, std::vector<TokenRef>> extends_;
 };
 
 }  // namespace dueq::broker

@@ -95,14 +95,8 @@ void Scheduler::add_to(Round& round) {
     if (q.next_deadline_ms >= 0 && q.next_deadline_ms <= lease_now) {
       q.ready_this_round = true;
       // Redis re-leases these with new tokens: the broker's copies are stale.
-      // A delivery that ran out before its worker confirmed it: that worker
-      // gets nothing more until it heartbeats (else a silent peer is sent
-      // the same jobs again each time they come back).
       if (!expired_inflight)
-        inflight_.expire(lease_now, [this](const InflightJob& job) {
-          const WorkerInfo* w = workers_.find(job.worker);
-          if (w != nullptr && !w->confirmed_receipt(job)) workers_.bar(job.worker);
-        });
+        inflight_.expire(lease_now, [this](const InflightJob& job) { workers_.on_delivery_expired(job); });
       expired_inflight = true;
       round.add(calls::reclaim(name, lease_now, config_.reclaim_batch, config_.policy(name).done_retention_s),
                 [this, name, lease_now](const redisReply* r) {

@@ -10,7 +10,7 @@
 #include "broker/inflight.hpp"
 #include "broker/queues.hpp"
 #include "broker/refusal_backoff.hpp"
-#include "broker/registry.hpp"
+#include "broker/workers.hpp"
 #include "broker/round.hpp"
 #include "broker/script_registry.hpp"
 #include "common/clock.hpp"
@@ -43,7 +43,7 @@ Command cap_leases(const std::string& queue, int64_t cap_ms, int limit);
 class Scheduler {
  public:
   Scheduler(const BrokerConfig& config, const Clock& clock, const LeaseClock& lease_clock, QueueTable& queues,
-            InflightTable& inflight, WorkerRegistry& workers, RefusalBackoff& refusals)
+            InflightTable& inflight, Workers& workers, RefusalBackoff& refusals)
       : config_(config), clock_(clock), lease_clock_(lease_clock), queues_(queues), inflight_(inflight), workers_(workers),
         refusals_(refusals) {}
 
@@ -65,7 +65,7 @@ class Scheduler {
   const LeaseClock& lease_clock_;
   QueueTable& queues_;
   InflightTable& inflight_;
-  WorkerRegistry& workers_;  // a worker that let a delivery run out unconfirmed is barred
+  Workers& workers_;  // told of deliveries whose lease ran out
   RefusalBackoff& refusals_;
   LogLimiter forgotten_log_{60'000, 5, 1'000};
 };

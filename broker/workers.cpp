@@ -125,7 +125,7 @@ void Workers::on_starting(const Peer& peer, const proto::Starting& starting, int
       continue;
     }
     job->started = true;
-    results_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::started);
+    extensions_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::started);
     reply.go.push_back(ref);
   }
   if (!reply.drop.empty()) count_stale(peer, reply.drop.size(), "announced as starting by a worker that does not hold them", heard_ms);
@@ -140,12 +140,11 @@ void Workers::heard_from(const std::string& routing_id, int64_t heard_ms) {
   }
 }
 
-std::vector<proto::JobResult> Workers::screen_results(const Peer& peer, std::vector<proto::JobResult>&& items,
-                                                      int64_t heard_ms) {
+void Workers::on_results(const Peer& peer, std::vector<proto::JobResult>&& items, int64_t heard_ms) {
   if (registry_.find(peer.routing_id) == nullptr) {
     // Kept by the worker until confirmed, and resent after its HELLO.
     outbox_.send(peer, proto::ErrorFrame{0, "unknown_worker", "say hello first", 0});
-    return {};
+    return;
   }
   std::vector<proto::JobResult> held;
   proto::Confirm stale;
@@ -158,7 +157,13 @@ std::vector<proto::JobResult> Workers::screen_results(const Peer& peer, std::vec
     count_stale(peer, stale.items.size(), "reported by a worker that does not hold them", heard_ms);
     outbox_.send(peer, stale);
   }
-  return held;
+  if (!held.empty()) results_.on_results(peer, std::move(held));
+  heard_from(peer.routing_id, heard_ms);
+}
+
+void Workers::on_delivery_expired(const InflightJob& job) {
+  const WorkerInfo* w = registry_.find(job.worker);
+  if (w != nullptr && !w->confirmed_receipt(job)) registry_.bar(job.worker);
 }
 
 bool Workers::may_report(const std::string& routing_id, const proto::JobRef& ref) {
@@ -191,7 +196,7 @@ void Workers::adopt_held(const std::string& routing_id, const std::vector<proto:
       // decides by token whether this worker's delivery is still current.
       if (job == nullptr) inflight_.add(InflightJob{ref.queue, ref.id, ref.token, routing_id, lease_now, true, false, 0, lease_now});
       if (WorkerInfo* w = registry_.find(routing_id)) w->confirmed = true;
-      results_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::held);
+      extensions_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::held);
       continue;
     }
     // A live worker keeps what it was given: another peer naming the same
@@ -215,7 +220,7 @@ void Workers::adopt_held(const std::string& routing_id, const std::vector<proto:
                      *held_back > 0 ? fmt::format(" ({} more such lines held back)", *held_back) : "");
       continue;
     }
-    results_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::held);
+    extensions_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::held);
   }
   if (stale > 0) {
     const Peer peer{routing_id, false};

@@ -1,7 +1,9 @@
 #pragma once
 // Worker liveness: HELLO registers a worker (and adopts the deliveries it
 // still holds after a reconnect), HEARTBEAT keeps it alive and lists what it
-// holds (leases running short are extended), BYE hands back what it has not
+// holds (leases running short are extended: LeaseExtensions), RESULTS are
+// screened (only the worker given a delivery reports it) and handed to
+// Results, BYE hands back what it has not
 // started. A worker silent for worker_timeout is dead: its deliveries go
 // back to ready at once. Silence is measured on the steady clock and only up
 // to the moment the socket was last read empty, so neither a wall clock
@@ -11,6 +13,7 @@
 
 #include "broker/config.hpp"
 #include "broker/inflight.hpp"
+#include "broker/lease_extensions.hpp"
 #include "broker/outbox.hpp"
 #include "broker/queues.hpp"
 #include "broker/registry.hpp"
@@ -24,9 +27,9 @@ namespace dueq::broker {
 class Workers {
  public:
   Workers(const BrokerConfig& config, const LeaseClock& lease_clock, std::string broker_id, QueueTable& queues,
-          InflightTable& inflight, Results& results, Outbox& outbox)
+          InflightTable& inflight, Results& results, LeaseExtensions& extensions, Outbox& outbox)
       : config_(config), lease_clock_(lease_clock), broker_id_(std::move(broker_id)), queues_(queues),
-        inflight_(inflight), results_(results), outbox_(outbox) {}
+        inflight_(inflight), results_(results), extensions_(extensions), outbox_(outbox) {}
 
   void on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms);
   void on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, int64_t heard_ms);
@@ -39,17 +42,20 @@ class Workers {
   // start is recorded (losing them now uses an attempt) and the worker told
   // to go; deliveries it does not hold are dropped.
   void on_starting(const Peer& peer, const proto::Starting& starting, int64_t heard_ms);
-  // The items of a RESULTS frame that `peer` may report: it must be a
-  // registered worker (else it is told to say HELLO, and resends after), and
-  // each delivery must be the one the broker gave it, or one the broker does
-  // not know (after a restart: Redis decides by token). Others are stale:
-  // confirmed, so that their sender forgets them, counted, never applied.
-  std::vector<proto::JobResult> screen_results(const Peer& peer, std::vector<proto::JobResult>&& items,
-                                               int64_t heard_ms);
+  // A RESULTS frame: the items `peer` may report go to Results. It must be
+  // a registered worker (else it is told to say HELLO, and resends after),
+  // and each delivery must be the one the broker gave it, or one the broker
+  // does not know (after a restart: Redis decides by token). Others are
+  // stale: confirmed, so that their sender forgets them, counted, never
+  // applied.
+  void on_results(const Peer& peer, std::vector<proto::JobResult>&& items, int64_t heard_ms);
   // Reports about deliveries the reporting peer does not hold, since start.
   uint64_t stale_reports() const { return stale_reports_; }
-  // Any other frame from a worker also shows it is alive.
-  void heard_from(const std::string& routing_id, int64_t heard_ms);
+  // A delivery's lease ran out (the Scheduler found it). If its worker never
+  // confirmed receiving it, that worker gets nothing more until it
+  // heartbeats: else a silent peer is sent the same jobs again each time
+  // they come back.
+  void on_delivery_expired(const InflightJob& job);
 
   // Declares lost the workers that stopped reading their socket, and dead
   // those silent for worker_timeout as of `all_read_ms`, a steady time
@@ -71,13 +77,16 @@ class Workers {
   // does not hold are counted as stale).
   void return_unstarted(const Peer& peer, const std::vector<proto::JobRef>& refs, const char* reason, int64_t heard_ms);
   void forget(const std::string& routing_id, const char* reason, int64_t now_ms);
+  // Any frame from a worker shows it is alive.
+  void heard_from(const std::string& routing_id, int64_t heard_ms);
 
   const BrokerConfig& config_;
   const LeaseClock& lease_clock_;
   std::string broker_id_;
   QueueTable& queues_;
   InflightTable& inflight_;
-  Results& results_;
+  Results& results_;               // ends the deliveries of lost workers and those handed back
+  LeaseExtensions& extensions_;   // extends the leases of deliveries workers hold
   Outbox& outbox_;
   WorkerRegistry registry_;
   // A peer saying HELLO over and over is logged once per 10 s.

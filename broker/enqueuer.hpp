@@ -1,9 +1,16 @@
 #pragma once
-// Producer gateway: ENQUEUE and STATS requests. Enqueued jobs of every
-// request gathered since the last round are written by enqueue.lua, grouped
-// by queue, and each producer is answered once Redis has its jobs (and, with
-// min_replicas, once WAIT saw that many replicas take them): accepted means
-// durable. Jobs were validated by Inbound before they got here.
+// Enqueuer: ENQUEUE requests. The jobs of every request gathered since the
+// last round are written by enqueue.lua, grouped by queue, and each producer
+// is answered once Redis has its jobs (and, with min_replicas, once WAIT saw
+// that many replicas take them): accepted means durable. Jobs were
+// validated by Inbound before they got here.
+//
+// Writing a queue's first jobs also registers the queue and pins its
+// encoding (pin_encoding.lua), in the same round. Jobs due now may be leased
+// by the enqueue call itself (one Redis call from arrival to a worker): the
+// Dispatcher reserves the credit when the call is built, since its tokens
+// and deadline are the call's arguments, and sends what was leased when the
+// reply is applied (Enqueuer::add_to).
 #include <algorithm>
 #include <memory>
 #include <unordered_map>
@@ -38,9 +45,6 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
 // keys (broker/encoding_pin.hpp), where they are missing; `pin_bytes` from
 // encoding_pin_bytes (broker/redis_settings.hpp).
 Command pin_encoding(const std::string& queue, size_t pin_bytes);
-// stats.lua
-Command stats(const std::string& queue);
-Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* reply);
 }  // namespace calls
 
 struct EnqueueRequest {
@@ -49,11 +53,10 @@ struct EnqueueRequest {
   std::vector<proto::EnqueueOutcome> outcomes;  // rejected ones already filled in
 };
 
-class ProducerGateway {
+class Enqueuer {
  public:
-  ProducerGateway(const BrokerConfig& config, const Clock& clock, QueueTable& queues, Outbox& outbox,
-                  const WorkerRegistry& workers)
-      : config_(config), clock_(clock), queues_(queues), outbox_(outbox), workers_(workers) {}
+  Enqueuer(const BrokerConfig& config, const Clock& clock, QueueTable& queues, Outbox& outbox)
+      : config_(config), clock_(clock), queues_(queues), outbox_(outbox) {}
 
   // A producer may have this many requests (or bytes of payload) gathered
   // for one round; more are answered overloaded at once (its first request
@@ -63,7 +66,6 @@ class ProducerGateway {
   // outstanding sends in one round.
   static constexpr size_t kMaxRequestsPerPeer = 64;
   static constexpr size_t kMaxPayloadBytesPerPeer = 8u << 20;
-  static constexpr size_t kMaxStatsRequestsPerPeer = 16;
   // How long a queue found at its max_backlog refuses without asking Redis.
   static constexpr int64_t kBacklogFullMemoMs = 100;
 
@@ -72,15 +74,12 @@ class ProducerGateway {
   void use_encoding_pin_bytes(size_t bytes) { encoding_pin_bytes_ = bytes; }
 
   void on_enqueue(EnqueueRequest&& request);
-  void on_stats(const Peer& peer, uint64_t request_id);
 
   // Adds the enqueue calls (and WAIT) of every request gathered; each
   // request is answered when the round is applied. Where the dispatcher
   // has credit and the queue's ready set is believed empty, the call also
   // leases the new jobs due now, and the dispatcher sends them.
-  void add_enqueues_to(Round& round, Dispatcher& dispatcher, bool stopping);
-  // Adds a stats call per queue for the stats requests gathered.
-  void add_stats_to(Round& round);
+  void add_to(Round& round, Dispatcher& dispatcher, bool stopping);
   // Jobs are gathered for the next round, and no more than `limit`.
   bool has_few_jobs_gathered(size_t limit) const {
     size_t jobs = 0;
@@ -90,16 +89,7 @@ class ProducerGateway {
     }
     return jobs > 0;
   }
-  bool has_work() const { return !enqueues_.empty() || (!stats_requests_.empty() && us_until_stats() == 0); }
-  // Stats cost a call per queue: after a read the next waits 50 us per
-  // queue (nothing with a few queues, 50 ms with 1,000), so a peer asking
-  // without end takes a bounded share of Redis; requests in between wait for
-  // the next read. Microseconds until then, or -1 when no request waits.
-  static constexpr int64_t kStatsWaitUsPerQueue = 50;
-  int64_t us_until_stats() const {
-    if (stats_requests_.empty()) return -1;
-    return std::max<int64_t>(0, (next_stats_ms_ - clock_.steady_ms()) * 1000);
-  }
+  bool has_work() const { return !enqueues_.empty(); }
   // Redis is unavailable: everything gathered is answered "unavailable".
   void answer_unavailable(const std::string& why, int64_t retry_after_ms);
 
@@ -117,18 +107,14 @@ class ProducerGateway {
   const Clock& clock_;
   QueueTable& queues_;
   Outbox& outbox_;
-  const WorkerRegistry& workers_;  // counted in stats replies
   size_t encoding_pin_bytes_ = kEncodingPinBytes;
   std::vector<EnqueueRequest> enqueues_;
-  std::vector<std::pair<Peer, uint64_t>> stats_requests_;
   struct Gathered {
     size_t requests = 0;
     size_t payload_bytes = 0;
   };
   // Per routing id, until a round takes them.
   std::unordered_map<std::string, Gathered> gathered_;
-  std::unordered_map<std::string, size_t> gathered_stats_;
-  int64_t next_stats_ms_ = 0;  // steady clock
   // Refused enqueues (Redis out of memory) are logged once per 10 s, with
   // the count of those not logged.
   LogLimiter store_error_log_{10'000, 1, 1};

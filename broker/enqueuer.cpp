@@ -1,4 +1,4 @@
-#include "broker/producer_gateway.hpp"
+#include "broker/enqueuer.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -57,56 +57,21 @@ Command pin_encoding(const std::string& queue, size_t pin_bytes) {
   return script_call(lua::ScriptId::pin_encoding, {k.jobs, k.tokens, k.leased}).add(encoding_pin(pin_bytes));
 }
 
-Command stats(const std::string& queue) {
-  QueueKeys k(queue);
-  return script_call(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats});
-}
-
-Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* r) {
-  auto v = reply::integers(r, "stats");
-  if (!v || v->size() != 11) return reply::bad(r, "stats");
-  proto::QueueStats s;
-  s.queue = queue;
-  s.scheduled = (*v)[0];
-  s.waiting = (*v)[1];
-  s.in_flight = (*v)[2];
-  s.dead = (*v)[3];
-  s.next_due_ms = (*v)[4] < 0 ? 0 : (*v)[4];
-  s.accepted = (*v)[5];
-  s.done = (*v)[6];
-  s.retried = (*v)[7];
-  s.stale_acks = (*v)[8];
-  s.cancelled = (*v)[9];
-  s.purged = (*v)[10];
-  return s;
-}
-
 }  // namespace calls
 
-uint32_t ProducerGateway::retry_hint(const std::vector<proto::EnqueueOutcome>& outcomes) const {
+uint32_t Enqueuer::retry_hint(const std::vector<proto::EnqueueOutcome>& outcomes) const {
   const bool overloaded = std::any_of(outcomes.begin(), outcomes.end(), [](const auto& o) {
     return o.status == static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
   });
   return overloaded ? static_cast<uint32_t>(config_.overload_retry_after_ms) : 0u;
 }
 
-std::string ProducerGateway::backlog_reason(const std::string& queue) const {
+std::string Enqueuer::backlog_reason(const std::string& queue) const {
   return fmt::format("queue '{}' has {} or more unfinished jobs (max_backlog, scheduled ones included); retry later",
                      queue, config_.policy(queue).max_backlog);
 }
 
-void ProducerGateway::on_stats(const Peer& peer, uint64_t request_id) {
-  if (++gathered_stats_[peer.routing_id] > kMaxStatsRequestsPerPeer) {
-    outbox_.send(peer, proto::ErrorFrame{request_id, "unavailable",
-                                         fmt::format("more than {} stats requests of this peer wait for one round",
-                                                     kMaxStatsRequestsPerPeer),
-                                         static_cast<uint32_t>(config_.overload_retry_after_ms)});
-    return;
-  }
-  stats_requests_.emplace_back(peer, request_id);
-}
-
-void ProducerGateway::on_enqueue(EnqueueRequest&& request) {
+void Enqueuer::on_enqueue(EnqueueRequest&& request) {
   // Looked up, not inserted: peers whose requests never wait for a round
   // leave nothing behind.
   const auto found = gathered_.find(request.producer.routing_id);
@@ -178,7 +143,7 @@ struct Answers {
 
 }  // namespace
 
-void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool stopping) {
+void Enqueuer::add_to(Round& round, Dispatcher& dispatcher, bool stopping) {
   if (enqueues_.empty()) return;
   const int64_t now = clock_.wall_ms();
   auto answers = std::make_shared<Answers>();
@@ -345,41 +310,12 @@ void ProducerGateway::add_enqueues_to(Round& round, Dispatcher& dispatcher, bool
   });
 }
 
-void ProducerGateway::add_stats_to(Round& round) {
-  if (stats_requests_.empty() || us_until_stats() > 0) return;
-  next_stats_ms_ = clock_.steady_ms() + static_cast<int64_t>(queues_.size()) * kStatsWaitUsPerQueue / 1000;
-  auto requests = std::exchange(stats_requests_, {});
-  gathered_stats_.clear();
-  auto reply = std::make_shared<proto::StatsReply>();
-  reply->workers = static_cast<uint32_t>(workers_.size());
-  for (const auto& [name, q] : queues_)
-    round.add(calls::stats(name), [reply, name](const redisReply* r) {
-      if (r == nullptr) return;
-      if (auto s = calls::parse_stats(name, r)) reply->queues.push_back(*s);
-    });
-  round.then([this, reply, requests = std::move(requests)](bool applied) {
-    for (const auto& [peer, request_id] : requests) {
-      if (!applied) {
-        outbox_.send(peer, proto::ErrorFrame{request_id, "unavailable", "Redis connection lost; retry",
-                                             static_cast<uint32_t>(config_.overload_retry_after_ms)});
-        continue;
-      }
-      reply->request_id = request_id;
-      outbox_.send(peer, *reply);
-    }
-  });
-}
-
-void ProducerGateway::answer_unavailable(const std::string& why, int64_t retry_after_ms) {
+void Enqueuer::answer_unavailable(const std::string& why, int64_t retry_after_ms) {
   gathered_.clear();
-  gathered_stats_.clear();
   for (auto& request : std::exchange(enqueues_, {}))
     outbox_.send(request.producer, proto::ErrorFrame{request.frame.request_id, "unavailable",
                                                      why + "; nothing from this request was accepted",
                                                      static_cast<uint32_t>(retry_after_ms)});
-  for (const auto& [peer, request_id] : std::exchange(stats_requests_, {}))
-    outbox_.send(peer, proto::ErrorFrame{request_id, "unavailable", why + "; the broker is not ready",
-                                         static_cast<uint32_t>(retry_after_ms)});
 }
 
 }  // namespace dueq::broker
