@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
@@ -15,7 +16,10 @@
 #include "common/curve.hpp"
 #include "common/ids.hpp"
 #include "common/protocol.hpp"
+#include "common/unique_fd.hpp"
+#include "worker/drain.hpp"
 #include "worker/handler_pool.hpp"
+#include "worker/held_jobs.hpp"
 #include "worker/prefetch.hpp"
 
 namespace dueq {
@@ -24,11 +28,7 @@ namespace {
 
 constexpr int64_t kHelloRetryMs = 1'000;
 constexpr int64_t kDefaultHeartbeatMs = 500;
-constexpr int64_t kConfirmWaitMs = 2'000;  // on drain: how long to wait for the broker to confirm results
-constexpr int64_t kCancelGraceMs = 5'000;  // on drain: how long cancelled handlers get to return
 constexpr int64_t kMinCapacityNoticeMs = 50;  // adaptive capacity: at most one early heartbeat this often
-
-std::string held_key(const std::string& queue, const std::string& id) { return queue + '\n' + id; }
 
 std::string default_worker_id() {
   char host[256] = {};
@@ -44,16 +44,13 @@ struct Worker::Impl {
         pool(options.worker_id.empty() ? (options.worker_id = default_worker_id()) : options.worker_id, handlers,
              [this] { wake(); }),
         context(1),
-        dealer(context, zmq::socket_type::dealer) {
-    wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  }
-  ~Impl() {
-    if (wake_fd >= 0) ::close(wake_fd);
+        dealer(context, zmq::socket_type::dealer), wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (wake_fd.get() < 0) throw std::runtime_error("eventfd failed");
   }
 
   void wake() {
     uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
+    [[maybe_unused]] auto n = ::write(wake_fd.get(), &one, sizeof one);
   }
 
   // No prefetch set: the buffer follows the measured handler time
@@ -75,16 +72,7 @@ struct Worker::Impl {
   }
 
   void on_start_reply(const proto::StartReply& reply) {
-    for (const auto& ref : pool.on_start_reply(reply)) forget_held(ref);
-  }
-
-  // The job is no longer this worker's (handed back, dropped, finished).
-  void forget_held(const proto::JobRef& ref) {
-    const std::string key = held_key(ref.queue, ref.id);
-    if (auto h = held.find(key); h != held.end() && h->second.token == ref.token) {
-      held.erase(h);
-      cancel_states.erase(key);
-    }
+    for (const auto& ref : pool.on_start_reply(reply)) held.forget(ref);
   }
 
   template <typename T>
@@ -95,7 +83,7 @@ struct Worker::Impl {
 
   void send_heartbeat(int64_t now) {
     announced_capacity = capacity();
-    send(proto::Heartbeat{held_refs(), announced_capacity, draining});
+    send(proto::Heartbeat{held.refs(), announced_capacity, drain.active()});
     last_heartbeat_ms = now;
   }
 
@@ -105,12 +93,12 @@ struct Worker::Impl {
   // of this one much later (jobs that got longer). Only past twice that
   // buffer: a few jobs' difference is not worth a round trip.
   void hand_back_excess() {
-    if (!adaptive() || draining) return;
+    if (!adaptive() || drain.active()) return;
     const size_t keep = capacity() - options.concurrency;
     proto::HandBack back;
     back.unstarted = pool.take_buffered_past(keep, 2 * keep);
     if (back.unstarted.empty()) return;
-    for (const auto& ref : back.unstarted) forget_held(ref);
+    for (const auto& ref : back.unstarted) held.forget(ref);
     spdlog::info("handing back {} buffered jobs: handlers now take {:.0f} us on average", back.unstarted.size(),
                  pool.mean_handler_us());
     for (size_t i = 0; i < back.unstarted.size(); i += proto::kMaxBatch) {
@@ -128,16 +116,9 @@ struct Worker::Impl {
 
   void send_hello(int64_t now) {
     announced_capacity = capacity();
-    proto::Hello hello{options.worker_id, options.queues, announced_capacity, held_refs(), host_name(), static_cast<uint32_t>(::getpid())};
+    proto::Hello hello{options.worker_id, options.queues, announced_capacity, held.refs(), host_name(), static_cast<uint32_t>(::getpid())};
     send(hello);
     hello_sent_ms = now;
-  }
-
-  std::vector<proto::JobRef> held_refs() const {
-    std::vector<proto::JobRef> refs;
-    refs.reserve(held.size());
-    for (const auto& [key, ref] : held) refs.push_back(ref);
-    return refs;
   }
 
   static std::string host_name() {
@@ -152,11 +133,11 @@ struct Worker::Impl {
     broker_id = welcome.broker_id;
     heartbeat_ms = welcome.heartbeat_ms;
     pool.announce_all_again();
-    if (!unconfirmed.empty()) {
+    if (!held.all_confirmed()) {
       // The broker may have lost these (restart): it applies them by token,
       // so resending an already-applied result is harmless.
       proto::Results again;
-      for (const auto& [key, result] : unconfirmed) again.items.push_back(result);
+      again.items = held.unconfirmed();
       spdlog::info("resending {} unconfirmed results{}", again.items.size(), restarted ? " to the restarted broker" : "");
       send_results(std::move(again));
     }
@@ -181,7 +162,7 @@ struct Worker::Impl {
   void on_broker_frame(proto::Frame&& frame, int64_t now) {
     if (auto* w = std::get_if<proto::Welcome>(&frame)) return on_welcome(*w);
     if (auto* t = std::get_if<proto::Tasks>(&frame)) {
-      if (draining) {
+      if (drain.active()) {
         // Sent before the broker saw our BYE: hand them back too.
         proto::Bye bye;
         for (const auto& task : t->items) bye.unstarted.push_back({task.queue, task.id, task.token});
@@ -197,8 +178,7 @@ struct Worker::Impl {
     if (std::holds_alternative<proto::Pong>(frame)) return;
     if (auto* c = std::get_if<proto::Confirm>(&frame)) {
       for (const auto& ref : c->items) {
-        auto it = unconfirmed.find(held_key(ref.queue, ref.id));
-        if (it != unconfirmed.end() && it->second.token == ref.token) unconfirmed.erase(it);
+        held.confirmed(ref);
         pool.confirmed(ref.token);
       }
       return;
@@ -220,24 +200,18 @@ struct Worker::Impl {
   // A user cancelled a job this worker holds: drop it if not started, else
   // signal the handler (the exec handler kills its command).
   void on_cancel(const proto::JobRef& ref) {
-    const std::string key = held_key(ref.queue, ref.id);
-    auto held_it = held.find(key);
-    if (held_it == held.end() || held_it->second.token != ref.token) return;
-    if (pool.cancel_unstarted(ref)) return;
-    if (auto it = cancel_states.find(key); it != cancel_states.end()) {
-      it->second->by_user = true;
-      it->second->stop = true;
-    }
+    if (!held.holds(ref) || pool.cancel_unstarted(ref)) return;
+    held.stop_running(ref);
   }
 
   void on_task(proto::Task&& task) {
-    const std::string key = held_key(task.queue, task.id);
-    if (held.contains(key)) {
+    if (held.holds_job(task.queue, task.id)) {
       // A newer delivery of a job this worker still holds: the broker
       // re-leased it, so the old delivery's result would be stale anyway.
       spdlog::warn("job {} delivered again (token {}) while held", task.id, task.token);
     }
-    held[key] = proto::JobRef{task.queue, task.id, task.token};
+    const proto::JobRef ref{task.queue, task.id, task.token};
+    held.hold(ref);
     if (proto::payload_checksum(task.payload.data) != task.payload_checksum) {
       // Changed since its enqueue: running it could do anything, and a retry
       // would read the same bytes. Answered like a handler's final failure.
@@ -245,8 +219,7 @@ struct Worker::Impl {
                        "payload corrupted: its checksum is not the one written at enqueue"});
       return;
     }
-    auto cancel = std::make_shared<worker::CancelState>();
-    cancel_states[key] = cancel;
+    auto cancel = held.cancel_state(ref);
     worker::Delivery d{Job{std::move(task.queue), std::move(task.id), std::move(task.type), std::move(task.payload.data),
                    task.due_ms, task.attempt, task.max_attempts, task.created_ms, wall_ms(), &cancel->stop, task.token},
                task.token, cancel, 0, static_cast<proto::StartCheck>(task.start_check)};
@@ -259,12 +232,7 @@ struct Worker::Impl {
     if (done.empty()) return;
     proto::Results results;
     for (auto& r : done) {
-      const std::string key = held_key(r.queue, r.id);
-      if (auto it = held.find(key); it != held.end() && it->second.token == r.token) {
-        held.erase(it);
-        cancel_states.erase(key);
-      }
-      unconfirmed[key] = r;
+      held.finished(r);
       results.items.push_back(std::move(r));
     }
     send_results(std::move(results));
@@ -272,14 +240,10 @@ struct Worker::Impl {
 
   // Take no new tasks; give back the ones not started.
   void begin_drain(int64_t now) {
-    draining = true;
-    drain_deadline_ms = now + options.drain_timeout_ms;
+    drain.begin(now, options.drain_timeout_ms);
     proto::Bye bye;
     bye.unstarted = pool.take_unstarted();
-    for (const auto& ref : bye.unstarted) {
-      held.erase(held_key(ref.queue, ref.id));
-      cancel_states.erase(held_key(ref.queue, ref.id));
-    }
+    for (const auto& ref : bye.unstarted) held.forget(ref);
     spdlog::info("draining: {} jobs handed back, {} running", bye.unstarted.size(), pool.running());
     send(bye);
   }
@@ -314,9 +278,9 @@ struct Worker::Impl {
     send_hello(now);
     int64_t next_heartbeat = now + heartbeat_ms;
     while (true) {
-      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
+      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd.get(), ZMQ_POLLIN, 0}};
       now = steady_ms();
-      int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, draining ? now + 50 : next_heartbeat) - now);
+      int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, drain.active() ? now + 50 : next_heartbeat) - now);
       const int64_t now_us = steady_us();
       if (const int64_t unstuck_us = pool.us_until_unstuck(now_us); unstuck_us >= 0)
         wait = std::min(wait, (unstuck_us + 999) / 1000);
@@ -330,7 +294,7 @@ struct Worker::Impl {
       now = steady_ms();
       if (items[1].revents & ZMQ_POLLIN) {
         uint64_t count = 0;
-        [[maybe_unused]] auto n = ::read(wake_fd, &count, sizeof count);
+        [[maybe_unused]] auto n = ::read(wake_fd.get(), &count, sizeof count);
       }
       zmq::message_t message;
       while (dealer.recv(message, zmq::recv_flags::dontwait)) {
@@ -344,7 +308,7 @@ struct Worker::Impl {
       pool.submit(std::move(incoming), steady_us());
       announce_starts();
       collect_results(steady_us());
-      if (stop_requested.load() && !draining) begin_drain(now);
+      if (stop_requested.load() && !drain.active()) begin_drain(now);
       if (now >= next_heartbeat) {
         if (!welcomed) {
           if (now - hello_sent_ms >= kHelloRetryMs) send_hello(now);
@@ -353,31 +317,24 @@ struct Worker::Impl {
           send_heartbeat(now);
         }
         next_heartbeat = now + heartbeat_ms;
-      } else if (adaptive() && welcomed && !draining && capacity_moved_far() && now - last_heartbeat_ms >= kMinCapacityNoticeMs) {
+      } else if (adaptive() && welcomed && !drain.active() && capacity_moved_far() && now - last_heartbeat_ms >= kMinCapacityNoticeMs) {
         // The broker learns a capacity from heartbeats: a much larger or
         // smaller one is told at once, not up to a heartbeat later.
         hand_back_excess();
         send_heartbeat(now);
       }
-      if (draining) {
-        const bool idle = pool.running() == 0 && held.empty();
-        if (idle) {
-          if (idle_since_ms == 0) idle_since_ms = now;
-          // Exit once the broker confirmed every result, or after a short
-          // wait if it does not (down): its leases then expire instead.
-          if (unconfirmed.empty() || now - idle_since_ms >= kConfirmWaitMs) break;
-        } else if (now >= drain_deadline_ms && !force_cancelled) {
-          spdlog::warn("drain timeout: stopping {} running jobs (they are retried)", pool.running());
-          force_cancelled = true;
-          for (auto& [key, state] : cancel_states) state->stop = true;
-        } else if (now >= drain_deadline_ms + kCancelGraceMs) {
-          spdlog::error("{} handlers ignored cancellation; exiting without their results", pool.running());
-          exit_code = 1;
-          break;
-        }
+      const auto step = drain.step(now, pool.running() == 0 && held.empty(), held.all_confirmed());
+      if (step == worker::Drain::Step::exit) break;
+      if (step == worker::Drain::Step::stop_handlers) {
+        spdlog::warn("drain timeout: stopping {} running jobs (they are retried)", pool.running());
+        held.stop_all();
+      } else if (step == worker::Drain::Step::exit_abandoned) {
+        spdlog::error("{} handlers ignored cancellation; exiting without their results", pool.running());
+        exit_code = 1;
+        break;
       }
     }
-    for (auto& [key, state] : cancel_states) state->stop = true;
+    held.stop_all();
     pool.stop();
     collect_results(-1);
     // Every result was confirmed, or the wait for the broker is over: nothing
@@ -393,24 +350,18 @@ struct Worker::Impl {
   int64_t last_heartbeat_ms = 0;
   std::unordered_map<std::string, Handler> handlers;
   std::atomic<bool> stop_requested{false};
-  bool force_cancelled = false;
 
   worker::HandlerPool pool;  // after `options` and `handlers`, which it reads
   std::vector<worker::Delivery> incoming;  // received this loop turn
-  int wake_fd = -1;
-
   zmq::context_t context;
   zmq::socket_t dealer;
-  std::unordered_map<std::string, proto::JobRef> held;             // received, no result yet
-  std::unordered_map<std::string, proto::JobResult> unconfirmed;   // result sent, not confirmed
-  std::unordered_map<std::string, std::shared_ptr<worker::CancelState>> cancel_states;  // by held key
+  UniqueFd wake_fd;
+  worker::HeldJobs held;
+  worker::Drain drain;
   bool welcomed = false;
-  bool draining = false;
   std::string broker_id;
   int64_t heartbeat_ms = kDefaultHeartbeatMs;
   int64_t hello_sent_ms = 0;
-  int64_t drain_deadline_ms = 0;
-  int64_t idle_since_ms = 0;
   int exit_code = 0;
 };
 

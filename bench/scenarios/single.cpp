@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <deque>
+#include <stdexcept>
 #include <thread>
 
 namespace dueq::bench {
@@ -96,6 +97,10 @@ Figures single_job(const Options& o, Json& table, const std::vector<std::string>
       chains_ended.get_future().wait();
       keep(callback_latencies_ms);
     }
+    // A rate of zero would be a figure of a broken run (no worker started),
+    // not of dueq.
+    if (d1 <= d0)
+      throw std::runtime_error(fmt::format("single ({}): no job finished in {} s of measuring", mode, seconds));
     const double rate = static_cast<double>(d1 - d0) / (static_cast<double>(t1 - t0) / 1e6);
     f[mode + "_jobs_per_s"] = rate;
     f[mode + "_enqueue_p50_ms"] = percentile(latencies_ms, 50);
