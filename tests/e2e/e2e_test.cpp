@@ -660,7 +660,7 @@ TEST(EndToEnd, AWorkerThatStopsReadingIsCutOffAtTheUnreadLimitAndItsJobsRunElsew
 
   const int64_t rss_before_kb = memory_kb(broker, "VmRSS:");
   constexpr int kJobs = 200;
-  const std::string payload(128 * 1024, 'p');
+  const std::string payload(size_t{128} * 1024, 'p');
   for (int at = 0; at < kJobs; at += 40) {
     send(proto::Heartbeat{{}, 1000, false});
     std::vector<JobSpec> batch;

@@ -112,7 +112,7 @@ TEST(Recovery, BrokerKilledAtAnyMomentAndRestartedLosesNothing) {
     for (int i = 0; i < 100; ++i)
       jobs.push_back({"crashy", "sleep", "700", fmt::format("slow-{}-{}", round, i), 0, 5});
     for (int i = 0; i < 100; ++i)
-      jobs.push_back({"crashy", "noop", "", fmt::format("timer-{}-{}", round, i), base + 500 + i * 15, 5});
+      jobs.push_back({"crashy", "noop", "", fmt::format("timer-{}-{}", round, i), base + 500 + int64_t{i} * 15, 5});
     for (const auto& j : jobs) asked_due_ms[j.id] = j.due_ms;
     auto accepted = client.enqueue_batch(jobs);
     ASSERT_TRUE(accepted);

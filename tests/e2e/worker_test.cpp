@@ -31,7 +31,7 @@ TEST(Worker, ResentResultsGoInFramesUnderTheBrokersLimit) {
   const std::string payload(4000, 'e');  // "asked to fail: " + payload
   for (int frame = 0; frame < kJobs / 500; ++frame) {
     proto::Tasks tasks;
-    tasks.seq = static_cast<uint64_t>(frame + 1);
+    tasks.seq = static_cast<uint64_t>(frame) + 1;
     for (int i = frame * 500; i < (frame + 1) * 500; ++i)
       tasks.items.push_back(proto::Task{"q", "job-" + std::to_string(i), "fail", proto::Bytes{payload}, 0, 1, 3,
                                         static_cast<uint64_t>(1000 + i), 0, proto::payload_checksum(payload)});
@@ -58,8 +58,8 @@ TEST(Worker, ResentResultsGoInFramesUnderTheBrokersLimit) {
   broker.reply(hello->routing_id, proto::ErrorFrame{0, "unknown_worker", "say hello first", 0});
   auto [resent, largest] = collect(true);
   EXPECT_EQ(resent, kJobs) << "every unconfirmed result resent";
-  EXPECT_LE(largest, proto::kMaxResultsFrameBytes + 64 * 1024);
-  EXPECT_LE(first_largest, proto::kMaxResultsFrameBytes + 64 * 1024);
+  EXPECT_LE(largest, proto::kMaxResultsFrameBytes + size_t{64} * 1024);
+  EXPECT_LE(first_largest, proto::kMaxResultsFrameBytes + size_t{64} * 1024);
   worker.signal(SIGTERM);
   (void)worker.wait(10s);
   std::filesystem::remove_all(dir);
@@ -81,7 +81,7 @@ TEST(Worker, ResultsOfShortJobsSentOneFrameEachAllArriveDone) {
   for (int i = 0; i < kJobs; ++i) {
     const std::string payload = "p";
     proto::Tasks tasks;
-    tasks.seq = static_cast<uint64_t>(i + 1);
+    tasks.seq = static_cast<uint64_t>(i) + 1;
     tasks.items.push_back(proto::Task{"q", "job-" + std::to_string(i), "noop", proto::Bytes{payload}, 0, 1, 3,
                                       static_cast<uint64_t>(1000 + i), 0, proto::payload_checksum(payload)});
     broker.reply(hello->routing_id, tasks);  // one frame per job, as the broker spreads single jobs

@@ -1214,7 +1214,7 @@ TEST_F(Scripts, AJobsOwnBackoffOverridesTheQueuesOne) {
 TEST_F(Scripts, ScanIdsWalksEveryJobRecordAndReturnsOnlyIds) {
   std::vector<proto::NewJob> jobs;
   for (int i = 0; i < 300; ++i) jobs.push_back(qjob("j" + std::to_string(i)));
-  enqueue(std::move(jobs), 1000);
+  enqueue(jobs, 1000);
   std::set<std::string> seen;
   std::string cursor = "0";
   do {
@@ -1240,7 +1240,7 @@ TEST_F(Scripts, ScanIdsWalksEveryJobRecordAndReturnsOnlyIds) {
 TEST_F(Scripts, PromoteTakesDueJobsFromEveryPartitionAndKeepsTheIndexExact) {
   std::vector<proto::NewJob> jobs;
   for (int i = 0; i < 400; ++i) jobs.push_back(qjob("p" + std::to_string(i), 2000 + i));  // 2000..2399
-  enqueue(std::move(jobs), 1000);
+  enqueue(jobs, 1000);
   Round first;
   first.add(calls::promote("q", 2199, 150));  // 200 are due; the limit takes 150
   auto p = *calls::parse_promote(run(first));
@@ -1376,7 +1376,7 @@ TEST_F(Scripts, TheAuditorWalksEverySchedulePartition) {
   std::vector<proto::NewJob> jobs;
   for (int i = 0; i < 500; ++i) jobs.push_back(qjob("s" + std::to_string(i), 9000 + i));
   jobs.push_back(qjob("now"));
-  enqueue(std::move(jobs), 1000);
+  enqueue(jobs, 1000);
   auto clean = audit_queue(*store_, "q", /*repair=*/false);
   ASSERT_TRUE(clean) << clean.error().message;
   EXPECT_TRUE(clean->clean());
@@ -1462,7 +1462,7 @@ TEST_F(Scripts, EveryScriptThatChangesTheScheduleKeepsTheFilterExact) {
     std::vector<proto::NewJob> jobs;
     for (int i = chunk * 1000; i < (chunk + 1) * 1000; ++i)
       jobs.push_back(qjob("f" + std::to_string(i), 5000 + (i % 2) * 5000, 5));
-    enqueue(std::move(jobs), 1000);
+    enqueue(jobs, 1000);
   }
   EXPECT_TRUE(filter_exact());
   EXPECT_NE(filter_bits(k.schedule_filter), 0);
@@ -1546,7 +1546,7 @@ TEST_F(Scripts, ASaturatedFilterCounterStaysUntilRepairMakesItExact) {
   ASSERT_EQ(filter_tail(ids[0]), filter_tail(ids[299]));
   std::vector<proto::NewJob> jobs;
   for (size_t i = 0; i < ids.size(); ++i) jobs.push_back(qjob(ids[i], i < 299 ? 5000 : 9000));
-  enqueue(std::move(jobs), 1000);
+  enqueue(jobs, 1000);
   auto counter = [&] { return redis_->cli(filter_bitfield(k.schedule_filter, partition, filter_tail(ids[0]), "GET")); };
   EXPECT_EQ(counter(), "255");
   Round promote;
@@ -1574,7 +1574,7 @@ TEST_F(Scripts, TheMissingScheduleFilterOfAnOlderStoreIsBuiltOnce) {
   EXPECT_EQ(*build_missing_schedule_filter(*store_, "q"), false);  // no schedule: nothing to build
   std::vector<proto::NewJob> jobs;
   for (int i = 0; i < 1000; ++i) jobs.push_back(qjob("j" + std::to_string(i), 9000));
-  enqueue(std::move(jobs), 1000);
+  enqueue(jobs, 1000);
   const std::vector<std::string> built_by_enqueue = filter_chunks(k.schedule_filter);
   for (const bool single_string : {false, true}) {
     delete_filter(k.schedule_filter);
