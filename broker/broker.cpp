@@ -27,6 +27,7 @@ namespace dueq::broker {
 namespace {
 constexpr int64_t kMaxSleepMs = 5'000;  // upper bound on one wait; nothing relies on it
 constexpr int64_t kMaxReconnectMs = 5'000;
+constexpr int64_t kMaxReconnectViaSentinelMs = 400;
 constexpr int kHandshakeMs = 10'000;
 }  // namespace
 
@@ -342,7 +343,10 @@ void Broker::reconnect() {
   if (!ok) {
     spdlog::warn("Redis unavailable, retrying in {} ms: {}", reconnect_backoff_ms_, ok.error().message);
     reconnect_at_ms_ = now + reconnect_backoff_ms_;
-    reconnect_backoff_ms_ = std::min(reconnect_backoff_ms_ * 2, kMaxReconnectMs);
+    // Behind sentinels a lost master comes back as another address once the
+    // fail-over is done: asking them is cheap, and the back-off adds to the gap.
+    reconnect_backoff_ms_ =
+        std::min(reconnect_backoff_ms_ * 2, address_.via_sentinel() ? kMaxReconnectViaSentinelMs : kMaxReconnectMs);
     return;
   }
   spdlog::info("Redis connection restored");

@@ -1,6 +1,7 @@
 #include "broker/redis_connection.hpp"
 
 #include <charconv>
+#include <functional>
 
 namespace dueq::broker {
 
@@ -15,7 +16,72 @@ std::string_view reply_error(const redisReply* reply) {
   return std::string_view(reply->str, reply->len);
 }
 
+namespace {
+
+// The master's address as the first sentinel that knows it says.
+Result<RedisAddress> ask_sentinels(const RedisAddress& address,
+                                   const std::function<Result<RedisConnection>(const RedisAddress&)>& connect_to) {
+  std::string failures;
+  for (const auto& sentinel : address.sentinels) {
+    RedisAddress at;
+    at.host = sentinel.host;
+    at.port = sentinel.port;
+    at.user = address.sentinel_user;
+    at.password = address.sentinel_password;
+    const std::string where = sentinel.host + ":" + std::to_string(sentinel.port);
+    auto conn = connect_to(at);
+    if (!conn) {
+      failures += "; " + where + ": " + conn.error().message;
+      continue;
+    }
+    auto reply = conn->run(Command{"SENTINEL", "get-master-addr-by-name", address.master_name});
+    if (!reply) {
+      failures += "; " + where + ": " + reply.error().message;
+      continue;
+    }
+    const redisReply* r = reply->get();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_STRING) {
+      failures += "; " + where + ": " + (reply_error(r).empty() ? "does not know it" : std::string(reply_error(r)));
+      continue;
+    }
+    int port = 0;
+    const std::string_view port_text(r->element[1]->str, r->element[1]->len);
+    auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc{} || end != port_text.data() + port_text.size() || port < 1 || port > 65535) {
+      failures += "; " + where + ": a bad port '" + std::string(port_text) + "'";
+      continue;
+    }
+    RedisAddress master = address;
+    master.sentinels.clear();
+    master.host.assign(r->element[0]->str, r->element[0]->len);
+    master.port = port;
+    return master;
+  }
+  return fail(Errc::unavailable, "no sentinel gave the address of master '" + address.master_name + "'" + failures);
+}
+
+}  // namespace
+
 Result<RedisConnection> RedisConnection::connect(const RedisAddress& address, int timeout_ms) {
+  if (!address.via_sentinel()) return connect_to(address, timeout_ms);
+  auto master = ask_sentinels(address, [&](const RedisAddress& at) { return connect_to(at, timeout_ms); });
+  if (!master) return std::unexpected(master.error());
+  auto conn = connect_to(*master, timeout_ms);
+  if (!conn) return std::unexpected(conn.error());
+  auto role = conn->run(Command{"ROLE"});
+  if (!role) return std::unexpected(role.error());
+  const redisReply* r = role->get();
+  const std::string_view said = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING
+                                    ? std::string_view(r->element[0]->str, r->element[0]->len)
+                                    : std::string_view("unknown");
+  if (said != "master")
+    return fail(Errc::unavailable, "the sentinels name " + master->describe() + " as master '" + address.master_name +
+                                       "', but it says it is a " + std::string(said) + " (a fail-over under way?)");
+  return conn;
+}
+
+Result<RedisConnection> RedisConnection::connect_to(const RedisAddress& address, int timeout_ms) {
   const timeval timeout = to_timeval(timeout_ms);
   redisContext* raw = address.unix_path.empty()
                           ? redisConnectWithTimeout(address.host.c_str(), address.port, timeout)

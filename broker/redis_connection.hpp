@@ -42,6 +42,10 @@ class Command {
 
 class RedisConnection {
  public:
+  // With sentinels (RedisAddress::via_sentinel) the master is asked of them
+  // first, and a server that does not say it is a master (ROLE) is refused:
+  // the broker never writes to a replica, and a master demoted by a
+  // fail-over is left at the next connect.
   static Result<RedisConnection> connect(const RedisAddress& address, int timeout_ms);
 
   // Sends every command in one write and reads every reply. A reply that is
@@ -64,6 +68,8 @@ class RedisConnection {
 
  private:
   explicit RedisConnection(redisContext* context) : context_(context) {}
+  // The server at `address` itself (host/port or unix socket).
+  static Result<RedisConnection> connect_to(const RedisAddress& address, int timeout_ms);
   std::unique_ptr<redisContext, ContextDeleter> context_;
   bool broken_ = false;
   std::string request_;  // send()'s commands in RESP; kept to reuse its capacity

@@ -71,6 +71,15 @@ Result<std::vector<ReplyPtr>> ScriptRegistry::receive() {
       disconnect();
       return std::unexpected(ok.error());
     }
+  // Behind sentinels, READONLY means this master was demoted by a
+  // fail-over: the round is failed like a lost connection (nothing of it
+  // counts as applied), and the next connect asks the sentinels again.
+  if (address_.via_sentinel() &&
+      std::any_of(oldest.replies->begin(), oldest.replies->end(),
+                  [](const ReplyPtr& r) { return reply_error(r.get()).starts_with("READONLY"); })) {
+    disconnect();
+    return fail(Errc::unavailable, "Redis answered READONLY: the master became a replica; asking the sentinels again");
+  }
   auto out = std::move(*outstanding_.front().replies);
   outstanding_.pop_front();
   return out;

@@ -9,7 +9,7 @@ namespace {
 // The URL as errors may show it: a password in it becomes "***". Where the
 // URL is too malformed to tell user from password (no "://" before the '@':
 // "redis:secret@host"), everything before the '@' goes.
-std::string redacted(std::string_view url) {
+std::string redacted_userinfo(std::string_view url) {
   const auto scheme = url.find("://");
   const auto at = url.rfind('@');
   if (at == std::string_view::npos) return std::string(url);
@@ -20,6 +20,15 @@ std::string redacted(std::string_view url) {
   return std::string(url.substr(0, scheme + 3)) + user + ":***" + std::string(url.substr(at));
 }
 
+std::string redacted(std::string_view url) {
+  std::string out = redacted_userinfo(url);
+  // A sentinel URL's query may hold the sentinels' password, and a
+  // password may hold '&': none of it is shown.
+  if (out.starts_with("sentinel://"))
+    if (auto query = out.find('?'); query != std::string::npos) out.replace(query + 1, std::string::npos, "***");
+  return out;
+}
+
 Result<int> parse_int(std::string_view text, int lo, int hi, const std::string& what, const std::string& url) {
   int value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -28,9 +37,86 @@ Result<int> parse_int(std::string_view text, int lo, int hi, const std::string& 
   return value;
 }
 
+// user:password before '@' (either may be empty; no ':' means a password).
+void take_userinfo(std::string_view& rest, std::string& user, std::string& password) {
+  const auto at = rest.rfind('@');
+  if (at == std::string_view::npos) return;
+  const std::string_view userinfo = rest.substr(0, at);
+  const auto colon = userinfo.find(':');
+  if (colon != std::string_view::npos) user = std::string(userinfo.substr(0, colon));
+  password = std::string(colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1));
+  rest = rest.substr(at + 1);
+}
+
+Result<HostPort> parse_host_port(std::string_view text, int default_port, const std::string& url) {
+  HostPort out{std::string(text), default_port};
+  if (auto colon = text.rfind(':'); colon != std::string_view::npos) {
+    auto port = parse_int(text.substr(colon + 1), 1, 65535, "port", url);
+    if (!port) return std::unexpected(port.error());
+    out = HostPort{std::string(text.substr(0, colon)), *port};
+  }
+  if (out.host.empty()) return fail(Errc::bad_argument, "redis URL has an empty host: " + url);
+  return out;
+}
+
+// After "sentinel://": [userinfo@]hosts/master[/db][?query].
+Result<RedisAddress> parse_sentinel_url(std::string_view rest, const std::string& original) {
+  RedisAddress addr;
+  addr.host.clear();
+  std::string_view query;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  take_userinfo(rest, addr.user, addr.password);
+  const auto slash = rest.find('/');
+  if (slash == std::string_view::npos)
+    return fail(Errc::bad_argument, "sentinel URL needs the master's name after the hosts (/mymaster): " + original);
+  std::string_view path = rest.substr(slash + 1);
+  std::string_view hosts = rest.substr(0, slash);
+  if (auto db_slash = path.find('/'); db_slash != std::string_view::npos) {
+    auto db = parse_int(path.substr(db_slash + 1), 0, 1 << 20, "db", original);
+    if (!db) return std::unexpected(db.error());
+    addr.db = *db;
+    path = path.substr(0, db_slash);
+  }
+  if (path.empty()) return fail(Errc::bad_argument, "sentinel URL has an empty master name: " + original);
+  addr.master_name = std::string(path);
+  while (!hosts.empty()) {
+    const auto comma = hosts.find(',');
+    auto sentinel = parse_host_port(hosts.substr(0, comma), 26379, original);
+    if (!sentinel) return std::unexpected(sentinel.error());
+    addr.sentinels.push_back(std::move(*sentinel));
+    if (comma == std::string_view::npos) break;
+    hosts = hosts.substr(comma + 1);
+  }
+  if (addr.sentinels.empty()) return fail(Errc::bad_argument, "sentinel URL names no sentinel: " + original);
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    const auto eq = pair.find('=');
+    const std::string_view key = pair.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+    if (key == "sentinel_user") addr.sentinel_user = std::string(value);
+    else if (key == "sentinel_password") addr.sentinel_password = std::string(value);
+    else  // not named: the text after '?' may hold a password
+      return fail(Errc::bad_argument,
+                  "a sentinel URL takes only sentinel_user and sentinel_password after '?': " + original);
+    if (amp == std::string_view::npos) break;
+    query = query.substr(amp + 1);
+  }
+  return addr;
+}
+
 }  // namespace
 
 std::string RedisAddress::describe() const {
+  if (via_sentinel() && host.empty()) {
+    std::string out = "master '" + master_name + "' of sentinels ";
+    for (size_t i = 0; i < sentinels.size(); ++i)
+      out += (i == 0 ? "" : ",") + sentinels[i].host + ":" + std::to_string(sentinels[i].port);
+    return db == 0 ? out : out + "/" + std::to_string(db);
+  }
   std::string out = unix_path.empty() ? host + ":" + std::to_string(port) : unix_path;
   if (db != 0) out += "/" + std::to_string(db);
   return out;
@@ -55,8 +141,10 @@ Result<RedisAddress> parse_redis_url(std::string_view url) {
     addr.unix_path = std::string(rest);
     return addr;
   }
+  if (url.starts_with("sentinel://")) return parse_sentinel_url(url.substr(11), original);
   if (!url.starts_with("redis://"))
-    return fail(Errc::bad_argument, "redis URL must start with redis:// or unix://, or be a socket path: " + original);
+    return fail(Errc::bad_argument,
+                "redis URL must start with redis://, sentinel:// or unix://, or be a socket path: " + original);
   std::string_view rest = url.substr(8);
   if (auto at = rest.rfind('@'); at != std::string_view::npos) {
     std::string_view userinfo = rest.substr(0, at);

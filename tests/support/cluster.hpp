@@ -113,7 +113,8 @@ class Cluster {
   void keep_dir() { keep_dir_ = true; }
 
   void start_broker(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {bin("dueq-broker"), "--redis", redis_->url(), "--listen", endpoint()};
+    std::vector<std::string> argv = {bin("dueq-broker"), "--redis", redis_url_.empty() ? redis_->url() : redis_url_,
+                                     "--listen", endpoint()};
     if (std::find(extra.begin(), extra.end(), "--log-level") == extra.end()) extra.insert(extra.end(), {"--log-level", "info"});
     for (auto& a : extra) argv.push_back(a);
     broker_ = std::make_unique<Process>(argv, (dir_ / "broker.log").string());
@@ -124,6 +125,10 @@ class Cluster {
     if (!eventually([&] { return probe.stats().has_value(); }, std::chrono::seconds(20)))
       throw std::runtime_error("broker did not come up; see " + (dir_ / "broker.log").string());
   }
+
+  // The brokers started from now on reach Redis through `url` (a
+  // sentinel:// URL, say) instead of the cluster's own redis:// one.
+  void use_redis_url(std::string url) { redis_url_ = std::move(url); }
 
   // Starts the library example worker; returns its index.
   size_t start_example_worker(const std::string& queue, int concurrency, const std::string& record) {
@@ -200,6 +205,7 @@ class Cluster {
   std::filesystem::path dir_;
   int port_;
   ClientOptions admin_;
+  std::string redis_url_;
   std::unique_ptr<RedisServer> redis_;
   std::unique_ptr<Process> broker_;
   std::vector<std::unique_ptr<Process>> workers_;

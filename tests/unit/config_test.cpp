@@ -90,6 +90,37 @@ TEST(RedisUrl, ReadsAnAclUserAndNeverShowsThePasswordInErrors) {
   }
 }
 
+TEST(RedisUrl, ASentinelUrlNamesTheSentinelsTheMasterAndBothCredentials) {
+  auto a = parse_redis_url("sentinel://dueq:s3cret@s1:26380,s2,10.0.0.3:26379/mymaster/2?sentinel_user=watch&sentinel_password=p4ss");
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_TRUE(a->via_sentinel());
+  ASSERT_EQ(a->sentinels.size(), 3u);
+  EXPECT_EQ(a->sentinels[0].host, "s1");
+  EXPECT_EQ(a->sentinels[0].port, 26380);
+  EXPECT_EQ(a->sentinels[1].port, 26379);  // the default
+  EXPECT_EQ(a->sentinels[2].host, "10.0.0.3");
+  EXPECT_EQ(a->master_name, "mymaster");
+  EXPECT_EQ(a->db, 2);
+  EXPECT_EQ(a->user, "dueq");
+  EXPECT_EQ(a->password, "s3cret");
+  EXPECT_EQ(a->sentinel_user, "watch");
+  EXPECT_EQ(a->sentinel_password, "p4ss");
+  EXPECT_EQ(a->describe(), "master 'mymaster' of sentinels s1:26380,s2:26379,10.0.0.3:26379/2");
+  EXPECT_FALSE(parse_redis_url("redis://s1")->via_sentinel());
+}
+
+TEST(RedisUrl, ABadSentinelUrlIsRefusedWithoutShowingEitherPassword) {
+  for (const char* url : {"sentinel://s1:26379", "sentinel://s1:26379/", "sentinel:///mymaster",
+                          "sentinel://s1:0/mymaster", "sentinel://s1,,s2/mymaster", "sentinel://s1/m/x",
+                          "sentinel://u:s3cret@s1/m?sentinel_password=p4ss&color=red",
+                          "sentinel://s1/m?sentinel_password=p4ss&s3cret"}) {
+    auto bad = parse_redis_url(url);
+    ASSERT_FALSE(bad) << url;
+    EXPECT_EQ(bad.error().message.find("s3cret"), std::string::npos) << bad.error().message;
+    EXPECT_EQ(bad.error().message.find("p4ss"), std::string::npos) << bad.error().message;
+  }
+}
+
 TEST(RedisUrl, RejectsBadUrls) {
   EXPECT_FALSE(parse_redis_url("http://x"));
   EXPECT_FALSE(parse_redis_url("redis://host:99999"));
