@@ -18,34 +18,48 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Rule: with min_replicas = 1, a SIGKILLed master loses no job a producer was
-// told "accepted": after the sentinels promote a replica the broker (same
-// process) writes to the new master, the workers and the producer (same
-// processes) go on, every accepted job runs once at or after its due time,
-// and the audit is clean.
-TEST(Failover, AfterTheSentinelsPromoteAReplicaEveryAcceptedJobRunsAndTheFlowGoesOn) {
+// What one fail-over run saw: the gap between the SIGKILL of the master and
+// the next job accepted, the jobs accepted, and those of them that never ran.
+struct FailoverRun {
+  int64_t gap_ms = -1;
+  size_t accepted = 0;
+  size_t lost = 0;
+};
+
+// A master with two replicas and three sentinels, the broker reaching it
+// through them, one worker, one producer of single jobs (each retried with
+// its id until it is answered accepted or duplicate: both mean "in the
+// store"). The master is SIGKILLed mid-flow; the same broker, worker and
+// producer go on once the sentinels have promoted a replica. Checks what
+// holds with or without WAIT: the flow resumes, no job starts early, a job
+// runs twice only as a further attempt, and the audit is clean.
+FailoverRun run_failover(int min_replicas) {
+  FailoverRun run;
   TempDir dir("failover");
   Cluster cluster;
   RedisServer replica_a({"--replicaof", "127.0.0.1", std::to_string(cluster.redis().port())});
   RedisServer replica_b({"--replicaof", "127.0.0.1", std::to_string(cluster.redis().port())});
   for (auto* replica : {&replica_a, &replica_b})
-    ASSERT_TRUE(eventually([&] { return replica->cli("INFO replication").find("master_link_status:up") != std::string::npos; }, 10s));
+    EXPECT_TRUE(eventually([&] { return replica->cli("INFO replication").find("master_link_status:up") != std::string::npos; }, 10s));
   Sentinels sentinels(3, cluster.redis().port());
-  ASSERT_TRUE(eventually([&] { return sentinels.ready(2); }, 30s)) << sentinels.cli(0, "SENTINEL master mymaster");
+  if (!eventually([&] { return sentinels.ready(2); }, 30s)) {
+    ADD_FAILURE() << "the sentinels did not find each other: " << sentinels.cli(0, "SENTINEL master mymaster");
+    return run;
+  }
 
   const auto config = dir / "broker.toml";
-  std::ofstream(config) << "min_replicas = 1\nreplica_timeout = \"300ms\"\n";
+  std::ofstream(config) << "min_replicas = " << min_replicas << "\nreplica_timeout = \"300ms\"\n";
   cluster.broker().signal(SIGKILL);
   cluster.broker().wait();
   cluster.use_redis_url(sentinels.url());
   cluster.start_broker({"--config", config.string()});
-
   const auto record = dir / "starts.txt";
   cluster.start_example_worker("ha", 8, record.string());
-  ASSERT_TRUE(cluster.wait_for_workers(1));
+  if (!cluster.wait_for_workers(1)) {
+    ADD_FAILURE() << "the worker did not join";
+    return run;
+  }
 
-  // One producer, one job per call, each retried with its id until it is
-  // answered accepted or duplicate (both mean: in the store).
   std::mutex mutex;
   std::map<std::string, int64_t> accepted;  // id -> due ms
   std::vector<int64_t> accepted_at_ms;      // steady, in order
@@ -73,32 +87,31 @@ TEST(Failover, AfterTheSentinelsPromoteAReplicaEveryAcceptedJobRunsAndTheFlowGoe
     std::lock_guard lock(mutex);
     return accepted.size();
   };
-  ASSERT_TRUE(eventually([&] { return accepted_count() >= 100; }, 20s));
+  EXPECT_TRUE(eventually([&] { return accepted_count() >= 100; }, 20s));
 
   const int old_master = cluster.redis().port();
   const int64_t killed_at = steady_ms();
   cluster.redis().kill(SIGKILL);
-  ASSERT_TRUE(eventually([&] { const int p = sentinels.master_port(); return p != 0 && p != old_master; }, 30s))
+  EXPECT_TRUE(eventually([&] { const int p = sentinels.master_port(); return p != 0 && p != old_master; }, 30s))
       << "no fail-over; see " << sentinels.dir();
   const size_t at_kill = accepted_count();
-  ASSERT_TRUE(eventually([&] { return accepted_count() >= at_kill + 100; }, 30s)) << "the flow did not resume";
+  EXPECT_TRUE(eventually([&] { return accepted_count() >= at_kill + 100; }, 30s)) << "the flow did not resume";
   producing = false;
   producer.join();
 
-  int64_t gap_ms = 0;
-  {
-    std::lock_guard lock(mutex);
-    for (size_t i = 1; i < accepted_at_ms.size(); ++i)
-      if (accepted_at_ms[i] >= killed_at) {
-        gap_ms = accepted_at_ms[i] - std::max(accepted_at_ms[i - 1], killed_at);
-        break;
-      }
-  }
-  std::printf("fail-over gap: %lld ms from the SIGKILL to the next accepted job (sentinel down-after %d ms); %zu jobs accepted\n",
-              static_cast<long long>(gap_ms), Sentinels::kDownAfterMs, accepted.size());
-
-  ASSERT_TRUE(eventually([&] { return read_records(record).size() >= accepted.size(); }, 30s))
-      << read_records(record).size() << " of " << accepted.size() << " accepted jobs ran";
+  for (size_t i = 1; i < accepted_at_ms.size(); ++i)
+    if (accepted_at_ms[i] >= killed_at) {
+      run.gap_ms = accepted_at_ms[i] - std::max(accepted_at_ms[i - 1], killed_at);
+      break;
+    }
+  run.accepted = accepted.size();
+  // Every job that is in the store runs within a few seconds; what has not
+  // run once the audit is clean and nothing is left was lost.
+  eventually([&] { return read_records(record).size() >= accepted.size(); }, 15s);
+  EXPECT_TRUE(eventually([&] {
+    auto s = cluster.stats("ha");
+    return s && s->scheduled == 0 && s->waiting == 0 && s->in_flight == 0;
+  }, 30s));
   std::set<std::string> ran;
   for (const auto& r : read_records(record)) {
     EXPECT_TRUE(ran.insert(r.id).second || r.attempt > 1) << r.id << " ran twice in one attempt";
@@ -107,9 +120,30 @@ TEST(Failover, AfterTheSentinelsPromoteAReplicaEveryAcceptedJobRunsAndTheFlowGoe
       EXPECT_GE(r.start_us, it->second * 1000) << r.id << " started early";
     }
   }
-  for (const auto& [id, due] : accepted) EXPECT_TRUE(ran.contains(id)) << "accepted job " << id << " never ran";
+  for (const auto& [id, due] : accepted)
+    if (!ran.contains(id)) ++run.lost;
   auto audit = run_dueq(cluster.endpoint(), "audit --queue ha");
   EXPECT_EQ(audit.code, 0) << audit.out;
+  std::printf("min_replicas %d: next job accepted %lld ms after the SIGKILL of the master (sentinel down-after %d ms); "
+              "%zu accepted, %zu of them lost\n",
+              min_replicas, static_cast<long long>(run.gap_ms), Sentinels::kDownAfterMs, run.accepted, run.lost);
+  return run;
+}
+
+// Rule: with min_replicas = 1 a fail-over loses no job a producer was told
+// "accepted".
+TEST(Failover, WithMinReplicasAFailoverLosesNoAcceptedJobAndNothingIsRestarted) {
+  const FailoverRun run = run_failover(1);
+  EXPECT_GE(run.accepted, 200u);
+  EXPECT_EQ(run.lost, 0u);
+}
+
+// Without WAIT the jobs accepted in the replication lag before the crash
+// can be lost: the run reports how many were (the rest of the rules hold).
+TEST(Failover, WithoutMinReplicasAFailoverLosesAtMostTheReplicationLagAndTheRestRuns) {
+  const FailoverRun run = run_failover(0);
+  EXPECT_GE(run.accepted, 200u);
+  EXPECT_LT(run.lost, run.accepted);
 }
 
 }  // namespace
