@@ -129,6 +129,9 @@ class Cluster {
   // The brokers started from now on reach Redis through `url` (a
   // sentinel:// URL, say) instead of the cluster's own redis:// one.
   void use_redis_url(std::string url) { redis_url_ = std::move(url); }
+  // The brokers started from now on listen on `host` (an address of this
+  // machine) instead of 127.0.0.1; endpoint() names it.
+  void use_listen_host(std::string host) { listen_host_ = std::move(host); }
 
   // Starts the library example worker; returns its index.
   size_t start_example_worker(const std::string& queue, int concurrency, const std::string& record) {
@@ -193,7 +196,7 @@ class Cluster {
     return std::nullopt;
   }
 
-  std::string endpoint() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
+  std::string endpoint() const { return "tcp://" + listen_host_ + ":" + std::to_string(port_); }
   const std::filesystem::path& dir() const { return dir_; }
   Process& broker() { return *broker_; }
   Process& worker(size_t i) { return *workers_.at(i); }
@@ -206,6 +209,7 @@ class Cluster {
   int port_;
   ClientOptions admin_;
   std::string redis_url_;
+  std::string listen_host_ = "127.0.0.1";
   std::unique_ptr<RedisServer> redis_;
   std::unique_ptr<Process> broker_;
   std::vector<std::unique_ptr<Process>> workers_;
