@@ -24,16 +24,21 @@ struct FailoverRun {
   int64_t gap_ms = -1;
   size_t accepted = 0;
   size_t lost = 0;
+  size_t reruns = 0;  // jobs that ran more than once
 };
 
 // A master with two replicas and three sentinels, the broker reaching it
 // through them, one worker, one producer of single jobs (each retried with
 // its id until it is answered accepted or duplicate: both mean "in the
-// store"). The master is SIGKILLed mid-flow; the same broker, worker and
+// store"). The master is SIGKILLed mid-flow (or, by a manual fail-over,
+// demoted to a replica while it stays up); the same broker, worker and
 // producer go on once the sentinels have promoted a replica. Checks what
-// holds with or without WAIT: the flow resumes, no job starts early, a job
-// runs twice only as a further attempt, and the audit is clean.
-FailoverRun run_failover(int min_replicas) {
+// holds with or without WAIT: the flow resumes, no job starts early, and
+// the audit is clean. A job may run again: a lease or result written on the
+// old master and not replicated before the switch is not on the new one.
+enum class MasterLoss { sigkill, manual_failover };
+
+FailoverRun run_failover(int min_replicas, MasterLoss loss = MasterLoss::sigkill) {
   FailoverRun run;
   TempDir dir("failover");
   Cluster cluster;
@@ -91,7 +96,8 @@ FailoverRun run_failover(int min_replicas) {
 
   const int old_master = cluster.redis().port();
   const int64_t killed_at = steady_ms();
-  cluster.redis().kill(SIGKILL);
+  if (loss == MasterLoss::sigkill) cluster.redis().kill(SIGKILL);
+  else EXPECT_EQ(sentinels.cli(0, "SENTINEL FAILOVER mymaster"), "OK");
   EXPECT_TRUE(eventually([&] { const int p = sentinels.master_port(); return p != 0 && p != old_master; }, 30s))
       << "no fail-over; see " << sentinels.dir();
   const size_t at_kill = accepted_count();
@@ -114,7 +120,7 @@ FailoverRun run_failover(int min_replicas) {
   }, 30s));
   std::set<std::string> ran;
   for (const auto& r : read_records(record)) {
-    EXPECT_TRUE(ran.insert(r.id).second || r.attempt > 1) << r.id << " ran twice in one attempt";
+    if (!ran.insert(r.id).second) ++run.reruns;
     auto it = accepted.find(r.id);
     if (it != accepted.end()) {
       EXPECT_GE(r.start_us, it->second * 1000) << r.id << " started early";
@@ -124,9 +130,11 @@ FailoverRun run_failover(int min_replicas) {
     if (!ran.contains(id)) ++run.lost;
   auto audit = run_dueq(cluster.endpoint(), "audit --queue ha");
   EXPECT_EQ(audit.code, 0) << audit.out;
-  std::printf("min_replicas %d: next job accepted %lld ms after the SIGKILL of the master (sentinel down-after %d ms); "
-              "%zu accepted, %zu of them lost\n",
-              min_replicas, static_cast<long long>(run.gap_ms), Sentinels::kDownAfterMs, run.accepted, run.lost);
+  std::printf("min_replicas %d: next job accepted %lld ms after the %s (sentinel down-after %d ms); "
+              "%zu accepted, %zu of them lost, %zu ran again\n",
+              min_replicas, static_cast<long long>(run.gap_ms),
+              loss == MasterLoss::sigkill ? "SIGKILL of the master" : "manual fail-over", Sentinels::kDownAfterMs,
+              run.accepted, run.lost, run.reruns);
   return run;
 }
 
@@ -136,6 +144,18 @@ TEST(Failover, WithMinReplicasAFailoverLosesNoAcceptedJobAndNothingIsRestarted) 
   const FailoverRun run = run_failover(1);
   EXPECT_GE(run.accepted, 200u);
   EXPECT_EQ(run.lost, 0u);
+}
+
+// Rule: a master demoted while it stays up (SENTINEL FAILOVER) is left:
+// sentinel closes the broker's connection as it reconfigures it, and the
+// broker asks the sentinels again and writes to the new master. (Jobs
+// accepted on it between the promotion of a replica and its own demotion
+// can be lost, WAIT or not: the replica that confirmed them is moved to the
+// new master too; leases and results written then can make jobs run
+// again. The run reports both.)
+TEST(Failover, AMasterDemotedWhileUpIsLeftAndTheFlowGoesOn) {
+  const FailoverRun run = run_failover(1, MasterLoss::manual_failover);
+  EXPECT_GE(run.accepted, 200u);
 }
 
 // Without WAIT the jobs accepted in the replication lag before the crash
