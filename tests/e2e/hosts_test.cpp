@@ -55,7 +55,7 @@ TEST(Hosts, AWorkerAndAProducerInAnotherNetworkNamespaceRunEveryJobWithoutARoute
     std::ofstream jobs(dir / "jobs.jsonl");
     for (int i = 0; i < kJobs; ++i) {
       const std::string id = fmt::format("remote-{}", i);
-      due_of[id] = base + i * 5;
+      due_of[id] = base + int64_t{i} * 5;
       jobs << fmt::format(R"({{"queue":"remote","type":"noop","id":"{}","at_ms":{}}})", id, due_of[id]) << "\n";
     }
   }
