@@ -1,7 +1,6 @@
 #include "broker/redis_connection.hpp"
 
 #include <charconv>
-#include <functional>
 
 namespace dueq::broker {
 
@@ -16,11 +15,7 @@ std::string_view reply_error(const redisReply* reply) {
   return std::string_view(reply->str, reply->len);
 }
 
-namespace {
-
-// The master's address as the first sentinel that knows it says.
-Result<RedisAddress> ask_sentinels(const RedisAddress& address,
-                                   const std::function<Result<RedisConnection>(const RedisAddress&)>& connect_to) {
+Result<RedisAddress> RedisConnection::ask_sentinels(const RedisAddress& address, int timeout_ms) {
   std::string failures;
   for (const auto& sentinel : address.sentinels) {
     RedisAddress at;
@@ -29,7 +24,7 @@ Result<RedisAddress> ask_sentinels(const RedisAddress& address,
     at.user = address.sentinel_user;
     at.password = address.sentinel_password;
     const std::string where = sentinel.host + ":" + std::to_string(sentinel.port);
-    auto conn = connect_to(at);
+    auto conn = connect_to(at, timeout_ms);
     if (!conn) {
       failures += "; " + where + ": " + conn.error().message;
       continue;
@@ -61,11 +56,9 @@ Result<RedisAddress> ask_sentinels(const RedisAddress& address,
   return fail(Errc::unavailable, "no sentinel gave the address of master '" + address.master_name + "'" + failures);
 }
 
-}  // namespace
-
 Result<RedisConnection> RedisConnection::connect(const RedisAddress& address, int timeout_ms) {
   if (!address.via_sentinel()) return connect_to(address, timeout_ms);
-  auto master = ask_sentinels(address, [&](const RedisAddress& at) { return connect_to(at, timeout_ms); });
+  auto master = ask_sentinels(address, timeout_ms);
   if (!master) return std::unexpected(master.error());
   auto conn = connect_to(*master, timeout_ms);
   if (!conn) return std::unexpected(conn.error());

@@ -70,6 +70,8 @@ class RedisConnection {
   explicit RedisConnection(redisContext* context) : context_(context) {}
   // The server at `address` itself (host/port or unix socket).
   static Result<RedisConnection> connect_to(const RedisAddress& address, int timeout_ms);
+  // The master's address as the first sentinel that knows it says.
+  static Result<RedisAddress> ask_sentinels(const RedisAddress& address, int timeout_ms);
   std::unique_ptr<redisContext, ContextDeleter> context_;
   bool broken_ = false;
   std::string request_;  // send()'s commands in RESP; kept to reuse its capacity

@@ -25,17 +25,24 @@ namespace {
 
 ClientError unexpected_reply(const std::string& what) { return ClientError{"bad_frame", "unexpected reply to " + what, 0}; }
 
+// The future of a call that answers through a callback.
+template <typename T, typename Call>
+std::future<std::expected<T, ClientError>> as_future(Call call) {
+  auto promise = std::make_shared<std::promise<std::expected<T, ClientError>>>();
+  auto future = promise->get_future();
+  call([promise](std::expected<T, ClientError> result) { promise->set_value(std::move(result)); });
+  return future;
+}
+
 // Sends `request`; the future holds what `convert` makes of the reply
 // frame (run on the I/O thread) or the error.
 template <typename T, typename Request, typename Convert>
 std::future<std::expected<T, ClientError>> ask(client::Connection& connection, Request request, Convert convert) {
-  auto promise = std::make_shared<std::promise<std::expected<T, ClientError>>>();
-  auto future = promise->get_future();
-  connection.submit(std::move(request), [promise, convert = std::move(convert)](FrameResult frame) mutable {
-    if (!frame) promise->set_value(std::unexpected(std::move(frame.error())));
-    else promise->set_value(convert(std::move(*frame)));
+  return as_future<T>([&](auto on_done) {
+    connection.submit(std::move(request), [on_done = std::move(on_done), convert = std::move(convert)](FrameResult frame) {
+      on_done(frame ? convert(std::move(*frame)) : std::unexpected(std::move(frame.error())));
+    });
   });
-  return future;
 }
 
 std::expected<std::vector<EnqueueResult>, ClientError> enqueue_results(proto::Frame frame, size_t jobs) {
@@ -82,15 +89,6 @@ std::expected<proto::Enqueue, ClientError> enqueue_request(std::vector<JobSpec>&
 ClientError blocking_from_callback(const std::string& what) {
   return ClientError{"bad_argument", what + ": a blocking call from a completion callback (the client's I/O thread) "
                                             "would wait forever; use the *_async calls there", 0};
-}
-
-// The future of a call that answers through a callback.
-template <typename T, typename Call>
-std::future<std::expected<T, ClientError>> as_future(Call call) {
-  auto promise = std::make_shared<std::promise<std::expected<T, ClientError>>>();
-  auto future = promise->get_future();
-  call([promise](std::expected<T, ClientError> result) { promise->set_value(std::move(result)); });
-  return future;
 }
 
 }  // namespace

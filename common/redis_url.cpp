@@ -37,7 +37,8 @@ Result<int> parse_int(std::string_view text, int lo, int hi, const std::string& 
   return value;
 }
 
-// user:password before '@' (either may be empty; no ':' means a password).
+// user:password before the last '@', taken off `rest`: password@ (the old
+// form), :password@, or an ACL user's user:password@.
 void take_userinfo(std::string_view& rest, std::string& user, std::string& password) {
   const auto at = rest.rfind('@');
   if (at == std::string_view::npos) return;
@@ -62,7 +63,6 @@ Result<HostPort> parse_host_port(std::string_view text, int default_port, const 
 // After "sentinel://": [userinfo@]hosts/master[/db][?query].
 Result<RedisAddress> parse_sentinel_url(std::string_view rest, const std::string& original) {
   RedisAddress addr;
-  addr.host.clear();
   std::string_view query;
   if (auto q = rest.find('?'); q != std::string_view::npos) {
     query = rest.substr(q + 1);
@@ -146,15 +146,7 @@ Result<RedisAddress> parse_redis_url(std::string_view url) {
     return fail(Errc::bad_argument,
                 "redis URL must start with redis://, sentinel:// or unix://, or be a socket path: " + original);
   std::string_view rest = url.substr(8);
-  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
-    std::string_view userinfo = rest.substr(0, at);
-    // redis://password@host (the old form), redis://:password@host, or an
-    // ACL user: redis://user:password@host.
-    auto colon = userinfo.find(':');
-    if (colon != std::string_view::npos) addr.user = std::string(userinfo.substr(0, colon));
-    addr.password = std::string(colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1));
-    rest = rest.substr(at + 1);
-  }
+  take_userinfo(rest, addr.user, addr.password);
   if (auto slash = rest.find('/'); slash != std::string_view::npos) {
     std::string_view db_text = rest.substr(slash + 1);
     if (!db_text.empty()) {

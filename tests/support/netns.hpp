@@ -4,13 +4,12 @@
 // see only that link and their own loopback: this machine's loopback
 // services (Redis) are out of their reach. Needs root and `ip netns`;
 // available() says why not where they are missing. Removed with the fixture.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include "tests/support/redis_server.hpp"
 
 namespace dueq::testing {
 
