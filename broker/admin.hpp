@@ -46,7 +46,11 @@ class Admin {
   Admin(const BrokerConfig& config, const Clock& clock, RedisAddress address, std::shared_ptr<RedisBudget> budget);
   ~Admin() { stop(); }
 
-  void start() { thread_.start([this] { run(); }); }
+  // `epoch`: the leader's, which its writes are fenced with.
+  void start(uint64_t epoch) {
+    redis_.set_epoch(epoch);
+    thread_.start([this] { run(); });
+  }
   void stop() { thread_.stop(); }
 
   // Event loop: queue a request.

@@ -43,6 +43,7 @@ Broker::Broker(BrokerConfig config, const Clock& clock)
       gate_(clock_),
       access_(context_),
       broker_id_(new_instance_id()),
+      leadership_(config_, clock_, broker_id_),
       outbox_(router_),
       refusals_(clock_),
       results_(config_, clock_, queues_, inflight_, outbox_, refusals_),
@@ -125,8 +126,13 @@ Result<bool> Broker::start(int signal_fd) {
   spdlog::info("open-file limit {} (connections past it are turned away, see ConnectionGate)",
                ConnectionGate::raise_open_files_limit());
 
+  auto leading = stand_by(signal_fd);
+  if (!leading) return std::unexpected(leading.error());
+  if (!*leading) return false;
+  redis_.set_epoch(leadership_.epoch());
   auto known = known_queues(redis_);
   if (!known) return std::unexpected(known.error());
+  if (auto fenced = leadership_.fence_queues(redis_, *known); !fenced) return std::unexpected(fenced.error());
   for (const auto& name : *known)
     if (validate_queue_name(name)) queues_.get(name).registered = true;
   queues_.forget_times();
@@ -149,15 +155,74 @@ Result<bool> Broker::start(int signal_fd) {
       return fail(Errc::internal, fmt::format("queue '{}': pinning the key encodings: {}", name, err));
   }
   if (auto ok = scheduler_.cap_previous_leases(redis_); !ok) return std::unexpected(ok.error());
-  admin_.start();
+  admin_.start(leadership_.epoch());
   reconciler_ = std::make_unique<Reconciler>(*address, config_.reconcile_interval_ms, background_budget_);
-  reconciler_->start();
+  reconciler_->start(leadership_.epoch());
   spdlog::info("broker {} listening on {}, Redis {}, {} known queues (dueq {}, {})", broker_id_, bound_endpoint_,
                address->describe(), queues_.size(), build_commit(), build_type());
   return true;
 }
 
-Result<void> Broker::run(int signal_fd) {
+Result<bool> Broker::stand_by(int signal_fd) {
+  const std::string advertised = advertised_endpoint();
+  std::vector<zmq::pollitem_t> items = {
+      {router_.handle(), 0, ZMQ_POLLIN, 0},
+      {nullptr, signal_fd, ZMQ_POLLIN, 0},
+      {connection_monitor_.handle(), 0, ZMQ_POLLIN, 0},
+      {access_.zap_handle(), 0, ZMQ_POLLIN, 0},
+  };
+  std::string told_leader = "(none yet)";
+  int64_t next_ask_ms = clock_.steady_ms();
+  while (true) {
+    if (const int64_t now = clock_.steady_ms(); now >= next_ask_ms) {
+      next_ask_ms = now + kStandbyAskMs;
+      if (!redis_.connected()) (void)redis_.connect();
+      if (redis_.connected()) {
+        auto led = leadership_.try_lead(redis_, advertised);
+        if (!led) {
+          if (led.error().code == Errc::refused) return std::unexpected(led.error());
+          redis_.disconnect();
+        } else if (*led) {
+          inbound_.lead();
+          return true;
+        } else if (leadership_.leader_endpoint() != told_leader) {
+          told_leader = leadership_.leader_endpoint();
+          spdlog::info("standing by: another broker leads{}", told_leader.empty() ? "" : " at " + told_leader);
+        }
+      }
+      inbound_.stand_by(leadership_.leader_endpoint());
+    }
+    try {
+      zmq::poll(items.data(), items.size(),
+                std::chrono::milliseconds(std::max<int64_t>(0, next_ask_ms - clock_.steady_ms())));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) return fail(Errc::internal, std::string("poll failed: ") + e.what());
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      signalfd_siginfo info{};
+      if (::read(signal_fd, &info, sizeof info) == sizeof info) {
+        if (info.ssi_signo != SIGHUP) {
+          spdlog::info("signal {} while standing by: stopping", info.ssi_signo);
+          return false;
+        }
+        access_.reload();
+      }
+    }
+    if (items[2].revents & ZMQ_POLLIN) gate_.at_fd_limit(connection_monitor_.drain(clock_.steady_ms()));
+    gate_.tick();
+    if (items[3].revents & ZMQ_POLLIN) access_.answer_zap(clock_.steady_ms(), gate_);
+    if (items[0].revents & ZMQ_POLLIN) inbound_.receive(config_.max_frames_per_turn, connection_monitor_.connections());
+  }
+}
+
+std::string Broker::advertised_endpoint() const {
+  if (!config_.advertise.empty()) return config_.advertise;
+  const bool wildcard = bound_endpoint_.find("0.0.0.0") != std::string::npos ||
+                        bound_endpoint_.find("//*") != std::string::npos || bound_endpoint_.find("[::]") != std::string::npos;
+  return wildcard || !bound_endpoint_.starts_with("tcp://") ? std::string() : bound_endpoint_;
+}
+
+Result<RunEnd> Broker::run(int signal_fd) {
   // A relative timer on the monotonic clock, to the microsecond: zmq_poll
   // counts whole milliseconds, and a due time wakes the loop at its own
   // millisecond instead of up to one after it.
@@ -211,6 +276,13 @@ Result<void> Broker::run(int signal_fd) {
       // read: a heartbeat still waiting behind a long batch of frames counts.
       workers_.expire_silent(inbound_.all_read_before_ms());
     }
+    if (!stopping_ && deposed()) {
+      // Whatever it holds, the workers resend to the new leader.
+      spdlog::warn("broker {} no longer leads: standing by (its {} results not applied are resent by the workers)",
+                   broker_id_, results_.unapplied());
+      admin_.stop();
+      return RunEnd::deposed;
+    }
     if (!redis_.connected()) reconnect();
     if (redis_.connected()) {
       pump_rounds();
@@ -229,8 +301,9 @@ Result<void> Broker::run(int signal_fd) {
     }
   }
   admin_.stop();
+  leadership_.resign(redis_);
   spdlog::info("broker stopped");
-  return {};
+  return RunEnd::stopped;
 }
 
 int64_t Broker::us_until_wake() const {
@@ -244,6 +317,7 @@ int64_t Broker::us_until_wake() const {
   if (const int64_t retry = refusals_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
   if (const int64_t retry = gate_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
   if (const int64_t stats = stats_.us_until_next_read(); stats >= 0) wait = std::min(wait, stats);
+  if (const int64_t renewal = leadership_.us_until_renewal(); renewal >= 0) wait = std::min(wait, renewal);
   if (const int64_t expiry = workers_.next_expiry_ms(); expiry >= 0)
     wait = std::min(wait, std::max<int64_t>(0, (expiry - steady_now) * 1000));
   return wait;
@@ -275,14 +349,26 @@ void Broker::pump_rounds() {
 }
 
 void Broker::send_turn() {
-  if (turns_in_flight_ >= 2) return;
+  if (turns_in_flight_ >= 2 || deposed()) return;
   // Enqueues go first and alone: Redis runs them first and their replies
   // arrive first, so producers are answered without waiting for the leases,
   // acks and promotions behind them (the round that may lease the new jobs
   // still follows at once, in the same write to Redis's queue).
+  if (leadership_.unconfirmed()) {
+    // Stopped, stalled or cut off for a whole lease: nothing is written
+    // before Redis says this broker still leads.
+    Round renewal;
+    leadership_.add_to(renewal);
+    if (renewal.empty()) return;
+    rounds_.push_back(SentRound{std::move(renewal), true});
+    ++turns_in_flight_;
+    if (auto ok = redis_.send(rounds_.back().round); !ok) fail_rounds(ok.error());
+    return;
+  }
   Round enqueues;
   enqueuer_.add_to(enqueues, dispatcher_, stopping_);
   Round rest;
+  leadership_.add_to(rest);
   results_.add_to(rest);
   extensions_.add_to(rest);
   scheduler_.add_to(rest);

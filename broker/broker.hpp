@@ -30,6 +30,7 @@
 #include "broker/enqueuer.hpp"
 #include "broker/inbound.hpp"
 #include "broker/inflight.hpp"
+#include "broker/leadership.hpp"
 #include "broker/lease_extensions.hpp"
 #include "broker/outbox.hpp"
 #include "broker/queues.hpp"
@@ -43,19 +44,27 @@
 
 namespace dueq::broker {
 
+// Why Broker::run returned.
+enum class RunEnd {
+  stopped,  // SIGTERM/SIGINT: results applied, the lease given up
+  deposed,  // another broker leads now: this one wrote nothing more; main starts a fresh one, which stands by
+};
+
 class Broker {
  public:
   explicit Broker(BrokerConfig config, const Clock& clock = system_clock());
   ~Broker();
 
   // Connects to Redis (waiting for it while it is down, unless it refuses
-  // the credentials), checks its durability settings, upgrades an older
-  // store, binds the socket. Answers false when SIGTERM/SIGINT arrived on
-  // `signal_fd` while it waited.
+  // the credentials), checks its durability settings, binds the socket,
+  // stands by until it leads (broker/leadership.hpp), then upgrades an
+  // older store. Answers false when SIGTERM/SIGINT arrived on `signal_fd`
+  // while it waited.
   Result<bool> start(int signal_fd);
   // Runs until SIGTERM/SIGINT (delivered through `signal_fd`), then stops
-  // reading, writes the results it holds to Redis and returns.
-  Result<void> run(int signal_fd);
+  // reading, writes the results it holds to Redis and returns; or until it
+  // is deposed.
+  Result<RunEnd> run(int signal_fd);
 
   // The endpoint the main socket is bound to (resolves "tcp://...:0").
   const std::string& bound_endpoint() const { return bound_endpoint_; }
@@ -75,6 +84,14 @@ class Broker {
   // The connection broke: no outstanding round is known to have been applied.
   void fail_rounds(const Error& error);
   void reconnect();
+  // Until this broker leads: answers every frame "not_leader" and asks for
+  // the lease every kStandbyAskMs. False on SIGTERM/SIGINT.
+  Result<bool> stand_by(int signal_fd);
+  static constexpr int64_t kStandbyAskMs = 100;
+  // Deposed, or told so by Redis: nothing more may be sent.
+  bool deposed() const { return leadership_.deposed() || redis_.fenced(); }
+  // The endpoint standbys name to clients as this broker's.
+  std::string advertised_endpoint() const;
   // Microseconds the loop may sleep.
   int64_t us_until_wake() const;
 
@@ -90,6 +107,7 @@ class Broker {
   Access access_;
   std::string bound_endpoint_;
   std::string broker_id_;
+  Leadership leadership_;
 
   Outbox outbox_;
   QueueTable queues_;

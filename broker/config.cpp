@@ -124,6 +124,11 @@ Result<void> apply_config_table(const toml::table& root, BrokerConfig& config) {
       auto v = node.value<bool>();
       if (!v) return bad_key(key, "expected true or false");
       config.insecure = *v;
+    } else if (key == "advertise") {
+      auto v = node.value<std::string>();
+      if (!v || v->size() > 256 || v->find(' ') != std::string::npos || !v->starts_with("tcp://"))
+        return bad_key(key, "expected a tcp:// endpoint of at most 256 bytes");
+      config.advertise = *v;
     } else if (key == "allow_unsafe_redis") {
       auto v = node.value<bool>();
       if (!v) return bad_key(key, "expected true or false");
@@ -132,6 +137,7 @@ Result<void> apply_config_table(const toml::table& root, BrokerConfig& config) {
     else if (key == "worker_timeout") ok = set_duration(config.worker_timeout_ms, 100);
     else if (key == "delivery_timeout") ok = set_duration(config.delivery_timeout_ms, 100);
     else if (key == "lease_ttl") ok = set_duration(config.lease_ttl_ms, 1000);
+    else if (key == "leader_lease") ok = set_duration(config.leader_lease_ms, 500);
     else if (key == "lease_batch") ok = set_int(config.lease_batch, 1, 1000);
     else if (key == "promote_batch") ok = set_int(config.promote_batch, 1, 5000);
     else if (key == "reclaim_batch") ok = set_int(config.reclaim_batch, 1, 5000);
@@ -217,6 +223,11 @@ Result<void> validate_config(const BrokerConfig& c) {
     return fail(Errc::bad_argument, "delivery_timeout must be at least twice the heartbeat interval");
   if (c.lease_ttl_ms < c.worker_timeout_ms * 2)
     return fail(Errc::bad_argument, "lease_ttl must be at least twice worker_timeout");
+  if (c.leader_lease_ms < 500 || c.leader_lease_ms > 600'000)
+    return fail(Errc::bad_argument, "leader_lease must be between 500ms and 10m");
+  if (!c.advertise.empty() &&
+      (c.advertise.size() > 256 || c.advertise.find(' ') != std::string::npos || !c.advertise.starts_with("tcp://")))
+    return fail(Errc::bad_argument, "advertise must be a tcp:// endpoint of at most 256 bytes");
   return {};
 }
 

@@ -70,6 +70,13 @@ struct BrokerConfig {
   // jobs for a new queue are rejected and a HELLO naming one is refused.
   int max_queues = 1'000;
 
+  // Brokers sharing one store (broker/leadership.hpp): the leader renews a
+  // lease this long every quarter of it; a standby takes over once it
+  // lapses. `advertise` is the endpoint standbys name to clients as the
+  // leader's (empty: the bound one when it is not a wildcard address).
+  int64_t leader_lease_ms = 2'000;
+  std::string advertise;
+
   int min_replicas = 0;                // > 0: confirm enqueues only after WAIT saw this many replicas
   int64_t replica_timeout_ms = 1'000;  // how long WAIT may take
   int64_t reconcile_interval_ms = 60'000;  // background audit and repair (0 = off)

@@ -65,6 +65,11 @@ bool Inbound::receive(int max_frames, uint64_t connections) {
     if (!sender) continue;
     const Grant* grant = *sender;
     const std::string_view bytes(static_cast<const char*>(body.data()), body.size());
+    if (standby_answer_) {
+      // Clients try their next endpoint: nothing is decoded, let alone kept.
+      outbox_.send(peer, proto::ErrorFrame{proto::peek_request_id(bytes), errc_name(Errc::not_leader), *standby_answer_, 0});
+      continue;
+    }
     auto frame = proto::decode(bytes);
     if (!frame) {
       reject(peer, frame.error(), heard_ms, proto::peek_request_id(bytes));

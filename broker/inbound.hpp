@@ -47,6 +47,14 @@ class Inbound {
   // to drain every peer's queue (see receive()).
   int64_t all_read_before_ms() const { return all_read_before_ms_; }
 
+  // Standing by (broker/leadership.hpp): every frame is answered
+  // "not_leader", naming `leader` when known; nothing is routed.
+  void stand_by(const std::string& leader) {
+    standby_answer_ = "this broker stands by; " +
+                      (leader.empty() ? std::string("another broker leads") : "the leader is at " + leader);
+  }
+  void lead() { standby_answer_.reset(); }
+
  private:
   // `grant`: the sender's key's, with CURVE on (nullptr without).
   void route(const Peer& peer, const Grant* grant, proto::Frame&& frame, int64_t heard_ms);
@@ -78,6 +86,7 @@ class Inbound {
   static constexpr size_t kMaxMarks = 4'096;
   std::deque<ReadMark> marks_;
   uint64_t frames_read_ = 0;
+  std::optional<std::string> standby_answer_;
   int64_t all_read_before_ms_ = 0;
   // One line per peer per 10 s about its rejected frames, 20 a second in all.
   LogLimiter reject_log_{10'000, 20, 10'000};

@@ -41,7 +41,8 @@ struct QueueKeys {
         error_logs(key(queue, "errlogs")),
         cancel_requested(key(queue, "cancelreq")),
         started(key(queue, "started")),
-        unconfirmed(key(queue, "unconfirmed")) {}
+        unconfirmed(key(queue, "unconfirmed")),
+        epoch(key(queue, "epoch")) {}
 
   static std::string key(const std::string& queue, const char* what) { return "dueq:{" + queue + "}:" + what; }
 
@@ -62,6 +63,7 @@ struct QueueKeys {
   std::string cancel_requested;  // set of leased ids a user asked to cancel
   std::string started;           // set of leased ids whose start the broker recorded (extend.lua "started" writes it)
   std::string unconfirmed;       // hash id -> deliveries that ended unstarted; its next worker announces the start (lua/lib/lost_delivery.lua)
+  std::string epoch;             // string: the epoch of the leader that may write this queue (lua/lib/fence.lua)
 
   std::string schedule_partition_key(uint32_t partition) const { return schedule + ":" + std::to_string(partition); }
   std::string schedule_jobs_key(uint32_t partition) const { return schedule_partition_key(partition) + ":jobs"; }
@@ -72,6 +74,20 @@ struct QueueKeys {
 inline std::string schedule_filter_chunk_key(const std::string& filter_prefix, uint32_t chunk) {
   return filter_prefix + ":" + std::to_string(chunk);
 }
+
+// The epoch key of the queue whose key is `queue_key` (any key built by
+// QueueKeys), so that it lies in the same cluster slot; empty when the key
+// has no hash tag.
+inline std::string epoch_key_of(std::string_view queue_key) {
+  const auto open = queue_key.find('{');
+  const auto close = open == std::string_view::npos ? open : queue_key.find('}', open);
+  if (close == std::string_view::npos) return {};
+  return std::string(queue_key.substr(0, close + 1)) + ":epoch";
+}
+
+// The leader lease (lua/lead.lua): who leads, and the last epoch given.
+inline const std::string kLeaderHolderKey = "dueq:{leader}:holder";
+inline const std::string kLeaderEpochsKey = "dueq:{leader}:epochs";
 
 // The set of queue names the broker has seen (for restarts and `dueq stats`).
 inline const std::string kQueuesKey = "dueq:queues";

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   using namespace dueq;
   broker::BrokerConfig config;
   std::string config_file, redis, listen, log_level, heartbeat, worker_timeout, delivery_timeout, lease_ttl;
-  std::string curve_key, allow_list;
+  std::string curve_key, allow_list, leader_lease, advertise;
   bool allow_unsafe = false, insecure = false;
 
   CLI::App app{"dueq-broker: the dueq coordinator (owns Redis, schedules, leases and dispatches jobs)"};
@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   app.add_option("--worker-timeout", worker_timeout, "silence after which a worker is dead (default 1500ms)")->check(DurationValidator());
   app.add_option("--delivery-timeout", delivery_timeout, "a pushed job must be reported by then (default 2s)")->check(DurationValidator());
   app.add_option("--lease-ttl", lease_ttl, "lease length once a worker holds a job (default 10s)")->check(DurationValidator());
+  app.add_option("--leader-lease", leader_lease, "brokers sharing a store: the leader's lease, renewed every quarter of it (default 2s)")->check(DurationValidator());
+  app.add_option("--advertise", advertise, "the endpoint standby brokers name to clients as this one's (default: the bound one)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   CLI11_PARSE(app, argc, argv);
 
@@ -63,6 +65,8 @@ int main(int argc, char** argv) {
   if (!worker_timeout.empty()) config.worker_timeout_ms = *parse_duration_ms(worker_timeout);
   if (!delivery_timeout.empty()) config.delivery_timeout_ms = *parse_duration_ms(delivery_timeout);
   if (!lease_ttl.empty()) config.lease_ttl_ms = *parse_duration_ms(lease_ttl);
+  if (!leader_lease.empty()) config.leader_lease_ms = *parse_duration_ms(leader_lease);
+  if (!advertise.empty()) config.advertise = advertise;
 
   if (auto ok = setup_logging("broker", config.log_level); !ok) {
     fmt::print(stderr, "dueq-broker: {}\n", ok.error().message);
@@ -81,16 +85,21 @@ int main(int argc, char** argv) {
   // (the broker reconnects), not kill the broker.
   signal(SIGPIPE, SIG_IGN);
 
-  broker::Broker broker(config);
-  auto started = broker.start(signal_fd);
-  if (!started) {
-    spdlog::critical("{}", started.error().message);
-    return 1;
+  // A broker that is deposed (another took the lead while it was cut off
+  // or stopped) starts over as a fresh one, which stands by.
+  while (true) {
+    broker::Broker broker(config);
+    auto started = broker.start(signal_fd);
+    if (!started) {
+      spdlog::critical("{}", started.error().message);
+      return 1;
+    }
+    if (!*started) return 0;
+    auto ended = broker.run(signal_fd);
+    if (!ended) {
+      spdlog::critical("{}", ended.error().message);
+      return 1;
+    }
+    if (*ended == broker::RunEnd::stopped) return 0;
   }
-  if (!*started) return 0;
-  if (auto ok = broker.run(signal_fd); !ok) {
-    spdlog::critical("{}", ok.error().message);
-    return 1;
-  }
-  return 0;
 }

@@ -7,12 +7,14 @@
 
 namespace dueq::broker {
 
-void Reconciler::start() {
+void Reconciler::start(uint64_t epoch) {
+  epoch_ = epoch;
   if (interval_ms_ > 0) thread_.start([this] { run(); });
 }
 
 void Reconciler::run() {
   ScriptRegistry redis(address_);
+  redis.set_epoch(epoch_);
   // Paced together with admin work: the event loop keeps most of Redis's time.
   redis.set_budget(budget_);
   redis.set_stop_flag(thread_.stop_flag());

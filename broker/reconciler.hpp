@@ -19,7 +19,8 @@ class Reconciler {
       : address_(std::move(address)), interval_ms_(interval_ms), budget_(std::move(budget)) {}
   ~Reconciler() { stop(); }
 
-  void start();
+  // `epoch`: the leader's, which its repairs are fenced with.
+  void start(uint64_t epoch);
   void stop() { thread_.stop(); }
 
  private:
@@ -27,6 +28,7 @@ class Reconciler {
 
   RedisAddress address_;
   int64_t interval_ms_;
+  uint64_t epoch_ = 0;
   std::shared_ptr<RedisBudget> budget_;
   BackgroundThread thread_;
 };

@@ -29,6 +29,7 @@ class Command {
   explicit Command(std::initializer_list<std::string_view> args) {
     for (auto a : args) add(a);
   }
+  explicit Command(std::vector<std::string> args) : args_(std::move(args)) {}
   Command& add(std::string_view arg) {
     args_.emplace_back(arg);
     return *this;

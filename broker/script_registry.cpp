@@ -3,15 +3,51 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <thread>
+
+#include "broker/keys.hpp"
 
 namespace dueq::broker {
 
 namespace {
 bool is_noscript(const redisReply* reply) { return reply_error(reply).starts_with("NOSCRIPT"); }
 bool is_wait(const Command& command) { return !command.args().empty() && command.args().front() == "WAIT"; }
+bool is_fenced_reply(const ReplyPtr& reply) { return reply_error(reply.get()).starts_with("ERR dueq fenced"); }
+
+// The SHA1s of the scripts that include lib/fence.lua.
+bool sends_fence(std::string_view sha1) {
+  static const std::vector<std::string_view> fenced = [] {
+    std::vector<std::string_view> shas;
+    for (const auto& script : lua::kScripts)
+      if (script.fenced) shas.emplace_back(script.sha1);
+    return shas;
+  }();
+  return std::find(fenced.begin(), fenced.end(), sha1) != fenced.end();
+}
 }  // namespace
+
+// EVALSHA sha numkeys keys... args... becomes EVALSHA sha numkeys+1 keys...
+// epoch-key args... epoch.
+Command ScriptRegistry::with_fence(Command call) const {
+  const auto& args = call.args();
+  if (args.size() < 4 || args[0] != "EVALSHA" || !sends_fence(args[1])) return call;
+  size_t keys = 0;
+  const auto& count = args[2];
+  if (std::from_chars(count.data(), count.data() + count.size(), keys).ec != std::errc{} || 3 + keys > args.size())
+    return call;
+  std::vector<std::string> fenced;
+  fenced.reserve(args.size() + 2);
+  fenced.insert(fenced.end(), args.begin(), args.begin() + static_cast<std::ptrdiff_t>(3 + keys));
+  fenced[2] = std::to_string(keys + 1);
+  // A script with no key names no queue: its epoch key stays empty and the
+  // script refuses the call.
+  fenced.push_back(keys > 0 ? epoch_key_of(args[3]) : std::string());
+  fenced.insert(fenced.end(), args.begin() + static_cast<std::ptrdiff_t>(3 + keys), args.end());
+  fenced.push_back(std::to_string(epoch_));
+  return Command(std::move(fenced));
+}
 
 Result<void> ScriptRegistry::connect() {
   disconnect();
@@ -46,6 +82,7 @@ Result<void> ScriptRegistry::load_scripts() {
 Result<void> ScriptRegistry::send(Round& round) {
   if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
   OutstandingRound sent{round.take_commands(), std::nullopt};
+  for (auto& call : sent.commands) call = with_fence(std::move(call));
   if (auto ok = connection_->send(sent.commands); !ok) {
     disconnect();
     return ok;
@@ -79,6 +116,12 @@ Result<std::vector<ReplyPtr>> ScriptRegistry::receive() {
                   [](const ReplyPtr& r) { return reply_error(r.get()).starts_with("READONLY"); })) {
     disconnect();
     return fail(Errc::unavailable, "Redis answered READONLY: the master became a replica; asking the sentinels again");
+  }
+  if (std::any_of(oldest.replies->begin(), oldest.replies->end(), is_fenced_reply)) {
+    fenced_ = true;
+    disconnect();
+    return fail(Errc::fenced, "Redis refused a write: a newer leader took over (leader epoch " + std::to_string(epoch_) +
+                                  " deposed)");
   }
   auto out = std::move(*outstanding_.front().replies);
   outstanding_.pop_front();

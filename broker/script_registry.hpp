@@ -61,9 +61,18 @@ class ScriptRegistry {
   // work ends at its next step when the broker stops.
   void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
 
+  // Every call of a script that writes goes out with the queue's epoch key
+  // and this leader epoch appended (lua/lib/fence.lua); before it is set
+  // (0) such calls fail in Redis and write nothing.
+  void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+  // A reply said a newer leader took over: the round it ended failed like
+  // a lost connection (Errc::fenced), and this broker must stand down.
+  bool fenced() const { return fenced_; }
+
  private:
   Result<void> load_scripts();
   Result<void> recover_lost_scripts();
+  Command with_fence(Command call) const;
 
   struct OutstandingRound {
     std::vector<Command> commands;
@@ -76,6 +85,8 @@ class ScriptRegistry {
   std::deque<OutstandingRound> outstanding_;
   std::shared_ptr<RedisBudget> budget_;
   const std::atomic<bool>* stop_ = nullptr;
+  uint64_t epoch_ = 0;
+  bool fenced_ = false;
 };
 
 }  // namespace dueq::broker

@@ -20,7 +20,7 @@ int run(int argc, char** argv) {
   std::string broker = "tcp://127.0.0.1:7600", timeout = "5s";
   CLI::App app{"dueq: enqueue jobs and inspect queues through a dueq broker"};
   app.require_subcommand(1);
-  app.add_option("--broker", broker, "the broker's endpoint")->envname("DUEQ_BROKER");
+  app.add_option("--broker", broker, "the broker's endpoint, or several separated by commas (a leader and its standbys)")->envname("DUEQ_BROKER");
   app.add_option("--timeout", timeout, "how long to wait for each reply");
   std::string broker_key, key_file;
   app.add_option("--broker-key", broker_key, "the broker's CURVE public key: 40 Z85 characters or its .pub file")->envname("DUEQ_BROKER_KEY");

@@ -14,6 +14,12 @@ namespace dueq::client {
 
 namespace {
 
+BrokerEndpoints parse_endpoints(const std::string& list) {
+  auto parsed = BrokerEndpoints::parse(list);
+  if (!parsed) throw std::invalid_argument(parsed.error().message);
+  return std::move(*parsed);
+}
+
 ClientError closing_error() {
   return ClientError{"unavailable", "the client was closed before the broker answered", 0};
 }
@@ -22,7 +28,7 @@ ClientError closing_error() {
 
 Connection::Connection(std::string endpoint, ClientOptions options)
     : options_(std::move(options)), context_(1), socket_(context_, zmq::socket_type::dealer),
-      endpoint_(std::move(endpoint)), wakeup_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      endpoints_(parse_endpoints(endpoint)), wakeup_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       requests_(options_.timeout_ms, options_.attempts) {
   if (wakeup_.get() < 0) throw std::runtime_error("eventfd failed");
   socket_.set(zmq::sockopt::linger, 0);
@@ -30,7 +36,8 @@ Connection::Connection(std::string endpoint, ClientOptions options)
   auto curve = load_client_curve(options_.broker_key, options_.key_file);
   if (!curve) throw std::invalid_argument(curve.error().message);
   apply_client_curve(socket_, *curve);
-  socket_.connect(endpoint_);
+  link_.emplace(context_, socket_);
+  socket_.connect(endpoints_.current());
   io_ = std::thread([this] { run(); });
 }
 
@@ -83,12 +90,21 @@ void Connection::run() {
   while (!stopping_) {
     // Expired first: a callback answered there may queue a request, which
     // is taken right after instead of after the wait.
-    requests_.expire(steady_ms(), [this] { return timeout_error(); });
+    const int64_t now = steady_ms();
+    if (requests_.expire(now, [this] { return timeout_error(); }) > 0 && endpoints_.several()) switch_broker();
+    switch_if_due(now);
     take_incoming();
     requests_.send_unsent(send);
     const auto events = static_cast<short>(ZMQ_POLLIN | (requests_.has_unsent() ? ZMQ_POLLOUT : 0));
-    zmq::pollitem_t items[] = {{socket_.handle(), 0, events, 0}, {nullptr, wakeup_.get(), ZMQ_POLLIN, 0}};
-    zmq::poll(items, 2, std::chrono::milliseconds(requests_.ms_until_next_deadline(steady_ms())));
+    zmq::pollitem_t items[] = {{socket_.handle(), 0, events, 0},
+                               {nullptr, wakeup_.get(), ZMQ_POLLIN, 0},
+                               {link_->handle(), 0, ZMQ_POLLIN, 0}};
+    int64_t wait_ms = requests_.ms_until_next_deadline(steady_ms());
+    if (switch_wanted_) wait_ms = std::max<int64_t>(0, next_switch_ms_ - steady_ms());
+    zmq::poll(items, 3, std::chrono::milliseconds(wait_ms));
+    // A broker that went away is left at once when there is another to try;
+    // with one endpoint ZeroMQ reconnects by itself.
+    if ((items[2].revents & ZMQ_POLLIN) && link_->lost(endpoints_.current()) && endpoints_.several()) switch_broker();
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t count = 0;
       (void)!::read(wakeup_.get(), &count, sizeof count);
@@ -133,6 +149,13 @@ void Connection::receive_all() {
     auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()),
                                proto::kMaxReplyValues);
     heard_from_broker_ = true;
+    if (frame && endpoints_.several()) {
+      // A standby: every unanswered request goes to the next broker.
+      if (const auto* error = std::get_if<proto::ErrorFrame>(&*frame); error != nullptr && error->code == "not_leader") {
+        switch_broker();
+        continue;
+      }
+    }
     // A frame that cannot be read names no request to answer: its request
     // times out. So does an error that names none (the broker could not
     // read one from the frame): each request of the many threads sharing
@@ -141,9 +164,25 @@ void Connection::receive_all() {
   }
 }
 
+void Connection::switch_broker() { switch_wanted_ = true; }
+
+void Connection::switch_if_due(int64_t now_ms) {
+  if (!switch_wanted_ || now_ms < next_switch_ms_) return;
+  switch_wanted_ = false;
+  try {
+    socket_.disconnect(endpoints_.current());
+  } catch (const zmq::error_t&) {
+    // Not connected there (a refused endpoint): nothing to leave.
+  }
+  const bool new_pass = endpoints_.next();
+  next_switch_ms_ = new_pass ? now_ms + kPassPauseMs : now_ms;
+  socket_.connect(endpoints_.current());
+  requests_.send_all_again();
+}
+
 ClientError Connection::timeout_error() const {
   return ClientError{"timeout",
-                     "no reply from the broker at " + endpoint_ + " after " + std::to_string(options_.attempts) +
+                     "no reply from the broker at " + endpoints_.describe() + " after " + std::to_string(options_.attempts) +
                          " attempts" +
                          (options_.broker_key.empty() || heard_from_broker_
                               ? ""

@@ -12,6 +12,8 @@
 #include <zmq.hpp>
 
 #include "client/request_tracker.hpp"
+#include "common/broker_endpoints.hpp"
+#include "common/link_events.hpp"
 #include "common/unique_fd.hpp"
 
 namespace dueq::client {
@@ -65,11 +67,18 @@ class Connection {
   void take_incoming();
   void receive_all();
   ClientError timeout_error() const;
+  // Several endpoints: leaves the broker in use for the next one (at once,
+  // or kPassPauseMs after a whole pass found no leader) and sends every
+  // unanswered request there.
+  void switch_broker();
+  void switch_if_due(int64_t now_ms);
+  static constexpr int64_t kPassPauseMs = 100;
 
   const ClientOptions options_;
   zmq::context_t context_;
   zmq::socket_t socket_;  // the I/O thread's only
-  const std::string endpoint_;
+  BrokerEndpoints endpoints_;
+  std::optional<LinkEvents> link_;  // socket_'s
   UniqueFd wakeup_;
   std::atomic<uint64_t> next_request_id_{0};
   std::atomic<bool> stopping_{false};
@@ -81,6 +90,8 @@ class Connection {
   // The I/O thread's own.
   RequestTracker requests_;
   bool heard_from_broker_ = false;  // any frame at all arrived on this connection
+  bool switch_wanted_ = false;
+  int64_t next_switch_ms_ = 0;      // steady
   std::thread io_;  // last: starts after everything it uses exists
 };
 

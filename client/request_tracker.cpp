@@ -39,7 +39,8 @@ bool RequestTracker::answer(proto::Frame reply) {
   return true;
 }
 
-void RequestTracker::expire(int64_t now_ms, const std::function<ClientError()>& timeout_error) {
+size_t RequestTracker::expire(int64_t now_ms, const std::function<ClientError()>& timeout_error) {
+  size_t again = 0;
   while (!deadlines_.empty() && deadlines_.front().first <= now_ms) {
     const uint64_t id = deadlines_.front().second;
     deadlines_.pop_front();
@@ -50,10 +51,17 @@ void RequestTracker::expire(int64_t now_ms, const std::function<ClientError()>& 
       deadlines_.emplace_back(now_ms + timeout_ms_, id);
       if (pending.sent) ++unsent_;
       pending.sent = false;
+      ++again;
       continue;
     }
     finish(it)(std::unexpected(timeout_error()));
   }
+  return again;
+}
+
+void RequestTracker::send_all_again() {
+  for (auto& [id, pending] : pending_by_id_) pending.sent = false;
+  unsent_ = pending_by_id_.size();
 }
 
 int64_t RequestTracker::ms_until_next_deadline(int64_t now_ms) const {

@@ -36,8 +36,13 @@ class RequestTracker {
   bool answer(proto::Frame reply);
 
   // Requests past their deadline are sent again, or fail with
-  // `timeout_error()` once their attempts are spent.
-  void expire(int64_t now_ms, const std::function<ClientError()>& timeout_error);
+  // `timeout_error()` once their attempts are spent. Returns how many are
+  // to be sent again.
+  size_t expire(int64_t now_ms, const std::function<ClientError()>& timeout_error);
+
+  // Every request waiting for an answer is sent again, without using an
+  // attempt (the connection moved to another broker).
+  void send_all_again();
 
   // Until the earliest deadline; -1 with nothing outstanding.
   int64_t ms_until_next_deadline(int64_t now_ms) const;

@@ -16,6 +16,8 @@ const char* errc_name(Errc code) {
     case Errc::not_found: return "not_found";
     case Errc::refused: return "refused";
     case Errc::internal: return "internal";
+    case Errc::not_leader: return "not_leader";
+    case Errc::fenced: return "fenced";
   }
   return "unknown";
 }

@@ -15,6 +15,8 @@ enum class Errc {
   not_found,
   refused,          // a dependency refused our credentials or permissions
   internal,
+  not_leader,       // this broker stands by: another one leads (clients try their next endpoint)
+  fenced,           // a newer leader took over: Redis refuses this broker's writes
 };
 
 struct Error {

@@ -24,7 +24,11 @@
 
   Returns  array of N integers: 1 applied, 0 stale
   Errors   "ERR dueq bad-args <what>"
+  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
+           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
+           <what>" and nothing written when the sender was deposed
 ]]
+--! include lib/fence.lua
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])

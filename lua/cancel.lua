@@ -33,7 +33,11 @@
            token = the delivery to stop, as stored), 0 not found, -1
            already finished (done, dead or cancelled)
   Errors   "ERR dueq bad-args <what>"
+  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
+           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
+           <what>" and nothing written when the sender was deposed
 ]]
+--! include lib/fence.lua
 --! include lib/partition.lua
 --! include lib/schedule_filter.lua
 local now = tonumber(ARGV[1])

@@ -9,6 +9,14 @@ list(LENGTH SCRIPTS count)
 foreach(path ${SCRIPTS})
   get_filename_component(name ${path} NAME_WE)
   file(READ ${path} text)
+  # A script that includes lib/fence.lua is sent with the queue's epoch key
+  # and the leader's epoch appended (broker/script_registry.cpp).
+  string(FIND "${text}" "--! include lib/fence.lua" fence_at)
+  if(fence_at EQUAL -1)
+    set(fenced false)
+  else()
+    set(fenced true)
+  endif()
   # A line "--! include lib/NAME.lua" is replaced by that file: EVALSHA
   # scripts cannot share functions any other way.
   string(REGEX MATCHALL "--! include [a-z_/]+\\.lua" includes "${text}")
@@ -22,7 +30,7 @@ foreach(path ${SCRIPTS})
   string(SHA1 sha "${text}")
   string(APPEND ids "${name}, ")
   string(APPEND body "static const char k_${name}[] = R\"dueqlua(${text})dueqlua\";\n")
-  string(APPEND table "  {ScriptId::${name}, \"${name}\", k_${name}, \"${sha}\"},\n")
+  string(APPEND table "  {ScriptId::${name}, \"${name}\", k_${name}, \"${sha}\", ${fenced}},\n")
 endforeach()
 string(APPEND body "const std::array<ScriptSource, kScriptCount> kScripts = {{\n${table}}};\n}  // namespace dueq::lua\n")
 set(header "// Generated from lua/*.lua by lua/embed.cmake. Do not edit.
@@ -41,6 +49,7 @@ struct ScriptSource {
   const char* name;
   const char* source;
   const char* sha1;  // what SCRIPT LOAD answers and EVALSHA takes
+  bool fenced;       // includes lib/fence.lua: sent with the queue's epoch key and the leader's epoch last
 };
 
 // Indexed by ScriptId.

@@ -18,7 +18,11 @@
 
   Returns  array of N integers: 1 extended, 0 stale
   Errors   "ERR dueq bad-args <what>"
+  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
+           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
+           <what>" and nothing written when the sender was deposed
 ]]
+--! include lib/fence.lua
 local deadline = tonumber(ARGV[1])
 local what = ARGV[2]
 local n = tonumber(ARGV[3])

@@ -30,7 +30,11 @@
            runs on its worker) (ids whose record was removed meanwhile are
            dropped)
   Errors   "ERR dueq bad-args <what>"
+  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
+           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
+           <what>" and nothing written when the sender was deposed
 ]]
+--! include lib/fence.lua
 local deadline = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
 if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 3 or #ARGV[3] ~= 16 * count then

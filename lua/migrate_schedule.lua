@@ -18,7 +18,11 @@
 
   Returns  the number of jobs moved
   Errors   "ERR dueq bad-args <what>"
+  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
+           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
+           <what>" and nothing written when the sender was deposed
 ]]
+--! include lib/fence.lua
 --! include lib/partition.lua
 --! include lib/schedule_put.lua
 --! include lib/schedule_filter.lua

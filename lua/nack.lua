@@ -55,7 +55,11 @@
            status 0 stale, 1 retried (due ms = when), 2 dead (due ms = 0),
            3 cancelled
   Errors   "ERR dueq bad-args <what>"
+  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
+           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
+           <what>" and nothing written when the sender was deposed
 ]]
+--! include lib/fence.lua
 --! include lib/partition.lua
 --! include lib/schedule_put.lua
 --! include lib/schedule_filter.lua

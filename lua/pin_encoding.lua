@@ -19,7 +19,11 @@
 
   Returns  number of keys the pin was added to (0..3)
   Errors   "ERR dueq bad-args <what>"
+  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
+           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
+           <what>" and nothing written when the sender was deposed
 ]]
+--! include lib/fence.lua
 --! include lib/encoding_pin.lua
 local pin = ARGV[1]
 if #ARGV ~= 1 or #pin < 129 or #pin > 65536 or not is_encoding_pin(pin) then

@@ -20,7 +20,11 @@
            ms left in the schedule (exact unless a cancel took that job), or
            -1 when the schedule is empty
   Errors   "ERR dueq bad-args <what>"
+  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
+           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
+           <what>" and nothing written when the sender was deposed
 ]]
+--! include lib/fence.lua
 --! include lib/schedule_filter.lua
 --! include lib/chunked.lua
 local now = tonumber(ARGV[1])

@@ -18,7 +18,11 @@
 
   Returns  array of the purged ids
   Errors   "ERR dueq bad-args <what>"
+  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
+           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
+           <what>" and nothing written when the sender was deposed
 ]]
+--! include lib/fence.lua
 local n = tonumber(ARGV[1])
 if not n or n < 0 or n > 1000 then
   return redis.error_reply("ERR dueq bad-args purge: expected N of 0..1000")

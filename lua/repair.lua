@@ -19,7 +19,11 @@
 
   Returns  array of the ids whose dangling entries were removed
   Errors   "ERR dueq bad-args <what>"
+  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
+           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
+           <what>" and nothing written when the sender was deposed
 ]]
+--! include lib/fence.lua
 --! include lib/partition.lua
 --! include lib/schedule_filter.lua
 if #ARGV < 2 or #ARGV > 1000 or #ARGV % 2 ~= 0 then

@@ -17,7 +17,11 @@
 
   Returns  array of the replayed ids
   Errors   "ERR dueq bad-args <what>"
+  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
+           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
+           <what>" and nothing written when the sender was deposed
 ]]
+--! include lib/fence.lua
 local n = tonumber(ARGV[2])
 if not tonumber(ARGV[1]) or not n or n < 0 or n > 1000 then
   return redis.error_reply("ERR dueq bad-args replay: expected now and N of 0..1000")

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   std::string timeout = "30m", drain_timeout = "30s", log_level = "info";
 
   CLI::App app{"dueq-worker: runs a command for each job of the queues it serves"};
-  app.add_option("--broker", options.broker, "the broker's endpoint, e.g. tcp://broker-host:7600")
+  app.add_option("--broker", options.broker, "the broker's endpoint, e.g. tcp://broker-host:7600, or several separated by commas (a leader and its standbys)")
       ->envname("DUEQ_BROKER")->required();
   app.add_option("--queue", options.queues, "queue to serve (repeat for several)")->required();
   app.add_option("--concurrency", options.concurrency, "commands running at once")->check(CLI::Range(1, 10'000));

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
@@ -12,9 +13,11 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "common/broker_endpoints.hpp"
 #include "common/clock.hpp"
 #include "common/curve.hpp"
 #include "common/ids.hpp"
+#include "common/link_events.hpp"
 #include "common/protocol.hpp"
 #include "common/unique_fd.hpp"
 #include "worker/drain.hpp"
@@ -27,6 +30,11 @@ namespace dueq {
 namespace {
 
 constexpr int64_t kHelloRetryMs = 1'000;
+// With several broker endpoints: a broker silent this many heartbeats is
+// left for the next endpoint, and a whole pass that found no leader waits
+// this long before the next.
+constexpr int64_t kSilentHeartbeats = 3;
+constexpr int64_t kPassPauseMs = 100;
 constexpr int64_t kDefaultHeartbeatMs = 500;
 constexpr int64_t kMinCapacityNoticeMs = 50;  // adaptive capacity: at most one early heartbeat this often
 
@@ -127,8 +135,36 @@ struct Worker::Impl {
     return host;
   }
 
+  // Several endpoints: the broker in use is left for the next one, at once
+  // or, after a whole pass found no leader, kPassPauseMs later.
+  void switch_broker(const char* why) {
+    if (switch_reason == nullptr) switch_reason = why;
+  }
+
+  // Says HELLO at the next endpoint (listing what this worker holds, which
+  // the new leader adopts; results not yet confirmed go again after its
+  // WELCOME).
+  void switch_if_due(int64_t now) {
+    if (switch_reason == nullptr || now < next_switch_ms) return;
+    const std::string left = endpoints->current();
+    try {
+      dealer.disconnect(left);
+    } catch (const zmq::error_t&) {
+      // Not connected there (a refused endpoint): nothing to leave.
+    }
+    const bool new_pass = endpoints->next();
+    next_switch_ms = new_pass ? now + kPassPauseMs : now;
+    dealer.connect(endpoints->current());
+    if (welcomed) spdlog::warn("leaving broker {} ({}): trying {}", left, switch_reason, endpoints->current());
+    switch_reason = nullptr;
+    welcomed = false;
+    send_hello(now);
+  }
+
   void on_welcome(const proto::Welcome& welcome) {
     const bool restarted = !broker_id.empty() && broker_id != welcome.broker_id;
+    if (endpoints->several() && (restarted || broker_id.empty()))
+      spdlog::info("registered with broker {} at {}", welcome.broker_id, endpoints->current());
     welcomed = true;
     broker_id = welcome.broker_id;
     heartbeat_ms = welcome.heartbeat_ms;
@@ -189,6 +225,8 @@ struct Worker::Impl {
       if (e->code == "unknown_worker") {
         welcomed = false;
         send_hello(now);
+      } else if (e->code == "not_leader" && endpoints->several()) {
+        switch_broker("it stands by");
       } else {
         spdlog::warn("broker error: {} {}", e->code, e->message);
       }
@@ -264,10 +302,17 @@ struct Worker::Impl {
       return 2;
     }
     apply_client_curve(dealer, *curve);
+    auto parsed = BrokerEndpoints::parse(options.broker);
+    if (!parsed) {
+      spdlog::error("{}", parsed.error().message);
+      return 2;
+    }
+    endpoints.emplace(std::move(*parsed));
     try {
-      dealer.connect(options.broker);
+      link.emplace(context, dealer);
+      dealer.connect(endpoints->current());
     } catch (const zmq::error_t& e) {
-      spdlog::error("cannot connect to broker endpoint '{}': {}", options.broker, e.what());
+      spdlog::error("cannot connect to broker endpoint '{}': {}", endpoints->current(), e.what());
       return 2;
     }
     pool.start(options.concurrency);
@@ -278,16 +323,19 @@ struct Worker::Impl {
     send_hello(now);
     int64_t next_heartbeat = now + heartbeat_ms;
     while (true) {
-      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd.get(), ZMQ_POLLIN, 0}};
+      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, wake_fd.get(), ZMQ_POLLIN, 0},
+                                 {link->handle(), 0, ZMQ_POLLIN, 0}};
       now = steady_ms();
       int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, drain.active() ? now + 50 : next_heartbeat) - now);
       const int64_t now_us = steady_us();
       if (const int64_t unstuck_us = pool.us_until_unstuck(now_us); unstuck_us >= 0)
         wait = std::min(wait, (unstuck_us + 999) / 1000);
+      if (switch_reason != nullptr) wait = std::min(wait, std::max<int64_t>(0, next_switch_ms - now));
       if (const int64_t due_us = pool.results_due_us(); due_us >= 0)
         wait = std::min(wait, (std::max<int64_t>(0, due_us - now_us) + 999) / 1000);
       try {
-        zmq::poll(items, 2, std::chrono::milliseconds(wait));
+        zmq::poll(items, 3, std::chrono::milliseconds(wait));
       } catch (const zmq::error_t& e) {
         if (e.num() != EINTR) throw;
       }
@@ -303,15 +351,26 @@ struct Worker::Impl {
           spdlog::warn("undecodable frame from the broker: {}", frame.error().message);
           continue;
         }
+        last_heard_ms = now;
         on_broker_frame(std::move(*frame), now);
       }
+      if (endpoints->several()) {
+        if ((items[2].revents & ZMQ_POLLIN) && link->lost(endpoints->current())) switch_broker("the connection is down");
+        else if (welcomed && now - last_heard_ms > kSilentHeartbeats * heartbeat_ms) switch_broker("it fell silent");
+      } else if (items[2].revents & ZMQ_POLLIN) {
+        (void)link->lost(endpoints->current());  // ZeroMQ reconnects to the one endpoint by itself
+      }
+      switch_if_due(now);
       pool.submit(std::move(incoming), steady_us());
       announce_starts();
       collect_results(steady_us());
       if (stop_requested.load() && !drain.active()) begin_drain(now);
       if (now >= next_heartbeat) {
         if (!welcomed) {
-          if (now - hello_sent_ms >= kHelloRetryMs) send_hello(now);
+          if (now - hello_sent_ms >= kHelloRetryMs) {
+            if (endpoints->several()) switch_broker("no WELCOME");
+            else send_hello(now);
+          }
         } else {
           hand_back_excess();
           send_heartbeat(now);
@@ -355,6 +414,11 @@ struct Worker::Impl {
   std::vector<worker::Delivery> incoming;  // received this loop turn
   zmq::context_t context;
   zmq::socket_t dealer;
+  std::optional<BrokerEndpoints> endpoints;
+  std::optional<LinkEvents> link;  // dealer's
+  int64_t last_heard_ms = 0;       // steady: the last frame from the broker
+  int64_t next_switch_ms = 0;      // steady: the earliest moment to try the next endpoint
+  const char* switch_reason = nullptr;  // why the broker in use is to be left; nullptr: it is not
   UniqueFd wake_fd;
   worker::HeldJobs held;
   worker::Drain drain;

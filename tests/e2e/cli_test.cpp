@@ -119,7 +119,7 @@ TEST(Cli, BadFlagsAreUsageErrorsAndChangeNothing) {
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --type t").code, 2);
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --backoff-base soon").code, 2);
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "frobnicate").code, 2);
-  EXPECT_EQ(cluster.redis().cli("KEYS 'dueq:{*'"), "");
+  EXPECT_EQ(cluster.queue_keys(), "");
 }
 
 TEST(Cli, UnknownJobIsNotFoundAndNoBrokerIsATemporaryFailure) {

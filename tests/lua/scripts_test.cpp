@@ -20,6 +20,7 @@
 #include "broker/job_lookup.hpp"
 #include "broker/dispatcher.hpp"
 #include "broker/enqueuer.hpp"
+#include "broker/leadership.hpp"
 #include "broker/lease_extensions.hpp"
 #include "broker/stats_requests.hpp"
 #include "broker/redis_settings.hpp"
@@ -42,6 +43,7 @@ class Scripts : public ::testing::Test {
   void SetUp() override {
     redis_ = std::make_unique<dueq::testing::RedisServer>();
     store_ = std::make_unique<ScriptRegistry>(*parse_redis_url(redis_->url()));
+    store_->set_epoch(1);  // the leader these calls are sent for (lua/lib/fence.lua)
     ASSERT_TRUE(store_->connect());
   }
 
@@ -214,9 +216,10 @@ TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
   const QueueKeys k("q");
   const std::string record = encode_job_record(JobRecord{"t", "p", 1000, 3, 1000, 0, 0});
   auto eval = [&](const std::vector<std::string>& argv) {
-    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "8", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens};
+    // EVAL, not sent through the registry: the fence (lua/lib/fence.lua) is appended here.
+    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "9", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.epoch};
     for (auto& a : argv) cmd.add(a);
-    cmd.add("0").add("");  // no lease
+    cmd.add("0").add("").add("1");  // no lease; epoch 1
     round.add(std::move(cmd));
   };
   const std::vector<std::string> filter = {"GET", "u8", "0", "GET", "u8", "0"};  // unread: nothing is scheduled
@@ -251,11 +254,11 @@ TEST_F(Scripts, EnqueueWithFilterArgumentsOtherThanTheJobsBucketWritesNothing) {
                                              {"GET", "i8", std::to_string(offset)},
                                              {"SET", "u8", std::to_string(offset)},
                                              {"GET", "u8", " " + std::to_string(offset)}}) {
-    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "8", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens};
+    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "9", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.epoch};
     for (const auto& a : {std::string("1000"), std::string("0"), std::string("1"), std::string("a"), std::string("0"), record, partition})
       cmd.add(a);
     for (const auto& a : filter) cmd.add(a);
-    cmd.add("0").add("");
+    cmd.add("0").add("").add("1");  // no lease; epoch 1 (lua/lib/fence.lua)
     round.add(std::move(cmd));
   }
   auto replies = store_->pipeline(round.take_commands());
@@ -1327,9 +1330,13 @@ TEST_F(Scripts, MigrationMovesEveryJobOfTheOldScheduleIntoThePartitions) {
 TEST_F(Scripts, ScriptsTakingAPartitionRefuseABadOne) {
   const QueueKeys k("q");
   auto eval = [&](lua::ScriptId id, const std::vector<std::string>& keys, const std::vector<std::string>& argv) {
-    Command cmd{"EVAL", lua::script(id).source, std::to_string(keys.size())};
+    // EVAL, not sent through the registry: the fence is appended here.
+    const bool fenced = lua::script(id).fenced;
+    Command cmd{"EVAL", lua::script(id).source, std::to_string(keys.size() + (fenced ? 1 : 0))};
     for (auto& key : keys) cmd.add(key);
+    if (fenced) cmd.add(k.epoch);
     for (auto& a : argv) cmd.add(a);
+    if (fenced) cmd.add("1");
     Round round;
     round.add(std::move(cmd));
     return std::string(reply_error(run(round)));
@@ -1650,9 +1657,10 @@ TEST_F(Scripts, FilterCheckRefusesBadArgumentsAndWritesNothing) {
   for (int p = 0; p < 257; ++p) too_many.push_back(std::to_string(p));
   for (const auto& argv : std::vector<std::vector<std::string>>{
            {"fix", "1"}, {"set"}, {"set", "32768"}, {"set", "01"}, {"set", "1", "x"}, too_many}) {
-    Command cmd{"EVAL", lua::script(lua::ScriptId::filter_check).source, "2", k.schedule,
-                k.schedule_filter};
+    Command cmd{"EVAL", lua::script(lua::ScriptId::filter_check).source, "3", k.schedule,
+                k.schedule_filter, k.epoch};
     for (const auto& a : argv) cmd.add(a);
+    cmd.add("1");  // epoch (lua/lib/fence.lua)
     Round round;
     round.add(std::move(cmd));
     EXPECT_NE(std::string(reply_error(run(round))).find("bad-args"), std::string::npos) << argv[0] << " " << argv.size();
@@ -1856,4 +1864,87 @@ TEST_F(Scripts, PinEncodingRefusesAPinThatCouldBeAJobId) {
     EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos) << bad.size();
   }
   EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:jobs' 'dueq:{q}:tokens' 'dueq:{q}:leased'"), "0");
+}
+
+namespace {
+
+std::vector<int64_t> lead_answer(ScriptRegistry& redis, const std::string& instance, uint64_t epoch) {
+  auto r = redis.call(calls::lead(instance, 2'000, epoch, "tcp://" + instance + ":7600"));
+  EXPECT_TRUE(r);
+  if (!r) return {};
+  const redisReply* reply = r->get();
+  EXPECT_EQ(reply->type, REDIS_REPLY_ARRAY) << reply_error(reply);
+  if (reply->type != REDIS_REPLY_ARRAY) return {};
+  return {reply->element[0]->integer, reply->element[1]->integer};
+}
+
+}  // namespace
+
+// One broker leads; another asking is told who; a lapsed lease goes back to
+// its holder when nobody led since, else to the next asker with the next
+// epoch, and its old holder is told another leads.
+TEST_F(Scripts, LeadGivesTheLeaseToOneBrokerAndANewEpochToEachNextLeader) {
+  EXPECT_EQ(lead_answer(*store_, "a", 0), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(lead_answer(*store_, "b", 0), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(redis_->cli("GET dueq:{leader}:holder"), "1 a tcp://a:7600");
+  EXPECT_EQ(lead_answer(*store_, "a", 1), (std::vector<int64_t>{1, 1}));  // renewed
+  ASSERT_EQ(redis_->cli("DEL dueq:{leader}:holder"), "1");                // the lease lapses
+  EXPECT_EQ(lead_answer(*store_, "a", 1), (std::vector<int64_t>{1, 1}));  // taken back: nobody led since
+  ASSERT_EQ(redis_->cli("DEL dueq:{leader}:holder"), "1");
+  EXPECT_EQ(lead_answer(*store_, "b", 0), (std::vector<int64_t>{2, 2}));  // taken by another
+  EXPECT_EQ(lead_answer(*store_, "a", 1), (std::vector<int64_t>{0, 2}));
+  // Resigning takes only one's own lease.
+  EXPECT_EQ(reply::num(store_->call(calls::resign("a", 1))->get()), 0);
+  EXPECT_EQ(reply::num(store_->call(calls::resign("b", 2))->get()), 1);
+  EXPECT_EQ(redis_->cli("EXISTS dueq:{leader}:holder"), "0");
+  for (const auto& bad : std::vector<Command>{calls::lead("", 2'000, 0, ""), calls::lead("a b", 2'000, 0, ""),
+                                              calls::lead("a", 99, 0, ""), calls::lead("a", 2'000, 0, "tcp://x y")}) {
+    auto r = store_->call(bad);
+    ASSERT_TRUE(r);
+    EXPECT_NE(reply_error(r->get()).find("bad-args"), std::string_view::npos);
+  }
+  EXPECT_EQ(redis_->cli("EXISTS dueq:{leader}:holder"), "0");
+}
+
+// A deposed leader's call on a queue the new leader fenced writes nothing and
+// fails the round; the new leader's calls go on.
+TEST_F(Scripts, AWriteWithAnEpochOlderThanTheQueuesFailsAndWritesNothing) {
+  enqueue({qjob("a", 0)}, 1000);
+  EXPECT_EQ(redis_->cli("GET dueq:{q}:epoch"), "1");
+  ScriptRegistry next_leader(*parse_redis_url(redis_->url()));
+  next_leader.set_epoch(2);
+  ASSERT_TRUE(next_leader.connect());
+  auto raised = next_leader.call(calls::fence_queue("q", 2));
+  ASSERT_TRUE(raised);
+  EXPECT_EQ(reply::num(raised->get()), 1);
+
+  std::vector<proto::NewJob> late = {qjob("b", 0)};
+  std::vector<const proto::NewJob*> ptrs = {&late[0]};
+  auto refused = store_->call(calls::enqueue("q", ptrs, 1000, 3, 0));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Errc::fenced);
+  EXPECT_TRUE(store_->fenced());
+  EXPECT_EQ(redis_->cli("HEXISTS dueq:{q}:jobs b"), "0");
+  EXPECT_EQ(redis_->cli("GET dueq:{q}:epoch"), "2");
+
+  auto accepted = next_leader.call(calls::enqueue("q", ptrs, 1000, 3, 0));
+  ASSERT_TRUE(accepted);
+  EXPECT_EQ(reply_error(accepted->get()), "");
+  EXPECT_EQ(redis_->cli("HEXISTS dueq:{q}:jobs b"), "1");
+  // An older leader cannot lower the epoch back either.
+  auto lowered = next_leader.call(calls::fence_queue("q", 1));
+  EXPECT_FALSE(lowered);
+  EXPECT_EQ(redis_->cli("GET dueq:{q}:epoch"), "2");
+}
+
+// Every script that writes a queue's keys checks the epoch. A script is
+// fenced unless it is named here as one that only reads (or keeps the lease
+// itself): a new script that forgets the fence fails this test.
+TEST(Fence, EveryScriptButTheReadersAndTheLeaseKeepersIncludesTheFence) {
+  const std::set<std::string> readers = {"audit", "audit_schedule", "scan_ids", "show", "stats"};
+  const std::set<std::string> lease_keepers = {"lead", "resign", "fence_queue"};
+  for (const auto& script : lua::kScripts) {
+    const bool exempt = readers.contains(script.name) || lease_keepers.contains(script.name);
+    EXPECT_EQ(script.fenced, !exempt) << script.name;
+  }
 }

@@ -177,6 +177,16 @@ class Cluster {
     return ports;
   }
 
+  // The names of every queue's keys in Redis, one per line (the leader
+  // lease's keys left out).
+  std::string queue_keys() const {
+    std::istringstream all(redis_->cli("KEYS 'dueq:{*'"));
+    std::string keys, key;
+    while (std::getline(all, key))
+      if (!key.starts_with("dueq:{leader}:")) keys += key + "\n";
+    return keys;
+  }
+
   size_t log_count(const std::string& needle) const {
     const std::string log = read_file(dir_ / "broker.log");
     size_t count = 0;

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "broker/config.hpp"
+#include "common/broker_endpoints.hpp"
 #include "common/duration.hpp"
 #include "common/names.hpp"
 #include "common/redis_url.hpp"
@@ -255,4 +256,52 @@ TEST(ConfigFile, InconsistentTimingsAreRefused) {
   c.heartbeat_ms = 1000;
   c.worker_timeout_ms = 1500;
   EXPECT_FALSE(broker::validate_config(c));
+}
+
+TEST(ConfigFile, TheLeaderLeaseAndTheAdvertisedEndpointAreChecked) {
+  broker::BrokerConfig c;
+  ASSERT_TRUE(broker::load_config_text("leader_lease = \"5s\"\nadvertise = \"tcp://broker-a:7600\"\n", "t", c));
+  EXPECT_EQ(c.leader_lease_ms, 5'000);
+  EXPECT_EQ(c.advertise, "tcp://broker-a:7600");
+  EXPECT_TRUE(broker::validate_config(c));
+  for (const char* bad : {"leader_lease = \"100ms\"\n", "leader_lease = 2\n", "advertise = \"broker-a:7600\"\n",
+                          "advertise = \"tcp://a b:7600\"\n", "advertise = 7600\n"}) {
+    broker::BrokerConfig d;
+    auto r = broker::load_config_text(bad, "t", d);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos)
+        << r.error().message;
+  }
+  broker::BrokerConfig flags;  // as set by --leader-lease and --advertise
+  flags.leader_lease_ms = 11 * 60'000;
+  EXPECT_FALSE(broker::validate_config(flags));
+  flags.leader_lease_ms = 2'000;
+  flags.advertise = "ipc:///tmp/x";
+  EXPECT_FALSE(broker::validate_config(flags));
+}
+
+TEST(BrokerEndpoints, OneOrSeveralCommaSeparatedEndpointsAreTakenInOrder) {
+  auto one = BrokerEndpoints::parse("tcp://a:7600");
+  ASSERT_TRUE(one);
+  EXPECT_FALSE(one->several());
+  EXPECT_TRUE(one->next());
+  EXPECT_EQ(one->current(), "tcp://a:7600");
+  auto two = BrokerEndpoints::parse("tcp://a:7600,tcp://b:7600");
+  ASSERT_TRUE(two);
+  EXPECT_TRUE(two->several());
+  EXPECT_EQ(two->current(), "tcp://a:7600");
+  EXPECT_FALSE(two->next());
+  EXPECT_EQ(two->current(), "tcp://b:7600");
+  EXPECT_TRUE(two->next()) << "back at the first: a whole pass";
+  EXPECT_EQ(two->describe(), "tcp://a:7600,tcp://b:7600");
+  std::string seventeen;
+  for (int i = 0; i < 17; ++i) seventeen += (i ? "," : "") + std::string("tcp://h") + std::to_string(i) + ":7600";
+  for (const std::string bad : {"", ",", "tcp://a:7600,", "tcp://a:7600,,tcp://b:7600", "a:7600", "tcp://a:7600,tcp://a:7600",
+                                "tcp://a b:7600", seventeen.c_str()}) {
+    auto r = BrokerEndpoints::parse(bad);
+    EXPECT_FALSE(r) << bad;
+    if (!r) {
+      EXPECT_EQ(r.error().code, Errc::bad_argument);
+    }
+  }
 }

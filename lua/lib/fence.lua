@@ -1,0 +1,17 @@
+-- Leader fencing (broker/leadership.hpp). Every script that writes includes
+-- this first. The connection that sends it (broker/script_registry.cpp)
+-- appends the queue's epoch key to KEYS and the sender's leader epoch to
+-- ARGV; both are taken off here, so the script's own KEYS and ARGV are as
+-- its header lists them. A sender whose epoch is older than the queue's was
+-- deposed: the call writes nothing and fails. A newer one raises the
+-- queue's epoch, which fences every older leader out of this queue.
+local fence_key = table.remove(KEYS)
+local fence_epoch = tonumber(table.remove(ARGV))
+if not fence_key or not fence_epoch or fence_epoch < 1 or fence_epoch ~= math.floor(fence_epoch) then
+  return redis.error_reply("ERR dueq bad-args fence: expected the queue's epoch key and a leader epoch >= 1 last")
+end
+local fence_stored = tonumber(redis.call("GET", fence_key) or "0")
+if fence_stored > fence_epoch then
+  return redis.error_reply("ERR dueq fenced: leader epoch " .. fence_epoch .. " was deposed by epoch " .. fence_stored)
+end
+if fence_stored < fence_epoch then redis.call("SET", fence_key, fence_epoch) end

@@ -1,0 +1,203 @@
+// Standby brokers: two brokers on one store, one leads and the other takes
+// over when it dies, stops, or steps down; workers and producers given both
+// endpoints follow by themselves.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "common/clock.hpp"
+#include "tests/support/cluster.hpp"
+
+namespace dueq::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A second broker on the cluster's Redis, standing by.
+struct StandbyBroker {
+  explicit StandbyBroker(Cluster& cluster)
+      : endpoint("tcp://127.0.0.1:" + std::to_string(free_port())), log(cluster.dir() / "standby.log"),
+        process({bin("dueq-broker"), "--redis", cluster.redis().url(), "--listen", endpoint, "--log-level", "info"},
+                log.string()) {}
+
+  bool says(const std::string& needle) const { return read_file(log).find(needle) != std::string::npos; }
+
+  std::string endpoint;
+  std::filesystem::path log;
+  Process process;
+};
+
+enum class LeaderLoss { sigkill, sigstop };
+
+struct TakeoverRun {
+  int64_t accept_gap_ms = -1;  // the longest pause between two jobs accepted, the later one after the loss
+  int64_t start_gap_ms = -1;   // the same for two jobs started
+  size_t accepted = 0;
+  size_t lost = 0;
+  size_t reruns = 0;
+};
+
+// Broker A leads, broker B stands by; one example worker and one producer
+// of single jobs are given both endpoints. A is SIGKILLed (or SIGSTOPped,
+// then SIGCONTed once B serves) during the flow. Checks that B serves
+// without a restart of the worker or the producer, that no job starts
+// early or is lost, and that the audit is clean.
+TakeoverRun run_takeover(LeaderLoss loss) {
+  TakeoverRun run;
+  Cluster cluster;
+  StandbyBroker standby(cluster);
+  EXPECT_TRUE(eventually([&] { return standby.says("standing by"); }, 20s)) << "see " << standby.log;
+  const std::string both = cluster.endpoint() + "," + standby.endpoint;
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", both, "--queue", "ha", "--concurrency", "8", "--record",
+                        record.string()});
+  EXPECT_TRUE(cluster.wait_for_workers(1));
+
+  std::mutex mutex;
+  std::map<std::string, int64_t> accepted;  // id -> due ms
+  std::map<std::string, int64_t> accepted_at_ms;  // id -> steady ms
+  std::atomic<bool> producing{true};
+  std::thread producer([&] {
+    Client client(both, ClientOptions{.timeout_ms = 500, .attempts = 2});
+    for (int n = 0; producing; ++n) {
+      const std::string id = fmt::format("s-{}", n);
+      const int64_t due = wall_ms() + (n % 2 == 0 ? 0 : 300);
+      while (producing) {
+        auto result = client.enqueue(JobSpec{"ha", "noop", "", id, due, 0});
+        if (result && (result->status == EnqueueResult::Status::accepted ||
+                       result->status == EnqueueResult::Status::duplicate)) {
+          std::lock_guard lock(mutex);
+          accepted[id] = due;
+          accepted_at_ms[id] = steady_ms();
+          break;
+        }
+        std::this_thread::sleep_for(20ms);
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  auto accepted_count = [&] {
+    std::lock_guard lock(mutex);
+    return accepted.size();
+  };
+  EXPECT_TRUE(eventually([&] { return accepted_count() >= 100; }, 20s));
+
+  const int64_t lost_at = steady_ms();
+  const int64_t lost_at_wall_us = wall_us();
+  cluster.broker().signal(loss == LeaderLoss::sigkill ? SIGKILL : SIGSTOP);
+  const size_t at_loss = accepted_count();
+  EXPECT_TRUE(eventually([&] { return accepted_count() >= at_loss + 100; }, 30s)) << "the flow did not resume";
+  EXPECT_TRUE(standby.says("leading with epoch 2"));
+  if (loss == LeaderLoss::sigstop) {
+    cluster.broker().signal(SIGCONT);
+    // The old leader finds it was deposed and stands by as a fresh broker.
+    EXPECT_TRUE(eventually([&] { return cluster.log_count("no longer leads") == 1; }, 10s));
+    EXPECT_TRUE(eventually([&] { return cluster.log_count("standing by: another broker leads at " + standby.endpoint) == 1; }, 10s));
+  }
+  producing = false;
+  producer.join();
+
+  // The outage: the longest pause between two jobs accepted, the later
+  // one after the loss.
+  std::vector<int64_t> accept_times;
+  for (const auto& [id, at] : accepted_at_ms) accept_times.push_back(at);
+  std::sort(accept_times.begin(), accept_times.end());
+  for (size_t i = 1; i < accept_times.size(); ++i)
+    if (accept_times[i] >= lost_at) run.accept_gap_ms = std::max(run.accept_gap_ms, accept_times[i] - accept_times[i - 1]);
+  run.accepted = accepted.size();
+
+  Client leader(standby.endpoint, ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  eventually([&] { return read_records(record).size() >= accepted.size(); }, 15s);
+  EXPECT_TRUE(eventually([&] {
+    auto all = leader.stats();
+    if (!all) return false;
+    for (const auto& q : *all)
+      if (q.queue == "ha") return q.scheduled == 0 && q.waiting == 0 && q.in_flight == 0;
+    return false;
+  }, 30s));
+  std::set<std::string> ran;
+  for (const auto& r : read_records(record)) {
+    if (!ran.insert(r.id).second) ++run.reruns;
+    auto it = accepted.find(r.id);
+    if (it != accepted.end()) {
+      EXPECT_GE(r.start_us, it->second * 1000) << r.id << " started early";
+    }
+  }
+  for (const auto& [id, due] : accepted)
+    if (!ran.contains(id)) ++run.lost;
+  std::vector<int64_t> starts;
+  for (const auto& r : read_records(record)) starts.push_back(r.start_us);
+  std::sort(starts.begin(), starts.end());
+  for (size_t i = 1; i < starts.size(); ++i)
+    if (starts[i] >= lost_at_wall_us) run.start_gap_ms = std::max(run.start_gap_ms, (starts[i] - starts[i - 1]) / 1000);
+  auto audit = run_dueq(standby.endpoint, "audit --queue ha");
+  EXPECT_EQ(audit.code, 0) << audit.out;
+  EXPECT_TRUE(cluster.worker(0).running()) << "the worker was not to be restarted";
+  // Every write to the queue from now on must carry the new leader's epoch.
+  EXPECT_EQ(cluster.redis().cli("GET dueq:{ha}:epoch"), "2");
+  std::printf("%s of the leader: no job accepted for %lld ms, none started for %lld ms (leader_lease 2000 ms); "
+              "%zu accepted, %zu lost, %zu ran again\n",
+              loss == LeaderLoss::sigkill ? "SIGKILL" : "SIGSTOP", static_cast<long long>(run.accept_gap_ms),
+              static_cast<long long>(run.start_gap_ms), run.accepted, run.lost, run.reruns);
+  return run;
+}
+
+// Rule: when the leader dies, the standby serves the same workers and
+// producers, and no accepted job is lost.
+TEST(Standby, WhenTheLeaderIsKilledTheStandbyServesAndNoAcceptedJobIsLost) {
+  const TakeoverRun run = run_takeover(LeaderLoss::sigkill);
+  EXPECT_GE(run.accepted, 200u);
+  EXPECT_EQ(run.lost, 0u);
+  EXPECT_GE(run.accept_gap_ms, 0);
+}
+
+// Rule: a leader stopped past its lease is deposed; when it wakes it writes
+// nothing more (its epoch is fenced) and stands by.
+TEST(Standby, ALeaderThatWakesUpAfterItsStandbyTookOverWritesNothingAndStandsBy) {
+  const TakeoverRun run = run_takeover(LeaderLoss::sigstop);
+  EXPECT_GE(run.accepted, 200u);
+  EXPECT_EQ(run.lost, 0u);
+}
+
+// Rule: a standby never answers "accepted": it refuses every request with
+// "not_leader" and writes nothing; when the leader stops cleanly it gives
+// its lease up and the standby leads at once.
+TEST(Standby, AStandbyRefusesEveryRequestAndLeadsAtOnceWhenTheLeaderStops) {
+  Cluster cluster;
+  StandbyBroker standby(cluster);
+  ASSERT_TRUE(eventually([&] { return standby.says("standing by: another broker leads at " + cluster.endpoint()); }, 20s))
+      << "see " << standby.log;
+  Client client(standby.endpoint, ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  auto refused = client.enqueue(JobSpec{"q", "t", "", "refused-1", 0, 0});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, "not_leader");
+  EXPECT_NE(refused.error().message.find("the leader is at " + cluster.endpoint()), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(cluster.queue_keys(), "");
+  auto cli = run_dueq(standby.endpoint, "stats");
+  EXPECT_NE(cli.code, 0);
+  EXPECT_NE(cli.out.find("stands by"), std::string::npos) << cli.out;
+
+  const int64_t stopped_at = steady_ms();
+  cluster.broker().signal(SIGTERM);
+  EXPECT_EQ(cluster.broker().wait(), 0);
+  EXPECT_TRUE(cluster.log_count("gave up the leader lease") == 1);
+  int64_t accepted_after_ms = -1;
+  EXPECT_TRUE(eventually([&] {
+    auto r = client.enqueue(JobSpec{"q", "t", "", "after-1", 0, 0});
+    if (r && r->status == EnqueueResult::Status::accepted) accepted_after_ms = steady_ms() - stopped_at;
+    return r.has_value();
+  }, 10s));
+  std::printf("the standby accepted a job %lld ms after SIGTERM of the leader\n", static_cast<long long>(accepted_after_ms));
+  EXPECT_EQ(cluster.redis().cli("HEXISTS dueq:{q}:jobs refused-1"), "0");
+  EXPECT_EQ(cluster.redis().cli("HEXISTS dueq:{q}:jobs after-1"), "1");
+}
+
+}  // namespace
+}  // namespace dueq::testing
