@@ -54,7 +54,8 @@ Broker::Broker(BrokerConfig config, const Clock& clock)
       scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_, refusals_),
       dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_, refusals_),
       admin_(config_, clock_, address_, background_budget_),
-      inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, stats_, admin_) {}
+      inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, stats_, admin_),
+      sentinel_watch_(address_) {}
 
 Broker::~Broker() {
   if (reconciler_) reconciler_->stop();
@@ -158,6 +159,7 @@ Result<bool> Broker::start(int signal_fd) {
   admin_.start(leadership_.epoch());
   reconciler_ = std::make_unique<Reconciler>(*address, config_.reconcile_interval_ms, background_budget_);
   reconciler_->start(leadership_.epoch());
+  if (address->via_sentinel()) sentinel_watch_.start();
   spdlog::info("broker {} listening on {}, Redis {}, {} known queues (dueq {}, {})", broker_id_, bound_endpoint_,
                address->describe(), queues_.size(), build_commit(), build_type());
   return true;
@@ -235,6 +237,7 @@ Result<RunEnd> Broker::run(int signal_fd) {
       {nullptr, admin_.ready_fd(), ZMQ_POLLIN, 0},
       {connection_monitor_.handle(), 0, ZMQ_POLLIN, 0},
       {access_.zap_handle(), 0, ZMQ_POLLIN, 0},
+      {nullptr, sentinel_watch_.ready_fd(), ZMQ_POLLIN, 0},
   };
   while (true) {
     const int64_t wait_us = stopping_ ? 0 : us_until_wake();
@@ -264,6 +267,14 @@ Result<RunEnd> Broker::run(int signal_fd) {
           spdlog::info("signal {}: stopping; applying {} results held", info.ssi_signo, results_.unapplied());
           stopping_ = true;
         }
+      }
+    }
+    if (items[6].revents & ZMQ_POLLIN) {
+      const std::string announced = sentinel_watch_.take_announcement();
+      if (!announced.empty() && redis_.connected()) {
+        spdlog::warn("the sentinels announced a new master for '{}' ({}): leaving the old one", address_.master_name,
+                     announced);
+        fail_rounds(Error{Errc::unavailable, "the sentinels switched the master"});
       }
     }
     if (items[3].revents & ZMQ_POLLIN) admin_.deliver(outbox_, inflight_, queues_);

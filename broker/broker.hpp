@@ -39,6 +39,7 @@
 #include "broker/round.hpp"
 #include "broker/scheduler.hpp"
 #include "broker/script_registry.hpp"
+#include "broker/sentinel_watch.hpp"
 #include "broker/workers.hpp"
 #include "common/clock.hpp"
 
@@ -126,6 +127,7 @@ class Broker {
   Admin admin_;
   Inbound inbound_;
   std::unique_ptr<Reconciler> reconciler_;
+  SentinelWatch sentinel_watch_;  // started behind sentinels only
 
   struct SentRound {
     Round round;

@@ -48,6 +48,8 @@ class RedisConnection {
   // the broker never writes to a replica, and a master demoted by a
   // fail-over is left at the next connect.
   static Result<RedisConnection> connect(const RedisAddress& address, int timeout_ms);
+  // The server at `address` itself (host/port or unix socket), sentinels or not.
+  static Result<RedisConnection> connect_to(const RedisAddress& address, int timeout_ms);
 
   // Sends every command in one write and reads every reply. A reply that is
   // a Redis error is returned as a reply (callers inspect it); only a lost or
@@ -69,8 +71,6 @@ class RedisConnection {
 
  private:
   explicit RedisConnection(redisContext* context) : context_(context) {}
-  // The server at `address` itself (host/port or unix socket).
-  static Result<RedisConnection> connect_to(const RedisAddress& address, int timeout_ms);
   // The master's address as the first sentinel that knows it says.
   static Result<RedisAddress> ask_sentinels(const RedisAddress& address, int timeout_ms);
   std::unique_ptr<redisContext, ContextDeleter> context_;

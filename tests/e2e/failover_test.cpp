@@ -9,7 +9,10 @@
 #include <set>
 #include <thread>
 
+#include "broker/script_registry.hpp"
+#include "broker/sentinel_watch.hpp"
 #include "common/clock.hpp"
+#include "common/redis_url.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/sentinels.hpp"
 
@@ -164,6 +167,65 @@ TEST(Failover, WithoutMinReplicasAFailoverLosesAtMostTheReplicationLagAndTheRest
   const FailoverRun run = run_failover(0);
   EXPECT_GE(run.accepted, 200u);
   EXPECT_LT(run.lost, run.accepted);
+}
+
+// Rule: the broker hears of a fail-over from the sentinels' +switch-master,
+// with the new master's address, and not only when its next call fails;
+// a sentinel that dies is replaced by the next one.
+TEST(Failover, TheSentinelWatchReportsTheNewMasterOnceTheSentinelsSwitch) {
+  RedisServer master;
+  RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(master.port())});
+  ASSERT_TRUE(eventually([&] { return replica.cli("INFO replication").find("master_link_status:up") != std::string::npos; }, 10s));
+  Sentinels sentinels(3, master.port());
+  ASSERT_TRUE(eventually([&] { return sentinels.ready(1); }, 30s)) << sentinels.cli(0, "SENTINEL master mymaster");
+  auto address = parse_redis_url(sentinels.url());
+  ASSERT_TRUE(address);
+  broker::SentinelWatch watch(*address);
+  watch.start();
+  std::this_thread::sleep_for(500ms);  // subscribed to the first sentinel by then
+  EXPECT_EQ(watch.take_announcement(), "");
+  sentinels.kill(0);
+  std::this_thread::sleep_for(1s);  // on the second one by then
+  ASSERT_EQ(sentinels.cli(1, "SENTINEL FAILOVER mymaster"), "OK");
+  std::string announced;
+  EXPECT_TRUE(eventually([&] {
+    if (announced.empty()) announced = watch.take_announcement();
+    return !announced.empty();
+  }, 30s));
+  EXPECT_EQ(announced, fmt::format("127.0.0.1 {} 127.0.0.1 {}", master.port(), replica.port()));
+  watch.stop();
+}
+
+// Rule: behind sentinels the broker never writes to a replica: a master
+// turned replica under an open connection answers READONLY, the round fails
+// as not applied, and the next connect refuses the server the sentinels
+// still name until it is a master again.
+TEST(Failover, AMasterTurnedReplicaIsLeftAtItsFirstReadonlyAndRefusedUntilItIsAMasterAgain) {
+  RedisServer master;
+  RedisServer elsewhere;
+  Sentinels sentinels(3, master.port());
+  ASSERT_TRUE(eventually([&] { return sentinels.ready(0); }, 30s)) << sentinels.cli(0, "SENTINEL master mymaster");
+  auto address = parse_redis_url(sentinels.url());
+  ASSERT_TRUE(address);
+  broker::ScriptRegistry redis(*address);
+  redis.set_epoch(1);
+  ASSERT_TRUE(redis.connect());
+  ASSERT_TRUE(redis.call(broker::Command{"SADD", "dueq:queues", "before"}));
+
+  ASSERT_EQ(master.cli(fmt::format("REPLICAOF 127.0.0.1 {}", elsewhere.port())), "OK");
+  auto refused = redis.call(broker::Command{"SADD", "dueq:queues", "while-replica"});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("READONLY"), std::string::npos) << refused.error().message;
+  EXPECT_FALSE(redis.connected());
+  auto reconnect = redis.connect();
+  ASSERT_FALSE(reconnect);
+  EXPECT_NE(reconnect.error().message.find("it says it is a slave"), std::string::npos) << reconnect.error().message;
+
+  ASSERT_EQ(master.cli("REPLICAOF NO ONE"), "OK");
+  ASSERT_TRUE(eventually([&] { return redis.connect().has_value(); }, 10s));
+  ASSERT_TRUE(redis.call(broker::Command{"SADD", "dueq:queues", "after"}));
+  EXPECT_EQ(master.cli("SISMEMBER dueq:queues after"), "1");
+  EXPECT_EQ(master.cli("SISMEMBER dueq:queues while-replica"), "0");
 }
 
 }  // namespace

@@ -48,6 +48,12 @@ class Sentinels {
     return command_output("redis-cli -p " + std::to_string(ports_.at(sentinel)) + " " + args + " 2>&1");
   }
   // The master's port as sentinel `i` names it; 0 when it names none.
+  // Stops sentinel `i` for good (SIGKILL).
+  void kill(size_t i) {
+    processes_.at(i)->signal(SIGKILL);
+    processes_.at(i)->wait();
+  }
+
   int master_port(size_t i = 0) const {
     const std::string out = cli(i, "SENTINEL get-master-addr-by-name " + master_name_);
     const auto newline = out.find('\n');
