@@ -51,21 +51,26 @@ Command ScriptRegistry::with_fence(Command call) const {
 
 Result<void> ScriptRegistry::connect() {
   disconnect();
+  if (address_.via_cluster()) {
+    // Every master gets the scripts when it is first met (a MOVED to a new
+    // master included).
+    auto router = ClusterRouter::connect(address_, timeout_ms_, [](RedisConnection& node) { return load_scripts_on(node); });
+    if (!router) return std::unexpected(router.error());
+    transport_ = std::move(*router);
+    return {};
+  }
   auto conn = RedisConnection::connect(address_, timeout_ms_);
   if (!conn) return std::unexpected(conn.error());
-  connection_.emplace(std::move(*conn));
-  if (auto ok = load_scripts(); !ok) {
-    connection_.reset();
-    return ok;
-  }
+  if (auto ok = load_scripts_on(*conn); !ok) return ok;
+  transport_ = std::make_unique<SingleServer>(std::move(*conn));
   return {};
 }
 
-Result<void> ScriptRegistry::load_scripts() {
+Result<void> ScriptRegistry::load_scripts_on(RedisConnection& server) {
   std::vector<Command> loads;
   loads.reserve(lua::kScripts.size());
   for (const auto& script : lua::kScripts) loads.push_back(Command{"SCRIPT", "LOAD", script.source});
-  auto replies = connection_->pipeline(loads);
+  auto replies = server.pipeline(loads);
   if (!replies) return std::unexpected(replies.error());
   for (size_t i = 0; i < lua::kScriptCount; ++i) {
     const redisReply* r = (*replies)[i].get();
@@ -83,7 +88,7 @@ Result<void> ScriptRegistry::send(Round& round) {
   if (!connected()) return fail(Errc::unavailable, "not connected to Redis");
   OutstandingRound sent{round.take_commands(), std::nullopt};
   for (auto& call : sent.commands) call = with_fence(std::move(call));
-  if (auto ok = connection_->send(sent.commands); !ok) {
+  if (auto ok = transport_->send(sent.commands); !ok) {
     disconnect();
     return ok;
   }
@@ -96,7 +101,7 @@ Result<std::vector<ReplyPtr>> ScriptRegistry::receive() {
   if (outstanding_.empty()) return fail(Errc::internal, "no round is waiting for replies");
   auto& oldest = outstanding_.front();
   if (!oldest.replies) {
-    auto replies = connection_->receive(oldest.commands.size());
+    auto replies = transport_->receive(oldest.commands.size());
     if (!replies) {
       disconnect();
       return replies;
@@ -132,11 +137,11 @@ Result<void> ScriptRegistry::recover_lost_scripts() {
   // Rounds sent later are already on the wire: read them before anything new.
   for (auto& round : outstanding_)
     if (!round.replies) {
-      auto replies = connection_->receive(round.commands.size());
+      auto replies = transport_->receive(round.commands.size());
       if (!replies) return std::unexpected(replies.error());
       round.replies = std::move(*replies);
     }
-  if (auto ok = load_scripts(); !ok) return ok;
+  if (auto ok = transport_->each_server(load_scripts_on); !ok) return ok;
   for (auto& round : outstanding_) {
     std::vector<size_t> lost;
     for (size_t i = 0; i < round.replies->size(); ++i) {
@@ -148,7 +153,7 @@ Result<void> ScriptRegistry::recover_lost_scripts() {
     std::vector<Command> again;
     again.reserve(lost.size());
     for (size_t i : lost) again.push_back(round.commands[i]);
-    auto retried = connection_->pipeline(again);
+    auto retried = transport_->pipeline(again);
     if (!retried) return std::unexpected(retried.error());
     for (size_t j = 0; j < lost.size(); ++j) (*round.replies)[lost[j]] = std::move((*retried)[j]);
   }

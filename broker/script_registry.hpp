@@ -1,5 +1,6 @@
 #pragma once
-// One Redis connection that runs dueq's Lua scripts: connects, loads every
+// One Redis connection (or one per master of a Redis Cluster,
+// broker/cluster_router.hpp) that runs dueq's Lua scripts: connects, loads every
 // script in lua/ (SCRIPT LOAD must answer the SHA1 the build computed), sends
 // rounds pipelined, and recovers a lost script cache (Redis restarted or
 // failed over, SCRIPT FLUSH): the scripts are reloaded and the calls Redis
@@ -12,7 +13,9 @@
 #include <vector>
 
 #include "broker/redis_budget.hpp"
+#include "broker/cluster_router.hpp"
 #include "broker/redis_connection.hpp"
+#include "broker/redis_transport.hpp"
 #include "broker/round.hpp"
 #include "common/error.hpp"
 #include "common/redis_url.hpp"
@@ -26,9 +29,9 @@ class ScriptRegistry {
 
   // Connects and loads the scripts. Safe to call again after a failure.
   Result<void> connect();
-  bool connected() const { return connection_.has_value() && !connection_->broken(); }
+  bool connected() const { return transport_ && !transport_->broken(); }
   void disconnect() {
-    connection_.reset();
+    transport_.reset();
     outstanding_.clear();
   }
 
@@ -39,10 +42,10 @@ class ScriptRegistry {
   Result<void> send(Round& round);
   Result<std::vector<ReplyPtr>> receive();
   size_t outstanding() const { return outstanding_.size(); }
-  int socket_fd() const { return connection_ ? connection_->fd() : -1; }
+  int socket_fd() const { return transport_ ? transport_->fd() : -1; }
   // The oldest round's replies may already be read off the socket (they
   // arrived with the previous round's): then the socket never turns readable.
-  bool replies_buffered() const { return connection_ && connection_->has_buffered_input(); }
+  bool replies_buffered() const { return transport_ && transport_->has_buffered_input(); }
 
   // Sends a round, waits and runs its continuations (failed ones when the
   // connection broke). Refused while pipelined rounds are outstanding.
@@ -70,7 +73,7 @@ class ScriptRegistry {
   bool fenced() const { return fenced_; }
 
  private:
-  Result<void> load_scripts();
+  static Result<void> load_scripts_on(RedisConnection& server);
   Result<void> recover_lost_scripts();
   Command with_fence(Command call) const;
 
@@ -81,7 +84,7 @@ class ScriptRegistry {
 
   RedisAddress address_;
   int timeout_ms_;
-  std::optional<RedisConnection> connection_;
+  std::unique_ptr<RedisTransport> transport_;  // one server, or a Redis Cluster
   std::deque<OutstandingRound> outstanding_;
   std::shared_ptr<RedisBudget> budget_;
   const std::atomic<bool>* stop_ = nullptr;

@@ -108,9 +108,33 @@ Result<RedisAddress> parse_sentinel_url(std::string_view rest, const std::string
   return addr;
 }
 
+// After "redis+cluster://": [userinfo@]host[:port],host[:port]...
+Result<RedisAddress> parse_cluster_url(std::string_view rest, const std::string& original) {
+  RedisAddress addr;
+  take_userinfo(rest, addr.user, addr.password);
+  if (rest.find_first_of("/?") != std::string_view::npos)
+    return fail(Errc::bad_argument, "a cluster URL names seed nodes only (a cluster has no db): " + original);
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    auto seed = parse_host_port(rest.substr(0, comma), 6379, original);
+    if (!seed) return std::unexpected(seed.error());
+    addr.cluster_seeds.push_back(std::move(*seed));
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  if (addr.cluster_seeds.empty()) return fail(Errc::bad_argument, "cluster URL names no node: " + original);
+  return addr;
+}
+
 }  // namespace
 
 std::string RedisAddress::describe() const {
+  if (via_cluster() && host.empty()) {
+    std::string out = "cluster of ";
+    for (size_t i = 0; i < cluster_seeds.size(); ++i)
+      out += (i == 0 ? "" : ",") + cluster_seeds[i].host + ":" + std::to_string(cluster_seeds[i].port);
+    return out;
+  }
   if (via_sentinel() && host.empty()) {
     std::string out = "master '" + master_name + "' of sentinels ";
     for (size_t i = 0; i < sentinels.size(); ++i)
@@ -142,9 +166,10 @@ Result<RedisAddress> parse_redis_url(std::string_view url) {
     return addr;
   }
   if (url.starts_with("sentinel://")) return parse_sentinel_url(url.substr(11), original);
+  if (url.starts_with("redis+cluster://")) return parse_cluster_url(url.substr(16), original);
   if (!url.starts_with("redis://"))
     return fail(Errc::bad_argument,
-                "redis URL must start with redis://, sentinel:// or unix://, or be a socket path: " + original);
+                "redis URL must start with redis://, sentinel://, redis+cluster:// or unix://, or be a socket path: " + original);
   std::string_view rest = url.substr(8);
   take_userinfo(rest, addr.user, addr.password);
   if (auto slash = rest.find('/'); slash != std::string_view::npos) {

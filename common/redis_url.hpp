@@ -26,7 +26,11 @@ struct RedisAddress {
   std::string sentinel_user;
   std::string sentinel_password;
 
+  // Redis Cluster: the slot map is asked of these seed nodes, in order.
+  std::vector<HostPort> cluster_seeds;
+
   bool via_sentinel() const { return !sentinels.empty(); }
+  bool via_cluster() const { return !cluster_seeds.empty(); }
   std::string describe() const;  // for logs; never includes the password
 };
 
@@ -34,7 +38,9 @@ struct RedisAddress {
 // unix:///path/to.sock[?db=N], a bare absolute socket path, and
 // sentinel://[[user]:password@]host[:port],host[:port].../master[/db]
 // [?sentinel_user=U&sentinel_password=P] (port 26379 by default; the
-// credentials before '@' are the master's). Error messages show the URL
+// credentials before '@' are the master's), and
+// redis+cluster://[[user]:password@]host[:port],host[:port]... (seed nodes
+// of a Redis Cluster, port 6379 by default). Error messages show the URL
 // with its passwords replaced by "***".
 Result<RedisAddress> parse_redis_url(std::string_view url);
 

@@ -28,6 +28,26 @@ inline int free_port() {
   return ntohs(addr.sin_port);
 }
 
+// A free port P with P + 10000 free too, below 55536: a Redis Cluster node
+// listens on both (its bus on P + 10000).
+inline int free_cluster_port() {
+  const auto bindable = [](int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    return ok;
+  };
+  for (int tries = 0; tries < 1000; ++tries) {
+    const int port = 20'000 + (free_port() % 25'000);
+    if (bindable(port) && bindable(port + 10'000)) return port;
+  }
+  throw std::runtime_error("no free port pair for a cluster node");
+}
+
 inline std::filesystem::path make_temp_dir(const std::string& tag) {
   std::string pattern = (std::filesystem::temp_directory_path() / ("dueq-" + tag + "-XXXXXX")).string();
   return ::mkdtemp(pattern.data());
@@ -74,8 +94,8 @@ inline std::string read_file(const std::filesystem::path& path) {
 
 class RedisServer {
  public:
-  explicit RedisServer(std::vector<std::string> extra_args = {})
-      : dir_(make_temp_dir("redis")), port_(free_port()), extra_args_(std::move(extra_args)) {
+  explicit RedisServer(std::vector<std::string> extra_args = {}, int port = 0)
+      : dir_(make_temp_dir("redis")), port_(port != 0 ? port : free_port()), extra_args_(std::move(extra_args)) {
     start();
   }
   ~RedisServer() {

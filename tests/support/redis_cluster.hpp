@@ -1,0 +1,78 @@
+#pragma once
+// A Redis Cluster on loopback for tests: `masters` masters, each with
+// `replicas_each` replicas, made with redis-cli --cluster create, node
+// timeout 1 s so that a killed master's replica is promoted within seconds.
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/redis_server.hpp"
+
+namespace dueq::testing {
+
+class RedisCluster {
+ public:
+  RedisCluster(int masters, int replicas_each) {
+    std::string hosts;
+    for (int i = 0; i < masters * (1 + replicas_each); ++i) {
+      nodes_.push_back(std::make_unique<RedisServer>(std::vector<std::string>{
+          "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000"},
+          free_cluster_port()));
+      hosts += " 127.0.0.1:" + std::to_string(nodes_.back()->port());
+    }
+    const std::string created = command_output("redis-cli --cluster create" + hosts + " --cluster-replicas " +
+                                               std::to_string(replicas_each) + " --cluster-yes 2>&1");
+    if (created.find("[OK] All 16384 slots covered") == std::string::npos)
+      throw std::runtime_error("redis-cli --cluster create failed: " + created);
+    for (auto& node : nodes_)
+      for (int i = 0; i < 500 && node->cli("CLUSTER INFO").find("cluster_state:ok") == std::string::npos; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  // redis+cluster:// with every node as a seed.
+  std::string url() const {
+    std::string out = "redis+cluster://";
+    for (size_t i = 0; i < nodes_.size(); ++i) out += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes_[i]->port());
+    return out;
+  }
+
+  size_t size() const { return nodes_.size(); }
+  RedisServer& node(size_t i) { return *nodes_.at(i); }
+  // The node serving `key`'s slot as master now.
+  RedisServer& master_of(const std::string& key) {
+    const std::string slot = nodes_.front()->cli("CLUSTER KEYSLOT '" + key + "'");
+    for (auto& node : nodes_) {
+      if (node->cli("ROLE").rfind("master", 0) != 0) continue;
+      if (owns(*node, std::stoi(slot))) return *node;
+    }
+    throw std::runtime_error("no master serves slot " + slot);
+  }
+
+ private:
+  static bool owns(RedisServer& node, int slot) {
+    // "CLUSTER NODES": the line with "myself" lists its slot ranges last.
+    const std::string nodes = node.cli("CLUSTER NODES");
+    std::istringstream lines(nodes);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.find("myself") == std::string::npos) continue;
+      std::istringstream fields(line);
+      std::string field;
+      for (int i = 0; i < 8 && fields >> field; ++i) {
+      }
+      while (fields >> field) {
+        if (field.starts_with("[")) continue;  // a slot being moved
+        const auto dash = field.find('-');
+        const int first = std::stoi(field.substr(0, dash));
+        const int last = dash == std::string::npos ? first : std::stoi(field.substr(dash + 1));
+        if (slot >= first && slot <= last) return true;
+      }
+    }
+    return false;
+  }
+
+  std::vector<std::unique_ptr<RedisServer>> nodes_;
+};
+
+}  // namespace dueq::testing
