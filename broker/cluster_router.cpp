@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 #include <thread>
+#include <utility>
 
 namespace dueq::broker {
 

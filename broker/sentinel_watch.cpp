@@ -4,6 +4,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <utility>
+
 #include <spdlog/spdlog.h>
 
 #include "broker/redis_connection.hpp"

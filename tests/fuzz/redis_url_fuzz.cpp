@@ -1,4 +1,6 @@
-// Fuzz target: the Redis URL parser (common/redis_url.hpp). Any text gives an
+// Fuzz target: the Redis URL parser (common/redis_url.hpp), and the broker
+// endpoint list clients take (common/broker_endpoints.hpp): an accepted list
+// names 1..16 endpoints, each of a known scheme. Any text gives an
 // address or an error, never a crash; neither the error nor describe() ever
 // shows a password. The input gets a marker just before its last '@', where
 // the password ends in every form the parser reads (redis://user:pw@,
@@ -9,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/broker_endpoints.hpp"
 #include "common/redis_url.hpp"
 
 namespace {
@@ -30,6 +33,16 @@ void check(std::string_view url) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view url(reinterpret_cast<const char*>(data), size);
+  if (auto endpoints = dueq::BrokerEndpoints::parse(url)) {
+    for (size_t i = 0; i <= dueq::BrokerEndpoints::kMaxEndpoints; ++i) {
+      const std::string& current = endpoints->current();
+      if (!current.starts_with("tcp://") && !current.starts_with("ipc://") && !current.starts_with("inproc://")) std::abort();
+      if (endpoints->next()) break;
+      if (i == dueq::BrokerEndpoints::kMaxEndpoints) std::abort();  // more than 16
+    }
+  } else if (endpoints.error().message.empty()) {
+    std::abort();
+  }
   const auto at = url.rfind('@');
   if (at == std::string_view::npos || url.find(kMarker) != std::string_view::npos) {
     auto address = dueq::parse_redis_url(url);  // no password to look for

@@ -2,6 +2,7 @@
 // the broker config file each give a clear error and never a silent default.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "broker/config.hpp"
@@ -119,6 +120,24 @@ TEST(RedisUrl, ABadSentinelUrlIsRefusedWithoutShowingEitherPassword) {
     ASSERT_FALSE(bad) << url;
     EXPECT_EQ(bad.error().message.find("s3cret"), std::string::npos) << bad.error().message;
     EXPECT_EQ(bad.error().message.find("p4ss"), std::string::npos) << bad.error().message;
+  }
+}
+
+TEST(RedisUrl, AClusterUrlNamesItsSeedNodesAndNoDb) {
+  auto a = parse_redis_url("redis+cluster://dueq:s3cret@n1:7000,n2,10.0.0.3:7002");
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_TRUE(a->via_cluster());
+  ASSERT_EQ(a->cluster_seeds.size(), 3u);
+  EXPECT_EQ(a->cluster_seeds[0].port, 7000);
+  EXPECT_EQ(a->cluster_seeds[1].port, 6379);  // the default
+  EXPECT_EQ(a->user, "dueq");
+  EXPECT_EQ(a->password, "s3cret");
+  EXPECT_EQ(a->describe(), "cluster of n1:7000,n2:6379,10.0.0.3:7002");
+  for (const char* url : {"redis+cluster://", "redis+cluster://u:s3cret@n1:7000/1", "redis+cluster://n1,,n2",
+                          "redis+cluster://n1:0", "redis+cluster://u:s3cret@n1?x=y"}) {
+    auto bad = parse_redis_url(url);
+    ASSERT_FALSE(bad) << url;
+    EXPECT_EQ(bad.error().message.find("s3cret"), std::string::npos) << bad.error().message;
   }
 }
 
@@ -245,7 +264,8 @@ TEST(ConfigFile, TheRemovedUnconfirmedDeliveryLimitIsRefusedWithItsReason) {
 // The shipped example configuration loads as it is.
 TEST(ConfigFile, TheDeployedBrokerTomlLoads) {
   broker::BrokerConfig c;
-  auto r = broker::load_config_file(std::string(DUEQ_SOURCE_DIR) + "/deploy/broker.toml", c);
+  const std::filesystem::path deployed = std::filesystem::path(DUEQ_SOURCE_DIR) / "deploy" / "broker.toml";
+  auto r = broker::load_config_file(deployed.string(), c);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_TRUE(broker::validate_config(c));
   EXPECT_EQ(c.max_queues, 1000);
@@ -294,8 +314,12 @@ TEST(BrokerEndpoints, OneOrSeveralCommaSeparatedEndpointsAreTakenInOrder) {
   EXPECT_EQ(two->current(), "tcp://b:7600");
   EXPECT_TRUE(two->next()) << "back at the first: a whole pass";
   EXPECT_EQ(two->describe(), "tcp://a:7600,tcp://b:7600");
-  std::string seventeen;
-  for (int i = 0; i < 17; ++i) seventeen += (i ? "," : "") + std::string("tcp://h") + std::to_string(i) + ":7600";
+  std::string seventeen = "tcp://h0:7600";
+  for (int i = 1; i < 17; ++i) {
+    seventeen.append(",tcp://h");
+    seventeen.append(std::to_string(i));
+    seventeen.append(":7600");
+  }
   for (const std::string bad : {"", ",", "tcp://a:7600,", "tcp://a:7600,,tcp://b:7600", "a:7600", "tcp://a:7600,tcp://a:7600",
                                 "tcp://a b:7600", seventeen.c_str()}) {
     auto r = BrokerEndpoints::parse(bad);
