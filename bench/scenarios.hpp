@@ -45,6 +45,8 @@ Figures defaults(const Options& o, Json& table);
 Figures low_rate(const Options& o, Json& table);
 // bench/scenarios/peers.cpp
 Figures peers(const Options& o, Json& table);
+// Steady flow on a Redis Cluster of 1, 2 and 3 masters: jobs/s, CPU per job of each process.
+Figures cluster_scale(const Options& o, Json& table);
 
 // Parts of scenarios that others run too.
 Figures bulk_and_steady(const Options& o, int workers, int concurrency, const Link& link = {});

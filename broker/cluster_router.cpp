@@ -37,7 +37,7 @@ Result<std::unique_ptr<ClusterRouter>> ClusterRouter::connect(const RedisAddress
       failures += "; " + where + ": " + reply.error().message;
       continue;
     }
-    auto parsed = parse_cluster_slots(reply->get());
+    auto parsed = parse_cluster_slots(reply->get(), seed);
     if (!parsed) {
       failures += "; " + where + ": " + (reply_error(reply->get()).empty() ? parsed.error().message
                                                                           : std::string(reply_error(reply->get())));

@@ -40,7 +40,7 @@ uint32_t key_slot(std::string_view key) {
   return crc16(key) % kClusterSlots;
 }
 
-Result<std::vector<SlotRange>> parse_cluster_slots(const redisReply* reply) {
+Result<std::vector<SlotRange>> parse_cluster_slots(const redisReply* reply, const HostPort& asked) {
   if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY)
     return fail(Errc::internal, "CLUSTER SLOTS: not an array (is this node in cluster mode?)");
   std::vector<SlotRange> ranges;
@@ -56,7 +56,8 @@ Result<std::vector<SlotRange>> parse_cluster_slots(const redisReply* reply) {
       return fail(Errc::internal, "CLUSTER SLOTS: a bad master entry");
     const auto port = integer(master->element[1]);
     if (!port || *port < 1 || *port > 65535) return fail(Errc::internal, "CLUSTER SLOTS: a bad master port");
-    const std::string host(master->element[0]->str, master->element[0]->len);
+    std::string host(master->element[0]->str, master->element[0]->len);
+    if (host.empty()) host = asked.host;
     if (host.empty() || host.size() > 255) return fail(Errc::internal, "CLUSTER SLOTS: a bad master host");
     ranges.push_back(SlotRange{static_cast<uint32_t>(*first), static_cast<uint32_t>(*last),
                                HostPort{host, static_cast<int>(*port)}});

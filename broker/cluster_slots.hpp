@@ -29,9 +29,11 @@ struct SlotRange {
   HostPort master;
 };
 
-// CLUSTER SLOTS: the ranges and their masters (replicas are ignored).
-// Refuses a reply that is not one, has a slot out of range or a bad port.
-Result<std::vector<SlotRange>> parse_cluster_slots(const redisReply* reply);
+// CLUSTER SLOTS as `asked` answered it: the ranges and their masters
+// (replicas are ignored). An empty host means `asked`'s own (a node that
+// has met no other does not know its address). Refuses a reply that is not
+// one, has a slot out of range or a bad port.
+Result<std::vector<SlotRange>> parse_cluster_slots(const redisReply* reply, const HostPort& asked);
 
 // "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381".
 struct Redirect {

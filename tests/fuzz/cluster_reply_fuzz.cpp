@@ -24,7 +24,7 @@ struct ReplyDeleter {
 
 void check(const redisReply* reply) {
   using namespace dueq::broker;
-  if (auto ranges = parse_cluster_slots(reply)) {
+  if (auto ranges = parse_cluster_slots(reply, dueq::HostPort{"10.0.0.1", 7000})) {
     for (const auto& range : *ranges)
       if (range.first > range.last || range.last >= kClusterSlots || range.master.port < 1 ||
           range.master.port > 65535 || range.master.host.empty())
