@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <limits>
 #include <set>
-#include <thread>
 #include <utility>
 
 namespace dueq::broker {
@@ -11,9 +10,9 @@ namespace dueq::broker {
 namespace {
 constexpr size_t kNoNode = std::numeric_limits<size_t>::max();
 constexpr int kMaxRedirects = 16;
-constexpr auto kTryAgainPause = std::chrono::milliseconds(20);
 
 bool is(const Command& command, std::string_view name) { return !command.args().empty() && command.args()[0] == name; }
+bool is_script(const Command& command) { return is(command, "EVALSHA") || is(command, "EVAL"); }
 }  // namespace
 
 Result<std::unique_ptr<ClusterRouter>> ClusterRouter::connect(const RedisAddress& address, int timeout_ms,
@@ -78,7 +77,7 @@ std::optional<size_t> ClusterRouter::route(const std::vector<Command>& commands,
   const Command& command = commands[i];
   const auto& args = command.args();
   if (is(command, "WAIT")) return std::nullopt;
-  if (is(command, "EVALSHA") || is(command, "EVAL")) return args.size() > 3 && args[2] != "0" ? node_of_key(args[3]) : 0;
+  if (is_script(command)) return args.size() > 3 && args[2] != "0" ? node_of_key(args[3]) : 0;
   if (is(command, "MULTI")) return i + 1 < commands.size() ? route(commands, i + 1).value_or(0) : 0;
   if (is(command, "EXEC") || is(command, "DISCARD")) return i > 0 ? route(commands, i - 1).value_or(0) : 0;
   for (const char* keyless : {"PING", "ROLE", "CONFIG", "INFO", "SCRIPT", "SELECT", "AUTH", "CLUSTER"})
@@ -142,8 +141,7 @@ Result<std::vector<ReplyPtr>> ClusterRouter::receive(size_t count) {
   auto replies = read(sent_.front());
   if (!replies) return replies;
   const bool redirected = std::any_of(replies->begin(), replies->end(), [](const ReplyPtr& r) {
-    const auto error = reply_error(r.get());
-    return parse_redirect(error).has_value() || error.starts_with("TRYAGAIN");
+    return parse_redirect(reply_error(r.get())).has_value();
   });
   if (redirected) {
     // Batches sent later are on the wire: read before anything is resent.
@@ -164,27 +162,21 @@ Result<void> ClusterRouter::follow_redirects(Batch& batch, std::vector<ReplyPtr>
   for (size_t i = 0; i < replies.size(); ++i) {
     const Command& command = batch.commands[i];
     for (int tries = 0; tries < kMaxRedirects; ++tries) {
-      const std::string_view error = reply_error(replies[i].get());
-      const auto redirect = parse_redirect(error);
-      if (!redirect && !error.starts_with("TRYAGAIN")) break;
-      size_t node = 0;
+      const auto redirect = parse_redirect(reply_error(replies[i].get()));
+      // A script is not sent on to the master its slot is moving to: the
+      // keys it builds may still be on this one (lua/lib/fence.lua). Its
+      // ASK answer stands, and the call is tried again once the slot moved.
+      if (!redirect || (redirect->ask && is_script(command))) break;
+      auto to = node_at(redirect->to);
+      if (!to) return fail(to.error());
       std::vector<Command> again;
-      if (redirect) {
-        auto to = node_at(redirect->to);
-        if (!to) return fail(to.error());
-        node = *to;
-        if (!redirect->ask) slot_node_[redirect->slot] = node;
-        if (redirect->ask) again.push_back(Command{"ASKING"});
-      } else {
-        // Its keys are split between two nodes while the slot moves.
-        std::this_thread::sleep_for(kTryAgainPause);
-        node = route(batch.commands, i).value_or(0);
-      }
+      if (redirect->ask) again.push_back(Command{"ASKING"});
+      else slot_node_[redirect->slot] = *to;
       again.push_back(command);
-      auto answer = nodes_[node]->connection.pipeline(again);
+      auto answer = nodes_[*to]->connection.pipeline(again);
       if (!answer) return fail(answer.error());
       replies[i] = std::move(answer->back());
-      resent_to.insert(node);
+      resent_to.insert(*to);
     }
   }
   // A WAIT of this batch counted replicas on the masters it was sent to:

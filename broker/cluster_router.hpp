@@ -2,10 +2,12 @@
 // A Redis Cluster behind one transport: each command goes to the master of
 // its first key's slot (a queue's keys share one, see broker/keys.hpp), a
 // batch is split into one pipeline per master and its replies are put back
-// in order. MOVED updates the slot map and sends the command again there,
-// ASK sends it once to the importing node after ASKING, TRYAGAIN (a slot
-// half-moved) waits and sends it again: each of these answers means the
-// command did not run. A lost node breaks the transport; the next connect
+// in order. MOVED updates the slot map and sends the command again there;
+// ASK sends a plain command once to the importing node after ASKING. A
+// script is not sent on by ASK, and TRYAGAIN is not retried here: while a
+// queue's slot moves its scripts are refused (lua/lib/fence.lua) and the
+// broker's refusal back-off tries them later, without stalling the loop.
+// Each of these answers means the command did not run. A lost node breaks the transport; the next connect
 // reads the slot map again (after a fail-over it names the promoted
 // replica). Commands without a key go with their neighbours (MULTI/EXEC) or
 // to the first master; WAIT goes to every master the batch wrote to and
@@ -59,7 +61,7 @@ class ClusterRouter : public RedisTransport {
   // The node command `i` of `commands` goes to; nullopt for WAIT.
   std::optional<size_t> route(const std::vector<Command>& commands, size_t i) const;
   Result<std::vector<ReplyPtr>> read(Batch& batch);
-  // Follows MOVED / ASK / TRYAGAIN for each reply that is one.
+  // Follows MOVED (and ASK for commands that are not scripts).
   Result<void> follow_redirects(Batch& batch, std::vector<ReplyPtr>& replies);
   Result<void> fail(Error error) {
     broken_ = true;

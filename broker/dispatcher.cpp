@@ -116,7 +116,7 @@ void Dispatcher::release(const Slots& slots) {
 bool Dispatcher::can_lease_now() const {
   if (refusals_.holding()) return false;
   for (const auto& [name, q] : queues_)
-    if (q.maybe_ready && credit(name) > 0) return true;
+    if (q.maybe_ready && credit(name) > 0 && !refusals_.holding(name)) return true;
   return false;
 }
 
@@ -146,6 +146,10 @@ void Dispatcher::add_to(Round& round, bool stopping) {
     const bool maybe_ready = q.maybe_ready || q.ready_this_round;
     q.ready_this_round = false;
     if (!maybe_ready || stopping) continue;
+    if (refusals_.holding(name)) {
+      q.ready_this_round = maybe_ready;  // asked again once its slot has moved
+      continue;
+    }
     Slots slots = take_slots(name, config_.lease_batch);
     if (slots.count == 0) continue;
     const int count = static_cast<int>(slots.count);
@@ -154,7 +158,7 @@ void Dispatcher::add_to(Round& round, bool stopping) {
       if (r == nullptr) return;  // nothing leased that the broker knows of; reclaim returns it if it was
       QueueState& q = queues_.get(name);
       auto batch = calls::parse_lease(r);
-      if (!batch) return refusals_.refused(fmt::format("lease on '{}'", name), batch.error().message);
+      if (!batch) return refusals_.refused(name, fmt::format("lease on '{}'", name), batch.error().message);
       refusals_.succeeded();
       q.maybe_ready = static_cast<int>(batch->jobs.size() + batch->unreadable.size()) == count;
       for (auto& item : batch->unreadable) {

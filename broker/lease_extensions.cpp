@@ -27,6 +27,7 @@ void LeaseExtensions::add_to(Round& round) {
   const int64_t deadline = lease_clock_.now_ms() + config_.lease_ttl_ms;
   for (auto& [key, items] : std::exchange(extends_, {})) {
     const std::string& name = key.first;
+    if (refusals_.holding(name)) continue;  // its slot is moving: the next heartbeat asks again
     for (size_t i = 0; i < items.size(); i += kExtendChunk) {
       const auto first = items.begin() + static_cast<std::ptrdiff_t>(i);
       std::vector<TokenRef> chunk(first, first + static_cast<std::ptrdiff_t>(std::min(items.size() - i, kExtendChunk)));

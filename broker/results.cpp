@@ -69,11 +69,25 @@ void Results::on_results(const Peer& worker, std::vector<proto::JobResult>&& ite
   }
 }
 
+bool Results::has_work() const {
+  if (refusals_.holding()) return false;
+  for (const auto& p : pending_)
+    if (!refusals_.holding(p.result.queue)) return true;
+  for (const auto& [name, items] : requeues_)
+    if (!items.empty() && !refusals_.holding(name)) return true;
+  return false;
+}
+
 void Results::add_to(Round& round) {
   if (refusals_.holding()) return;
   // Acks and nacks per queue, at most kResultChunk per call.
   std::map<std::pair<std::string, bool>, std::vector<Pending>> open;
+  std::vector<Pending> held;
   for (auto& pending : std::exchange(pending_, {})) {
+    if (refusals_.holding(pending.result.queue)) {  // its slot is moving
+      held.push_back(std::move(pending));
+      continue;
+    }
     const bool ack = pending.result.outcome == static_cast<uint8_t>(proto::Outcome::done);
     auto key = std::make_pair(pending.result.queue, ack);
     auto& batch = open[key];
@@ -84,6 +98,7 @@ void Results::add_to(Round& round) {
     }
   }
   for (auto& [key, batch] : open) add_result_call(round, key.first, key.second, std::move(batch));
+  for (auto& pending : held) pending_.push_back(std::move(pending));
   add_requeue_calls(round);
 }
 
@@ -113,7 +128,7 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
   round.add(std::move(call), [this, queue, ack, now, batch = std::move(batch)](const redisReply* r) mutable {
     if (r == nullptr || !reply_error(r).empty()) {
       // Not applied: kept (the worker resends until CONFIRM anyway).
-      if (r != nullptr) refusals_.refused(fmt::format("{} on '{}' ({} results kept)", ack ? "ack" : "nack", queue,
+      if (r != nullptr) refusals_.refused(queue, fmt::format("{} on '{}' ({} results kept)", ack ? "ack" : "nack", queue,
                                                       batch.size() + pending_.size()),
                                           reply_error(r));
       for (auto& p : batch) pending_.push_back(std::move(p));
@@ -148,6 +163,10 @@ void Results::add_requeue_calls(Round& round) {
   const int64_t now = clock_.wall_ms();
   for (auto it = requeues_.begin(); it != requeues_.end();) {
     auto& [name, items] = *it;
+    if (refusals_.holding(name)) {  // its slot is moving
+      ++it;
+      continue;
+    }
     const size_t take = std::min(items.size(), kRequeuePerRound);
     std::vector<NackItem> chunk(std::make_move_iterator(items.begin()), std::make_move_iterator(items.begin() + take));
     items.erase(items.begin(), items.begin() + take);
@@ -159,7 +178,7 @@ void Results::add_requeue_calls(Round& round) {
                   for (auto& item : chunk) requeues_[name].push_back(std::move(item));
                 } else if (auto err = reply_error(r); !err.empty()) {
                   // The leases run out and reclaim returns these jobs.
-                  refusals_.refused(fmt::format("requeue on '{}'", name), err);
+                  refusals_.refused(name, fmt::format("requeue on '{}'", name), err);
                 } else {
                   queues_.get(name).maybe_ready = true;
                 }

@@ -69,10 +69,9 @@ class Results {
 
   // Adds the round's ack, nack and requeue calls.
   void add_to(Round& round);
-  // Calls to make now (none while Redis refuses writes: RefusalBackoff).
-  bool has_work() const {
-    return !refusals_.holding() && (!pending_.empty() || !requeues_.empty());
-  }
+  // Calls to make now (none while Redis refuses writes, nor for a queue
+  // whose slot is moving: RefusalBackoff).
+  bool has_work() const;
   size_t unapplied() const { return pending_.size(); }
 
  private:

@@ -79,13 +79,14 @@ void Scheduler::add_to(Round& round) {
   const int64_t steady_now = clock_.steady_ms();
   bool expired_inflight = false;
   for (auto& [name, q] : queues_) {
+    if (refusals_.holding(name)) continue;  // its slot is moving
     if (q.next_due_ms >= 0 && q.next_due_ms <= now) {
       q.ready_this_round = true;
       round.add(calls::promote(name, now, config_.promote_batch), [this, name, now](const redisReply* r) {
         if (r == nullptr) return;  // a reconnect promotes every queue again
         QueueState& q = queues_.get(name);
         auto p = calls::parse_promote(r);
-        if (!p) return refusals_.refused(fmt::format("promote on '{}'", name), p.error().message);
+        if (!p) return refusals_.refused(name, fmt::format("promote on '{}'", name), p.error().message);
         refusals_.succeeded();
         if (p->moved > 0) q.maybe_ready = true;
         // More due jobs than one batch: promote again at once.
@@ -103,7 +104,7 @@ void Scheduler::add_to(Round& round) {
                   if (r == nullptr) return;
                   QueueState& q = queues_.get(name);
                   auto c = calls::parse_reclaim(r);
-                  if (!c) return refusals_.refused(fmt::format("reclaim on '{}'", name), c.error().message);
+                  if (!c) return refusals_.refused(name, fmt::format("reclaim on '{}'", name), c.error().message);
                   refusals_.succeeded();
                   if (c->requeued + c->dead > 0)
                     spdlog::info("queue '{}': {} expired leases re-queued ({} never seen to start, no attempt "
@@ -121,7 +122,7 @@ void Scheduler::add_to(Round& round) {
         if (r == nullptr) return;
         auto removed = reply::integers(r, "sweep");
         if (!removed || removed->size() != 3)
-          return refusals_.refused(fmt::format("sweep on '{}'", name), removed ? "bad reply" : removed.error().message);
+          return refusals_.refused(name, fmt::format("sweep on '{}'", name), removed ? "bad reply" : removed.error().message);
         if ((*removed)[2] > 0)
           if (auto held_back = forgotten_log_.admit(name, steady_now))
             spdlog::warn("queue '{}': {} finished ids forgotten before done_retention to stay within done_max ({} "

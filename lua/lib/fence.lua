@@ -10,6 +10,14 @@ local fence_epoch = tonumber(table.remove(ARGV))
 if not fence_key or not fence_epoch or fence_epoch < 1 or fence_epoch ~= math.floor(fence_epoch) then
   return redis.error_reply("ERR dueq bad-args fence: expected the queue's epoch key and a leader epoch >= 1 last")
 end
+-- Redis Cluster: while the queue's slot moves to another master, some of
+-- its keys (those a script builds, not those it declares) may be there
+-- already, and a script that touches one fails half-way, keeping what it
+-- wrote. A key that never exists tells: reading it fails on a master whose
+-- slot is migrating. Nothing is written then, and the broker tries later.
+if type(redis.pcall("EXISTS", fence_key .. ":probe")) == "table" then
+  return redis.error_reply("TRYAGAIN dueq: the queue's slot is moving to another Redis Cluster master")
+end
 local fence_stored = tonumber(redis.call("GET", fence_key) or "0")
 if fence_stored > fence_epoch then
   return redis.error_reply("ERR dueq fenced: leader epoch " .. fence_epoch .. " was deposed by epoch " .. fence_stored)

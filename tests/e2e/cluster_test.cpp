@@ -1,16 +1,19 @@
 // Redis Cluster: queues spread over the masters by their hash tag; the
-// broker follows a master's fail-over to its replica.
+// broker follows a master's fail-over to its replica and a queue's slot
+// moving to another master.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "broker/cluster_slots.hpp"
 #include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/redis_cluster.hpp"
@@ -22,6 +25,104 @@ using namespace std::chrono_literals;
 
 constexpr int kQueues = 30;
 
+// A broker on `redis`, one example worker serving the 30 queues c0..c29.
+void start_on(Cluster& cluster, RedisCluster& redis, const std::vector<std::string>& broker_args) {
+  cluster.broker().signal(SIGKILL);
+  cluster.broker().wait();
+  cluster.use_redis_url(redis.url());
+  cluster.start_broker(broker_args);
+  std::vector<std::string> worker = {bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--concurrency", "16",
+                                     "--record", (cluster.dir() / "starts.txt").string()};
+  for (int q = 0; q < kQueues; ++q) worker.insert(worker.end(), {"--queue", fmt::format("c{}", q)});
+  cluster.start_worker(worker);
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+}
+
+// One producer of single jobs over the 30 queues, each job due now or in
+// 300 ms. A job not answered accepted or duplicate is sent again with its id
+// after the next new job, so a queue that waits does not hold up the rest.
+class Flow {
+ public:
+  explicit Flow(const std::string& endpoint)
+      : thread_([this, endpoint] {
+          Client client(endpoint, ClientOptions{.timeout_ms = 500, .attempts = 2});
+          std::deque<std::pair<JobSpec, int>> again;  // with its queue index
+          auto send = [&](const JobSpec& job) {
+            auto result = client.enqueue(job);
+            if (!result || (result->status != EnqueueResult::Status::accepted &&
+                            result->status != EnqueueResult::Status::duplicate))
+              return false;
+            std::lock_guard lock(mutex_);
+            accepted_[job.id] = job.due_ms;
+            accepted_at_ms_.push_back(steady_ms());
+            return true;
+          };
+          for (int n = 0; running_; ++n) {
+            for (size_t k = again.size(); k > 0 && running_; --k) {
+              auto job = std::move(again.front());
+              again.pop_front();
+              if (!send(job.first)) again.push_back(std::move(job));
+            }
+            JobSpec job{fmt::format("c{}", n % kQueues), "noop", "", fmt::format("c-{}", n),
+                        wall_ms() + (n % 2 == 0 ? 0 : 300), 0};
+            if (!send(job)) again.emplace_back(std::move(job), n % kQueues);
+            std::this_thread::sleep_for(3ms);
+          }
+        }) {}
+  ~Flow() { stop(); }
+
+  size_t accepted() {
+    std::lock_guard lock(mutex_);
+    return accepted_.size();
+  }
+  void stop() {
+    running_ = false;
+    if (thread_.joinable()) thread_.join();
+  }
+  // The longest pause between two jobs accepted, the later one after `since`.
+  int64_t longest_gap_after(int64_t since) {
+    std::lock_guard lock(mutex_);
+    int64_t gap = 0;
+    for (size_t i = 1; i < accepted_at_ms_.size(); ++i)
+      if (accepted_at_ms_[i] >= since) gap = std::max(gap, accepted_at_ms_[i] - accepted_at_ms_[i - 1]);
+    return gap;
+  }
+
+  // Once stopped: waits for every accepted job to run; checks that none
+  // started early and every queue's audit is clean. Returns {lost, ran again}.
+  std::pair<size_t, size_t> check(Cluster& cluster) {
+    const auto record = cluster.dir() / "starts.txt";
+    eventually([&] {
+      std::set<std::string> started;
+      for (const auto& r : read_records(record)) started.insert(r.id);
+      return std::all_of(accepted_.begin(), accepted_.end(), [&](const auto& a) { return started.contains(a.first); });
+    }, 30s);
+    std::set<std::string> ran;
+    size_t reruns = 0, lost = 0;
+    for (const auto& r : read_records(record)) {
+      if (!ran.insert(r.id).second) ++reruns;
+      auto it = accepted_.find(r.id);
+      if (it != accepted_.end()) {
+        EXPECT_GE(r.start_us, it->second * 1000) << r.id << " started early";
+      }
+    }
+    for (const auto& [id, due] : accepted_)
+      if (!ran.contains(id)) ++lost;
+    for (int q = 0; q < kQueues; ++q) {
+      auto audit = run_dueq(cluster.endpoint(), fmt::format("audit --queue c{}", q));
+      EXPECT_EQ(audit.code, 0) << "c" << q << ": " << audit.out;
+    }
+    return {lost, reruns};
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, int64_t> accepted_;  // id -> due ms
+  std::vector<int64_t> accepted_at_ms_;      // steady
+  std::atomic<bool> running_{true};
+  std::thread thread_;
+};
+
 // Rule: with queues spread over three masters, a master SIGKILLed mid-flow
 // is replaced by one of its two replicas and, with min_replicas = 1 (the
 // promoted one keeps a replica to confirm its writes), no job a producer
@@ -32,49 +133,9 @@ TEST(RedisCluster, QueuesSpreadOverTheMastersAndAKilledMastersReplicaTakesOverLo
   Cluster cluster;
   const auto config = cluster.dir() / "broker.toml";
   std::ofstream(config) << "min_replicas = 1\nreplica_timeout = \"300ms\"\n";
-  cluster.broker().signal(SIGKILL);
-  cluster.broker().wait();
-  cluster.use_redis_url(redis.url());
-  cluster.start_broker({"--config", config.string()});
-
-  const auto record = cluster.dir() / "starts.txt";
-  std::vector<std::string> worker = {bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--concurrency", "16",
-                                     "--record", record.string()};
-  for (int q = 0; q < kQueues; ++q) worker.insert(worker.end(), {"--queue", fmt::format("c{}", q)});
-  cluster.start_worker(worker);
-  ASSERT_TRUE(cluster.wait_for_workers(1));
-
-  std::mutex mutex;
-  std::map<std::string, int64_t> accepted;  // id -> due ms
-  std::map<std::string, std::string> queue_of;
-  std::vector<int64_t> accepted_at_ms;
-  std::atomic<bool> producing{true};
-  std::thread producer([&] {
-    Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 500, .attempts = 2});
-    for (int n = 0; producing; ++n) {
-      const std::string id = fmt::format("c-{}", n);
-      const std::string queue = fmt::format("c{}", n % kQueues);
-      const int64_t due = wall_ms() + (n % 2 == 0 ? 0 : 300);
-      while (producing) {
-        auto result = client.enqueue(JobSpec{queue, "noop", "", id, due, 0});
-        if (result && (result->status == EnqueueResult::Status::accepted ||
-                       result->status == EnqueueResult::Status::duplicate)) {
-          std::lock_guard lock(mutex);
-          accepted[id] = due;
-          queue_of[id] = queue;
-          accepted_at_ms.push_back(steady_ms());
-          break;
-        }
-        std::this_thread::sleep_for(20ms);
-      }
-      std::this_thread::sleep_for(3ms);
-    }
-  });
-  auto accepted_count = [&] {
-    std::lock_guard lock(mutex);
-    return accepted.size();
-  };
-  EXPECT_TRUE(eventually([&] { return accepted_count() >= 150; }, 20s));
+  start_on(cluster, redis, {"--config", config.string()});
+  Flow flow(cluster.endpoint());
+  EXPECT_TRUE(eventually([&] { return flow.accepted() >= 150; }, 20s));
   size_t masters_with_keys = 0;
   for (size_t i = 0; i < redis.size(); ++i)
     if (redis.node(i).cli("ROLE").starts_with("master") && redis.node(i).cli("DBSIZE") != "0") ++masters_with_keys;
@@ -83,36 +144,78 @@ TEST(RedisCluster, QueuesSpreadOverTheMastersAndAKilledMastersReplicaTakesOverLo
   RedisServer& victim = redis.master_of("dueq:{c0}:jobs");
   const int64_t killed_at = steady_ms();
   victim.kill(SIGKILL);
-  const size_t at_kill = accepted_count();
-  EXPECT_TRUE(eventually([&] { return accepted_count() >= at_kill + 150; }, 30s)) << "the flow did not resume";
-  producing = false;
-  producer.join();
-
-  int64_t gap_ms = -1;
-  for (size_t i = 1; i < accepted_at_ms.size(); ++i)
-    if (accepted_at_ms[i] >= killed_at) gap_ms = std::max(gap_ms, accepted_at_ms[i] - accepted_at_ms[i - 1]);
-  eventually([&] { return read_records(record).size() >= accepted.size(); }, 20s);
-  std::set<std::string> ran;
-  size_t reruns = 0, lost = 0;
-  for (const auto& r : read_records(record)) {
-    if (!ran.insert(r.id).second) ++reruns;
-    auto it = accepted.find(r.id);
-    if (it != accepted.end()) {
-      EXPECT_GE(r.start_us, it->second * 1000) << r.id << " started early";
-    }
-  }
-  for (const auto& [id, due] : accepted)
-    if (!ran.contains(id)) ++lost;
+  const size_t at_kill = flow.accepted();
+  EXPECT_TRUE(eventually([&] { return flow.accepted() >= at_kill + 150; }, 30s)) << "the flow did not resume";
+  flow.stop();
+  const auto [lost, reruns] = flow.check(cluster);
   EXPECT_EQ(lost, 0u);
-  for (int q = 0; q < kQueues; ++q) {
-    auto audit = run_dueq(cluster.endpoint(), fmt::format("audit --queue c{}", q));
-    EXPECT_EQ(audit.code, 0) << "c" << q << ": " << audit.out;
-  }
   EXPECT_TRUE(cluster.broker().running());
   EXPECT_TRUE(cluster.worker(0).running());
   std::printf("Redis Cluster, 3 masters, %d queues, min_replicas 1: SIGKILL of a master: no job accepted for "
               "%lld ms (cluster-node-timeout 1000 ms); %zu accepted, %zu lost, %zu ran again\n",
-              kQueues, static_cast<long long>(gap_ms), accepted.size(), lost, reruns);
+              kQueues, static_cast<long long>(flow.longest_gap_after(killed_at)), flow.accepted(), lost, reruns);
+}
+
+// Rule: a queue's slot moved to another master while its jobs flow (keys
+// migrated ten at a time) is written to nowhere while it is half moved
+// (its scripts are refused, none runs half), and every accepted job runs,
+// none early, with every audit clean, once it has moved.
+TEST(RedisCluster, MovingTheSlotOfABusyQueueLosesNothingAndItsJobsGoOnFromTheNewMaster) {
+  RedisCluster redis(3, 0);
+  Cluster cluster;
+  start_on(cluster, redis, {});
+  Flow flow(cluster.endpoint());
+  EXPECT_TRUE(eventually([&] { return flow.accepted() >= 150; }, 20s));
+  // Queue c0 gets 3,000 jobs due over the next 1.5 to 4.5 s: its schedule
+  // spreads over some 2,000 partitions (thousands of keys to move), and
+  // they come due while the slot moves.
+  std::map<std::string, int64_t> bulk;
+  {
+    Client producer(cluster.endpoint());
+    std::vector<JobSpec> jobs;
+    const int64_t now = wall_ms();
+    for (int i = 0; i < 3'000; ++i) {
+      jobs.push_back(JobSpec{"c0", "noop", "", fmt::format("bulk-{}", i), now + 1'500 + i, 0});
+      bulk[jobs.back().id] = jobs.back().due_ms;
+    }
+    for (size_t i = 0; i < jobs.size(); i += 1'000) {
+      auto done = producer.enqueue_batch(std::vector<JobSpec>(jobs.begin() + static_cast<std::ptrdiff_t>(i),
+                                                              jobs.begin() + static_cast<std::ptrdiff_t>(i + 1'000)));
+      ASSERT_TRUE(done);
+      for (const auto& r : *done) ASSERT_EQ(r.status, EnqueueResult::Status::accepted);
+    }
+  }
+  const int slot = static_cast<int>(broker::key_slot("dueq:{c0}:jobs"));
+  RedisServer& from = redis.master_of("dueq:{c0}:jobs");
+  RedisServer* to = nullptr;
+  for (size_t i = 0; i < redis.size() && to == nullptr; ++i)
+    if (&redis.node(i) != &from) to = &redis.node(i);
+  const std::string keys_before = from.cli(fmt::format("CLUSTER COUNTKEYSINSLOT {}", slot));
+  const int64_t moved_at = steady_ms();
+  redis.move_slot(slot, *to);
+  const int64_t move_ms = steady_ms() - moved_at;
+  EXPECT_EQ(&redis.master_of("dueq:{c0}:jobs"), to);
+  EXPECT_EQ(from.cli(fmt::format("CLUSTER COUNTKEYSINSLOT {}", slot)), "0");
+  const size_t at_move = flow.accepted();
+  EXPECT_TRUE(eventually([&] { return flow.accepted() >= at_move + 150; }, 30s)) << "the flow did not resume";
+  flow.stop();
+  const auto [lost, reruns] = flow.check(cluster);
+  EXPECT_EQ(lost, 0u);
+  EXPECT_NE(to->cli("EXISTS dueq:{c0}:jobs"), "0") << "queue c0 lives on its new master";
+  std::map<std::string, int> bulk_runs;
+  for (const auto& r : read_records(cluster.dir() / "starts.txt")) {
+    auto it = bulk.find(r.id);
+    if (it == bulk.end()) continue;
+    ++bulk_runs[r.id];
+    EXPECT_GE(r.start_us, it->second * 1000) << r.id << " started early";
+  }
+  EXPECT_EQ(bulk_runs.size(), bulk.size()) << "every job of the busy queue ran";
+  // The slot was met half moved: some calls were refused and tried again.
+  EXPECT_GE(cluster.log_count("its Redis Cluster slot is moving"), 1u);
+  std::printf("Redis Cluster, 3 masters, %d queues: slot %d of queue c0 (%s keys) moved in %lld ms while jobs flowed; "
+              "no job accepted for %lld ms at most; %zu + %zu accepted, %zu lost, %zu ran again\n",
+              kQueues, slot, keys_before.c_str(), static_cast<long long>(move_ms),
+              static_cast<long long>(flow.longest_gap_after(moved_at)), flow.accepted(), bulk.size(), lost, reruns);
 }
 
 }  // namespace

@@ -50,6 +50,36 @@ class RedisCluster {
   }
 
   size_t size() const { return nodes_.size(); }
+
+  // Moves `slot` to master `to` the way redis-cli --cluster reshard does:
+  // IMPORTING on the target, MIGRATING on the source, the keys in batches
+  // of `batch` (pausing `pause` between batches, so that commands meet the
+  // slot half-moved), then the new owner told to every master.
+  void move_slot(int slot, RedisServer& to, int batch = 10, std::chrono::milliseconds pause = std::chrono::milliseconds(2)) {
+    RedisServer* from = nullptr;
+    for (auto& node : nodes_)
+      if (owns(*node, slot)) from = node.get();
+    if (from == nullptr || from == &to) throw std::runtime_error("move_slot: no other master serves the slot");
+    const std::string from_id = from->cli("CLUSTER MYID"), to_id = to.cli("CLUSTER MYID");
+    to.cli(fmt::format("CLUSTER SETSLOT {} IMPORTING {}", slot, from_id));
+    from->cli(fmt::format("CLUSTER SETSLOT {} MIGRATING {}", slot, to_id));
+    while (true) {
+      std::istringstream keys(from->cli(fmt::format("CLUSTER GETKEYSINSLOT {} {}", slot, batch)));
+      std::string key, names;
+      while (std::getline(keys, key))
+        if (!key.empty()) names += " '" + key + "'";
+      if (names.empty()) break;
+      const std::string moved = from->cli(fmt::format("MIGRATE 127.0.0.1 {} \"\" 0 5000 KEYS{}", to.port(), names));
+      if (moved != "OK") throw std::runtime_error("MIGRATE: " + moved);
+      std::this_thread::sleep_for(pause);
+    }
+    // The new owner first, then the old one, then the rest (as redis-cli does).
+    to.cli(fmt::format("CLUSTER SETSLOT {} NODE {}", slot, to_id));
+    from->cli(fmt::format("CLUSTER SETSLOT {} NODE {}", slot, to_id));
+    for (auto& node : nodes_)
+      if (node.get() != &to && node.get() != from && node->cli("ROLE").starts_with("master"))
+        node->cli(fmt::format("CLUSTER SETSLOT {} NODE {}", slot, to_id));
+  }
   RedisServer& node(size_t i) { return *nodes_.at(i); }
   // The node serving `key`'s slot as master now.
   RedisServer& master_of(const std::string& key) {
