@@ -29,7 +29,6 @@ class Command {
   explicit Command(std::initializer_list<std::string_view> args) {
     for (auto a : args) add(a);
   }
-  explicit Command(std::vector<std::string> args) : args_(std::move(args)) {}
   Command& add(std::string_view arg) {
     args_.emplace_back(arg);
     return *this;
@@ -37,8 +36,16 @@ class Command {
   Command& add(int64_t number) { return add(std::string_view(std::to_string(number))); }
   const std::vector<std::string>& args() const { return args_; }
 
+  // An EVALSHA of a script that includes lua/lib/fence.lua (set by
+  // script_call): the connection appends the fence before sending it.
+  void mark_fenced() { fence_pending_ = true; }
+  // EVALSHA sha numkeys keys... args... becomes EVALSHA sha numkeys+1
+  // keys... `key` args... `arg`; once.
+  void append_fence(std::string key, std::string arg);
+
  private:
   std::vector<std::string> args_;
+  bool fence_pending_ = false;
 };
 
 class RedisConnection {

@@ -10,6 +10,7 @@ Command script_call(lua::ScriptId script, std::initializer_list<std::string_view
   Command call{"EVALSHA", lua::script(script).sha1};
   call.add(static_cast<int64_t>(keys.size()));
   for (auto key : keys) call.add(key);
+  if (lua::script(script).fenced) call.mark_fenced();
   return call;
 }
 

@@ -16,37 +16,16 @@ bool is_noscript(const redisReply* reply) { return reply_error(reply).starts_wit
 bool is_wait(const Command& command) { return !command.args().empty() && command.args().front() == "WAIT"; }
 bool is_fenced_reply(const ReplyPtr& reply) { return reply_error(reply.get()).starts_with("ERR dueq fenced"); }
 
-// The SHA1s of the scripts that include lib/fence.lua.
-bool sends_fence(std::string_view sha1) {
-  static const std::vector<std::string_view> fenced = [] {
-    std::vector<std::string_view> shas;
-    for (const auto& script : lua::kScripts)
-      if (script.fenced) shas.emplace_back(script.sha1);
-    return shas;
-  }();
-  return std::find(fenced.begin(), fenced.end(), sha1) != fenced.end();
-}
 }  // namespace
 
-// EVALSHA sha numkeys keys... args... becomes EVALSHA sha numkeys+1 keys...
-// epoch-key args... epoch.
+// The queue's epoch key (from the call's first key: same slot) and the
+// epoch, with "c" behind a Redis Cluster: the script then checks that the
+// queue's slot is not moving (lua/lib/fence.lua).
 Command ScriptRegistry::with_fence(Command call) const {
   const auto& args = call.args();
-  if (args.size() < 4 || args[0] != "EVALSHA" || !sends_fence(args[1])) return call;
-  size_t keys = 0;
-  const auto& count = args[2];
-  if (std::from_chars(count.data(), count.data() + count.size(), keys).ec != std::errc{} || 3 + keys > args.size())
-    return call;
-  std::vector<std::string> fenced;
-  fenced.reserve(args.size() + 2);
-  fenced.insert(fenced.end(), args.begin(), args.begin() + static_cast<std::ptrdiff_t>(3 + keys));
-  fenced[2] = std::to_string(keys + 1);
-  // A script with no key names no queue: its epoch key stays empty and the
-  // script refuses the call.
-  fenced.push_back(keys > 0 ? epoch_key_of(args[3]) : std::string());
-  fenced.insert(fenced.end(), args.begin() + static_cast<std::ptrdiff_t>(3 + keys), args.end());
-  fenced.push_back(std::to_string(epoch_));
-  return Command(std::move(fenced));
+  const std::string key = args.size() > 3 && args[2] != "0" ? epoch_key_of(args[3]) : std::string();
+  call.append_fence(key, address_.via_cluster() ? std::to_string(epoch_) + "c" : std::to_string(epoch_));
+  return call;
 }
 
 Result<void> ScriptRegistry::connect() {

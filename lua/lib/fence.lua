@@ -1,12 +1,14 @@
 -- Leader fencing (broker/leadership.hpp). Every script that writes includes
 -- this first. The connection that sends it (broker/script_registry.cpp)
 -- appends the queue's epoch key to KEYS and the sender's leader epoch to
--- ARGV; both are taken off here, so the script's own KEYS and ARGV are as
+-- ARGV (followed by "c" behind a Redis Cluster); both are taken off here, so the script's own KEYS and ARGV are as
 -- its header lists them. A sender whose epoch is older than the queue's was
 -- deposed: the call writes nothing and fails. A newer one raises the
 -- queue's epoch, which fences every older leader out of this queue.
 local fence_key = table.remove(KEYS)
-local fence_epoch = tonumber(table.remove(ARGV))
+local fence_arg = table.remove(ARGV) or ""
+local fence_in_cluster = string.sub(fence_arg, -1) == "c"
+local fence_epoch = tonumber(fence_in_cluster and string.sub(fence_arg, 1, -2) or fence_arg)
 if not fence_key or not fence_epoch or fence_epoch < 1 or fence_epoch ~= math.floor(fence_epoch) then
   return redis.error_reply("ERR dueq bad-args fence: expected the queue's epoch key and a leader epoch >= 1 last")
 end
@@ -15,7 +17,8 @@ end
 -- already, and a script that touches one fails half-way, keeping what it
 -- wrote. A key that never exists tells: reading it fails on a master whose
 -- slot is migrating. Nothing is written then, and the broker tries later.
-if type(redis.pcall("EXISTS", fence_key .. ":probe")) == "table" then
+-- The connection says "c" after the epoch behind a Redis Cluster only.
+if fence_in_cluster and type(redis.pcall("EXISTS", fence_key .. ":probe")) == "table" then
   return redis.error_reply("TRYAGAIN dueq: the queue's slot is moving to another Redis Cluster master")
 end
 local fence_stored = tonumber(redis.call("GET", fence_key) or "0")

@@ -320,6 +320,7 @@ TEST_F(Scripts, PromoteMovesItsWholeLimitOutOfOnePartition) {
         same.add(static_cast<int64_t>(schedule_filter_bit_offset(7, jobs[(a - first_filter) / 3].id)));
       else same.add(args[a]);
     }
+    same.mark_fenced();  // rebuilt from a script_call's arguments
     Round round;
     round.add(std::move(same));
     auto accepted = ints(run(round));
@@ -394,6 +395,7 @@ TEST_F(Scripts, LeaseRefusesMissingOrMalformedTokens) {
   const auto args = calls::lease("q", 5000, 2).args();
   auto eval = [&](const std::vector<std::string>& tokens) {
     Command call;
+    call.mark_fenced();  // rebuilt from a script_call's arguments
     for (size_t i = 0; i + 1 < args.size(); ++i) call.add(args[i]);  // EVALSHA .. count, without the tokens
     std::string blob;
     for (const auto& t : tokens) blob += t;
@@ -538,10 +540,11 @@ TEST_F(Scripts, SweepIsBoundedByItsLimitAndRefusesBadArguments) {
   // script refuses one all the same.
   const auto args = calls::sweep("q", 100, 10, 10, 100).args();
   Command early_window;
+  early_window.mark_fenced();  // rebuilt from a script_call's arguments
   for (size_t i = 0; i < args.size(); ++i) early_window.add(i + 1 == args.size() ? std::string("99") : args[i]);
   Round window_before_cutoff;
   window_before_cutoff.add(std::move(early_window));
-  EXPECT_NE(reply_error(run(window_before_cutoff)).find("bad-args"), std::string_view::npos);
+  EXPECT_NE(reply_error(run(window_before_cutoff)).find("bad-args sweep"), std::string_view::npos);
 }
 
 // Done and cancelled ids are kept for the retention and no more than MAX of
@@ -823,10 +826,11 @@ TEST_F(Scripts, ExtendRefusesAnythingButHeldOrStarted) {
   auto l = lease(1, 5000);
   const auto args = calls::extend("q", 9000, LeaseReport::held, {{"a", l[0].token}}).args();
   Command bad;
+  bad.mark_fenced();  // rebuilt from a script_call's arguments
   for (size_t i = 0; i < args.size(); ++i) bad.add(i == args.size() - 4 ? std::string("running") : args[i]);
   Round round;
   round.add(std::move(bad));
-  EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos);
+  EXPECT_NE(reply_error(run(round)).find("bad-args extend"), std::string_view::npos);
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "5000");
 }
 
