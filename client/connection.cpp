@@ -26,9 +26,9 @@ ClientError closing_error() {
 
 }  // namespace
 
-Connection::Connection(std::string endpoint, ClientOptions options)
+Connection::Connection(const std::string& endpoints, ClientOptions options)
     : options_(std::move(options)), context_(1), socket_(context_, zmq::socket_type::dealer),
-      endpoints_(parse_endpoints(endpoint)), wakeup_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      endpoints_(parse_endpoints(endpoints)), wakeup_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       requests_(options_.timeout_ms, options_.attempts) {
   if (wakeup_.get() < 0) throw std::runtime_error("eventfd failed");
   socket_.set(zmq::sockopt::linger, 0);

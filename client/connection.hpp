@@ -20,7 +20,8 @@ namespace dueq::client {
 
 class Connection {
  public:
-  Connection(std::string endpoint, ClientOptions options);
+  // `endpoints`: one, or several separated by commas (common/broker_endpoints.hpp).
+  Connection(const std::string& endpoints, ClientOptions options);
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 

@@ -52,6 +52,7 @@ Figures cluster_scale(const Options& o, Json& table) {
 
     std::atomic<bool> running{true};
     std::vector<std::thread> producers;
+    producers.reserve(2);
     for (int p = 0; p < 2; ++p)
       producers.emplace_back([&, p] {
         Client client(cluster.endpoint(), with_timeouts({}));
@@ -71,9 +72,11 @@ Figures cluster_scale(const Options& o, Json& table) {
     Client probe(cluster.endpoint(), with_timeouts({}));
     std::this_thread::sleep_for(1s);  // warm-up
     std::vector<pid_t> nodes;
+    nodes.reserve(redis.size());
     for (size_t i = 0; i < redis.size(); ++i) nodes.push_back(redis.node(i).pid());
     auto node_cpu = [&] {
       std::vector<int64_t> us;
+      us.reserve(nodes.size());
       for (pid_t pid : nodes) us.push_back(cpu_us(pid));
       return us;
     };

@@ -293,7 +293,7 @@ TEST(ConfigFile, TheLeaderLeaseAndTheAdvertisedEndpointAreChecked) {
         << r.error().message;
   }
   broker::BrokerConfig flags;  // as set by --leader-lease and --advertise
-  flags.leader_lease_ms = 11 * 60'000;
+  flags.leader_lease_ms = int64_t{11} * 60'000;
   EXPECT_FALSE(broker::validate_config(flags));
   flags.leader_lease_ms = 2'000;
   flags.advertise = "ipc:///tmp/x";
