@@ -17,7 +17,7 @@ using client::Completion;
 using client::FrameResult;
 
 struct Client::Impl {
-  Impl(std::string endpoint, ClientOptions options) : connection(std::move(endpoint), std::move(options)) {}
+  Impl(const std::string& endpoints, ClientOptions options) : connection(endpoints, std::move(options)) {}
   client::Connection connection;
 };
 
@@ -93,8 +93,8 @@ ClientError blocking_from_callback(const std::string& what) {
 
 }  // namespace
 
-Client::Client(std::string broker_endpoint, ClientOptions options)
-    : impl_(std::make_unique<Impl>(std::move(broker_endpoint), std::move(options))) {}
+Client::Client(const std::string& broker_endpoint, ClientOptions options)
+    : impl_(std::make_unique<Impl>(broker_endpoint, std::move(options))) {}
 Client::~Client() { impl_->connection.close(); }
 
 int64_t Client::in_ms(int64_t delay_ms) { return wall_ms() + delay_ms; }

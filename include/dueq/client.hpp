@@ -93,7 +93,10 @@ struct ClientOptions {
 
 class Client {
  public:
-  explicit Client(std::string broker_endpoint, ClientOptions options = {});
+  // `broker_endpoint`: one endpoint, or several separated by commas (a
+  // leader and its standbys: the client finds the one that leads). Throws
+  // std::invalid_argument for a malformed list.
+  explicit Client(const std::string& broker_endpoint, ClientOptions options = {});
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

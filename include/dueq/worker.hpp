@@ -48,7 +48,7 @@ struct HandlerResult {
 using Handler = std::function<HandlerResult(const Job&)>;
 
 struct WorkerOptions {
-  std::string broker = "tcp://127.0.0.1:7600";  // the broker's --listen endpoint
+  std::string broker = "tcp://127.0.0.1:7600";  // the broker's --listen endpoint, or several separated by commas (a leader and its standbys)
   std::vector<std::string> queues;
   unsigned concurrency = 1;         // handlers running at once
   // Extra jobs buffered beyond the running ones. 0: adapts to the measured
