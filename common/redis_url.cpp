@@ -60,6 +60,20 @@ Result<HostPort> parse_host_port(std::string_view text, int default_port, const 
   return out;
 }
 
+// "host[:port],host[:port]...": the sentinels or cluster seeds of a URL.
+Result<std::vector<HostPort>> parse_host_list(std::string_view hosts, int default_port, const std::string& url) {
+  std::vector<HostPort> out;
+  while (!hosts.empty()) {
+    const auto comma = hosts.find(',');
+    auto one = parse_host_port(hosts.substr(0, comma), default_port, url);
+    if (!one) return std::unexpected(one.error());
+    out.push_back(std::move(*one));
+    if (comma == std::string_view::npos) break;
+    hosts = hosts.substr(comma + 1);
+  }
+  return out;
+}
+
 // After "sentinel://": [userinfo@]hosts/master[/db][?query].
 Result<RedisAddress> parse_sentinel_url(std::string_view rest, const std::string& original) {
   RedisAddress addr;
@@ -82,14 +96,9 @@ Result<RedisAddress> parse_sentinel_url(std::string_view rest, const std::string
   }
   if (path.empty()) return fail(Errc::bad_argument, "sentinel URL has an empty master name: " + original);
   addr.master_name = std::string(path);
-  while (!hosts.empty()) {
-    const auto comma = hosts.find(',');
-    auto sentinel = parse_host_port(hosts.substr(0, comma), 26379, original);
-    if (!sentinel) return std::unexpected(sentinel.error());
-    addr.sentinels.push_back(std::move(*sentinel));
-    if (comma == std::string_view::npos) break;
-    hosts = hosts.substr(comma + 1);
-  }
+  auto sentinels = parse_host_list(hosts, 26379, original);
+  if (!sentinels) return std::unexpected(sentinels.error());
+  addr.sentinels = std::move(*sentinels);
   if (addr.sentinels.empty()) return fail(Errc::bad_argument, "sentinel URL names no sentinel: " + original);
   while (!query.empty()) {
     const auto amp = query.find('&');
@@ -114,14 +123,9 @@ Result<RedisAddress> parse_cluster_url(std::string_view rest, const std::string&
   take_userinfo(rest, addr.user, addr.password);
   if (rest.find_first_of("/?") != std::string_view::npos)
     return fail(Errc::bad_argument, "a cluster URL names seed nodes only (a cluster has no db): " + original);
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    auto seed = parse_host_port(rest.substr(0, comma), 6379, original);
-    if (!seed) return std::unexpected(seed.error());
-    addr.cluster_seeds.push_back(std::move(*seed));
-    if (comma == std::string_view::npos) break;
-    rest = rest.substr(comma + 1);
-  }
+  auto seeds = parse_host_list(rest, 6379, original);
+  if (!seeds) return std::unexpected(seeds.error());
+  addr.cluster_seeds = std::move(*seeds);
   if (addr.cluster_seeds.empty()) return fail(Errc::bad_argument, "cluster URL names no node: " + original);
   return addr;
 }
