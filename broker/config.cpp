@@ -108,6 +108,10 @@ Result<void> apply_config_table(const toml::table& root, BrokerConfig& config) {
       auto v = node.value<std::string>();
       if (!v) return bad_key(key, "expected a string");
       config.redis_url = *v;
+    } else if (key == "data_dir") {
+      auto v = node.value<std::string>();
+      if (!v || v->empty()) return bad_key(key, "expected a path");
+      config.data_dir = *v;
     } else if (key == "listen") {
       auto v = node.value<std::string>();
       if (!v) return bad_key(key, "expected a string");
@@ -209,6 +213,9 @@ bool is_local_endpoint(const std::string& endpoint) {
 }
 
 Result<void> validate_config(const BrokerConfig& c) {
+  if (!c.redis_url.empty() && !c.data_dir.empty())
+    return fail(Errc::bad_argument, "give either a Redis address (redis, --redis) or a data_dir (--data-dir) for the "
+                                    "embedded store, not both");
   if (c.curve_key.empty() != c.allow_list.empty())
     return fail(Errc::bad_argument, "CURVE needs both curve_key (--curve-key) and allow_list (--allow-list)");
   if (c.curve_key.empty() && !c.insecure && !is_local_endpoint(c.listen))

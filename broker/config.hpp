@@ -35,7 +35,9 @@ struct QueuePolicy {
 };
 
 struct BrokerConfig {
-  std::string redis_url = "redis://127.0.0.1:6379";
+  // Empty: the embedded store (broker/embedded_store.hpp) in data_dir.
+  std::string redis_url;
+  std::string data_dir;  // empty: $HOME/.dueq
   std::string listen = "tcp://127.0.0.1:7600";  // this host only: a network port needs CURVE (or insecure)
   bool allow_unsafe_redis = false;
   std::string log_level = "info";

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "broker/broker.hpp"
+#include "broker/embedded_store.hpp"
 #include "common/duration.hpp"
 #include "common/logging.hpp"
 
@@ -27,13 +28,14 @@ struct DurationValidator : CLI::Validator {
 int main(int argc, char** argv) {
   using namespace dueq;
   broker::BrokerConfig config;
-  std::string config_file, redis, listen, log_level, heartbeat, worker_timeout, delivery_timeout, lease_ttl;
+  std::string config_file, redis, data_dir, listen, log_level, heartbeat, worker_timeout, delivery_timeout, lease_ttl;
   std::string curve_key, allow_list, leader_lease, advertise;
   bool allow_unsafe = false, insecure = false;
 
   CLI::App app{"dueq-broker: the dueq coordinator (owns Redis, schedules, leases and dispatches jobs)"};
   app.add_option("--config", config_file, "TOML config file; command-line flags override it")->check(CLI::ExistingFile);
-  app.add_option("--redis", redis, "Redis URL: redis://[:password@]host:port[/db] or a unix socket path")->envname("DUEQ_REDIS");
+  app.add_option("--redis", redis, "Redis URL: redis://[:password@]host:port[/db] or a unix socket path (none: the embedded store)")->envname("DUEQ_REDIS");
+  app.add_option("--data-dir", data_dir, "the embedded store's directory, when no Redis address is given (default $HOME/.dueq)")->envname("DUEQ_DATA_DIR");
   app.add_option("--listen", listen, "endpoint for workers and producers, e.g. tcp://0.0.0.0:7600")->envname("DUEQ_LISTEN");
   app.add_option("--curve-key", curve_key, "the broker's CURVE key file (dueq keygen); turns CURVE on")->envname("DUEQ_CURVE_KEY")->check(CLI::ExistingFile);
   app.add_option("--allow-list", allow_list, "allowed client keys with their roles: a TOML file or a directory (docs/security.md); SIGHUP reloads it")->envname("DUEQ_ALLOW_LIST")->check(CLI::ExistingPath);
@@ -55,6 +57,7 @@ int main(int argc, char** argv) {
     }
   }
   if (!redis.empty()) config.redis_url = redis;
+  if (!data_dir.empty()) config.data_dir = data_dir;
   if (!listen.empty()) config.listen = listen;
   if (!log_level.empty()) config.log_level = log_level;
   if (allow_unsafe) config.allow_unsafe_redis = true;
@@ -72,6 +75,10 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "dueq-broker: {}\n", ok.error().message);
     return 2;
   }
+  if (auto ok = broker::validate_config(config); !ok) {
+    fmt::print(stderr, "dueq-broker: {}\n", ok.error().message);
+    return 2;
+  }
 
   // Signals arrive through a file descriptor the event loop polls.
   sigset_t signals;
@@ -84,6 +91,27 @@ int main(int argc, char** argv) {
   // Writing a pipelined round to a Redis that just died must fail with EPIPE
   // (the broker reconnects), not kill the broker.
   signal(SIGPIPE, SIG_IGN);
+
+  // No Redis address: the broker runs its own (started after the signal
+  // mask is set, which its thread inherits; redis-server gets none of it).
+  std::unique_ptr<broker::EmbeddedStore> store;
+  if (config.redis_url.empty()) {
+    if (config.data_dir.empty()) {
+      const char* home = std::getenv("HOME");
+      if (home == nullptr || *home == '\0') {
+        fmt::print(stderr, "dueq-broker: give --redis, or --data-dir for the embedded store ($HOME is not set)\n");
+        return 2;
+      }
+      config.data_dir = std::string(home) + "/.dueq";
+    }
+    store = std::make_unique<broker::EmbeddedStore>(config.data_dir);
+    if (auto ok = store->start(); !ok) {
+      spdlog::critical("{}", ok.error().message);
+      return ok.error().code == Errc::bad_argument ? 2 : 1;
+    }
+    config.redis_url = store->url();
+    config.data_dir.clear();
+  }
 
   // A broker that is deposed (another took the lead while it was cut off
   // or stopped) starts over as a fresh one, which stands by.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make demo: a private Redis (AOF on), one broker, three workers; a few dozen
-# jobs due over the next ~10 s; each one's due time and start time shown as it
-# runs. Everything started here is stopped on exit.
+# make demo: one broker on its embedded store (its own redis-server, AOF on),
+# three workers; a few dozen jobs due over the next ~10 s; each one's due
+# time and start time shown as it runs. Everything started here is stopped
+# on exit.
 set -euo pipefail
 BIN=$(cd "${1:-build/bin}" && pwd)
 WORK=$(mktemp -d /tmp/dueq-demo-XXXXXX)
@@ -22,19 +23,11 @@ free_port() {
   done
 }
 
-REDIS_PORT=$(free_port)
 BROKER_PORT=$(free_port)
 export DUEQ_BROKER=tcp://127.0.0.1:$BROKER_PORT
 
-echo "== starting redis-server on 127.0.0.1:$REDIS_PORT (AOF everysec, data in $WORK)"
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$WORK" --appendonly yes --appendfsync everysec \
-  --save "" --maxmemory-policy noeviction --hash-max-listpack-value 1024 --hash-max-listpack-entries 256 \
-  --zset-max-listpack-entries 256 --auto-aof-rewrite-min-size 1gb >"$WORK/redis.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
-
-echo "== starting dueq-broker on $DUEQ_BROKER"
-"$BIN/dueq-broker" --redis "redis://127.0.0.1:$REDIS_PORT" --listen "$DUEQ_BROKER" >"$WORK/broker.log" 2>&1 &
+echo "== starting dueq-broker on $DUEQ_BROKER, with its embedded store (redis-server, AOF everysec) in $WORK/data"
+"$BIN/dueq-broker" --data-dir "$WORK/data" --listen "$DUEQ_BROKER" >"$WORK/broker.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 100); do "$BIN/dueq" --timeout 200ms stats >/dev/null 2>&1 && break; sleep 0.05; done
 
