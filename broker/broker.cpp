@@ -31,8 +31,9 @@ constexpr int64_t kMaxReconnectViaSentinelMs = 400;
 constexpr int kHandshakeMs = 10'000;
 }  // namespace
 
-Broker::Broker(BrokerConfig config, const Clock& clock)
+Broker::Broker(BrokerConfig config, Metrics& metrics, const Clock& clock)
     : config_(std::move(config)),
+      metrics_(metrics),
       clock_(clock),
       lease_clock_(clock),
       address_(parse_redis_url(config_.redis_url).value_or(RedisAddress{})),
@@ -52,7 +53,7 @@ Broker::Broker(BrokerConfig config, const Clock& clock)
       enqueuer_(config_, clock_, queues_, outbox_),
       stats_(config_, clock_, queues_, outbox_, workers_.registry()),
       scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_, refusals_),
-      dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_, refusals_),
+      dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_, refusals_, metrics_),
       admin_(config_, clock_, address_, background_budget_),
       inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, stats_, admin_),
       sentinel_watch_(address_) {}
@@ -61,6 +62,19 @@ Broker::~Broker() {
   if (reconciler_) reconciler_->stop();
   admin_.stop();
   router_.close();
+}
+
+void Broker::update_metrics() {
+  metrics_.set_health(true, leadership_.epoch(), redis_.connected());
+  if (config_.http.empty()) return;
+  const int64_t now = clock_.steady_ms();
+  if (!metrics_.refresh_due(now)) return;
+  metrics_.refresh_started(now);
+  if (redis_.connected()) stats_.for_metrics(metrics_);
+  uint64_t capacity = 0;
+  for (const auto& [id, w] : workers_.registry().all()) capacity += w.capacity;
+  metrics_.set_workers(workers_.registry().size(), capacity, inflight_.size());
+  metrics_.publish(clock_.wall_ms());
 }
 
 Result<bool> Broker::start(int signal_fd) {
@@ -236,6 +250,7 @@ Result<RunEnd> Broker::run(int signal_fd) {
       return RunEnd::deposed;
     }
     if (!redis_.connected()) reconnect();
+    update_metrics();
     if (redis_.connected()) {
       pump_rounds();
     } else {
@@ -269,6 +284,7 @@ int64_t Broker::us_until_wake() const {
   if (const int64_t retry = refusals_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
   if (const int64_t retry = gate_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
   if (const int64_t stats = stats_.us_until_next_read(); stats >= 0) wait = std::min(wait, stats);
+  if (!config_.http.empty()) wait = std::min(wait, metrics_.ms_until_refresh(steady_now) * 1000);
   if (const int64_t renewal = leadership_.us_until_renewal(); renewal >= 0) wait = std::min(wait, renewal);
   if (const int64_t expiry = workers_.next_expiry_ms(); expiry >= 0)
     wait = std::min(wait, std::max<int64_t>(0, (expiry - steady_now) * 1000));
@@ -298,6 +314,7 @@ void Broker::pump_rounds() {
   rounds_.pop_front();
   if (oldest.ends_turn) --turns_in_flight_;
   oldest.round.apply(*replies);
+  metrics_.round_applied(clock_.steady_us() - oldest.sent_us);
 }
 
 void Broker::send_turn() {
@@ -312,7 +329,7 @@ void Broker::send_turn() {
     Round renewal;
     leadership_.add_to(renewal);
     if (renewal.empty()) return;
-    rounds_.push_back(SentRound{std::move(renewal), true});
+    rounds_.push_back(SentRound{std::move(renewal), true, clock_.steady_us()});
     ++turns_in_flight_;
     if (auto ok = redis_.send(rounds_.back().round); !ok) fail_rounds(ok.error());
     return;
@@ -331,7 +348,7 @@ void Broker::send_turn() {
   if (!enqueues.empty()) turn.push_back(std::move(enqueues));
   if (!rest.empty()) turn.push_back(std::move(rest));
   for (size_t i = 0; i < turn.size(); ++i) {
-    rounds_.push_back(SentRound{std::move(turn[i]), i + 1 == turn.size()});
+    rounds_.push_back(SentRound{std::move(turn[i]), i + 1 == turn.size(), clock_.steady_us()});
     if (rounds_.back().ends_turn) ++turns_in_flight_;
     if (auto ok = redis_.send(rounds_.back().round); !ok) {
       fail_rounds(ok.error());

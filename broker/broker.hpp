@@ -32,6 +32,7 @@
 #include "broker/inflight.hpp"
 #include "broker/leadership.hpp"
 #include "broker/lease_extensions.hpp"
+#include "broker/metrics.hpp"
 #include "broker/outbox.hpp"
 #include "broker/queues.hpp"
 #include "broker/reconciler.hpp"
@@ -53,7 +54,9 @@ enum class RunEnd {
 
 class Broker {
  public:
-  explicit Broker(BrokerConfig config, const Clock& clock = system_clock());
+  // `metrics`: what the HTTP server exports (it outlives this broker: a
+  // deposed broker's successor goes on with it).
+  Broker(BrokerConfig config, Metrics& metrics, const Clock& clock = system_clock());
   ~Broker();
 
   // Connects to Redis (waiting for it while it is down, unless it refuses
@@ -96,7 +99,12 @@ class Broker {
   // Microseconds the loop may sleep.
   int64_t us_until_wake() const;
 
+  // Metrics: health every turn; once a second (with an HTTP server) the
+  // queues' counters read and a snapshot published.
+  void update_metrics();
+
   BrokerConfig config_;
+  Metrics& metrics_;
   const Clock& clock_;
   LeaseClock lease_clock_;
   RedisAddress address_;
@@ -132,6 +140,7 @@ class Broker {
   struct SentRound {
     Round round;
     bool ends_turn = false;  // the last round of its turn
+    int64_t sent_us = 0;     // steady clock
   };
   std::deque<SentRound> rounds_;  // sent, oldest first
   int turns_in_flight_ = 0;       // at most two

@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
+#include <cctype>
+#include <charconv>
 #include <set>
 #include <toml++/toml.h>
 
@@ -108,6 +110,11 @@ Result<void> apply_config_table(const toml::table& root, BrokerConfig& config) {
       auto v = node.value<std::string>();
       if (!v) return bad_key(key, "expected a string");
       config.redis_url = *v;
+    } else if (key == "http") {
+      auto v = node.value<std::string>();
+      if (!v) return bad_key(key, "expected \"[host]:port\"");
+      if (auto ok = parse_http_address(*v); !ok) return bad_key(key, ok.error().message);
+      config.http = *v;
     } else if (key == "data_dir") {
       auto v = node.value<std::string>();
       if (!v || v->empty()) return bad_key(key, "expected a path");
@@ -212,7 +219,27 @@ bool is_local_endpoint(const std::string& endpoint) {
   return ::inet_pton(AF_INET, host.c_str(), &address) == 1 && (ntohl(address.s_addr) >> 24) == 127;
 }
 
+Result<std::pair<std::string, int>> parse_http_address(std::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos || address.size() > 256)
+    return fail(Errc::bad_argument, "expected [host]:port, e.g. 127.0.0.1:9600 or :9600");
+  std::string host(address.substr(0, colon));
+  const std::string_view port_text = address.substr(colon + 1);
+  int port = -1;
+  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 0 || port > 65535)
+    return fail(Errc::bad_argument, fmt::format("bad port in '{}': expected 0..65535", address));
+  if (host.empty()) host = "127.0.0.1";
+  for (char ch : host)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != ':' && ch != '[' && ch != ']')
+      return fail(Errc::bad_argument, fmt::format("bad host in '{}'", address));
+  if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return std::pair{host, port};
+}
+
 Result<void> validate_config(const BrokerConfig& c) {
+  if (!c.http.empty())
+    if (auto ok = parse_http_address(c.http); !ok) return fail(Errc::bad_argument, "http: " + ok.error().message);
   if (!c.redis_url.empty() && !c.data_dir.empty())
     return fail(Errc::bad_argument, "give either a Redis address (redis, --redis) or a data_dir (--data-dir) for the "
                                     "embedded store, not both");

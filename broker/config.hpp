@@ -39,6 +39,9 @@ struct BrokerConfig {
   std::string redis_url;
   std::string data_dir;  // empty: $HOME/.dueq
   std::string listen = "tcp://127.0.0.1:7600";  // this host only: a network port needs CURVE (or insecure)
+  // "[host]:port" of the HTTP server (/metrics, /healthz, /readyz); empty:
+  // none. The host defaults to 127.0.0.1.
+  std::string http;
   bool allow_unsafe_redis = false;
   std::string log_level = "info";
   // CurveZMQ (docs/security.md): the broker's key file (`dueq keygen`) and
@@ -101,6 +104,9 @@ Result<void> load_config_text(std::string_view text, std::string_view source, Br
 
 // Checks relations between settings (e.g. timeout longer than heartbeat).
 Result<void> validate_config(const BrokerConfig& config);
+
+// "[host]:port" (host defaults to 127.0.0.1; port 0..65535) as host and port.
+Result<std::pair<std::string, int>> parse_http_address(std::string_view address);
 
 // True for endpoints only this host can reach: ipc, inproc, loopback tcp.
 bool is_local_endpoint(const std::string& endpoint);

@@ -183,6 +183,8 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
   // worker's capacity is about twice its concurrency when jobs are long, so
   // no worker's buffer fills while another has idle handlers.
   auto slots = open_slots(q.name);
+  QueueMetrics& measured = metrics_.queue(q.name);
+  const int64_t now_ms = lease_clock_.now_ms();
   std::vector<proto::Tasks> frames(slots.size());
   std::vector<size_t> frame_bytes(slots.size(), 0);
   std::vector<int64_t> below_half(slots.size());
@@ -197,7 +199,8 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
     const auto bytes = static_cast<int64_t>(frame_bytes[slot]);
     const bool room = w == nullptr || w->may_send_unread(bytes, config_.max_unread_bytes());
     if (room && outbox_.send(Peer{worker, false}, frames[slot])) {
-      if (w != nullptr) w->note_sent(frames[slot].seq, bytes, lease_clock_.now_ms());
+      if (w != nullptr) w->note_sent(frames[slot].seq, bytes, now_ms);
+      for (const auto& task : frames[slot].items) Metrics::sent(measured, now_ms, task.due_ms, task.created_ms, task.attempt);
     } else {
       // Never reached the worker: back to ready without using an attempt.
       if (w != nullptr && room) w->unreachable = true;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "broker/config.hpp"
+#include "broker/metrics.hpp"
 #include "broker/inflight.hpp"
 #include "broker/job_record.hpp"
 #include "broker/outbox.hpp"
@@ -44,9 +45,9 @@ Result<LeaseBatch> parse_lease(const redisReply* reply);
 class Dispatcher {
  public:
   Dispatcher(const BrokerConfig& config, const LeaseClock& lease_clock, QueueTable& queues, WorkerRegistry& workers,
-             InflightTable& inflight, Results& results, Outbox& outbox, RefusalBackoff& refusals)
+             InflightTable& inflight, Results& results, Outbox& outbox, RefusalBackoff& refusals, Metrics& metrics)
       : config_(config), lease_clock_(lease_clock), queues_(queues), workers_(workers), inflight_(inflight),
-        results_(results), outbox_(outbox), refusals_(refusals) {}
+        results_(results), outbox_(outbox), refusals_(refusals), metrics_(metrics) {}
 
   // Adds a lease call for each queue that may have ready jobs and credit
   // (none while Redis refuses writes). Comes after the scheduler's calls, so
@@ -96,6 +97,7 @@ class Dispatcher {
   Results& results_;  // ends deliveries whose TASKS frame the socket refused
   Outbox& outbox_;
   RefusalBackoff& refusals_;
+  Metrics& metrics_;  // lateness of what goes out
   std::map<std::string, int64_t> reserved_;  // slots counted by lease calls not yet applied, per worker
   LogLimiter unreachable_log_{10'000, 20, 10'000};
   uint64_t tasks_frames_sent_ = 0;  // numbers TASKS frames (proto::Tasks::seq)

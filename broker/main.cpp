@@ -8,6 +8,7 @@
 
 #include "broker/broker.hpp"
 #include "broker/embedded_store.hpp"
+#include "broker/http_server.hpp"
 #include "common/duration.hpp"
 #include "common/logging.hpp"
 
@@ -28,7 +29,7 @@ struct DurationValidator : CLI::Validator {
 int main(int argc, char** argv) {
   using namespace dueq;
   broker::BrokerConfig config;
-  std::string config_file, redis, data_dir, listen, log_level, heartbeat, worker_timeout, delivery_timeout, lease_ttl;
+  std::string config_file, redis, data_dir, listen, http, log_level, heartbeat, worker_timeout, delivery_timeout, lease_ttl;
   std::string curve_key, allow_list, leader_lease, advertise;
   bool allow_unsafe = false, insecure = false;
 
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   app.add_option("--redis", redis, "Redis URL: redis://[:password@]host:port[/db] or a unix socket path (none: the embedded store)")->envname("DUEQ_REDIS");
   app.add_option("--data-dir", data_dir, "the embedded store's directory, when no Redis address is given (default $HOME/.dueq)")->envname("DUEQ_DATA_DIR");
   app.add_option("--listen", listen, "endpoint for workers and producers, e.g. tcp://0.0.0.0:7600")->envname("DUEQ_LISTEN");
+  app.add_option("--http", http, "[host]:port for /metrics, /healthz and /readyz (host defaults to 127.0.0.1)")->envname("DUEQ_HTTP");
   app.add_option("--curve-key", curve_key, "the broker's CURVE key file (dueq keygen); turns CURVE on")->envname("DUEQ_CURVE_KEY")->check(CLI::ExistingFile);
   app.add_option("--allow-list", allow_list, "allowed client keys with their roles: a TOML file or a directory (docs/security.md); SIGHUP reloads it")->envname("DUEQ_ALLOW_LIST")->check(CLI::ExistingPath);
   app.add_flag("--insecure", insecure, "listen without CURVE on a non-loopback endpoint (a network you trust)");
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
   if (!redis.empty()) config.redis_url = redis;
   if (!data_dir.empty()) config.data_dir = data_dir;
   if (!listen.empty()) config.listen = listen;
+  if (!http.empty()) config.http = http;
   if (!log_level.empty()) config.log_level = log_level;
   if (allow_unsafe) config.allow_unsafe_redis = true;
   if (!curve_key.empty()) config.curve_key = curve_key;
@@ -113,10 +116,20 @@ int main(int argc, char** argv) {
     config.data_dir.clear();
   }
 
+  broker::Metrics metrics;
+  std::unique_ptr<broker::HttpServer> http_server;
+  if (!config.http.empty()) {
+    http_server = std::make_unique<broker::HttpServer>(metrics);
+    if (auto ok = http_server->start(config.http); !ok) {
+      spdlog::critical("{}", ok.error().message);
+      return 2;
+    }
+  }
+
   // A broker that is deposed (another took the lead while it was cut off
   // or stopped) starts over as a fresh one, which stands by.
   while (true) {
-    broker::Broker broker(config);
+    broker::Broker broker(config, metrics);
     auto started = broker.start(signal_fd);
     if (!started) {
       spdlog::critical("{}", started.error().message);

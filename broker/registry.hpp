@@ -165,6 +165,8 @@ class WorkerRegistry {
   }
 
   size_t size() const { return workers_.size(); }
+  // Every registered worker, by routing id.
+  const std::unordered_map<std::string, WorkerInfo>& all() const { return workers_; }
   bool serves(const std::string& queue) const {
     for (const auto& [rid, w] : workers_)
       if (std::find(w.queues.begin(), w.queues.end(), queue) != w.queues.end()) return true;

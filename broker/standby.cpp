@@ -42,6 +42,8 @@ Result<bool> Broker::stand_by(int signal_fd) {
         }
       }
       inbound_.stand_by(leadership_.leader_endpoint());
+      metrics_.set_health(false, 0, redis_.connected());
+      metrics_.publish(clock_.wall_ms());
     }
     try {
       zmq::poll(items.data(), items.size(),

@@ -15,10 +15,11 @@ Command stats(const std::string& queue) {
   return script_call(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats});
 }
 
-Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* r) {
+Result<QueueCounters> parse_stats(const std::string& queue, const redisReply* r) {
   auto v = reply::integers(r, "stats");
-  if (!v || v->size() != 11) return reply::bad(r, "stats");
-  proto::QueueStats s;
+  if (!v || v->size() != 16) return reply::bad(r, "stats");
+  QueueCounters c;
+  proto::QueueStats& s = c.stats;
   s.queue = queue;
   s.scheduled = (*v)[0];
   s.waiting = (*v)[1];
@@ -31,7 +32,12 @@ Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply
   s.stale_acks = (*v)[8];
   s.cancelled = (*v)[9];
   s.purged = (*v)[10];
-  return s;
+  c.died = (*v)[11];
+  c.unconfirmed = (*v)[12];
+  c.replayed = (*v)[13];
+  c.stale_extends = (*v)[14];
+  c.oldest_ready_due_ms = (*v)[15];
+  return c;
 }
 
 }  // namespace calls
@@ -48,18 +54,23 @@ void StatsRequests::on_stats(const Peer& peer, uint64_t request_id) {
 }
 
 void StatsRequests::add_to(Round& round) {
-  if (requests_.empty() || us_until_next_read() > 0) return;
+  if ((requests_.empty() && metrics_ == nullptr) || us_until_next_read() > 0) return;
   next_read_ms_ = clock_.steady_ms() + static_cast<int64_t>(queues_.size()) * kWaitUsPerQueue / 1000;
   auto requests = std::exchange(requests_, {});
   gathered_.clear();
   auto reply = std::make_shared<proto::StatsReply>();
+  auto counters = std::make_shared<std::vector<QueueCounters>>();
   reply->workers = static_cast<uint32_t>(workers_.size());
   for (const auto& [name, q] : queues_)
-    round.add(calls::stats(name), [reply, name](const redisReply* r) {
+    round.add(calls::stats(name), [reply, counters, name](const redisReply* r) {
       if (r == nullptr) return;
-      if (auto s = calls::parse_stats(name, r)) reply->queues.push_back(*s);
+      if (auto c = calls::parse_stats(name, r)) {
+        reply->queues.push_back(c->stats);
+        counters->push_back(std::move(*c));
+      }
     });
-  round.then([this, reply, requests = std::move(requests)](bool applied) {
+  round.then([this, reply, counters, metrics = std::exchange(metrics_, nullptr), requests = std::move(requests)](bool applied) {
+    if (applied && metrics != nullptr) metrics->counters_read(std::move(*counters), clock_.wall_ms());
     for (const auto& [peer, request_id] : requests) {
       if (!applied) {
         outbox_.send(peer, proto::ErrorFrame{request_id, "unavailable", "Redis connection lost; retry",

@@ -1,7 +1,7 @@
 #pragma once
 // STATS requests: the counts of every queue (stats.lua, one call per queue)
 // and the number of registered workers. Requests gathered between two reads
-// share one read.
+// share one read; so does the metrics' read once a second (broker/metrics.hpp).
 #include <algorithm>
 #include <string>
 #include <unordered_map>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "broker/config.hpp"
+#include "broker/metrics.hpp"
 #include "broker/outbox.hpp"
 #include "broker/queues.hpp"
 #include "broker/registry.hpp"
@@ -21,7 +22,7 @@ namespace dueq::broker {
 namespace calls {
 // stats.lua
 Command stats(const std::string& queue);
-Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* reply);
+Result<QueueCounters> parse_stats(const std::string& queue, const redisReply* reply);
 }  // namespace calls
 
 class StatsRequests {
@@ -40,12 +41,14 @@ class StatsRequests {
   static constexpr int64_t kWaitUsPerQueue = 50;
 
   void on_stats(const Peer& peer, uint64_t request_id);
+  // The metrics' read: `metrics` gets the counters with the next read.
+  void for_metrics(Metrics& metrics) { metrics_ = &metrics; }
   // Adds a stats call per queue when requests wait and the next read is due;
   // they are answered when the round is applied.
   void add_to(Round& round);
   // Microseconds until the next read, or -1 when no request waits.
   int64_t us_until_next_read() const {
-    if (requests_.empty()) return -1;
+    if (requests_.empty() && metrics_ == nullptr) return -1;
     return std::max<int64_t>(0, (next_read_ms_ - clock_.steady_ms()) * 1000);
   }
   // Redis is unavailable: the requests waiting are answered "unavailable".
@@ -58,6 +61,7 @@ class StatsRequests {
   Outbox& outbox_;
   const WorkerRegistry& workers_;  // counted in the replies
   std::vector<std::pair<Peer, uint64_t>> requests_;
+  Metrics* metrics_ = nullptr;  // waits for the next read
   std::unordered_map<std::string, size_t> gathered_;  // requests waiting per routing id
   int64_t next_read_ms_ = 0;                          // steady clock
 };

@@ -34,6 +34,8 @@ class Clock {
   virtual ~Clock() = default;
   virtual int64_t wall_us() const = 0;
   virtual int64_t steady_ms() const = 0;
+  // Finer, for measurements (a clock that steps in ms need not override it).
+  virtual int64_t steady_us() const { return steady_ms() * 1000; }
   int64_t wall_ms() const { return wall_us() / 1000; }
 };
 
@@ -41,6 +43,7 @@ class SystemClock final : public Clock {
  public:
   int64_t wall_us() const override { return dueq::wall_us(); }
   int64_t steady_ms() const override { return dueq::steady_ms(); }
+  int64_t steady_us() const override { return dueq::steady_us(); }
 };
 
 inline const Clock& system_clock() {

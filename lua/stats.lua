@@ -10,10 +10,14 @@
   ARGV     none
 
   Returns  {scheduled, waiting, in_flight, dead, next_due, accepted, done,
-            retried, stale_acks, cancelled, purged}
+            retried, stale_acks, cancelled, purged, died, unconfirmed,
+            replayed, stale_extends, oldest_ready_due}
            scheduled = in the schedule (due later, or due this instant and
            not yet promoted); waiting = ready, not leased; next_due = a
-           lower bound of the earliest scheduled due ms, or -1
+           lower bound of the earliest scheduled due ms, or -1; died =
+           jobs that went to the dead-letter set ever; unconfirmed = of
+           retried, deliveries that went back unstarted; oldest_ready_due =
+           the due ms of the longest-waiting ready job, or -1
   Errors   "ERR dueq bad-args <what>"
 ]]
 --! include lib/encoding_pin.lua
@@ -21,7 +25,12 @@ if #ARGV ~= 0 then return redis.error_reply("ERR dueq bad-args stats: expected n
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = -1
 if head[2] then next_due = tonumber(head[2]) end
-local c = redis.call("HMGET", KEYS[5], "scheduled", "accepted", "done", "retried", "stale_acks", "cancelled", "purged")
+local oldest = redis.call("ZRANGE", KEYS[2], 0, 0, "WITHSCORES")
+local oldest_ready_due = -1
+if oldest[2] then oldest_ready_due = tonumber(oldest[2]) end
+local c = redis.call("HMGET", KEYS[5], "scheduled", "accepted", "done", "retried", "stale_acks", "cancelled", "purged",
+  "dead", "unconfirmed", "replayed", "stale_extends")
 return {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), count_leases(KEYS[3]), redis.call("ZCARD", KEYS[4]),
   next_due, tonumber(c[2] or 0), tonumber(c[3] or 0), tonumber(c[4] or 0), tonumber(c[5] or 0),
-  tonumber(c[6] or 0), tonumber(c[7] or 0)}
+  tonumber(c[6] or 0), tonumber(c[7] or 0), tonumber(c[8] or 0), tonumber(c[9] or 0), tonumber(c[10] or 0),
+  tonumber(c[11] or 0), oldest_ready_due}

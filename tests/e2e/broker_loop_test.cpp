@@ -32,6 +32,7 @@ class SteppedClock final : public Clock {
   std::atomic<int64_t> offset_us_{0};
 };
 
+
 // A dueq-broker inside the test process, logging into a string.
 class InProcessBroker {
  public:
@@ -41,7 +42,7 @@ class InProcessBroker {
     broker::BrokerConfig config;
     config.redis_url = redis.url();
     config.listen = "tcp://127.0.0.1:" + std::to_string(port);
-    broker_ = std::make_unique<broker::Broker>(config, clock);
+    broker_ = std::make_unique<broker::Broker>(config, metrics_, clock);
     if (::pipe(stop_pipe_) != 0) throw std::runtime_error("pipe");
     if (auto ok = broker_->start(stop_pipe_[0]); !ok || !*ok) throw std::runtime_error("broker did not start");
     thread_ = std::thread([this] { (void)broker_->run(stop_pipe_[0]); });
@@ -64,6 +65,7 @@ class InProcessBroker {
  private:
   std::ostringstream log_;
   std::shared_ptr<spdlog::sinks::ostream_sink_mt> log_sink_;
+  broker::Metrics metrics_;
   std::unique_ptr<broker::Broker> broker_;
   int stop_pipe_[2] = {-1, -1};
   std::thread thread_;

@@ -1,0 +1,125 @@
+#include "broker/http_server.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "broker/config.hpp"
+#include "common/clock.hpp"
+
+namespace dueq::broker {
+
+namespace {
+
+// httplib's own pool queues every accepted connection without limit.
+class BoundedTaskQueue final : public httplib::TaskQueue {
+ public:
+  BoundedTaskQueue(size_t threads, size_t max_queued) : max_queued_(max_queued) {
+    for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+  }
+  void enqueue(std::function<void()> fn) override {
+    {
+      std::unique_lock lock(mutex_);
+      if (jobs_.size() < max_queued_) {
+        jobs_.push_back(std::move(fn));
+        wake_.notify_one();
+        return;
+      }
+    }
+    fn();  // full: served here, so no more connections are accepted meanwhile
+  }
+  void shutdown() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  void work() {
+    while (true) {
+      std::function<void()> fn;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        fn = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  const size_t max_queued_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+HttpServer::HttpServer(Metrics& metrics) : metrics_(metrics) {
+  server_.new_task_queue = [] { return new BoundedTaskQueue(kThreads, kMaxQueued); };
+  server_.set_read_timeout(kTimeoutS, 0);
+  server_.set_write_timeout(kTimeoutS, 0);
+  server_.set_keep_alive_timeout(kTimeoutS);
+  server_.set_keep_alive_max_count(100);
+  server_.set_payload_max_length(kMaxBodyBytes);
+  routes();
+}
+
+void HttpServer::routes() {
+  server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  // Alive: the event loop publishes (every second while it leads, every
+  // 100 ms standing by); a stalled loop stops doing so.
+  server_.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    const int64_t age = wall_ms() - metrics_.latest()->taken_ms;
+    if (age > kStallMs) {
+      res.status = 503;
+      res.set_content(fmt::format("event loop silent for {} ms\n", age), "text/plain");
+      return;
+    }
+    res.set_content("ok\n", "text/plain");
+  });
+  // Ready to serve workers and producers: leading, with Redis connected
+  // (the connect loads the scripts).
+  server_.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    const auto snapshot = metrics_.latest();
+    std::string why;
+    if (wall_ms() - snapshot->taken_ms > kStallMs) why = "event loop silent";
+    else if (!metrics_.redis_up()) why = "Redis unreachable";
+    else if (!metrics_.leading()) why = "standing by: another broker leads";
+    res.status = why.empty() ? 200 : 503;
+    res.set_content(why.empty() ? "ready\n" : why + "\n", "text/plain");
+  });
+}
+
+Result<void> HttpServer::start(const std::string& address) {
+  auto parsed = parse_http_address(address);
+  if (!parsed) return std::unexpected(parsed.error());
+  const auto& [host, port] = *parsed;
+  const bool bound = port == 0 ? (port_ = server_.bind_to_any_port(host)) > 0 : server_.bind_to_port(host, port);
+  if (!bound) return fail(Errc::bad_argument, fmt::format("http: cannot listen on {}:{}", host, port));
+  if (port != 0) port_ = port;
+  thread_ = std::thread([this] { server_.listen_after_bind(); });
+  spdlog::info("HTTP on {}:{} (/metrics, /healthz, /readyz)", host, port_);
+  return {};
+}
+
+void HttpServer::stop() {
+  server_.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,48 @@
+#pragma once
+// The broker's HTTP server (cpp-httplib): /metrics in Prometheus's text
+// format, /healthz and /readyz. It runs on threads of its own and reads only
+// the published metrics snapshot, so a slow or hostile client costs the
+// event loop nothing. What a client can make it spend is bounded: kThreads
+// requests at a time, kMaxQueued accepted connections waiting (past them
+// the accepting thread serves the connection itself, so further ones wait
+// in the kernel's backlog and hold no descriptor of the broker), kTimeoutS
+// to send a request or read an answer, kMaxBodyBytes of body.
+#include <httplib.h>
+
+#include <string>
+#include <thread>
+
+#include "broker/metrics.hpp"
+#include "common/error.hpp"
+
+namespace dueq::broker {
+
+class HttpServer {
+ public:
+  static constexpr size_t kThreads = 2;
+  static constexpr size_t kMaxQueued = 32;
+  static constexpr time_t kTimeoutS = 5;
+  static constexpr size_t kMaxBodyBytes = 64 * 1024;
+  // /healthz fails when the event loop published nothing for this long.
+  static constexpr int64_t kStallMs = 10'000;
+
+  explicit HttpServer(Metrics& metrics);
+  ~HttpServer() { stop(); }
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds "[host]:port" (port 0: any free one) and serves on a thread.
+  Result<void> start(const std::string& address);
+  void stop();
+  int port() const { return port_; }
+
+ private:
+  void routes();
+
+  Metrics& metrics_;
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace dueq::broker

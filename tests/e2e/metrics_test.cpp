@@ -1,0 +1,207 @@
+// The broker's HTTP server: /metrics that promtool accepts and a real
+// Prometheus scrapes, with figures that agree with `dueq stats`; /healthz
+// and /readyz; and its limits, pushed past next to a healthy worker.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "tests/support/cluster.hpp"
+
+using namespace dueq;
+using namespace dueq::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct HttpAnswer {
+  int status = -1;
+  std::string body;
+};
+
+HttpAnswer http_get(int port, const std::string& path) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(2, 0);
+  client.set_read_timeout(5, 0);
+  auto res = client.Get(path);
+  if (!res) return {};
+  return {res->status, res->body};
+}
+
+// The value of one sample line ("name{labels} value") in an exposition text, or -1.
+double sample(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+// Producer: `per_tick` jobs every 100 ms to `queue` until stopped.
+class SteadyProducer {
+ public:
+  SteadyProducer(const std::string& endpoint, std::string queue, int per_tick)
+      : thread_([this, endpoint, queue = std::move(queue), per_tick] {
+          Client client(endpoint, ClientOptions{.timeout_ms = 2000, .attempts = 3});
+          for (int tick = 0; running_; ++tick) {
+            std::vector<JobSpec> jobs;
+            for (int i = 0; i < per_tick; ++i) jobs.push_back({queue, "noop", "", fmt::format("p-{}-{}", tick, i), 0, 3});
+            (void)client.enqueue_batch(jobs);
+            std::this_thread::sleep_for(100ms);
+          }
+        }) {}
+  ~SteadyProducer() { stop(); }
+  void stop() {
+    running_ = false;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> running_{true};
+  std::thread thread_;
+};
+
+std::string run_command(const std::string& command, int* code) {
+  std::string out;
+  if (FILE* pipe = ::popen(command.c_str(), "r")) {
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+    const int status = ::pclose(pipe);
+    *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Metrics, PromtoolAcceptsAScrapeAndItsCountsAreThoseOfDueqStats) {
+  const int http = free_port();
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http)});
+  cluster.start_example_worker("m", 8, (cluster.dir() / "starts.txt").string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  {
+    SteadyProducer producer(cluster.endpoint(), "m", 20);
+    std::this_thread::sleep_for(2s);
+  }
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"m", "noop", "", "later", 0, 0}).has_value());
+  auto much_later = client.enqueue({"m", "noop", "", "much-later", std::time(nullptr) * 1000LL + 3'600'000, 0});
+  ASSERT_TRUE(much_later.has_value());
+  ASSERT_EQ(much_later->status, EnqueueResult::Status::accepted) << much_later->reason;
+  // Once everything due ran, the counts stand still: compare them.
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("m"); return s && s->waiting == 0 && s->in_flight == 0; }, 20s));
+  const auto stats = *cluster.stats("m");
+  std::string text;
+  ASSERT_TRUE(eventually([&] {
+    text = http_get(http, "/metrics").body;
+    return sample(text, "dueq_jobs_done_total{queue=\"m\"}") == static_cast<double>(stats.done) &&
+           sample(text, "dueq_jobs_enqueued_total{queue=\"m\"}") == static_cast<double>(stats.accepted);
+  }, 10s)) << text;
+  EXPECT_EQ(stats.scheduled, 1);
+  EXPECT_EQ(sample(text, "dueq_jobs_scheduled{queue=\"m\"}"), 1.0);
+  EXPECT_EQ(sample(text, "dueq_jobs_ready{queue=\"m\"}"), 0.0);
+  EXPECT_EQ(sample(text, "dueq_jobs_in_flight{queue=\"m\"}"), 0.0);
+  EXPECT_EQ(sample(text, "dueq_job_lateness_seconds_count{queue=\"m\"}"), static_cast<double>(stats.done));
+  EXPECT_EQ(sample(text, "dueq_workers"), 1.0);
+  EXPECT_EQ(sample(text, "dueq_leader"), 1.0);
+  EXPECT_GT(sample(text, "dueq_redis_round_seconds_count"), 0.0);
+
+  const auto file = cluster.dir() / "scrape.txt";
+  std::ofstream(file) << text;
+  int code = -1;
+  const std::string lint = run_command("promtool check metrics < " + file.string() + " 2>&1", &code);
+  EXPECT_EQ(code, 0) << lint;
+  EXPECT_EQ(lint, "") << "promtool's advice on the names";
+}
+
+TEST(Metrics, APrometheusServerScrapesTheBrokerAndItsRateAgreesWithDueqStats) {
+  const int http = free_port();
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http)});
+  cluster.start_example_worker("r", 8, (cluster.dir() / "starts.txt").string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+
+  const int prom_port = free_port();
+  const auto config = cluster.dir() / "prometheus.yml";
+  std::ofstream(config) << fmt::format(
+      "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+      "scrape_configs:\n  - job_name: dueq\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
+      http);
+  Process prometheus({"prometheus", "--config.file=" + config.string(),
+                      "--storage.tsdb.path=" + (cluster.dir() / "tsdb").string(),
+                      fmt::format("--web.listen-address=127.0.0.1:{}", prom_port)},
+                     (cluster.dir() / "prometheus.log").string());
+  auto query = [&](const std::string& promql, int64_t at_s) -> std::optional<double> {
+    httplib::Params params{{"query", promql}, {"time", std::to_string(at_s)}};
+    httplib::Client client("127.0.0.1", prom_port);
+    client.set_read_timeout(5, 0);
+    auto res = client.Get("/api/v1/query", params, httplib::Headers{});
+    if (!res || res->status != 200) return std::nullopt;
+    auto body = nlohmann::json::parse(res->body, nullptr, false);
+    if (body.is_discarded() || body["status"] != "success" || body["data"]["result"].empty()) return std::nullopt;
+    return std::stod(body["data"]["result"][0]["value"][1].get<std::string>());
+  };
+  ASSERT_TRUE(eventually([&] { return query("up{job=\"dueq\"}", std::time(nullptr)) == 1.0; }, 30s))
+      << read_file(cluster.dir() / "prometheus.log");
+
+  // 200 jobs/s; the test reads `dueq stats` 10 s apart and asks Prometheus
+  // for the rate over the same 10 s.
+  SteadyProducer producer(cluster.endpoint(), "r", 20);
+  std::this_thread::sleep_for(3s);
+  const int64_t from_s = std::time(nullptr);
+  const int64_t done_from = cluster.stats("r")->done;
+  std::this_thread::sleep_for(10s);
+  const int64_t to_s = std::time(nullptr);
+  const int64_t done_to = cluster.stats("r")->done;
+  const double stats_rate = static_cast<double>(done_to - done_from) / static_cast<double>(to_s - from_s);
+  producer.stop();
+  std::optional<double> prom_rate;
+  // Prometheus has the last samples of the window a scrape after it ends.
+  ASSERT_TRUE(eventually([&] {
+    prom_rate = query(fmt::format("rate(dueq_jobs_done_total{{queue=\"r\"}}[{}s])", to_s - from_s), to_s);
+    return prom_rate.has_value();
+  }, 10s));
+  std::printf("[ rate     ] dueq stats: %.1f jobs/s, Prometheus rate(): %.1f jobs/s\n", stats_rate, *prom_rate);
+  EXPECT_GT(stats_rate, 150.0);
+  EXPECT_NEAR(*prom_rate, stats_rate, stats_rate * 0.1);
+
+  // Once the flow stops, the last value Prometheus scraped is the count `dueq stats` shows.
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("r"); return s && s->waiting == 0 && s->in_flight == 0; }, 20s));
+  const int64_t done = cluster.stats("r")->done;
+  std::optional<double> scraped;
+  ASSERT_TRUE(eventually([&] {
+    scraped = query("dueq_jobs_done_total{queue=\"r\"}", std::time(nullptr));
+    return scraped == static_cast<double>(done);
+  }, 10s)) << "Prometheus has " << scraped.value_or(-1) << ", dueq stats " << done;
+  std::printf("[ total    ] dueq stats: %lld done, Prometheus: %.0f\n", static_cast<long long>(done), *scraped);
+}
+
+TEST(Metrics, ReadyzSaysReadyOnlyWhileTheBrokerLeadsWithRedisUp) {
+  const int http = free_port();
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http)});
+  ASSERT_TRUE(eventually([&] { return http_get(http, "/readyz").status == 200; }, 10s));
+  EXPECT_EQ(http_get(http, "/healthz").status, 200);
+
+  // A second broker on the same Redis stands by: alive, not ready.
+  const int standby_http = free_port();
+  Process standby({bin("dueq-broker"), "--redis", cluster.redis().url(), "--listen",
+                   fmt::format("tcp://127.0.0.1:{}", free_port()), "--http", fmt::format("127.0.0.1:{}", standby_http)},
+                  (cluster.dir() / "standby.log").string());
+  HttpAnswer standby_ready;
+  ASSERT_TRUE(eventually([&] { standby_ready = http_get(standby_http, "/readyz"); return standby_ready.status == 503; }, 10s));
+  EXPECT_NE(standby_ready.body.find("standing by"), std::string::npos) << standby_ready.body;
+  EXPECT_EQ(http_get(standby_http, "/healthz").status, 200);
+  EXPECT_EQ(sample(http_get(standby_http, "/metrics").body, "dueq_leader"), 0.0);
+
+  // Redis gone: not ready, still alive; back: ready again.
+  cluster.redis().kill(SIGKILL);
+  HttpAnswer ready;
+  ASSERT_TRUE(eventually([&] { ready = http_get(http, "/readyz"); return ready.status == 503; }, 10s));
+  EXPECT_NE(ready.body.find("Redis"), std::string::npos) << ready.body;
+  EXPECT_EQ(http_get(http, "/healthz").status, 200);
+  cluster.redis().start();
+  EXPECT_TRUE(eventually([&] { return http_get(http, "/readyz").status == 200; }, 20s));
+}
