@@ -47,6 +47,8 @@ Figures low_rate(const Options& o, Json& table);
 Figures peers(const Options& o, Json& table);
 // Steady flow on a Redis Cluster of 1, 2 and 3 masters: jobs/s, CPU per job of each process.
 Figures cluster_scale(const Options& o, Json& table);
+// bench/scenarios/metrics.cpp: steady flow scraped every second / without the HTTP server.
+Figures metrics_cost(const Options& o, Json& table);
 
 // Parts of scenarios that others run too.
 Figures bulk_and_steady(const Options& o, int workers, int concurrency, const Link& link = {});

@@ -79,8 +79,7 @@ bool Inbound::receive(int max_frames, uint64_t connections) {
       if (const std::string why = refusal(peer, *grant, *frame); !why.empty()) {
         access_.refused(grant->label(),
                         fmt::format("{} frame ({})", proto::type_name(proto::type_of(*frame)), why), heard_ms);
-        outbox_.send(peer, proto::ErrorFrame{proto::request_id_of(*frame), errc_name(Errc::refused),
-                                             fmt::format("refused: {}", why), 0});
+        outbox_.send(peer, proto::ErrorFrame{proto::request_id_of(*frame), errc_name(Errc::refused), why, 0});
         continue;
       }
     }

@@ -22,9 +22,9 @@ void Metrics::sent(QueueMetrics& q, int64_t now_ms, int64_t due_ms, int64_t crea
   q.enqueue_to_start.observe(static_cast<double>(now_ms - created_ms) / 1e3);
 }
 
-void Metrics::counters_read(std::vector<QueueCounters> counters, int64_t now_ms) {
+void Metrics::counters_read(std::vector<proto::QueueStats> counters, int64_t now_ms) {
   for (auto& c : counters) {
-    auto& q = state_.queues[c.stats.queue];
+    auto& q = state_.queues[c.queue];
     q.counters = std::move(c);
     q.counted = true;
   }
@@ -118,41 +118,41 @@ std::string render_prometheus(const MetricsSnapshot& s) {
     const char* name;
     const char* type;
     const char* help;
-    int64_t (*value)(const QueueCounters&);
+    int64_t (*value)(const proto::QueueStats&);
   };
   static constexpr Counter kQueueFamilies[] = {
       {"dueq_jobs_enqueued_total", "counter", "Jobs accepted into the queue.",
-       [](const QueueCounters& c) { return c.stats.accepted; }},
+       [](const proto::QueueStats& c) { return c.accepted; }},
       {"dueq_jobs_done_total", "counter", "Jobs whose handler succeeded.",
-       [](const QueueCounters& c) { return c.stats.done; }},
+       [](const proto::QueueStats& c) { return c.done; }},
       {"dueq_jobs_failed_total", "counter",
        "Attempts that failed: the handler failed, timed out, or its worker was lost while running it.",
-       [](const QueueCounters& c) { return c.stats.retried + c.died - c.unconfirmed; }},
+       [](const proto::QueueStats& c) { return c.retried + c.died - c.unconfirmed; }},
       {"dueq_jobs_retried_total", "counter",
        "Deliveries sent back for another one: failed attempts that had attempts left, and deliveries that "
        "went back unstarted.",
-       [](const QueueCounters& c) { return c.stats.retried; }},
+       [](const proto::QueueStats& c) { return c.retried; }},
       {"dueq_jobs_dead_total", "counter", "Jobs that went to the dead-letter set.",
-       [](const QueueCounters& c) { return c.died; }},
+       [](const proto::QueueStats& c) { return c.died; }},
       {"dueq_jobs_cancelled_total", "counter", "Jobs cancelled.",
-       [](const QueueCounters& c) { return c.stats.cancelled; }},
+       [](const proto::QueueStats& c) { return c.cancelled; }},
       {"dueq_jobs_replayed_total", "counter", "Dead letters replayed.",
-       [](const QueueCounters& c) { return c.replayed; }},
+       [](const proto::QueueStats& c) { return c.replayed; }},
       {"dueq_jobs_purged_total", "counter", "Dead letters purged.",
-       [](const QueueCounters& c) { return c.stats.purged; }},
+       [](const proto::QueueStats& c) { return c.purged; }},
       {"dueq_stale_results_total", "counter",
        "Results rejected because their delivery was no longer current (the job had been delivered again).",
-       [](const QueueCounters& c) { return c.stats.stale_acks; }},
+       [](const proto::QueueStats& c) { return c.stale_acks; }},
       {"dueq_stale_extends_total", "counter", "Lease renewals rejected because their delivery was no longer current.",
-       [](const QueueCounters& c) { return c.stale_extends; }},
+       [](const proto::QueueStats& c) { return c.stale_extends; }},
       {"dueq_jobs_scheduled", "gauge", "Jobs waiting for their due time.",
-       [](const QueueCounters& c) { return c.stats.scheduled; }},
+       [](const proto::QueueStats& c) { return c.scheduled; }},
       {"dueq_jobs_ready", "gauge", "Jobs due and waiting for a worker.",
-       [](const QueueCounters& c) { return c.stats.waiting; }},
+       [](const proto::QueueStats& c) { return c.waiting; }},
       {"dueq_jobs_in_flight", "gauge", "Jobs leased to a worker.",
-       [](const QueueCounters& c) { return c.stats.in_flight; }},
+       [](const proto::QueueStats& c) { return c.in_flight; }},
       {"dueq_dead_letters", "gauge", "Jobs in the dead-letter set.",
-       [](const QueueCounters& c) { return c.stats.dead; }},
+       [](const proto::QueueStats& c) { return c.dead; }},
   };
   for (const auto& family : kQueueFamilies) {
     w.family(family.name, family.type, family.help);
@@ -165,7 +165,7 @@ std::string render_prometheus(const MetricsSnapshot& s) {
     if (q.counted) {
       const int64_t due = q.counters.oldest_ready_due_ms;
       w.sample("dueq_queue_lateness_seconds", fmt::format("queue=\"{}\"", label(name)),
-               due < 0 ? 0.0 : static_cast<double>(std::max<int64_t>(0, s.counters_read_ms - due)) / 1e3);
+               due <= 0 ? 0.0 : static_cast<double>(std::max<int64_t>(0, s.counters_read_ms - due)) / 1e3);
     }
   w.family("dueq_job_lateness_seconds", "histogram",
            "First deliveries: the moment the broker sent the job to a worker minus its due time.");

@@ -37,19 +37,9 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
-// One queue's counts as stats.lua reads them.
-struct QueueCounters {
-  proto::QueueStats stats;        // what `dueq stats` shows
-  int64_t died = 0;               // jobs that went to the dead-letter set, ever
-  int64_t unconfirmed = 0;        // of `retried`, deliveries that went back unstarted (no attempt used)
-  int64_t replayed = 0;           // dead letters replayed
-  int64_t stale_extends = 0;      // lease renewals of a delivery no longer current
-  int64_t oldest_ready_due_ms = -1;  // due time of the longest-waiting ready job, or -1
-};
-
 struct QueueMetrics {
   bool counted = false;  // counters read at least once
-  QueueCounters counters;
+  proto::QueueStats counters;  // as `dueq stats` shows them
   Histogram lateness;          // first deliveries: sent to a worker minus due
   Histogram enqueue_to_start;  // first deliveries: sent to a worker minus accepted
 };
@@ -76,7 +66,7 @@ class Metrics {
   // histograms (a retry's due time is its backoff's end, not the record's).
   static void sent(QueueMetrics& q, int64_t now_ms, int64_t due_ms, int64_t created_ms, uint32_t attempt);
   void round_applied(int64_t micros) { state_.redis_round.observe(static_cast<double>(micros) / 1e6); }
-  void counters_read(std::vector<QueueCounters> counters, int64_t now_ms);
+  void counters_read(std::vector<proto::QueueStats> counters, int64_t now_ms);
   void set_workers(uint64_t workers, uint64_t capacity, uint64_t held) {
     state_.workers = workers;
     state_.worker_capacity = capacity;

@@ -15,11 +15,10 @@ Command stats(const std::string& queue) {
   return script_call(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats});
 }
 
-Result<QueueCounters> parse_stats(const std::string& queue, const redisReply* r) {
+Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* r) {
   auto v = reply::integers(r, "stats");
   if (!v || v->size() != 16) return reply::bad(r, "stats");
-  QueueCounters c;
-  proto::QueueStats& s = c.stats;
+  proto::QueueStats s;
   s.queue = queue;
   s.scheduled = (*v)[0];
   s.waiting = (*v)[1];
@@ -32,12 +31,12 @@ Result<QueueCounters> parse_stats(const std::string& queue, const redisReply* r)
   s.stale_acks = (*v)[8];
   s.cancelled = (*v)[9];
   s.purged = (*v)[10];
-  c.died = (*v)[11];
-  c.unconfirmed = (*v)[12];
-  c.replayed = (*v)[13];
-  c.stale_extends = (*v)[14];
-  c.oldest_ready_due_ms = (*v)[15];
-  return c;
+  s.died = (*v)[11];
+  s.unconfirmed = (*v)[12];
+  s.replayed = (*v)[13];
+  s.stale_extends = (*v)[14];
+  s.oldest_ready_due_ms = std::max<int64_t>(0, (*v)[15]);
+  return s;
 }
 
 }  // namespace calls
@@ -59,14 +58,14 @@ void StatsRequests::add_to(Round& round) {
   auto requests = std::exchange(requests_, {});
   gathered_.clear();
   auto reply = std::make_shared<proto::StatsReply>();
-  auto counters = std::make_shared<std::vector<QueueCounters>>();
+  auto counters = std::make_shared<std::vector<proto::QueueStats>>();
   reply->workers = static_cast<uint32_t>(workers_.size());
   for (const auto& [name, q] : queues_)
     round.add(calls::stats(name), [reply, counters, name](const redisReply* r) {
       if (r == nullptr) return;
-      if (auto c = calls::parse_stats(name, r)) {
-        reply->queues.push_back(c->stats);
-        counters->push_back(std::move(*c));
+      if (auto s = calls::parse_stats(name, r)) {
+        reply->queues.push_back(*s);
+        counters->push_back(std::move(*s));
       }
     });
   round.then([this, reply, counters, metrics = std::exchange(metrics_, nullptr), requests = std::move(requests)](bool applied) {

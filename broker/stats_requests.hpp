@@ -22,7 +22,7 @@ namespace dueq::broker {
 namespace calls {
 // stats.lua
 Command stats(const std::string& queue);
-Result<QueueCounters> parse_stats(const std::string& queue, const redisReply* reply);
+Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* reply);
 }  // namespace calls
 
 class StatsRequests {

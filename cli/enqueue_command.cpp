@@ -15,71 +15,83 @@
 #include "cli/output.hpp"
 #include "common/duration.hpp"
 #include "common/ids.hpp"
+#include "common/names.hpp"
+#include "common/protocol.hpp"
 
 namespace dueq::cli {
 
-int enqueue_one(Client& client, const EnqueueArgs& a) {
+namespace {
+
+// What the broker would refuse in a job, said before any network call.
+std::optional<std::string> job_problem(const JobSpec& job) {
+  if (auto ok = validate_queue_name(job.queue); !ok) return ok.error().message;
+  if (auto ok = validate_job_type(job.type); !ok) return ok.error().message;
+  if (!job.id.empty())
+    if (auto ok = validate_job_id(job.id); !ok) return ok.error().message;
+  if (job.payload.size() > proto::kMaxPayloadBytes)
+    return fmt::format("payload of {} bytes; at most {}", job.payload.size(), proto::kMaxPayloadBytes);
+  return std::nullopt;
+}
+
+void print_outcome(const std::string& id, const char* status, bool json) {
+  if (json) fmt::print("{}\n", nlohmann::json{{"id", id}, {"status", status}}.dump());
+  else fmt::print("{}\n", id);
+}
+
+}  // namespace
+
+std::expected<JobSpec, std::string> job_from_args(const EnqueueArgs& a) {
   JobSpec job{a.queue, a.type, a.payload, a.id, 0, a.max_attempts, 0, 0};
   for (auto [text, target, flag] : {std::tuple{&a.backoff_base, &job.backoff_base_ms, "--backoff-base"},
                                      std::tuple{&a.backoff_cap, &job.backoff_cap_ms, "--backoff-cap"}}) {
     if (text->empty()) continue;
     auto ms = parse_duration_ms(*text);
-    if (!ms) {
-      fmt::print(stderr, "dueq: {}: {}\n", flag, ms.error().message);
-      return kExitUsage;
-    }
+    if (!ms) return std::unexpected(fmt::format("{}: {}", flag, ms.error().message));
     *target = *ms;
   }
   if (!a.payload_file.empty()) {
     std::ifstream in(a.payload_file, std::ios::binary);
-    if (a.payload_file != "-" && !in) {
-      fmt::print(stderr, "dueq: cannot read --payload-file {}\n", a.payload_file);
-      return kExitUsage;
-    }
+    if (a.payload_file != "-" && !in) return std::unexpected("cannot read --payload-file " + a.payload_file);
     std::ostringstream buffer;
     buffer << (a.payload_file == "-" ? std::cin.rdbuf() : in.rdbuf());
     job.payload = buffer.str();
   }
   if (!a.delay.empty()) {
     auto ms = parse_duration_ms(a.delay);
-    if (!ms) {
-      fmt::print(stderr, "dueq: --delay: {}\n", ms.error().message);
-      return kExitUsage;
-    }
+    if (!ms) return std::unexpected("--delay: " + ms.error().message);
     job.due_ms = Client::in_ms(*ms);
   } else if (!a.at.empty()) {
     auto ms = parse_rfc3339_ms(a.at);
-    if (!ms) {
-      fmt::print(stderr, "dueq: --at: {}\n", ms.error().message);
-      return kExitUsage;
-    }
+    if (!ms) return std::unexpected("--at: " + ms.error().message);
     job.due_ms = *ms;
   } else if (a.at_ms >= 0) {
     job.due_ms = a.at_ms;
   }
-  // The id is made here, not in the library, so that it can be shown when
-  // the outcome is unknown: a retry with the same id cannot make a second job.
-  const bool generated = job.id.empty();
-  if (generated) job.id = new_job_id();
+  if (auto problem = job_problem(job)) return std::unexpected(*problem);
+  return job;
+}
+
+int enqueue_one(Client& client, JobSpec job, bool generated, bool json) {
   const std::string id = job.id;
   auto result = client.enqueue(std::move(job));
   if (!result) {
     const int rc = report(result.error());
     if (generated) {
-      fmt::print("{}\n", id);
+      print_outcome(id, "unknown", json);
       fmt::print(stderr, "dueq: the job's id is {}: retry with --id {} (if it was accepted, the retry says so)\n", id, id);
     }
     return rc;
   }
   switch (result->status) {
-    case EnqueueResult::Status::accepted: fmt::print("{}\n", result->id); return 0;
+    case EnqueueResult::Status::accepted: print_outcome(result->id, "accepted", json); return 0;
     case EnqueueResult::Status::duplicate:
-      fmt::print("{}\n", result->id);
+      print_outcome(result->id, "duplicate", json);
       fmt::print(stderr, "dueq: job {} already existed; nothing new was enqueued\n", result->id);
       return 0;
     case EnqueueResult::Status::rejected:
       fmt::print(stderr, "dueq: rejected: {}\n", result->reason);
-      return kExitUsage;
+      // The broker marks a job this key may not enqueue so.
+      return result->reason.starts_with("refused:") ? kExitRefused : kExitUsage;
     case EnqueueResult::Status::overloaded:
       fmt::print(stderr, "dueq: overloaded: {}\ndueq: retry after {} ms\n", result->reason, result->retry_after_ms);
       return kExitTempFail;
@@ -87,7 +99,7 @@ int enqueue_one(Client& client, const EnqueueArgs& a) {
   return kExitError;
 }
 
-int enqueue_from(Client& client, const std::string& path) {
+int enqueue_from(Client& client, const std::string& path, bool json) {
   std::ifstream file(path);
   if (path != "-" && !file) {
     fmt::print(stderr, "dueq: cannot read {}\n", path);
@@ -173,6 +185,7 @@ int enqueue_from(Client& client, const std::string& path) {
       if (j.contains("max_attempts")) job.max_attempts = j["max_attempts"].get<uint32_t>();
       if (j.contains("backoff_base_ms")) job.backoff_base_ms = j["backoff_base_ms"].get<int64_t>();
       if (j.contains("backoff_cap_ms")) job.backoff_cap_ms = j["backoff_cap_ms"].get<int64_t>();
+      if (auto problem = job_problem(job)) throw std::runtime_error(*problem);
     } catch (const std::exception& e) {
       fmt::print(stderr, "dueq: {}:{}: {}\n", path, line_no, e.what());
       ++rejected;
@@ -186,9 +199,14 @@ int enqueue_from(Client& client, const std::string& path) {
   if (first_error == 0) flush();
   while (!in_flight.empty()) settle_oldest();
   if (first_error != 0) return first_error;
-  fmt::print("accepted {}, duplicate {}, rejected {}", accepted, duplicate, rejected);
-  if (overloaded > 0) fmt::print(", overloaded {} (retry after {} ms)", overloaded, retry_after_ms);
-  fmt::print("\n");
+  if (json) {
+    fmt::print("{}\n", nlohmann::json{{"accepted", accepted}, {"duplicate", duplicate}, {"rejected", rejected},
+                                      {"overloaded", overloaded}, {"retry_after_ms", retry_after_ms}}.dump());
+  } else {
+    fmt::print("accepted {}, duplicate {}, rejected {}", accepted, duplicate, rejected);
+    if (overloaded > 0) fmt::print(", overloaded {} (retry after {} ms)", overloaded, retry_after_ms);
+    fmt::print("\n");
+  }
   if (rejected > 0) return kExitUsage;
   return overloaded > 0 ? kExitTempFail : 0;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // dueq enqueue: one job from flags, or JSON lines from a file.
 #include <cstdint>
+#include <expected>
 #include <string>
 
 #include "dueq/client.hpp"
@@ -13,12 +14,17 @@ struct EnqueueArgs {
   uint32_t max_attempts = 0;
 };
 
-// Prints the job's id; returns the exit code.
-int enqueue_one(Client& client, const EnqueueArgs& args);
+// The job the flags describe, checked as the broker would check it (before
+// any network call); the error says which flag is wrong.
+std::expected<JobSpec, std::string> job_from_args(const EnqueueArgs& args);
+
+// Prints the job's id (`json`: {"id", "status"}); returns the exit code.
+// `generated`: the id was made here, and is shown when the outcome is unknown.
+int enqueue_one(Client& client, JobSpec job, bool generated, bool json);
 
 // JSON lines: {"queue","type","payload","delay_ms"|"at_ms","id","max_attempts",
 // "backoff_base_ms","backoff_cap_ms"}, sent in batches of 1,000 with up to
 // four outstanding; prints the counts of each outcome.
-int enqueue_from(Client& client, const std::string& path);
+int enqueue_from(Client& client, const std::string& path, bool json);
 
 }  // namespace dueq::cli

@@ -7,11 +7,16 @@
 
 namespace dueq::cli {
 
-// Exit codes: 0 ok, 1 error, 2 usage/bad input, 3 not found, 75 try again later.
+// Exit codes (sysexits.h where one fits): 0 ok, 1 error, 2 usage/bad input,
+// 3 not found, 75 try again later (no broker, Redis down, backlog full),
+// 77 refused (this key, or its role, is not allowed that), 78 a CURVE
+// set-up that cannot work (a wrong broker key, CURVE on one side only).
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitNotFound = 3;
 constexpr int kExitTempFail = 75;
+constexpr int kExitRefused = 77;
+constexpr int kExitConfig = 78;
 
 // Prints the error; the exit code says whether trying again may help.
 int report(const ClientError& error);

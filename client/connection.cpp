@@ -37,6 +37,7 @@ Connection::Connection(const std::string& endpoints, ClientOptions options)
   if (!curve) throw std::invalid_argument(curve.error().message);
   apply_client_curve(socket_, *curve);
   link_.emplace(context_, socket_);
+  link_down_since_ms_ = steady_ms();
   socket_.connect(endpoints_.current());
   io_ = std::thread([this] { run(); });
 }
@@ -101,10 +102,20 @@ void Connection::run() {
                                {link_->handle(), 0, ZMQ_POLLIN, 0}};
     int64_t wait_ms = requests_.ms_until_next_deadline(steady_ms());
     if (switch_wanted_) wait_ms = std::max<int64_t>(0, next_switch_ms_ - steady_ms());
+    if (options_.connect_timeout_ms > 0 && wait_ms >= 0 && !link_->up())
+      wait_ms = std::min(wait_ms, std::max<int64_t>(0, link_down_since_ms_ + options_.connect_timeout_ms - steady_ms()));
     zmq::poll(items, 3, std::chrono::milliseconds(wait_ms));
-    // A broker that went away is left at once when there is another to try;
-    // with one endpoint ZeroMQ reconnects by itself.
-    if ((items[2].revents & ZMQ_POLLIN) && link_->lost(endpoints_.current()) && endpoints_.several()) switch_broker();
+    bool refused_now = false;
+    if (items[2].revents & ZMQ_POLLIN) {
+      const bool was_up = link_->up();
+      const auto update = link_->read(endpoints_.current());
+      if (was_up && !link_->up()) link_down_since_ms_ = steady_ms();
+      refused_now = update.refused;
+      // A broker that went away is left at once when there is another to
+      // try; with one endpoint ZeroMQ reconnects by itself.
+      if (update.lost && endpoints_.several()) switch_broker();
+    }
+    fail_if_link_down(steady_ms(), refused_now);
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t count = 0;
       (void)!::read(wakeup_.get(), &count, sizeof count);
@@ -148,7 +159,6 @@ void Connection::receive_all() {
   while (socket_.recv(message, zmq::recv_flags::dontwait)) {
     auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()),
                                proto::kMaxReplyValues);
-    heard_from_broker_ = true;
     if (frame && endpoints_.several()) {
       // A standby: every unanswered request goes to the next broker.
       if (const auto* error = std::get_if<proto::ErrorFrame>(&*frame); error != nullptr && error->code == "not_leader") {
@@ -174,6 +184,8 @@ void Connection::switch_if_due(int64_t now_ms) {
   } catch (const zmq::error_t&) {
     // Not connected there (a refused endpoint): nothing to leave.
   }
+  if (link_->up()) link_down_since_ms_ = now_ms;
+  link_->forget();
   const bool new_pass = endpoints_.next();
   next_switch_ms_ = new_pass ? now_ms + kPassPauseMs : now_ms;
   socket_.connect(endpoints_.current());
@@ -181,14 +193,29 @@ void Connection::switch_if_due(int64_t now_ms) {
 }
 
 ClientError Connection::timeout_error() const {
+  const std::string why = link_->diagnosis(endpoints_.current()).text;
   return ClientError{"timeout",
                      "no reply from the broker at " + endpoints_.describe() + " after " + std::to_string(options_.attempts) +
-                         " attempts" +
-                         (options_.broker_key.empty() || heard_from_broker_
-                              ? ""
-                              : " (nothing at all came from it yet: a broker with CURVE also answers nothing to a "
-                                "key it does not allow)"),
+                         " attempts" + (why.empty() ? "" : ": " + why),
                      0};
+}
+
+ClientError Connection::link_error() const {
+  auto why = link_->diagnosis(endpoints_.current());
+  switch (why.problem) {
+    case LinkProblem::key_refused:
+      return ClientError{"refused", std::move(why.text), 0};
+    case LinkProblem::curve_mismatch:
+    case LinkProblem::handshake:
+      return ClientError{"handshake", std::move(why.text), 0};
+    default:
+      return ClientError{"unavailable", std::move(why.text), 0};
+  }
+}
+
+void Connection::fail_if_link_down(int64_t now_ms, bool refused_now) {
+  if (options_.connect_timeout_ms <= 0 || link_->up() || requests_.ms_until_next_deadline(now_ms) < 0) return;
+  if (refused_now || now_ms - link_down_since_ms_ >= options_.connect_timeout_ms) requests_.fail_all(link_error());
 }
 
 }  // namespace dueq::client

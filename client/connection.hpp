@@ -90,7 +90,10 @@ class Connection {
 
   // The I/O thread's own.
   RequestTracker requests_;
-  bool heard_from_broker_ = false;  // any frame at all arrived on this connection
+  int64_t link_down_since_ms_ = 0;  // steady; when the link was last up, or the connection made
+  // connect_timeout_ms: fails what waits when the link is not up in time.
+  void fail_if_link_down(int64_t now_ms, bool refused_now);
+  ClientError link_error() const;
   bool switch_wanted_ = false;
   int64_t next_switch_ms_ = 0;      // steady
   std::thread io_;  // last: starts after everything it uses exists

@@ -308,8 +308,27 @@ struct QueueStats {
   int64_t next_due_ms = 0; // 0 = nothing scheduled
   int64_t cancelled = 0;
   int64_t purged = 0;
-  DUEQ_FIELDS(queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks, next_due_ms,
-                 cancelled, purged)
+  // Appended in 0.2; a reply from an older broker lacks them (read as 0).
+  int64_t died = 0;                 // jobs that went to the dead-letter set, ever
+  int64_t unconfirmed = 0;          // of `retried`, deliveries that went back unstarted (no attempt used)
+  int64_t replayed = 0;             // dead letters replayed
+  int64_t stale_extends = 0;        // lease renewals of deliveries no longer current
+  int64_t oldest_ready_due_ms = 0;  // due time of the longest-waiting ready job; 0 = none waits
+  template <typename Packer>
+  void msgpack_pack(Packer& msgpack_pk) const {
+    msgpack::type::make_define_array(queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks,
+                                     next_due_ms, cancelled, purged, died, unconfirmed, replayed, stale_extends,
+                                     oldest_ready_due_ms)
+        .msgpack_pack(msgpack_pk);
+  }
+  void msgpack_unpack(const msgpack::object& msgpack_o) {
+    detail::require_fields(msgpack_o, kFieldsBefore02);
+    msgpack::type::make_define_array(queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks,
+                                     next_due_ms, cancelled, purged, died, unconfirmed, replayed, stale_extends,
+                                     oldest_ready_due_ms)
+        .msgpack_unpack(msgpack_o);
+  }
+  static constexpr size_t kFieldsBefore02 = 12;
 };
 
 struct StatsReply {

@@ -37,6 +37,10 @@ constexpr int64_t kSilentHeartbeats = 3;
 constexpr int64_t kPassPauseMs = 100;
 constexpr int64_t kDefaultHeartbeatMs = 500;
 constexpr int64_t kMinCapacityNoticeMs = 50;  // adaptive capacity: at most one early heartbeat this often
+// Not registered this long (or refused): the worker says why, then again
+// every kUnregisteredReportMs while it lasts.
+constexpr int64_t kUnregisteredWarnMs = 2'000;
+constexpr int64_t kUnregisteredReportMs = 10'000;
 
 std::string default_worker_id() {
   char host[256] = {};
@@ -157,14 +161,39 @@ struct Worker::Impl {
     dealer.connect(endpoints->current());
     if (welcomed) spdlog::warn("leaving broker {} ({}): trying {}", left, switch_reason, endpoints->current());
     switch_reason = nullptr;
-    welcomed = false;
+    set_unregistered(now);
+    link->forget();
     send_hello(now);
+  }
+
+  // Registered no more (a new endpoint, or the broker forgot this worker).
+  void set_unregistered(int64_t now) {
+    if (welcomed) unregistered_since_ms = now;
+    welcomed = false;
+  }
+
+  // Not registered: why, in words a user can act on (at once when the
+  // broker refused, after kUnregisteredWarnMs otherwise; then every
+  // kUnregisteredReportMs).
+  void report_unregistered(int64_t now, const std::string& refusal = {}) {
+    if (welcomed || now < next_unregistered_report_ms) return;
+    if (refusal.empty() && now - unregistered_since_ms < kUnregisteredWarnMs) return;
+    next_unregistered_report_ms = now + kUnregisteredReportMs;
+    if (!refusal.empty()) {
+      spdlog::error("{}; retrying every {} s", refusal, kHelloRetryMs / 1000);
+      return;
+    }
+    const auto why = link->diagnosis(endpoints->current());
+    spdlog::warn("not registered with a broker after {} s: {}", (now - unregistered_since_ms) / 1000,
+                 why.text.empty() ? "connected, and no WELCOME came for HELLO (is it a dueq-broker that leads?)" : why.text);
   }
 
   void on_welcome(const proto::Welcome& welcome) {
     const bool restarted = !broker_id.empty() && broker_id != welcome.broker_id;
-    if (endpoints->several() && (restarted || broker_id.empty()))
-      spdlog::info("registered with broker {} at {}", welcome.broker_id, endpoints->current());
+    if (restarted || broker_id.empty() || !welcomed)
+      spdlog::info("registered with broker {} at {}: queues {}, capacity {}", welcome.broker_id, endpoints->current(),
+                   fmt::join(options.queues, ","), announced_capacity);
+    next_unregistered_report_ms = 0;
     welcomed = true;
     broker_id = welcome.broker_id;
     heartbeat_ms = welcome.heartbeat_ms;
@@ -223,8 +252,10 @@ struct Worker::Impl {
     if (auto* r = std::get_if<proto::StartReply>(&frame)) return on_start_reply(*r);
     if (auto* e = std::get_if<proto::ErrorFrame>(&frame)) {
       if (e->code == "unknown_worker") {
-        welcomed = false;
+        set_unregistered(now);
         send_hello(now);
+      } else if (e->code == "refused" && !welcomed) {
+        report_unregistered(now, fmt::format("the broker at {} refused this worker: {}", endpoints->current(), e->message));
       } else if (e->code == "not_leader" && endpoints->several()) {
         switch_broker("it stands by");
       } else {
@@ -320,6 +351,7 @@ struct Worker::Impl {
     // wall clock step must not stop the heartbeats and get this worker
     // declared dead.
     int64_t now = steady_ms();
+    unregistered_since_ms = now;
     send_hello(now);
     int64_t next_heartbeat = now + heartbeat_ms;
     while (true) {
@@ -354,12 +386,16 @@ struct Worker::Impl {
         last_heard_ms = now;
         on_broker_frame(std::move(*frame), now);
       }
+      LinkEvents::Update link_update;
+      if (items[2].revents & ZMQ_POLLIN) link_update = link->read(endpoints->current());
+      if (link_update.up) spdlog::info("connected to the broker at {}", endpoints->current());
+      if (link_update.refused) report_unregistered(now, link->diagnosis(endpoints->current()).text);
+      // With one endpoint ZeroMQ reconnects by itself.
       if (endpoints->several()) {
-        if ((items[2].revents & ZMQ_POLLIN) && link->lost(endpoints->current())) switch_broker("the connection is down");
+        if (link_update.lost) switch_broker("the connection is down");
         else if (welcomed && now - last_heard_ms > kSilentHeartbeats * heartbeat_ms) switch_broker("it fell silent");
-      } else if (items[2].revents & ZMQ_POLLIN) {
-        (void)link->lost(endpoints->current());  // ZeroMQ reconnects to the one endpoint by itself
       }
+      report_unregistered(now);
       switch_if_due(now);
       pool.submit(std::move(incoming), steady_us());
       announce_starts();
@@ -423,6 +459,8 @@ struct Worker::Impl {
   worker::HeldJobs held;
   worker::Drain drain;
   bool welcomed = false;
+  int64_t unregistered_since_ms = 0;        // steady: since when not registered (start, or lost)
+  int64_t next_unregistered_report_ms = 0;  // steady
   std::string broker_id;
   int64_t heartbeat_ms = kDefaultHeartbeatMs;
   int64_t hello_sent_ms = 0;

@@ -46,7 +46,7 @@ struct EnqueueResult {
 };
 
 struct ClientError {
-  std::string code;     // "timeout", "unavailable", "overloaded", "bad_frame", ...
+  std::string code;     // "timeout", "unavailable", "overloaded", "refused", "handshake", "bad_argument", ...
   std::string message;
   uint32_t retry_after_ms = 0;  // set when the broker asks to retry later
 };
@@ -56,6 +56,12 @@ struct QueueStats {
   int64_t scheduled = 0, waiting = 0, in_flight = 0, done = 0, dead = 0;
   int64_t accepted = 0, retried = 0, stale_acks = 0, next_due_ms = 0;
   int64_t cancelled = 0, purged = 0;
+  // 0 from a broker older than 0.2:
+  int64_t died = 0;                 // jobs that went to the dead-letter set, ever
+  int64_t unconfirmed = 0;          // of `retried`, deliveries that went back unstarted
+  int64_t replayed = 0;             // dead letters replayed
+  int64_t stale_extends = 0;        // lease renewals of deliveries no longer current
+  int64_t oldest_ready_due_ms = 0;  // due time of the longest-waiting ready job; 0 = none waits
 };
 
 // Every queue's counts, and how many workers the broker has registered
@@ -89,6 +95,13 @@ struct ClientOptions {
   // std::invalid_argument when they cannot be read.
   std::string broker_key;
   std::string key_file;
+  // > 0: while no link to a broker was ever up (or since it went down),
+  // requests fail after this long with what is wrong instead of waiting out
+  // their attempts: "unavailable" (nothing listens, no answer), "refused"
+  // (the broker refused this key: at once) or "handshake" (a wrong broker
+  // key, or CURVE on one side only). 0: they wait, as for a broker that is
+  // restarting.
+  int64_t connect_timeout_ms = 0;
 };
 
 class Client {

@@ -3,12 +3,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
+#include <fstream>
 #include <set>
 #include <sstream>
 
 #include "tests/support/cluster.hpp"
 
+using namespace dueq;
 using namespace dueq::testing;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -127,4 +131,100 @@ TEST(Cli, UnknownJobIsNotFoundAndNoBrokerIsATemporaryFailure) {
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "job no-such-job").code, 3);
   const std::string nobody = "tcp://127.0.0.1:" + std::to_string(free_port());
   EXPECT_EQ(dueq_cli(nobody, "--timeout 200ms stats").code, 75);
+}
+
+// Rule: with no broker listening the CLI says so within about 2 s
+// (--connect-timeout) and exits 75; input it can check itself is refused
+// before any network call, exit 2, without mentioning the network.
+TEST(Cli, NoBrokerIsNamedAtOnceAndBadInputIsRefusedBeforeConnecting) {
+  const std::string nobody = "tcp://127.0.0.1:" + std::to_string(free_port());
+  for (const char* args : {"stats", "top --frames 1", "enqueue --queue q --type t", "job some-id", "dead list",
+                           "cancel some-id", "audit"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto run = dueq_cli(nobody, args, true);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("[ cli      ] no broker, dueq %-28s exit %d after %lld ms\n", args, run.code, static_cast<long long>(ms));
+    EXPECT_EQ(run.code, 75) << args << ": " << run.out;
+    EXPECT_NE(run.out.find("nothing listens at " + nobody), std::string::npos) << args << ": " << run.out;
+    EXPECT_LT(ms, 8'000) << args;
+  }
+  for (const char* args : {"enqueue --queue 'bad queue' --type t", "enqueue --queue q --type 'a b'",
+                           "enqueue --queue q --type t --id 'x y'", "job 'x y'", "cancel --queue 'a b' x",
+                           "dead list --queue 'a b'", "enqueue --from /no/such/file", "--timeout 0s stats",
+                           "top --interval 10ms"}) {
+    const auto run = dueq_cli(nobody, args, true);
+    EXPECT_EQ(run.code, 2) << args << ": " << run.out;
+    EXPECT_EQ(run.out.find("nothing listens"), std::string::npos) << args << ": checked before connecting: " << run.out;
+  }
+}
+
+// Rule: every command prints JSON with --json.
+TEST(Cli, EveryCommandPrintsJson) {
+  Cluster cluster;
+  const auto enqueued = nlohmann::json::parse(dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --id j1 --delay 1h --json", false).out);
+  EXPECT_EQ(enqueued["id"], "j1");
+  EXPECT_EQ(enqueued["status"], "accepted");
+  const auto stats = nlohmann::json::parse(dueq_cli(cluster.endpoint(), "stats --json", false).out);
+  EXPECT_EQ(stats[0]["scheduled"], 1);
+  const auto top = nlohmann::json::parse(dueq_cli(cluster.endpoint(), "top --frames 1 --json", false).out);
+  EXPECT_EQ(top["queues"][0]["queue"], "q");
+  const auto cancelled = nlohmann::json::parse(dueq_cli(cluster.endpoint(), "cancel j1 --json", false).out);
+  EXPECT_EQ(cancelled["rows"][0]["id"], "j1");
+  const auto dir = make_temp_dir("keygen");
+  const auto keygen = nlohmann::json::parse(dueq_cli(cluster.endpoint(), "keygen " + (dir / "k").string() + " --json", false).out);
+  EXPECT_EQ(keygen["public_key"].get<std::string>().size(), 40u);
+  std::filesystem::remove_all(dir);
+  for (const char* args : {"job j1 --json", "dead list --json", "audit --json", "dead replay --all --queue q --json",
+                           "dead purge --older-than 1d --json"}) {
+    const auto run = dueq_cli(cluster.endpoint(), args, false);
+    EXPECT_EQ(run.code, 0) << args;
+    EXPECT_FALSE(nlohmann::json::parse(run.out, nullptr, false).is_discarded()) << args << ": " << run.out;
+  }
+}
+
+// Rule: `dueq top` redraws every queue's counts and rates in a terminal and
+// ends on q (run in tmux: send-keys, capture-pane).
+TEST(Cli, TopShowsTheQueuesLiveInATerminalAndQuitsOnQ) {
+  Cluster cluster;
+  cluster.start_example_worker("live", 4, (cluster.dir() / "starts.txt").string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 30; ++i) jobs.push_back({"live", "noop", "", fmt::format("t{}", i), 0, 0});
+  jobs.push_back({"waiting", "noop", "", "later", Client::in_ms(3'600'000), 0});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  const std::string session = fmt::format("dueq-top-{}", ::getpid());
+  const std::string socket = (cluster.dir() / "tmux.sock").string();
+  auto tmux = [&](const std::string& args) { return command_output("tmux -S " + socket + " " + args + " 2>&1"); };
+  tmux(fmt::format("new-session -d -s {} -x 160 -y 30 '{} --broker {} top --interval 200ms; sleep 30'", session,
+                   bin("dueq"), cluster.endpoint()));
+  std::string screen;
+  EXPECT_TRUE(eventually([&] {
+    screen = tmux("capture-pane -p -t " + session);
+    return screen.find("live") != std::string::npos && screen.find("waiting") != std::string::npos &&
+           screen.find("workers 1") != std::string::npos;
+  }, 10s)) << screen;
+  // The done count reaches 30 on the screen as the jobs run.
+  EXPECT_TRUE(eventually([&] {
+    screen = tmux("capture-pane -p -t " + session);
+    std::istringstream lines(screen);
+    std::string line;
+    while (std::getline(lines, line))
+      if (line.starts_with("live ")) {
+        std::istringstream fields(line);
+        std::string name, scheduled, ready, in_flight, done_rate, enq_rate, late, done;
+        fields >> name >> scheduled >> ready >> in_flight >> done_rate >> enq_rate >> late >> done;
+        return done == "30";
+      }
+    return false;
+  }, 10s)) << screen;
+  std::ofstream(cluster.dir() / "top.txt") << screen;
+  tmux("send-keys -t " + session + " q");
+  // dueq top ends; the shell's sleep keeps the pane open.
+  std::string running;
+  EXPECT_TRUE(eventually([&] {
+    running = tmux("display-message -p -t " + session + " '#{pane_current_command}'");
+    return running == "sleep";
+  }, 5s)) << running;
+  tmux("kill-server");
 }

@@ -7,7 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <atomic>
+#include <set>
 #include <fstream>
 #include <thread>
 
@@ -204,4 +209,84 @@ TEST(Metrics, ReadyzSaysReadyOnlyWhileTheBrokerLeadsWithRedisUp) {
   EXPECT_EQ(http_get(http, "/healthz").status, 200);
   cluster.redis().start();
   EXPECT_TRUE(eventually([&] { return http_get(http, "/readyz").status == 200; }, 20s));
+}
+
+namespace {
+
+size_t open_descriptors(pid_t pid) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+// A TCP connection to 127.0.0.1:port that sends `text` and then nothing.
+int open_silent_connection(int port, const std::string& text) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  if (!text.empty()) [[maybe_unused]] auto n = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
+  return fd;
+}
+
+}  // namespace
+
+// Hundreds of connections that never finish a request hold at most the
+// server's threads and queue (the rest wait in the kernel's backlog), jobs
+// keep flowing meanwhile, an oversized body is refused, and /metrics
+// answers again once the flood is gone.
+TEST(Metrics, AFloodOfSilentHttpConnectionsHoldsBoundedDescriptorsAndLosesNoJob) {
+  const int http = free_port();
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http)});
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_example_worker("h", 8, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  ASSERT_EQ(http_get(http, "/metrics").status, 200);
+  const size_t descriptors_before = open_descriptors(cluster.broker().pid());
+
+  std::vector<int> flood;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = open_silent_connection(http, i % 2 == 0 ? "" : "GET /metrics HTTP/1.1\r\nHost: x\r\n");
+    if (fd >= 0) flood.push_back(fd);
+  }
+  EXPECT_GE(flood.size(), 290u) << "the kernel's backlog takes the connections the server does not accept yet";
+
+  std::set<std::string> accepted;
+  Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 2000, .attempts = 3});
+  for (int batch = 0; batch < 20; ++batch) {
+    std::vector<JobSpec> jobs;
+    for (int i = 0; i < 50; ++i) jobs.push_back({"h", "noop", "", fmt::format("h-{}-{}", batch, i), 0, 3});
+    auto results = client.enqueue_batch(jobs);
+    ASSERT_TRUE(results.has_value());
+    for (const auto& r : *results) accepted.insert(r.id);
+    std::this_thread::sleep_for(50ms);
+  }
+  const size_t descriptors_during = open_descriptors(cluster.broker().pid());
+  std::printf("[ flood    ] broker descriptors: %zu before, %zu with %zu silent HTTP connections\n", descriptors_before,
+              descriptors_during, flood.size());
+  EXPECT_LE(descriptors_during, descriptors_before + 2 + 1 + 32 + 2)
+      << "threads + the accepting thread's own + the queue, and a little slack";
+  std::set<std::string> started;
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& r : read_records(record)) started.insert(r.id);
+    return started.size() >= accepted.size();
+  }, 30s)) << "accepted " << accepted.size() << ", started " << started.size();
+
+  for (int fd : flood) ::close(fd);
+  // Each connection still queued gets its read timeout (5 s), two at a time.
+  EXPECT_TRUE(eventually([&] { return http_get(http, "/metrics").status == 200; }, 60s));
+
+  httplib::Client post("127.0.0.1", http);
+  auto res = post.Post("/metrics", std::string(1 << 20, 'x'), "text/plain");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 413) << "a 1 MiB body is refused";
+  EXPECT_TRUE(cluster.broker().running());
 }

@@ -353,7 +353,7 @@ TEST(Security, ABrokerRefusesAPlaintextNetworkPortUnlessInsecure) {
   const auto dir = make_temp_dir("insecure");
   const std::string listen = "tcp://0.0.0.0:" + std::to_string(free_port());
   Process refused({bin("dueq-broker"), "--redis", redis.url(), "--listen", listen}, (dir / "refused.log").string());
-  EXPECT_EQ(refused.wait(), 1);
+  EXPECT_EQ(refused.wait(), 2) << "a setting that cannot work is bad input";
   EXPECT_NE(read_file(dir / "refused.log").find("refusing to listen on " + listen + " without CURVE"), std::string::npos)
       << read_file(dir / "refused.log");
   {
@@ -413,4 +413,93 @@ TEST(Security, NoKeyOrPasswordAppearsInLogsErrorsOrStats) {
     EXPECT_EQ(logs.find(keys.pair(name).secret_key), std::string::npos) << name << "'s secret key is in the logs";
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+}
+
+namespace {
+
+struct TimedRun {
+  int code = -1;
+  std::string out;
+  int64_t ms = 0;
+};
+
+TimedRun timed_dueq(const std::string& endpoint, const std::string& args) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto run = run_dueq(endpoint, args);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  return {run.code, run.out, ms};
+}
+
+}  // namespace
+
+// Rule: the CLI tells apart what keeps it from a broker and says so within
+// about 2 s (--connect-timeout), with its own exit code: a key not on the
+// allow-list (77, at once), a wrong broker key and keys given to a broker
+// without CURVE or none to one with it (78), a role that may not do what
+// was asked (77, no advice to retry).
+TEST(Security, TheCliTellsApartARefusedKeyAWrongBrokerKeyAndARefusedRole) {
+  Keys keys;
+  Cluster cluster(keys.broker_args(), {}, keys.client("admin"));
+  auto other = generate_curve_key_pair();
+  ASSERT_TRUE(other);
+  const auto other_pub = make_temp_dir("other") / "other";
+  ASSERT_TRUE(write_curve_key_files(other_pub.string(), *other));
+  auto with = [&](const std::string& broker_key, const std::string& key) {
+    return fmt::format("--broker-key {} --key {} ", broker_key, key);
+  };
+  struct Case {
+    const char* what;
+    std::string args;
+    int code;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"admin", with(keys.broker_pub(), keys.key_file("admin")) + "stats", 0, "workers registered"},
+      {"stranger's key", with(keys.broker_pub(), keys.key_file("stranger")) + "stats", 77, "not on the broker's allow-list"},
+      {"wrong broker key", with(other_pub.string() + ".pub", keys.key_file("admin")) + "stats", 78, "is this broker's public key"},
+      {"no keys", "stats", 78, "disagree on CURVE"},
+      {"producer asks for stats", with(keys.broker_pub(), keys.key_file("producer")) + "stats", 77, "only admin keys"},
+      {"producer enqueues to a queue not its own",
+       with(keys.broker_pub(), keys.key_file("producer")) + "enqueue --queue other --type t", 77, "may not use queue"},
+  };
+  for (const auto& c : cases) {
+    const auto run = timed_dueq(cluster.endpoint(), c.args);
+    std::printf("[ cli      ] %-42s exit %d after %lld ms\n", c.what, run.code, static_cast<long long>(run.ms));
+    EXPECT_EQ(run.code, c.code) << c.what << ": " << run.out;
+    EXPECT_NE(run.out.find(c.says), std::string::npos) << c.what << ": " << run.out;
+    EXPECT_EQ(run.out.find("retry"), std::string::npos) << c.what << ": no advice to retry: " << run.out;
+    EXPECT_LT(run.ms, 8'000) << c.what << ": answered without waiting out the request's attempts (3 x 5 s)";
+  }
+  std::filesystem::remove_all(other_pub.parent_path());
+}
+
+// Rule: a worker says why it is not registered: at once when the broker
+// refuses its key or its role, within a few seconds for a wrong broker key.
+TEST(Security, AWorkerSaysWhyTheBrokerDoesNotTakeIt) {
+  Keys keys;
+  Cluster cluster(keys.broker_args(), {}, keys.client("admin"));
+  auto other = generate_curve_key_pair();
+  ASSERT_TRUE(other);
+  const auto other_pub = make_temp_dir("other") / "other";
+  ASSERT_TRUE(write_curve_key_files(other_pub.string(), *other));
+  struct Case {
+    const char* name;
+    std::vector<std::string> keys;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"stranger", {"--broker-key", keys.broker_pub(), "--key", keys.key_file("stranger")}, "refused this client's key"},
+      {"wrongkey", {"--broker-key", other_pub.string() + ".pub", "--key", keys.key_file("worker")}, "is this broker's public key"},
+      {"producer", {"--broker-key", keys.broker_pub(), "--key", keys.key_file("producer")}, "refused this worker"},
+      {"worker", {"--broker-key", keys.broker_pub(), "--key", keys.key_file("worker")}, "registered with broker"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "mail", "--exec", "*=/bin/true"};
+    argv.insert(argv.end(), c.keys.begin(), c.keys.end());
+    const auto log = cluster.dir() / (std::string(c.name) + ".log");
+    Process worker(argv, log.string());
+    EXPECT_TRUE(eventually([&] { return read_file(log).find(c.says) != std::string::npos; }, 10s))
+        << c.name << ": " << read_file(log);
+  }
+  std::filesystem::remove_all(other_pub.parent_path());
 }

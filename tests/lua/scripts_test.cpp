@@ -839,14 +839,13 @@ TEST_F(Scripts, StatsCountEveryState) {
   auto l = lease(1, 5000);
   Round round;
   round.add(calls::stats("q"));
-  auto c = *calls::parse_stats("q", run(round));
-  const auto& s = c.stats;
+  auto s = *calls::parse_stats("q", run(round));
   EXPECT_EQ(s.scheduled, 2);  // c, and d (overdue, not promoted yet)
   EXPECT_EQ(s.waiting, 1);    // b
   EXPECT_EQ(s.in_flight, 1);  // a
   EXPECT_EQ(s.accepted, 4);
   EXPECT_EQ(s.next_due_ms, 1500);
-  EXPECT_EQ(c.oldest_ready_due_ms, 1000);  // b, due at the enqueue
+  EXPECT_EQ(s.oldest_ready_due_ms, 1000);  // b, due at the enqueue
 }
 
 TEST_F(Scripts, ScriptsSurviveALostScriptCache) {
@@ -1784,7 +1783,7 @@ TEST_F(Scripts, EncodingPinsKeepTheHotKeysOutOfListpacksAndAreNeverTakenForJobs)
   auto in_flight = [&] {
     Round stats;
     stats.add(calls::stats("q"));
-    return calls::parse_stats("q", run(stats))->stats.in_flight;
+    return calls::parse_stats("q", run(stats))->in_flight;
   };
   EXPECT_EQ(in_flight(), 2);
   Round cap;
