@@ -33,7 +33,7 @@ void Admin::submit(const Peer& peer, uint64_t request_id, Request&& request) {
   {
     std::lock_guard lock(thread_.mutex());
     if (waiting <= kMaxQueuedPerRequester && requests_.size() < kMaxQueued) {
-      requests_.emplace_back(peer, std::move(request));
+      requests_.push_back(Queued{peer, std::move(request), {}});
       thread_.notify();
       return;
     }
@@ -44,6 +44,15 @@ void Admin::submit(const Peer& peer, uint64_t request_id, Request&& request) {
     answers_.push_back(Answer{peer, request_id, proto::ErrorFrame{request_id, "overloaded", why + "; retry later", 1000}, {}, {}});
   }
   signal_ready();
+}
+
+bool Admin::submit_local(Request request, LocalDone done) {
+  std::lock_guard lock(thread_.mutex());
+  if (local_waiting_ >= kMaxLocal || requests_.size() >= kMaxQueued) return false;
+  ++local_waiting_;
+  requests_.push_back(Queued{Peer{"(dashboard)", false, "dashboard", 0}, std::move(request), std::move(done)});
+  thread_.notify();
+  return true;
 }
 
 void Admin::signal_ready() {
@@ -60,31 +69,36 @@ void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues)
     answers.swap(answers_);
   }
   for (auto& answer : answers) {
-    in_progress_.erase({answer.peer.routing_id, answer.request_id});
-    if (auto it = waiting_by_requester_.find(requester(answer.peer)); it != waiting_by_requester_.end() && --it->second == 0)
-      waiting_by_requester_.erase(it);
+    if (!answer.local) {
+      in_progress_.erase({answer.peer.routing_id, answer.request_id});
+      if (auto it = waiting_by_requester_.find(requester(answer.peer)); it != waiting_by_requester_.end() && --it->second == 0)
+        waiting_by_requester_.erase(it);
+    }
     for (const auto& ref : answer.stop_running) {
       const InflightJob* job = inflight.find(ref.queue, ref.id);
       if (job != nullptr && job->token == ref.token && !job->worker.empty())
         outbox.send(Peer{job->worker, false}, proto::Cancel{{ref}});
     }
     for (const auto& name : answer.ready_queues) queues.get(name).maybe_ready = true;
-    std::visit([&](const auto& frame) { outbox.send(answer.peer, frame); }, answer.frame);
+    if (answer.local) answer.local(std::move(answer.frame));
+    else std::visit([&](const auto& frame) { outbox.send(answer.peer, frame); }, answer.frame);
   }
 }
 
 void Admin::run() {
   while (true) {
-    std::pair<Peer, Request> next;
+    Queued next;
     {
       std::unique_lock lock(thread_.mutex());
       if (!thread_.wait(lock, [&] { return !requests_.empty(); })) return;
       next = std::move(requests_.front());
       requests_.pop_front();
     }
-    Answer answer = handle(next.first, next.second);
+    Answer answer = handle(next.peer, next.request);
+    answer.local = std::move(next.local);
     {
       std::lock_guard lock(thread_.mutex());
+      if (answer.local) --local_waiting_;
       answers_.push_back(std::move(answer));
     }
     signal_ready();

@@ -11,6 +11,7 @@
 // (tell the worker running a cancelled job to stop; replayed queues may have
 // ready jobs).
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -53,20 +54,30 @@ class Admin {
   }
   void stop() { thread_.stop(); }
 
+  using Request = std::variant<proto::JobRequest, proto::AdminRequest>;
+  using AnswerFrame = std::variant<proto::JobReply, proto::AdminReply, proto::ErrorFrame>;
+  // Runs on the event loop with the answer, after its effects are applied.
+  using LocalDone = std::function<void(AnswerFrame)>;
+  // At most this many requests of the HTTP server wait at once.
+  static constexpr size_t kMaxLocal = 4;
+
   // Event loop: queue a request.
   void submit(const Peer& peer, proto::JobRequest&& request);
   void submit(const Peer& peer, proto::AdminRequest&& request);
+  // Any thread (the dashboard's): queue a request answered through `done`;
+  // false when kMaxLocal wait already or kMaxQueued in all.
+  bool submit_local(Request request, LocalDone done);
   // Event loop: readable when answers are ready.
   int ready_fd() const { return ready_fd_.get(); }
   // Event loop: sends the ready answers and applies their effects.
   void deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues);
 
  private:
-  using Request = std::variant<proto::JobRequest, proto::AdminRequest>;
   struct Answer {
     Peer peer;
     uint64_t request_id = 0;
-    std::variant<proto::JobReply, proto::AdminReply, proto::ErrorFrame> frame;
+    AnswerFrame frame;
+    LocalDone local;  // a local request's: called instead of sending the frame
     std::vector<proto::JobRef> stop_running;  // cancelled while running: tell its worker
     std::vector<std::string> ready_queues;    // replayed into ready
   };
@@ -82,8 +93,14 @@ class Admin {
   ScriptRegistry redis_;  // the admin thread's own connection
   UniqueFd ready_fd_;
   BackgroundThread thread_;  // its mutex guards requests_ and answers_
-  std::deque<std::pair<Peer, Request>> requests_;
+  struct Queued {
+    Peer peer;
+    Request request;
+    LocalDone local;
+  };
+  std::deque<Queued> requests_;
   std::vector<Answer> answers_;
+  size_t local_waiting_ = 0;  // guarded by thread_.mutex()
 
   std::set<std::pair<std::string, uint64_t>> in_progress_;  // event loop only: (routing id, request id)
   std::map<std::string, size_t> waiting_by_requester_;      // event loop only: requests not yet answered

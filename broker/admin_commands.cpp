@@ -149,6 +149,68 @@ Result<proto::AdminReply> list_dead(AdminContext& c, const proto::AdminRequest& 
   return reply;
 }
 
+// The next `limit` (at most 100) jobs of one queue's schedule by due time.
+// The schedule index holds a lower bound of each partition's earliest due
+// time; partitions are read in that order, 64 a round trip, until the next
+// one's bound is past the last job found (then the list is exact) or 1,024
+// partitions were read (then the summary says it may not be).
+Result<proto::AdminReply> list_scheduled(AdminContext& c, const proto::AdminRequest& request) {
+  if (request.queue.empty()) return fail(Errc::bad_argument, "scheduled needs a queue");
+  const size_t limit = request.limit == 0 ? 20 : std::min<size_t>(request.limit, 100);
+  constexpr size_t kPartitionsPerStep = 64, kMaxPartitions = 1'024;
+  const QueueKeys k(request.queue);
+  std::vector<std::pair<int64_t, std::string>> found;  // (due ms, id), sorted, at most `limit`
+  bool exact = false;
+  for (size_t from = 0; from < kMaxPartitions && !exact; from += kPartitionsPerStep) {
+    auto index = c.redis.call(Command{"ZRANGE", k.schedule, std::to_string(from),
+                                      std::to_string(from + kPartitionsPerStep - 1), "WITHSCORES"});
+    if (!index) return std::unexpected(index.error());
+    auto pairs = reply::strings(index->get(), "ZRANGE");
+    if (!pairs) return std::unexpected(pairs.error());
+    if (pairs->empty()) {
+      exact = true;
+      break;
+    }
+    std::vector<Command> reads;
+    std::vector<int64_t> bounds;
+    for (size_t i = 0; i + 1 < pairs->size(); i += 2) {
+      reads.push_back(Command{"ZRANGE", k.schedule + ":" + (*pairs)[i], "0", std::to_string(limit - 1), "WITHSCORES"});
+      bounds.push_back(std::stoll((*pairs)[i + 1]));
+    }
+    auto replies = c.redis.pipeline(std::move(reads));
+    if (!replies) return std::unexpected(replies.error());
+    for (size_t p = 0; p < replies->size(); ++p) {
+      // Every partition from here on starts at or after this bound.
+      if (found.size() == limit && found.back().first <= bounds[p]) {
+        exact = true;
+        break;
+      }
+      auto jobs = reply::strings((*replies)[p].get(), "ZRANGE");
+      if (!jobs) return std::unexpected(jobs.error());
+      for (size_t j = 0; j + 1 < jobs->size(); j += 2) found.emplace_back(std::stoll((*jobs)[j + 1]), (*jobs)[j]);
+      std::sort(found.begin(), found.end());
+      if (found.size() > limit) found.resize(limit);
+    }
+    if (pairs->size() < 2 * kPartitionsPerStep) exact = true;
+  }
+  std::vector<Command> shows;
+  for (const auto& [due, id] : found) shows.push_back(calls::show(request.queue, id));
+  auto replies = c.redis.pipeline(std::move(shows));
+  if (!replies) return std::unexpected(replies.error());
+  proto::AdminReply reply;
+  for (size_t i = 0; i < found.size(); ++i) {
+    auto row = calls::parse_show((*replies)[i].get());
+    if (!row) return std::unexpected(row.error());
+    if (row->empty()) continue;  // promoted or cancelled since
+    (*row)["id"] = found[i].second;
+    (*row)["queue"] = request.queue;
+    (*row)["due_ms"] = std::to_string(found[i].first);
+    reply.rows.push_back(std::move(*row));
+  }
+  reply.summary = exact ? "exact" : "the first 1,024 partitions read: later jobs may be missing";
+  return reply;
+}
+
 Result<proto::AdminReply> replay_or_purge(AdminContext& c, const proto::AdminRequest& request, bool replay) {
   proto::AdminReply reply;
   size_t changed = 0;
@@ -224,6 +286,7 @@ AdminCommand find_admin_command(std::string_view op) {
       {"replay", [](AdminContext& c, const proto::AdminRequest& r) { return replay_or_purge(c, r, true); }},
       {"purge", [](AdminContext& c, const proto::AdminRequest& r) { return replay_or_purge(c, r, false); }},
       {"audit", audit_queues},
+      {"scheduled", list_scheduled},
   };
   auto it = table.find(op);
   return it == table.end() ? nullptr : it->second;

@@ -31,9 +31,10 @@ constexpr int64_t kMaxReconnectViaSentinelMs = 400;
 constexpr int kHandshakeMs = 10'000;
 }  // namespace
 
-Broker::Broker(BrokerConfig config, Metrics& metrics, const Clock& clock)
+Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gateway, const Clock& clock)
     : config_(std::move(config)),
       metrics_(metrics),
+      admin_gateway_(admin_gateway),
       clock_(clock),
       lease_clock_(clock),
       address_(parse_redis_url(config_.redis_url).value_or(RedisAddress{})),
@@ -60,6 +61,7 @@ Broker::Broker(BrokerConfig config, Metrics& metrics, const Clock& clock)
 
 Broker::~Broker() {
   if (reconciler_) reconciler_->stop();
+  admin_gateway_.detach();
   admin_.stop();
   router_.close();
 }
@@ -72,8 +74,15 @@ void Broker::update_metrics() {
   metrics_.refresh_started(now);
   if (redis_.connected()) stats_.for_metrics(metrics_);
   uint64_t capacity = 0;
-  for (const auto& [id, w] : workers_.registry().all()) capacity += w.capacity;
-  metrics_.set_workers(workers_.registry().size(), capacity, inflight_.size());
+  std::vector<WorkerRow> rows;
+  const int64_t steady_now = clock_.steady_ms();  // workers are heard on the steady clock
+  for (const auto& [routing_id, w] : workers_.registry().all()) {
+    capacity += w.capacity;
+    if (rows.size() < Metrics::kMaxWorkerRows)
+      rows.push_back(WorkerRow{w.worker_id, w.key_name, w.queues, w.capacity, inflight_.count_for_worker(routing_id),
+                               w.draining, std::max<int64_t>(0, steady_now - w.last_seen_ms)});
+  }
+  metrics_.set_workers(workers_.registry().size(), capacity, inflight_.size(), std::move(rows));
   metrics_.publish(clock_.wall_ms());
 }
 
@@ -171,6 +180,7 @@ Result<bool> Broker::start(int signal_fd) {
   }
   if (auto ok = scheduler_.cap_previous_leases(redis_); !ok) return std::unexpected(ok.error());
   admin_.start(leadership_.epoch());
+  admin_gateway_.attach(&admin_);
   reconciler_ = std::make_unique<Reconciler>(*address, config_.reconcile_interval_ms, background_budget_);
   reconciler_->start(leadership_.epoch());
   if (address->via_sentinel()) sentinel_watch_.start();
@@ -246,6 +256,7 @@ Result<RunEnd> Broker::run(int signal_fd) {
       // Whatever it holds, the workers resend to the new leader.
       spdlog::warn("broker {} no longer leads: standing by (its {} results not applied are resent by the workers)",
                    broker_id_, results_.unapplied());
+      admin_gateway_.detach();
       admin_.stop();
       return RunEnd::deposed;
     }
@@ -267,6 +278,7 @@ Result<RunEnd> Broker::run(int signal_fd) {
       }
     }
   }
+  admin_gateway_.detach();
   admin_.stop();
   leadership_.resign(redis_);
   spdlog::info("broker stopped");

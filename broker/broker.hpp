@@ -23,6 +23,7 @@
 
 #include "broker/access.hpp"
 #include "broker/admin.hpp"
+#include "broker/admin_gateway.hpp"
 #include "broker/config.hpp"
 #include "broker/connection_gate.hpp"
 #include "broker/connection_monitor.hpp"
@@ -56,7 +57,9 @@ class Broker {
  public:
   // `metrics`: what the HTTP server exports (it outlives this broker: a
   // deposed broker's successor goes on with it).
-  Broker(BrokerConfig config, Metrics& metrics, const Clock& clock = system_clock());
+  // `admin_gateway`: how the dashboard reaches this broker's admin thread
+  // while it leads.
+  Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gateway, const Clock& clock = system_clock());
   ~Broker();
 
   // Connects to Redis (waiting for it while it is down, unless it refuses
@@ -105,6 +108,7 @@ class Broker {
 
   BrokerConfig config_;
   Metrics& metrics_;
+  AdminGateway& admin_gateway_;
   const Clock& clock_;
   LeaseClock lease_clock_;
   RedisAddress address_;

@@ -115,6 +115,10 @@ Result<void> apply_config_table(const toml::table& root, BrokerConfig& config) {
       if (!v) return bad_key(key, "expected \"[host]:port\"");
       if (auto ok = parse_http_address(*v); !ok) return bad_key(key, ok.error().message);
       config.http = *v;
+    } else if (key == "dashboard_token_file") {
+      auto v = node.value<std::string>();
+      if (!v || v->empty()) return bad_key(key, "expected a path");
+      config.dashboard_token_file = *v;
     } else if (key == "data_dir") {
       auto v = node.value<std::string>();
       if (!v || v->empty()) return bad_key(key, "expected a path");

@@ -42,6 +42,9 @@ struct BrokerConfig {
   // "[host]:port" of the HTTP server (/metrics, /healthz, /readyz); empty:
   // none. The host defaults to 127.0.0.1.
   std::string http;
+  // A file whose first line is the token the dashboard's replay and purge
+  // need (Authorization: Bearer); empty: the dashboard is read-only.
+  std::string dashboard_token_file;
   bool allow_unsafe_redis = false;
   std::string log_level = "info";
   // CurveZMQ (docs/security.md): the broker's key file (`dueq keygen`) and

@@ -67,17 +67,20 @@ class BoundedTaskQueue final : public httplib::TaskQueue {
 
 }  // namespace
 
-HttpServer::HttpServer(Metrics& metrics) : metrics_(metrics) {
+HttpServer::HttpServer(Metrics& metrics, Dashboard* dashboard) : metrics_(metrics), dashboard_(dashboard) {
   server_.new_task_queue = [] { return new BoundedTaskQueue(kThreads, kMaxQueued); };
   server_.set_read_timeout(kTimeoutS, 0);
   server_.set_write_timeout(kTimeoutS, 0);
-  server_.set_keep_alive_timeout(kTimeoutS);
-  server_.set_keep_alive_max_count(100);
+  // One request per connection: an idle keep-alive connection holds one of
+  // the few threads (a browser keeps several open), which starved the
+  // dashboard's other requests for seconds.
+  server_.set_keep_alive_max_count(1);
   server_.set_payload_max_length(kMaxBodyBytes);
   routes();
 }
 
 void HttpServer::routes() {
+  if (dashboard_ != nullptr) dashboard_->add_routes(server_);
   server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
   });
@@ -113,7 +116,7 @@ Result<void> HttpServer::start(const std::string& address) {
   if (!bound) return fail(Errc::bad_argument, fmt::format("http: cannot listen on {}:{}", host, port));
   if (port != 0) port_ = port;
   thread_ = std::thread([this] { server_.listen_after_bind(); });
-  spdlog::info("HTTP on {}:{} (/metrics, /healthz, /readyz)", host, port_);
+  spdlog::info("HTTP on {}:{} (the dashboard at /, /metrics, /healthz, /readyz)", host, port_);
   return {};
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "broker/dashboard.hpp"
 #include "broker/metrics.hpp"
 #include "common/error.hpp"
 
@@ -19,14 +20,15 @@ namespace dueq::broker {
 
 class HttpServer {
  public:
-  static constexpr size_t kThreads = 2;
+  static constexpr size_t kThreads = 4;
   static constexpr size_t kMaxQueued = 32;
   static constexpr time_t kTimeoutS = 5;
   static constexpr size_t kMaxBodyBytes = 64 * 1024;
   // /healthz fails when the event loop published nothing for this long.
   static constexpr int64_t kStallMs = 10'000;
 
-  explicit HttpServer(Metrics& metrics);
+  // `dashboard`: its page and JSON are served too (nullptr: none).
+  HttpServer(Metrics& metrics, Dashboard* dashboard);
   ~HttpServer() { stop(); }
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -40,6 +42,7 @@ class HttpServer {
   void routes();
 
   Metrics& metrics_;
+  Dashboard* dashboard_;
   httplib::Server server_;
   std::thread thread_;
   int port_ = 0;

@@ -29,7 +29,7 @@ struct DurationValidator : CLI::Validator {
 int main(int argc, char** argv) {
   using namespace dueq;
   broker::BrokerConfig config;
-  std::string config_file, redis, data_dir, listen, http, log_level, heartbeat, worker_timeout, delivery_timeout, lease_ttl;
+  std::string config_file, redis, data_dir, listen, http, dashboard_token_file, log_level, heartbeat, worker_timeout, delivery_timeout, lease_ttl;
   std::string curve_key, allow_list, leader_lease, advertise;
   bool allow_unsafe = false, insecure = false;
 
@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", data_dir, "the embedded store's directory, when no Redis address is given (default $HOME/.dueq)")->envname("DUEQ_DATA_DIR");
   app.add_option("--listen", listen, "endpoint for workers and producers, e.g. tcp://0.0.0.0:7600")->envname("DUEQ_LISTEN");
   app.add_option("--http", http, "[host]:port for /metrics, /healthz and /readyz (host defaults to 127.0.0.1)")->envname("DUEQ_HTTP");
+  app.add_option("--dashboard-token-file", dashboard_token_file, "a file whose first line is the token the dashboard's replay and purge need (none: read-only)")->envname("DUEQ_DASHBOARD_TOKEN_FILE")->check(CLI::ExistingFile);
   app.add_option("--curve-key", curve_key, "the broker's CURVE key file (dueq keygen); turns CURVE on")->envname("DUEQ_CURVE_KEY")->check(CLI::ExistingFile);
   app.add_option("--allow-list", allow_list, "allowed client keys with their roles: a TOML file or a directory (docs/security.md); SIGHUP reloads it")->envname("DUEQ_ALLOW_LIST")->check(CLI::ExistingPath);
   app.add_flag("--insecure", insecure, "listen without CURVE on a non-loopback endpoint (a network you trust)");
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   if (!data_dir.empty()) config.data_dir = data_dir;
   if (!listen.empty()) config.listen = listen;
   if (!http.empty()) config.http = http;
+  if (!dashboard_token_file.empty()) config.dashboard_token_file = dashboard_token_file;
   if (!log_level.empty()) config.log_level = log_level;
   if (allow_unsafe) config.allow_unsafe_redis = true;
   if (!curve_key.empty()) config.curve_key = curve_key;
@@ -117,9 +119,20 @@ int main(int argc, char** argv) {
   }
 
   broker::Metrics metrics;
+  broker::AdminGateway admin_gateway;
+  std::string dashboard_token;
+  if (!config.dashboard_token_file.empty()) {
+    auto token = broker::read_dashboard_token(config.dashboard_token_file);
+    if (!token) {
+      fmt::print(stderr, "dueq-broker: {}\n", token.error().message);
+      return 2;
+    }
+    dashboard_token = std::move(*token);
+  }
+  broker::Dashboard dashboard(metrics, admin_gateway, std::move(dashboard_token));
   std::unique_ptr<broker::HttpServer> http_server;
   if (!config.http.empty()) {
-    http_server = std::make_unique<broker::HttpServer>(metrics);
+    http_server = std::make_unique<broker::HttpServer>(metrics, &dashboard);
     if (auto ok = http_server->start(config.http); !ok) {
       spdlog::critical("{}", ok.error().message);
       return 2;
@@ -129,7 +142,7 @@ int main(int argc, char** argv) {
   // A broker that is deposed (another took the lead while it was cut off
   // or stopped) starts over as a fresh one, which stands by.
   while (true) {
-    broker::Broker broker(config, metrics);
+    broker::Broker broker(config, metrics, admin_gateway);
     auto started = broker.start(signal_fd);
     if (!started) {
       spdlog::critical("{}", started.error().message);

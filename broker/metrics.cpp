@@ -25,6 +25,8 @@ void Metrics::sent(QueueMetrics& q, int64_t now_ms, int64_t due_ms, int64_t crea
 void Metrics::counters_read(std::vector<proto::QueueStats> counters, int64_t now_ms) {
   for (auto& c : counters) {
     auto& q = state_.queues[c.queue];
+    q.history.push_back({now_ms, c.done, c.accepted});
+    if (q.history.size() > QueueMetrics::kHistory) q.history.pop_front();
     q.counters = std::move(c);
     q.counted = true;
   }

@@ -6,6 +6,7 @@
 // threads render. The loop never waits for a scrape, and a scrape never
 // touches the loop's state: the snapshot is a copy behind a mutex.
 #include <array>
+#include <deque>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -40,8 +41,23 @@ class Histogram {
 struct QueueMetrics {
   bool counted = false;  // counters read at least once
   proto::QueueStats counters;  // as `dueq stats` shows them
+  // The last kHistory reads (one a second): wall ms, done, accepted; the
+  // dashboard's rates and sparklines.
+  static constexpr size_t kHistory = 120;
+  std::deque<std::array<int64_t, 3>> history;
   Histogram lateness;          // first deliveries: sent to a worker minus due
   Histogram enqueue_to_start;  // first deliveries: sent to a worker minus accepted
+};
+
+// One registered worker, as the dashboard lists it.
+struct WorkerRow {
+  std::string id;
+  std::string key;  // its allow-list name ("" without CURVE)
+  std::vector<std::string> queues;
+  uint32_t capacity = 0;
+  int64_t held = 0;  // jobs sent to it and not finished
+  bool draining = false;
+  int64_t silent_ms = 0;  // since it was last heard from
 };
 
 struct MetricsSnapshot {
@@ -54,6 +70,7 @@ struct MetricsSnapshot {
   uint64_t workers = 0;
   uint64_t worker_capacity = 0;
   uint64_t jobs_held = 0;  // jobs sent to workers and not yet finished
+  std::vector<WorkerRow> worker_rows;  // at most kMaxWorkerRows
   Histogram redis_round;   // a round's send to its replies applied
 };
 
@@ -67,10 +84,12 @@ class Metrics {
   static void sent(QueueMetrics& q, int64_t now_ms, int64_t due_ms, int64_t created_ms, uint32_t attempt);
   void round_applied(int64_t micros) { state_.redis_round.observe(static_cast<double>(micros) / 1e6); }
   void counters_read(std::vector<proto::QueueStats> counters, int64_t now_ms);
-  void set_workers(uint64_t workers, uint64_t capacity, uint64_t held) {
+  static constexpr size_t kMaxWorkerRows = 1'000;
+  void set_workers(uint64_t workers, uint64_t capacity, uint64_t held, std::vector<WorkerRow> rows) {
     state_.workers = workers;
     state_.worker_capacity = capacity;
     state_.jobs_held = held;
+    state_.worker_rows = std::move(rows);
   }
   // Health, also from a standby broker's loop.
   void set_health(bool leading, uint64_t epoch, bool redis_up) {

@@ -42,7 +42,7 @@ class InProcessBroker {
     broker::BrokerConfig config;
     config.redis_url = redis.url();
     config.listen = "tcp://127.0.0.1:" + std::to_string(port);
-    broker_ = std::make_unique<broker::Broker>(config, metrics_, clock);
+    broker_ = std::make_unique<broker::Broker>(config, metrics_, admin_gateway_, clock);
     if (::pipe(stop_pipe_) != 0) throw std::runtime_error("pipe");
     if (auto ok = broker_->start(stop_pipe_[0]); !ok || !*ok) throw std::runtime_error("broker did not start");
     thread_ = std::thread([this] { (void)broker_->run(stop_pipe_[0]); });
@@ -66,6 +66,7 @@ class InProcessBroker {
   std::ostringstream log_;
   std::shared_ptr<spdlog::sinks::ostream_sink_mt> log_sink_;
   broker::Metrics metrics_;
+  broker::AdminGateway admin_gateway_;
   std::unique_ptr<broker::Broker> broker_;
   int stop_pipe_[2] = {-1, -1};
   std::thread thread_;

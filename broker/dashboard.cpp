@@ -1,0 +1,179 @@
+#include "broker/dashboard.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <optional>
+
+#include "broker/dashboard_page.hpp"  // generated: kDashboardPage, broker/dashboard.html
+#include "common/names.hpp"
+
+namespace dueq::broker {
+
+namespace {
+
+using nlohmann::json;
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void bad_request(httplib::Response& res, const std::string& why) { send_json(res, 400, {{"error", "bad_argument"}, {"message", why}}); }
+
+// Constant time in the token's length: a wrong guess says nothing of how close it was.
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+int status_of(const std::string& code) {
+  if (code == "bad_argument") return 400;
+  if (code == "not_found") return 404;
+  if (code == "overloaded" || code == "unavailable" || code == "not_leader" || code == "timeout") return 503;
+  return 500;
+}
+
+// The queue parameter: absent, or a valid name.
+std::optional<std::string> queue_param(const httplib::Request& req, httplib::Response& res, bool required) {
+  const std::string queue = req.get_param_value("queue");
+  if (queue.empty() && !required) return std::string();
+  if (auto ok = validate_queue_name(queue); !ok) {
+    bad_request(res, ok.error().message);
+    return std::nullopt;
+  }
+  return queue;
+}
+
+}  // namespace
+
+Result<std::string> read_dashboard_token(const std::string& path) {
+  std::ifstream in(path);
+  std::string token;
+  if (!in || !std::getline(in, token)) return fail(Errc::bad_argument, "dashboard_token_file " + path + ": cannot read it");
+  if (token.size() < 16 || token.size() > 256 ||
+      !std::all_of(token.begin(), token.end(), [](char c) { return c > ' ' && c < 127; }))
+    return fail(Errc::bad_argument, "dashboard_token_file " + path + ": its first line must be 16..256 printable characters");
+  return token;
+}
+
+bool Dashboard::authorized(const httplib::Request& req) const {
+  const std::string header = req.get_header_value("Authorization");
+  return !token_.empty() && header.starts_with("Bearer ") && same_secret(std::string_view(header).substr(7), token_);
+}
+
+std::string Dashboard::overview_json() const {
+  const auto s = metrics_.latest();
+  json out{{"at_ms", s->taken_ms}, {"counters_read_ms", s->counters_read_ms}, {"leading", s->leading},
+           {"epoch", s->epoch},    {"redis_up", s->redis_up},                 {"admin_token", !token_.empty()},
+           {"workers", json::array()}, {"queues", json::array()}};
+  out["totals"] = {{"workers", s->workers}, {"capacity", s->worker_capacity}, {"held", s->jobs_held}};
+  out["lateness_bounds"] = kLatencyBounds;
+  for (const auto& w : s->worker_rows)
+    out["workers"].push_back({{"id", w.id}, {"key", w.key}, {"queues", w.queues}, {"capacity", w.capacity},
+                              {"held", w.held}, {"draining", w.draining}, {"silent_ms", w.silent_ms}});
+  for (const auto& [name, q] : s->queues) {
+    if (!q.counted) continue;
+    const auto& c = q.counters;
+    json history = json::array();
+    for (const auto& h : q.history) history.push_back(h);
+    out["queues"].push_back(
+        {{"queue", name}, {"scheduled", c.scheduled}, {"ready", c.waiting}, {"in_flight", c.in_flight},
+         {"done", c.done}, {"dead", c.dead}, {"died", c.died}, {"retried", c.retried}, {"accepted", c.accepted},
+         {"failed", c.retried + c.died - c.unconfirmed}, {"cancelled", c.cancelled}, {"stale_results", c.stale_acks},
+         {"oldest_ready_due_ms", c.oldest_ready_due_ms}, {"history", std::move(history)},
+         {"lateness", q.lateness.buckets()}, {"lateness_count", q.lateness.count()}, {"lateness_sum", q.lateness.sum()}});
+  }
+  return out.dump();
+}
+
+void Dashboard::answer(Admin::Request request, httplib::Response& res) const {
+  auto frame = admin_.call(std::move(request), kAdminWait);
+  if (const auto* e = std::get_if<proto::ErrorFrame>(&frame)) {
+    send_json(res, status_of(e->code), {{"error", e->code}, {"message", e->message}});
+  } else if (const auto* job = std::get_if<proto::JobReply>(&frame)) {
+    send_json(res, 200, {{"found", job->found}, {"job", job->fields}});
+  } else {
+    const auto& reply = std::get<proto::AdminReply>(frame);
+    send_json(res, 200, {{"rows", reply.rows}, {"summary", reply.summary}});
+  }
+}
+
+void Dashboard::add_routes(httplib::Server& server) {
+  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(kDashboardPage), "text/html; charset=utf-8");
+    // Everything the page uses comes from here.
+    res.set_header("Content-Security-Policy",
+                   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:");
+  });
+  server.Get("/api/overview", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(overview_json(), "application/json");
+  });
+  auto limit_param = [](const httplib::Request& req, uint32_t fallback, uint32_t max) -> std::optional<uint32_t> {
+    const std::string text = req.get_param_value("limit");
+    if (text.empty()) return fallback;
+    uint32_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || v == 0 || v > max) return std::nullopt;
+    return v;
+  };
+  server.Get("/api/scheduled", [this, limit_param](const httplib::Request& req, httplib::Response& res) {
+    auto queue = queue_param(req, res, true);
+    if (!queue) return;
+    auto limit = limit_param(req, 20, 100);
+    if (!limit) return bad_request(res, "limit: 1..100");
+    answer(proto::AdminRequest{0, "scheduled", *queue, {}, 0, *limit}, res);
+  });
+  server.Get("/api/dead", [this, limit_param](const httplib::Request& req, httplib::Response& res) {
+    auto queue = queue_param(req, res, false);
+    if (!queue) return;
+    auto limit = limit_param(req, 50, 1'000);
+    if (!limit) return bad_request(res, "limit: 1..1000");
+    answer(proto::AdminRequest{0, "dead_list", *queue, {}, 0, *limit}, res);
+  });
+  server.Get("/api/job", [this](const httplib::Request& req, httplib::Response& res) {
+    auto queue = queue_param(req, res, false);
+    if (!queue) return;
+    const std::string id = req.get_param_value("id");
+    if (auto ok = validate_job_id(id); !ok) return bad_request(res, ok.error().message);
+    answer(proto::JobRequest{0, id, *queue}, res);
+  });
+  // Replay and purge: {"ids": [...], "queue": "Q"} or {"all": true, "queue": "Q"} (replay).
+  auto change = [this](const char* op) {
+    return [this, op](const httplib::Request& req, httplib::Response& res) {
+      if (token_.empty())
+        return send_json(res, 403, {{"error", "refused"}, {"message", "read-only: the broker has no dashboard_token_file"}});
+      if (!authorized(req))
+        return send_json(res, 401, {{"error", "refused"}, {"message", "replay and purge need the admin token (Authorization: Bearer)"}});
+      const json body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object()) return bad_request(res, "expected a JSON object");
+      proto::AdminRequest request{0, op, "", {}, 0, 0};
+      if (body.contains("queue")) {
+        if (!body["queue"].is_string()) return bad_request(res, "queue: expected a string");
+        request.queue = body["queue"].get<std::string>();
+        if (auto ok = validate_queue_name(request.queue); !ok) return bad_request(res, ok.error().message);
+      }
+      if (body.contains("ids")) {
+        if (!body["ids"].is_array() || body["ids"].size() > kMaxIds) return bad_request(res, fmt::format("ids: an array of at most {}", kMaxIds));
+        for (const auto& id : body["ids"]) {
+          if (!id.is_string()) return bad_request(res, "ids: expected strings");
+          if (auto ok = validate_job_id(id.get<std::string>()); !ok) return bad_request(res, ok.error().message);
+          request.ids.push_back(id.get<std::string>());
+        }
+      }
+      const bool all = body.value("all", false);
+      if (request.ids.empty() == !all || (all && (request.queue.empty() || std::string_view(op) != "replay")))
+        return bad_request(res, "give ids, or (replay) all with a queue");
+      answer(std::move(request), res);
+    };
+  };
+  server.Post("/api/dead/replay", change("replay"));
+  server.Post("/api/dead/purge", change("purge"));
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,175 @@
+// The web dashboard in a real browser (headless Chromium driven through its
+// DevTools protocol by tests/support/browser.py): the page shows the numbers
+// `dueq stats` shows, and a dead letter is replayed through it. Screenshots
+// are kept in the build's test-artifacts/dashboard.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "tests/support/cluster.hpp"
+
+using namespace dueq;
+using namespace dueq::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::filesystem::path kArtifacts = std::filesystem::path(DUEQ_ARTIFACT_DIR) / "dashboard";
+constexpr const char* kToken = "a-dashboard-token-for-tests";
+
+// Runs the browser steps; their results, or null when the driver failed.
+nlohmann::json browse(const std::filesystem::path& dir, const nlohmann::json& steps) {
+  const auto steps_file = dir / "steps.json";
+  std::ofstream(steps_file) << steps.dump();
+  const std::string output = command_output(fmt::format("/usr/bin/python3 {}/tests/support/browser.py {} {} 2>{}",
+                                                        DUEQ_SOURCE_DIR, steps_file.string(), (dir / "profile").string(),
+                                                        (dir / "browser.log").string()));
+  auto parsed = nlohmann::json::parse(output, nullptr, false);
+  return parsed.is_discarded() ? nlohmann::json() : parsed;
+}
+
+std::string js_string(const std::string& text) { return nlohmann::json(text).dump(); }
+
+}  // namespace
+
+TEST(Dashboard, ShowsTheNumbersOfDueqStatsAndReplaysADeadLetter) {
+  const int http = free_port();
+  TempDir keys("token");
+  std::ofstream(keys / "token") << kToken << "\n";
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http), "--dashboard-token-file", (keys / "token").string()});
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "pages", "--queue", "mail",
+                        "--concurrency", "8"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 5; ++i) jobs.push_back({"mail", "fail", fmt::format("boom-{}", i), fmt::format("dead-{}", i), 0, 1});
+  for (int i = 0; i < 12; ++i) jobs.push_back({"mail", "noop", "", fmt::format("later-{}", i), Client::in_ms(600'000 + i * 1000), 0});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  // A flow into "pages" while the page is first loaded, so that it shows rates.
+  std::atomic<bool> flowing{true};
+  std::thread producer([&] {
+    Client c(cluster.endpoint());
+    for (int tick = 0; flowing; ++tick) {
+      std::vector<JobSpec> batch;
+      for (int i = 0; i < 20; ++i) batch.push_back({"pages", "noop", "", fmt::format("p-{}-{}", tick, i), 0, 0});
+      (void)c.enqueue_batch(batch);
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+  struct JoinOnExit {
+    std::atomic<bool>& flowing;
+    std::thread& producer;
+    ~JoinOnExit() {
+      flowing = false;
+      if (producer.joinable()) producer.join();
+    }
+  } join_on_exit{flowing, producer};
+  std::this_thread::sleep_for(4s);
+  std::filesystem::create_directories(kArtifacts);
+  const std::string url = fmt::format("http://127.0.0.1:{}/", http);
+  const auto flowing_page = browse(cluster.dir(), nlohmann::json::array({
+      {{"navigate", url}},
+      {{"wait", "document.body.dataset.loaded === 'yes' && document.querySelectorAll('#dead tbody tr[data-id]').length === 5 "
+                "&& document.querySelectorAll('#scheduled tbody tr').length > 0"}},
+      {{"wait", "Number(document.querySelector('#queues tr[data-queue=pages] [data-field=done_rate]').textContent) > 0"}},
+      {{"screenshot", (kArtifacts / "dashboard.png").string()}},
+  }));
+  ASSERT_FALSE(flowing_page.is_null()) << read_file(cluster.dir() / "browser.log");
+  flowing = false;
+  producer.join();
+
+  // Once the flow stopped and its jobs ran, the page and `dueq stats` must agree.
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("pages"); return s && s->waiting == 0 && s->in_flight == 0; }, 20s));
+  const auto pages = *cluster.stats("pages");
+  const auto mail = *cluster.stats("mail");
+  const std::string row = "document.querySelector('#queues tr[data-queue=' + q + '] [data-field=' + f + ']').textContent";
+  const auto settled = browse(cluster.dir(), nlohmann::json::array({
+      {{"navigate", url}},
+      {{"wait", fmt::format("document.body.dataset.loaded === 'yes' && "
+                            "document.querySelector('#queues tr[data-queue=pages] [data-field=done]').textContent === '{}'",
+                            pages.done)},
+       {"timeout_ms", 10000}},
+      {{"eval", fmt::format("(() => {{ const v = (q, f) => Number({}); return {{pages: {{done: v('pages', 'done'), "
+                            "scheduled: v('pages', 'scheduled'), dead: v('pages', 'dead')}}, mail: {{done: v('mail', 'done'), "
+                            "scheduled: v('mail', 'scheduled'), dead: v('mail', 'dead')}}, "
+                            "workers: document.querySelectorAll('#workers tbody tr').length}}; }})()", row)},
+       {"name", "numbers"}},
+      // The replay: the token typed in, one dead letter ticked, the button clicked.
+      {{"wait", "document.querySelectorAll('#dead tbody tr[data-id]').length === 5"}},
+      {{"eval", fmt::format("(() => {{ const t = document.getElementById('token'); t.value = {}; "
+                            "t.dispatchEvent(new Event('input')); "
+                            "document.querySelector('#dead tr[data-id=\"dead-3\"] input').click(); "
+                            "document.getElementById('replay').click(); return true; }})()",
+                            js_string(kToken))}},
+      {{"wait", "document.getElementById('message').textContent.includes('1 replayed')"}},
+      {{"screenshot", (kArtifacts / "after-replay.png").string()}},
+      {{"eval", "document.getElementById('message').textContent"}, {"name", "message"}},
+  }));
+  ASSERT_FALSE(settled.is_null()) << read_file(cluster.dir() / "browser.log");
+  const auto& n = settled["numbers"];
+  std::printf("[ page     ] pages done %lld (dueq stats %lld), mail dead %lld (dueq stats %lld)\n",
+              n["pages"]["done"].get<long long>(), static_cast<long long>(pages.done), n["mail"]["dead"].get<long long>(),
+              static_cast<long long>(mail.dead));
+  EXPECT_EQ(n["pages"]["done"], pages.done);
+  EXPECT_EQ(n["pages"]["scheduled"], pages.scheduled);
+  EXPECT_EQ(n["mail"]["dead"], mail.dead);
+  EXPECT_EQ(n["mail"]["scheduled"], mail.scheduled);
+  EXPECT_EQ(n["mail"]["dead"], 5);
+  EXPECT_EQ(n["workers"], 1);
+  EXPECT_EQ(settled["message"], "1 replayed");
+  // The replayed job ran again (and, failing with one attempt, died again).
+  EXPECT_TRUE(eventually([&] { auto s = cluster.stats("mail"); return s && s->replayed == 1 && s->died == 6; }, 10s));
+}
+
+// Rule: the dashboard changes nothing without the admin token: replay and
+// purge are refused without it, with a wrong one, and when the broker has
+// none configured; bad parameters are refused before the admin thread.
+TEST(Dashboard, ChangesNothingWithoutTheAdminToken) {
+  const int http = free_port(), read_only_http = free_port();
+  TempDir keys("token");
+  std::ofstream(keys / "token") << kToken << "\n";
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http), "--dashboard-token-file", (keys / "token").string()});
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "mail"});
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"mail", "fail", "x", "d1", 0, 1}));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("mail"); return s && s->dead == 1; }, 10s));
+  httplib::Client web("127.0.0.1", http);
+  const std::string body = R"({"queue":"mail","ids":["d1"]})";
+  EXPECT_EQ(web.Post("/api/dead/replay", body, "application/json")->status, 401);
+  EXPECT_EQ(web.Post("/api/dead/purge", httplib::Headers{{"Authorization", "Bearer wrong-token-of-some-length"}}, body,
+                     "application/json")->status, 401);
+  EXPECT_EQ(web.Get("/api/dead?queue=bad%20name")->status, 400);
+  EXPECT_EQ(web.Get("/api/scheduled")->status, 400) << "scheduled needs a queue";
+  EXPECT_EQ(web.Get("/api/dead?limit=0")->status, 400);
+  EXPECT_EQ(web.Post("/api/dead/replay", httplib::Headers{{"Authorization", std::string("Bearer ") + kToken}}, "not json",
+                     "application/json")->status, 400);
+  EXPECT_EQ(cluster.stats("mail")->dead, 1) << "nothing changed";
+  EXPECT_EQ(cluster.stats("mail")->replayed, 0);
+
+  Process read_only({bin("dueq-broker"), "--redis", cluster.redis().url(), "--listen",
+                     fmt::format("tcp://127.0.0.1:{}", free_port()), "--http", fmt::format("127.0.0.1:{}", read_only_http)},
+                    (cluster.dir() / "read-only.log").string());
+  httplib::Client standby("127.0.0.1", read_only_http);
+  ASSERT_TRUE(eventually([&] { auto r = standby.Get("/api/overview"); return r && r->status == 200; }, 10s));
+  auto refused = standby.Post("/api/dead/replay", httplib::Headers{{"Authorization", std::string("Bearer ") + kToken}}, body,
+                              "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 403) << refused->body;
+  // It stands by: its admin reads answer "not leading" rather than wait.
+  auto dead = standby.Get("/api/dead");
+  ASSERT_TRUE(dead);
+  EXPECT_EQ(dead->status, 503) << dead->body;
+
+  // With the token, on the leader, the purge goes through.
+  auto purged = web.Post("/api/dead/purge", httplib::Headers{{"Authorization", std::string("Bearer ") + kToken}}, body,
+                         "application/json");
+  ASSERT_TRUE(purged);
+  EXPECT_EQ(purged->status, 200) << purged->body;
+  EXPECT_EQ(cluster.stats("mail")->dead, 0);
+}
