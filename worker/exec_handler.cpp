@@ -104,6 +104,7 @@ std::vector<std::string> job_environment(const Job& job) {
   env.push_back("DUEQ_ATTEMPT=" + std::to_string(job.attempt));
   env.push_back("DUEQ_MAX_ATTEMPTS=" + std::to_string(job.max_attempts));
   env.push_back("DUEQ_DUE_AT_MS=" + std::to_string(job.due_ms));
+  env.push_back("DUEQ_RECEIVED_AT_MS=" + std::to_string(job.received_ms));
   return env;
 }
 

@@ -19,8 +19,8 @@ int main(int argc, char** argv) {
   std::string timeout = "30m", drain_timeout = "30s", log_level = "info";
 
   CLI::App app{"dueq-worker: runs a command for each job of the queues it serves"};
-  app.add_option("--broker", options.broker, "the broker's endpoint, e.g. tcp://broker-host:7600, or several separated by commas (a leader and its standbys)")
-      ->envname("DUEQ_BROKER")->required();
+  app.add_option("--broker", options.broker, "the broker's endpoint, e.g. tcp://broker-host:7600, or several separated by commas (a leader and its standbys); default tcp://127.0.0.1:7600")
+      ->envname("DUEQ_BROKER");
   app.add_option("--queue", options.queues, "queue to serve (repeat for several)")->required();
   app.add_option("--concurrency", options.concurrency, "commands running at once")->check(CLI::Range(1, 10'000));
   app.add_option("--prefetch", options.prefetch, "extra jobs buffered beyond concurrency (default: adapts to handler time, from concurrency up to 1000 jobs in all)")
