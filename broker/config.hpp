@@ -37,7 +37,7 @@ struct QueuePolicy {
 struct BrokerConfig {
   // Empty: the embedded store (broker/embedded_store.hpp) in data_dir.
   std::string redis_url;
-  std::string data_dir;  // empty: $HOME/.dueq
+  std::string data_dir;  // empty: ~/.dueq (the user's home directory)
   std::string listen = "tcp://127.0.0.1:7600";  // this host only: a network port needs CURVE (or insecure)
   // "[host]:port" of the HTTP server (/metrics, /healthz, /readyz); empty:
   // none. The host defaults to 127.0.0.1.

@@ -1,7 +1,12 @@
 // dueq-broker: the coordinator process. Parses its command line and config,
 // then hands over to broker::Broker.
+#include <pwd.h>
 #include <signal.h>
+#include <unistd.h>
 #include <sys/signalfd.h>
+
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -24,6 +29,17 @@ struct DurationValidator : CLI::Validator {
   }
 };
 
+// The user's home directory from the password database ("" when none).
+std::string home_directory() {
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> buffer(16 * 1024);
+  if (::getpwuid_r(::getuid(), &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr ||
+      found->pw_dir == nullptr)
+    return {};
+  return found->pw_dir;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -36,7 +52,7 @@ int main(int argc, char** argv) {
   CLI::App app{"dueq-broker: the dueq coordinator (owns Redis, schedules, leases and dispatches jobs)"};
   app.add_option("--config", config_file, "TOML config file; command-line flags override it")->check(CLI::ExistingFile);
   app.add_option("--redis", redis, "Redis URL: redis://[:password@]host:port[/db] or a unix socket path (none: the embedded store)")->envname("DUEQ_REDIS");
-  app.add_option("--data-dir", data_dir, "the embedded store's directory, when no Redis address is given (default $HOME/.dueq)")->envname("DUEQ_DATA_DIR");
+  app.add_option("--data-dir", data_dir, "the embedded store's directory, when no Redis address is given (default ~/.dueq)")->envname("DUEQ_DATA_DIR");
   app.add_option("--listen", listen, "endpoint for workers and producers, e.g. tcp://0.0.0.0:7600")->envname("DUEQ_LISTEN");
   app.add_option("--http", http, "[host]:port for /metrics, /healthz and /readyz (host defaults to 127.0.0.1)")->envname("DUEQ_HTTP");
   app.add_option("--dashboard-token-file", dashboard_token_file, "a file whose first line is the token the dashboard's replay and purge need (none: read-only)")->envname("DUEQ_DASHBOARD_TOKEN_FILE")->check(CLI::ExistingFile);
@@ -102,12 +118,12 @@ int main(int argc, char** argv) {
   std::unique_ptr<broker::EmbeddedStore> store;
   if (config.redis_url.empty()) {
     if (config.data_dir.empty()) {
-      const char* home = std::getenv("HOME");
-      if (home == nullptr || *home == '\0') {
-        fmt::print(stderr, "dueq-broker: give --redis, or --data-dir for the embedded store ($HOME is not set)\n");
+      const std::string home = home_directory();
+      if (home.empty()) {
+        fmt::print(stderr, "dueq-broker: give --redis, or --data-dir for the embedded store (this user has no home directory)\n");
         return 2;
       }
-      config.data_dir = std::string(home) + "/.dueq";
+      config.data_dir = home + "/.dueq";
     }
     store = std::make_unique<broker::EmbeddedStore>(config.data_dir);
     if (auto ok = store->start(); !ok) {

@@ -329,3 +329,30 @@ TEST(BrokerEndpoints, OneOrSeveralCommaSeparatedEndpointsAreTakenInOrder) {
     }
   }
 }
+
+TEST(ConfigFile, TheHttpAddressTheTokenFileAndTheDataDirAreChecked) {
+  broker::BrokerConfig c;
+  ASSERT_TRUE(broker::load_config_text("http = \":9600\"\ndashboard_token_file = \"/etc/dueq/token\"\ndata_dir = \"/var/lib/dueq\"\n",
+                                       "t", c));
+  EXPECT_EQ(c.http, ":9600");
+  EXPECT_EQ(c.dashboard_token_file, "/etc/dueq/token");
+  EXPECT_EQ(c.data_dir, "/var/lib/dueq");
+  EXPECT_TRUE(broker::validate_config(c));
+  EXPECT_EQ(*broker::parse_http_address(":9600"), (std::pair<std::string, int>{"127.0.0.1", 9600}));
+  EXPECT_EQ(*broker::parse_http_address("0.0.0.0:0"), (std::pair<std::string, int>{"0.0.0.0", 0}));
+  EXPECT_EQ(*broker::parse_http_address("[::1]:9600"), (std::pair<std::string, int>{"::1", 9600}));
+  for (const char* bad : {"9600", "host:", "host:70000", "host:-1", "ho st:80", "host:80x", "h;rm:80"})
+    EXPECT_FALSE(broker::parse_http_address(bad)) << bad;
+  for (const char* bad : {"http = 9600\n", "http = \"nowhere\"\n", "dashboard_token_file = \"\"\n", "data_dir = 3\n"}) {
+    broker::BrokerConfig d;
+    auto r = broker::load_config_text(bad, "t", d);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos)
+        << r.error().message;
+  }
+  // A Redis address and a data directory for the embedded store exclude each other.
+  broker::BrokerConfig both;
+  both.redis_url = "redis://127.0.0.1:6379";
+  both.data_dir = "/var/lib/dueq";
+  EXPECT_FALSE(broker::validate_config(both));
+}
