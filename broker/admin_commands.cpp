@@ -194,6 +194,7 @@ Result<proto::AdminReply> list_scheduled(AdminContext& c, const proto::AdminRequ
     if (pairs->size() < 2 * kPartitionsPerStep) exact = true;
   }
   std::vector<Command> shows;
+  shows.reserve(found.size());
   for (const auto& [due, id] : found) shows.push_back(calls::show(request.queue, id));
   auto replies = c.redis.pipeline(std::move(shows));
   if (!replies) return std::unexpected(replies.error());

@@ -162,7 +162,7 @@ Result<pid_t> EmbeddedStore::spawn() {
     ::setpgid(0, 0);
     sigset_t none;
     sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::pthread_sigmask(SIG_SETMASK, &none, nullptr);  // the only thread of the child
     ::signal(SIGPIPE, SIG_DFL);
     const int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, 0);

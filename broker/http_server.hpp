@@ -23,7 +23,7 @@ class HttpServer {
   static constexpr size_t kThreads = 4;
   static constexpr size_t kMaxQueued = 32;
   static constexpr time_t kTimeoutS = 5;
-  static constexpr size_t kMaxBodyBytes = 64 * 1024;
+  static constexpr size_t kMaxBodyBytes = size_t{64} * 1024;
   // /healthz fails when the event loop published nothing for this long.
   static constexpr int64_t kStallMs = 10'000;
 

@@ -33,7 +33,7 @@ struct DurationValidator : CLI::Validator {
 std::string home_directory() {
   passwd entry{};
   passwd* found = nullptr;
-  std::vector<char> buffer(16 * 1024);
+  std::vector<char> buffer(size_t{16} * 1024);
   if (::getpwuid_r(::getuid(), &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr ||
       found->pw_dir == nullptr)
     return {};

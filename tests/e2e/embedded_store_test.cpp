@@ -99,7 +99,7 @@ TEST(EmbeddedStore, ARedisKilledMidFlowIsStartedAgainAndNoAcceptedJobIsLost) {
   } join_on_exit{producing, producer};
 
   for (int cycle = 0; cycle < 2; ++cycle) {
-    ASSERT_TRUE(eventually([&] { std::lock_guard lock(accepted_mutex); return accepted.size() > 500u * (cycle + 1); }, 30s));
+    ASSERT_TRUE(eventually([&] { std::lock_guard lock(accepted_mutex); return accepted.size() > size_t{500} * static_cast<size_t>(cycle + 1); }, 30s));
     const pid_t first = broker.redis_pid();
     ASSERT_TRUE(process_alive(first));
     ASSERT_EQ(::kill(first, SIGKILL), 0);
