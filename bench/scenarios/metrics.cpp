@@ -40,8 +40,14 @@ Figures steady_arm(const Options& o, bool scraped) {
       std::this_thread::sleep_for(1s);
     }
   });
-  const int64_t broker0 = cpu_us(cluster.broker().pid()), d0 = done_count(cluster, "steady");
   Figures f;
+  // Idle first: what the broker and Redis spend per second with no jobs
+  // flowing is the metrics' own cost (with the scraper) or none of it.
+  const int64_t idle0 = cpu_us(cluster.broker().pid()) + cpu_us(cluster.redis().pid()), t0 = wall_us();
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+  f["idle_cpu_ms_per_s"] = static_cast<double>(cpu_us(cluster.broker().pid()) + cpu_us(cluster.redis().pid()) - idle0) /
+                           (static_cast<double>(wall_us() - t0) / 1e3);
+  const int64_t broker0 = cpu_us(cluster.broker().pid()), d0 = done_count(cluster, "steady");
   f["steady_jobs_per_s"] = steady(cluster, "steady", seconds);
   const int64_t broker1 = cpu_us(cluster.broker().pid()), d1 = done_count(cluster, "steady");
   scraping = false;
@@ -61,10 +67,12 @@ Figures steady_arm(const Options& o, bool scraped) {
 // scraped every second, against the same flow without it, on fresh
 // clusters taken in turn (without, with, without, with, ...), each with
 // 100 idle queues besides the busy one; the ratio is the median of the
-// pairs' ratios.
+// pairs' ratios. Steady throughput here varies by more than the cost
+// between runs, so each arm first sits idle: the CPU the broker and Redis
+// use per second then, scraped against not, is the metrics' own cost.
 Figures metrics_cost(const Options& o, Json& table) {
   const int pairs = o.smoke ? 1 : 5;
-  std::vector<double> without, with, ratios, cpu_without, cpu_with, scrape_ms;
+  std::vector<double> without, with, ratios, cpu_without, cpu_with, scrape_ms, idle_extra;
   Figures last;
   for (int i = 0; i < pairs; ++i) {
     progress(fmt::format("metrics: pair {} of {}, without /metrics", i + 1, pairs));
@@ -74,12 +82,14 @@ Figures metrics_cost(const Options& o, Json& table) {
     without.push_back(a.at("steady_jobs_per_s"));
     with.push_back(b.at("steady_jobs_per_s"));
     ratios.push_back(with.back() / without.back());
+    idle_extra.push_back(b.at("idle_cpu_ms_per_s") - a.at("idle_cpu_ms_per_s"));
     cpu_without.push_back(a.at("cpu_us_per_job_broker"));
     cpu_with.push_back(b.at("cpu_us_per_job_broker"));
     scrape_ms.push_back(b.at("scrape_ms"));
     last = b;
     table.push_back({{"pair", i + 1}, {"without_jobs_per_s", without.back()}, {"scraped_jobs_per_s", with.back()},
-                     {"cpu_us_per_job_broker_without", cpu_without.back()}, {"cpu_us_per_job_broker_scraped", cpu_with.back()}});
+                     {"cpu_us_per_job_broker_without", cpu_without.back()}, {"cpu_us_per_job_broker_scraped", cpu_with.back()},
+                     {"idle_cpu_ms_per_s_without", a.at("idle_cpu_ms_per_s")}, {"idle_cpu_ms_per_s_scraped", b.at("idle_cpu_ms_per_s")}});
   }
   Figures f;
   f["steady_jobs_per_s_without"] = median(without);
@@ -90,6 +100,10 @@ Figures metrics_cost(const Options& o, Json& table) {
   f["cpu_us_per_job_broker_without"] = median(cpu_without);
   f["cpu_us_per_job_broker_scraped"] = median(cpu_with);
   f["scrape_ms"] = median(scrape_ms);
+  // The metrics' CPU (broker and Redis, ms per s) as a share of the
+  // machine's: on a CPU-bound host, at most the throughput they can take.
+  f["metrics_cpu_ms_per_s"] = median(idle_extra);
+  f["metrics_share_of_machine"] = f["metrics_cpu_ms_per_s"] / (1000.0 * std::thread::hardware_concurrency());
   f["scrape_bytes"] = last["scrape_bytes"];
   return f;
 }
