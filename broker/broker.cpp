@@ -97,6 +97,9 @@ Result<bool> Broker::start(int signal_fd) {
     if (ok) break;
     if (ok.error().code == Errc::refused) return std::unexpected(ok.error());
     spdlog::warn("waiting for Redis at {}: {}", address->describe(), ok.error().message);
+    // Alive (/healthz) while it waits, not ready.
+    metrics_.set_health(false, 0, false);
+    metrics_.publish(clock_.wall_ms());
     pollfd signal{signal_fd, POLLIN, 0};
     if (::poll(&signal, 1, static_cast<int>(backoff)) > 0) {
       signalfd_siginfo info{};

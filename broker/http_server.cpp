@@ -85,7 +85,8 @@ void HttpServer::routes() {
     res.set_content(metrics_.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
   });
   // Alive: the event loop publishes (every second while it leads, every
-  // 100 ms standing by); a stalled loop stops doing so.
+  // 100 ms standing by, at every try while it waits for Redis at start);
+  // a stalled loop stops doing so.
   server_.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
     const int64_t age = wall_ms() - metrics_.latest()->taken_ms;
     if (age > kStallMs) {

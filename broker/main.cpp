@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
   }
 
   broker::Metrics metrics;
+  metrics.publish(wall_ms());  // alive from here on: /healthz counts from this
   broker::AdminGateway admin_gateway;
   std::string dashboard_token;
   if (!config.dashboard_token_file.empty()) {
