@@ -141,6 +141,14 @@ void EmbeddedStore::wait_for_previous() {
   const int64_t deadline = steady_ms() + kStopTimeoutMs;
   while (is_redis_server(previous) && steady_ms() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Redis refuses to stop when its final save fails (a full disk, a
+  // directory gone): two on one AOF must never run.
+  if (is_redis_server(previous)) {
+    spdlog::error("embedded store: the earlier redis-server (pid {}) did not stop within {} ms; killing it", previous,
+                  kStopTimeoutMs);
+    ::kill(previous, SIGKILL);
+    while (is_redis_server(previous)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 Result<pid_t> EmbeddedStore::spawn() {

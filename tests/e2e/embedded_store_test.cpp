@@ -20,6 +20,23 @@ namespace {
 class EmbeddedBroker {
  public:
   explicit EmbeddedBroker(const std::filesystem::path& dir) : dir_(dir), port_(free_port()) {}
+  // Stops the broker, which stops its redis-server; one left behind by a
+  // killed broker is killed here, before the test's directory goes (Redis
+  // refuses to stop on SIGTERM when its final save fails, as it does once
+  // its directory is gone).
+  ~EmbeddedBroker() {
+    const pid_t redis = redis_pid();
+    if (broker_ && broker_->running()) {
+      broker_->signal(SIGTERM);
+      broker_->wait(60s);
+    }
+    if (redis > 0 && ::kill(redis, 0) == 0 && read_file("/proc/" + std::to_string(redis) + "/comm").starts_with("redis-server")) {
+      ::kill(redis, SIGKILL);
+      eventually([&] { return ::kill(redis, 0) != 0 || read_file("/proc/" + std::to_string(redis) + "/stat").find(" Z ") != std::string::npos; }, 10s);
+    }
+  }
+  EmbeddedBroker(const EmbeddedBroker&) = delete;
+  EmbeddedBroker& operator=(const EmbeddedBroker&) = delete;
 
   void launch() {
     broker_ = std::make_unique<Process>(
