@@ -52,24 +52,16 @@ TEST(Dashboard, ShowsTheNumbersOfDueqStatsAndReplaysADeadLetter) {
   for (int i = 0; i < 12; ++i) jobs.push_back({"mail", "noop", "", fmt::format("later-{}", i), Client::in_ms(600'000 + i * 1000), 0});
   ASSERT_TRUE(client.enqueue_batch(jobs));
   // A flow into "pages" while the page is first loaded, so that it shows rates.
-  std::atomic<bool> flowing{true};
-  std::thread producer([&] {
+  // Stopped and joined on every way out (std::jthread).
+  std::jthread producer([&](const std::stop_token& stop) {
     Client c(cluster.endpoint());
-    for (int tick = 0; flowing; ++tick) {
+    for (int tick = 0; !stop.stop_requested(); ++tick) {
       std::vector<JobSpec> batch;
       for (int i = 0; i < 20; ++i) batch.push_back({"pages", "noop", "", fmt::format("p-{}-{}", tick, i), 0, 0});
       (void)c.enqueue_batch(batch);
       std::this_thread::sleep_for(100ms);
     }
   });
-  struct JoinOnExit {
-    std::atomic<bool>& flowing;
-    std::thread& producer;
-    ~JoinOnExit() {
-      flowing = false;
-      if (producer.joinable()) producer.join();
-    }
-  } join_on_exit{flowing, producer};
   std::this_thread::sleep_for(4s);
   std::filesystem::create_directories(kArtifacts);
   const std::string url = fmt::format("http://127.0.0.1:{}/", http);
@@ -81,7 +73,7 @@ TEST(Dashboard, ShowsTheNumbersOfDueqStatsAndReplaysADeadLetter) {
       {{"screenshot", (kArtifacts / "dashboard.png").string()}},
   }));
   ASSERT_FALSE(flowing_page.is_null()) << read_file(cluster.dir() / "browser.log");
-  flowing = false;
+  producer.request_stop();
   producer.join();
 
   // Once the flow stopped and its jobs ran, the page and `dueq stats` must agree.

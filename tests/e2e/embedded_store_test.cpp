@@ -91,10 +91,10 @@ TEST(EmbeddedStore, ARedisKilledMidFlowIsStartedAgainAndNoAcceptedJobIsLost) {
 
   std::mutex accepted_mutex;
   std::set<std::string> accepted;
-  std::atomic<bool> producing{true};
-  std::thread producer([&] {
+  // Stopped and joined on every way out (std::jthread).
+  std::jthread producer([&](const std::stop_token& stop) {
     Client client(broker.endpoint(), ClientOptions{.timeout_ms = 500, .attempts = 1});
-    for (int batch = 0; producing; ++batch) {
+    for (int batch = 0; !stop.stop_requested(); ++batch) {
       std::vector<JobSpec> jobs;
       for (int i = 0; i < 50; ++i) jobs.push_back({"flow", "noop", "", fmt::format("e-{}-{}", batch, i), 0, 3});
       auto results = client.enqueue_batch(jobs);
@@ -106,14 +106,6 @@ TEST(EmbeddedStore, ARedisKilledMidFlowIsStartedAgainAndNoAcceptedJobIsLost) {
       std::this_thread::sleep_for(5ms);
     }
   });
-  struct JoinOnExit {
-    std::atomic<bool>& producing;
-    std::thread& producer;
-    ~JoinOnExit() {
-      producing = false;
-      if (producer.joinable()) producer.join();
-    }
-  } join_on_exit{producing, producer};
 
   for (int cycle = 0; cycle < 2; ++cycle) {
     ASSERT_TRUE(eventually([&] { std::lock_guard lock(accepted_mutex); return accepted.size() > size_t{500} * static_cast<size_t>(cycle + 1); }, 30s));
@@ -129,7 +121,7 @@ TEST(EmbeddedStore, ARedisKilledMidFlowIsStartedAgainAndNoAcceptedJobIsLost) {
   const size_t before = accepted.size();
   ASSERT_TRUE(eventually([&] { std::lock_guard lock(accepted_mutex); return accepted.size() > before + 200; }, 30s))
       << "jobs are accepted again after the restarts";
-  producing = false;
+  producer.request_stop();
   producer.join();
 
   // Every job a producer was told was accepted starts.

@@ -423,6 +423,15 @@ struct TimedRun {
   int64_t ms = 0;
 };
 
+// A key pair no broker uses, in `dir`: its public key file, given as a
+// wrong broker key.
+std::string write_other_key_pair(const TempDir& dir) {
+  auto pair = generate_curve_key_pair();
+  EXPECT_TRUE(pair);
+  EXPECT_TRUE(write_curve_key_files((dir / "other").string(), *pair));
+  return (dir / "other.pub").string();
+}
+
 TimedRun timed_dueq(const std::string& endpoint, const std::string& args) {
   const auto t0 = std::chrono::steady_clock::now();
   auto run = run_dueq(endpoint, args);
@@ -440,10 +449,8 @@ TimedRun timed_dueq(const std::string& endpoint, const std::string& args) {
 TEST(Security, TheCliTellsApartARefusedKeyAWrongBrokerKeyAndARefusedRole) {
   Keys keys;
   Cluster cluster(keys.broker_args(), {}, keys.client("admin"));
-  auto other = generate_curve_key_pair();
-  ASSERT_TRUE(other);
-  const auto other_pub = make_temp_dir("other") / "other";
-  ASSERT_TRUE(write_curve_key_files(other_pub.string(), *other));
+  const TempDir other_dir("other");
+  const std::string other_broker_pub = write_other_key_pair(other_dir);
   auto with = [&](const std::string& broker_key, const std::string& key) {
     return fmt::format("--broker-key {} --key {} ", broker_key, key);
   };
@@ -456,7 +463,7 @@ TEST(Security, TheCliTellsApartARefusedKeyAWrongBrokerKeyAndARefusedRole) {
   const std::vector<Case> cases = {
       {"admin", with(keys.broker_pub(), keys.key_file("admin")) + "stats", 0, "workers registered"},
       {"stranger's key", with(keys.broker_pub(), keys.key_file("stranger")) + "stats", 77, "not on the broker's allow-list"},
-      {"wrong broker key", with(other_pub.string() + ".pub", keys.key_file("admin")) + "stats", 78, "is this broker's public key"},
+      {"wrong broker key", with(other_broker_pub, keys.key_file("admin")) + "stats", 78, "is this broker's public key"},
       {"no keys", "stats", 78, "disagree on CURVE"},
       {"producer asks for stats", with(keys.broker_pub(), keys.key_file("producer")) + "stats", 77, "only admin keys"},
       {"producer enqueues to a queue not its own",
@@ -470,7 +477,6 @@ TEST(Security, TheCliTellsApartARefusedKeyAWrongBrokerKeyAndARefusedRole) {
     EXPECT_EQ(run.out.find("retry"), std::string::npos) << c.what << ": no advice to retry: " << run.out;
     EXPECT_LT(run.ms, 8'000) << c.what << ": answered without waiting out the request's attempts (3 x 5 s)";
   }
-  std::filesystem::remove_all(other_pub.parent_path());
 }
 
 // Rule: a worker says why it is not registered: at once when the broker
@@ -478,10 +484,8 @@ TEST(Security, TheCliTellsApartARefusedKeyAWrongBrokerKeyAndARefusedRole) {
 TEST(Security, AWorkerSaysWhyTheBrokerDoesNotTakeIt) {
   Keys keys;
   Cluster cluster(keys.broker_args(), {}, keys.client("admin"));
-  auto other = generate_curve_key_pair();
-  ASSERT_TRUE(other);
-  const auto other_pub = make_temp_dir("other") / "other";
-  ASSERT_TRUE(write_curve_key_files(other_pub.string(), *other));
+  const TempDir other_dir("other");
+  const std::string other_broker_pub = write_other_key_pair(other_dir);
   struct Case {
     const char* name;
     std::vector<std::string> keys;
@@ -489,7 +493,7 @@ TEST(Security, AWorkerSaysWhyTheBrokerDoesNotTakeIt) {
   };
   const std::vector<Case> cases = {
       {"stranger", {"--broker-key", keys.broker_pub(), "--key", keys.key_file("stranger")}, "refused this client's key"},
-      {"wrongkey", {"--broker-key", other_pub.string() + ".pub", "--key", keys.key_file("worker")}, "is this broker's public key"},
+      {"wrongkey", {"--broker-key", other_broker_pub, "--key", keys.key_file("worker")}, "is this broker's public key"},
       {"producer", {"--broker-key", keys.broker_pub(), "--key", keys.key_file("producer")}, "refused this worker"},
       {"worker", {"--broker-key", keys.broker_pub(), "--key", keys.key_file("worker")}, "registered with broker"},
   };
@@ -501,5 +505,4 @@ TEST(Security, AWorkerSaysWhyTheBrokerDoesNotTakeIt) {
     EXPECT_TRUE(eventually([&] { return read_file(log).find(c.says) != std::string::npos; }, 10s))
         << c.name << ": " << read_file(log);
   }
-  std::filesystem::remove_all(other_pub.parent_path());
 }
