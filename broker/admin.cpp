@@ -79,6 +79,12 @@ void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues)
       if (job != nullptr && job->token == ref.token && !job->worker.empty())
         outbox.send(Peer{job->worker, false}, proto::Cancel{{ref}});
     }
+    for (const auto& name : answer.paused_queues) queues.get(name).paused = true;
+    for (const auto& name : answer.resumed_queues) {
+      QueueState& q = queues.get(name);
+      q.paused = false;
+      q.maybe_ready = true;  // what waited while it was paused
+    }
     for (const auto& name : answer.ready_queues) queues.get(name).maybe_ready = true;
     if (answer.local) answer.local(std::move(answer.frame));
     else std::visit([&](const auto& frame) { outbox.send(answer.peer, frame); }, answer.frame);
@@ -141,6 +147,8 @@ Admin::Answer Admin::handle(const Peer& peer, const Request& request) {
                                           : Result<proto::AdminReply>(fail(Errc::bad_argument, "unknown admin operation " + admin.op));
     answer.stop_running = std::move(effects.stop_running);
     answer.ready_queues = std::move(effects.ready_queues);
+    answer.paused_queues = std::move(effects.paused_queues);
+    answer.resumed_queues = std::move(effects.resumed_queues);
     if (reply) {
       reply->request_id = admin.request_id;
       answer.frame = std::move(*reply);

@@ -80,6 +80,8 @@ class Admin {
     LocalDone local;  // a local request's: called instead of sending the frame
     std::vector<proto::JobRef> stop_running;  // cancelled while running: tell its worker
     std::vector<std::string> ready_queues;    // replayed into ready
+    std::vector<std::string> paused_queues;
+    std::vector<std::string> resumed_queues;
   };
 
   void submit(const Peer& peer, uint64_t request_id, Request&& request);

@@ -9,6 +9,7 @@
 #include "broker/job_lookup.hpp"
 #include "broker/keys.hpp"
 #include "broker/schedule_partition.hpp"
+#include "common/names.hpp"
 
 namespace dueq::broker {
 
@@ -53,6 +54,10 @@ Command replay(const std::string& queue, int64_t now_ms, const std::vector<std::
   Command call = replay_call(queue).add(now_ms).add(static_cast<int64_t>(ids.size()));
   for (const auto& id : ids) call.add(id);
   return call;
+}
+
+Command pause(const std::string& queue, bool pause, int64_t now_ms) {
+  return script_call(lua::ScriptId::pause, {QueueKeys(queue).paused}).add(pause ? "pause" : "resume").add(now_ms);
 }
 
 Command replay_oldest(const std::string& queue, int64_t now_ms, int limit) {
@@ -278,6 +283,26 @@ Result<proto::AdminReply> audit_queues(AdminContext& c, const proto::AdminReques
   return reply;
 }
 
+// Pauses or resumes one queue; the loop applies it to its own state once
+// Redis holds it (AdminEffects).
+Result<proto::AdminReply> pause_or_resume(AdminContext& c, const proto::AdminRequest& request, bool pause) {
+  if (auto valid = validate_queue_name(request.queue); !valid) return std::unexpected(valid.error());
+  auto registered = c.redis.call(Command{"SADD", kQueuesKey, request.queue});
+  if (!registered) return std::unexpected(registered.error());
+  auto r = run(c, calls::pause(request.queue, pause, c.now_ms));
+  if (!r) return std::unexpected(r.error());
+  const redisReply* reply = r->get();
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) return reply::bad(reply, "pause");
+  const bool changed = reply::num(reply->element[0]) == 1;
+  const int64_t since = reply::num(reply->element[1]);
+  (pause ? c.effects.paused_queues : c.effects.resumed_queues).push_back(request.queue);
+  proto::AdminReply out;
+  out.rows.push_back({{"queue", request.queue}, {"paused", pause ? "yes" : "no"}, {"paused_since_ms", std::to_string(since)}});
+  out.summary = fmt::format("queue '{}' {}{}", request.queue, changed ? "" : "was already ",
+                            pause ? "paused" : (changed ? "resumed" : "running"));
+  return out;
+}
+
 }  // namespace
 
 AdminCommand find_admin_command(std::string_view op) {
@@ -288,6 +313,8 @@ AdminCommand find_admin_command(std::string_view op) {
       {"purge", [](AdminContext& c, const proto::AdminRequest& r) { return replay_or_purge(c, r, false); }},
       {"audit", audit_queues},
       {"scheduled", list_scheduled},
+      {"pause", [](AdminContext& c, const proto::AdminRequest& r) { return pause_or_resume(c, r, true); }},
+      {"resume", [](AdminContext& c, const proto::AdminRequest& r) { return pause_or_resume(c, r, false); }},
   };
   auto it = table.find(op);
   return it == table.end() ? nullptr : it->second;

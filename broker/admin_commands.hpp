@@ -1,7 +1,7 @@
 #pragma once
 // The operator commands an ADMIN frame names, one function each, and the
 // table from operation name to function: cancel, dead_list, replay, purge,
-// audit. Each runs on the admin thread (broker/admin.hpp), in bounded steps
+// audit, scheduled, pause, resume. Each runs on the admin thread (broker/admin.hpp), in bounded steps
 // on its own connection; what the event loop must do afterwards (tell a
 // worker to stop a cancelled job, look at a queue's ready jobs) is left in
 // AdminEffects.
@@ -29,11 +29,15 @@ Command replay(const std::string& queue, int64_t now_ms, const std::vector<std::
 Command replay_oldest(const std::string& queue, int64_t now_ms, int limit);
 Command purge(const std::string& queue, const std::vector<std::string>& ids);
 Command purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit);
+// pause.lua: {changed, paused since ms}.
+Command pause(const std::string& queue, bool pause, int64_t now_ms);
 }  // namespace calls
 
 struct AdminEffects {
   std::vector<proto::JobRef> stop_running;  // cancelled while running: tell its worker
   std::vector<std::string> ready_queues;    // replayed into ready
+  std::vector<std::string> paused_queues;
+  std::vector<std::string> resumed_queues;
 };
 
 struct AdminContext {

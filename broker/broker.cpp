@@ -297,6 +297,7 @@ int64_t Broker::us_until_wake() const {
   int64_t wait = kMaxSleepMs * 1000;
   if (const int64_t next = scheduler_.us_until_next(clock_.wall_us()); next >= 0) wait = std::min(wait, next);
   if (const int64_t retry = refusals_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
+  if (const int64_t lifts = dispatcher_.us_until_limit_lifts(); lifts >= 0) wait = std::min(wait, lifts);
   if (const int64_t retry = gate_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
   if (const int64_t stats = stats_.us_until_next_read(); stats >= 0) wait = std::min(wait, stats);
   if (!config_.http.empty()) wait = std::min(wait, metrics_.ms_until_refresh(steady_now) * 1000);

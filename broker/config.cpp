@@ -79,9 +79,22 @@ Result<void> read_policy(const toml::table& table, const std::string& prefix, Qu
       auto v = read_duration(node, full, 1'000);
       if (!v) return std::unexpected(v.error());
       policy.max_run_time_ms = *v;
+    } else if (key == "rate_limit") {
+      // Jobs per second: an integer, or a decimal for fewer than one.
+      auto v = node.value<double>();
+      if (!v || !(*v >= 0 && *v <= 1'000'000)) return bad_key(full, "expected jobs per second in 0..1000000 (0 = none)");
+      policy.rate_limit = *v;
+    } else if (key == "rate_burst") {
+      auto v = read_int(node, full, 1, 1'000'000);
+      if (!v) return std::unexpected(v.error());
+      policy.rate_burst = *v;
+    } else if (key == "concurrency_limit") {
+      auto v = read_int(node, full, 0, 1'000'000);
+      if (!v) return std::unexpected(v.error());
+      policy.concurrency_limit = *v;
     } else {
       return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, "
-                           "duplicate_window, max_backlog, max_run_time)");
+                           "duplicate_window, max_backlog, max_run_time, rate_limit, rate_burst, concurrency_limit)");
     }
   }
   if (policy.backoff_cap_ms < policy.backoff_base_ms) return bad_key(prefix + "backoff_cap", "must not be below backoff_base");

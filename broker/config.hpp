@@ -32,6 +32,15 @@ struct QueuePolicy {
   // A job still running then is delivered again, so set it above the
   // queue's longest job.
   int64_t max_run_time_ms = 1'800'000;
+  // Limits the broker applies when it leases (lua/lease.lua), whatever the
+  // workers do: at most `rate_limit` jobs started per second on average,
+  // `rate_burst` at once after a quiet spell (0 = no rate limit), and at
+  // most `concurrency_limit` jobs of the queue leased at once across every
+  // worker (0 = none).
+  double rate_limit = 0;
+  int64_t rate_burst = 1;
+  int64_t concurrency_limit = 0;
+  bool limited() const { return rate_limit > 0 || concurrency_limit > 0; }
 };
 
 struct BrokerConfig {

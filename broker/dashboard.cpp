@@ -86,7 +86,9 @@ std::string Dashboard::overview_json() const {
         {{"queue", name}, {"scheduled", c.scheduled}, {"ready", c.waiting}, {"in_flight", c.in_flight},
          {"done", c.done}, {"dead", c.dead}, {"died", c.died}, {"retried", c.retried}, {"accepted", c.accepted},
          {"failed", c.retried + c.died - c.unconfirmed}, {"cancelled", c.cancelled}, {"stale_results", c.stale_acks},
-         {"oldest_ready_due_ms", c.oldest_ready_due_ms}, {"history", std::move(history)},
+         {"oldest_ready_due_ms", c.oldest_ready_due_ms}, {"paused_since_ms", c.paused_since_ms},
+         {"rate_limit", c.rate_limit}, {"rate_burst", c.rate_burst}, {"concurrency_limit", c.concurrency_limit},
+         {"history", std::move(history)},
          {"lateness", q.lateness.buckets()}, {"lateness_count", q.lateness.count()}, {"lateness_sum", q.lateness.sum()}});
   }
   return out.dump();

@@ -44,22 +44,29 @@ std::vector<uint64_t> random_tokens(size_t count) {
 
 namespace calls {
 
-Command lease(const std::string& queue, int64_t deadline_ms, int count) {
+Command lease(const std::string& queue, int64_t deadline_ms, int count, const LeaseLimits& limits) {
   QueueKeys k(queue);
-  Command call = script_call(lua::ScriptId::lease, {k.ready, k.leased, k.jobs, k.tokens, k.attempts, k.unconfirmed});
+  Command call = script_call(lua::ScriptId::lease,
+                             {k.ready, k.leased, k.jobs, k.tokens, k.attempts, k.unconfirmed, k.paused, k.rate});
   call.add(deadline_ms).add(count);
   std::string tokens;
   tokens.reserve(16 * static_cast<size_t>(count));
   for (const uint64_t token : random_tokens(static_cast<size_t>(count))) tokens += token_text(token);
-  return call.add(tokens);
+  return call.add(tokens).add(limits.now_ms).add(limits.concurrency).add(fmt::format("{}", limits.rate)).add(limits.burst);
 }
 
 Result<LeaseBatch> parse_lease(const redisReply* r) {
-  constexpr size_t kPerJob = 5;
-  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements % kPerJob != 0) return reply::bad(r, "lease");
+  constexpr size_t kPerJob = 5, kTrailer = 2;
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements < kTrailer || (r->elements - kTrailer) % kPerJob != 0)
+    return reply::bad(r, "lease");
   LeaseBatch out;
-  out.jobs.reserve(r->elements / kPerJob);
-  for (size_t i = 0; i < r->elements; i += kPerJob) {
+  const int64_t held_by = reply::num(r->element[r->elements - 2]);
+  if (held_by < 0 || held_by > static_cast<int64_t>(LeaseHold::rate)) return reply::bad(r, "lease");
+  out.held_by = static_cast<LeaseHold>(held_by);
+  out.wait_ms = reply::num(r->element[r->elements - 1]);
+  const size_t job_values = r->elements - kTrailer;
+  out.jobs.reserve(job_values / kPerJob);
+  for (size_t i = 0; i < job_values; i += kPerJob) {
     redisReply** e = r->element + i;
     if (e[1]->type != REDIS_REPLY_STRING) return reply::bad(r, "lease");
     auto token = token_from_text(reply::str(e[3]));
@@ -113,11 +120,30 @@ void Dispatcher::release(const Slots& slots) {
     }
 }
 
+int64_t Dispatcher::lease_room(const QueueState& q) const {
+  if (q.paused || lease_clock_.now_ms() < q.lease_after_ms) return 0;
+  int64_t room = config_.lease_batch;
+  if (const int64_t limit = config_.policy(q.name).concurrency_limit; limit > 0) {
+    const auto reserved = reserved_by_queue_.find(q.name);
+    room = std::min(room, limit - inflight_.count_for_queue(q.name) -
+                              (reserved == reserved_by_queue_.end() ? 0 : reserved->second));
+  }
+  return std::max<int64_t>(0, room);
+}
+
 bool Dispatcher::can_lease_now() const {
   if (refusals_.holding()) return false;
   for (const auto& [name, q] : queues_)
-    if (q.maybe_ready && credit(name) > 0 && !refusals_.holding(name)) return true;
+    if (q.maybe_ready && lease_room(q) > 0 && credit(name) > 0 && !refusals_.holding(name)) return true;
   return false;
+}
+
+int64_t Dispatcher::us_until_limit_lifts() const {
+  const int64_t now = lease_clock_.now_ms();
+  int64_t earliest = -1;
+  for (const auto& [name, q] : queues_)
+    if (q.maybe_ready && !q.paused && q.lease_after_ms > now) earliest = earliest_known(earliest, q.lease_after_ms);
+  return earliest < 0 ? -1 : (earliest - now) * 1000;
 }
 
 Dispatcher::Reservation Dispatcher::reserve(const std::string& queue, int64_t wanted, bool stopping) {
@@ -150,17 +176,43 @@ void Dispatcher::add_to(Round& round, bool stopping) {
       q.ready_this_round = maybe_ready;  // asked again once its slot has moved
       continue;
     }
-    Slots slots = take_slots(name, config_.lease_batch);
+    const int64_t room = lease_room(q);
+    if (room == 0) {
+      q.maybe_ready = maybe_ready;  // held back by a pause or a limit: asked again once it lifts
+      continue;
+    }
+    Slots slots = take_slots(name, room);
     if (slots.count == 0) continue;
     const int count = static_cast<int>(slots.count);
-    round.add(calls::lease(name, deadline, count), [this, name, count, deadline, slots = std::move(slots)](const redisReply* r) {
+    reserved_by_queue_[name] += count;
+    const LeaseLimits limits = LeaseLimits::of(config_.policy(name), lease_clock_.now_ms());
+    round.add(calls::lease(name, deadline, count, limits), [this, name, count, deadline, slots = std::move(slots)](const redisReply* r) {
       release(slots);
+      if (auto it = reserved_by_queue_.find(name); it != reserved_by_queue_.end() && (it->second -= count) <= 0)
+        reserved_by_queue_.erase(it);
       if (r == nullptr) return;  // nothing leased that the broker knows of; reclaim returns it if it was
       QueueState& q = queues_.get(name);
       auto batch = calls::parse_lease(r);
       if (!batch) return refusals_.refused(name, fmt::format("lease on '{}'", name), batch.error().message);
       refusals_.succeeded();
-      q.maybe_ready = static_cast<int>(batch->jobs.size() + batch->unreadable.size()) == count;
+      const size_t taken = batch->jobs.size() + batch->unreadable.size();
+      // Held back, the ready set may hold more: asked again once the hold lifts.
+      q.maybe_ready = true;
+      switch (batch->held_by) {
+        case LeaseHold::none: q.maybe_ready = static_cast<int>(taken) == count; break;
+        case LeaseHold::paused:
+          // Paused in Redis, which this broker had not heard of (it took
+          // over, or restarted): nothing more until `dueq resume`.
+          if (!q.paused) spdlog::info("queue '{}' is paused: it dispatches nothing until resumed", name);
+          q.paused = true;
+          break;
+        case LeaseHold::concurrency:
+          // Leases this broker does not know of (a former leader's) fill the
+          // limit: asked again a little later rather than every turn.
+          if (taken == 0) q.lease_after_ms = lease_clock_.now_ms() + kLimitRecheckMs;
+          break;
+        case LeaseHold::rate: q.lease_after_ms = lease_clock_.now_ms() + std::clamp<int64_t>(batch->wait_ms, 1, 60'000); break;
+      }
       for (auto& item : batch->unreadable) {
         spdlog::error("queue '{}': job {}: {}; it goes to the dead letters", name, loggable(item.id), item.reason);
         results_.requeue(name, std::move(item));

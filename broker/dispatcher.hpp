@@ -32,13 +32,30 @@ struct LeasedJob {
 // What one lease call took: the jobs to deliver, and the deliveries whose
 // stored record does not decode (each goes to the dead letters as an
 // "unreadable record"; the rest of the batch is delivered).
+// What held a lease call back (lua/lease.lua): nothing (the ready set ran
+// out), a pause, or one of the queue's limits.
+enum class LeaseHold { none = 0, paused = 1, concurrency = 2, rate = 3 };
+
 struct LeaseBatch {
   std::vector<LeasedJob> jobs;
   std::vector<NackItem> unreadable;
+  LeaseHold held_by = LeaseHold::none;
+  int64_t wait_ms = 0;  // rate: until the next token
+};
+
+// A queue's limits as lease.lua applies them, with the clock of its rate limit.
+struct LeaseLimits {
+  int64_t now_ms = 0;
+  int64_t concurrency = 0;  // 0 = none
+  double rate = 0;          // jobs per second, 0 = none
+  int64_t burst = 1;
+  static LeaseLimits of(const QueuePolicy& policy, int64_t now_ms) {
+    return {now_ms, policy.concurrency_limit, policy.rate_limit, policy.rate_burst};
+  }
 };
 
 namespace calls {
-Command lease(const std::string& queue, int64_t deadline_ms, int count);
+Command lease(const std::string& queue, int64_t deadline_ms, int count, const LeaseLimits& limits = {});
 Result<LeaseBatch> parse_lease(const redisReply* reply);
 }  // namespace calls
 
@@ -57,6 +74,9 @@ class Dispatcher {
   int64_t credit(const std::string& queue) const;
   // Some queue may have ready jobs a worker could take now.
   bool can_lease_now() const;
+  // Microseconds until the earliest queue held back by a limit may lease
+  // again; -1 when none is.
+  int64_t us_until_limit_lifts() const;
 
   // Leases written by another call: enqueue.lua leases new jobs due now at
   // once where a worker has room (an immediately due job then waits for no
@@ -87,6 +107,11 @@ class Dispatcher {
   // counted against them.
   std::vector<FreeSlots> open_slots(const std::string& queue) const;
   Slots take_slots(const std::string& queue, int64_t wanted);
+  // How many jobs a lease call for `q` may ask for now: 0 while it is paused
+  // or waits for its rate limit, at most the room its concurrency limit
+  // leaves (what it has in flight and what calls still out may lease).
+  int64_t lease_room(const QueueState& q) const;
+  static constexpr int64_t kLimitRecheckMs = 100;
   void release(const Slots& slots);
 
   const BrokerConfig& config_;
@@ -99,6 +124,7 @@ class Dispatcher {
   RefusalBackoff& refusals_;
   Metrics& metrics_;  // lateness of what goes out
   std::map<std::string, int64_t> reserved_;  // slots counted by lease calls not yet applied, per worker
+  std::map<std::string, int64_t> reserved_by_queue_;  // jobs lease calls not yet applied may lease, per queue
   LogLimiter unreachable_log_{10'000, 20, 10'000};
   uint64_t tasks_frames_sent_ = 0;  // numbers TASKS frames (proto::Tasks::seq)
 };

@@ -37,7 +37,7 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
                 const std::string& lease_tokens, bool filter_args) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::enqueue,
-                             {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens});
+                             {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.paused});
   call.add(now_ms).add(max_backlog).add(static_cast<int64_t>(jobs.size()));
   std::vector<uint32_t> partitions;
   partitions.reserve(jobs.size());
@@ -180,7 +180,8 @@ void Enqueuer::add_to(Round& round, Dispatcher& dispatcher, bool stopping) {
     // Leased in the call itself while no older job waits in the ready set
     // (then the lease call of the round leases them in order), and not
     // before WAIT has seen replicas take them (min_replicas).
-    const bool lease_here = !q.maybe_ready && config_.min_replicas == 0;
+    // Nor for a paused queue or one with limits: lease.lua applies those.
+    const bool lease_here = !q.maybe_ready && config_.min_replicas == 0 && !q.paused && !policy.limited();
     Dispatcher::Reservation reservation =
         lease_here ? dispatcher.reserve(name, due_now, stopping) : Dispatcher::Reservation{};
     // The lease call of the round takes what the call may leave ready.

@@ -43,6 +43,7 @@ class InflightTable {
     auto k = key(job.queue, job.id);
     if (auto it = jobs_.find(k); it != jobs_.end()) erase(it);
     ++per_worker_[job.worker];
+    ++per_queue_[job.queue];
     jobs_.emplace(std::move(k), std::move(job));
   }
 
@@ -103,17 +104,23 @@ class InflightTable {
     auto it = per_worker_.find(worker);
     return it == per_worker_.end() ? 0 : it->second;
   }
+  int64_t count_for_queue(const std::string& queue) const {
+    auto it = per_queue_.find(queue);
+    return it == per_queue_.end() ? 0 : it->second;
+  }
   size_t size() const { return jobs_.size(); }
 
  private:
   using Map = std::unordered_map<std::string, InflightJob>;
   Map::iterator erase(Map::iterator it) {
     if (--per_worker_[it->second.worker] == 0) per_worker_.erase(it->second.worker);
+    if (--per_queue_[it->second.queue] == 0) per_queue_.erase(it->second.queue);
     return jobs_.erase(it);
   }
 
   Map jobs_;
   std::unordered_map<std::string, int64_t> per_worker_;
+  std::unordered_map<std::string, int64_t> per_queue_;  // what a concurrency limit counts
 };
 
 }  // namespace dueq::broker

@@ -42,7 +42,9 @@ struct QueueKeys {
         cancel_requested(key(queue, "cancelreq")),
         started(key(queue, "started")),
         unconfirmed(key(queue, "unconfirmed")),
-        epoch(key(queue, "epoch")) {}
+        epoch(key(queue, "epoch")),
+        paused(key(queue, "paused")),
+        rate(key(queue, "rate")) {}
 
   static std::string key(const std::string& queue, const char* what) { return "dueq:{" + queue + "}:" + what; }
 
@@ -64,6 +66,8 @@ struct QueueKeys {
   std::string started;           // set of leased ids whose start the broker recorded (extend.lua "started" writes it)
   std::string unconfirmed;       // hash id -> deliveries that ended unstarted; its next worker announces the start (lua/lib/lost_delivery.lua)
   std::string epoch;             // string: the epoch of the leader that may write this queue (lua/lib/fence.lua)
+  std::string paused;            // string: ms when `dueq pause` paused the queue; absent while it runs
+  std::string rate;              // hash: the rate limit's token bucket (tokens, at ms; lua/lease.lua)
 
   std::string schedule_partition_key(uint32_t partition) const { return schedule + ":" + std::to_string(partition); }
   std::string schedule_jobs_key(uint32_t partition) const { return schedule_partition_key(partition) + ":jobs"; }

@@ -155,12 +155,21 @@ std::string render_prometheus(const MetricsSnapshot& s) {
        [](const proto::QueueStats& c) { return c.in_flight; }},
       {"dueq_dead_letters", "gauge", "Jobs in the dead-letter set.",
        [](const proto::QueueStats& c) { return c.dead; }},
+      {"dueq_queue_paused", "gauge", "1 while the queue is paused (dueq pause): it dispatches nothing.",
+       [](const proto::QueueStats& c) -> int64_t { return c.paused_since_ms > 0 ? 1 : 0; }},
+      {"dueq_queue_concurrency_limit", "gauge", "The most jobs of the queue running at once (0: no limit).",
+       [](const proto::QueueStats& c) { return c.concurrency_limit; }},
+      {"dueq_queue_rate_burst", "gauge", "Jobs the rate limit lets start at once after a quiet spell (0: no rate limit).",
+       [](const proto::QueueStats& c) { return c.rate_burst; }},
   };
   for (const auto& family : kQueueFamilies) {
     w.family(family.name, family.type, family.help);
     for (const auto& [name, q] : s.queues)
       if (q.counted) w.sample(family.name, fmt::format("queue=\"{}\"", label(name)), static_cast<double>(family.value(q.counters)));
   }
+  w.family("dueq_queue_rate_limit", "gauge", "Jobs started per second at most (0: no rate limit).");
+  for (const auto& [name, q] : s.queues)
+    if (q.counted) w.sample("dueq_queue_rate_limit", fmt::format("queue=\"{}\"", label(name)), q.counters.rate_limit);
   w.family("dueq_queue_lateness_seconds", "gauge",
            "How long the longest-waiting ready job has been due, when the counters were read (0: none waits).");
   for (const auto& [name, q] : s.queues)

@@ -16,6 +16,12 @@ struct QueueState {
   bool maybe_ready = false;       // the ready list may hold jobs
   bool ready_this_round = false;  // a call in the round being built may make jobs ready
   bool registered = false;        // name written to the queue registry
+  // `dueq pause`: the queue leases nothing until resumed. Learned from the
+  // admin thread's pause and resume, and from a lease call that found the
+  // queue paused in Redis (after a restart or a take-over).
+  bool paused = false;
+  // Lease clock: a limit held the queue back; no lease call before then.
+  int64_t lease_after_ms = 0;
   size_t rotation = 0;            // spreads single jobs over the workers in turn
   int64_t next_sweep_ms = 0;      // steady clock: when done/cancelled entries past retention are next removed
   // Steady clock: an enqueue found max_backlog reached; until then new jobs

@@ -12,12 +12,12 @@ namespace calls {
 
 Command stats(const std::string& queue) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats});
+  return script_call(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.paused});
 }
 
 Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* r) {
   auto v = reply::integers(r, "stats");
-  if (!v || v->size() != 16) return reply::bad(r, "stats");
+  if (!v || v->size() != 17) return reply::bad(r, "stats");
   proto::QueueStats s;
   s.queue = queue;
   s.scheduled = (*v)[0];
@@ -36,6 +36,7 @@ Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply
   s.replayed = (*v)[13];
   s.stale_extends = (*v)[14];
   s.oldest_ready_due_ms = std::max<int64_t>(0, (*v)[15]);
+  s.paused_since_ms = (*v)[16];
   return s;
 }
 
@@ -61,9 +62,13 @@ void StatsRequests::add_to(Round& round) {
   auto counters = std::make_shared<std::vector<proto::QueueStats>>();
   reply->workers = static_cast<uint32_t>(workers_.size());
   for (const auto& [name, q] : queues_)
-    round.add(calls::stats(name), [reply, counters, name](const redisReply* r) {
+    round.add(calls::stats(name), [this, reply, counters, name](const redisReply* r) {
       if (r == nullptr) return;
       if (auto s = calls::parse_stats(name, r)) {
+        const QueuePolicy& policy = config_.policy(name);
+        s->rate_limit = policy.rate_limit;
+        s->rate_burst = policy.rate_limit > 0 ? policy.rate_burst : 0;
+        s->concurrency_limit = policy.concurrency_limit;
         reply->queues.push_back(*s);
         counters->push_back(std::move(*s));
       }

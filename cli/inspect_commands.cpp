@@ -3,11 +3,23 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/output.hpp"
 
 namespace dueq::cli {
+
+namespace {
+// "paused, 20/s burst 5, at most 4 running" or "-".
+std::string controls_text(const QueueStats& q) {
+  std::vector<std::string> parts;
+  if (q.paused_since_ms > 0) parts.push_back("paused");
+  if (q.rate_limit > 0) parts.push_back(fmt::format("{:g}/s burst {}", q.rate_limit, q.rate_burst));
+  if (q.concurrency_limit > 0) parts.push_back(fmt::format("at most {} running", q.concurrency_limit));
+  return parts.empty() ? "-" : fmt::format("{}", fmt::join(parts, ", "));
+}
+}  // namespace
 
 int stats(Client& client, bool json) {
   auto result = client.broker_stats();
@@ -17,15 +29,17 @@ int stats(Client& client, bool json) {
     for (const auto& q : result->queues)
       out.push_back({{"queue", q.queue}, {"scheduled", q.scheduled}, {"waiting", q.waiting}, {"in_flight", q.in_flight},
                      {"done", q.done}, {"dead", q.dead}, {"accepted", q.accepted}, {"retried", q.retried},
-                     {"stale_acks", q.stale_acks}, {"next_due_ms", q.next_due_ms}});
+                     {"stale_acks", q.stale_acks}, {"next_due_ms", q.next_due_ms},
+                     {"oldest_ready_due_ms", q.oldest_ready_due_ms}, {"paused_since_ms", q.paused_since_ms},
+                     {"rate_limit", q.rate_limit}, {"rate_burst", q.rate_burst}, {"concurrency_limit", q.concurrency_limit}});
     fmt::print("{}\n", out.dump());
     return 0;
   }
-  fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {}\n", "QUEUE", "SCHEDULED", "WAITING",
-             "IN_FLIGHT", "DONE", "DEAD", "RETRIED", "STALE", "NEXT_DUE");
+  fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {:<24} {}\n", "QUEUE", "SCHEDULED", "WAITING",
+             "IN_FLIGHT", "DONE", "DEAD", "RETRIED", "STALE", "NEXT_DUE", "CONTROLS");
   for (const auto& q : result->queues)
-    fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {}\n", q.queue, q.scheduled, q.waiting,
-               q.in_flight, q.done, q.dead, q.retried, q.stale_acks, format_time(q.next_due_ms));
+    fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {:<24} {}\n", q.queue, q.scheduled, q.waiting,
+               q.in_flight, q.done, q.dead, q.retried, q.stale_acks, format_time(q.next_due_ms), controls_text(q));
   fmt::print("workers registered: {}\n", result->workers);
   return 0;
 }
@@ -95,6 +109,8 @@ int admin(Client& client, const AdminCommand& command, bool json) {
     for (const auto& row : result->rows)
       fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", field(row, "id"), field(row, "queue"), field(row, "t"),
                  field(row, "a"), format_time(std::stoll("0" + field(row, "died_ms"))), field(row, "e"));
+  } else if (command.op == "pause" || command.op == "resume") {
+    fmt::print("{}\n", result->summary);
   } else if (command.op == "cancel") {
     for (const auto& row : result->rows) fmt::print("{}: {}\n", field(row, "id"), field(row, "result"));
   } else if (command.op == "audit") {

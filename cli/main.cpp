@@ -130,6 +130,15 @@ int run(int argc, char** argv) {
   cancel_cmd->add_option("--queue", cancel_queue, "the queue that holds them (needed when two queues hold an id)");
   cancel_cmd->add_flag("--json", json, "print JSON");
 
+  std::string pause_queue;
+  auto* pause_cmd = app.add_subcommand("pause", "stop dispatching a queue's jobs (it still accepts and schedules them); "
+                                                "holds across broker restarts")->group(kOperate);
+  pause_cmd->add_option("queue", pause_queue, "queue")->required();
+  pause_cmd->add_flag("--json", json, "print JSON");
+  auto* resume_cmd = app.add_subcommand("resume", "dispatch a paused queue's jobs again")->group(kOperate);
+  resume_cmd->add_option("queue", pause_queue, "queue")->required();
+  resume_cmd->add_flag("--json", json, "print JSON");
+
   std::string keygen_base;
   auto* keygen = app.add_subcommand("keygen", "write a new CURVE key pair to NAME.key (secret, mode 0600) and NAME.pub")->group(kSetUp);
   keygen->add_option("name", keygen_base, "path and name of the two files, without extension")->required();
@@ -194,7 +203,7 @@ int run(int argc, char** argv) {
   ids.insert(ids.end(), cancel_ids.begin(), cancel_ids.end());
   if (*job_cmd) ids.push_back(job_id);
   if (*dead_show) ids.push_back(show_id);
-  if (auto problem = names_problem({dead_cmd.queue, cancel_queue, audit_queue, job_queue}, ids)) return usage(*problem);
+  if (auto problem = names_problem({dead_cmd.queue, cancel_queue, audit_queue, job_queue, pause_queue}, ids)) return usage(*problem);
 
   // Audits and bulk dead-letter work run on the broker's admin thread at a
   // share of Redis's time and answer when done: wait for them up to 10
@@ -224,6 +233,8 @@ int run(int argc, char** argv) {
     }
     if (*cancel_cmd) return admin(client, AdminCommand{"cancel", cancel_queue, cancel_ids, 0, 0}, json);
     if (*audit_cmd) return admin(client, AdminCommand{"audit", audit_queue, {}, 0, 0}, json);
+    if (*pause_cmd) return admin(client, AdminCommand{"pause", pause_queue, {}, 0, 0}, json);
+    if (*resume_cmd) return admin(client, AdminCommand{"resume", pause_queue, {}, 0, 0}, json);
     if (*job_cmd) return show_job(client, job_id, job_queue, json);
   } catch (const std::exception& ex) {
     fmt::print(stderr, "dueq: {}\n", ex.what());

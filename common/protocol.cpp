@@ -147,10 +147,12 @@ Result<void> validate(const JobRequest& f) {
 Result<void> validate(const JobReply&) { return {}; }
 
 Result<void> validate(const AdminRequest& f) {
-  static const std::set<std::string> kOps = {"cancel", "dead_list", "replay", "purge", "audit"};
-  if (!kOps.contains(f.op)) return bad("unknown admin op '" + f.op + "' (cancel, dead_list, replay, purge, audit)");
+  static const std::set<std::string> kOps = {"cancel", "dead_list", "replay", "purge", "audit", "scheduled", "pause", "resume"};
+  if (!kOps.contains(f.op))
+    return bad("unknown admin op '" + f.op + "' (cancel, dead_list, replay, purge, audit, scheduled, pause, resume)");
   if (!f.queue.empty())
     if (auto ok = validate_queue_name(f.queue); !ok) return ok;
+  if ((f.op == "pause" || f.op == "resume" || f.op == "scheduled") && f.queue.empty()) return bad(f.op + " needs a queue");
   if (f.ids.size() > 1000) return bad("at most 1000 ids per admin request");
   for (const auto& id : f.ids)
     if (auto ok = validate_job_id(id); !ok) return ok;

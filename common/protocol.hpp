@@ -314,18 +314,23 @@ struct QueueStats {
   int64_t replayed = 0;             // dead letters replayed
   int64_t stale_extends = 0;        // lease renewals of deliveries no longer current
   int64_t oldest_ready_due_ms = 0;  // due time of the longest-waiting ready job; 0 = none waits
+  // Appended in 0.3 (absent from older brokers' replies: read as 0).
+  int64_t paused_since_ms = 0;      // when `dueq pause` paused it; 0 = it runs
+  double rate_limit = 0;            // jobs started per second at most; 0 = none
+  int64_t rate_burst = 0;           // with a rate limit: jobs started at once after a quiet spell
+  int64_t concurrency_limit = 0;    // jobs leased at once across all workers at most; 0 = none
   template <typename Packer>
   void msgpack_pack(Packer& msgpack_pk) const {
     msgpack::type::make_define_array(queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks,
                                      next_due_ms, cancelled, purged, died, unconfirmed, replayed, stale_extends,
-                                     oldest_ready_due_ms)
+                                     oldest_ready_due_ms, paused_since_ms, rate_limit, rate_burst, concurrency_limit)
         .msgpack_pack(msgpack_pk);
   }
   void msgpack_unpack(const msgpack::object& msgpack_o) {
     detail::require_fields(msgpack_o, kFieldsBefore02);
     msgpack::type::make_define_array(queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks,
                                      next_due_ms, cancelled, purged, died, unconfirmed, replayed, stale_extends,
-                                     oldest_ready_due_ms)
+                                     oldest_ready_due_ms, paused_since_ms, rate_limit, rate_burst, concurrency_limit)
         .msgpack_unpack(msgpack_o);
   }
   static constexpr size_t kFieldsBefore02 = 12;

@@ -10,7 +10,8 @@
   broker passes a lease deadline and one fencing token per lease candidate
   (the first L jobs due now, in argument order), and while the ready set is
   empty (older ready jobs go first) each accepted candidate is written as
-  lease.lua would lease it (leased set, token) instead of to the ready set.
+  lease.lua would lease it (leased set, token) instead of to the ready set,
+  unless the queue is paused.
   A job due later goes to its schedule partition P (given by the broker):
   zset KEYS[1]..":"..P (id -> due ms) and hash KEYS[1]..":"..P..":jobs"
   (id -> record), and the partition's entry in KEYS[1] is lowered to its due
@@ -26,6 +27,8 @@
   KEYS[6]  done        zset  id -> finished ms
   KEYS[7]  cancelled   zset  id -> finished ms
   KEYS[8]  tokens      hash  id -> fencing token of the current lease
+  KEYS[9]  paused      string present while the queue is paused: nothing is
+                             leased at once (lease.lua holds the rest back)
 
   ARGV[1]  now ms
   ARGV[2]  max backlog: the most unfinished jobs (scheduled + ready +
@@ -161,7 +164,7 @@ elseif scheduled_now > 0 then
   maybe_scheduled = filter_get(KEYS[1] .. ":filter", slots)
 end
 -- Older ready jobs are leased first, by lease.lua: new ones then wait in line.
-if candidates > 0 and redis.call("ZCARD", KEYS[2]) > 0 then candidates = 0 end
+if candidates > 0 and (redis.call("ZCARD", KEYS[2]) > 0 or redis.call("EXISTS", KEYS[9]) == 1) then candidates = 0 end
 local due_now_seen = 0  -- jobs due now so far, in argument order: a job's candidate number
 local seen = {}
 -- Appended through counters: Lua 5.1's # is a search, and this runs per job.

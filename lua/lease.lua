@@ -15,6 +15,8 @@
   KEYS[5]  attempts    hash  id -> failed attempts (read only)
   KEYS[6]  unconfirmed hash  id -> deliveries that ended unstarted (read
                              only; lib/lost_delivery.lua)
+  KEYS[7]  paused      string present while the queue is paused (`dueq pause`)
+  KEYS[8]  rate        hash  the rate limit's bucket: tokens, at (ms)
 
   ARGV[1]  lease deadline ms
   ARGV[2]  count (1..1000)
@@ -22,23 +24,68 @@
            argument rather than COUNT: a lease of a few jobs out of a
            COUNT of 500 would otherwise send and parse 500 arguments);
            token k goes to the k-th job taken, none is all zeros
+  ARGV[4]  now ms (the rate limit's clock)
+  ARGV[5]  concurrency limit: the most jobs leased at once (0 = none)
+  ARGV[6]  rate limit, jobs per second (0 = none; decimals allowed)
+  ARGV[7]  rate burst: the bucket's size (>= 1)
 
   Returns  flat array, 5 values per leased job: id, job record, attempt,
            token, start check: 0 none, 1 after one delivery that ended
            unstarted (its worker announces the start and waits for the
            broker), 2 after more (it also runs while no other announced job
            runs on its worker) (ids whose record was removed meanwhile are
-           dropped)
+           dropped); then 2 values: what held the lease back, and ms to wait:
+             0, 0   nothing (fewer jobs than COUNT: the ready set is empty)
+             1, 0   the queue is paused: nothing was leased
+             2, 0   the concurrency limit: COUNT was cut to the room left
+             3, W   the rate limit: COUNT was cut to the bucket's whole
+                    tokens; the next token comes in W ms
   Errors   "ERR dueq bad-args <what>"
   Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
            and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
            <what>" and nothing written when the sender was deposed
 ]]
 --! include lib/fence.lua
+--! include lib/encoding_pin.lua
 local deadline = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
-if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 3 or #ARGV[3] ~= 16 * count then
-  return redis.error_reply("ERR dueq bad-args lease: expected a deadline, a count of 1..1000 and count tokens")
+if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 7 or #ARGV[3] ~= 16 * count then
+  return redis.error_reply("ERR dueq bad-args lease: expected a deadline, a count of 1..1000, count tokens, now "
+    .. "and the limits")
+end
+local now = tonumber(ARGV[4])
+local max_leased = tonumber(ARGV[5])
+local rate = tonumber(ARGV[6])
+local burst = tonumber(ARGV[7])
+if not now or now < 0 or not max_leased or max_leased < 0 or not rate or rate < 0 or rate > 1000000
+    or not burst or burst < 1 or burst > 1000000 then
+  return redis.error_reply("ERR dueq bad-args lease: now, concurrency limit, rate and burst must be numbers "
+    .. "(>= 0, rate <= 1000000, burst >= 1)")
+end
+if redis.call("EXISTS", KEYS[7]) == 1 then return {1, 0} end
+local held_by, wait_ms = 0, 0
+if max_leased > 0 then
+  local room = max_leased - count_leases(KEYS[2])
+  if room <= 0 then return {2, 0} end
+  if room < count then count, held_by = room, 2 end
+end
+-- Token bucket: refilled at `rate` per second up to `burst`, one token per
+-- job leased; read and written only for a rate-limited queue.
+local tokens
+if rate > 0 then
+  local bucket = redis.call("HMGET", KEYS[8], "tokens", "at")
+  tokens = tonumber(bucket[1]) or burst
+  local at = tonumber(bucket[2]) or now
+  if now > at then tokens = math.min(burst, tokens + (now - at) * rate / 1000) end
+  tokens = math.min(tokens, burst)
+  if tokens < 1 then
+    redis.call("HSET", KEYS[8], "tokens", tostring(tokens), "at", now)
+    return {3, math.ceil((1 - tokens) * 1000 / rate)}
+  end
+  if math.floor(tokens) < count then
+    count, held_by = math.floor(tokens), 3
+    wait_ms = math.ceil((1 - (tokens - count)) * 1000 / rate)
+  end
 end
 -- Only the tokens given to jobs are read, so only they are checked, before
 -- anything is written: a lease of a few jobs costs no pass over COUNT tokens.
@@ -50,7 +97,7 @@ end
 -- ZRANGE + ZREMRANGEBYRANK rather than ZPOPMIN: Redis would format every
 -- score as text for the reply, which costs more than the rest of the lease.
 local ids = redis.call("ZRANGE", KEYS[1], 0, count - 1)
-if #ids == 0 then return {} end
+if #ids == 0 then return {0, 0} end
 local records = redis.call("HMGET", KEYS[3], unpack(ids))
 local found = 0
 for i = 1, #ids do
@@ -62,7 +109,7 @@ for k = 1, found do
   end
 end
 redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1)
-if found == 0 then return {} end
+if found == 0 then return {0, 0} end
 local attempts = redis.call("HMGET", KEYS[5], unpack(ids))
 local unstarted = redis.call("HMGET", KEYS[6], unpack(ids))
 local out, leases, token_args = {}, {}, {}
@@ -88,4 +135,8 @@ for i = 1, #ids do
 end
 redis.call("ZADD", KEYS[2], unpack(leases))
 redis.call("HSET", KEYS[4], unpack(token_args))
+if rate > 0 then redis.call("HSET", KEYS[8], "tokens", tostring(tokens - taken), "at", now) end
+if #ids < count then held_by, wait_ms = 0, 0 end  -- the ready set ran out before any limit
+out[#out + 1] = held_by
+out[#out + 1] = wait_ms
 return out

@@ -6,18 +6,20 @@
   KEYS[3]  leased      zset  id -> lease deadline ms (and an encoding pin at +inf, not counted)
   KEYS[4]  dead        zset
   KEYS[5]  stats       hash  counters ("scheduled" = jobs in the schedule)
+  KEYS[6]  paused      string ms when the queue was paused; absent while it runs
 
   ARGV     none
 
   Returns  {scheduled, waiting, in_flight, dead, next_due, accepted, done,
             retried, stale_acks, cancelled, purged, died, unconfirmed,
-            replayed, stale_extends, oldest_ready_due}
+            replayed, stale_extends, oldest_ready_due, paused_since}
            scheduled = in the schedule (due later, or due this instant and
            not yet promoted); waiting = ready, not leased; next_due = a
            lower bound of the earliest scheduled due ms, or -1; died =
            jobs that went to the dead-letter set ever; unconfirmed = of
            retried, deliveries that went back unstarted; oldest_ready_due =
-           the due ms of the longest-waiting ready job, or -1
+           the due ms of the longest-waiting ready job, or -1;
+           paused_since = ms when `dueq pause` paused it, or 0
   Errors   "ERR dueq bad-args <what>"
 ]]
 --! include lib/encoding_pin.lua
@@ -33,4 +35,4 @@ local c = redis.call("HMGET", KEYS[5], "scheduled", "accepted", "done", "retried
 return {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), count_leases(KEYS[3]), redis.call("ZCARD", KEYS[4]),
   next_due, tonumber(c[2] or 0), tonumber(c[3] or 0), tonumber(c[4] or 0), tonumber(c[5] or 0),
   tonumber(c[6] or 0), tonumber(c[7] or 0), tonumber(c[8] or 0), tonumber(c[9] or 0), tonumber(c[10] or 0),
-  tonumber(c[11] or 0), oldest_ready_due}
+  tonumber(c[11] or 0), oldest_ready_due, tonumber(redis.call("GET", KEYS[6]) or "0")}

@@ -62,6 +62,11 @@ struct QueueStats {
   int64_t replayed = 0;             // dead letters replayed
   int64_t stale_extends = 0;        // lease renewals of deliveries no longer current
   int64_t oldest_ready_due_ms = 0;  // due time of the longest-waiting ready job; 0 = none waits
+  // 0 from a broker older than 0.3:
+  int64_t paused_since_ms = 0;      // when `dueq pause` paused it; 0 = it runs
+  double rate_limit = 0;            // jobs started per second at most; 0 = none
+  int64_t rate_burst = 0;
+  int64_t concurrency_limit = 0;    // jobs running at once across all workers at most; 0 = none
 };
 
 // Every queue's counts, and how many workers the broker has registered
@@ -72,7 +77,7 @@ struct BrokerStats {
 };
 
 // Operator commands (see `dueq --help`): op is "cancel", "dead_list",
-// "replay", "purge" or "audit".
+// "replay", "purge", "audit", "scheduled", "pause" or "resume".
 struct AdminCommand {
   std::string op;
   std::string queue;              // "" = every queue where the op allows it

@@ -184,7 +184,7 @@ TEST_F(Scripts, EnqueueWithoutFilterArgumentsStillFindsAScheduledDuplicate) {
   round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 0, "", /*filter_args=*/false));
   const auto sent = round.take_commands();
   ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0].args().size(), 3 + 8 + 3 + 4 * jobs.size() + 2) << "EVALSHA, sha, 8, 8 keys, 3, 4 per job, lease pair";
+  EXPECT_EQ(sent[0].args().size(), 3 + 9 + 3 + 4 * jobs.size() + 2) << "EVALSHA, sha, 9, 9 keys, 3, 4 per job, lease pair";
   auto replies = store_->pipeline(sent);
   ASSERT_TRUE(replies);
   EXPECT_EQ(*ints(replies->at(0).get()), (std::vector<int64_t>{0, 1, 0}));
@@ -217,7 +217,7 @@ TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
   const std::string record = encode_job_record(JobRecord{"t", "p", 1000, 3, 1000, 0, 0});
   auto eval = [&](const std::vector<std::string>& argv) {
     // EVAL, not sent through the registry: the fence (lua/lib/fence.lua) is appended here.
-    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "9", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.epoch};
+    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "10", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.paused, k.epoch};
     for (auto& a : argv) cmd.add(a);
     cmd.add("0").add("").add("1");  // no lease; epoch 1
     round.add(std::move(cmd));
@@ -254,7 +254,7 @@ TEST_F(Scripts, EnqueueWithFilterArgumentsOtherThanTheJobsBucketWritesNothing) {
                                              {"GET", "i8", std::to_string(offset)},
                                              {"SET", "u8", std::to_string(offset)},
                                              {"GET", "u8", " " + std::to_string(offset)}}) {
-    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "9", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.epoch};
+    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "10", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.paused, k.epoch};
     for (const auto& a : {std::string("1000"), std::string("0"), std::string("1"), std::string("a"), std::string("0"), record, partition})
       cmd.add(a);
     for (const auto& a : filter) cmd.add(a);
@@ -396,10 +396,11 @@ TEST_F(Scripts, LeaseRefusesMissingOrMalformedTokens) {
   auto eval = [&](const std::vector<std::string>& tokens) {
     Command call;
     call.mark_fenced();  // rebuilt from a script_call's arguments
-    for (size_t i = 0; i + 1 < args.size(); ++i) call.add(args[i]);  // EVALSHA .. count, without the tokens
     std::string blob;
     for (const auto& t : tokens) blob += t;
-    call.add(blob);
+    // EVALSHA .. count, these tokens, then now and the three limits.
+    const size_t tokens_at = args.size() - 5;
+    for (size_t i = 0; i < args.size(); ++i) call.add(i == tokens_at ? blob : args[i]);
     Round round;
     round.add(std::move(call));
     return std::string(reply_error(run(round)));
@@ -422,6 +423,100 @@ TEST_F(Scripts, LeaseTakesAtMostCountAndSkipsVanishedJobs) {
   auto leased = lease(2, 5000);
   ASSERT_EQ(leased.size(), 1u);  // a vanished, b leased; c still ready
   EXPECT_EQ(leased[0].id, "b");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "1");
+}
+
+// A paused queue leases nothing, by lease.lua or at once by enqueue.lua,
+// and keeps accepting jobs; after resume it leases them in order.
+TEST_F(Scripts, APausedQueueAcceptsJobsAndLeasesNoneUntilResumed) {
+  Round pause;
+  pause.add(calls::pause("q", true, 500));
+  EXPECT_EQ(*ints(run(pause)), (std::vector<int64_t>{1, 500}));
+  pause.add(calls::pause("q", true, 600));
+  EXPECT_EQ(*ints(run(pause)), (std::vector<int64_t>{0, 500})) << "pausing twice keeps the first time";
+  enqueue({job("a"), job("b")}, 1000);
+  std::vector<proto::NewJob> jobs = {job("c")};
+  std::vector<const proto::NewJob*> ptrs = {&jobs[0]};
+  Round at_once;
+  at_once.add(calls::enqueue("q", ptrs, 1000, 3, 0, 9000, "00000000000000cc"));
+  EXPECT_EQ(*ints(run(at_once)), (std::vector<int64_t>{1})) << "accepted into ready, not leased";
+  Round round;
+  round.add(calls::lease("q", 5000, 10));
+  auto batch = calls::parse_lease(run(round));
+  ASSERT_TRUE(batch);
+  EXPECT_TRUE(batch->jobs.empty());
+  EXPECT_EQ(batch->held_by, LeaseHold::paused);
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "3");
+  Round resume;
+  resume.add(calls::pause("q", false, 700));
+  EXPECT_EQ(*ints(run(resume)), (std::vector<int64_t>{1, 0}));
+  auto leased = lease(10, 5000);
+  ASSERT_EQ(leased.size(), 3u);
+  EXPECT_EQ(leased[0].id, "a");
+}
+
+// A concurrency limit counts every lease of the queue in Redis, whoever
+// leased it: a call is cut to the room left, and takes nothing when full.
+TEST_F(Scripts, LeaseKeepsTheQueuesConcurrencyLimit) {
+  enqueue({job("a"), job("b"), job("c"), job("d")}, 1000);
+  const LeaseLimits two{1000, 2, 0, 1};
+  auto take = [&] {
+    Round round;
+    round.add(calls::lease("q", 5000, 10, two));
+    auto batch = calls::parse_lease(run(round));
+    EXPECT_TRUE(batch);
+    return batch ? *batch : LeaseBatch{};
+  };
+  auto first = take();
+  ASSERT_EQ(first.jobs.size(), 2u);
+  EXPECT_EQ(first.held_by, LeaseHold::concurrency);
+  auto full = take();
+  EXPECT_TRUE(full.jobs.empty());
+  EXPECT_EQ(full.held_by, LeaseHold::concurrency);
+  Round ack;
+  ack.add(calls::ack("q", 2000, 60, {{first.jobs[0].id, first.jobs[0].token}}));
+  run(ack);
+  auto after_ack = take();
+  ASSERT_EQ(after_ack.jobs.size(), 1u) << "one finished: room for one";
+  EXPECT_EQ(after_ack.jobs[0].id, "c");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "1");
+}
+
+// The rate limit is a token bucket in Redis: `burst` jobs at once, then one
+// per 1/rate s; the reply says how long until the next token.
+TEST_F(Scripts, LeaseTakesNoMoreThanTheRateLimitsBucketHolds) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 10; ++i) jobs.push_back(job("j" + std::to_string(i)));
+  enqueue(jobs, 1000);
+  auto take = [&](int64_t now) {
+    Round round;
+    round.add(calls::lease("q", 50'000, 10, LeaseLimits{now, 0, 10, 3}));  // 10/s, burst 3
+    auto batch = calls::parse_lease(run(round));
+    EXPECT_TRUE(batch);
+    return batch ? *batch : LeaseBatch{};
+  };
+  auto first = take(1000);
+  EXPECT_EQ(first.jobs.size(), 3u) << "a full bucket: the burst";
+  EXPECT_EQ(first.held_by, LeaseHold::rate);
+  EXPECT_EQ(first.wait_ms, 100);
+  auto soon = take(1050);
+  EXPECT_TRUE(soon.jobs.empty());
+  EXPECT_EQ(soon.held_by, LeaseHold::rate);
+  EXPECT_EQ(soon.wait_ms, 50);
+  EXPECT_EQ(take(1200).jobs.size(), 2u) << "two tokens in 200 ms";
+  EXPECT_EQ(take(10'000).jobs.size(), 3u) << "a long pause refills no more than the burst";
+  EXPECT_EQ(take(20'000).jobs.size(), 2u) << "the last two; the ready set ran out";
+  EXPECT_EQ(take(20'000).held_by, LeaseHold::none);
+}
+
+TEST_F(Scripts, LeaseRefusesBadLimits) {
+  enqueue({job("a")}, 1000);
+  for (const LeaseLimits& bad : {LeaseLimits{-1, 0, 0, 1}, LeaseLimits{1000, -1, 0, 1}, LeaseLimits{1000, 0, -2, 1},
+                                 LeaseLimits{1000, 0, 2e6, 1}, LeaseLimits{1000, 0, 5, 0}}) {
+    Round round;
+    round.add(calls::lease("q", 5000, 1, bad));
+    EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos);
+  }
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "1");
 }
 

@@ -251,6 +251,25 @@ TEST(ConfigFile, UnknownKeysAndBadValuesAreErrorsNamingTheKey) {
   EXPECT_EQ(c.max_worker_capacity, 64);
 }
 
+TEST(ConfigFile, QueueLimitsAreReadAndOutOfRangeOnesRefused) {
+  broker::BrokerConfig c;
+  auto r = load("[queues.mail]\nrate_limit = 0.5\nrate_burst = 3\n[queues.pdf]\nconcurrency_limit = 4\nrate_limit = 200\n", c);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_DOUBLE_EQ(c.policy("mail").rate_limit, 0.5);
+  EXPECT_EQ(c.policy("mail").rate_burst, 3);
+  EXPECT_EQ(c.policy("mail").concurrency_limit, 0);
+  EXPECT_EQ(c.policy("pdf").concurrency_limit, 4);
+  EXPECT_DOUBLE_EQ(c.policy("pdf").rate_limit, 200);
+  EXPECT_FALSE(c.policy("other").limited());
+  for (const char* bad : {"rate_limit = -1\n", "rate_limit = 2e6\n", "rate_limit = \"10/s\"\n", "rate_limit = nan\n",
+                          "rate_burst = 0\n", "concurrency_limit = -1\n", "concurrency_limit = 1.5\n"}) {
+    broker::BrokerConfig d;
+    auto refused = load(std::string("[queues.q]\n") + bad, d);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().message.find("queues.q."), std::string::npos) << refused.error().message;
+  }
+}
+
 // The removed key is refused with the reason, not ignored: a user who set it
 // learns that unstarted deliveries never use an attempt now.
 TEST(ConfigFile, TheRemovedUnconfirmedDeliveryLimitIsRefusedWithItsReason) {
