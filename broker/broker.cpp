@@ -53,6 +53,7 @@ Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gatewa
       workers_(config_, lease_clock_, broker_id_, queues_, inflight_, results_, extensions_, outbox_),
       enqueuer_(config_, clock_, queues_, outbox_),
       stats_(config_, clock_, queues_, outbox_, workers_.registry()),
+      cron_(config_, clock_, queues_, enqueuer_),
       scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_, refusals_),
       dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_, refusals_, metrics_),
       admin_(config_, clock_, address_, background_budget_),
@@ -182,6 +183,7 @@ Result<bool> Broker::start(int signal_fd) {
       return fail(Errc::internal, fmt::format("queue '{}': pinning the key encodings: {}", name, err));
   }
   if (auto ok = scheduler_.cap_previous_leases(redis_); !ok) return std::unexpected(ok.error());
+  if (auto ok = cron_.load(redis_); !ok) return std::unexpected(ok.error());
   admin_.start(leadership_.epoch());
   admin_gateway_.attach(&admin_);
   reconciler_ = std::make_unique<Reconciler>(*address, config_.reconcile_interval_ms, background_budget_);
@@ -298,6 +300,7 @@ int64_t Broker::us_until_wake() const {
   if (const int64_t next = scheduler_.us_until_next(clock_.wall_us()); next >= 0) wait = std::min(wait, next);
   if (const int64_t retry = refusals_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
   if (const int64_t lifts = dispatcher_.us_until_limit_lifts(); lifts >= 0) wait = std::min(wait, lifts);
+  if (const int64_t cron = cron_.us_until_next(clock_.wall_ms()); cron >= 0) wait = std::min(wait, cron);
   if (const int64_t retry = gate_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
   if (const int64_t stats = stats_.us_until_next_read(); stats >= 0) wait = std::min(wait, stats);
   if (!config_.http.empty()) wait = std::min(wait, metrics_.ms_until_refresh(steady_now) * 1000);
@@ -356,6 +359,7 @@ void Broker::send_turn() {
   leadership_.add_to(rest);
   results_.add_to(rest);
   extensions_.add_to(rest);
+  if (!stopping_) cron_.add_to(rest);
   scheduler_.add_to(rest);
   dispatcher_.add_to(rest, stopping_);
   stats_.add_to(rest);

@@ -7,6 +7,7 @@
 //   Enqueuer         enqueue (+ WAIT)      answers producers
 //   Results          ack, nack             confirms to workers
 //   LeaseExtensions  extend
+//   CronScheduler    cron_tick             periodic jobs, ahead of their ticks
 //   Scheduler        promote, reclaim, sweep
 //   Dispatcher       lease                 TASKS to workers with credit
 //   StatsRequests    stats                 answers STATS
@@ -27,6 +28,7 @@
 #include "broker/config.hpp"
 #include "broker/connection_gate.hpp"
 #include "broker/connection_monitor.hpp"
+#include "broker/cron.hpp"
 #include "broker/dispatcher.hpp"
 #include "broker/enqueuer.hpp"
 #include "broker/inbound.hpp"
@@ -134,6 +136,7 @@ class Broker {
   Workers workers_;
   Enqueuer enqueuer_;
   StatsRequests stats_;
+  CronScheduler cron_;
   Scheduler scheduler_;
   Dispatcher dispatcher_;
   Admin admin_;

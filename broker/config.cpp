@@ -103,6 +103,34 @@ Result<void> read_policy(const toml::table& table, const std::string& prefix, Qu
   return {};
 }
 
+// [cron.NAME]: schedule, time_zone, queue, type, payload, misfire, max_attempts.
+Result<CronEntry> read_cron_entry(const toml::node& node, const std::string& name) {
+  const std::string prefix = "cron." + name + ".";
+  auto table = node.as_table();
+  if (!table) return bad_key("cron." + name, "expected a table");
+  CronDefinition d;
+  for (const auto& [k, value] : *table) {
+    const std::string key(k.str());
+    std::string* text = key == "schedule" ? &d.schedule : key == "time_zone" ? &d.time_zone : key == "queue" ? &d.queue
+                      : key == "type" ? &d.type : key == "payload" ? &d.payload : key == "misfire" ? &d.misfire : nullptr;
+    if (text != nullptr) {
+      auto v = value.value_exact<std::string>();
+      if (!v) return bad_key(prefix + key, "expected a string");
+      *text = *v;
+    } else if (key == "max_attempts") {
+      auto v = read_int(value, prefix + key, 1, 1000);
+      if (!v) return std::unexpected(v.error());
+      d.max_attempts = static_cast<uint32_t>(*v);
+    } else {
+      return bad_key(prefix + key, "unknown key (known: schedule, time_zone, queue, type, payload, misfire, max_attempts)");
+    }
+  }
+  auto entry = make_cron_entry(name, d);
+  if (!entry) return bad_key("cron." + name, entry.error().message);
+  entry->from_config = true;
+  return entry;
+}
+
 Result<void> apply_config_table(const toml::table& root, BrokerConfig& config) {
   for (const auto& [k, node] : root) {
     const std::string key(k.str());
@@ -193,6 +221,16 @@ Result<void> apply_config_table(const toml::table& root, BrokerConfig& config) {
         QueuePolicy policy = config.default_policy;
         if (auto r = read_policy(*qtable, "queues." + queue + ".", policy); !r) return r;
         config.queues[queue] = policy;
+      }
+    } else if (key == "cron") {
+      auto table = node.as_table();
+      if (!table) return bad_key(key, "expected a table of [cron.NAME] tables");
+      for (const auto& [ck, cnode] : *table) {
+        const std::string name(ck.str());
+        auto entry = read_cron_entry(cnode, name);
+        if (!entry) return std::unexpected(entry.error());
+        if (config.cron.size() >= kMaxCronEntries) return bad_key("cron", fmt::format("more than {} entries", kMaxCronEntries));
+        config.cron.push_back(std::move(*entry));
       }
     } else {
       return bad_key(key, "unknown key");

@@ -3,7 +3,9 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "broker/cron_entry.hpp"
 #include "common/error.hpp"
 
 namespace dueq::broker {
@@ -101,6 +103,7 @@ struct BrokerConfig {
 
   QueuePolicy default_policy;
   std::map<std::string, QueuePolicy> queues;
+  std::vector<CronEntry> cron;  // [cron.NAME]: periodic jobs (broker/cron.hpp)
 
   const QueuePolicy& policy(const std::string& queue) const {
     auto it = queues.find(queue);

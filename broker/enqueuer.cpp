@@ -168,10 +168,7 @@ void Enqueuer::add_to(Round& round, Dispatcher& dispatcher, bool stopping) {
     }
     call = std::move(sorted);
     QueueState& q = queues_.get(name);
-    if (!q.registered) {
-      round.add(Command{"SADD", kQueuesKey, name});
-      round.add(calls::pin_encoding(name, encoding_pin_bytes_));
-    }
+    add_registration(round, q);
     const auto& policy = config_.policy(name);
     std::vector<int64_t> dues;
     dues.reserve(call.jobs.size());
@@ -317,6 +314,12 @@ void Enqueuer::answer_unavailable(const std::string& why, int64_t retry_after_ms
     outbox_.send(request.producer, proto::ErrorFrame{request.frame.request_id, "unavailable",
                                                      why + "; nothing from this request was accepted",
                                                      static_cast<uint32_t>(retry_after_ms)});
+}
+
+void Enqueuer::add_registration(Round& round, const QueueState& q) const {
+  if (q.registered) return;
+  round.add(Command{"SADD", kQueuesKey, q.name});
+  round.add(calls::pin_encoding(q.name, encoding_pin_bytes_));
 }
 
 }  // namespace dueq::broker

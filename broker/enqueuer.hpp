@@ -72,6 +72,10 @@ class Enqueuer {
   // The length of the encoding pins new queues get (encoding_pin_bytes,
   // broker/redis_settings.hpp), read from Redis at start.
   void use_encoding_pin_bytes(size_t bytes) { encoding_pin_bytes_ = bytes; }
+  // A queue not yet in the registry is added to it, its keys pinned to
+  // their encoding, before the first call that writes its jobs (the caller
+  // marks it registered once that call is applied).
+  void add_registration(Round& round, const QueueState& q) const;
 
   void on_enqueue(EnqueueRequest&& request);
 

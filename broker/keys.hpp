@@ -44,7 +44,8 @@ struct QueueKeys {
         unconfirmed(key(queue, "unconfirmed")),
         epoch(key(queue, "epoch")),
         paused(key(queue, "paused")),
-        rate(key(queue, "rate")) {}
+        rate(key(queue, "rate")),
+        cron(key(queue, "cron")) {}
 
   static std::string key(const std::string& queue, const char* what) { return "dueq:{" + queue + "}:" + what; }
 
@@ -68,6 +69,7 @@ struct QueueKeys {
   std::string epoch;             // string: the epoch of the leader that may write this queue (lua/lib/fence.lua)
   std::string paused;            // string: ms when `dueq pause` paused the queue; absent while it runs
   std::string rate;              // hash: the rate limit's token bucket (tokens, at ms; lua/lease.lua)
+  std::string cron;              // hash: periodic entry -> "<last tick enqueued ms>:<fingerprint>" (lua/cron_tick.lua)
 
   std::string schedule_partition_key(uint32_t partition) const { return schedule + ":" + std::to_string(partition); }
   std::string schedule_jobs_key(uint32_t partition) const { return schedule_partition_key(partition) + ":jobs"; }

@@ -10,7 +10,7 @@ build=$1 seconds=$2 merge=${3:-0}
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
 failed=0
 printf '%-14s %14s %10s %s\n' target executions exec/s result
-for name in frame_decoder job_record config redis_url cluster_reply; do
+for name in frame_decoder job_record config redis_url cluster_reply cron; do
   corpus=$build/fuzz-corpus/$name artifacts=$build/fuzz-artifacts/$name/
   mkdir -p "$corpus" "$artifacts"
   log=$build/fuzz-$name.log

@@ -1,0 +1,95 @@
+// Periodic jobs with real brokers, workers and Redis: each tick enqueued
+// exactly once and run at its due time while brokers are killed and a
+// standby takes over; `dueq cron add/list/remove`.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <date/date.h>
+
+#include <fstream>
+#include <map>
+
+#include "tests/support/cluster.hpp"
+
+using namespace dueq;
+using namespace dueq::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The tick (Unix ms) an id NAME@2026-12-01T03:00:00Z names, or -1.
+int64_t tick_of(const std::string& id, const std::string& name) {
+  int y = 0;
+  unsigned mo = 0, d = 0, h = 0, mi = 0, s = 0;
+  if (!id.starts_with(name + "@") ||
+      std::sscanf(id.c_str() + name.size() + 1, "%d-%u-%uT%u:%u:%uZ", &y, &mo, &d, &h, &mi, &s) != 6)
+    return -1;
+  const date::sys_days day{date::year{y} / date::month{mo} / date::day{d}};
+  return (int64_t{day.time_since_epoch().count()} * 86'400 + h * 3600 + mi * 60 + s) * 1000;
+}
+
+// Another broker on the cluster's Redis (it stands by while one leads).
+struct OtherBroker {
+  OtherBroker(Cluster& cluster, std::string endpoint_, const std::string& name, const std::vector<std::string>& extra)
+      : endpoint(std::move(endpoint_)), log(cluster.dir() / (name + ".log")) {
+    std::vector<std::string> argv{bin("dueq-broker"), "--redis", cluster.redis().url(), "--listen", endpoint};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    process = std::make_unique<Process>(argv, log.string());
+  }
+  bool says(const std::string& needle) const { return read_file(log).find(needle) != std::string::npos; }
+  std::string endpoint;
+  std::filesystem::path log;
+  std::unique_ptr<Process> process;
+};
+
+}  // namespace
+
+// Rule: every tick of a periodic entry runs exactly once and never before
+// its time, while the leading broker is SIGKILLed twice (a standby takes
+// over, then a restarted broker takes over from it).
+TEST(Cron, EveryTickRunsOnceAndNoneEarlyWhileLeadersAreKilled) {
+  TempDir dir("cron");
+  const auto config = dir.path() / "broker.toml";
+  std::ofstream(config) << "[cron.beat]\nschedule = \"* * * * * *\"\nqueue = \"periodic\"\ntype = \"noop\"\n";
+  const std::vector<std::string> args = {"--config", config.string(), "--log-level", "info"};
+  Cluster cluster(args);
+  OtherBroker b(cluster, "tcp://127.0.0.1:" + std::to_string(free_port()), "b", args);
+  ASSERT_TRUE(eventually([&] { return b.says("standing by"); }, 20s));
+  const std::string c_endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
+  const std::string all = cluster.endpoint() + "," + b.endpoint + "," + c_endpoint;
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", all, "--queue", "periodic", "--concurrency", "4",
+                        "--record", record.string()});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  std::this_thread::sleep_for(3s);
+  cluster.broker().signal(SIGKILL);  // b takes over
+  cluster.broker().wait();
+  ASSERT_TRUE(eventually([&] { return b.says("leading with epoch"); }, 10s));
+  OtherBroker c(cluster, c_endpoint, "c", args);
+  ASSERT_TRUE(eventually([&] { return c.says("standing by"); }, 20s));
+  std::this_thread::sleep_for(2s);
+  b.process->signal(SIGKILL);  // c takes over
+  b.process->wait();
+  ASSERT_TRUE(eventually([&] { return c.says("leading with epoch"); }, 10s));
+  std::this_thread::sleep_for(4s);
+  const int64_t stop_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch()).count();
+
+  std::map<int64_t, int> runs;
+  for (const auto& r : read_records(record)) {
+    const int64_t tick = tick_of(r.id, "beat");
+    ASSERT_GE(tick, 0) << r.id;
+    ++runs[tick];
+    EXPECT_EQ(r.due_ms, tick) << r.id;
+    EXPECT_GE(r.start_us, tick * 1000) << r.id << " started early";
+  }
+  ASSERT_FALSE(runs.empty());
+  const int64_t first = runs.begin()->first;
+  size_t expected = 0;
+  for (int64_t tick = first; tick <= stop_ms - 2'000; tick += 1000, ++expected)
+    EXPECT_EQ(runs[tick], 1) << "tick " << tick << " (" << (tick - first) / 1000 << " s after the first)";
+  fprintf(stderr, "cron across two leader kills: %zu ticks, each run once\n", expected);
+  EXPECT_GE(expected, 10u);
+  auto audit = run_dueq(c.endpoint, "audit");
+  EXPECT_EQ(audit.code, 0) << audit.out;
+}
