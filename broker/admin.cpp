@@ -60,7 +60,7 @@ void Admin::signal_ready() {
   [[maybe_unused]] auto n = ::write(ready_fd_.get(), &one, sizeof one);
 }
 
-void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues) {
+void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues, CronScheduler& cron) {
   uint64_t count = 0;
   [[maybe_unused]] auto n = ::read(ready_fd_.get(), &count, sizeof count);
   std::vector<Answer> answers;
@@ -86,6 +86,8 @@ void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues)
       q.maybe_ready = true;  // what waited while it was paused
     }
     for (const auto& name : answer.ready_queues) queues.get(name).maybe_ready = true;
+    for (auto& entry : answer.cron_put) cron.put(std::move(entry), 0);
+    for (const auto& name : answer.cron_removed) cron.remove(name);
     if (answer.local) answer.local(std::move(answer.frame));
     else std::visit([&](const auto& frame) { outbox.send(answer.peer, frame); }, answer.frame);
   }
@@ -149,6 +151,8 @@ Admin::Answer Admin::handle(const Peer& peer, const Request& request) {
     answer.ready_queues = std::move(effects.ready_queues);
     answer.paused_queues = std::move(effects.paused_queues);
     answer.resumed_queues = std::move(effects.resumed_queues);
+    answer.cron_put = std::move(effects.cron_put);
+    answer.cron_removed = std::move(effects.cron_removed);
     if (reply) {
       reply->request_id = admin.request_id;
       answer.frame = std::move(*reply);

@@ -21,6 +21,7 @@
 
 #include "broker/background_thread.hpp"
 #include "broker/config.hpp"
+#include "broker/cron.hpp"
 #include "broker/inflight.hpp"
 #include "broker/outbox.hpp"
 #include "broker/queues.hpp"
@@ -70,7 +71,7 @@ class Admin {
   // Event loop: readable when answers are ready.
   int ready_fd() const { return ready_fd_.get(); }
   // Event loop: sends the ready answers and applies their effects.
-  void deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues);
+  void deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues, CronScheduler& cron);
 
  private:
   struct Answer {
@@ -82,6 +83,8 @@ class Admin {
     std::vector<std::string> ready_queues;    // replayed into ready
     std::vector<std::string> paused_queues;
     std::vector<std::string> resumed_queues;
+    std::vector<CronEntry> cron_put;
+    std::vector<std::string> cron_removed;
   };
 
   void submit(const Peer& peer, uint64_t request_id, Request&& request);

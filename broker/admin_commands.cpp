@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "broker/auditor.hpp"
+#include "broker/cron_commands.hpp"
 #include "broker/job_lookup.hpp"
 #include "broker/keys.hpp"
 #include "broker/schedule_partition.hpp"
@@ -315,6 +316,9 @@ AdminCommand find_admin_command(std::string_view op) {
       {"scheduled", list_scheduled},
       {"pause", [](AdminContext& c, const proto::AdminRequest& r) { return pause_or_resume(c, r, true); }},
       {"resume", [](AdminContext& c, const proto::AdminRequest& r) { return pause_or_resume(c, r, false); }},
+      {"cron_add", cron_add},
+      {"cron_list", cron_list},
+      {"cron_remove", cron_remove},
   };
   auto it = table.find(op);
   return it == table.end() ? nullptr : it->second;

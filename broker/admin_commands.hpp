@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "broker/config.hpp"
+#include "broker/cron_entry.hpp"
 #include "broker/round.hpp"
 #include "broker/script_registry.hpp"
 #include "common/protocol.hpp"
@@ -38,6 +39,8 @@ struct AdminEffects {
   std::vector<std::string> ready_queues;    // replayed into ready
   std::vector<std::string> paused_queues;
   std::vector<std::string> resumed_queues;
+  std::vector<CronEntry> cron_put;  // added or replaced: ticks start after now
+  std::vector<std::string> cron_removed;
 };
 
 struct AdminContext {

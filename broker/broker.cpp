@@ -84,6 +84,10 @@ void Broker::update_metrics() {
                                w.draining, std::max<int64_t>(0, steady_now - w.last_seen_ms)});
   }
   metrics_.set_workers(workers_.registry().size(), capacity, inflight_.size(), std::move(rows));
+  std::vector<CronRow> cron_rows;
+  for (auto& u : cron_.upcoming(clock_.wall_ms()))
+    cron_rows.push_back({std::move(u.name), std::move(u.queue), std::move(u.expression), std::move(u.time_zone), u.next_tick_ms});
+  metrics_.set_cron(std::move(cron_rows));
   metrics_.publish(clock_.wall_ms());
 }
 
@@ -247,7 +251,7 @@ Result<RunEnd> Broker::run(int signal_fd) {
         fail_rounds(Error{Errc::unavailable, "the sentinels switched the master"});
       }
     }
-    if (items[3].revents & ZMQ_POLLIN) admin_.deliver(outbox_, inflight_, queues_);
+    if (items[3].revents & ZMQ_POLLIN) admin_.deliver(outbox_, inflight_, queues_, cron_);
     if (items[4].revents & ZMQ_POLLIN) gate_.at_fd_limit(connection_monitor_.drain(clock_.steady_ms()));
     gate_.tick();
     if (items[5].revents & ZMQ_POLLIN) access_.answer_zap(clock_.steady_ms(), gate_);

@@ -15,7 +15,7 @@ namespace calls {
 
 Command cron_tick(const CronEntry& entry, const std::vector<int64_t>& ticks, int64_t now_ms, uint32_t default_max_attempts) {
   const QueueKeys k(entry.queue);
-  Command call = script_call(lua::ScriptId::cron_tick, {k.cron, k.schedule, k.ready, k.jobs, k.stats});
+  Command call = script_call(lua::ScriptId::cron_tick, {k.cron, k.schedule, k.ready, k.jobs, k.stats, k.done, k.cancelled});
   call.add(entry.name).add(entry.fingerprint()).add(now_ms).add(static_cast<int64_t>(ticks.size()));
   const uint64_t checksum = proto::payload_checksum(entry.payload);
   for (const int64_t tick : ticks) {

@@ -73,6 +73,10 @@ std::string Dashboard::overview_json() const {
            {"epoch", s->epoch},    {"redis_up", s->redis_up},                 {"admin_token", !token_.empty()},
            {"workers", json::array()}, {"queues", json::array()}};
   out["totals"] = {{"workers", s->workers}, {"capacity", s->worker_capacity}, {"held", s->jobs_held}};
+  out["cron"] = json::array();
+  for (const auto& c : s->cron)
+    out["cron"].push_back({{"name", c.name}, {"queue", c.queue}, {"schedule", c.schedule}, {"time_zone", c.time_zone},
+                           {"next_tick_ms", c.next_tick_ms}});
   out["lateness_bounds"] = kLatencyBounds;
   for (const auto& w : s->worker_rows)
     out["workers"].push_back({{"id", w.id}, {"key", w.key}, {"queues", w.queues}, {"capacity", w.capacity},

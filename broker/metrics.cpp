@@ -192,6 +192,10 @@ std::string render_prometheus(const MetricsSnapshot& s) {
   w.sample("dueq_worker_capacity", "", static_cast<double>(s.worker_capacity));
   w.family("dueq_worker_jobs_held", "gauge", "Jobs the registered workers hold now, together.");
   w.sample("dueq_worker_jobs_held", "", static_cast<double>(s.jobs_held));
+  w.family("dueq_cron_next_tick_timestamp_seconds", "gauge", "When a periodic entry's next tick is due (Unix time).");
+  for (const auto& c : s.cron)
+    w.sample("dueq_cron_next_tick_timestamp_seconds", fmt::format("entry=\"{}\",queue=\"{}\"", label(c.name), label(c.queue)),
+             static_cast<double>(c.next_tick_ms) / 1e3);
   w.family("dueq_redis_round_seconds", "histogram", "A pipelined Redis round: sent to its replies applied.");
   w.histogram("dueq_redis_round_seconds", "", s.redis_round);
   w.family("dueq_leader", "gauge", "1 when this broker leads (serves), 0 when it stands by.");

@@ -60,6 +60,12 @@ struct WorkerRow {
   int64_t silent_ms = 0;  // since it was last heard from
 };
 
+// One periodic entry, as the dashboard lists it.
+struct CronRow {
+  std::string name, queue, schedule, time_zone;
+  int64_t next_tick_ms = 0;  // 0: none within the search horizon
+};
+
 struct MetricsSnapshot {
   int64_t taken_ms = 0;           // wall clock
   int64_t counters_read_ms = 0;   // when the queues' counters were last read (wall), 0 = never
@@ -71,6 +77,7 @@ struct MetricsSnapshot {
   uint64_t worker_capacity = 0;
   uint64_t jobs_held = 0;  // jobs sent to workers and not yet finished
   std::vector<WorkerRow> worker_rows;  // at most kMaxWorkerRows
+  std::vector<CronRow> cron;
   Histogram redis_round;   // a round's send to its replies applied
 };
 
@@ -91,6 +98,7 @@ class Metrics {
     state_.jobs_held = held;
     state_.worker_rows = std::move(rows);
   }
+  void set_cron(std::vector<CronRow> rows) { state_.cron = std::move(rows); }
   // Health, also from a standby broker's loop.
   void set_health(bool leading, uint64_t epoch, bool redis_up) {
     state_.leading = leading;

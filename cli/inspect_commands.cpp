@@ -91,6 +91,16 @@ int show_job(Client& client, const std::string& id, const std::string& queue, bo
 
 namespace {
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < text.size();) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    out.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
 std::string field(const std::map<std::string, std::string>& row, const char* key) {
   auto it = row.find(key);
   return it == row.end() ? std::string() : it->second;
@@ -109,8 +119,16 @@ int admin(Client& client, const AdminCommand& command, bool json) {
     for (const auto& row : result->rows)
       fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", field(row, "id"), field(row, "queue"), field(row, "t"),
                  field(row, "a"), format_time(std::stoll("0" + field(row, "died_ms"))), field(row, "e"));
-  } else if (command.op == "pause" || command.op == "resume") {
+  } else if (command.op == "pause" || command.op == "resume" || command.op == "cron_add" || command.op == "cron_remove") {
     fmt::print("{}\n", result->summary);
+  } else if (command.op == "cron_list") {
+    fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", "NAME", "SCHEDULE", "TIME_ZONE", "QUEUE", "TYPE", "SOURCE", "NEXT TICKS (UTC)");
+    for (const auto& row : result->rows) {
+      std::string next;
+      for (const auto& ms : split_list(field(row, "next_ms"))) next += (next.empty() ? "" : ", ") + format_time(std::stoll(ms));
+      fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", field(row, "name"), field(row, "schedule"),
+                 field(row, "time_zone"), field(row, "queue"), field(row, "type"), field(row, "source"), next);
+    }
   } else if (command.op == "cancel") {
     for (const auto& row : result->rows) fmt::print("{}: {}\n", field(row, "id"), field(row, "result"));
   } else if (command.op == "audit") {

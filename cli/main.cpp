@@ -4,6 +4,7 @@
 // set-up that cannot work is reported within --connect-timeout.
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <stdexcept>
 
@@ -139,6 +140,25 @@ int run(int argc, char** argv) {
   resume_cmd->add_option("queue", pause_queue, "queue")->required();
   resume_cmd->add_flag("--json", json, "print JSON");
 
+  std::map<std::string, std::string> cron_args;
+  auto* cron_cmd = app.add_subcommand("cron", "periodic jobs: add, list, remove (entries of the config file are listed too)")->group(kOperate);
+  cron_cmd->require_subcommand(1);
+  auto* cron_add = cron_cmd->add_subcommand("add", "add or replace an entry: one job per tick, each exactly once");
+  cron_add->add_option("name", cron_args["name"], "entry name (A-Z a-z 0-9 _ - .); its jobs' ids are NAME@<tick in UTC>")->required();
+  cron_add->add_option("--schedule", cron_args["schedule"], "cron expression with seconds, e.g. \"0 30 2 * * *\" (5 fields: second 0)")->required();
+  cron_add->add_option("--time-zone", cron_args["time_zone"], "tz database name, e.g. Europe/Berlin (default UTC)");
+  cron_add->add_option("--queue", cron_args["queue"], "queue of its jobs")->required();
+  cron_add->add_option("--type", cron_args["type"], "type of its jobs")->required();
+  cron_add->add_option("--payload", cron_args["payload"], "payload of its jobs");
+  cron_add->add_option("--misfire", cron_args["misfire"], "ticks missed while no broker led: skip (default) or run_once");
+  cron_add->add_option("--max-attempts", cron_args["max_attempts"], "attempts per job (default: the queue's)");
+  cron_add->add_flag("--json", json, "print JSON");
+  auto* cron_list = cron_cmd->add_subcommand("list", "every entry with its next ticks");
+  cron_list->add_flag("--json", json, "print JSON");
+  auto* cron_remove = cron_cmd->add_subcommand("remove", "remove an entry added with cron add; ticks enqueued ahead are cancelled");
+  cron_remove->add_option("name", cron_args["name"], "entry name")->required();
+  cron_remove->add_flag("--json", json, "print JSON");
+
   std::string keygen_base;
   auto* keygen = app.add_subcommand("keygen", "write a new CURVE key pair to NAME.key (secret, mode 0600) and NAME.pub")->group(kSetUp);
   keygen->add_option("name", keygen_base, "path and name of the two files, without extension")->required();
@@ -234,6 +254,11 @@ int run(int argc, char** argv) {
     if (*cancel_cmd) return admin(client, AdminCommand{"cancel", cancel_queue, cancel_ids, 0, 0}, json);
     if (*audit_cmd) return admin(client, AdminCommand{"audit", audit_queue, {}, 0, 0}, json);
     if (*pause_cmd) return admin(client, AdminCommand{"pause", pause_queue, {}, 0, 0}, json);
+    if (*cron_cmd) {
+      std::erase_if(cron_args, [](const auto& kv) { return kv.second.empty(); });
+      const char* op = *cron_add ? "cron_add" : *cron_list ? "cron_list" : "cron_remove";
+      return admin(client, AdminCommand{op, "", {}, 0, 0, cron_args}, json);
+    }
     if (*resume_cmd) return admin(client, AdminCommand{"resume", pause_queue, {}, 0, 0}, json);
     if (*job_cmd) return show_job(client, job_id, job_queue, json);
   } catch (const std::exception& ex) {

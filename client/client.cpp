@@ -182,7 +182,7 @@ std::expected<std::optional<std::map<std::string, std::string>>, ClientError> Cl
 std::expected<AdminResult, ClientError> Client::admin(const AdminCommand& command) {
   if (impl_->connection.on_io_thread()) return std::unexpected(blocking_from_callback(command.op));
   return ask<AdminResult>(
-      impl_->connection, proto::AdminRequest{0, command.op, command.queue, command.ids, command.older_than_ms, command.limit},
+      impl_->connection, proto::AdminRequest{0, command.op, command.queue, command.ids, command.older_than_ms, command.limit, command.args},
       [op = command.op](proto::Frame frame) -> std::expected<AdminResult, ClientError> {
         auto* reply = std::get_if<proto::AdminReply>(&frame);
         if (reply == nullptr) return std::unexpected(unexpected_reply(op));

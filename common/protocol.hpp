@@ -369,7 +369,18 @@ struct AdminRequest {
   std::vector<std::string> ids;
   int64_t older_than_ms = 0;      // purge: dead before now - older_than_ms
   uint32_t limit = 0;
-  DUEQ_FIELDS(request_id, op, queue, ids, older_than_ms, limit)
+  // Appended in 0.3 (absent from older clients' requests): named arguments
+  // of cron_add and cron_remove.
+  std::map<std::string, std::string> args;
+  template <typename Packer>
+  void msgpack_pack(Packer& msgpack_pk) const {
+    msgpack::type::make_define_array(request_id, op, queue, ids, older_than_ms, limit, args).msgpack_pack(msgpack_pk);
+  }
+  void msgpack_unpack(const msgpack::object& msgpack_o) {
+    detail::require_fields(msgpack_o, kFieldsBefore03);
+    msgpack::type::make_define_array(request_id, op, queue, ids, older_than_ms, limit, args).msgpack_unpack(msgpack_o);
+  }
+  static constexpr size_t kFieldsBefore03 = 6;
 };
 
 struct AdminReply {

@@ -5,7 +5,9 @@
   enqueued for: a tick at or before the last is skipped, so a call resent
   by a new leader, or made twice, enqueues nothing twice. A state with
   another fingerprint (the entry was changed or removed meanwhile: the
-  admin thread writes the new state first) refuses the call.
+  admin thread writes the new state first) refuses the call. A tick whose
+  id the queue already knows (live, done or cancelled: an earlier
+  definition's tick at the same time) is passed over.
 
   A tick's job has a deterministic id (NAME@<tick in UTC>, made by the
   broker); due now it goes to the ready set, due later to its schedule
@@ -17,6 +19,8 @@
   KEYS[3]  ready     zset  id -> due ms
   KEYS[4]  jobs      hash  id -> job record
   KEYS[5]  stats     hash  counters
+  KEYS[6]  done      zset  id -> finished ms
+  KEYS[7]  cancelled zset  id -> finished ms
 
   ARGV[1]  entry name
   ARGV[2]  fingerprint of the entry's definition (16 hex digits)
@@ -65,8 +69,12 @@ local written, slots = 0, filter_slots()
 for i = 0, n - 1 do
   local b = 5 + 4 * i
   local tick = tonumber(ARGV[b])
-  if tick > last then
-    local id, record, partition = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+  local id, record, partition = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+  local known = redis.call("HEXISTS", KEYS[4], id) == 1 or redis.call("ZSCORE", KEYS[2] .. ":" .. partition, id)
+    or redis.call("ZSCORE", KEYS[6], id) or redis.call("ZSCORE", KEYS[7], id)
+  if tick > last and known then
+    last = tick
+  elseif tick > last then
     if tick <= now then
       redis.call("ZADD", KEYS[3], ARGV[b], id)
       redis.call("HSET", KEYS[4], id, record)
@@ -78,9 +86,7 @@ for i = 0, n - 1 do
     last = tick
   end
 end
-if written > 0 then
-  schedule_counted_in(KEYS[2], KEYS[5], slots)
-  redis.call("HINCRBY", KEYS[5], "accepted", written)
-  redis.call("HSET", KEYS[1], name, string.format("%d", last) .. ":" .. fingerprint)
-end
+schedule_counted_in(KEYS[2], KEYS[5], slots)
+if written > 0 then redis.call("HINCRBY", KEYS[5], "accepted", written) end
+redis.call("HSET", KEYS[1], name, string.format("%d", last) .. ":" .. fingerprint)
 return {written, last}

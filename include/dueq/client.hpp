@@ -77,13 +77,15 @@ struct BrokerStats {
 };
 
 // Operator commands (see `dueq --help`): op is "cancel", "dead_list",
-// "replay", "purge", "audit", "scheduled", "pause" or "resume".
+// "replay", "purge", "audit", "scheduled", "pause", "resume", "cron_add",
+// "cron_list" or "cron_remove".
 struct AdminCommand {
   std::string op;
   std::string queue;              // "" = every queue where the op allows it
   std::vector<std::string> ids;
   int64_t older_than_ms = 0;      // purge by age
   uint32_t limit = 0;             // dead_list: at most this many per queue (0 = 1000)
+  std::map<std::string, std::string> args = {};  // cron_add: name, schedule, time_zone, queue, type, payload, misfire, max_attempts; cron_remove: name
 };
 
 struct AdminResult {

@@ -3,6 +3,7 @@
 // standby takes over; `dueq cron add/list/remove`.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <date/date.h>
 
@@ -92,4 +93,67 @@ TEST(Cron, EveryTickRunsOnceAndNoneEarlyWhileLeadersAreKilled) {
   EXPECT_GE(expected, 10u);
   auto audit = run_dueq(c.endpoint, "audit");
   EXPECT_EQ(audit.code, 0) << audit.out;
+}
+
+// Rule: an entry added with `dueq cron add` is kept in Redis (it survives a
+// broker restart), listed with its next ticks, and once removed enqueues
+// nothing more: its ticks enqueued ahead are cancelled.
+TEST(Cron, AddedEntriesSurviveARestartAndARemovedOneRunsNoMore) {
+  const int http_port = free_port();
+  const std::vector<std::string> broker_args = {"--log-level", "info", "--http", fmt::format("127.0.0.1:{}", http_port)};
+  Cluster cluster(broker_args);
+  auto http_get = [&](const char* path) {
+    httplib::Client client("127.0.0.1", http_port);
+    auto res = client.Get(path);
+    return res && res->status == 200 ? res->body : std::string();
+  };
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_example_worker("q2", 4, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  auto added = run_dueq(cluster.endpoint(), "cron add every2 --schedule '*/2 * * * * *' --queue q2 --type noop");
+  ASSERT_EQ(added.code, 0) << added.out;
+  EXPECT_EQ(added.out, "cron entry 'every2' added\n");
+  EXPECT_EQ(run_dueq(cluster.endpoint(), "cron add every2 --schedule '*/2 * * * * *' --queue q2 --type noop").out,
+            "cron entry 'every2' unchanged\n");
+  auto listed = run_dueq(cluster.endpoint(), "cron list");
+  EXPECT_NE(listed.out.find("every2"), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("*/2 * * * * *"), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("added"), std::string::npos) << listed.out;
+  std::this_thread::sleep_for(3s);
+  cluster.broker().signal(SIGKILL);
+  cluster.broker().wait();
+  cluster.start_broker(broker_args);
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  // The restarted broker knows the entry: metrics and the dashboard show its next tick.
+  EXPECT_TRUE(eventually([&] { return http_get("/metrics").find("dueq_cron_next_tick_timestamp_seconds{entry=\"every2\",queue=\"q2\"}") != std::string::npos; }, 3s));
+  EXPECT_NE(http_get("/api/overview").find("\"schedule\":\"*/2 * * * * *\""), std::string::npos);
+  std::this_thread::sleep_for(2s);
+  auto removed = run_dueq(cluster.endpoint(), "cron remove every2");
+  ASSERT_EQ(removed.code, 0) << removed.out;
+  EXPECT_NE(removed.out.find("cron entry 'every2' removed"), std::string::npos) << removed.out;
+  const int64_t removed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch()).count();
+  std::this_thread::sleep_for(3s);
+  std::map<int64_t, int> runs;
+  for (const auto& r : read_records(record)) ++runs[tick_of(r.id, "every2")];
+  ASSERT_FALSE(runs.empty());
+  EXPECT_GE(runs.begin()->first, 0);
+  for (int64_t tick = runs.begin()->first; tick < removed_ms - 1'000; tick += 2'000) EXPECT_EQ(runs[tick], 1) << tick;
+  EXPECT_LT(runs.rbegin()->first, removed_ms + 1'000) << "a removed entry ran again";
+  EXPECT_EQ(run_dueq(cluster.endpoint(), "cron list").out.find("every2"), std::string::npos);
+  auto audit = run_dueq(cluster.endpoint(), "audit");
+  EXPECT_EQ(audit.code, 0) << audit.out;
+
+  // Bad input is refused before anything is stored, naming what is wrong.
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"cron add x --schedule '61 * * * * *' --queue q2 --type noop", "second: 61"},
+           {"cron add x --schedule '* * * * * *' --time-zone Nowhere/Land --queue q2 --type noop", "unknown time zone"},
+           {"cron add 'x y' --schedule '* * * * * *' --queue q2 --type noop", "a name is"},
+           {"cron add x --schedule '* * * * * *' --queue q2 --type noop --misfire often", "misfire"},
+           {"cron remove nothing-here", "no cron entry 'nothing-here'"}}) {
+    auto run = run_dueq(cluster.endpoint(), args);
+    EXPECT_NE(run.code, 0) << args;
+    EXPECT_NE(run.out.find(says), std::string::npos) << args << ": " << run.out;
+  }
+  EXPECT_EQ(run_dueq(cluster.endpoint(), "cron list --json").out.find("\"name\""), std::string::npos);
 }

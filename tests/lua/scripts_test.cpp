@@ -17,6 +17,7 @@
 #include "broker/keys.hpp"
 #include "broker/admin.hpp"
 #include "broker/admin_commands.hpp"
+#include "broker/cron.hpp"
 #include "broker/job_lookup.hpp"
 #include "broker/dispatcher.hpp"
 #include "broker/enqueuer.hpp"
@@ -518,6 +519,34 @@ TEST_F(Scripts, LeaseRefusesBadLimits) {
     EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos);
   }
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "1");
+}
+
+// A tick is enqueued once, however often its call is made; a state of
+// another definition refuses the call and writes nothing.
+TEST_F(Scripts, CronTickEnqueuesEachTickOnceAndRefusesAnotherDefinitionsState) {
+  auto entry = make_cron_entry("beat", CronDefinition{"* * * * * *", "UTC", "q", "t", "p", "skip", 0});
+  ASSERT_TRUE(entry);
+  auto tick = [&](const CronEntry& e, std::vector<int64_t> ticks) {
+    Round round;
+    round.add(calls::cron_tick(e, ticks, 10'000, 3));
+    auto outcome = calls::parse_cron_tick(run(round));
+    EXPECT_TRUE(outcome);
+    return outcome ? *outcome : calls::CronTickOutcome{};
+  };
+  EXPECT_EQ(tick(*entry, {9'000, 11'000, 12'000}).enqueued, 3) << "one due now, two ahead";
+  EXPECT_EQ(tick(*entry, {11'000, 12'000}).enqueued, 0) << "sent again: nothing twice";
+  EXPECT_EQ(tick(*entry, {12'000, 13'000}).enqueued, 1);
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "1");
+  EXPECT_EQ(field("beat@1970-01-01T00:00:13Z", "s"), "scheduled");
+  auto changed = make_cron_entry("beat", CronDefinition{"*/2 * * * * *", "UTC", "q", "t", "p", "skip", 0});
+  const auto refused = tick(*changed, {14'000});
+  EXPECT_EQ(refused.enqueued, -1);
+  EXPECT_EQ(refused.last_ms, 13'000);
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' accepted"), "4");
+  Round bad;
+  Command call = calls::cron_tick(*entry, {20'000, 19'000}, 10'000, 3);
+  bad.add(std::move(call));
+  EXPECT_NE(reply_error(run(bad)).find("bad-args"), std::string_view::npos) << "ticks out of order";
 }
 
 // A job due now is leased by its own enqueue while no older job is ready:

@@ -270,6 +270,36 @@ TEST(ConfigFile, QueueLimitsAreReadAndOutOfRangeOnesRefused) {
   }
 }
 
+TEST(ConfigFile, CronEntriesAreReadAndCheckedWhole) {
+  broker::BrokerConfig c;
+  auto r = load("[cron.nightly]\nschedule = \"0 30 2 * * *\"\ntime_zone = \"Europe/Berlin\"\nqueue = \"reports\"\n"
+                "type = \"build\"\npayload = \"{}\"\nmisfire = \"run_once\"\nmax_attempts = 3\n", c);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(c.cron.size(), 1u);
+  EXPECT_EQ(c.cron[0].name, "nightly");
+  EXPECT_EQ(c.cron[0].schedule.time_zone(), "Europe/Berlin");
+  EXPECT_TRUE(c.cron[0].run_missed_once);
+  EXPECT_TRUE(c.cron[0].from_config);
+  EXPECT_EQ(c.cron[0].max_attempts, 3u);
+  struct Bad {
+    const char* text;
+    const char* says;
+  };
+  for (const Bad& b : {Bad{"[cron.x]\nschedule = \"* * *\"\nqueue = \"q\"\ntype = \"t\"\n", "expected 6 fields"},
+                       Bad{"[cron.x]\nschedule = \"* * * * * *\"\ntype = \"t\"\n", "needs a queue"},
+                       Bad{"[cron.x]\nschedule = \"* * * * * *\"\nqueue = \"q\"\n", "needs a type"},
+                       Bad{"[cron.x]\nqueue = \"q\"\ntype = \"t\"\n", "needs a schedule"},
+                       Bad{"[cron.x]\nschedule = \"* * * * * *\"\nqueue = \"q\"\ntype = \"t\"\nevery = 1\n", "cron.x.every"},
+                       Bad{"[cron.x]\nschedule = 5\nqueue = \"q\"\ntype = \"t\"\n", "cron.x.schedule"},
+                       Bad{"[cron.x]\nschedule = \"* * * * * *\"\ntime_zone = \"Atlantis\"\nqueue = \"q\"\ntype = \"t\"\n", "unknown time zone"},
+                       Bad{"[cron.\"a b\"]\nschedule = \"* * * * * *\"\nqueue = \"q\"\ntype = \"t\"\n", "a name is"}}) {
+    broker::BrokerConfig d;
+    auto refused = load(b.text, d);
+    ASSERT_FALSE(refused) << b.text;
+    EXPECT_NE(refused.error().message.find(b.says), std::string::npos) << refused.error().message;
+  }
+}
+
 // The removed key is refused with the reason, not ignored: a user who set it
 // learns that unstarted deliveries never use an attempt now.
 TEST(ConfigFile, TheRemovedUnconfirmedDeliveryLimitIsRefusedWithItsReason) {
