@@ -100,11 +100,74 @@ int64_t Dispatcher::credit(const std::string& queue) const {
   return total;
 }
 
-Dispatcher::Slots Dispatcher::take_slots(const std::string& queue, int64_t wanted) {
+bool Dispatcher::earlier_queue_waits(const WorkerInfo& w, const std::string& queue) const {
+  if (!w.strict) return false;
+  for (const auto& name : w.queues) {
+    if (name == queue) return false;
+    const QueueState* q = queues_.find(name);
+    if (q != nullptr && (q->maybe_ready || q->ready_this_round) && !q->paused) return true;
+  }
+  return false;
+}
+
+Dispatcher::Allotment Dispatcher::allot(const std::vector<std::string>& leasing) {
+  std::map<std::string, int64_t> free;  // worker -> free slots
+  for (const auto& name : leasing)
+    for (const auto& s : open_slots(name)) free[s.worker] = std::max(free[s.worker], s.free);
+  Allotment out;
+  std::vector<std::pair<const std::string*, uint32_t>> mine;  // the worker's queues that lease now, in its order
+  for (const auto& [rid, count] : free) {
+    const WorkerInfo* w = workers_.find(rid);
+    if (w == nullptr) continue;
+    mine.clear();
+    for (size_t i = 0; i < w->queues.size(); ++i)
+      if (std::find(leasing.begin(), leasing.end(), w->queues[i]) != leasing.end())
+        mine.emplace_back(&w->queues[i], i < w->weights.size() ? w->weights[i] : 1);
+    if (mine.empty()) continue;
+    if (mine.size() == 1 || w->strict) {
+      out[*mine.front().first][rid] = count;
+      continue;
+    }
+    // Smooth weighted round-robin, slot by slot, its counters kept from
+    // turn to turn: over many turns each queue gets its weight's share of
+    // the slots, however few are free at a time.
+    auto& current = weighted_turns_[rid];
+    int64_t total = 0;
+    for (const auto& [name, weight] : mine) total += weight;
+    for (int64_t k = 0; k < count; ++k) {
+      const std::string* best = nullptr;
+      for (const auto& [name, weight] : mine) {
+        current[*name] += weight;
+        if (best == nullptr || current[*name] > current[*best]) best = name;
+      }
+      current[*best] -= total;
+      ++out[*best][rid];
+    }
+  }
+  // Counters of workers gone go with them.
+  std::erase_if(weighted_turns_, [&](const auto& entry) { return workers_.find(entry.first) == nullptr; });
+  return out;
+}
+
+Dispatcher::Slots Dispatcher::take_slots(const std::string& queue, int64_t wanted, const Allotment* allotment) {
   Slots taken;
+  const std::map<std::string, int64_t>* allotted = nullptr;
+  if (allotment != nullptr) {
+    auto it = allotment->find(queue);
+    if (it == allotment->end()) return taken;
+    allotted = &it->second;
+  }
   for (const auto& s : open_slots(queue)) {
     if (taken.count == wanted) break;
-    const int64_t n = std::min(s.free, wanted - taken.count);
+    int64_t may = s.free;
+    if (allotted != nullptr) {
+      auto it = allotted->find(s.worker);
+      may = it == allotted->end() ? 0 : std::min(may, it->second);
+    } else if (const WorkerInfo* w = workers_.find(s.worker); w != nullptr && earlier_queue_waits(*w, queue)) {
+      may = 0;
+    }
+    if (may <= 0) continue;
+    const int64_t n = std::min(may, wanted - taken.count);
     reserved_[s.worker] += n;
     taken.per_worker.emplace_back(s.worker, n);
     taken.count += n;
@@ -168,6 +231,8 @@ void Dispatcher::deliver(const std::string& queue, const Reservation& reservatio
 void Dispatcher::add_to(Round& round, bool stopping) {
   if (refusals_.holding()) return;
   const int64_t deadline = lease_clock_.now_ms() + config_.delivery_timeout_ms;
+  std::vector<std::string> leasing;  // the queues a lease call may go to now, with their room
+  std::vector<int64_t> rooms;
   for (auto& [name, q] : queues_) {
     const bool maybe_ready = q.maybe_ready || q.ready_this_round;
     q.ready_this_round = false;
@@ -176,12 +241,18 @@ void Dispatcher::add_to(Round& round, bool stopping) {
       q.ready_this_round = maybe_ready;  // asked again once its slot has moved
       continue;
     }
+    q.maybe_ready = true;  // asked again, when no worker has room now, once one has
     const int64_t room = lease_room(q);
-    if (room == 0) {
-      q.maybe_ready = maybe_ready;  // held back by a pause or a limit: asked again once it lifts
-      continue;
-    }
-    Slots slots = take_slots(name, room);
+    if (room == 0) continue;  // held back by a pause or a limit: asked again once it lifts
+    leasing.push_back(name);
+    rooms.push_back(room);
+  }
+  // A worker serving several of these queues has its free slots shared
+  // among them by its weights, or given to the first in its order.
+  const Allotment allotment = allot(leasing);
+  for (size_t i = 0; i < leasing.size(); ++i) {
+    const std::string& name = leasing[i];
+    Slots slots = take_slots(name, rooms[i], &allotment);
     if (slots.count == 0) continue;
     const int count = static_cast<int>(slots.count);
     reserved_by_queue_[name] += count;

@@ -106,7 +106,17 @@ class Dispatcher {
   // The queue's workers with room, less what lease calls still out have
   // counted against them.
   std::vector<FreeSlots> open_slots(const std::string& queue) const;
-  Slots take_slots(const std::string& queue, int64_t wanted);
+  // Free slots of each worker, per queue: what a round's lease calls may
+  // count against it.
+  using Allotment = std::map<std::string, std::map<std::string, int64_t>>;  // queue -> worker -> slots
+  Allotment allot(const std::vector<std::string>& leasing);
+  // A strict worker's queue listed before `queue` may have jobs: `queue`
+  // gets none of its slots.
+  bool earlier_queue_waits(const WorkerInfo& w, const std::string& queue) const;
+  // Up to `wanted` free slots for `queue`: within `allotment` (a lease
+  // round's), or, without one (a lease at enqueue), any a strict worker's
+  // order allows.
+  Slots take_slots(const std::string& queue, int64_t wanted, const Allotment* allotment = nullptr);
   // How many jobs a lease call for `q` may ask for now: 0 while it is paused
   // or waits for its rate limit, at most the room its concurrency limit
   // leaves (what it has in flight and what calls still out may lease).
@@ -125,6 +135,7 @@ class Dispatcher {
   Metrics& metrics_;  // lateness of what goes out
   std::map<std::string, int64_t> reserved_;  // slots counted by lease calls not yet applied, per worker
   std::map<std::string, int64_t> reserved_by_queue_;  // jobs lease calls not yet applied may lease, per queue
+  std::map<std::string, std::map<std::string, int64_t>> weighted_turns_;  // per worker, per queue: weighted round-robin counters
   LogLimiter unreachable_log_{10'000, 20, 10'000};
   uint64_t tasks_frames_sent_ = 0;  // numbers TASKS frames (proto::Tasks::seq)
 };

@@ -27,6 +27,8 @@ struct WorkerInfo {
   // together stays under it, however many connections the key opens (0 = none).
   uint32_t key_capacity = 0;
   std::vector<std::string> queues;
+  std::vector<uint32_t> weights;  // one per queue (HELLO; all 1 when it gave none)
+  bool strict = false;            // its free slots go to the first of its queues with jobs
   uint32_t capacity = 0;
   bool draining = false;
   int64_t last_seen_ms = 0;

@@ -37,7 +37,10 @@ void Workers::on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms)
   const WorkerInfo* known = registry_.find(peer.routing_id);
   const int64_t last_seen_ms = known != nullptr ? known->last_seen_ms : heard_ms;
   registry_.upsert(peer.routing_id, WorkerInfo{.worker_id = hello.worker_id, .key_name = peer.key_name, .key_capacity = peer.key_capacity,
-                                                 .queues = hello.queues, .capacity = capped(hello.capacity),
+                                                 .queues = hello.queues,
+                                                 .weights = hello.weights.empty() ? std::vector<uint32_t>(hello.queues.size(), 1)
+                                                                                  : hello.weights,
+                                                 .strict = hello.strict, .capacity = capped(hello.capacity),
                                                  .last_seen_ms = last_seen_ms});
   adopt_held(peer.routing_id, hello.held, heard_ms);
   outbox_.send(peer, proto::Welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms)});

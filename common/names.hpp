@@ -1,4 +1,6 @@
 #pragma once
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "common/error.hpp"
@@ -8,6 +10,13 @@ namespace dueq {
 // Queue names become part of Redis keys and of the {queue} hash tag, so they
 // are restricted to [A-Za-z0-9_.-], 1..64 characters.
 Result<void> validate_queue_name(std::string_view name);
+// "NAME" or "NAME:WEIGHT" (weight 1..1000; 1 when left out), as a worker's
+// --queue gives it.
+struct QueueWeight {
+  std::string name;
+  uint32_t weight = 1;
+};
+Result<QueueWeight> parse_queue_weight(std::string_view text);
 // Job ids: 1..128 printable ASCII characters, no spaces.
 Result<void> validate_job_id(std::string_view id);
 // Job types: 1..128 printable ASCII characters, no spaces.

@@ -59,6 +59,9 @@ Result<void> validate(const Hello& f) {
     if (auto ok = validate_queue_name(q); !ok) return ok;
   if (f.capacity == 0 || f.capacity > kMaxWorkerCapacity) return bad(fmt::format("hello capacity must be 1..{}", kMaxWorkerCapacity));
   if (f.host.size() > 255) return bad("hello host exceeds 255 bytes");
+  if (!f.weights.empty() && f.weights.size() != f.queues.size()) return bad("hello weights: none, or one per queue");
+  for (const uint32_t w : f.weights)
+    if (w == 0 || w > Hello::kMaxWeight) return bad(fmt::format("hello weights must be 1..{}", Hello::kMaxWeight));
   return check_refs(f.held);
 }
 

@@ -101,7 +101,22 @@ struct Hello {
   std::vector<JobRef> held;    // jobs it holds now (after a reconnect)
   std::string host;
   uint32_t pid = 0;
-  DUEQ_FIELDS(worker_id, queues, capacity, held, host, pid)
+  // Appended in 0.3 (absent from older workers' HELLO: every weight 1, not
+  // strict). How the broker shares this worker's free slots among its
+  // queues that have jobs: by `weights` (one per queue, 1..1000), or with
+  // `strict` all to the first of them in the order listed.
+  std::vector<uint32_t> weights;
+  bool strict = false;
+  template <typename Packer>
+  void msgpack_pack(Packer& msgpack_pk) const {
+    msgpack::type::make_define_array(worker_id, queues, capacity, held, host, pid, weights, strict).msgpack_pack(msgpack_pk);
+  }
+  void msgpack_unpack(const msgpack::object& msgpack_o) {
+    detail::require_fields(msgpack_o, kFieldsBefore03);
+    msgpack::type::make_define_array(worker_id, queues, capacity, held, host, pid, weights, strict).msgpack_unpack(msgpack_o);
+  }
+  static constexpr size_t kFieldsBefore03 = 6;
+  static constexpr uint32_t kMaxWeight = 1000;
 };
 
 struct Welcome {

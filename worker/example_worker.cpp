@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   std::string record;
   CLI::App app{"dueq-example-worker: the worker library with built-in handlers noop, sleep (payload = ms), fail, crash"};
   app.add_option("--broker", options.broker, "broker endpoint, or several separated by commas")->envname("DUEQ_BROKER")->required();
-  app.add_option("--queue", options.queues, "queue to serve")->required();
+  app.add_option("--queue", options.queues, "queue to serve, NAME or NAME:WEIGHT (repeat for several)")->required();
+  app.add_flag("--strict", options.strict_priority, "take the queues in the order given");
   app.add_option("--concurrency", options.concurrency, "handlers at once")->check(CLI::Range(1, 5'000));
   app.add_option("--prefetch", options.prefetch, "extra jobs buffered (default: adapts to handler time)")->check(CLI::Range(0, 9'000));
   app.add_option("--record", record, "append a line per job start to this file");

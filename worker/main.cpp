@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
   CLI::App app{"dueq-worker: runs a command for each job of the queues it serves"};
   app.add_option("--broker", options.broker, "the broker's endpoint, e.g. tcp://broker-host:7600, or several separated by commas (a leader and its standbys); default tcp://127.0.0.1:7600")
       ->envname("DUEQ_BROKER");
-  app.add_option("--queue", options.queues, "queue to serve (repeat for several)")->required();
+  app.add_option("--queue", options.queues, "queue to serve, NAME or NAME:WEIGHT (repeat for several; the broker shares this worker's free slots by weight)")->required();
+  app.add_flag("--strict", options.strict_priority, "take the queues in the order given: a later one's jobs only while no earlier one has any");
   app.add_option("--concurrency", options.concurrency, "commands running at once")->check(CLI::Range(1, 10'000));
   app.add_option("--prefetch", options.prefetch, "extra jobs buffered beyond concurrency (default: adapts to handler time, from concurrency up to 1000 jobs in all)")
       ->check(CLI::Range(0, 10'000));
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
   const unsigned capacity = options.concurrency + (options.prefetch == 0 ? options.concurrency : options.prefetch);
   if (capacity > 10'000) return fail_usage("--concurrency plus --prefetch must be at most 10000");
   for (const auto& q : options.queues)
-    if (auto ok = validate_queue_name(q); !ok) return fail_usage("--queue: " + ok.error().message);
+    if (auto ok = parse_queue_weight(q); !ok) return fail_usage("--queue: " + ok.error().message);
   if (auto ok = setup_logging("worker", log_level); !ok) return fail_usage(ok.error().message);
 
   // Handle SIGTERM/SIGINT on a thread of our own: it asks the worker to drain.

@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "common/curve.hpp"
 #include "common/ids.hpp"
 #include "common/link_events.hpp"
+#include "common/names.hpp"
 #include "common/protocol.hpp"
 #include "common/unique_fd.hpp"
 #include "worker/drain.hpp"
@@ -128,7 +130,8 @@ struct Worker::Impl {
 
   void send_hello(int64_t now) {
     announced_capacity = capacity();
-    proto::Hello hello{options.worker_id, options.queues, announced_capacity, held.refs(), host_name(), static_cast<uint32_t>(::getpid())};
+    proto::Hello hello{options.worker_id, queue_names, announced_capacity, held.refs(), host_name(),
+                       static_cast<uint32_t>(::getpid()), queue_weights, options.strict_priority};
     send(hello);
     hello_sent_ms = now;
   }
@@ -192,7 +195,7 @@ struct Worker::Impl {
     const bool restarted = !broker_id.empty() && broker_id != welcome.broker_id;
     if (restarted || broker_id.empty() || !welcomed)
       spdlog::info("registered with broker {} at {}: queues {}, capacity {}", welcome.broker_id, endpoints->current(),
-                   fmt::join(options.queues, ","), announced_capacity);
+                   fmt::join(queue_names, ","), announced_capacity);
     next_unregistered_report_ms = 0;
     welcomed = true;
     broker_id = welcome.broker_id;
@@ -323,6 +326,15 @@ struct Worker::Impl {
                     proto::kMaxWorkerCapacity);
       return 2;
     }
+    for (const auto& text : options.queues) {
+      auto parsed = parse_queue_weight(text);
+      if (!parsed || std::find(queue_names.begin(), queue_names.end(), parsed->name) != queue_names.end()) {
+        spdlog::error("queue '{}': {}", text, parsed ? "named twice" : parsed.error().message);
+        return 2;
+      }
+      queue_names.push_back(parsed->name);
+      queue_weights.push_back(parsed->weight);
+    }
     dealer.set(zmq::sockopt::routing_id, options.worker_id);
     dealer.set(zmq::sockopt::linger, 2000);
     dealer.set(zmq::sockopt::reconnect_ivl, 100);
@@ -441,6 +453,8 @@ struct Worker::Impl {
   }
 
   WorkerOptions options;
+  std::vector<std::string> queue_names;  // options.queues without their weights
+  std::vector<uint32_t> queue_weights;
   uint32_t announced_capacity = 0;              // in the last HELLO or heartbeat
   int64_t last_heartbeat_ms = 0;
   std::unordered_map<std::string, Handler> handlers;

@@ -49,7 +49,12 @@ using Handler = std::function<HandlerResult(const Job&)>;
 
 struct WorkerOptions {
   std::string broker = "tcp://127.0.0.1:7600";  // the broker's --listen endpoint, or several separated by commas (a leader and its standbys)
+  // Queues to serve, each "NAME" or "NAME:WEIGHT" (1..1000): the broker
+  // gives this worker's free slots to its queues that have jobs in
+  // proportion to their weights (all 1 when none is given) ...
   std::vector<std::string> queues;
+  // ... or, strict, all to the first of them in this order.
+  bool strict_priority = false;
   unsigned concurrency = 1;         // handlers running at once
   // Extra jobs buffered beyond the running ones. 0: adapts to the measured
   // handler time, from `concurrency` for long handlers up to 1,000 jobs in

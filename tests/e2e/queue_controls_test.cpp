@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "tests/support/cluster.hpp"
 
@@ -181,4 +182,90 @@ TEST(QueueControls, TheRateLimitHoldsAndTheQueueReportsItsLateness) {
           static_cast<double>(late_ms) / 1e3);
   EXPECT_NEAR(rate, 20.0, 2.0);
   EXPECT_NE(run_dueq(cluster.endpoint(), "stats").out.find("20/s burst 5"), std::string::npos);
+}
+
+namespace {
+
+bool enqueue_many(Client& client, const std::string& queue, const std::string& prefix, int count,
+                  const std::string& type = "noop", const std::string& payload = "") {
+  for (int from = 0; from < count; from += 1000) {
+    std::vector<JobSpec> jobs;
+    for (int i = from; i < std::min(count, from + 1000); ++i) jobs.push_back({queue, type, payload, fmt::format("{}{}", prefix, i), 0, 3});
+    auto r = client.enqueue_batch(jobs);
+    if (!r || !std::all_of(r->begin(), r->end(), [](const auto& o) { return o.status == EnqueueResult::Status::accepted; }))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// Rule: workers serving several queues with weights take from them, over
+// many jobs, in proportion to the weights; the broker decides, so the
+// ratio holds across workers.
+TEST(QueueControls, WeightsHoldOverTenThousandJobsOnTwoWorkers) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  // Enough of each that none runs out within the first 10,000 starts.
+  ASSERT_TRUE(enqueue_many(client, "critical", "c-", 7000));
+  ASSERT_TRUE(enqueue_many(client, "default", "d-", 4000));
+  ASSERT_TRUE(enqueue_many(client, "low", "l-", 2000));
+  const auto record = cluster.dir() / "starts.txt";
+  for (int w = 0; w < 2; ++w)
+    cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "critical:6", "--queue",
+                          "default:3", "--queue", "low:1", "--concurrency", "8", "--record", record.string()});
+  ASSERT_TRUE(eventually([&] { return read_records(record).size() >= 10'000; }, 60s));
+  auto starts = read_records(record);
+  std::sort(starts.begin(), starts.end(), [](const auto& a, const auto& b) { return a.start_us < b.start_us; });
+  std::map<char, int> by_queue;
+  std::set<int> pids;
+  for (size_t i = 0; i < 10'000; ++i) {
+    ++by_queue[starts[i].id[0]];
+    pids.insert(starts[i].pid);
+  }
+  fprintf(stderr, "first 10,000 starts: critical %d, default %d, low %d (weights 6:3:1)\n", by_queue['c'], by_queue['d'],
+          by_queue['l']);
+  EXPECT_EQ(pids.size(), 2u) << "both workers took jobs";
+  EXPECT_NEAR(by_queue['c'], 6000, 6000 * 0.03);
+  EXPECT_NEAR(by_queue['d'], 3000, 3000 * 0.03);
+  EXPECT_NEAR(by_queue['l'], 1000, 1000 * 0.05);
+}
+
+// Rule: a strict worker never starts a lower queue's job while a higher
+// queue has a due job and it has a free slot: all of the higher backlog
+// first, and jobs that come due in the higher queue later go before the
+// lower queue's (but for the few the worker already holds).
+TEST(QueueControls, StrictOrderRunsNoLowerJobWhileAHigherOneWaits) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(enqueue_many(client, "low", "l-", 300, "sleep", "10"));
+  ASSERT_TRUE(enqueue_many(client, "high", "h-", 100, "sleep", "10"));
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--strict", "--queue", "high",
+                        "--queue", "low", "--concurrency", "2", "--prefetch", "1", "--record", record.string()});
+  ASSERT_TRUE(eventually([&] {
+    const auto r = read_records(record);
+    return std::count_if(r.begin(), r.end(), [](const auto& s) { return s.id[0] == 'l'; }) >= 50;
+  }, 30s));
+  const int64_t more_high_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch()).count();
+  ASSERT_TRUE(enqueue_many(client, "high", "later-h-", 20, "sleep", "10"));
+  ASSERT_TRUE(eventually([&] { return read_records(record).size() >= 420; }, 30s));
+  auto starts = read_records(record);
+  std::sort(starts.begin(), starts.end(), [](const auto& a, const auto& b) { return a.start_us < b.start_us; });
+  int64_t last_first_high = 0, first_low = INT64_MAX, last_later_high = 0;
+  for (const auto& s : starts) {
+    if (s.id.starts_with("h-")) last_first_high = std::max(last_first_high, s.start_us);
+    if (s.id.starts_with("l-")) first_low = std::min(first_low, s.start_us);
+    if (s.id.starts_with("later-h-")) last_later_high = std::max(last_later_high, s.start_us);
+  }
+  EXPECT_LT(last_first_high, first_low) << "a low job started while the high backlog waited";
+  // Between the later high jobs' enqueue and the last of them, only the low
+  // jobs the worker held then (concurrency 2 + prefetch 1) may start.
+  const auto low_meanwhile = std::count_if(starts.begin(), starts.end(), [&](const auto& s) {
+    return s.id.starts_with("l-") && s.start_us > more_high_us && s.start_us < last_later_high;
+  });
+  fprintf(stderr, "strict: %ld low jobs started while the 20 later high jobs waited (the worker held up to 3)\n",
+          static_cast<long>(low_meanwhile));
+  EXPECT_LE(low_meanwhile, 3);
 }

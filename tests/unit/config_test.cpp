@@ -251,6 +251,13 @@ TEST(ConfigFile, UnknownKeysAndBadValuesAreErrorsNamingTheKey) {
   EXPECT_EQ(c.max_worker_capacity, 64);
 }
 
+TEST(Names, AQueueMayCarryAWeight) {
+  EXPECT_EQ(parse_queue_weight("critical:6")->weight, 6u);
+  EXPECT_EQ(parse_queue_weight("critical:6")->name, "critical");
+  EXPECT_EQ(parse_queue_weight("plain")->weight, 1u);
+  for (const char* bad : {"q:0", "q:1001", "q:", "q:x", ":3", "a b:2", "q:-1"}) EXPECT_FALSE(parse_queue_weight(bad)) << bad;
+}
+
 TEST(ConfigFile, QueueLimitsAreReadAndOutOfRangeOnesRefused) {
   broker::BrokerConfig c;
   auto r = load("[queues.mail]\nrate_limit = 0.5\nrate_burst = 3\n[queues.pdf]\nconcurrency_limit = 4\nrate_limit = 200\n", c);

@@ -221,6 +221,23 @@ TEST(Protocol, AcceptsExtraTrailingFieldsFromNewerPeers) {
   EXPECT_TRUE(r);
 }
 
+// HELLO's weights are one per queue, 1..1000, or none; a HELLO of a worker
+// before 0.3 (six fields) still reads, with no weights and not strict.
+TEST(Protocol, HelloWeightsAreOnePerQueueOrNoneAndOlderHellosRead) {
+  auto ok = decode(encode(Hello{"w", {"a", "b"}, 4, {}, "h", 1, {6, 1}, true}));
+  ASSERT_TRUE(ok);
+  const auto& hello = std::get<Hello>(*ok);
+  EXPECT_EQ(hello.weights, (std::vector<uint32_t>{6, 1}));
+  EXPECT_TRUE(hello.strict);
+  EXPECT_FALSE(decode(encode(Hello{"w", {"a", "b"}, 4, {}, "h", 1, {6}, false})));
+  EXPECT_FALSE(decode(encode(Hello{"w", {"a"}, 4, {}, "h", 1, {0}, false})));
+  EXPECT_FALSE(decode(encode(Hello{"w", {"a"}, 4, {}, "h", 1, {1001}, false})));
+  auto older = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::hello),
+                               std::make_tuple("w", std::vector<std::string>{"a"}, 4, std::vector<int>{}, "h", 1)));
+  ASSERT_TRUE(older) << older.error().message;
+  EXPECT_TRUE(std::get<Hello>(*older).weights.empty());
+}
+
 TEST(Protocol, RejectsInvalidNamesAndZeroTokens) {
   EXPECT_FALSE(decode(encode(Heartbeat{{{"bad queue", "j", 1}}, 1, false})));
   EXPECT_FALSE(decode(encode(Heartbeat{{{"q", "", 1}}, 1, false})));
