@@ -50,6 +50,9 @@ Figures cluster_scale(const Options& o, Json& table);
 // bench/scenarios/metrics.cpp: steady flow scraped every second / without the HTTP server.
 Figures metrics_cost(const Options& o, Json& table);
 
+// bench/scenarios/http_handler.cpp: dueq-worker's HTTP handler against a local server / exec /bin/true.
+Figures http_handler(const Options& o, Json& table);
+
 // Parts of scenarios that others run too.
 Figures bulk_and_steady(const Options& o, int workers, int concurrency, const Link& link = {});
 Figures latency_run(const Options& o, double rate, int workers, int concurrency, const Link& link = {});

@@ -11,12 +11,13 @@
 #include "common/names.hpp"
 #include "dueq/worker.hpp"
 #include "worker/exec_handler.hpp"
+#include "worker/http_handler.hpp"
 
 int main(int argc, char** argv) {
   using namespace dueq;
   WorkerOptions options;
   std::vector<std::string> execs;
-  std::string timeout = "30m", drain_timeout = "30s", log_level = "info";
+  std::string timeout = "30m", drain_timeout = "30s", log_level = "info", http_ca_file;
 
   CLI::App app{"dueq-worker: runs a command for each job of the queues it serves"};
   app.add_option("--broker", options.broker, "the broker's endpoint, e.g. tcp://broker-host:7600, or several separated by commas (a leader and its standbys); default tcp://127.0.0.1:7600")
@@ -26,8 +27,10 @@ int main(int argc, char** argv) {
   app.add_option("--concurrency", options.concurrency, "commands running at once")->check(CLI::Range(1, 10'000));
   app.add_option("--prefetch", options.prefetch, "extra jobs buffered beyond concurrency (default: adapts to handler time, from concurrency up to 1000 jobs in all)")
       ->check(CLI::Range(0, 10'000));
-  app.add_option("--exec", execs, "TYPE=COMMAND: run COMMAND (via /bin/sh -c) for jobs of TYPE; '*' for any type")
+  app.add_option("--exec", execs, "TYPE=COMMAND: run COMMAND (via /bin/sh -c) for jobs of TYPE, or TYPE=https://host/path: POST the payload there (2xx = done); '*' for any type")
       ->required();
+  app.add_option("--http-ca-file", http_ca_file, "CA certificates (PEM) to verify https:// handlers' servers with (default: the system's)")
+      ->check(CLI::ExistingFile);
   app.add_option("--timeout", timeout, "per-job hard timeout; the command is killed and the attempt fails");
   app.add_option("--drain-timeout", drain_timeout, "on SIGTERM: how long running jobs may finish");
   app.add_option("--worker-id", options.worker_id, "name of this worker (default host-pid-random)");
@@ -67,7 +70,13 @@ int main(int argc, char** argv) {
     const std::string type = spec.substr(0, eq);
     if (type != "*")
       if (auto ok = validate_job_type(type); !ok) return fail_usage("--exec: " + ok.error().message);
-    worker.handle(type, make_exec_handler(spec.substr(eq + 1), *timeout_ms));
+    const std::string command = spec.substr(eq + 1);
+    if (is_http_target(command)) {
+      if (auto ok = validate_http_target(command); !ok) return fail_usage("--exec: " + ok.error().message);
+      worker.handle(type, make_http_handler(command, *timeout_ms, http_ca_file));
+    } else {
+      worker.handle(type, make_exec_handler(command, *timeout_ms));
+    }
   }
 
   std::thread([&worker, signals] {
