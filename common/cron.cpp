@@ -177,7 +177,7 @@ std::optional<int64_t> CronSchedule::next_local_match(int64_t local_s, int64_t l
     const auto month = static_cast<unsigned>(ymd.month());
     if (!months_.test(month)) {
       const date::year_month next = date::year_month{ymd.year(), ymd.month()} + date::months{1};
-      local_s = date::local_days{next / 1}.time_since_epoch().count() * 86'400;
+      local_s = int64_t{date::local_days{next / 1}.time_since_epoch().count()} * 86'400;
       continue;
     }
     if (!day_matches(static_cast<unsigned>(ymd.day()), date::weekday{day}.c_encoding())) {
