@@ -42,11 +42,17 @@ TEST(Dashboard, ShowsTheNumbersOfDueqStatsAndReplaysADeadLetter) {
   const int http = free_port();
   TempDir keys("token");
   std::ofstream(keys / "token") << kToken << "\n";
-  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http), "--dashboard-token-file", (keys / "token").string()});
+  std::ofstream(keys / "broker.toml") << "[queues.pages]\nrate_limit = 500\nrate_burst = 100\n";
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http), "--dashboard-token-file", (keys / "token").string(),
+                   "--config", (keys / "broker.toml").string()});
   cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "pages", "--queue", "mail",
-                        "--concurrency", "8"});
+                        "--queue", "waiting", "--concurrency", "8"});
   ASSERT_TRUE(cluster.wait_for_workers(1));
+  // What the page shows besides the counts: a paused queue, a rate limit, a periodic entry.
+  ASSERT_EQ(run_dueq(cluster.endpoint(), "pause waiting").code, 0);
+  ASSERT_EQ(run_dueq(cluster.endpoint(), "cron add nightly --schedule '0 30 2 * * *' --time-zone Europe/Berlin --queue mail --type noop").code, 0);
   Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({.queue = "waiting", .type = "noop", .payload = "", .id = "waiting-1"}));
   std::vector<JobSpec> jobs;
   for (int i = 0; i < 5; ++i) jobs.push_back({"mail", "fail", fmt::format("boom-{}", i), fmt::format("dead-{}", i), 0, 1});
   for (int i = 0; i < 12; ++i) jobs.push_back({"mail", "noop", "", fmt::format("later-{}", i), Client::in_ms(600'000 + i * 1000), 0});
@@ -92,6 +98,10 @@ TEST(Dashboard, ShowsTheNumbersOfDueqStatsAndReplaysADeadLetter) {
                             "scheduled: v('mail', 'scheduled'), dead: v('mail', 'dead')}}, "
                             "workers: document.querySelectorAll('#workers tbody tr').length}}; }})()", row)},
        {"name", "numbers"}},
+      {{"eval", "(() => { const c = (q) => document.querySelector('#queues tr[data-queue=' + q + '] [data-field=controls]').textContent; "
+                "return {pages: c('pages'), waiting: c('waiting'), mail: c('mail'), "
+                "cron: Array.from(document.querySelectorAll('#cron tbody td')).map((td) => td.textContent)}; })()"},
+       {"name", "controls"}},
       // The replay: the token typed in, one dead letter ticked, the button clicked.
       {{"wait", "document.querySelectorAll('#dead tbody tr[data-id]').length === 5"}},
       {{"eval", fmt::format("(() => {{ const t = document.getElementById('token'); t.value = {}; "
@@ -115,6 +125,14 @@ TEST(Dashboard, ShowsTheNumbersOfDueqStatsAndReplaysADeadLetter) {
   EXPECT_EQ(n["mail"]["dead"], 5);
   EXPECT_EQ(n["workers"], 1);
   EXPECT_EQ(settled["message"], "1 replayed");
+  const auto& controls = settled["controls"];
+  EXPECT_EQ(controls["pages"], "500/s burst 100");
+  EXPECT_EQ(controls["waiting"], "paused");
+  EXPECT_EQ(controls["mail"], "-");
+  ASSERT_GE(controls["cron"].size(), 5u) << controls.dump();
+  EXPECT_EQ(controls["cron"][0], "nightly");
+  EXPECT_EQ(controls["cron"][2], "0 30 2 * * *");
+  EXPECT_EQ(controls["cron"][3], "Europe/Berlin");
   // The replayed job ran again (and, failing with one attempt, died again).
   EXPECT_TRUE(eventually([&] { auto s = cluster.stats("mail"); return s && s->replayed == 1 && s->died == 6; }, 10s));
 }
