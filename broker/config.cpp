@@ -206,6 +206,10 @@ Result<void> apply_config_table(const toml::table& root, BrokerConfig& config) {
     else if (key == "min_replicas") ok = set_int(config.min_replicas, 0, 100);
     else if (key == "replica_timeout") ok = set_duration(config.replica_timeout_ms, 1);
     else if (key == "reconcile_interval") ok = set_duration(config.reconcile_interval_ms, 0);
+    else if (key == "cron_lookahead") {
+      ok = set_duration(config.cron_lookahead_ms, 1'000);
+      if (ok && config.cron_lookahead_ms > 3'600'000) return bad_key(key, "must be at most 1h");
+    }
     else if (key == "defaults") {
       auto table = node.as_table();
       if (!table) return bad_key(key, "expected a table");

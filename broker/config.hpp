@@ -99,6 +99,10 @@ struct BrokerConfig {
   int min_replicas = 0;                // > 0: confirm enqueues only after WAIT saw this many replicas
   int64_t replica_timeout_ms = 1'000;  // how long WAIT may take
   int64_t reconcile_interval_ms = 60'000;  // background audit and repair (0 = off)
+  // Periodic jobs (broker/cron.hpp): each tick due within this much is
+  // enqueued ahead, so a broker restart or take-over shorter than it misses
+  // none; longer gaps follow the entry's misfire policy.
+  int64_t cron_lookahead_ms = 60'000;
   int64_t overload_retry_after_ms = 1'000; // hint given to producers refused for backlog
 
   QueuePolicy default_policy;

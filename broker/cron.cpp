@@ -127,13 +127,13 @@ std::vector<int64_t> CronScheduler::due_ticks(Tracked& t, int64_t now_ms) {
   // Every tick within the lookahead, and the next one at least.
   bool future_known = t.last_ms > now_ms;
   for (auto next = schedule.next_after(from); next && ticks.size() < kMaxTicksPerCall; next = schedule.next_after(*next)) {
-    if (*next > now_ms + kLookaheadMs && future_known) break;
+    if (*next > now_ms + config_.cron_lookahead_ms && future_known) break;
     ticks.push_back(*next);
     future_known = future_known || *next > now_ms;
   }
   const int64_t newest = ticks.empty() ? t.last_ms : ticks.back();
   const auto after_newest = schedule.next_after(std::max(newest, now_ms));
-  t.next_check_ms = after_newest ? std::max(now_ms + 100, *after_newest - kLookaheadMs) : INT64_MAX;
+  t.next_check_ms = after_newest ? std::max(now_ms + 100, *after_newest - config_.cron_lookahead_ms) : INT64_MAX;
   return ticks;
 }
 

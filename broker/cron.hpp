@@ -4,7 +4,7 @@
 // (common/cron.hpp) that enqueues one job per tick.
 //
 // CronScheduler, on the event loop, enqueues every tick due within the
-// next kLookaheadMs ahead of time with cron_tick.lua (at least the next
+// next cron_lookahead (1 minute) ahead of time with cron_tick.lua (at least the next
 // one): a tick is then in Redis as a delayed job before it is due, so it
 // runs at its due time like any other, across broker restarts and
 // take-overs shorter than the lookahead. The entry's state in Redis (the
@@ -47,7 +47,6 @@ Result<std::optional<int64_t>> read_cron_state(ScriptRegistry& redis, const Cron
 
 class CronScheduler {
  public:
-  static constexpr int64_t kLookaheadMs = 60'000;
   static constexpr int64_t kMisfireGraceMs = 1'000;  // a tick this late is still enqueued as usual
   static constexpr size_t kMaxTicksPerCall = 100;
 

@@ -110,38 +110,49 @@ bool Dispatcher::earlier_queue_waits(const WorkerInfo& w, const std::string& que
   return false;
 }
 
-Dispatcher::Allotment Dispatcher::allot(const std::vector<std::string>& leasing) {
+Dispatcher::Allotment Dispatcher::allot(const std::vector<std::string>& leasing, const std::vector<int64_t>& rooms) {
   std::map<std::string, int64_t> free;  // worker -> free slots
   for (const auto& name : leasing)
     for (const auto& s : open_slots(name)) free[s.worker] = std::max(free[s.worker], s.free);
+  std::map<std::string, int64_t> room;  // queue -> jobs its lease call may still take
+  for (size_t i = 0; i < leasing.size(); ++i) room[leasing[i]] = rooms[i];
   Allotment out;
-  std::vector<std::pair<const std::string*, uint32_t>> mine;  // the worker's queues that lease now, in its order
+  struct Mine {
+    const std::string* name;
+    uint32_t weight;
+  };
+  std::vector<Mine> mine;  // the worker's queues that lease now, in its order
   for (const auto& [rid, count] : free) {
     const WorkerInfo* w = workers_.find(rid);
     if (w == nullptr) continue;
     mine.clear();
     for (size_t i = 0; i < w->queues.size(); ++i)
-      if (std::find(leasing.begin(), leasing.end(), w->queues[i]) != leasing.end())
-        mine.emplace_back(&w->queues[i], i < w->weights.size() ? w->weights[i] : 1);
+      if (room.contains(w->queues[i])) mine.push_back({&w->queues[i], i < w->weights.size() ? w->weights[i] : 1});
     if (mine.empty()) continue;
     if (mine.size() == 1 || w->strict) {
-      out[*mine.front().first][rid] = count;
+      const int64_t n = std::min(count, room[*mine.front().name]);
+      out[*mine.front().name][rid] = n;
+      room[*mine.front().name] -= n;
       continue;
     }
     // Smooth weighted round-robin, slot by slot, its counters kept from
     // turn to turn: over many turns each queue gets its weight's share of
-    // the slots, however few are free at a time.
+    // the slots, however few are free at a time. Once the queue whose turn
+    // it is has no room in this turn's lease call, the worker's other free
+    // slots wait for the next turn (at once): given to the other queues,
+    // they would tilt the shares.
     auto& current = weighted_turns_[rid];
     int64_t total = 0;
-    for (const auto& [name, weight] : mine) total += weight;
+    for (const auto& m : mine) total += m.weight;
     for (int64_t k = 0; k < count; ++k) {
-      const std::string* best = nullptr;
-      for (const auto& [name, weight] : mine) {
-        current[*name] += weight;
-        if (best == nullptr || current[*name] > current[*best]) best = name;
-      }
-      current[*best] -= total;
-      ++out[*best][rid];
+      const Mine* best = nullptr;
+      for (const auto& m : mine)
+        if (best == nullptr || current[*m.name] + m.weight > current[*best->name] + best->weight) best = &m;
+      if (room[*best->name] <= 0) break;
+      for (const auto& m : mine) current[*m.name] += m.weight;
+      current[*best->name] -= total;
+      ++out[*best->name][rid];
+      --room[*best->name];
     }
   }
   // Counters of workers gone go with them.
@@ -249,7 +260,7 @@ void Dispatcher::add_to(Round& round, bool stopping) {
   }
   // A worker serving several of these queues has its free slots shared
   // among them by its weights, or given to the first in its order.
-  const Allotment allotment = allot(leasing);
+  const Allotment allotment = allot(leasing, rooms);
   for (size_t i = 0; i < leasing.size(); ++i) {
     const std::string& name = leasing[i];
     Slots slots = take_slots(name, rooms[i], &allotment);

@@ -109,7 +109,8 @@ class Dispatcher {
   // Free slots of each worker, per queue: what a round's lease calls may
   // count against it.
   using Allotment = std::map<std::string, std::map<std::string, int64_t>>;  // queue -> worker -> slots
-  Allotment allot(const std::vector<std::string>& leasing);
+  // `rooms[i]`: how many jobs the call for `leasing[i]` may lease.
+  Allotment allot(const std::vector<std::string>& leasing, const std::vector<int64_t>& rooms);
   // A strict worker's queue listed before `queue` may have jobs: `queue`
   // gets none of its slots.
   bool earlier_queue_waits(const WorkerInfo& w, const std::string& queue) const;
