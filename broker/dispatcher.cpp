@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include "broker/keys.hpp"
 #include "common/logging.hpp"
@@ -115,7 +116,11 @@ Dispatcher::Allotment Dispatcher::allot(const std::vector<std::string>& leasing,
   for (const auto& name : leasing)
     for (const auto& s : open_slots(name)) free[s.worker] = std::max(free[s.worker], s.free);
   std::map<std::string, int64_t> room;  // queue -> jobs its lease call may still take
-  for (size_t i = 0; i < leasing.size(); ++i) room[leasing[i]] = rooms[i];
+  std::set<std::string> limited;        // queues held below lease_batch by their limits
+  for (size_t i = 0; i < leasing.size(); ++i) {
+    room[leasing[i]] = rooms[i];
+    if (rooms[i] < config_.lease_batch) limited.insert(leasing[i]);
+  }
   Allotment out;
   struct Mine {
     const std::string* name;
@@ -138,18 +143,22 @@ Dispatcher::Allotment Dispatcher::allot(const std::vector<std::string>& leasing,
     // Smooth weighted round-robin, slot by slot, its counters kept from
     // turn to turn: over many turns each queue gets its weight's share of
     // the slots, however few are free at a time. Once the queue whose turn
-    // it is has no room in this turn's lease call, the worker's other free
-    // slots wait for the next turn (at once): given to the other queues,
-    // they would tilt the shares.
+    // it is has no room left in this turn's lease call (lease_batch), the
+    // worker's other free slots wait for the next turn (at once): given to
+    // the other queues, they would tilt the shares. A queue held to less by
+    // its limits drops out instead, so that its limit idles no other queue.
     auto& current = weighted_turns_[rid];
-    int64_t total = 0;
-    for (const auto& m : mine) total += m.weight;
     for (int64_t k = 0; k < count; ++k) {
       const Mine* best = nullptr;
-      for (const auto& m : mine)
+      int64_t total = 0;
+      for (const auto& m : mine) {
+        if (room[*m.name] <= 0 && limited.contains(*m.name)) continue;
+        total += m.weight;
         if (best == nullptr || current[*m.name] + m.weight > current[*best->name] + best->weight) best = &m;
-      if (room[*best->name] <= 0) break;
-      for (const auto& m : mine) current[*m.name] += m.weight;
+      }
+      if (best == nullptr || room[*best->name] <= 0) break;
+      for (const auto& m : mine)
+        if (room[*m.name] > 0 || !limited.contains(*m.name)) current[*m.name] += m.weight;
       current[*best->name] -= total;
       ++out[*best->name][rid];
       --room[*best->name];
