@@ -123,6 +123,7 @@ Result<proto::AdminReply> cron_list(AdminContext& c, const proto::AdminRequest&)
   auto stored = load_stored_cron_entries(c.redis, problems);
   if (!stored) return std::unexpected(stored.error());
   std::vector<const CronEntry*> all;
+  all.reserve(c.config.cron.size() + stored->size());
   for (const auto& e : c.config.cron) all.push_back(&e);
   for (const auto& e : *stored)
     if (config_entry(c.config, e.name) == nullptr) all.push_back(&e);

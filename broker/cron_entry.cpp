@@ -9,7 +9,7 @@
 namespace dueq::broker {
 
 namespace {
-constexpr size_t kMaxPayloadBytes = 64 * 1024;
+constexpr size_t kMaxPayloadBytes = size_t{64} * 1024;
 }  // namespace
 
 Result<CronEntry> make_cron_entry(const std::string& name, const CronDefinition& d) {

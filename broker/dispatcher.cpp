@@ -279,8 +279,10 @@ void Dispatcher::add_to(Round& round, bool stopping) {
     const LeaseLimits limits = LeaseLimits::of(config_.policy(name), lease_clock_.now_ms());
     round.add(calls::lease(name, deadline, count, limits), [this, name, count, deadline, slots = std::move(slots)](const redisReply* r) {
       release(slots);
-      if (auto it = reserved_by_queue_.find(name); it != reserved_by_queue_.end() && (it->second -= count) <= 0)
-        reserved_by_queue_.erase(it);
+      if (auto it = reserved_by_queue_.find(name); it != reserved_by_queue_.end()) {
+        it->second -= count;
+        if (it->second <= 0) reserved_by_queue_.erase(it);
+      }
       if (r == nullptr) return;  // nothing leased that the broker knows of; reclaim returns it if it was
       QueueState& q = queues_.get(name);
       auto batch = calls::parse_lease(r);

@@ -26,7 +26,7 @@ int64_t tick_of(const std::string& id, const std::string& name) {
       std::sscanf(id.c_str() + name.size() + 1, "%d-%u-%uT%u:%u:%uZ", &y, &mo, &d, &h, &mi, &s) != 6)
     return -1;
   const date::sys_days day{date::year{y} / date::month{mo} / date::day{d}};
-  return (int64_t{day.time_since_epoch().count()} * 86'400 + h * 3600 + mi * 60 + s) * 1000;
+  return (int64_t{day.time_since_epoch().count()} * 86'400 + int64_t{h} * 3600 + int64_t{mi} * 60 + s) * 1000;
 }
 
 // Another broker on the cluster's Redis (it stands by while one leads).

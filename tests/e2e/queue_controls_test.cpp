@@ -24,7 +24,7 @@ int64_t now_ms() {
 }
 
 std::filesystem::path write_config(const std::filesystem::path& dir, const std::string& text) {
-  const auto path = dir / "broker.toml";
+  auto path = dir / "broker.toml";
   std::ofstream(path) << text;
   return path;
 }

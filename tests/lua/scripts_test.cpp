@@ -526,7 +526,7 @@ TEST_F(Scripts, LeaseRefusesBadLimits) {
 TEST_F(Scripts, CronTickEnqueuesEachTickOnceAndRefusesAnotherDefinitionsState) {
   auto entry = make_cron_entry("beat", CronDefinition{"* * * * * *", "UTC", "q", "t", "p", "skip", 0});
   ASSERT_TRUE(entry);
-  auto tick = [&](const CronEntry& e, std::vector<int64_t> ticks) {
+  auto tick = [&](const CronEntry& e, const std::vector<int64_t>& ticks) {
     Round round;
     round.add(calls::cron_tick(e, ticks, 10'000, 3));
     auto outcome = calls::parse_cron_tick(run(round));
