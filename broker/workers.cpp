@@ -43,7 +43,9 @@ void Workers::on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms)
                                                  .strict = hello.strict, .capacity = capped(hello.capacity),
                                                  .last_seen_ms = last_seen_ms});
   adopt_held(peer.routing_id, hello.held, heard_ms);
-  outbox_.send(peer, proto::Welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms)});
+  outbox_.send(peer, proto::Welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms),
+                                    static_cast<uint32_t>(config_.worker_timeout_ms),
+                                    static_cast<uint32_t>(config_.delivery_timeout_ms)});
 }
 
 uint32_t Workers::capped(uint32_t announced) const {

@@ -123,7 +123,21 @@ struct Welcome {
   static constexpr Type kType = Type::welcome;
   std::string broker_id;
   uint32_t heartbeat_ms = 0;
-  DUEQ_FIELDS(broker_id, heartbeat_ms)
+  // Appended in 0.3 (0 from an older broker: not told). Silence past
+  // worker_timeout_ms declares the worker lost; a TASKS frame not confirmed
+  // (RECEIVED, or the job listed as held) within delivery_timeout_ms goes
+  // back to ready.
+  uint32_t worker_timeout_ms = 0;
+  uint32_t delivery_timeout_ms = 0;
+  template <typename Packer>
+  void msgpack_pack(Packer& msgpack_pk) const {
+    msgpack::type::make_define_array(broker_id, heartbeat_ms, worker_timeout_ms, delivery_timeout_ms).msgpack_pack(msgpack_pk);
+  }
+  void msgpack_unpack(const msgpack::object& msgpack_o) {
+    detail::require_fields(msgpack_o, kFieldsBefore03);
+    msgpack::type::make_define_array(broker_id, heartbeat_ms, worker_timeout_ms, delivery_timeout_ms).msgpack_unpack(msgpack_o);
+  }
+  static constexpr size_t kFieldsBefore03 = 2;
 };
 
 // One job handed to a worker (an item of a TASKS frame).

@@ -221,6 +221,19 @@ TEST(Protocol, AcceptsExtraTrailingFieldsFromNewerPeers) {
   EXPECT_TRUE(r);
 }
 
+// WELCOME tells a worker its timeouts; one of a broker before 0.3 (two
+// fields) still reads, with them 0.
+TEST(Protocol, WelcomeCarriesTheTimeoutsAndAnOlderOneStillReads) {
+  auto now = decode(encode(Welcome{"b", 500, 1500, 2000}));
+  ASSERT_TRUE(now);
+  EXPECT_EQ(std::get<Welcome>(*now).worker_timeout_ms, 1500u);
+  EXPECT_EQ(std::get<Welcome>(*now).delivery_timeout_ms, 2000u);
+  auto older = decode(pack_raw(kVersion, static_cast<uint8_t>(Type::welcome), std::make_tuple("b", 500)));
+  ASSERT_TRUE(older) << older.error().message;
+  EXPECT_EQ(std::get<Welcome>(*older).heartbeat_ms, 500u);
+  EXPECT_EQ(std::get<Welcome>(*older).delivery_timeout_ms, 0u);
+}
+
 // HELLO's weights are one per queue, 1..1000, or none; a HELLO of a worker
 // before 0.3 (six fields) still reads, with no weights and not strict.
 TEST(Protocol, HelloWeightsAreOnePerQueueOrNoneAndOlderHellosRead) {
