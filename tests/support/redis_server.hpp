@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -16,7 +17,32 @@
 
 namespace dueq::testing {
 
+// A port nothing listens on, for a server a test starts. Taken below the
+// kernel's ephemeral range: the source ports of outgoing connections (many,
+// in a parallel suite) come from that range, and one of them could take a
+// port handed out here before its server binds it ("Address already in
+// use"). Random, so that tests running at once rarely pick the same one.
 inline int free_port() {
+  auto bindable = [](int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    return ok;
+  };
+  int ephemeral_low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
+  constexpr int kLowest = 10'000;
+  thread_local std::mt19937 random(std::random_device{}());
+  if (ephemeral_low > kLowest + 1'000)
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const int port = kLowest + static_cast<int>(random() % static_cast<unsigned>(ephemeral_low - kLowest));
+      if (bindable(port)) return port;
+    }
+  // No room below the range: one the kernel picks.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
