@@ -9,7 +9,8 @@ JOBS ?= 2
 PACKAGES := build-essential cmake ninja-build pkg-config \
 	libzmq3-dev cppzmq-dev libhiredis-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev \
 	libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libhowardhinnant-date-dev tzdata openssl nlohmann-json3-dev libgtest-dev libxxhash-dev libjemalloc-dev \
-	redis-server redis-tools redis-sentinel iproute2 prometheus tmux chromium python3-websocket fonts-dejavu-core
+	redis-server redis-tools redis-sentinel iproute2 prometheus tmux chromium python3-websocket fonts-dejavu-core \
+	python3-zmq python3-msgpack python3-xxhash python3-venv mypy
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

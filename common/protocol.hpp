@@ -67,17 +67,21 @@ inline void require_fields(const msgpack::object& o, size_t need) {
 }
 }  // namespace detail
 
-// MSGPACK_DEFINE_ARRAY that refuses arrays shorter than the struct (newer
-// peers MAY append fields, so longer ones are read).
-#define DUEQ_FIELDS(...)                                                                              \
-  template <typename Packer>                                                                          \
-  void msgpack_pack(Packer& msgpack_pk) const {                                                       \
-    msgpack::type::make_define_array(__VA_ARGS__).msgpack_pack(msgpack_pk);                           \
-  }                                                                                                   \
-  void msgpack_unpack(const msgpack::object& msgpack_o) {                                             \
-    ::dueq::proto::detail::require_fields(msgpack_o, ::dueq::proto::detail::count_fields(__VA_ARGS__)); \
-    msgpack::type::make_define_array(__VA_ARGS__).msgpack_unpack(msgpack_o);                          \
+// MSGPACK_DEFINE_ARRAY that refuses arrays shorter than `min_fields` (newer
+// peers MAY append fields, so longer ones are read; fields appended in a
+// later release are left at their defaults when an older peer sends fewer).
+#define DUEQ_FIELDS_SINCE(min_fields, ...)                                                 \
+  template <typename Packer>                                                              \
+  void msgpack_pack(Packer& msgpack_pk) const {                                           \
+    msgpack::type::make_define_array(__VA_ARGS__).msgpack_pack(msgpack_pk);               \
+  }                                                                                       \
+  void msgpack_unpack(const msgpack::object& msgpack_o) {                                 \
+    ::dueq::proto::detail::require_fields(msgpack_o, min_fields);                         \
+    msgpack::type::make_define_array(__VA_ARGS__).msgpack_unpack(msgpack_o);              \
   }
+
+// Every field is required.
+#define DUEQ_FIELDS(...) DUEQ_FIELDS_SINCE(::dueq::proto::detail::count_fields(__VA_ARGS__), __VA_ARGS__)
 
 // Opaque job payload bytes; encoded as msgpack bin (str is accepted too).
 struct Bytes {
@@ -107,15 +111,8 @@ struct Hello {
   // `strict` all to the first of them in the order listed.
   std::vector<uint32_t> weights;
   bool strict = false;
-  template <typename Packer>
-  void msgpack_pack(Packer& msgpack_pk) const {
-    msgpack::type::make_define_array(worker_id, queues, capacity, held, host, pid, weights, strict).msgpack_pack(msgpack_pk);
-  }
-  void msgpack_unpack(const msgpack::object& msgpack_o) {
-    detail::require_fields(msgpack_o, kFieldsBefore03);
-    msgpack::type::make_define_array(worker_id, queues, capacity, held, host, pid, weights, strict).msgpack_unpack(msgpack_o);
-  }
   static constexpr size_t kFieldsBefore03 = 6;
+  DUEQ_FIELDS_SINCE(kFieldsBefore03, worker_id, queues, capacity, held, host, pid, weights, strict)
   static constexpr uint32_t kMaxWeight = 1000;
 };
 
@@ -129,15 +126,8 @@ struct Welcome {
   // back to ready.
   uint32_t worker_timeout_ms = 0;
   uint32_t delivery_timeout_ms = 0;
-  template <typename Packer>
-  void msgpack_pack(Packer& msgpack_pk) const {
-    msgpack::type::make_define_array(broker_id, heartbeat_ms, worker_timeout_ms, delivery_timeout_ms).msgpack_pack(msgpack_pk);
-  }
-  void msgpack_unpack(const msgpack::object& msgpack_o) {
-    detail::require_fields(msgpack_o, kFieldsBefore03);
-    msgpack::type::make_define_array(broker_id, heartbeat_ms, worker_timeout_ms, delivery_timeout_ms).msgpack_unpack(msgpack_o);
-  }
   static constexpr size_t kFieldsBefore03 = 2;
+  DUEQ_FIELDS_SINCE(kFieldsBefore03, broker_id, heartbeat_ms, worker_timeout_ms, delivery_timeout_ms)
 };
 
 // One job handed to a worker (an item of a TASKS frame).
@@ -348,21 +338,10 @@ struct QueueStats {
   double rate_limit = 0;            // jobs started per second at most; 0 = none
   int64_t rate_burst = 0;           // with a rate limit: jobs started at once after a quiet spell
   int64_t concurrency_limit = 0;    // jobs leased at once across all workers at most; 0 = none
-  template <typename Packer>
-  void msgpack_pack(Packer& msgpack_pk) const {
-    msgpack::type::make_define_array(queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks,
-                                     next_due_ms, cancelled, purged, died, unconfirmed, replayed, stale_extends,
-                                     oldest_ready_due_ms, paused_since_ms, rate_limit, rate_burst, concurrency_limit)
-        .msgpack_pack(msgpack_pk);
-  }
-  void msgpack_unpack(const msgpack::object& msgpack_o) {
-    detail::require_fields(msgpack_o, kFieldsBefore02);
-    msgpack::type::make_define_array(queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks,
-                                     next_due_ms, cancelled, purged, died, unconfirmed, replayed, stale_extends,
-                                     oldest_ready_due_ms, paused_since_ms, rate_limit, rate_burst, concurrency_limit)
-        .msgpack_unpack(msgpack_o);
-  }
   static constexpr size_t kFieldsBefore02 = 12;
+  DUEQ_FIELDS_SINCE(kFieldsBefore02, queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks,
+                    next_due_ms, cancelled, purged, died, unconfirmed, replayed, stale_extends, oldest_ready_due_ms,
+                    paused_since_ms, rate_limit, rate_burst, concurrency_limit)
 };
 
 struct StatsReply {
@@ -401,15 +380,8 @@ struct AdminRequest {
   // Appended in 0.3 (absent from older clients' requests): named arguments
   // of cron_add and cron_remove.
   std::map<std::string, std::string> args;
-  template <typename Packer>
-  void msgpack_pack(Packer& msgpack_pk) const {
-    msgpack::type::make_define_array(request_id, op, queue, ids, older_than_ms, limit, args).msgpack_pack(msgpack_pk);
-  }
-  void msgpack_unpack(const msgpack::object& msgpack_o) {
-    detail::require_fields(msgpack_o, kFieldsBefore03);
-    msgpack::type::make_define_array(request_id, op, queue, ids, older_than_ms, limit, args).msgpack_unpack(msgpack_o);
-  }
   static constexpr size_t kFieldsBefore03 = 6;
+  DUEQ_FIELDS_SINCE(kFieldsBefore03, request_id, op, queue, ids, older_than_ms, limit, args)
 };
 
 struct AdminReply {

@@ -17,22 +17,24 @@
 
 namespace dueq::testing {
 
+// Whether a loopback TCP port can be bound right now.
+inline bool port_bindable(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
 // A port nothing listens on, for a server a test starts. Taken below the
 // kernel's ephemeral range: the source ports of outgoing connections (many,
 // in a parallel suite) come from that range, and one of them could take a
 // port handed out here before its server binds it ("Address already in
 // use"). Random, so that tests running at once rarely pick the same one.
 inline int free_port() {
-  auto bindable = [](int port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    return ok;
-  };
   int ephemeral_low = 32768;
   std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
   constexpr int kLowest = 10'000;
@@ -40,7 +42,7 @@ inline int free_port() {
   if (ephemeral_low > kLowest + 1'000)
     for (int attempt = 0; attempt < 100; ++attempt) {
       const int port = kLowest + static_cast<int>(random() % static_cast<unsigned>(ephemeral_low - kLowest));
-      if (bindable(port)) return port;
+      if (port_bindable(port)) return port;
     }
   // No room below the range: one the kernel picks.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -57,19 +59,9 @@ inline int free_port() {
 // A free port P with P + 10000 free too, below 55536: a Redis Cluster node
 // listens on both (its bus on P + 10000).
 inline int free_cluster_port() {
-  const auto bindable = [](int port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    return ok;
-  };
   for (int tries = 0; tries < 1000; ++tries) {
     const int port = 20'000 + (free_port() % 25'000);
-    if (bindable(port) && bindable(port + 10'000)) return port;
+    if (port_bindable(port) && port_bindable(port + 10'000)) return port;
   }
   throw std::runtime_error("no free port pair for a cluster node");
 }

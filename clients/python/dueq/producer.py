@@ -1,0 +1,185 @@
+"""Producer: enqueues jobs, reads queue statistics and looks jobs up.
+
+Every call is synchronous. A request that gets no answer in time, an
+`unavailable` or `overloaded` answer, or a broker that stands by is sent
+again, with the same job ids, so a job is written once however often it is
+resent (docs/protocol.md §3.2)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Sequence, Union
+
+import zmq
+
+from . import protocol
+from ._connection import CurveKeys, Endpoints, open_dealer
+from .protocol import EnqueueResult, EnqueueStatus, QueueStats, Type
+
+
+class DueqError(Exception):
+    """The broker answered ERROR; `code` is one of docs/protocol.md §5."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class Rejected(DueqError):
+    """The broker refused a job (bad name, payload too large, ...)."""
+
+
+@dataclass
+class Job:
+    """A job to enqueue. `due_ms` is milliseconds since the Unix epoch (UTC),
+    0 for now; 0 for `max_attempts` and the backoffs takes the queue's defaults."""
+    queue: str
+    type: str
+    payload: bytes = b""
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    due_ms: int = 0
+    max_attempts: int = 0
+    backoff_base_ms: int = 0
+    backoff_cap_ms: int = 0
+
+    def wire(self) -> list[Any]:
+        return [self.queue, self.id, self.type, self.payload, self.due_ms, self.max_attempts, self.backoff_base_ms,
+                self.backoff_cap_ms]
+
+
+# One ENQUEUE stays within the broker's limits: 10,000 jobs, and 8 MiB of
+# payload (its per-round budget for one peer, so one frame is never turned away).
+_BATCH_PAYLOAD_BYTES = 8 << 20
+_RESEND_AFTER_S = 1.0
+
+
+class Producer:
+    def __init__(self, brokers: Union[str, Sequence[str]], *, keys: Optional[CurveKeys] = None,
+                 timeout: float = 30.0, context: Optional[zmq.Context] = None) -> None:  # type: ignore[type-arg]
+        self._endpoints = Endpoints(brokers)
+        self._keys = keys
+        self._timeout = timeout
+        self._context = context or zmq.Context.instance()
+        self._socket = open_dealer(self._context, self._endpoints.current, None, keys)
+        self._request_ids = itertools.count(random.randrange(1, 1 << 48))
+
+    def close(self) -> None:
+        self._socket.close(0)
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def enqueue(self, queue: str, type: str, payload: Union[bytes, str] = b"", *, id: Optional[str] = None,
+                due_ms: int = 0, delay: Optional[float] = None, max_attempts: int = 0) -> EnqueueResult:
+        """Enqueues one job, due at `due_ms` or after `delay` seconds; raises Rejected when refused.
+        The result is `accepted`, or `duplicate` when a job with this id exists."""
+        if delay is not None:
+            due_ms = int(time.time() * 1000 + delay * 1000)
+        job = Job(queue, type, payload.encode() if isinstance(payload, str) else payload, id or uuid.uuid4().hex,
+                  due_ms, max_attempts)
+        result = self.enqueue_many([job])[0]
+        if result.status == EnqueueStatus.REJECTED:
+            raise Rejected("rejected", result.reason)
+        return result
+
+    def enqueue_many(self, jobs: Iterable[Job]) -> list[EnqueueResult]:
+        """Enqueues jobs in as few frames as the limits allow; one result per job, in order."""
+        results: list[EnqueueResult] = []
+        batch: list[Job] = []
+        payload_bytes = 0
+        for job in jobs:
+            if batch and (len(batch) == protocol.MAX_BATCH or payload_bytes + len(job.payload) > _BATCH_PAYLOAD_BYTES):
+                results += self._enqueue_batch(batch)
+                batch, payload_bytes = [], 0
+            batch.append(job)
+            payload_bytes += len(job.payload)
+        if batch:
+            results += self._enqueue_batch(batch)
+        return results
+
+    def _enqueue_batch(self, jobs: list[Job]) -> list[EnqueueResult]:
+        done: dict[str, EnqueueResult] = {}
+        waiting = list(jobs)
+        deadline = time.monotonic() + self._timeout
+        while waiting:
+            _, body = self._request(Type.ENQUEUE, lambda rid: [rid, [j.wire() for j in waiting]], Type.ENQUEUE_REPLY,
+                                    deadline)
+            _, results, retry_after_ms = protocol.read_enqueue_reply(body)
+            overloaded = set()
+            for result in results:
+                if result.status == EnqueueStatus.OVERLOADED:
+                    overloaded.add(result.id)
+                else:
+                    done[result.id] = result
+            waiting = [j for j in waiting if j.id in overloaded]
+            if waiting:
+                self._pause(retry_after_ms, deadline)
+        return [done[j.id] for j in jobs]
+
+    def stats(self) -> list[QueueStats]:
+        """One row per queue the broker knows."""
+        _, body = self._request(Type.STATS_REQUEST, lambda rid: [rid], Type.STATS_REPLY,
+                                time.monotonic() + self._timeout)
+        return protocol.read_stats_reply(body)[1]
+
+    def job(self, id: str, queue: str = "") -> Optional[dict[str, str]]:
+        """What the broker knows of a job (docs/protocol.md, JOB_REPLY), or None."""
+        _, body = self._request(Type.JOB_REQUEST, lambda rid: [rid, id, queue], Type.JOB_REPLY,
+                                time.monotonic() + self._timeout)
+        _, found, fields = protocol.read_job_reply(body)
+        return fields if found else None
+
+    # -- one request, answered or resent until the deadline
+
+    def _request(self, type_: Type, body: Any, reply_type: Type, deadline: float) -> tuple[Type, list[Any]]:
+        request_id = next(self._request_ids)
+        frame = protocol.encode(type_, body(request_id))
+        while True:
+            self._socket.send(frame)
+            resend_at = min(deadline, time.monotonic() + _RESEND_AFTER_S)
+            while (left := resend_at - time.monotonic()) > 0:
+                if not self._socket.poll(int(left * 1000) + 1):
+                    continue
+                try:
+                    got_type, got = protocol.decode(self._socket.recv())
+                except protocol.BadFrame:
+                    continue
+                if got_type == reply_type and got and got[0] == request_id:
+                    return got_type, got
+                if got_type != Type.ERROR:
+                    continue
+                error = protocol.ErrorReply.read(got)
+                # Errors no request can be named in come with request id 0.
+                if error.request_id not in (0, request_id):
+                    continue
+                if error.code == "not_leader":
+                    self._move(error.message)
+                elif error.code in ("unavailable", "overloaded"):
+                    self._pause(error.retry_after_ms, deadline)
+                else:
+                    raise DueqError(error.code, error.message)
+                break
+            else:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"no answer from {self._endpoints.current} in {self._timeout} s")
+                if len(self._endpoints.all) > 1:
+                    self._move("")
+
+    def _pause(self, retry_after_ms: int, deadline: float) -> None:
+        time.sleep(max(0.0, min(max(retry_after_ms, 10) / 1000, deadline - time.monotonic())))
+
+    def _move(self, not_leader_message: str) -> None:
+        """To the leader a standby named, when listed, else to the next endpoint."""
+        named = next((w for w in not_leader_message.replace(",", " ").split() if "://" in w), "")
+        if not self._endpoints.move_to(named) and self._endpoints.advance():
+            time.sleep(0.1)
+        self._socket.close(0)
+        self._socket = open_dealer(self._context, self._endpoints.current, None, self._keys)

@@ -1,0 +1,439 @@
+"""Worker: runs jobs by type on a pool of threads, as docs/protocol.md §3.3
+asks of a worker.
+
+One thread (the one that calls `run`) owns the broker connection: it says
+HELLO, confirms every TASKS frame with RECEIVED before it starts a job, checks
+each payload's checksum, announces jobs whose `start_check` asks for it
+(STARTING) and starts them only once the broker says `go`, heartbeats the
+jobs it holds, sends results and keeps them until CONFIRM (resent after
+every new WELCOME), and moves between broker endpoints when one goes quiet.
+Handler threads only run handlers."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import signal
+import socket as socket_module
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Sequence, Union
+
+import zmq
+
+from . import protocol
+from ._connection import CurveKeys, Endpoints, open_dealer
+from .protocol import JobRef, Outcome, Result, Task, Type
+
+log = logging.getLogger("dueq.worker")
+
+_HELLO_ANSWER_S = 1.0  # no WELCOME this long after HELLO: HELLO again, at the next endpoint if any
+_RESULT_BATCH = 1000
+
+
+class Fail(Exception):
+    """Raised by a handler: the job fails for good (dead letters), no retry."""
+
+
+@dataclass
+class Job:
+    """What a handler gets."""
+    queue: str
+    id: str
+    type: str
+    payload: bytes
+    attempt: int
+    max_attempts: int
+    due_ms: int
+    created_ms: int
+    token: int
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the job was cancelled while it ran: the handler should stop."""
+        return self._cancel.is_set()
+
+
+Handler = Callable[[Job], None]
+Key = tuple[str, str]
+
+
+class Worker:
+    def __init__(self, brokers: Union[str, Sequence[str]], queues: Union[Sequence[str], Mapping[str, int]], *,
+                 concurrency: int = 4, prefetch: Optional[int] = None, strict: bool = False,
+                 worker_id: Optional[str] = None, keys: Optional[CurveKeys] = None,
+                 drain_timeout: float = 30.0) -> None:
+        """`queues` is a list of names, or a map of name to weight (1..1000);
+        with `strict`, jobs come from the first queue, in order, that has any."""
+        self._queues = list(queues)
+        self._weights = [int(queues[q]) for q in self._queues] if isinstance(queues, Mapping) else []
+        if not self._queues:
+            raise ValueError("no queue given")
+        if any(not 1 <= w <= protocol.MAX_WEIGHT for w in self._weights):
+            raise ValueError("a weight is 1..1000")
+        if concurrency < 1:
+            raise ValueError("concurrency is at least 1")
+        self._concurrency = concurrency
+        self._capacity = min(protocol.MAX_CAPACITY, concurrency + (concurrency if prefetch is None else prefetch))
+        self._strict = strict
+        self._worker_id = worker_id or f"{socket_module.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._endpoints = Endpoints(brokers)
+        self._keys = keys
+        self._drain_timeout = drain_timeout
+        self._handlers: dict[str, Handler] = {}
+        self._context = zmq.Context.instance()
+        self._socket: Optional[zmq.Socket] = None  # type: ignore[type-arg]
+
+        # The connection thread's own state.
+        self._held: dict[Key, Task] = {}              # received, no result yet
+        self._to_announce: collections.deque[Task] = collections.deque()
+        self._awaiting_go: dict[Key, Task] = {}       # STARTING sent, no START_REPLY yet
+        self._announced: dict[Key, int] = {}          # announced (its start_check), result not yet confirmed
+        self._unconfirmed: dict[Key, Result] = {}     # result sent, no CONFIRM yet
+        self._jobs: dict[Key, Job] = {}               # what handlers got, for CANCEL
+        self._heartbeat_ms = 1000
+        self._welcomed = False
+        self._hello_sent = 0.0
+        self._last_heard = 0.0
+        self._draining = False
+        self._drain_deadline = 0.0
+        self._confirm_deadline: Optional[float] = None
+
+        # Shared with handler threads, under _lock.
+        self._lock = threading.Lock()
+        self._ready_cv = threading.Condition(self._lock)
+        self._ready: collections.deque[Task] = collections.deque()  # may start now
+        self._running: set[Key] = set()
+        self._closing = False
+        self._finished: collections.deque[tuple[Task, Result]] = collections.deque()
+        self._wake_read, self._wake_write = os.pipe()
+        self._stop_requested = threading.Event()
+
+    @property
+    def worker_id(self) -> str:
+        return self._worker_id
+
+    def handle(self, job_type: str) -> Callable[[Handler], Handler]:
+        """Decorator: `@worker.handle("email")` runs the function for jobs of that type."""
+        def register(fn: Handler) -> Handler:
+            self._handlers[job_type] = fn
+            return fn
+        return register
+
+    def stop(self) -> None:
+        """Drain and return from `run` (any thread, or a signal handler)."""
+        self._stop_requested.set()
+        os.write(self._wake_write, b"s")
+
+    def run(self) -> None:
+        """Works until `stop`, SIGTERM or SIGINT, then drains: hands back jobs
+        not started, finishes the running ones, and returns."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self.stop())
+        threads = [threading.Thread(target=self._handler_loop, name=f"dueq-handler-{i}", daemon=True)
+                   for i in range(self._concurrency)]
+        for t in threads:
+            t.start()
+        try:
+            self._connect()
+            self._loop()
+        finally:
+            with self._lock:
+                self._closing = True
+                self._ready_cv.notify_all()
+            if self._socket is not None:
+                self._socket.close(0)
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+
+    # -- handler threads
+
+    def _handler_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._ready and not self._closing:
+                    self._ready_cv.wait()
+                if self._closing:
+                    return
+                task = self._ready.popleft()
+                key = (task.queue, task.id)
+                self._running.add(key)
+                job = self._jobs[key]
+            result = self._execute(task, job)
+            with self._lock:
+                self._running.discard(key)
+                self._finished.append((task, result))
+            os.write(self._wake_write, b"r")
+
+    def _execute(self, task: Task, job: Job) -> Result:
+        handler = self._handlers.get(task.type)
+        if handler is None:
+            return Result(task.ref, Outcome.FAILED, f"no handler for job type {task.type!r}")
+        try:
+            handler(job)
+        except Fail as error:
+            return Result(task.ref, Outcome.CANCELLED if job.cancelled else Outcome.FAILED_FINAL, str(error))
+        except Exception:
+            return Result(task.ref, Outcome.CANCELLED if job.cancelled else Outcome.FAILED,
+                          traceback.format_exc(limit=5))
+        return Result(task.ref, Outcome.CANCELLED if job.cancelled else Outcome.DONE)
+
+    # -- the connection thread
+
+    def _send(self, type_: Type, body: list[object]) -> None:
+        assert self._socket is not None
+        try:
+            self._socket.send(protocol.encode(type_, body), zmq.DONTWAIT)
+        except zmq.Again:
+            pass  # not connected yet: HELLO and heartbeats are sent again, results after WELCOME
+
+    def _connect(self) -> None:
+        if self._socket is not None:
+            self._socket.close(0)
+        self._socket = open_dealer(self._context, self._endpoints.current, self._worker_id.encode(), self._keys)
+        self._welcomed = False
+        self._say_hello()
+
+    def _say_hello(self) -> None:
+        hello = protocol.Hello(self._worker_id, self._queues, self._capacity, [t.ref for t in self._held.values()],
+                               socket_module.gethostname(), os.getpid(), self._weights, self._strict)
+        self._send(Type.HELLO, hello.wire())
+        self._hello_sent = time.monotonic()
+
+    def _move(self) -> None:
+        if self._endpoints.advance():
+            time.sleep(0.1)
+        log.info("moving to broker %s", self._endpoints.current)
+        self._connect()
+
+    def _loop(self) -> None:
+        assert self._socket is not None
+        next_heartbeat = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if self._stop_requested.is_set() and not self._draining:
+                self._start_drain(now)
+            if self._draining and self._drained(now):
+                return
+            if not self._welcomed and now - self._hello_sent >= _HELLO_ANSWER_S:
+                log.warning("no WELCOME from %s within %.0f s (a broker down, or a key it refuses)",
+                            self._endpoints.current, _HELLO_ANSWER_S)
+                if len(self._endpoints.all) > 1:
+                    self._move()
+                else:
+                    self._say_hello()
+            elif self._welcomed and now - self._last_heard > 3 * self._heartbeat_ms / 1000:
+                log.warning("nothing from %s for three heartbeats", self._endpoints.current)
+                self._move()
+            if self._welcomed and now >= next_heartbeat:
+                self._send(Type.HEARTBEAT, [[t.ref.wire() for t in self._held.values()], self._capacity,
+                                            self._draining])
+                next_heartbeat = now + self._heartbeat_ms / 1000
+            timeout = max(0.0, min(next_heartbeat, self._hello_sent + _HELLO_ANSWER_S) - time.monotonic())
+            poller = zmq.Poller()
+            poller.register(self._socket, zmq.POLLIN)
+            poller.register(self._wake_read, zmq.POLLIN)
+            events = dict(poller.poll(int(min(timeout, 0.05 if self._draining else timeout) * 1000) + 1))
+            if self._wake_read in events:
+                os.read(self._wake_read, 4096)
+            while self._socket.poll(0):
+                self._on_frame(self._socket.recv(), time.monotonic())
+            self._send_finished()
+            self._announce()
+
+    def _on_frame(self, data: bytes, now: float) -> None:
+        try:
+            type_, body = protocol.decode(data)
+            if type_ == Type.TASKS:
+                self._on_tasks(protocol.Tasks.read(body))
+            elif type_ == Type.WELCOME:
+                self._on_welcome(protocol.Welcome.read(body))
+            elif type_ == Type.CONFIRM:
+                for ref in protocol.read_confirm(body):
+                    self._confirmed(ref)
+            elif type_ == Type.START_REPLY:
+                go, drop = protocol.read_start_reply(body)
+                self._on_start_reply(go, drop)
+            elif type_ == Type.CANCEL:
+                self._on_cancel(protocol.read_cancel(body))
+            elif type_ == Type.ERROR:
+                self._on_error(protocol.ErrorReply.read(body))
+            elif type_ == Type.PONG:
+                protocol.read_pong(body)
+            else:
+                raise protocol.BadFrame(f"a worker gets no frame of type {type_.name}")
+        except protocol.BadFrame as error:
+            log.warning("dropped a malformed frame from the broker: %s", error)  # §3.1: whole, changing nothing
+            return
+        self._last_heard = now
+
+    def _on_welcome(self, welcome: protocol.Welcome) -> None:
+        self._welcomed = True
+        self._heartbeat_ms = welcome.heartbeat_ms
+        log.info("welcomed by broker %s at %s", welcome.broker_id, self._endpoints.current)
+        unconfirmed = list(self._unconfirmed.values())
+        for start in range(0, len(unconfirmed), _RESULT_BATCH):
+            self._send(Type.RESULTS, [[r.wire() for r in unconfirmed[start:start + _RESULT_BATCH]]])
+        if self._awaiting_go:
+            self._send(Type.STARTING, [[t.ref.wire() for t in self._awaiting_go.values()]])
+
+    def _on_tasks(self, tasks: protocol.Tasks) -> None:
+        self._send(Type.RECEIVED, [tasks.seq])  # before any of its jobs starts
+        if self._draining:
+            self._send(Type.BYE, [[t.ref.wire() for t in tasks.items]])
+            return
+        for task in tasks.items:
+            key = (task.queue, task.id)
+            self._held[key] = task  # a newer delivery replaces an older one
+            self._unconfirmed.pop(key, None)
+            if protocol.checksum(task.payload) != task.payload_checksum:
+                self._finish(task, Result(task.ref, Outcome.FAILED_FINAL,
+                                          "payload corrupted: its XXH3-64 does not match payload_checksum"))
+                continue
+            with self._lock:
+                self._jobs[key] = Job(task.queue, task.id, task.type, task.payload, task.attempt, task.max_attempts,
+                                      task.due_ms, task.created_ms, task.token)
+                if task.start_check == 0:
+                    self._ready.append(task)
+                    self._ready_cv.notify()
+                else:
+                    self._to_announce.append(task)
+
+    def _announce(self) -> None:
+        """STARTING for the announced tasks the pool can start soon. A task
+        with `start_check` 2 is announced only when no other announced task
+        runs or awaits its CONFIRM, and nothing is announced beside it."""
+        if not self._to_announce or self._draining or 2 in self._announced.values():
+            return
+        with self._lock:
+            idle = self._concurrency - len(self._running) - len(self._ready)
+        batch: list[Task] = []
+        while self._to_announce and idle - len(self._awaiting_go) - len(batch) > 0:
+            if self._to_announce[0].start_check == 2:
+                if not batch and not self._announced:
+                    batch.append(self._to_announce.popleft())
+                break
+            batch.append(self._to_announce.popleft())
+        for task in batch:
+            key = (task.queue, task.id)
+            self._awaiting_go[key] = task
+            self._announced[key] = task.start_check
+        if batch:
+            self._send(Type.STARTING, [[t.ref.wire() for t in batch]])
+
+    def _on_start_reply(self, go: list[JobRef], drop: list[JobRef]) -> None:
+        for ref in go:
+            key = (ref.queue, ref.id)
+            task = self._awaiting_go.pop(key, None)
+            if task is None or task.token != ref.token:
+                continue
+            with self._lock:
+                self._ready.appendleft(task)
+                self._ready_cv.notify()
+        for ref in drop:
+            key = (ref.queue, ref.id)
+            task = self._held.get(key)
+            if task is None or task.token != ref.token:
+                continue
+            self._awaiting_go.pop(key, None)
+            self._forget(key)
+
+    def _on_cancel(self, ref: JobRef) -> None:
+        key = (ref.queue, ref.id)
+        task = self._held.get(key)
+        if task is None or task.token != ref.token:
+            return  # not a delivery it holds
+        with self._lock:
+            job = self._jobs.get(key)
+            if key in self._running and job is not None:
+                job._cancel.set()  # the handler is asked to stop; its end reports `cancelled`
+                return
+            if task in self._ready:
+                self._ready.remove(task)
+        if task in self._to_announce:
+            self._to_announce.remove(task)
+        self._awaiting_go.pop(key, None)
+        self._finish(task, Result(task.ref, Outcome.CANCELLED, "cancelled before it started"))
+
+    def _on_error(self, error: protocol.ErrorReply) -> None:
+        if error.code == "unknown_worker":
+            self._say_hello()  # the broker restarted or declared it lost; results follow WELCOME
+        elif error.code == "not_leader":
+            log.info("%s stands by: %s", self._endpoints.current, error.message)
+            self._move()
+        else:
+            log.warning("broker error %s: %s", error.code, error.message)
+
+    def _finish(self, task: Task, result: Result) -> None:
+        with self._lock:
+            self._finished.append((task, result))
+
+    def _send_finished(self) -> None:
+        with self._lock:
+            finished = list(self._finished)
+            self._finished.clear()
+        batch = []
+        for task, result in finished:
+            key = (task.queue, task.id)
+            current = self._held.get(key)
+            if current is None or current.token != task.token:
+                continue  # a newer delivery replaced it
+            self._forget(key, keep_announced=True)
+            self._unconfirmed[key] = result
+            batch.append(result.wire())
+        for start in range(0, len(batch), _RESULT_BATCH):
+            if self._welcomed:
+                self._send(Type.RESULTS, [batch[start:start + _RESULT_BATCH]])
+
+    def _confirmed(self, ref: JobRef) -> None:
+        key = (ref.queue, ref.id)
+        result = self._unconfirmed.get(key)
+        if result is not None and result.ref.token == ref.token:
+            del self._unconfirmed[key]
+            self._announced.pop(key, None)
+
+    def _forget(self, key: Key, keep_announced: bool = False) -> None:
+        self._held.pop(key, None)
+        with self._lock:
+            self._jobs.pop(key, None)
+        if not keep_announced:
+            self._announced.pop(key, None)
+
+    # -- draining
+
+    def _start_drain(self, now: float) -> None:
+        self._draining = True
+        self._drain_deadline = now + self._drain_timeout
+        with self._lock:
+            unstarted = list(self._ready)
+            self._ready.clear()
+        unstarted += list(self._to_announce) + list(self._awaiting_go.values())
+        self._to_announce.clear()
+        self._awaiting_go.clear()
+        for task in unstarted:
+            self._forget((task.queue, task.id))
+        log.info("draining: handing back %d jobs not started", len(unstarted))
+        self._send(Type.BYE, [[t.ref.wire() for t in unstarted]])
+        self._send(Type.HEARTBEAT, [[t.ref.wire() for t in self._held.values()], self._capacity, True])
+
+    def _drained(self, now: float) -> bool:
+        with self._lock:
+            running = bool(self._running) or bool(self._finished)
+        if running and now < self._drain_deadline:
+            return False
+        if running:
+            with self._lock:
+                for key in self._running:
+                    self._jobs[key]._cancel.set()
+            log.warning("drain timeout: left %d running jobs to be re-delivered", len(self._running))
+            return True
+        # The last results wait briefly for their CONFIRM (a result applies at most once either way).
+        if self._confirm_deadline is None:
+            self._confirm_deadline = now + 2.0
+        return not self._unconfirmed or now > self._confirm_deadline

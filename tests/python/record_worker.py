@@ -1,0 +1,59 @@
+"""A Python worker for the tests: handlers noop, sleep (payload = ms), fail and
+crash, like dueq-example-worker; each start appends `id attempt token` to
+--record."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import threading
+import time
+
+import dueq
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--broker", action="append", required=True)
+    parser.add_argument("--queue", action="append", required=True)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--prefetch", type=int)
+    parser.add_argument("--record", required=True)
+    parser.add_argument("--broker-pub")
+    parser.add_argument("--key")
+    parser.add_argument("--worker-id")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    keys = dueq.CurveKeys.from_files(args.broker_pub, args.key) if args.key else None
+    worker = dueq.Worker(args.broker, args.queue, concurrency=args.concurrency, prefetch=args.prefetch, keys=keys,
+                         worker_id=args.worker_id)
+    lock = threading.Lock()
+    record = open(args.record, "a", buffering=1)
+
+    def note(job: dueq.Job) -> None:
+        with lock:
+            record.write(f"{job.id} {job.attempt} {job.token} {os.getpid()}\n")
+
+    @worker.handle("noop")
+    def noop(job: dueq.Job) -> None:
+        note(job)
+
+    @worker.handle("sleep")
+    def sleep(job: dueq.Job) -> None:
+        note(job)
+        deadline = time.monotonic() + int(job.payload or b"0") / 1000
+        while time.monotonic() < deadline and not job.cancelled:
+            time.sleep(0.005)
+
+    @worker.handle("fail")
+    def fail(job: dueq.Job) -> None:
+        note(job)
+        raise RuntimeError("failed on purpose")
+
+    worker.run()
+    logging.info("drained and stopped")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""The Python package (clients/python) against a real broker, Redis and
+C++ worker: each test names the rule of docs/protocol.md it checks."""
+
+from __future__ import annotations
+
+import collections
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+import support
+from support import Deployment, eventually, read_records
+
+import dueq
+
+
+def ids_run(records: list[list[str]]) -> collections.Counter[str]:
+    return collections.Counter(r[0] for r in records)
+
+
+class PythonWorker(unittest.TestCase):
+    def test_a_python_worker_beside_a_cpp_worker_runs_every_job_once(self) -> None:
+        d = Deployment(self)
+        py_rec, cpp_rec = d.dir / "py.rec", d.dir / "cpp.rec"
+        d.python_worker("--queue", "mixed", "--record", str(py_rec))
+        d.cpp_worker("mixed", cpp_rec)
+        with dueq.Producer(d.endpoint) as producer:
+            jobs = [dueq.NewJob("mixed", "sleep", b"1") for _ in range(2000)]
+            results = producer.enqueue_many(jobs)
+            self.assertTrue(all(r.status == dueq.EnqueueStatus.ACCEPTED for r in results))
+            self.assertTrue(eventually(lambda: producer.stats()[0].done == 2000, 60), producer.stats())
+        records = read_records(py_rec) + read_records(cpp_rec)
+        runs = ids_run(records)
+        self.assertEqual(set(runs), {j.id for j in jobs})
+        self.assertEqual(max(runs.values()), 1, "a job ran twice")
+        self.assertGreater(len(read_records(py_rec)), 0, "the Python worker ran nothing")
+        self.assertGreater(len(read_records(cpp_rec)), 0, "the C++ worker ran nothing")
+        audit = d.dueq("audit")
+        self.assertEqual(audit.returncode, 0, audit.stdout + audit.stderr)
+
+    def test_sigkill_of_a_python_worker_redelivers_what_it_held(self) -> None:
+        d = Deployment(self, ["--heartbeat", "200ms", "--worker-timeout", "1s"])
+        py_rec, cpp_rec = d.dir / "py.rec", d.dir / "cpp.rec"
+        worker = d.python_worker("--queue", "q", "--concurrency", "4", "--prefetch", "4", "--record", str(py_rec))
+        with dueq.Producer(d.endpoint) as producer:
+            jobs = [dueq.NewJob("q", "sleep", b"3000") for _ in range(8)]
+            producer.enqueue_many(jobs)
+            self.assertTrue(eventually(lambda: len(read_records(py_rec)) == 4, 10))
+            worker.send_signal(signal.SIGKILL)
+            worker.wait()
+            d.cpp_worker("q", cpp_rec, concurrency=8)
+            self.assertTrue(eventually(lambda: producer.stats()[0].done == 8, 20), producer.stats())
+        self.assertEqual(set(ids_run(read_records(cpp_rec))), {j.id for j in jobs},
+                         "every job the killed worker held, running or buffered, runs again elsewhere")
+
+    def test_a_stale_ack_changes_nothing(self) -> None:
+        d = Deployment(self, ["--heartbeat", "200ms", "--worker-timeout", "1s"])
+        rec = d.dir / "py.rec"
+        first = d.python_worker("--queue", "q", "--record", str(rec), log="first.log")
+        with dueq.Producer(d.endpoint) as producer:
+            job = producer.enqueue("q", "sleep", b"1500")
+            self.assertTrue(eventually(lambda: len(read_records(rec)) == 1, 10))
+            first.send_signal(signal.SIGSTOP)  # silent past the worker timeout: declared lost
+            self.assertTrue(eventually(lambda: "re-delivering" in d.log("broker.log"), 10))
+            d.python_worker("--queue", "q", "--record", str(rec), log="second.log")
+            self.assertTrue(eventually(lambda: producer.stats()[0].done == 1, 10), producer.stats())
+            first.send_signal(signal.SIGCONT)  # finishes its old delivery and reports it
+            self.assertTrue(eventually(lambda: producer.stats()[0].stale_acks >= 1, 10), producer.stats())
+            stats = producer.stats()[0]
+            self.assertEqual((stats.done, stats.dead, stats.in_flight), (1, 0, 0))
+            self.assertEqual(producer.job(job.id, "q"), {"id": job.id, "queue": "q", "s": "done",
+                                                         "f": producer.job(job.id, "q")["f"]})  # type: ignore[index]
+        tokens = {r[2] for r in read_records(rec)}
+        self.assertEqual(len(tokens), 2, "the two deliveries had different fencing tokens")
+
+    def test_sigterm_drains_hands_back_the_unstarted_and_finishes_the_running(self) -> None:
+        d = Deployment(self)
+        py_rec, cpp_rec = d.dir / "py.rec", d.dir / "cpp.rec"
+        worker = d.python_worker("--queue", "q", "--concurrency", "2", "--prefetch", "6", "--record", str(py_rec))
+        with dueq.Producer(d.endpoint) as producer:
+            jobs = [dueq.NewJob("q", "sleep", b"600") for _ in range(8)]
+            producer.enqueue_many(jobs)
+            self.assertTrue(eventually(lambda: len(read_records(py_rec)) == 2, 10))
+            worker.send_signal(signal.SIGTERM)
+            self.assertEqual(worker.wait(10), 0)
+            self.assertIn("handing back 6 jobs", d.log("py-worker.log"))
+            self.assertEqual(producer.stats()[0].done, 2, "the two running jobs finished and were confirmed")
+            d.cpp_worker("q", cpp_rec, concurrency=8)
+            self.assertTrue(eventually(lambda: producer.stats()[0].done == 8, 20), producer.stats())
+        records = read_records(py_rec) + read_records(cpp_rec)
+        self.assertEqual(sorted(ids_run(records).values()), [1] * 8)
+        self.assertEqual({r[1] for r in records}, {"1"}, "a handed-back job uses no attempt")
+
+    def test_a_key_not_on_the_allow_list_gets_nothing(self) -> None:
+        tmp = Path(tempfile.mkdtemp(prefix="dueq-py-keys-"))
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", str(tmp)]))
+        for name in ("broker", "worker", "producer", "admin", "stranger"):
+            subprocess.run([str(support.BIN / "dueq"), "keygen", str(tmp / name)], check=True, capture_output=True)
+        public = {n: (tmp / f"{n}.pub").read_text().split('"')[1] for n in ("worker", "producer", "admin")}
+        (tmp / "allow.toml").write_text(
+            f'[[key]]\nname = "worker"\npublic = "{public["worker"]}"\nrole = "worker"\nqueues = ["*"]\n'
+            f'[[key]]\nname = "producer"\npublic = "{public["producer"]}"\nrole = "producer"\nqueues = ["*"]\n'
+            f'[[key]]\nname = "admin"\npublic = "{public["admin"]}"\nrole = "admin"\n')
+        d = Deployment(self, ["--curve-key", str(tmp / "broker.key"), "--allow-list", str(tmp / "allow.toml")])
+        stranger_rec, worker_rec = d.dir / "stranger.rec", d.dir / "worker.rec"
+        d.python_worker("--queue", "q", "--record", str(stranger_rec), "--broker-pub", str(tmp / "broker.pub"),
+                        "--key", str(tmp / "stranger.key"), log="stranger.log")
+        keys = dueq.CurveKeys.from_files(tmp / "broker.pub", tmp / "producer.key")
+        admin_keys = dueq.CurveKeys.from_files(tmp / "broker.pub", tmp / "admin.key")
+        with dueq.Producer(d.endpoint, keys=keys) as producer, dueq.Producer(d.endpoint, keys=admin_keys) as admin:
+            jobs = [dueq.NewJob("q", "noop") for _ in range(20)]
+            producer.enqueue_many(jobs)
+            self.assertTrue(eventually(lambda: "no WELCOME" in d.log("stranger.log"), 5))
+            time.sleep(1)
+            self.assertEqual(read_records(stranger_rec), [])
+            self.assertEqual(admin.stats()[0].waiting, 20, "nothing left the queue for the refused key")
+            with self.assertRaises(dueq.DueqError) as refused:
+                producer.stats()
+            self.assertEqual(refused.exception.code, "refused", "a producer key may not read stats")
+            d.python_worker("--queue", "q", "--record", str(worker_rec), "--broker-pub", str(tmp / "broker.pub"),
+                            "--key", str(tmp / "worker.key"), log="worker.log")
+            self.assertTrue(eventually(lambda: admin.stats()[0].done == 20, 10), admin.stats())
+        self.assertEqual(set(ids_run(read_records(worker_rec))), {j.id for j in jobs})
+        self.assertEqual(read_records(stranger_rec), [])
+
+    def test_a_worker_given_several_endpoints_finds_the_leader(self) -> None:
+        d = Deployment(self)
+        standby_endpoint = f"tcp://127.0.0.1:{support.free_port()}"
+        standby = d.spawn([str(support.BIN / "dueq-broker"), "--redis", f"redis://127.0.0.1:{d.redis_port}",
+                           "--listen", standby_endpoint, "--log-level", "info"], "standby.log")
+        self.assertTrue(eventually(lambda: "standing by" in d.log("standby.log") or standby.poll() is not None, 10),
+                        d.log("standby.log"))
+        dead = f"tcp://127.0.0.1:{support.free_port()}"
+        rec = d.dir / "py.rec"
+        d.python_worker("--queue", "q", "--record", str(rec), brokers=[dead, standby_endpoint, d.endpoint])
+        with dueq.Producer([dead, d.endpoint]) as producer:
+            producer.enqueue_many([dueq.NewJob("q", "noop") for _ in range(10)])
+            self.assertTrue(eventually(lambda: producer.stats()[0].done == 10, 15), producer.stats())
+        self.assertEqual(len(read_records(rec)), 10)
+        log = d.log("py-worker.log")
+        self.assertIn(f"moving to broker {standby_endpoint}", log, "no WELCOME from the dead endpoint: the next one")
+        self.assertIn(f"{standby_endpoint} stands by", log)
+        self.assertIn(f"moving to broker {d.endpoint}", log)
+
+
+class PythonProducer(unittest.TestCase):
+    def test_enqueue_is_idempotent_by_id_and_lookups_answer(self) -> None:
+        d = Deployment(self)
+        with dueq.Producer(d.endpoint) as producer:
+            first = producer.enqueue("q", "noop", b"payload", id="order-1", delay=60)
+            self.assertEqual(first.status, dueq.EnqueueStatus.ACCEPTED)
+            self.assertEqual(producer.enqueue("q", "noop", b"payload", id="order-1").status,
+                             dueq.EnqueueStatus.DUPLICATE)
+            job = producer.job("order-1")
+            assert job is not None
+            self.assertEqual((job["s"], job["t"], job["p"], job["queue"]), ("scheduled", "noop", "payload", "q"))
+            self.assertIsNone(producer.job("no-such-job"))
+            with self.assertRaises(dueq.Rejected) as refused:
+                producer.enqueue("bad queue name", "noop")
+            self.assertIn("queue", str(refused.exception))
+            many = producer.enqueue_many([dueq.NewJob("bulk", "noop", id=f"bulk-{i}") for i in range(12_000)])
+            self.assertEqual(len(many), 12_000)
+            self.assertTrue(all(r.status == dueq.EnqueueStatus.ACCEPTED for r in many))
+            self.assertEqual([r.id for r in many[:3]], ["bulk-0", "bulk-1", "bulk-2"])
+            again = producer.enqueue_many([dueq.NewJob("bulk", "noop", id=f"bulk-{i}") for i in range(12_000)])
+            self.assertTrue(all(r.status == dueq.EnqueueStatus.DUPLICATE for r in again))
+            stats = {s.queue: s for s in producer.stats()}
+            self.assertEqual((stats["q"].scheduled, stats["q"].accepted), (1, 1))
+            self.assertEqual((stats["bulk"].waiting, stats["bulk"].accepted), (12_000, 12_000))
+
+
+if __name__ == "__main__":
+    unittest.main()
