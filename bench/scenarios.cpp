@@ -18,6 +18,7 @@ const std::vector<Scenario>& scenarios() {
       {"low_rate", "1,000 single-job enqueues per second: enqueue-to-start", true, low_rate},
       {"cluster", "steady flow over 6 queues on a Redis Cluster of 1, 2 and 3 masters: jobs/s, CPU per job", true, cluster_scale},
       {"http_handler", "dueq-worker's HTTP handler draining a backlog against a local server / the exec handler running /bin/true", true, http_handler},
+      {"python_worker", "the Python package's worker draining a backlog of noop jobs / the C++ worker library", true, python_worker},
       {"metrics", "steady flow with /metrics scraped every second / without the HTTP server, 100 idle queues besides", true, metrics_cost},
       {"peers", "single, low_rate and defaults for dueq and for BullMQ (make bench-peers; not in all)", false, peers},
   };

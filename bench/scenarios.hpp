@@ -52,6 +52,8 @@ Figures metrics_cost(const Options& o, Json& table);
 
 // bench/scenarios/http_handler.cpp: dueq-worker's HTTP handler against a local server / exec /bin/true.
 Figures http_handler(const Options& o, Json& table);
+// bench/scenarios/python_worker.cpp: the Python worker / dueq-example-worker, noop backlogs.
+Figures python_worker(const Options& o, Json& table);
 
 // Parts of scenarios that others run too.
 Figures bulk_and_steady(const Options& o, int workers, int concurrency, const Link& link = {});

@@ -40,8 +40,11 @@ struct WorkerInfo {
   // remembered, not only the highest; older ones than these have been listed
   // in heartbeats since.
   std::deque<uint64_t> received_frames{};
-  // It has shown it takes deliveries: said RECEIVED, or listed jobs it holds.
+  // It has shown it takes deliveries: said RECEIVED, or listed jobs it
+  // holds in a HELLO (after a reconnect or a broker change).
   bool confirmed = false;
+  // The unconfirmed TASKS frame it was last told it never said RECEIVED for.
+  uint64_t missing_received_seq = 0;
   // TASKS frames sent and not yet confirmed by RECEIVED, oldest first, and
   // their bytes: what sits unread in its connection at most.
   struct UnreadFrame {

@@ -42,7 +42,7 @@ void Workers::on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms)
                                                                                   : hello.weights,
                                                  .strict = hello.strict, .capacity = capped(hello.capacity),
                                                  .last_seen_ms = last_seen_ms});
-  adopt_held(peer.routing_id, hello.held, heard_ms);
+  adopt_held(peer.routing_id, hello.held, heard_ms, HeldIn::hello);
   outbox_.send(peer, proto::Welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms),
                                     static_cast<uint32_t>(config_.worker_timeout_ms),
                                     static_cast<uint32_t>(config_.delivery_timeout_ms)});
@@ -67,7 +67,8 @@ void Workers::on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, 
     spdlog::debug("worker {} capacity {} -> {}", loggable(worker->worker_id), worker->capacity, capped(heartbeat.capacity));
     worker->capacity = capped(heartbeat.capacity);
   }
-  adopt_held(peer.routing_id, heartbeat.held, heard_ms);
+  adopt_held(peer.routing_id, heartbeat.held, heard_ms, HeldIn::heartbeat);
+  flag_missing_received(peer, heartbeat.held, heard_ms);
   outbox_.send(peer, proto::Pong{broker_id_});
 }
 
@@ -187,7 +188,33 @@ void Workers::count_stale(const Peer& peer, size_t count, const char* what, int6
                  loggable(peer.routing_id), count, what, stale_reports_, *held_back);
 }
 
-void Workers::adopt_held(const std::string& routing_id, const std::vector<proto::JobRef>& held, int64_t heard_ms) {
+void Workers::flag_missing_received(const Peer& peer, const std::vector<proto::JobRef>& held, int64_t heard_ms) {
+  WorkerInfo* w = registry_.find(peer.routing_id);
+  if (w == nullptr || w->unread_frames.empty()) return;
+  const WorkerInfo::UnreadFrame& oldest = w->unread_frames.front();
+  if (oldest.seq == w->missing_received_seq || lease_clock_.now_ms() - oldest.sent_ms < config_.delivery_timeout_ms) return;
+  const bool lists_it = std::any_of(held.begin(), held.end(), [&](const proto::JobRef& ref) {
+    const InflightJob* job = inflight_.find(ref.queue, ref.id);
+    return job != nullptr && job->token == ref.token && job->worker == peer.routing_id && job->frame_seq >= oldest.seq;
+  });
+  if (!lists_it) return;
+  w->missing_received_seq = oldest.seq;
+  outbox_.send(peer, proto::ErrorFrame{0, "bad_frame",
+                                       fmt::format("TASKS seq {} was never confirmed with RECEIVED, yet its jobs are "
+                                                   "listed as held (protocol §3.3: RECEIVED comes first); until "
+                                                   "RECEIVED, at most {} jobs are sent",
+                                                   oldest.seq, WorkerRegistry::kUnconfirmedCredit),
+                                       0});
+  if (auto held_back = unreceived_log_.admit(peer.routing_id, heard_ms))
+    spdlog::warn("worker {} holds jobs of TASKS seq {} without having sent RECEIVED for it (a client that skips "
+                 "RECEIVED){}",
+                 loggable(w->worker_id), oldest.seq,
+                 *held_back > 0 ? fmt::format(" ({} more such lines held back)", *held_back) : "");
+}
+
+void Workers::adopt_held(const std::string& routing_id, const std::vector<proto::JobRef>& held, int64_t heard_ms,
+                         HeldIn where) {
+  const bool confirms = where == HeldIn::hello;
   const int64_t lease_now = lease_clock_.now_ms();
   size_t stale = 0;
   for (const auto& ref : held) {
@@ -200,7 +227,7 @@ void Workers::adopt_held(const std::string& routing_id, const std::vector<proto:
       // A job leased before this broker started (or re-leased since): Redis
       // decides by token whether this worker's delivery is still current.
       if (job == nullptr) inflight_.add(InflightJob{ref.queue, ref.id, ref.token, routing_id, lease_now, true, false, 0, lease_now});
-      if (WorkerInfo* w = registry_.find(routing_id)) w->confirmed = true;
+      if (WorkerInfo* w = registry_.find(routing_id); w != nullptr && confirms) w->confirmed = true;
       extensions_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::held);
       continue;
     }
@@ -211,7 +238,7 @@ void Workers::adopt_held(const std::string& routing_id, const std::vector<proto:
       continue;
     }
     inflight_.assign(*job, routing_id);
-    if (WorkerInfo* w = registry_.find(routing_id)) w->confirmed = true;
+    if (WorkerInfo* w = registry_.find(routing_id); w != nullptr && confirms) w->confirmed = true;
     const bool short_of_time = !job->reported || job->lease_deadline_ms - lease_now < config_.lease_ttl_ms / 2;
     job->reported = true;
     if (!short_of_time) continue;

@@ -68,7 +68,16 @@ class Workers {
 
  private:
   uint32_t capped(uint32_t announced) const;
-  void adopt_held(const std::string& routing_id, const std::vector<proto::JobRef>& held, int64_t heard_ms);
+  // Where a worker listed what it holds: a HELLO's list also confirms
+  // receipt (its frames may have gone to an earlier broker); a heartbeat's
+  // does not, since RECEIVED comes first (§3.3).
+  enum class HeldIn { hello, heartbeat };
+  void adopt_held(const std::string& routing_id, const std::vector<proto::JobRef>& held, int64_t heard_ms, HeldIn where);
+  // A heartbeat lists a delivery of a TASKS frame sent over a delivery
+  // timeout ago that neither RECEIVED nor a later frame's RECEIVED
+  // confirmed: the worker skips RECEIVED. It is told (ERROR bad_frame,
+  // once per frame) and keeps the unconfirmed credit.
+  void flag_missing_received(const Peer& peer, const std::vector<proto::JobRef>& held, int64_t heard_ms);
   // False when the broker gave this delivery to another worker, the job is
   // out with another token, or its queue does not exist in Redis.
   bool may_report(const std::string& routing_id, const proto::JobRef& ref);
@@ -94,6 +103,7 @@ class Workers {
   LogLimiter loss_log_{0, 20, 1};
   LogLimiter stale_log_{10'000, 20, 10'000};
   LogLimiter overdue_log_{10'000, 20, 10'000};
+  LogLimiter unreceived_log_{10'000, 20, 10'000};
   uint64_t stale_reports_ = 0;
 };
 

@@ -453,7 +453,8 @@ class WorkerCase:
         self.drain_exit: Optional[int] = None
 
     def start_worker(self) -> None:
-        argv = shlex.split(self.command.format(endpoint=self.proxy.endpoint, queue=self.queue))
+        argv = shlex.split(self.command.format(endpoint=self.proxy.endpoint, queue=self.queue,
+                                               id=f"conformance-{self.queue}"))
         with open(self.deployment.dir / "worker.log", "ab") as out:
             try:
                 self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -548,7 +549,32 @@ def inject_malformed(case: WorkerCase) -> None:
     case.proxy.inject(b"\xc1 not msgpack")
 
 
+def drop_first_reply(case: WorkerCase) -> None:
+    state = {"dropped": False}
+
+    def hook(frame: Any) -> Any:
+        if not state["dropped"] and frame[1] == TYPES["ENQUEUE_REPLY"]:
+            state["dropped"] = True
+            return None
+        return frame
+    case.proxy.to_worker_hook = hook
+
+
+def unavailable_first(case: WorkerCase) -> None:
+    state = {"answered": False}
+
+    def hook(frame: Any) -> Any:
+        if not state["answered"] and frame[1] == TYPES["ENQUEUE"]:
+            state["answered"] = True
+            case.proxy.inject(pack([1, TYPES["ERROR"], [frame[2][0], "unavailable", "Redis is down (injected)", 300]]))
+            return None
+        return frame
+    case.proxy.to_broker_hook = hook
+
+
 FAULTS: dict[str, Callable[[WorkerCase], None]] = {
+    "drop_first_reply": drop_first_reply,
+    "unavailable_first": unavailable_first,
     "corrupt_first_payload": corrupt_first_payload,
     "withhold_first_results": withhold_first_results,
     "start_check_1": force_start_check(1),
@@ -690,7 +716,35 @@ def check_drained(case: WorkerCase) -> None:
         raise CaseFailed("no HEARTBEAT with draining true after BYE")
 
 
+def check_resent_with_the_same_ids(case: WorkerCase) -> None:
+    """§3.2: retrying an ENQUEUE with the same ids is safe, and a producer MUST retry with the same ids."""
+    sent = [f for _, f in case.proxy.frames("to_broker", "ENQUEUE")]
+    withheld = [f for t, d, f in case.proxy.log if d == "withheld_to_broker" and f[1] == TYPES["ENQUEUE"]]
+    frames = withheld + sent
+    if len(frames) < 2:
+        raise CaseFailed(f"the producer sent {len(frames)} ENQUEUE frames; it must send the request again")
+    ids = [sorted(job[1] for job in f[2][1]) for f in frames]
+    if any(i != ids[0] for i in ids):
+        raise CaseFailed(f"the resent ENQUEUE carried other ids: {ids}")
+    reply = case.admin.request("STATS_REQUEST", [], "STATS_REPLY")
+    accepted = sum(row[6] for row in reply[1] if row[0] == case.queue)
+    if accepted != 1:
+        raise CaseFailed(f"{accepted} jobs accepted, want 1")
+
+
+def check_waited_retry_after(case: WorkerCase) -> None:
+    """§3.2, §5: after ERROR unavailable the producer retries after retry_after_ms (300 here), not before."""
+    errors = [t for t, d, f in case.proxy.log if d == "injected" and f[1] == TYPES["ERROR"]]
+    resent = [t for t, f in case.proxy.frames("to_broker", "ENQUEUE") if errors and t > errors[0]]
+    if not errors or not resent:
+        raise CaseFailed("no ENQUEUE after the injected ERROR unavailable")
+    if resent[0] - errors[0] < 0.25:
+        raise CaseFailed(f"resent {1000 * (resent[0] - errors[0]):.0f} ms after ERROR unavailable, before retry_after_ms 300")
+
+
 CHECKS: dict[str, Callable[[WorkerCase], None]] = {
+    "resent_with_the_same_ids": check_resent_with_the_same_ids,
+    "waited_retry_after": check_waited_retry_after,
     "received_before_use": check_received_before_use,
     "corrupted_failed_final": check_corrupted_failed_final,
     "results_resent_after_welcome": check_results_resent_after_welcome,
@@ -723,6 +777,15 @@ def run_worker_case(case: dict[str, Any], deployment: Deployment, context: zmq.C
                 time.sleep(step["wait_until_running"] / 1000)
             elif step.get("cancel_first_job"):
                 wc.admin.request("ADMIN_REQUEST", ["cancel", wc.queue, [wc.job_ids[0]], 0, 0], "ADMIN_REPLY")
+            elif "producer_exits" in step:
+                assert wc.process is not None
+                try:
+                    code = wc.process.wait(step["producer_exits"] / 1000)
+                except subprocess.TimeoutExpired:
+                    raise CaseFailed(f"the producer did not finish in {step['producer_exits']} ms") from None
+                if code != 0:
+                    tail = (wc.deployment.dir / "worker.log").read_text(errors="replace")[-600:]
+                    raise CaseFailed(f"the producer exited with {code}: …{tail}")
             elif step.get("sigterm"):
                 assert wc.process is not None
                 wc.process.send_signal(signal.SIGTERM)
@@ -750,14 +813,17 @@ def main() -> int:
     parser.add_argument("--bin", required=True, type=Path, help="directory holding dueq-broker")
     parser.add_argument("--worker", help="command starting the worker under test; {endpoint} and {queue} are "
                                          "replaced (it handles job types noop, sleep (payload = ms) and fail)")
-    parser.add_argument("--suite", choices=["broker", "worker", "all"], default="all")
+    parser.add_argument("--producer", help="command enqueuing one job and exiting 0 once the broker has it; "
+                                           "{endpoint}, {queue} and {id} are replaced")
+    parser.add_argument("--suite", choices=["broker", "worker", "producer", "all"], default="all")
     parser.add_argument("--only", default="*", help="run cases whose name matches this glob")
     parser.add_argument("--expect-fail", default="", help="comma-separated cases that must fail (a client "
                                                            "known to skip a MUST)")
     args = parser.parse_args()
-    suites = ["broker", "worker"] if args.suite == "all" else [args.suite]
-    if "worker" in suites and not args.worker:
-        parser.error("--worker is needed for the worker suite")
+    suites = ["broker", "worker", "producer"] if args.suite == "all" else [args.suite]
+    for suite in ("worker", "producer"):
+        if suite in suites and not getattr(args, suite):
+            parser.error(f"--{suite} is needed for the {suite} suite")
     expect_fail = {n for n in args.expect_fail.split(",") if n}
     context = zmq.Context()
     passed, failed = [], []
@@ -775,7 +841,7 @@ def main() -> int:
                 if suite == "broker":
                     run_broker_case(case, deployment, context)
                 else:
-                    run_worker_case(case, deployment, context, args.worker)
+                    run_worker_case(case, deployment, context, getattr(args, suite))
                 passed.append(name)
                 print(f"PASS {name} ({time.monotonic() - started:.1f} s)", flush=True)
             except (CaseFailed, RuntimeError) as error:
@@ -788,7 +854,7 @@ def main() -> int:
                     shutil.rmtree(workdir, ignore_errors=True)
     print(f"{len(passed)} passed, {len(failed)} failed", flush=True)
     if expect_fail:
-        unexpected = sorted(set(failed) ^ {f"worker/{n}" if "/" not in n else n for n in expect_fail})
+        unexpected = sorted(set(failed) ^ {n if "/" in n else f"{s}/{n}" for n in expect_fail for s in suites})
         if unexpected:
             print(f"expected exactly {sorted(expect_fail)} to fail; differs on: {unexpected}", flush=True)
             return 1

@@ -4,7 +4,12 @@ C++ worker: each test names the rule of docs/protocol.md it checks."""
 from __future__ import annotations
 
 import collections
+import contextlib
+import io
+import os
+import re
 import signal
+import sys
 import subprocess
 import tempfile
 import time
@@ -170,6 +175,27 @@ class PythonProducer(unittest.TestCase):
             stats = {s.queue: s for s in producer.stats()}
             self.assertEqual((stats["q"].scheduled, stats["q"].accepted), (1, 1))
             self.assertEqual((stats["bulk"].waiting, stats["bulk"].accepted), (12_000, 12_000))
+
+
+class Readme(unittest.TestCase):
+    def test_the_readmes_python_worker_and_producer_run_as_printed(self) -> None:
+        readme = (support.ROOT / "README.md").read_text()
+        worker_source, producer_source = re.findall(r"```python\n(.*?)```", readme, re.S)[:2]
+        d = Deployment(self)
+        sent = d.dir / "sent"
+        script = d.dir / "readme_worker.py"
+        script.write_text(f"def smtp_send(payload):\n    open({str(sent)!r}, 'ab').write(payload + b'\\n')\n"
+                          "    return True\n\n" + worker_source.replace("tcp://broker.internal:7600", d.endpoint))
+        env = dict(os.environ, PYTHONPATH=str(support.ROOT / "clients" / "python"))
+        worker = d.spawn([sys.executable, str(script)], "readme-worker.log", env)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(producer_source.replace("tcp://broker.internal:7600", d.endpoint), {"bodies": [b"first", b"second"]})
+        self.assertIn("'s': 'scheduled'", printed.getvalue())
+        self.assertTrue(eventually(lambda: sent.exists() and sorted(sent.read_bytes().split()) == [b"first", b"second"],
+                                   10), d.log("readme-worker.log"))
+        worker.send_signal(signal.SIGTERM)
+        self.assertEqual(worker.wait(10), 0)
 
 
 if __name__ == "__main__":

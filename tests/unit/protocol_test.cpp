@@ -2,6 +2,9 @@
 // the version, and anything malformed is an error value, never a crash.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "common/protocol.hpp"
@@ -348,4 +351,25 @@ TEST(Protocol, FuzzedFramesNeverCrashTheDecoderAndAcceptedOnesRoundTrip) {
   // Both paths ran: the mutations were neither all harmless nor all fatal.
   EXPECT_GT(rejected, 1'000u);
   EXPECT_GT(decoded_ok, 1'000u);
+}
+
+// docs/protocol.md Appendix A shows one example of every frame type; its
+// bytes (conformance/frames, written by conformance/examples.py) must be
+// frames this implementation reads as that type, and encodes back to the
+// same bytes.
+TEST(Protocol, EveryDocumentedExampleDecodes) {
+  const std::filesystem::path dir = std::filesystem::path(DUEQ_SOURCE_DIR) / "conformance" / "frames";
+  size_t examples = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string name = entry.path().filename().string();
+    auto frame = proto::decode(bytes, proto::kMaxReplyValues);
+    ASSERT_TRUE(frame.has_value()) << name << ": " << frame.error().message;
+    EXPECT_EQ(static_cast<int>(proto::type_of(*frame)), std::stoi(name.substr(0, 2))) << name;
+    const std::string again = std::visit([](const auto& f) { return proto::encode(f); }, *frame);
+    EXPECT_EQ(again, bytes) << name << " encodes back to other bytes";
+    ++examples;
+  }
+  EXPECT_EQ(examples, 22u) << "one example per frame type";
 }

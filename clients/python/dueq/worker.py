@@ -88,6 +88,7 @@ class Worker:
         self._handlers: dict[str, Handler] = {}
         self._context = zmq.Context.instance()
         self._socket: Optional[zmq.Socket] = None  # type: ignore[type-arg]
+        self._poller = zmq.Poller()
 
         # The connection thread's own state.
         self._held: dict[Key, Task] = {}              # received, no result yet
@@ -98,6 +99,7 @@ class Worker:
         self._jobs: dict[Key, Job] = {}               # what handlers got, for CANCEL
         self._heartbeat_ms = 1000
         self._welcomed = False
+        self._unanswered_hellos = 0
         self._hello_sent = 0.0
         self._last_heard = 0.0
         self._draining = False
@@ -197,6 +199,9 @@ class Worker:
         if self._socket is not None:
             self._socket.close(0)
         self._socket = open_dealer(self._context, self._endpoints.current, self._worker_id.encode(), self._keys)
+        self._poller = zmq.Poller()
+        self._poller.register(self._socket, zmq.POLLIN)
+        self._poller.register(self._wake_read, zmq.POLLIN)
         self._welcomed = False
         self._say_hello()
 
@@ -222,8 +227,10 @@ class Worker:
             if self._draining and self._drained(now):
                 return
             if not self._welcomed and now - self._hello_sent >= _HELLO_ANSWER_S:
-                log.warning("no WELCOME from %s within %.0f s (a broker down, or a key it refuses)",
-                            self._endpoints.current, _HELLO_ANSWER_S)
+                if self._unanswered_hellos % 60 == 0:  # the first, then once a minute
+                    log.warning("no WELCOME from %s within %.0f s (a broker down, or a key it refuses)",
+                                self._endpoints.current, _HELLO_ANSWER_S)
+                self._unanswered_hellos += 1
                 if len(self._endpoints.all) > 1:
                     self._move()
                 else:
@@ -235,11 +242,9 @@ class Worker:
                 self._send(Type.HEARTBEAT, [[t.ref.wire() for t in self._held.values()], self._capacity,
                                             self._draining])
                 next_heartbeat = now + self._heartbeat_ms / 1000
-            timeout = max(0.0, min(next_heartbeat, self._hello_sent + _HELLO_ANSWER_S) - time.monotonic())
-            poller = zmq.Poller()
-            poller.register(self._socket, zmq.POLLIN)
-            poller.register(self._wake_read, zmq.POLLIN)
-            events = dict(poller.poll(int(min(timeout, 0.05 if self._draining else timeout) * 1000) + 1))
+            wake_at = next_heartbeat if self._welcomed else self._hello_sent + _HELLO_ANSWER_S
+            timeout = max(0.0, wake_at - time.monotonic())
+            events = dict(self._poller.poll(int(min(timeout, 0.05 if self._draining else timeout) * 1000) + 1))
             if self._wake_read in events:
                 os.read(self._wake_read, 4096)
             while self._socket.poll(0):
@@ -275,6 +280,7 @@ class Worker:
 
     def _on_welcome(self, welcome: protocol.Welcome) -> None:
         self._welcomed = True
+        self._unanswered_hellos = 0
         self._heartbeat_ms = welcome.heartbeat_ms
         log.info("welcomed by broker %s at %s", welcome.broker_id, self._endpoints.current)
         unconfirmed = list(self._unconfirmed.values())
@@ -363,7 +369,8 @@ class Worker:
 
     def _on_error(self, error: protocol.ErrorReply) -> None:
         if error.code == "unknown_worker":
-            self._say_hello()  # the broker restarted or declared it lost; results follow WELCOME
+            self._welcomed = False  # the broker restarted or declared it lost; results follow WELCOME
+            self._say_hello()
         elif error.code == "not_leader":
             log.info("%s stands by: %s", self._endpoints.current, error.message)
             self._move()
