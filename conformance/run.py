@@ -197,20 +197,26 @@ def match(pattern: Any, value: Any, vars_: Vars, where: str = "frame") -> Option
 class Deployment:
     """redis-server and dueq-broker in a temp dir, stopped by close()."""
 
-    def __init__(self, bin_dir: Path, workdir: Path) -> None:
+    def __init__(self, bin_dir: Path, workdir: Path, broker_flags: Optional[list[str]] = None) -> None:
         self.dir = workdir
+        self.bin = bin_dir
         self.procs: list[subprocess.Popen[bytes]] = []
         self.redis_port = free_port()
         self.spawn(["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--dir", str(workdir),
                     "--appendonly", "yes", "--save", "", "--maxmemory-policy", "noeviction"], "redis.log")
         self._wait(lambda: self._redis_up(), "redis-server did not start")
         self.endpoint = f"tcp://127.0.0.1:{free_port()}"
-        broker = self.spawn([str(bin_dir / "dueq-broker"), "--redis", f"redis://127.0.0.1:{self.redis_port}",
-                             "--listen", self.endpoint, "--log-level", "info", *BROKER_FLAGS], "broker.log")
+        self.broker_flags = BROKER_FLAGS if broker_flags is None else broker_flags
+        self.broker = self.start_broker()
+
+    def start_broker(self) -> subprocess.Popen[bytes]:
+        broker = self.spawn([str(self.bin / "dueq-broker"), "--redis", f"redis://127.0.0.1:{self.redis_port}",
+                             "--listen", self.endpoint, "--log-level", "info", *self.broker_flags], "broker.log")
         self._wait(lambda: "listening on" in self.log("broker.log") or broker.poll() is not None,
                    "the broker did not start")
         if broker.poll() is not None:
             raise RuntimeError("the broker exited: " + self.log("broker.log"))
+        return broker
 
     def _wait(self, check: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + 15
@@ -227,9 +233,9 @@ class Deployment:
         except OSError:
             return False
 
-    def spawn(self, argv: list[str], log: str) -> subprocess.Popen[bytes]:
+    def spawn(self, argv: list[str], log: str, env: Optional[dict[str, str]] = None) -> subprocess.Popen[bytes]:
         with open(self.dir / log, "ab") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.procs.append(proc)
         return proc
 
@@ -742,7 +748,13 @@ def check_waited_retry_after(case: WorkerCase) -> None:
         raise CaseFailed(f"resent {1000 * (resent[0] - errors[0]):.0f} ms after ERROR unavailable, before retry_after_ms 300")
 
 
+def check_all_jobs_done(case: WorkerCase) -> None:
+    """Every job the case enqueued ends done (within 15 s)."""
+    case.wait_for(lambda: all(s == "done" for s in case.states().values()), 15, f"jobs did not end done: {case.states()}")
+
+
 CHECKS: dict[str, Callable[[WorkerCase], None]] = {
+    "all_jobs_done": check_all_jobs_done,
     "resent_with_the_same_ids": check_resent_with_the_same_ids,
     "waited_retry_after": check_waited_retry_after,
     "received_before_use": check_received_before_use,

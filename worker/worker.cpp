@@ -14,14 +14,12 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include "common/broker_endpoints.hpp"
 #include "common/clock.hpp"
-#include "common/curve.hpp"
 #include "common/ids.hpp"
-#include "common/link_events.hpp"
 #include "common/names.hpp"
 #include "common/protocol.hpp"
 #include "common/unique_fd.hpp"
+#include "worker/broker_link.hpp"
 #include "worker/drain.hpp"
 #include "worker/handler_pool.hpp"
 #include "worker/held_jobs.hpp"
@@ -31,18 +29,7 @@ namespace dueq {
 
 namespace {
 
-constexpr int64_t kHelloRetryMs = 1'000;
-// With several broker endpoints: a broker silent this many heartbeats is
-// left for the next endpoint, and a whole pass that found no leader waits
-// this long before the next.
-constexpr int64_t kSilentHeartbeats = 3;
-constexpr int64_t kPassPauseMs = 100;
-constexpr int64_t kDefaultHeartbeatMs = 500;
 constexpr int64_t kMinCapacityNoticeMs = 50;  // adaptive capacity: at most one early heartbeat this often
-// Not registered this long (or refused): the worker says why, then again
-// every kUnregisteredReportMs while it lasts.
-constexpr int64_t kUnregisteredWarnMs = 2'000;
-constexpr int64_t kUnregisteredReportMs = 10'000;
 
 std::string default_worker_id() {
   char host[256] = {};
@@ -58,7 +45,8 @@ struct Worker::Impl {
         pool(options.worker_id.empty() ? (options.worker_id = default_worker_id()) : options.worker_id, handlers,
              [this] { wake(); }),
         context(1),
-        dealer(context, zmq::socket_type::dealer), wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+        dealer(context, zmq::socket_type::dealer), link(context, dealer),
+        wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
     if (wake_fd.get() < 0) throw std::runtime_error("eventfd failed");
   }
 
@@ -133,7 +121,7 @@ struct Worker::Impl {
     proto::Hello hello{options.worker_id, queue_names, announced_capacity, held.refs(), host_name(),
                        static_cast<uint32_t>(::getpid()), queue_weights, options.strict_priority};
     send(hello);
-    hello_sent_ms = now;
+    link.hello_sent(now);
   }
 
   static std::string host_name() {
@@ -142,71 +130,17 @@ struct Worker::Impl {
     return host;
   }
 
-  // Several endpoints: the broker in use is left for the next one, at once
-  // or, after a whole pass found no leader, kPassPauseMs later.
-  void switch_broker(const char* why) {
-    if (switch_reason == nullptr) switch_reason = why;
-  }
-
-  // Says HELLO at the next endpoint (listing what this worker holds, which
-  // the new leader adopts; results not yet confirmed go again after its
-  // WELCOME).
-  void switch_if_due(int64_t now) {
-    if (switch_reason == nullptr || now < next_switch_ms) return;
-    const std::string left = endpoints->current();
-    try {
-      dealer.disconnect(left);
-    } catch (const zmq::error_t&) {
-      // Not connected there (a refused endpoint): nothing to leave.
-    }
-    const bool new_pass = endpoints->next();
-    next_switch_ms = new_pass ? now + kPassPauseMs : now;
-    dealer.connect(endpoints->current());
-    if (welcomed) spdlog::warn("leaving broker {} ({}): trying {}", left, switch_reason, endpoints->current());
-    switch_reason = nullptr;
-    set_unregistered(now);
-    link->forget();
-    send_hello(now);
-  }
-
-  // Registered no more (a new endpoint, or the broker forgot this worker).
-  void set_unregistered(int64_t now) {
-    if (welcomed) unregistered_since_ms = now;
-    welcomed = false;
-  }
-
-  // Not registered: why, in words a user can act on (at once when the
-  // broker refused, after kUnregisteredWarnMs otherwise; then every
-  // kUnregisteredReportMs).
-  void report_unregistered(int64_t now, const std::string& refusal = {}) {
-    if (welcomed || now < next_unregistered_report_ms) return;
-    if (refusal.empty() && now - unregistered_since_ms < kUnregisteredWarnMs) return;
-    next_unregistered_report_ms = now + kUnregisteredReportMs;
-    if (!refusal.empty()) {
-      spdlog::error("{}; retrying every {} s", refusal, kHelloRetryMs / 1000);
-      return;
-    }
-    const auto why = link->diagnosis(endpoints->current());
-    spdlog::warn("not registered with a broker after {} s: {}", (now - unregistered_since_ms) / 1000,
-                 why.text.empty() ? "connected, and no WELCOME came for HELLO (is it a dueq-broker that leads?)" : why.text);
-  }
-
   void on_welcome(const proto::Welcome& welcome) {
-    const bool restarted = !broker_id.empty() && broker_id != welcome.broker_id;
-    if (restarted || broker_id.empty() || !welcomed)
-      spdlog::info("registered with broker {} at {}: queues {}, capacity {}", welcome.broker_id, endpoints->current(),
+    if (link.on_welcome(welcome))
+      spdlog::info("registered with broker {} at {}: queues {}, capacity {}", welcome.broker_id, link.endpoint(),
                    fmt::join(queue_names, ","), announced_capacity);
-    next_unregistered_report_ms = 0;
-    welcomed = true;
-    broker_id = welcome.broker_id;
-    heartbeat_ms = welcome.heartbeat_ms;
     pool.announce_all_again();
     if (!held.all_confirmed()) {
       // The broker may have lost these (restart): it applies them by token,
       // so resending an already-applied result is harmless.
       proto::Results again;
       again.items = held.unconfirmed();
-      spdlog::info("resending {} unconfirmed results{}", again.items.size(), restarted ? " to the restarted broker" : "");
+      spdlog::info("resending {} unconfirmed results", again.items.size());
       send_results(std::move(again));
     }
   }
@@ -255,12 +189,12 @@ struct Worker::Impl {
     if (auto* r = std::get_if<proto::StartReply>(&frame)) return on_start_reply(*r);
     if (auto* e = std::get_if<proto::ErrorFrame>(&frame)) {
       if (e->code == "unknown_worker") {
-        set_unregistered(now);
+        link.on_unknown_worker(now);
         send_hello(now);
-      } else if (e->code == "refused" && !welcomed) {
-        report_unregistered(now, fmt::format("the broker at {} refused this worker: {}", endpoints->current(), e->message));
-      } else if (e->code == "not_leader" && endpoints->several()) {
-        switch_broker("it stands by");
+      } else if (e->code == "refused" && !link.welcomed()) {
+        link.on_refused(now, e->message);
+      } else if (e->code == "not_leader" && link.several_endpoints()) {
+        link.on_not_leader();
       } else {
         spdlog::warn("broker error: {} {}", e->code, e->message);
       }
@@ -335,47 +269,27 @@ struct Worker::Impl {
       queue_names.push_back(parsed->name);
       queue_weights.push_back(parsed->weight);
     }
-    dealer.set(zmq::sockopt::routing_id, options.worker_id);
-    dealer.set(zmq::sockopt::linger, 2000);
-    dealer.set(zmq::sockopt::reconnect_ivl, 100);
-    dealer.set(zmq::sockopt::reconnect_ivl_max, 1000);
-    auto curve = load_client_curve(options.broker_key, options.key_file);
-    if (!curve) {
-      spdlog::error("{}", curve.error().message);
-      return 2;
-    }
-    apply_client_curve(dealer, *curve);
-    auto parsed = BrokerEndpoints::parse(options.broker);
-    if (!parsed) {
-      spdlog::error("{}", parsed.error().message);
-      return 2;
-    }
-    endpoints.emplace(std::move(*parsed));
-    try {
-      link.emplace(context, dealer);
-      dealer.connect(endpoints->current());
-    } catch (const zmq::error_t& e) {
-      spdlog::error("cannot connect to broker endpoint '{}': {}", endpoints->current(), e.what());
-      return 2;
-    }
-    pool.start(options.concurrency);
     // Heartbeats, hello retries and the drain run on the steady clock: a
     // wall clock step must not stop the heartbeats and get this worker
     // declared dead.
     int64_t now = steady_ms();
-    unregistered_since_ms = now;
+    if (auto opened = link.open(options.worker_id, options.broker, options.broker_key, options.key_file, now); !opened) {
+      spdlog::error("{}", opened.error().message);
+      return 2;
+    }
+    pool.start(options.concurrency);
     send_hello(now);
-    int64_t next_heartbeat = now + heartbeat_ms;
+    int64_t next_heartbeat = now + link.heartbeat_ms();
     while (true) {
       zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0},
                                  {nullptr, wake_fd.get(), ZMQ_POLLIN, 0},
-                                 {link->handle(), 0, ZMQ_POLLIN, 0}};
+                                 {link.events_handle(), 0, ZMQ_POLLIN, 0}};
       now = steady_ms();
       int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, drain.active() ? now + 50 : next_heartbeat) - now);
       const int64_t now_us = steady_us();
       if (const int64_t unstuck_us = pool.us_until_unstuck(now_us); unstuck_us >= 0)
         wait = std::min(wait, (unstuck_us + 999) / 1000);
-      if (switch_reason != nullptr) wait = std::min(wait, std::max<int64_t>(0, next_switch_ms - now));
+      if (const int64_t switch_ms = link.ms_until_switch(now); switch_ms >= 0) wait = std::min(wait, switch_ms);
       if (const int64_t due_us = pool.results_due_us(); due_us >= 0)
         wait = std::min(wait, (std::max<int64_t>(0, due_us - now_us) + 999) / 1000);
       try {
@@ -395,36 +309,24 @@ struct Worker::Impl {
           spdlog::warn("undecodable frame from the broker: {}", frame.error().message);
           continue;
         }
-        last_heard_ms = now;
+        link.heard(now);
         on_broker_frame(std::move(*frame), now);
       }
-      LinkEvents::Update link_update;
-      if (items[2].revents & ZMQ_POLLIN) link_update = link->read(endpoints->current());
-      if (link_update.up) spdlog::info("connected to the broker at {}", endpoints->current());
-      if (link_update.refused) report_unregistered(now, link->diagnosis(endpoints->current()).text);
-      // With one endpoint ZeroMQ reconnects by itself.
-      if (endpoints->several()) {
-        if (link_update.lost) switch_broker("the connection is down");
-        else if (welcomed && now - last_heard_ms > kSilentHeartbeats * heartbeat_ms) switch_broker("it fell silent");
-      }
-      report_unregistered(now);
-      switch_if_due(now);
+      link.on_turn(now, (items[2].revents & ZMQ_POLLIN) != 0);
+      if (link.switch_if_due(now)) send_hello(now);
       pool.submit(std::move(incoming), steady_us());
       announce_starts();
       collect_results(steady_us());
       if (stop_requested.load() && !drain.active()) begin_drain(now);
       if (now >= next_heartbeat) {
-        if (!welcomed) {
-          if (now - hello_sent_ms >= kHelloRetryMs) {
-            if (endpoints->several()) switch_broker("no WELCOME");
-            else send_hello(now);
-          }
+        if (!link.welcomed()) {
+          if (link.hello_unanswered(now)) send_hello(now);
         } else {
           hand_back_excess();
           send_heartbeat(now);
         }
-        next_heartbeat = now + heartbeat_ms;
-      } else if (adaptive() && welcomed && !drain.active() && capacity_moved_far() && now - last_heartbeat_ms >= kMinCapacityNoticeMs) {
+        next_heartbeat = now + link.heartbeat_ms();
+      } else if (adaptive() && link.welcomed() && !drain.active() && capacity_moved_far() && now - last_heartbeat_ms >= kMinCapacityNoticeMs) {
         // The broker learns a capacity from heartbeats: a much larger or
         // smaller one is told at once, not up to a heartbeat later.
         hand_back_excess();
@@ -464,20 +366,10 @@ struct Worker::Impl {
   std::vector<worker::Delivery> incoming;  // received this loop turn
   zmq::context_t context;
   zmq::socket_t dealer;
-  std::optional<BrokerEndpoints> endpoints;
-  std::optional<LinkEvents> link;  // dealer's
-  int64_t last_heard_ms = 0;       // steady: the last frame from the broker
-  int64_t next_switch_ms = 0;      // steady: the earliest moment to try the next endpoint
-  const char* switch_reason = nullptr;  // why the broker in use is to be left; nullptr: it is not
+  worker::BrokerLink link;  // dealer's endpoint and this worker's registration
   UniqueFd wake_fd;
   worker::HeldJobs held;
   worker::Drain drain;
-  bool welcomed = false;
-  int64_t unregistered_since_ms = 0;        // steady: since when not registered (start, or lost)
-  int64_t next_unregistered_report_ms = 0;  // steady
-  std::string broker_id;
-  int64_t heartbeat_ms = kDefaultHeartbeatMs;
-  int64_t hello_sent_ms = 0;
   int exit_code = 0;
 };
 

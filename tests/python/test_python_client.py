@@ -27,6 +27,17 @@ def ids_run(records: list[list[str]]) -> collections.Counter[str]:
 
 
 class PythonWorker(unittest.TestCase):
+    def busy_python_worker(self, d: Deployment, record: Path, concurrency: int, prefetch: int, count: int,
+                           sleep_ms: int) -> tuple[subprocess.Popen[bytes], list[dueq.NewJob]]:
+        """A Python worker given `count` sleep jobs, once it runs as many as it has handlers."""
+        worker = d.python_worker("--queue", "q", "--concurrency", str(concurrency), "--prefetch", str(prefetch),
+                                 "--record", str(record))
+        jobs = [dueq.NewJob("q", "sleep", str(sleep_ms).encode()) for _ in range(count)]
+        with dueq.Producer(d.endpoint) as producer:
+            producer.enqueue_many(jobs)
+        self.assertTrue(eventually(lambda: len(read_records(record)) == concurrency, 10))
+        return worker, jobs
+
     def test_a_python_worker_beside_a_cpp_worker_runs_every_job_once(self) -> None:
         d = Deployment(self)
         py_rec, cpp_rec = d.dir / "py.rec", d.dir / "cpp.rec"
@@ -49,11 +60,8 @@ class PythonWorker(unittest.TestCase):
     def test_sigkill_of_a_python_worker_redelivers_what_it_held(self) -> None:
         d = Deployment(self, ["--heartbeat", "200ms", "--worker-timeout", "1s"])
         py_rec, cpp_rec = d.dir / "py.rec", d.dir / "cpp.rec"
-        worker = d.python_worker("--queue", "q", "--concurrency", "4", "--prefetch", "4", "--record", str(py_rec))
+        worker, jobs = self.busy_python_worker(d, py_rec, concurrency=4, prefetch=4, count=8, sleep_ms=3000)
         with dueq.Producer(d.endpoint) as producer:
-            jobs = [dueq.NewJob("q", "sleep", b"3000") for _ in range(8)]
-            producer.enqueue_many(jobs)
-            self.assertTrue(eventually(lambda: len(read_records(py_rec)) == 4, 10))
             worker.send_signal(signal.SIGKILL)
             worker.wait()
             d.cpp_worker("q", cpp_rec, concurrency=8)
@@ -84,11 +92,8 @@ class PythonWorker(unittest.TestCase):
     def test_sigterm_drains_hands_back_the_unstarted_and_finishes_the_running(self) -> None:
         d = Deployment(self)
         py_rec, cpp_rec = d.dir / "py.rec", d.dir / "cpp.rec"
-        worker = d.python_worker("--queue", "q", "--concurrency", "2", "--prefetch", "6", "--record", str(py_rec))
+        worker, jobs = self.busy_python_worker(d, py_rec, concurrency=2, prefetch=6, count=8, sleep_ms=600)
         with dueq.Producer(d.endpoint) as producer:
-            jobs = [dueq.NewJob("q", "sleep", b"600") for _ in range(8)]
-            producer.enqueue_many(jobs)
-            self.assertTrue(eventually(lambda: len(read_records(py_rec)) == 2, 10))
             worker.send_signal(signal.SIGTERM)
             self.assertEqual(worker.wait(10), 0)
             self.assertIn("handing back 6 jobs", d.log("py-worker.log"))
