@@ -839,6 +839,7 @@ def main() -> int:
     expect_fail = {n for n in args.expect_fail.split(",") if n}
     context = zmq.Context()
     passed, failed = [], []
+    kept: dict[str, Path] = {}  # the logs of failed cases
     for suite in suites:
         for path in sorted((HERE / suite).glob("*.json")):
             case = json.loads(path.read_text())
@@ -864,6 +865,8 @@ def main() -> int:
                     deployment.close()
                 if name in passed:
                     shutil.rmtree(workdir, ignore_errors=True)
+                else:
+                    kept[name] = workdir
     print(f"{len(passed)} passed, {len(failed)} failed", flush=True)
     if expect_fail:
         unexpected = sorted(set(failed) ^ {n if "/" in n else f"{s}/{n}" for n in expect_fail for s in suites})
@@ -871,6 +874,8 @@ def main() -> int:
             print(f"expected exactly {sorted(expect_fail)} to fail; differs on: {unexpected}", flush=True)
             return 1
         print(f"failed as expected: {sorted(failed)}", flush=True)
+        for workdir in kept.values():  # expected failures leave no logs behind
+            shutil.rmtree(workdir, ignore_errors=True)
         return 0
     return 0 if not failed else 1
 

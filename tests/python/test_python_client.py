@@ -146,7 +146,7 @@ class PythonWorker(unittest.TestCase):
         dead = f"tcp://127.0.0.1:{support.free_port()}"
         rec = d.dir / "py.rec"
         d.python_worker("--queue", "q", "--record", str(rec), brokers=[dead, standby_endpoint, d.endpoint])
-        with dueq.Producer([dead, d.endpoint]) as producer:
+        with dueq.Producer([standby_endpoint, dead, d.endpoint]) as producer:  # not_leader names the leader
             producer.enqueue_many([dueq.NewJob("q", "noop") for _ in range(10)])
             self.assertTrue(eventually(lambda: producer.stats()[0].done == 10, 15), producer.stats())
         self.assertEqual(len(read_records(rec)), 10)
