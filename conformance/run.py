@@ -457,6 +457,7 @@ class WorkerCase:
         self.process: Optional[subprocess.Popen[bytes]] = None
         self.job_ids: list[str] = []
         self.drain_exit: Optional[int] = None
+        self.drain_exit_at = 0.0
 
     def start_worker(self) -> None:
         argv = shlex.split(self.command.format(endpoint=self.proxy.endpoint, queue=self.queue,
@@ -628,6 +629,16 @@ def check_results_resent_after_welcome(case: WorkerCase) -> None:
     if withheld is None:
         raise CaseFailed("the worker sent no RESULTS")
     injected_at = [t for t, d, f in case.proxy.log if d == "injected" and f[1] == TYPES["ERROR"]]
+
+    def resent() -> bool:
+        welcomes = [t for t, f in case.proxy.frames("to_worker", "WELCOME") if t > injected_at[0]]
+        items = {tuple(i[:3]) for t, f in case.proxy.frames("to_broker", "RESULTS") if welcomes and t > welcomes[0]
+                 for i in f[2][0]}
+        return all(tuple(i[:3]) in items for i in withheld[2][0])
+    try:
+        case.wait_for(resent, 5, "")
+    except CaseFailed:
+        pass  # the checks below name what is missing
     hellos = [t for t, f in case.proxy.frames("to_broker", "HELLO") if t > injected_at[0]]
     if not hellos:
         raise CaseFailed("no HELLO after ERROR unknown_worker")
@@ -678,9 +689,12 @@ def check_heartbeats(case: WorkerCase) -> None:
     beats = case.proxy.frames("to_broker", "HEARTBEAT")
     if len(beats) < 3:
         raise CaseFailed(f"{len(beats)} heartbeats")
+    # A gap past the worker timeout (1 s here) gets a worker declared lost;
+    # shorter ones are left to load (the sanitized suite runs beside it).
     gaps = [b[0] - a[0] for a, b in zip(beats, beats[1:])]
-    if max(gaps) > 3 * HEARTBEAT_MS / 1000:
-        raise CaseFailed(f"a gap of {max(gaps) * 1000:.0f} ms between heartbeats (heartbeat_ms {HEARTBEAT_MS})")
+    if max(gaps) >= 1.0:
+        raise CaseFailed(f"a gap of {max(gaps) * 1000:.0f} ms between heartbeats (heartbeat_ms {HEARTBEAT_MS}, "
+                         "worker timeout 1000 ms)")
     for _, f in beats:
         if (why := match([{"type": "array"}, {"type": "uint", "max": 10000}, {"type": "bool"}], f[2], Vars())):
             raise CaseFailed(f"HEARTBEAT body: {why}")
@@ -717,9 +731,13 @@ def check_drained(case: WorkerCase) -> None:
     started = {r for _, f in case.proxy.frames("to_broker", "RESULTS") for r in refs_of(f)}
     if handed_back & started:
         raise CaseFailed("a job listed in BYE was reported as run")
+    # Heartbeats go on while it drains: one is due when the drain lasted
+    # three heartbeat intervals (a shorter one may end before the next).
     t_bye = byes[0][0]
-    if not any(f[2][2] is True for t, f in case.proxy.frames("to_broker", "HEARTBEAT") if t >= t_bye):
-        raise CaseFailed("no HEARTBEAT with draining true after BYE")
+    if case.drain_exit_at - t_bye > 3 * HEARTBEAT_MS / 1000 and not any(
+            f[2][2] is True for t, f in case.proxy.frames("to_broker", "HEARTBEAT") if t >= t_bye):
+        raise CaseFailed(f"no HEARTBEAT with draining true in the {1000 * (case.drain_exit_at - t_bye):.0f} ms "
+                         "between BYE and the exit")
 
 
 def check_resent_with_the_same_ids(case: WorkerCase) -> None:
@@ -803,6 +821,7 @@ def run_worker_case(case: dict[str, Any], deployment: Deployment, context: zmq.C
                 wc.process.send_signal(signal.SIGTERM)
                 try:
                     wc.drain_exit = wc.process.wait(step.get("within_ms", 10_000) / 1000)
+                    wc.drain_exit_at = time.monotonic()
                 except subprocess.TimeoutExpired:
                     raise CaseFailed("the worker did not exit after SIGTERM") from None
             elif "all_jobs_end" in step:
