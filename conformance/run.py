@@ -104,14 +104,10 @@ def build(value: Any, vars_: Vars) -> Any:
     if isinstance(value, dict):
         if "bin" in value:
             return str(value["bin"]).encode()
-        if "bin_hex" in value:
-            return bytes.fromhex(value["bin_hex"])
         if "var" in value:
             return build("$" + value["var"], vars_)
         if "now_plus_ms" in value:
             return int(time.time() * 1000) + int(value["now_plus_ms"])
-        if "type_name" in value:
-            return TYPES[value["type_name"]]
         if "map" in value:
             return {k: build(v, vars_) for k, v in value["map"].items()}
         raise CaseFailed(f"unknown notation {value}")
