@@ -32,7 +32,7 @@ int64_t done_in_all(Client& probe) {
 // together and the busiest one), from which bench/README.md projects what
 // more machines would carry.
 Figures cluster_scale(const Options& o, Json& table) {
-  const double seconds = o.smoke ? 2 : 10;
+  const double seconds = o.smoke ? 1 : 10;
   Figures f;
   for (int masters = 1; masters <= 3; ++masters) {
     RedisCluster redis(masters, 0);

@@ -13,7 +13,7 @@ using namespace dueq::testing;
 // be answered duplicate (the scenario fails otherwise). The done set's
 // measured size per id gives what the 30 s default window costs at this rate.
 Figures duplicate_window(const Options& o, Json&) {
-  const int64_t flow_ms = o.smoke ? 3'000 : 15'000;
+  const int64_t flow_ms = o.smoke ? 1'500 : 15'000;
   const auto config = make_temp_dir("bench-window");
   std::ofstream(config / "broker.toml") << "[queues.dup]\ndone_max = 10000\n";
   Cluster cluster({"--config", (config / "broker.toml").string()});

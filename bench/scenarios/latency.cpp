@@ -7,7 +7,7 @@ namespace dueq::bench {
 using namespace dueq::testing;
 
 Figures latency_run(const Options& o, double rate, int workers, int concurrency, const Link& link) {
-  const double seconds = o.smoke ? 2 : 10;
+  const double seconds = o.smoke ? 1 : 10;
   Cluster cluster(link.broker_args, {}, link.admin);
   Figures f = redis_baselines(cluster.redis());
   const auto record = cluster.dir() / "starts.txt";

@@ -10,7 +10,7 @@ using namespace dueq::testing;
 // time), run by one example worker at default settings: enqueue-to-start
 // at the low rates most applications see (issue 14).
 Figures low_rate(const Options& o, Json&) {
-  const double seconds = o.smoke ? 2 : 10;
+  const double seconds = o.smoke ? 1 : 10;
   Cluster cluster;
   const auto record = cluster.dir() / "starts.txt";
   cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "low", "--record", record.string()});

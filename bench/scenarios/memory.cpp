@@ -9,7 +9,7 @@ namespace dueq::bench {
 using namespace dueq::testing;
 
 Figures memory(const Options& o, Json&) {
-  const size_t n = o.smoke ? 50'000 : 1'000'000;
+  const size_t n = o.smoke ? 20'000 : 1'000'000;
   Cluster cluster;
   Figures f;
   // Baseline: the same number of 26-byte members in one plain sorted set, the

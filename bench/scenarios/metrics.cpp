@@ -16,7 +16,7 @@ constexpr int kIdleQueues = 100;  // each costs a stats call per metrics read
 // Steady throughput and broker CPU per job on a fresh cluster, with or
 // without the HTTP server and a scraper asking for /metrics every second.
 Figures steady_arm(const Options& o, bool scraped) {
-  const double seconds = o.smoke ? 2 : 10;
+  const double seconds = o.smoke ? 1 : 10;
   const int http = free_port();
   Cluster cluster(scraped ? std::vector<std::string>{"--http", fmt::format("127.0.0.1:{}", http)} : std::vector<std::string>{});
   {

@@ -20,7 +20,7 @@ using namespace dueq::testing;
 // Figures: jobs completed per second over the window, the enqueue call's
 // latency, and where the CPU went per job (Redis, broker, workers, client).
 Figures single_job(const Options& o, Json& table, const std::vector<std::string>& modes) {
-  const double seconds = o.smoke ? 2 : 10;
+  const double seconds = o.smoke ? 1 : 10;
   constexpr int kOutstanding = 50;
   Figures f;
   for (const std::string& mode : modes) {

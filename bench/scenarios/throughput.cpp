@@ -10,7 +10,7 @@ using namespace dueq::testing;
 // cluster of `workers` processes.
 Figures bulk_and_steady(const Options& o, int workers, int concurrency, const Link& link) {
   const size_t n = o.smoke ? 20'000 : 200'000;
-  const double steady_s = o.smoke ? 2 : 20;
+  const double steady_s = o.smoke ? 1 : 20;
   Cluster cluster(link.broker_args, {}, link.admin);
   Figures f = redis_baselines(cluster.redis());
   progress(fmt::format("throughput: {} workers x {}: enqueueing {} jobs", workers, concurrency, n));

@@ -23,9 +23,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr int kQueues = 30;
+constexpr int kQueues = 12;  // 4, 5 and 3 of them on the three masters
 
-// A broker on `redis`, one example worker serving the 30 queues c0..c29.
+// A broker on `redis`, one example worker serving the queues c0..c11.
 void start_on(Cluster& cluster, RedisCluster& redis, const std::vector<std::string>& broker_args) {
   cluster.broker().signal(SIGKILL);
   cluster.broker().wait();
@@ -38,7 +38,7 @@ void start_on(Cluster& cluster, RedisCluster& redis, const std::vector<std::stri
   ASSERT_TRUE(cluster.wait_for_workers(1));
 }
 
-// One producer of single jobs over the 30 queues, each job due now or in
+// One producer of single jobs over the queues, each job due now or in
 // 300 ms. A job not answered accepted or duplicate is sent again with its id
 // after the next new job, so a queue that waits does not hold up the rest.
 class Flow {
@@ -108,10 +108,12 @@ class Flow {
     }
     for (const auto& [id, due] : accepted_)
       if (!ran.contains(id)) ++lost;
-    for (int q = 0; q < kQueues; ++q) {
-      auto audit = run_dueq(cluster.endpoint(), fmt::format("audit --queue c{}", q));
-      EXPECT_EQ(audit.code, 0) << "c" << q << ": " << audit.out;
-    }
+    // One audit of every queue: a `dueq audit --queue` each took seconds.
+    auto audit = run_dueq(cluster.endpoint(), "audit");
+    EXPECT_EQ(audit.code, 0) << audit.out;
+    size_t queues_audited = 0;
+    for (size_t at = audit.out.find("queue c"); at != std::string::npos; at = audit.out.find("queue c", at + 1)) ++queues_audited;
+    EXPECT_EQ(queues_audited, static_cast<size_t>(kQueues)) << audit.out;
     return {lost, reruns};
   }
 
