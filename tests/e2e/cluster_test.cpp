@@ -111,9 +111,7 @@ class Flow {
     // One audit of every queue: a `dueq audit --queue` each took seconds.
     auto audit = run_dueq(cluster.endpoint(), "audit");
     EXPECT_EQ(audit.code, 0) << audit.out;
-    size_t queues_audited = 0;
-    for (size_t at = audit.out.find("queue c"); at != std::string::npos; at = audit.out.find("queue c", at + 1)) ++queues_audited;
-    EXPECT_EQ(queues_audited, static_cast<size_t>(kQueues)) << audit.out;
+    EXPECT_EQ(count_of(audit.out, "queue c"), static_cast<size_t>(kQueues)) << audit.out;
     return {lost, reruns};
   }
 

@@ -70,12 +70,6 @@ class EmbeddedBroker {
   std::unique_ptr<Process> broker_;
 };
 
-size_t count_of(const std::string& text, const std::string& needle) {
-  size_t count = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++count;
-  return count;
-}
-
 bool process_alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
 
 }  // namespace

@@ -188,10 +188,7 @@ class Cluster {
   }
 
   size_t log_count(const std::string& needle) const {
-    const std::string log = read_file(dir_ / "broker.log");
-    size_t count = 0;
-    for (size_t pos = log.find(needle); pos != std::string::npos; pos = log.find(needle, pos + 1)) ++count;
-    return count;
+    return count_of(read_file(dir_ / "broker.log"), needle);
   }
 
   std::optional<QueueStats> stats(const std::string& queue) {

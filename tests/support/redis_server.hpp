@@ -110,6 +110,13 @@ inline std::string read_file(const std::filesystem::path& path) {
   return s.str();
 }
 
+// How many times `needle` occurs in `text` (overlaps counted).
+inline size_t count_of(const std::string& text, const std::string& needle) {
+  size_t count = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++count;
+  return count;
+}
+
 class RedisServer {
  public:
   explicit RedisServer(std::vector<std::string> extra_args = {}, int port = 0)
