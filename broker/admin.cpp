@@ -1,6 +1,7 @@
 #include "broker/admin.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 
 #include "broker/admin_commands.hpp"
@@ -102,7 +103,7 @@ void Admin::run() {
       next = std::move(requests_.front());
       requests_.pop_front();
     }
-    Answer answer = handle(next.peer, next.request);
+    Answer answer = handle_guarded(next.peer, next.request);
     answer.local = std::move(next.local);
     {
       std::lock_guard lock(thread_.mutex());
@@ -113,12 +114,31 @@ void Admin::run() {
   }
 }
 
+// Nothing a client sends may end the admin thread (and with it the broker):
+// an exception from any command becomes an `internal` answer, and the
+// connection, in an unknown state, is opened anew for the next request.
+Admin::Answer Admin::handle_guarded(const Peer& peer, const Request& request) {
+  try {
+    return handle(peer, request);
+  } catch (const std::exception& e) {
+    redis_.disconnect();
+    const uint64_t request_id = std::visit([](const auto& r) { return r.request_id; }, request);
+    if (auto held_back = failure_log_.admit("", clock_.steady_ms()))
+      spdlog::error("admin request failed: {} ({} more such failures not logged)", loggable(e.what(), 200), *held_back);
+    Answer answer;
+    answer.peer = peer;
+    answer.request_id = request_id;
+    answer.frame = proto::ErrorFrame{request_id, "internal", std::string("the broker failed on this request: ") + e.what(), 0};
+    return answer;
+  }
+}
+
 Admin::Answer Admin::handle(const Peer& peer, const Request& request) {
   Answer answer;
   answer.peer = peer;
   answer.request_id = std::visit([](const auto& r) { return r.request_id; }, request);
   auto unavailable = [&](const Error& error) {
-    const bool down = error.code == Errc::unavailable;
+    const bool down = error.code == Errc::unavailable || error.code == Errc::not_master;
     if (down) redis_.disconnect();
     answer.frame = proto::ErrorFrame{answer.request_id, errc_name(error.code), error.message, down ? 1000u : 0u};
   };

@@ -28,6 +28,7 @@
 #include "broker/round.hpp"
 #include "broker/script_registry.hpp"
 #include "common/clock.hpp"
+#include "common/logging.hpp"
 #include "common/protocol.hpp"
 #include "common/unique_fd.hpp"
 
@@ -92,6 +93,7 @@ class Admin {
   void signal_ready();
   void run();
   Answer handle(const Peer& peer, const Request& request);
+  Answer handle_guarded(const Peer& peer, const Request& request);
 
   const BrokerConfig& config_;
   const Clock& clock_;
@@ -106,6 +108,7 @@ class Admin {
   std::deque<Queued> requests_;
   std::vector<Answer> answers_;
   size_t local_waiting_ = 0;  // guarded by thread_.mutex()
+  LogLimiter failure_log_{10'000, 1, 1};  // admin thread only
 
   std::set<std::pair<std::string, uint64_t>> in_progress_;  // event loop only: (routing id, request id)
   std::map<std::string, size_t> waiting_by_requester_;      // event loop only: requests not yet answered

@@ -32,12 +32,17 @@ Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, 
 }
 
 Result<CancelOutcome> parse_cancel(const redisReply* r) {
-  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return reply::bad(r, "cancel");
-  const int status = static_cast<int>(reply::num(r->element[0]));
-  if (status != 2) return CancelOutcome{status, 0};
+  static constexpr std::array kKnown{CancelStatus::already_finished, CancelStatus::not_found, CancelStatus::cancelled,
+                                     CancelStatus::cancel_requested};
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_INTEGER)
+    return reply::bad(r, "cancel");
+  const auto known = std::find_if(kKnown.begin(), kKnown.end(),
+                                  [&](CancelStatus s) { return static_cast<int64_t>(s) == r->element[0]->integer; });
+  if (known == kKnown.end()) return reply::bad(r, "cancel");
+  if (*known != CancelStatus::cancel_requested) return CancelOutcome{*known, 0};
   auto token = token_from_text(reply::str(r->element[1]));
   if (!token) return reply::bad(r, "cancel");
-  return CancelOutcome{status, *token};
+  return CancelOutcome{*known, *token};
 }
 
 namespace {
@@ -112,13 +117,13 @@ Result<proto::AdminReply> cancel_jobs(AdminContext& c, const proto::AdminRequest
     auto outcome = calls::parse_cancel(r->get());
     if (!outcome) return std::unexpected(outcome.error());
     switch (outcome->status) {
-      case 1: row["result"] = "cancelled"; break;
-      case 2:
+      case CancelStatus::cancelled: row["result"] = "cancelled"; break;
+      case CancelStatus::cancel_requested:
         row["result"] = "cancelling: it is running; its worker was told to stop";
         c.effects.stop_running.push_back({*queue_name, id, outcome->token});
         break;
-      case -1: row["result"] = "already finished"; break;
-      default: row["result"] = "not found";
+      case CancelStatus::already_finished: row["result"] = "already finished"; break;
+      case CancelStatus::not_found: row["result"] = "not found"; break;
     }
     reply.rows.push_back(std::move(row));
   }

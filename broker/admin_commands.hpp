@@ -17,9 +17,11 @@
 
 namespace dueq::broker {
 
+// lua/cancel.lua's status.
+enum class CancelStatus : int64_t { already_finished = -1, not_found = 0, cancelled = 1, cancel_requested = 2 };
 struct CancelOutcome {
-  int status = 0;      // 1 cancelled, 2 cancel requested (leased), 0 not found, -1 already finished
-  uint64_t token = 0;  // with status 2: the delivery to stop
+  CancelStatus status = CancelStatus::not_found;
+  uint64_t token = 0;  // with cancel_requested (the job is leased): the delivery to stop
 };
 
 namespace calls {

@@ -162,6 +162,7 @@ Result<bool> Broker::start(int signal_fd) {
   if (!leading) return std::unexpected(leading.error());
   if (!*leading) return false;
   redis_.set_epoch(leadership_.epoch());
+  if (auto ok = set_lease_clock(); !ok) return std::unexpected(ok.error());
   auto known = known_queues(redis_);
   if (!known) return std::unexpected(known.error());
   if (auto fenced = leadership_.fence_queues(redis_, *known); !fenced) return std::unexpected(fenced.error());
@@ -408,11 +409,25 @@ bool Broker::receive_while_redis_works() {
 // back to credit.
 void Broker::fail_rounds(const Error& error) {
   spdlog::error("Redis round failed: {}; results are kept and retried", error.message);
+  if (error.code == Errc::not_master) leadership_.step_down_if_lapsed(error.message);
   auto failed = std::exchange(rounds_, {});
   turns_in_flight_ = 0;
   redis_.disconnect();
   for (auto& sent : failed) sent.round.fail();
   reconnect_at_ms_ = clock_.steady_ms();  // try once at once, then back off
+}
+
+Result<void> Broker::set_lease_clock() {
+  const int64_t before_us = clock_.steady_us();
+  auto reply = redis_.call(Command{"TIME"});
+  const int64_t after_us = clock_.steady_us();
+  if (!reply) return std::unexpected(reply.error());
+  auto server_us = reply::server_time_us(reply->get());
+  if (!server_us) return std::unexpected(server_us.error());
+  const int64_t was_ms = lease_clock_.now_ms();
+  lease_clock_.set(*server_us / 1000, (before_us + after_us) / 2000);
+  spdlog::info("lease deadlines run on the store's clock (Redis TIME): {} ms from this host's", lease_clock_.now_ms() - was_ms);
+  return {};
 }
 
 void Broker::reconnect() {
@@ -421,6 +436,7 @@ void Broker::reconnect() {
   auto ok = redis_.connect();
   if (!ok) {
     spdlog::warn("Redis unavailable, retrying in {} ms: {}", reconnect_backoff_ms_, ok.error().message);
+    if (ok.error().code == Errc::not_master) leadership_.step_down_if_lapsed(ok.error().message);
     reconnect_at_ms_ = now + reconnect_backoff_ms_;
     // Behind sentinels a lost master comes back as another address once the
     // fail-over is done: asking them is cheap, and the back-off adds to the gap.

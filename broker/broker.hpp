@@ -93,6 +93,8 @@ class Broker {
   // The connection broke: no outstanding round is known to have been applied.
   void fail_rounds(const Error& error);
   void reconnect();
+  // The lease clock set from Redis's TIME (LeaseClock), at take-over.
+  Result<void> set_lease_clock();
   // Until this broker leads: answers every frame "not_leader" and asks for
   // the lease every kStandbyAskMs. False on SIGTERM/SIGINT.
   Result<bool> stand_by(int signal_fd);

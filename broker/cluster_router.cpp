@@ -80,7 +80,7 @@ std::optional<size_t> ClusterRouter::route(const std::vector<Command>& commands,
   if (is_script(command)) return args.size() > 3 && args[2] != "0" ? node_of_key(args[3]) : 0;
   if (is(command, "MULTI")) return i + 1 < commands.size() ? route(commands, i + 1).value_or(0) : 0;
   if (is(command, "EXEC") || is(command, "DISCARD")) return i > 0 ? route(commands, i - 1).value_or(0) : 0;
-  for (const char* keyless : {"PING", "ROLE", "CONFIG", "INFO", "SCRIPT", "SELECT", "AUTH", "CLUSTER"})
+  for (const char* keyless : {"PING", "ROLE", "CONFIG", "INFO", "SCRIPT", "SELECT", "AUTH", "CLUSTER", "TIME"})
     if (is(command, keyless)) return 0;
   return args.size() > 1 ? node_of_key(args[1]) : 0;
 }

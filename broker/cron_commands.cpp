@@ -1,5 +1,7 @@
 #include "broker/cron_commands.hpp"
 
+#include <charconv>
+
 #include <fmt/format.h>
 
 #include "broker/cron.hpp"
@@ -45,7 +47,7 @@ Result<int64_t> retire(AdminContext& c, const CronEntry& entry) {
                                            c.config.policy(entry.queue).done_retention_s));
     if (!done) return std::unexpected(done.error());
     auto outcome = calls::parse_cancel(done->get());
-    if (outcome && outcome->status == 1) ++cancelled;
+    if (outcome && outcome->status == CancelStatus::cancelled) ++cancelled;
   }
   return cancelled;
 }
@@ -59,11 +61,9 @@ Result<proto::AdminReply> cron_add(AdminContext& c, const proto::AdminRequest& r
   if (d.time_zone.empty()) d.time_zone = "UTC";
   if (d.misfire.empty()) d.misfire = "skip";
   if (const std::string attempts = arg(request, "max_attempts"); !attempts.empty()) {
-    try {
-      d.max_attempts = static_cast<uint32_t>(std::stoul(attempts));
-    } catch (const std::exception&) {
-      return fail(Errc::bad_argument, "max_attempts must be a number");
-    }
+    const auto [end, ec] = std::from_chars(attempts.data(), attempts.data() + attempts.size(), d.max_attempts);
+    if (ec != std::errc() || end != attempts.data() + attempts.size())
+      return fail(Errc::bad_argument, "max_attempts must be a number 0..1000");
   }
   auto entry = make_cron_entry(name, d);
   if (!entry) return std::unexpected(entry.error());

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include "common/json_bytes.hpp"
 #include "common/names.hpp"
 
 namespace dueq::broker {
@@ -35,9 +36,9 @@ std::string CronEntry::fingerprint() const {
 
 std::string CronEntry::to_json() const {
   return nlohmann::json{{"schedule", schedule.expression()}, {"time_zone", schedule.time_zone()}, {"queue", queue},
-                        {"type", type}, {"payload", payload}, {"misfire", run_missed_once ? "run_once" : "skip"},
+                        {"type", type}, {"payload", bytes_json(payload)}, {"misfire", run_missed_once ? "run_once" : "skip"},
                         {"max_attempts", max_attempts}}
-      .dump();
+      .dump();  // every value is UTF-8 here: names and the schedule are checked, the payload through bytes_json
 }
 
 Result<CronEntry> CronEntry::from_json(const std::string& name, std::string_view json) {
@@ -51,7 +52,11 @@ Result<CronEntry> CronEntry::from_json(const std::string& name, std::string_view
   text("time_zone", d.time_zone);
   text("queue", d.queue);
   text("type", d.type);
-  text("payload", d.payload);
+  if (auto it = parsed.find("payload"); it != parsed.end()) {
+    auto payload = bytes_from_json(*it);
+    if (!payload) return fail(Errc::bad_argument, fmt::format("cron entry '{}': stored payload is neither text nor base64", name));
+    d.payload = std::move(*payload);
+  }
   text("misfire", d.misfire);
   if (auto it = parsed.find("max_attempts"); it != parsed.end() && it->is_number_unsigned() && it->get<uint64_t>() <= 1000)
     d.max_attempts = it->get<uint32_t>();

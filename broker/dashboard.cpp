@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "broker/dashboard_page.hpp"  // generated: kDashboardPage, broker/dashboard.html
+#include "common/json_bytes.hpp"
 #include "common/names.hpp"
 
 namespace dueq::broker {
@@ -19,7 +20,7 @@ using nlohmann::json;
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(dump_json(body), "application/json");
 }
 
 void bad_request(httplib::Response& res, const std::string& why) { send_json(res, 400, {{"error", "bad_argument"}, {"message", why}}); }
@@ -79,7 +80,7 @@ std::string Dashboard::overview_json() const {
                            {"next_tick_ms", c.next_tick_ms}});
   out["lateness_bounds"] = kLatencyBounds;
   for (const auto& w : s->worker_rows)
-    out["workers"].push_back({{"id", w.id}, {"key", w.key}, {"queues", w.queues}, {"capacity", w.capacity},
+    out["workers"].push_back({{"id", bytes_json(w.id)}, {"key", bytes_json(w.key)}, {"queues", w.queues}, {"capacity", w.capacity},
                               {"held", w.held}, {"draining", w.draining}, {"silent_ms", w.silent_ms}});
   for (const auto& [name, q] : s->queues) {
     if (!q.counted) continue;
@@ -95,18 +96,20 @@ std::string Dashboard::overview_json() const {
          {"history", std::move(history)},
          {"lateness", q.lateness.buckets()}, {"lateness_count", q.lateness.count()}, {"lateness_sum", q.lateness.sum()}});
   }
-  return out.dump();
+  return dump_json(out);
 }
 
 void Dashboard::answer(Admin::Request request, httplib::Response& res) const {
   auto frame = admin_.call(std::move(request), kAdminWait);
   if (const auto* e = std::get_if<proto::ErrorFrame>(&frame)) {
-    send_json(res, status_of(e->code), {{"error", e->code}, {"message", e->message}});
+    send_json(res, status_of(e->code), {{"error", e->code}, {"message", bytes_json(e->message)}});
   } else if (const auto* job = std::get_if<proto::JobReply>(&frame)) {
-    send_json(res, 200, {{"found", job->found}, {"job", job->fields}});
+    send_json(res, 200, {{"found", job->found}, {"job", bytes_json(job->fields)}});
   } else {
     const auto& reply = std::get<proto::AdminReply>(frame);
-    send_json(res, 200, {{"rows", reply.rows}, {"summary", reply.summary}});
+    json rows = json::array();
+    for (const auto& row : reply.rows) rows.push_back(bytes_json(row));
+    send_json(res, 200, {{"rows", std::move(rows)}, {"summary", bytes_json(reply.summary)}});
   }
 }
 

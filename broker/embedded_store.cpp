@@ -67,6 +67,11 @@ bool is_redis_server(pid_t pid) {
   return read_text("/proc/" + std::to_string(pid) + "/comm").starts_with("redis-server");
 }
 
+std::string death_text(int status) {
+  return WIFSIGNALED(status) ? fmt::format("was killed by signal {}", WTERMSIG(status))
+                             : fmt::format("exited with {}", WEXITSTATUS(status));
+}
+
 }  // namespace
 
 EmbeddedStore::EmbeddedStore(std::filesystem::path data_dir, std::string redis_server)
@@ -120,7 +125,7 @@ Result<void> EmbeddedStore::start() {
   wait_for_previous();
   auto pid = spawn();
   if (!pid) return std::unexpected(pid.error());
-  if (auto ok = wait_until_serving(*pid, kStartTimeoutMs); !ok) {
+  if (auto ok = wait_until_serving(*pid, kStartTimeoutMs, nullptr); !ok) {
     ::kill(*pid, SIGKILL);
     ::waitpid(*pid, nullptr, 0);
     return ok;
@@ -187,14 +192,15 @@ Result<pid_t> EmbeddedStore::spawn() {
   return pid;
 }
 
-Result<void> EmbeddedStore::wait_until_serving(pid_t pid, int64_t timeout_ms) {
+Result<void> EmbeddedStore::wait_until_serving(pid_t pid, int64_t timeout_ms, int* exit_status) {
   const int64_t deadline = steady_ms() + timeout_ms;
   while (true) {
     int status = 0;
     if (::waitpid(pid, &status, WNOHANG) == pid) {
+      if (exit_status != nullptr) *exit_status = status;
       const std::string why = WIFEXITED(status) && WEXITSTATUS(status) == 127
                                   ? fmt::format("{} not found (install the redis-server package)", redis_server_)
-                                  : fmt::format("redis-server exited at start: {}", log_tail(dir_ / "redis.log"));
+                                  : fmt::format("redis-server {} at start: {}", death_text(status), log_tail(dir_ / "redis.log"));
       return fail(Errc::unavailable, "embedded store: " + why);
     }
     if (answers_ping(socket_path())) return {};
@@ -205,35 +211,51 @@ Result<void> EmbeddedStore::wait_until_serving(pid_t pid, int64_t timeout_ms) {
   }
 }
 
+// Every death of Redis, at start or while loading included, is followed by
+// one log line and a restart after a back-off: 100 ms, doubling while it
+// keeps dying, back to 100 ms once one ran for 30 s.
 void EmbeddedStore::supervise() {
   int64_t delay_ms = 100;
   int64_t started_ms = steady_ms();
   while (thread_.wait_for(std::chrono::milliseconds(50))) {
     const pid_t pid = pid_.load();
-    int status = 0;
-    if (pid > 0 && ::waitpid(pid, &status, WNOHANG) != pid) continue;
     if (pid > 0) {
-      spdlog::error("embedded store: redis-server (pid {}) {} {}; starting it again", pid,
-                    WIFSIGNALED(status) ? "was killed by signal" : "exited with",
-                    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) != pid) continue;
+      spdlog::error("embedded store: redis-server (pid {}) {}; starting it again in {} ms", pid, death_text(status),
+                    delay_ms);
       pid_ = -1;
-      // One that ran a while gets a quick restart; one that keeps dying, less and less quick ones.
-      if (steady_ms() - started_ms > 30'000) delay_ms = 100;
+    }
+    if (steady_ms() - started_ms > 30'000) delay_ms = 100;
+    if (pid > 0 || restarts_.load() > 0) {
       if (!thread_.wait_for(std::chrono::milliseconds(delay_ms))) return;
       delay_ms = std::min(delay_ms * 2, kMaxRestartDelayMs);
     }
-    wait_for_previous();
-    auto spawned = spawn();
-    if (!spawned) {
-      spdlog::error("{}", spawned.error().message);
-      continue;
-    }
+    start_again();
     started_ms = steady_ms();
-    pid_ = *spawned;
-    restarts_.fetch_add(1);
-    if (auto ok = wait_until_serving(*spawned, kStartTimeoutMs); !ok) spdlog::error("{}", ok.error().message);
-    else spdlog::info("embedded store: redis-server (pid {}) serves again", *spawned);
   }
+}
+
+// One restart: the new pid is published at once (so stop() can end it),
+// and a process that dies before it serves is reaped here and left at -1,
+// which the supervisor's next pass restarts.
+void EmbeddedStore::start_again() {
+  wait_for_previous();
+  auto spawned = spawn();
+  restarts_.fetch_add(1);
+  if (!spawned) {
+    spdlog::error("{}; trying again", spawned.error().message);
+    return;
+  }
+  pid_ = *spawned;
+  int exit_status = -1;
+  auto ok = wait_until_serving(*spawned, kStartTimeoutMs, &exit_status);
+  if (ok) {
+    spdlog::info("embedded store: redis-server (pid {}) serves again", *spawned);
+    return;
+  }
+  spdlog::error("{}", ok.error().message);
+  if (exit_status != -1) pid_.compare_exchange_strong(*spawned, -1);
 }
 
 void EmbeddedStore::stop() {

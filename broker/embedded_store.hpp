@@ -37,7 +37,7 @@ class EmbeddedStore {
   std::filesystem::path socket_path() const { return dir_ / "redis.sock"; }
   // The running redis-server's pid, or -1 (also written to DIR/redis.pid).
   pid_t pid() const { return pid_.load(); }
-  // Restarts after the first start.
+  // Restarts after the first start (each attempt, failed ones included).
   int restarts() const { return restarts_.load(); }
 
   // deploy/redis.conf with what the embedded store overrides (no TCP port,
@@ -50,12 +50,14 @@ class EmbeddedStore {
 
  private:
   Result<pid_t> spawn();
-  // Waits until the socket answers PING, or the process exited.
-  Result<void> wait_until_serving(pid_t pid, int64_t timeout_ms);
+  // Waits until the socket answers PING, or the process exited (then reaped,
+  // its wait status in *exit_status when given).
+  Result<void> wait_until_serving(pid_t pid, int64_t timeout_ms, int* exit_status);
   // A redis-server left from an earlier broker of this directory (killed
   // with it, still writing its AOF) is waited for before a new one starts.
   void wait_for_previous();
   void supervise();
+  void start_again();
 
   std::filesystem::path dir_;
   std::string redis_server_;

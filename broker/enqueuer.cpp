@@ -32,6 +32,15 @@ JobRecord new_job_record(const proto::NewJob& job, int64_t now_ms, uint32_t defa
                    proto::payload_checksum(job.payload.data)};
 }
 
+Result<std::vector<EnqueueReply>> parse_enqueue(const redisReply* r, size_t jobs) {
+  static constexpr std::array kKnown{EnqueueReply::duplicate, EnqueueReply::accepted, EnqueueReply::backlog_full,
+                                     EnqueueReply::accepted_and_leased};
+  auto replies = reply::codes(r, "enqueue", kKnown);
+  if (replies && replies->size() != jobs)
+    return fail(Errc::internal, fmt::format("enqueue: {} replies for {} jobs", replies->size(), jobs));
+  return replies;
+}
+
 Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
                 uint32_t default_max_attempts, int64_t max_backlog, int64_t lease_deadline_ms,
                 const std::string& lease_tokens, bool filter_args) {
@@ -208,12 +217,12 @@ void Enqueuer::add_to(Round& round, Dispatcher& dispatcher, bool stopping) {
                 }
                 QueueState& q = queues_.get(name);
                 q.registered = true;
-                auto statuses = reply::integers(r, "enqueue");
-                if (!statuses || statuses->size() != slots.size()) {
+                auto statuses = calls::parse_enqueue(r, slots.size());
+                if (!statuses) {
                   // Redis refused the call (out of memory, a read-only
                   // replica, ...): no job of it is in Redis, and nothing
                   // about the jobs was wrong.
-                  const std::string why = statuses ? std::string("a reply of the wrong size") : statuses.error().message;
+                  const std::string why = statuses.error().message;
                   for (const auto& slot : slots) answers->requests[slot.first].store_error = why;
                   if (auto held_back = store_error_log_.admit("", clock_.steady_ms()))
                     spdlog::error("enqueue into '{}' failed: {} ({} more failures not logged)", name, why, *held_back);
@@ -222,20 +231,26 @@ void Enqueuer::add_to(Round& round, Dispatcher& dispatcher, bool stopping) {
                 }
                 for (size_t j = 0; j < slots.size(); ++j) {
                   auto& outcome = answers->requests[slots[j].first].outcomes[slots[j].second];
-                  if ((*statuses)[j] == 2) {
-                    outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
-                    outcome.reason = backlog_reason(name);
-                    q.backlog_full_until_ms = clock_.steady_ms() + kBacklogFullMemoMs;
-                  } else if ((*statuses)[j] == 3) {
-                    outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::accepted);
-                    // Always a candidate; were it not, its lease would end
-                    // at the deadline without using an attempt (never sent).
-                    if (candidates[j]) leased.push_back(std::move(*candidates[j]));
-                  } else {
-                    outcome.status = static_cast<uint8_t>((*statuses)[j] == 1 ? proto::EnqueueStatus::accepted
-                                                                              : proto::EnqueueStatus::duplicate);
-                    if (dues[j] > now) q.next_due_ms = earliest_known(q.next_due_ms, dues[j]);
-                    else q.maybe_ready = true;
+                  switch ((*statuses)[j]) {
+                    case calls::EnqueueReply::backlog_full:
+                      outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::overloaded);
+                      outcome.reason = backlog_reason(name);
+                      q.backlog_full_until_ms = clock_.steady_ms() + kBacklogFullMemoMs;
+                      break;
+                    case calls::EnqueueReply::accepted_and_leased:
+                      outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::accepted);
+                      // Always a candidate; were it not, its lease would end
+                      // at the deadline without using an attempt (never sent).
+                      if (candidates[j]) leased.push_back(std::move(*candidates[j]));
+                      break;
+                    case calls::EnqueueReply::accepted:
+                    case calls::EnqueueReply::duplicate:
+                      outcome.status = static_cast<uint8_t>((*statuses)[j] == calls::EnqueueReply::accepted
+                                                                ? proto::EnqueueStatus::accepted
+                                                                : proto::EnqueueStatus::duplicate);
+                      if (dues[j] > now) q.next_due_ms = earliest_known(q.next_due_ms, dues[j]);
+                      else q.maybe_ready = true;
+                      break;
                   }
                 }
                 dispatcher.deliver(name, reservation, std::move(leased));

@@ -11,6 +11,7 @@
 
 #include "broker/config.hpp"
 #include "common/clock.hpp"
+#include "common/json_bytes.hpp"
 
 namespace dueq::broker {
 
@@ -80,6 +81,19 @@ HttpServer::HttpServer(Metrics& metrics, Dashboard* dashboard) : metrics_(metric
 }
 
 void HttpServer::routes() {
+  // A handler that throws answers 500 with the reason in JSON (its text
+  // through bytes_json); the thread goes on serving.
+  server_.set_exception_handler([](const httplib::Request&, httplib::Response& res, const std::exception_ptr& error) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    res.status = 500;
+    res.set_content(dump_json({{"error", "internal"}, {"message", bytes_json(what)}}), "application/json");
+  });
   if (dashboard_ != nullptr) dashboard_->add_routes(server_);
   server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");

@@ -63,7 +63,7 @@ Result<bool> Leadership::try_lead(ScriptRegistry& redis, const std::string& endp
   leader_endpoint_ = answer->holder_endpoint;
   if (answer->epoch == 0) return false;
   epoch_ = answer->epoch;
-  answered_at_ms_ = asked_at;
+  answered_at_ms_ = renewed_at_ms_ = asked_at;
   next_renewal_ms_ = asked_at + config_.leader_lease_ms / 4;
   spdlog::info("leading with epoch {} (lease {} ms)", epoch_, config_.leader_lease_ms);
   return true;
@@ -98,20 +98,25 @@ void Leadership::add_to(Round& round) {
     next_renewal_ms_ = now + config_.leader_lease_ms / 4;
     auto answer = parse_lead(r);
     if (!answer) {
-      // Refused (Redis out of memory, a failed save, too few replicas):
-      // no other broker can take the lease either, and once writes come
-      // back this one takes it back unless another asked first.
+      // Refused by a master (out of memory, a failed save, too few
+      // replicas): no other broker can lead on this store either, and once
+      // writes come back this one takes the lease back unless another
+      // asked first (then it is deposed, and the fence kept it from
+      // writing meanwhile). A server that is not a master is another
+      // matter: step_down_if_lapsed.
       if (refusal_log_.admit("", now))
         spdlog::warn("renewing the leader lease: {}", answer.error().message);
       return;
     }
-    if (answer->epoch == 0) {
-      lost_ = true;
-      leader_endpoint_ = answer->holder_endpoint;
-      spdlog::warn("deposed: the leader lease of epoch {} {}", epoch_,
-                   answer->holder.empty() ? std::string("lapsed and another broker led since")
-                                          : fmt::format("is held by {} (epoch {})", answer->holder, answer->holder_epoch));
+    if (answer->epoch != 0) {
+      renewed_at_ms_ = now;
+      return;
     }
+    lost_ = true;
+    leader_endpoint_ = answer->holder_endpoint;
+    spdlog::warn("deposed: the leader lease of epoch {} {}", epoch_,
+                 answer->holder.empty() ? std::string("lapsed and another broker led since")
+                                        : fmt::format("is held by {} (epoch {})", answer->holder, answer->holder_epoch));
   });
 }
 
@@ -122,6 +127,16 @@ int64_t Leadership::us_until_renewal() const {
 
 bool Leadership::unconfirmed() const {
   return epoch_ != 0 && !lost_ && clock_.steady_ms() - answered_at_ms_ >= config_.leader_lease_ms;
+}
+
+void Leadership::step_down_if_lapsed(const std::string& why) {
+  if (epoch_ == 0 || lost_) return;
+  const int64_t since = clock_.steady_ms() - renewed_at_ms_;
+  if (since < config_.leader_lease_ms) return;
+  lost_ = true;
+  leader_endpoint_.clear();
+  spdlog::error("stepping down: the leader lease of epoch {} was not renewed for {} ms (a whole lease of {} ms): {}",
+                epoch_, since, config_.leader_lease_ms, why);
 }
 
 void Leadership::resign(ScriptRegistry& redis) {

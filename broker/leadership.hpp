@@ -9,7 +9,8 @@
 // every known queue's epoch before it serves, so a deposed leader that
 // wakes up writes nothing. Past a whole lease without an answer from Redis
 // (the broker was stopped, stalled or cut off) the leader sends nothing but
-// the renewal until Redis answers it.
+// the renewal until Redis answers it. A leader that finds a server that is
+// not a master, with no renewal granted for a whole lease, steps down.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,7 +47,15 @@ class Leadership {
   // No renewal was answered for a whole lease: the next round carries the
   // renewal alone.
   bool unconfirmed() const;
-  // Another broker took the lease: this one must write nothing more.
+  // The server reached is not a writable master (READONLY, or ROLE at a
+  // connect): once no renewal was granted for a whole lease, this broker
+  // steps down (deposed() from then on; Broker::run returns and main starts
+  // a broker that stands by until it can lead on a master). A store that
+  // is merely unreachable, or a master that refuses writes, deposes nobody:
+  // no other broker can lead on it either.
+  void step_down_if_lapsed(const std::string& why);
+  // Another broker took the lease, or this one stepped down: it must write
+  // nothing more.
   bool deposed() const { return lost_; }
   // A clean stop: gives the lease up so that a standby takes over at once.
   void resign(ScriptRegistry& redis);
@@ -62,6 +71,7 @@ class Leadership {
   std::string leader_endpoint_;  // the leader's, as last seen
   uint64_t epoch_ = 0;
   int64_t answered_at_ms_ = 0;  // steady clock: when the last renewal Redis answered was sent
+  int64_t renewed_at_ms_ = 0;   // steady clock: when the last renewal Redis granted was sent
   int64_t next_renewal_ms_ = 0;  // steady clock
   bool renewing_ = false;        // a renewal is in a round not yet applied
   bool lost_ = false;

@@ -20,6 +20,13 @@ Command extend(const std::string& queue, int64_t deadline_ms, LeaseReport report
   return call;
 }
 
+Result<std::vector<ExtendReply>> parse_extend(const redisReply* r, size_t items) {
+  static constexpr std::array kKnown{ExtendReply::stale, ExtendReply::extended};
+  auto replies = reply::codes(r, "extend", kKnown);
+  if (replies && replies->size() != items) return reply::bad(r, "extend");
+  return replies;
+}
+
 }  // namespace calls
 
 void LeaseExtensions::add_to(Round& round) {
@@ -33,10 +40,10 @@ void LeaseExtensions::add_to(Round& round) {
       std::vector<TokenRef> chunk(first, first + static_cast<std::ptrdiff_t>(std::min(items.size() - i, kExtendChunk)));
       Command call = calls::extend(name, deadline, key.second, chunk);
       round.add(std::move(call), [this, name, deadline, chunk = std::move(chunk)](const redisReply* r) {
-        auto applied = reply::integers(r, "extend");
-        if (!applied || applied->size() != chunk.size()) return;  // asked again by the next heartbeat
+        auto applied = calls::parse_extend(r, chunk.size());
+        if (!applied) return;  // asked again by the next heartbeat
         for (size_t j = 0; j < chunk.size(); ++j) {
-          if ((*applied)[j] == 1) {
+          if ((*applied)[j] == calls::ExtendReply::extended) {
             if (InflightJob* job = inflight_.find(name, chunk[j].id); job && job->token == chunk[j].token)
               job->lease_deadline_ms = deadline;
           } else {

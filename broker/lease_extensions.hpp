@@ -23,8 +23,11 @@ namespace dueq::broker {
 enum class LeaseReport { held, started };
 
 namespace calls {
-// extend.lua: one status per item, 1 extended, 0 stale.
 Command extend(const std::string& queue, int64_t deadline_ms, LeaseReport report, const std::vector<TokenRef>& items);
+// extend.lua's status of one item.
+enum class ExtendReply : int64_t { stale = 0, extended = 1 };
+// One status per item sent.
+Result<std::vector<ExtendReply>> parse_extend(const redisReply* reply, size_t items);
 }  // namespace calls
 
 class LeaseExtensions {

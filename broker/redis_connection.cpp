@@ -67,11 +67,16 @@ Result<RedisAddress> RedisConnection::ask_sentinels(const RedisAddress& address,
   return fail(Errc::unavailable, "no sentinel gave the address of master '" + address.master_name + "'" + failures);
 }
 
+// Whatever the URL, the server must say it is a master: a plain address
+// may point at a demoted master, or at a replica after a fail-over.
 Result<RedisConnection> RedisConnection::connect(const RedisAddress& address, int timeout_ms) {
-  if (!address.via_sentinel()) return connect_to(address, timeout_ms);
-  auto master = ask_sentinels(address, timeout_ms);
-  if (!master) return std::unexpected(master.error());
-  auto conn = connect_to(*master, timeout_ms);
+  RedisAddress server = address;
+  if (address.via_sentinel()) {
+    auto master = ask_sentinels(address, timeout_ms);
+    if (!master) return std::unexpected(master.error());
+    server = std::move(*master);
+  }
+  auto conn = connect_to(server, timeout_ms);
   if (!conn) return std::unexpected(conn.error());
   auto role = conn->run(Command{"ROLE"});
   if (!role) return std::unexpected(role.error());
@@ -79,10 +84,12 @@ Result<RedisConnection> RedisConnection::connect(const RedisAddress& address, in
   const std::string_view said = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING
                                     ? std::string_view(r->element[0]->str, r->element[0]->len)
                                     : std::string_view("unknown");
-  if (said != "master")
-    return fail(Errc::unavailable, "the sentinels name " + master->describe() + " as master '" + address.master_name +
-                                       "', but it says it is a " + std::string(said) + " (a fail-over under way?)");
-  return conn;
+  if (said == "master") return conn;
+  if (address.via_sentinel())
+    return fail(Errc::not_master, "the sentinels name " + server.describe() + " as master '" + address.master_name +
+                                      "', but it says it is a " + std::string(said) + " (a fail-over under way?)");
+  return fail(Errc::not_master, "Redis at " + server.describe() + " is a " + std::string(said) +
+                                    ", not a master: dueq writes only to a master");
 }
 
 Result<RedisConnection> RedisConnection::connect_to(const RedisAddress& address, int timeout_ms) {

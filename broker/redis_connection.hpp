@@ -51,9 +51,9 @@ class Command {
 class RedisConnection {
  public:
   // With sentinels (RedisAddress::via_sentinel) the master is asked of them
-  // first, and a server that does not say it is a master (ROLE) is refused:
-  // the broker never writes to a replica, and a master demoted by a
-  // fail-over is left at the next connect.
+  // first. Under any address a server that does not say it is a master
+  // (ROLE) is refused (Errc::not_master): the broker never writes to a
+  // replica, and a master demoted by a fail-over is left at the next connect.
   static Result<RedisConnection> connect(const RedisAddress& address, int timeout_ms);
   // The server at `address` itself (host/port or unix socket), sentinels or not.
   static Result<RedisConnection> connect_to(const RedisAddress& address, int timeout_ms);

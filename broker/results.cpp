@@ -51,11 +51,17 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
 }
 
 Result<std::vector<NackOutcome>> parse_nack(const redisReply* r) {
+  static constexpr std::array kKnown{NackStatus::stale, NackStatus::retried, NackStatus::dead, NackStatus::cancelled};
   auto values = reply::integers(r, "nack");
   if (!values) return std::unexpected(values.error());
   if (values->size() % 2 != 0) return reply::bad(r, "nack");
   std::vector<NackOutcome> out;
-  for (size_t i = 0; i < values->size(); i += 2) out.push_back({static_cast<int>((*values)[i]), (*values)[i + 1]});
+  for (size_t i = 0; i < values->size(); i += 2) {
+    const auto known = std::find_if(kKnown.begin(), kKnown.end(),
+                                    [&](NackStatus s) { return static_cast<int64_t>(s) == (*values)[i]; });
+    if (known == kKnown.end()) return reply::bad(r, "nack");
+    out.push_back({*known, (*values)[i + 1]});
+  }
   return out;
 }
 
@@ -139,7 +145,7 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
       QueueState& q = queues_.get(queue);
       if (auto outcomes = calls::parse_nack(r))
         for (const auto& o : *outcomes)
-          if (o.status == 1) {
+          if (o.status == NackStatus::retried) {
             if (o.due_ms > now) q.next_due_ms = earliest_known(q.next_due_ms, o.due_ms);
             else q.maybe_ready = true;
           }

@@ -42,9 +42,11 @@ struct NackItem {
   double jitter = 0;  // [0, 1]
 };
 
+// lua/nack.lua's status of one job.
+enum class NackStatus : int64_t { stale = 0, retried = 1, dead = 2, cancelled = 3 };
 struct NackOutcome {
-  int status = 0;  // 0 stale, 1 retried, 2 dead, 3 cancelled
-  int64_t due_ms = 0;
+  NackStatus status = NackStatus::stale;
+  int64_t due_ms = 0;  // retried: when it is due again
 };
 
 namespace calls {

@@ -99,6 +99,12 @@ Result<std::vector<std::string>> strings(const redisReply* r, std::string_view w
   return out;
 }
 
+Result<int64_t> server_time_us(const redisReply* r) {
+  auto parts = integers(r, "TIME");
+  if (!parts || parts->size() != 2 || (*parts)[0] <= 0 || (*parts)[1] < 0 || (*parts)[1] >= 1'000'000) return bad(r, "TIME");
+  return (*parts)[0] * 1'000'000 + (*parts)[1];
+}
+
 }  // namespace reply
 
 }  // namespace dueq::broker

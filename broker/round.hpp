@@ -3,6 +3,8 @@
 // handles its reply. A component adds its call and its continuation side by
 // side, so one operation reads top to bottom in one file; the broker only
 // sends rounds and runs their continuations in order when the replies come.
+#include <algorithm>
+#include <array>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -63,6 +65,23 @@ int64_t num(const redisReply* reply);
 // An array of integers (or numeric strings).
 Result<std::vector<int64_t>> integers(const redisReply* reply, std::string_view what);
 Result<std::vector<std::string>> strings(const redisReply* reply, std::string_view what);
+// TIME's answer (seconds, microseconds) in microseconds since the epoch.
+Result<int64_t> server_time_us(const redisReply* reply);
+// A script's reply codes, an array of integers, as the named enum `E`
+// whose values are `known`; any other value fails the parse.
+template <typename E, size_t N>
+Result<std::vector<E>> codes(const redisReply* reply, std::string_view what, const std::array<E, N>& known) {
+  auto values = integers(reply, what);
+  if (!values) return std::unexpected(values.error());
+  std::vector<E> out;
+  out.reserve(values->size());
+  for (const int64_t v : *values) {
+    const auto it = std::find_if(known.begin(), known.end(), [&](E e) { return static_cast<int64_t>(e) == v; });
+    if (it == known.end()) return bad(reply, what);
+    out.push_back(*it);
+  }
+  return out;
+}
 }  // namespace reply
 
 }  // namespace dueq::broker

@@ -92,14 +92,14 @@ Result<std::vector<ReplyPtr>> ScriptRegistry::receive() {
       disconnect();
       return std::unexpected(ok.error());
     }
-  // Behind sentinels, READONLY means this master was demoted by a
-  // fail-over: the round is failed like a lost connection (nothing of it
-  // counts as applied), and the next connect asks the sentinels again.
-  if (address_.via_sentinel() &&
-      std::any_of(oldest.replies->begin(), oldest.replies->end(),
+  // READONLY, under any URL, means this server is no longer a master (a
+  // fail-over, a REPLICAOF): the round is failed like a lost connection
+  // (nothing of it counts as applied), and the next connect checks ROLE
+  // again (behind sentinels, asks them for the master first).
+  if (std::any_of(oldest.replies->begin(), oldest.replies->end(),
                   [](const ReplyPtr& r) { return reply_error(r.get()).starts_with("READONLY"); })) {
     disconnect();
-    return fail(Errc::unavailable, "Redis answered READONLY: the master became a replica; asking the sentinels again");
+    return fail(Errc::not_master, "Redis answered READONLY: the master became a replica; reconnecting");
   }
   if (std::any_of(oldest.replies->begin(), oldest.replies->end(), is_fenced_reply)) {
     fenced_ = true;

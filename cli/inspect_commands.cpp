@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/output.hpp"
+#include "common/json_bytes.hpp"
 
 namespace dueq::cli {
 
@@ -32,7 +33,7 @@ int stats(Client& client, bool json) {
                      {"stale_acks", q.stale_acks}, {"next_due_ms", q.next_due_ms},
                      {"oldest_ready_due_ms", q.oldest_ready_due_ms}, {"paused_since_ms", q.paused_since_ms},
                      {"rate_limit", q.rate_limit}, {"rate_burst", q.rate_burst}, {"concurrency_limit", q.concurrency_limit}});
-    fmt::print("{}\n", out.dump());
+    fmt::print("{}\n", dump_json(out));
     return 0;
   }
   fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {:<24} {}\n", "QUEUE", "SCHEDULED", "WAITING",
@@ -62,14 +63,14 @@ int show_job(Client& client, const std::string& id, const std::string& queue, bo
   auto known = [&](const char* k) { return f.contains(k); };
   if (json) {
     auto number = [&](const char* k) { return known(k) ? nlohmann::json(ms(k)) : nlohmann::json(nullptr); };
-    auto text = [&](const char* k) { return known(k) ? nlohmann::json(get(k)) : nlohmann::json(nullptr); };
-    nlohmann::json out{{"id", get("id")}, {"queue", get("queue")}, {"type", text("t")}, {"state", get("s")},
+    auto text = [&](const char* k) { return known(k) ? bytes_json(get(k)) : nlohmann::json(nullptr); };
+    nlohmann::json out{{"id", bytes_json(get("id"))}, {"queue", bytes_json(get("queue"))}, {"type", text("t")}, {"state", get("s")},
                        {"due_ms", number("d")}, {"attempt", number("a")}, {"max_attempts", number("m")},
                        {"created_ms", number("c")}, {"finished_ms", number("f")}, {"last_error", text("e")},
                        {"error_log", text("el")}};
-    if (!get("p").empty()) out["payload"] = get("p");
-    if (!get("also_in").empty()) out["also_in"] = get("also_in");
-    fmt::print("{}\n", out.dump());
+    if (!get("p").empty()) out["payload"] = bytes_json(get("p"));
+    if (!get("also_in").empty()) out["also_in"] = bytes_json(get("also_in"));
+    fmt::print("{}\n", dump_json(out));
     return 0;
   }
   fmt::print("id:           {}\nqueue:        {}\n", get("id"), get("queue"));
@@ -112,8 +113,10 @@ int admin(Client& client, const AdminCommand& command, bool json) {
   auto result = client.admin(command);
   if (!result) return report(result.error());
   if (json) {
-    nlohmann::json out{{"summary", result->summary}, {"rows", result->rows}};
-    fmt::print("{}\n", out.dump());
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& row : result->rows) rows.push_back(bytes_json(row));
+    nlohmann::json out{{"summary", bytes_json(result->summary)}, {"rows", std::move(rows)}};
+    fmt::print("{}\n", dump_json(out));
   } else if (command.op == "dead_list") {
     fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", "ID", "QUEUE", "TYPE", "ATTEMPTS", "DIED", "REASON");
     for (const auto& row : result->rows)

@@ -15,6 +15,7 @@
 
 #include "cli/output.hpp"
 #include "common/clock.hpp"
+#include "common/json_bytes.hpp"
 
 namespace dueq::cli {
 
@@ -94,7 +95,7 @@ int top(Client& client, int64_t interval_ms, int frames, bool json) {
                                  {"in_flight", q.in_flight}, {"done", q.done}, {"dead", q.dead}, {"retried", q.retried},
                                  {"done_per_s", rates[q.queue].done}, {"enqueued_per_s", rates[q.queue].enqueued},
                                  {"oldest_ready_due_ms", q.oldest_ready_due_ms}});
-      fmt::print("{}\n", out.dump());
+      fmt::print("{}\n", dump_json(out));
     } else {
       std::string screen = "\x1b[H\x1b[2J";
       screen += fmt::format("dueq top   {}   workers {}   every {} ms   q quits\n\n", format_time(now), stats->workers,

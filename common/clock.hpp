@@ -52,14 +52,20 @@ inline const Clock& system_clock() {
 }
 
 // Lease deadlines are stored in Redis, where a broker started later must read
-// them, so they are written in wall-clock milliseconds; but they advance with
-// the steady clock from the moment this broker started. A wall clock step
-// after that moves no lease (a step backwards would otherwise stretch every
-// lease, one forwards would expire them all and re-deliver running jobs).
+// them, so they are written in milliseconds since the epoch; but they advance
+// with the steady clock from the moment this broker set the clock. A wall
+// clock step after that moves no lease (a step backwards would otherwise
+// stretch every lease, one forwards would expire them all and re-deliver
+// running jobs). Every broker that leads a store sets it from that store's
+// clock (Redis TIME) when it takes over, so a successor whose host clock is
+// off by minutes reads its predecessor's deadlines as they were meant; until
+// then it runs from this host's wall clock.
 class LeaseClock {
  public:
   explicit LeaseClock(const Clock& clock) : clock_(clock), offset_ms_(clock.wall_ms() - clock.steady_ms()) {}
   int64_t now_ms() const { return offset_ms_ + clock_.steady_ms(); }
+  // From now on: `server_ms` was the time at the steady instant `at_steady_ms`.
+  void set(int64_t server_ms, int64_t at_steady_ms) { offset_ms_ = server_ms - at_steady_ms; }
 
  private:
   const Clock& clock_;

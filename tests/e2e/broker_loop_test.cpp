@@ -1,5 +1,6 @@
 // The event loop's own rules, with a broker running in this process (so its
 // clock can be stepped) or as a process, a real Redis and real workers.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -123,6 +124,63 @@ TEST(BrokerLoop, AWallClockStepDeclaresNoWorkerDeadAndExpiresNoLease) {
   EXPECT_EQ((*stats)[0].retried, 0);
   EXPECT_EQ((*stats)[0].dead, 0);
 }
+
+namespace {
+
+// Leader L1 (this host's clock) runs 4 jobs of one attempt each; it is
+// SIGKILLed and L2, whose wall clock is `offset_ms` off, takes over and
+// adopts the running jobs (extends their leases); L2 stops and L3 (this
+// host's clock again) takes over. Lease deadlines written by any of them
+// must mean the same to the next: no running job is reclaimed.
+void run_clock_skewed_successor(int64_t offset_ms) {
+  RedisServer redis;
+  const TempDir dir("clock");
+  const int first_port = free_port(), second_port = free_port();
+  const std::string first = fmt::format("tcp://127.0.0.1:{}", first_port);
+  const std::string second = fmt::format("tcp://127.0.0.1:{}", second_port);
+  auto leader = [&](const std::string& name) {
+    return std::make_unique<Process>(std::vector<std::string>{bin("dueq-broker"), "--redis", redis.url(), "--listen", first},
+                                     (dir / (name + ".log")).string());
+  };
+  auto l1 = leader("l1");
+  const auto record = dir / "starts.txt";
+  Process worker({bin("dueq-example-worker"), "--broker", first + "," + second, "--queue", "q", "--concurrency", "4",
+                  "--record", record.string()},
+                 (dir / "worker.log").string());
+  Client client(first, ClientOptions{.timeout_ms = 1000, .attempts = 20});
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(client.enqueue(JobSpec{"q", "sleep", "14000", fmt::format("long-{}", i), 0, 1}));
+  ASSERT_TRUE(eventually([&] { return read_records(record).size() == 4; }, 15s));
+  auto deadlines = [&] { return redis.cli("ZRANGE dueq:{q}:leased 0 3 WITHSCORES"); };
+  const std::string before = deadlines();
+
+  l1->signal(SIGKILL);
+  l1->wait();
+  SteppedClock skewed;
+  skewed.step_ms(offset_ms);
+  {
+    InProcessBroker l2(redis, skewed, second_port);  // returns once it leads
+    // L2 adopted the running jobs: the worker's heartbeats extended their leases.
+    ASSERT_TRUE(eventually([&] { return deadlines() != before; }, 15s)) << l2.log();
+    EXPECT_NE(l2.log().find("lease deadlines run on the store's clock"), std::string::npos) << l2.log();
+    EXPECT_EQ(l2.log().find("expired leases"), std::string::npos) << l2.log();
+  }
+  auto l3 = leader("l3");
+  ASSERT_TRUE(eventually([&] {
+    auto s = client.stats();
+    return s && !s->empty() && (*s)[0].done == 4;
+  }, 40s)) << read_file(dir / "l3.log");
+  auto stats = client.stats();
+  ASSERT_TRUE(stats && !stats->empty());
+  EXPECT_EQ((*stats)[0].dead, 0) << "a running job was reclaimed and charged its only attempt";
+  EXPECT_EQ(read_records(record).size(), 4U) << "a running job was delivered again";
+}
+
+}  // namespace
+
+// Lease deadlines run on the store's clock (Redis TIME at take-over), not
+// on the host's: successors 10 minutes ahead or behind reclaim nothing.
+TEST(BrokerLoop, ASuccessorTenMinutesAheadReclaimsNoRunningJob) { run_clock_skewed_successor(600'000); }
+TEST(BrokerLoop, ASuccessorTenMinutesBehindWritesNoLeaseItsSuccessorReclaims) { run_clock_skewed_successor(-600'000); }
 
 // An audit of 31 queues takes seconds of Redis work; it runs on the admin
 // thread, so producers are answered and workers stay alive meanwhile.

@@ -23,6 +23,7 @@
 #include "common/clock.hpp"
 #include "common/protocol.hpp"
 #include "tests/support/cluster.hpp"
+#include "tests/support/raw_peer.hpp"
 
 using namespace dueq;
 using namespace dueq::testing;
@@ -265,33 +266,6 @@ TEST(EndToEnd, RedisCredentialsAreUsedAndNeverLogged) {
 
 namespace {
 
-// A peer that speaks the protocol by hand, as a hostile client would.
-class RawPeer {
- public:
-  RawPeer(const std::string& endpoint, const std::string& routing_id) : socket_(context_, zmq::socket_type::dealer) {
-    socket_.set(zmq::sockopt::routing_id, routing_id);
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.connect(endpoint);
-  }
-  template <typename T>
-  void send(const T& body) {
-    const std::string bytes = proto::encode(body);
-    socket_.send(zmq::buffer(bytes), zmq::send_flags::none);
-  }
-  // The next frame within `timeout`, if any.
-  std::optional<proto::Frame> receive(std::chrono::milliseconds timeout = 5s) {
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, timeout) != 1) return std::nullopt;
-    zmq::message_t reply;
-    if (!socket_.recv(reply)) return std::nullopt;
-    auto frame = proto::decode(reply.to_string_view());
-    return frame ? std::optional(std::move(*frame)) : std::nullopt;
-  }
-
- private:
-  zmq::context_t context_;
-  zmq::socket_t socket_;
-};
 
 // One queue's counters read over `client`'s own connection (a new one may
 // be refused or slow in these tests); nullopt if the read failed.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -19,7 +20,8 @@ namespace {
 // A broker on its embedded store, with its logs beside the data directory.
 class EmbeddedBroker {
  public:
-  explicit EmbeddedBroker(const std::filesystem::path& dir) : dir_(dir), port_(free_port()) {}
+  explicit EmbeddedBroker(const std::filesystem::path& dir, std::vector<std::string> env = {})
+      : dir_(dir), env_(std::move(env)), port_(free_port()) {}
   // Stops the broker, which stops its redis-server; one left behind by a
   // killed broker is killed here, before the test's directory goes (Redis
   // refuses to stop on SIGTERM when its final save fails, as it does once
@@ -41,7 +43,7 @@ class EmbeddedBroker {
   void launch() {
     broker_ = std::make_unique<Process>(
         std::vector<std::string>{bin("dueq-broker"), "--data-dir", data_dir().string(), "--listen", endpoint()},
-        (dir_ / "broker.log").string());
+        (dir_ / "broker.log").string(), env_);
   }
   // Starts the broker; true once it answers.
   bool start() {
@@ -66,11 +68,35 @@ class EmbeddedBroker {
 
  private:
   std::filesystem::path dir_;
+  std::vector<std::string> env_;
   int port_;
   std::unique_ptr<Process> broker_;
 };
 
 bool process_alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+
+// A `redis-server` first in PATH that counts its starts in DIR/starts and
+// behaves by number: the 2nd exits 1 at once (a binary that fails once), the
+// 4th writes its pid to DIR/slow.pid and waits 5 s before it becomes Redis,
+// so the test can kill it before it serves; every other start is Redis.
+std::string write_flaky_redis(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  const std::string real = "/usr/bin/redis-server";
+  const std::string script = fmt::format(R"(#!/bin/sh
+echo x >> '{0}/starts'
+n=$(wc -l < '{0}/starts')
+if [ "$n" -eq 2 ]; then echo "flaky redis-server: failing start $n" >&2; exit 1; fi
+if [ "$n" -eq 4 ]; then echo $$ > '{0}/slow.pid.tmp'; mv '{0}/slow.pid.tmp' '{0}/slow.pid'; sleep 5; fi
+exec {1} "$@"
+)", dir.string(), real);
+  const auto path = dir / "redis-server";
+  {
+    std::ofstream out(path);
+    out << script;
+  }
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return "PATH=" + dir.string() + ":" + std::getenv("PATH");
+}
 
 }  // namespace
 
@@ -125,6 +151,50 @@ TEST(EmbeddedStore, ARedisKilledMidFlowIsStartedAgainAndNoAcceptedJobIsLost) {
     return std::includes(started.begin(), started.end(), accepted.begin(), accepted.end());
   }, 60s)) << "accepted " << accepted.size() << ", started " << started.size();
   std::printf("[ embedded ] %zu jobs accepted across 2 Redis kills, all started\n", accepted.size());
+}
+
+// Redis dies again before it serves (its binary fails once; a start is
+// killed before it serves, right after a kill): the supervisor restarts it
+// every time, with one log line per death, and no job is lost.
+TEST(EmbeddedStore, ARedisThatDiesBeforeItServesIsStartedAgainEveryTime) {
+  TempDir dir("embedded");
+  const auto bin_dir = dir.path() / "flaky-bin";
+  EmbeddedBroker broker(dir.path(), {write_flaky_redis(bin_dir)});
+  ASSERT_TRUE(broker.start()) << broker.log();
+  const int64_t due = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count() + 3'600'000;
+  {
+    Client client(broker.endpoint());
+    std::vector<JobSpec> jobs;
+    for (int i = 0; i < 50; ++i) jobs.push_back({"later", "noop", "", fmt::format("l-{}", i), due, 0});
+    auto results = client.enqueue_batch(jobs);
+    ASSERT_TRUE(results.has_value());
+    for (const auto& r : *results) ASSERT_EQ(r.status, EnqueueResult::Status::accepted);
+  }
+  auto starts = [&] { return count_of(read_file(bin_dir / "starts"), "x"); };
+  ASSERT_EQ(starts(), 1U);
+
+  // Kill 1: the next start fails (exit 1), the one after serves.
+  ASSERT_EQ(::kill(broker.redis_pid(), SIGKILL), 0);
+  ASSERT_TRUE(eventually([&] { return count_of(broker.log(), "serves again") == 1; }, 30s)) << broker.log();
+  EXPECT_EQ(starts(), 3U);
+  EXPECT_GE(count_of(broker.log(), "failing start 2"), 1U) << "the failed start's own words are logged\n" << broker.log();
+
+  // Kill 2, and kill 3 of the start that follows it, before it serves.
+  ASSERT_EQ(::kill(broker.redis_pid(), SIGKILL), 0);
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(bin_dir / "slow.pid"); }, 30s)) << broker.log();
+  const pid_t slow = static_cast<pid_t>(std::atoi(read_file(bin_dir / "slow.pid").c_str()));
+  ASSERT_GT(slow, 0);
+  ASSERT_EQ(::kill(slow, SIGKILL), 0);
+  ASSERT_TRUE(eventually([&] { return count_of(broker.log(), "serves again") == 2; }, 30s)) << broker.log();
+  EXPECT_EQ(starts(), 5U);
+  // One line per death: the two kills of serving Redis, the failed start, the start killed while it started.
+  EXPECT_EQ(count_of(broker.log(), "was killed by signal 9; starting it again"), 2U) << broker.log();
+  EXPECT_EQ(count_of(broker.log(), "exited with 1 at start"), 1U) << broker.log();
+  EXPECT_EQ(count_of(broker.log(), "was killed by signal 9 at start"), 1U) << broker.log();
+
+  ASSERT_TRUE(eventually([&] { auto s = broker.stats("later"); return s && s->scheduled == 50; }, 30s))
+      << "the broker serves again and holds every job";
+  EXPECT_TRUE(broker.process().running());
 }
 
 TEST(EmbeddedStore, KeepsJobsAcrossBrokerRestartsAndRedisGoesWithTheBroker) {

@@ -732,7 +732,7 @@ TEST_F(Scripts, NackRetriesWithBackoffWithinTheJitterBound) {
   round.add(calls::nack("q", 2000, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "boom", 0.5}}));
   auto out = *calls::parse_nack(run(round));
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].status, 1);
+  EXPECT_EQ(out[0].status, NackStatus::retried);
   EXPECT_EQ(out[0].due_ms, 2000 + 500);  // attempt 1: base * 2^0 * 0.5
   EXPECT_EQ(field("a", "s"), "scheduled");
   EXPECT_EQ(field("a", "e"), "boom");
@@ -747,7 +747,7 @@ TEST_F(Scripts, NackDeadLettersWhenAttemptsAreUsedUpKeepingPayloadAndReasons) {
     Round round;
     round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "err" + std::to_string(attempt), 0}}));
     auto out = *calls::parse_nack(run(round));
-    EXPECT_EQ(out[0].status, attempt == 2 ? 2 : 1);
+    EXPECT_EQ(out[0].status, attempt == 2 ? NackStatus::dead : NackStatus::retried);
   }
   EXPECT_EQ(field("a", "s"), "dead");
   EXPECT_EQ(field("a", "p"), "payload-x");
@@ -763,8 +763,8 @@ TEST_F(Scripts, NackModeDeadSkipsRetriesAndModeNowRequeuesAtOnce) {
   round.add(calls::nack("q", 2000, 1000, 5000, 60,
              {{"a", l[0].token, NackMode::dead, "bad payload", 0}, {"b", l[1].token, NackMode::now, "worker lost", 0.9}}));
   auto out = *calls::parse_nack(run(round));
-  EXPECT_EQ(out[0].status, 2);
-  EXPECT_EQ(out[1].status, 1);
+  EXPECT_EQ(out[0].status, NackStatus::dead);
+  EXPECT_EQ(out[1].status, NackStatus::retried);
   EXPECT_EQ(out[1].due_ms, 2000);
   EXPECT_EQ(field("a", "e"), "bad payload");
   EXPECT_EQ(redis_->cli("ZRANGE 'dueq:{q}:ready' 0 -1"), "b");
@@ -775,7 +775,7 @@ TEST_F(Scripts, NackWithAStaleTokenChangesNothing) {
   auto l = lease(1, 5000);
   Round round;
   round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token + 7, NackMode::dead, "x", 0}}));
-  EXPECT_EQ(calls::parse_nack(run(round))->at(0).status, 0);
+  EXPECT_EQ(calls::parse_nack(run(round))->at(0).status, NackStatus::stale);
   EXPECT_EQ(field("a", "s"), "leased");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_acks"), "1");
 }
@@ -869,7 +869,7 @@ TEST_F(Scripts, ExtendingALeaseForAHeldJobRecordsNoStart) {
   EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:started'"), "0");
   Round lost;
   lost.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::lost, "worker lost", 0}}));
-  EXPECT_EQ(calls::parse_nack(run(lost))->at(0).status, 1);
+  EXPECT_EQ(calls::parse_nack(run(lost))->at(0).status, NackStatus::retried);
   EXPECT_EQ(field("a", "s"), "ready");
   EXPECT_EQ(field("a", "a"), "0");
 }
@@ -889,8 +889,8 @@ TEST_F(Scripts, AJobOfALostWorkerUsesNoAttemptUnlessRedisHoldsItsStart) {
                         {{"a", a.token, NackMode::lost, "worker lost", 0}, {"b", b.token, NackMode::lost, "worker lost", 0}}));
   auto out = *calls::parse_nack(run(round));
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].status, 1);
-  EXPECT_EQ(out[1].status, 2);
+  EXPECT_EQ(out[0].status, NackStatus::retried);
+  EXPECT_EQ(out[1].status, NackStatus::dead);
   EXPECT_EQ(field("a", "s"), "ready");
   EXPECT_EQ(field("a", "a"), "0");
   EXPECT_EQ(field("b", "s"), "dead");
@@ -909,8 +909,8 @@ TEST_F(Scripts, JobsOfAWorkerThatDiedRunningSeveralAnnouncedOnesAreNotChargedAnd
                         {{l[0].id, l[0].token, NackMode::shared, "worker died", 0},
                          {l[1].id, l[1].token, NackMode::shared, "worker died", 0}}));
   auto out = *calls::parse_nack(run(round));
-  EXPECT_EQ(out.at(0).status, 1);
-  EXPECT_EQ(out.at(1).status, 1);
+  EXPECT_EQ(out.at(0).status, NackStatus::retried);
+  EXPECT_EQ(out.at(1).status, NackStatus::retried);
   EXPECT_EQ(field("a", "a"), "0");
   EXPECT_EQ(field("b", "a"), "0");
   EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:started'"), "0");
@@ -1122,7 +1122,7 @@ TEST_F(Scripts, CancelEndsScheduledAndReadyJobsAtOnce) {
   for (const char* id : {"s", "r"}) {
     Round round;
     round.add(calls::cancel("q", 2000, id, 60));
-    EXPECT_EQ(calls::parse_cancel(run(round))->status, 1) << id;
+    EXPECT_EQ(calls::parse_cancel(run(round))->status, CancelStatus::cancelled) << id;
     EXPECT_EQ(field(id, "s"), "cancelled");
   }
   EXPECT_EQ(redis_->cli("EXISTS " + partition_of("s") + " " + partition_jobs_of("s")), "0");
@@ -1132,10 +1132,10 @@ TEST_F(Scripts, CancelEndsScheduledAndReadyJobsAtOnce) {
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' cancelled"), "2");
   Round again;
   again.add(calls::cancel("q", 2000, "s", 60));
-  EXPECT_EQ(calls::parse_cancel(run(again))->status, -1);  // already finished
+  EXPECT_EQ(calls::parse_cancel(run(again))->status, CancelStatus::already_finished);  // already finished
   Round missing;
   missing.add(calls::cancel("q", 2000, "nope", 60));
-  EXPECT_EQ(calls::parse_cancel(run(missing))->status, 0);
+  EXPECT_EQ(calls::parse_cancel(run(missing))->status, CancelStatus::not_found);
 }
 
 TEST_F(Scripts, CancellingALeasedJobEndsItCancelledWhenItsDeliveryEnds) {
@@ -1145,13 +1145,13 @@ TEST_F(Scripts, CancellingALeasedJobEndsItCancelledWhenItsDeliveryEnds) {
     Round round;
     round.add(calls::cancel("q", 2000, id, 60));
     auto c = *calls::parse_cancel(run(round));
-    EXPECT_EQ(c.status, 2);
+    EXPECT_EQ(c.status, CancelStatus::cancel_requested);
     EXPECT_GT(c.token, 0u);
   }
   // a: its worker reports a failure; the cancel mark wins over a retry.
   Round nack;
   nack.add(calls::nack("q", 2100, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "killed", 0}}));
-  EXPECT_EQ(calls::parse_nack(run(nack))->at(0).status, 3);
+  EXPECT_EQ(calls::parse_nack(run(nack))->at(0).status, NackStatus::cancelled);
   EXPECT_EQ(field("a", "s"), "cancelled");
   // b: its worker vanished; the lease expires and the job ends cancelled.
   Round reclaim;
@@ -1170,7 +1170,7 @@ TEST_F(Scripts, HandedBackJobsDoNotUseAnAttempt) {
     EXPECT_EQ(l[0].attempt, 1u);
     Round round;
     round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::handed_back, "draining", 0}}));
-    EXPECT_EQ(calls::parse_nack(run(round))->at(0).status, 1);
+    EXPECT_EQ(calls::parse_nack(run(round))->at(0).status, NackStatus::retried);
   }
   EXPECT_EQ(field("a", "s"), "ready");
 }
@@ -1312,7 +1312,7 @@ TEST_F(Scripts, AnUnreadableRecordMakesTheFailedJobDeadNotLost) {
   round.add(calls::nack("q", 2000, 100, 1000, 60, {{"a", l[0].token, NackMode::retry, "boom", 0.5}}));
   auto out = *calls::parse_nack(run(round));
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].status, 2);
+  EXPECT_EQ(out[0].status, NackStatus::dead);
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:dead' a"), "2000");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:jobs' a"), "garbage");  // kept for a look
 }
@@ -1414,7 +1414,7 @@ TEST_F(Scripts, ARetryWithBackoffMovesTheRecordIntoItsSchedulePartitionAndBack) 
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "1");
   Round stale;  // the old delivery reports again: the job is scheduled now
   stale.add(calls::nack("q", 2100, 1000, 60'000, 60, {{"a", l[0].token, NackMode::retry, "late", 1.0}}));
-  EXPECT_EQ(calls::parse_nack(run(stale))->at(0).status, 0);
+  EXPECT_EQ(calls::parse_nack(run(stale))->at(0).status, NackStatus::stale);
   Round promote;
   promote.add(calls::promote("q", 3000, 10));
   EXPECT_EQ(calls::parse_promote(run(promote))->moved, 1);
@@ -1620,7 +1620,7 @@ TEST_F(Scripts, EveryScriptThatChangesTheScheduleKeepsTheFilterExact) {
 
   Round cancel;
   cancel.add(calls::cancel("q", 6000, "f1", 60));
-  EXPECT_EQ(calls::parse_cancel(run(cancel))->status, 1);
+  EXPECT_EQ(calls::parse_cancel(run(cancel))->status, CancelStatus::cancelled);
   EXPECT_TRUE(filter_exact());
 
   redis_->cli("HDEL " + partition_jobs_of("f3") + " f3");  // f3's entry now dangles: repair removes it
@@ -1771,7 +1771,7 @@ TEST_F(Scripts, AScheduleThatEmptiesKeepsNoFilterChunks) {
   EXPECT_GE(chunk_count(), 1u);  // "later" is still scheduled
   Round cancel;
   cancel.add(calls::cancel("q", 5000, "later", 60));
-  ASSERT_EQ(calls::parse_cancel(run(cancel))->status, 1);
+  ASSERT_EQ(calls::parse_cancel(run(cancel))->status, CancelStatus::cancelled);
   EXPECT_EQ(chunk_count(), 0u);
   EXPECT_EQ(enqueue({qjob("again", 9000)}, 5000), std::vector<int64_t>{1});
   EXPECT_EQ(chunk_count(), 1u);

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -29,7 +30,13 @@ class Process {
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) env.emplace_back(*e);
+    // An extra NAME=value replaces the inherited NAME (getenv reads the first).
+    auto name_of = [](std::string_view e) { return e.substr(0, e.find('=') + 1); };
+    for (char** e = environ; *e; ++e) {
+      const bool replaced = std::any_of(extra_env.begin(), extra_env.end(),
+                                        [&](const std::string& x) { return name_of(x) == name_of(*e); });
+      if (!replaced) env.emplace_back(*e);
+    }
     for (auto& e : extra_env) env.push_back(e);
     std::vector<char*> envp, args;
     for (auto& e : env) envp.push_back(e.data());
