@@ -9,6 +9,21 @@
 
 namespace dueq::broker {
 
+namespace calls {
+
+Command cron_restart(const CronEntry& entry, int64_t now_ms, int64_t lookahead_ms) {
+  const QueueKeys k(entry.queue);
+  Command call = script_call(lua::ScriptId::cron_restart, {k.cron, k.cancelled});
+  call.add(entry.name).add(entry.fingerprint());
+  int steps = 0;
+  for (auto tick = entry.schedule.next_after(now_ms); tick && *tick <= now_ms + lookahead_ms && steps < 1'000;
+       tick = entry.schedule.next_after(*tick), ++steps)
+    call.add(cron_tick_id(entry.name, *tick));
+  return call;
+}
+
+}  // namespace calls
+
 namespace {
 
 std::string arg(const proto::AdminRequest& request, const char* name) {
@@ -52,6 +67,17 @@ Result<int64_t> retire(AdminContext& c, const CronEntry& entry) {
   return cancelled;
 }
 
+// A fresh state for `entry`'s new definition in its queue: its ticks start
+// after now, and its tick ids within the lookahead are freed where an
+// earlier definition's ticks there were cancelled (cron_restart.lua), so
+// that replacing an entry, or removing and adding it again, drops no tick.
+Result<void> restart(AdminContext& c, const CronEntry& entry) {
+  auto r = c.redis.call(calls::cron_restart(entry, c.now_ms, c.config.cron_lookahead_ms));
+  if (!r) return std::unexpected(r.error());
+  if (auto err = reply_error(r->get()); !err.empty()) return fail(Errc::internal, std::string(err));
+  return {};
+}
+
 }  // namespace
 
 Result<proto::AdminReply> cron_add(AdminContext& c, const proto::AdminRequest& request) {
@@ -88,9 +114,7 @@ Result<proto::AdminReply> cron_add(AdminContext& c, const proto::AdminRequest& r
     if (!retired) return std::unexpected(retired.error());
     cancelled = *retired;
   }
-  // A fresh state for the new definition: its ticks start after now.
-  auto state = c.redis.call(Command{"HSET", QueueKeys(entry->queue).cron, name, "0:" + entry->fingerprint()});
-  if (!state) return std::unexpected(state.error());
+  if (auto ok = restart(c, *entry); !ok) return std::unexpected(ok.error());
   auto stored = c.redis.call(Command{"HSET", kCronEntriesKey, name, entry->to_json()});
   if (!stored) return std::unexpected(stored.error());
   const auto next = entry->schedule.next_after(c.now_ms);

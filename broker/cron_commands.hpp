@@ -8,6 +8,13 @@
 
 namespace dueq::broker {
 
+namespace calls {
+// cron_restart.lua: `entry`'s fresh state, and its tick ids in (now, now +
+// lookahead] (at most 1,000) freed from the cancelled set. Answers the
+// number freed.
+Command cron_restart(const CronEntry& entry, int64_t now_ms, int64_t lookahead_ms);
+}  // namespace calls
+
 Result<proto::AdminReply> cron_add(AdminContext& c, const proto::AdminRequest& request);
 Result<proto::AdminReply> cron_list(AdminContext& c, const proto::AdminRequest& request);
 Result<proto::AdminReply> cron_remove(AdminContext& c, const proto::AdminRequest& request);

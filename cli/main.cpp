@@ -143,7 +143,7 @@ int run(int argc, char** argv) {
   std::map<std::string, std::string> cron_args;
   auto* cron_cmd = app.add_subcommand("cron", "periodic jobs: add, list, remove (entries of the config file are listed too)")->group(kOperate);
   cron_cmd->require_subcommand(1);
-  auto* cron_add = cron_cmd->add_subcommand("add", "add or replace an entry: one job per tick, each exactly once");
+  auto* cron_add = cron_cmd->add_subcommand("add", "add or replace an entry: one job per tick (never two), from now on with this definition");
   cron_add->add_option("name", cron_args["name"], "entry name (A-Z a-z 0-9 _ - .); its jobs' ids are NAME@<tick in UTC>")->required();
   cron_add->add_option("--schedule", cron_args["schedule"], "cron expression with seconds, e.g. \"0 30 2 * * *\" (5 fields: second 0)")->required();
   cron_add->add_option("--time-zone", cron_args["time_zone"], "tz database name, e.g. Europe/Berlin (default UTC)");

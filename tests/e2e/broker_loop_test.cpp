@@ -151,6 +151,16 @@ void run_clock_skewed_successor(int64_t offset_ms) {
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(client.enqueue(JobSpec{"q", "sleep", "14000", fmt::format("long-{}", i), 0, 1}));
   ASSERT_TRUE(eventually([&] { return read_records(record).size() == 4; }, 15s));
   auto deadlines = [&] { return redis.cli("ZRANGE dueq:{q}:leased 0 3 WITHSCORES"); };
+  // L1 extended all 4 leases past the 2 s delivery deadline (lease_ttl 10 s):
+  // only a clock that disagrees can find them expired at the take-over.
+  auto extended_past = [&](int64_t ms) {
+    std::istringstream lines(deadlines());
+    std::string id, score;
+    int n = 0;
+    while (std::getline(lines, id) && std::getline(lines, score)) n += std::stoll(score) > ms;
+    return n == 4;
+  };
+  ASSERT_TRUE(eventually([&] { return extended_past(wall_ms() + 5'000); }, 15s)) << deadlines();
   const std::string before = deadlines();
 
   l1->signal(SIGKILL);

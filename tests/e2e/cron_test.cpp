@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 
+#include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace dueq;
@@ -156,6 +157,56 @@ TEST(Cron, AddedEntriesSurviveARestartAndARemovedOneRunsNoMore) {
     EXPECT_NE(run.out.find(says), std::string::npos) << args << ": " << run.out;
   }
   EXPECT_EQ(run_dueq(cluster.endpoint(), "cron list --json").out.find("\"name\""), std::string::npos);
+}
+
+// Rule: replacing an entry, or removing it and adding it again, drops no
+// tick: from the change on, every tick runs once, with the new definition
+// (the ticks the old one had enqueued ahead are cancelled, and their ids
+// freed for the new one's).
+TEST(Cron, ReplacingOrRemovingAndAddingAnEntryAgainDropsNoTick) {
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_example_worker("q3", 4, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  auto add = [&](const std::string& payload) {
+    return run_dueq(cluster.endpoint(), "cron add e --schedule '* * * * * *' --queue q3 --type noop --payload " + payload);
+  };
+  auto runs = [&](const std::string& payload) {
+    std::map<int64_t, int> by_tick;
+    for (const auto& r : read_records(record))
+      if (payload.empty() || r.payload == payload) ++by_tick[tick_of(r.id, "e")];
+    return by_tick;
+  };
+  // Every tick of the 5 s after `from` (and 1 s after it: a tick due then
+  // may have started under the old definition) ran once, with `payload`.
+  auto five_ran_with = [&](int64_t from, const std::string& payload) {
+    auto by_tick = runs(payload);
+    for (int64_t t = (from + 1'000) / 1'000 * 1'000 + 1'000; t <= from + 6'000; t += 1'000)
+      if (by_tick[t] != 1) return false;
+    return true;
+  };
+  auto shown = [&] {
+    std::string out;
+    for (const auto& r : read_records(record)) out += r.id + " " + r.payload + "\n";
+    return out;
+  };
+  ASSERT_EQ(add("v1").code, 0);
+  ASSERT_TRUE(eventually([&] { return runs("v1").size() >= 2; }, 10s)) << shown();
+
+  const int64_t replaced_ms = wall_ms();
+  const auto replaced = add("v2");
+  ASSERT_EQ(replaced.code, 0) << replaced.out;
+  EXPECT_NE(replaced.out.find("replaced"), std::string::npos) << replaced.out;
+  ASSERT_TRUE(eventually([&] { return five_ran_with(replaced_ms, "v2"); }, 20s)) << shown();
+
+  ASSERT_EQ(run_dueq(cluster.endpoint(), "cron remove e").code, 0);
+  const int64_t readded_ms = wall_ms();
+  ASSERT_EQ(add("v3").code, 0);
+  ASSERT_TRUE(eventually([&] { return five_ran_with(readded_ms, "v3"); }, 20s)) << shown();
+
+  for (const auto& [tick, n] : runs("")) EXPECT_EQ(n, 1) << "tick " << tick << " ran " << n << " times";
+  const auto audit = run_dueq(cluster.endpoint(), "audit");
+  EXPECT_EQ(audit.code, 0) << audit.out;
 }
 
 // Rule: ticks that came due while no broker led, past the ones enqueued

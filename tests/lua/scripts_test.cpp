@@ -18,6 +18,7 @@
 #include "broker/admin.hpp"
 #include "broker/admin_commands.hpp"
 #include "broker/cron.hpp"
+#include "broker/cron_commands.hpp"
 #include "broker/job_lookup.hpp"
 #include "broker/dispatcher.hpp"
 #include "broker/enqueuer.hpp"
@@ -547,6 +548,32 @@ TEST_F(Scripts, CronTickEnqueuesEachTickOnceAndRefusesAnotherDefinitionsState) {
   Command call = calls::cron_tick(*entry, {20'000, 19'000}, 10'000, 3);
   bad.add(std::move(call));
   EXPECT_NE(reply_error(run(bad)).find("bad-args"), std::string_view::npos) << "ticks out of order";
+}
+
+// A fresh state for a re-added entry frees the ids of its cancelled ticks
+// within the lookahead (and only those), so its ticks there run again.
+TEST_F(Scripts, CronRestartFreesTheCancelledTickIdsOfTheNewDefinition) {
+  auto entry = make_cron_entry("beat", CronDefinition{"* * * * * *", "UTC", "q", "t", "p", "skip", 0});
+  ASSERT_TRUE(entry);
+  Round ticks;
+  ticks.add(calls::cron_tick(*entry, {11'000, 12'000}, 10'000, 3));
+  ASSERT_EQ(calls::parse_cron_tick(run(ticks))->enqueued, 2);
+  Round cancel;
+  cancel.add(calls::cancel("q", 10'500, "beat@1970-01-01T00:00:11Z", 60));
+  ASSERT_EQ(calls::parse_cancel(run(cancel))->status, CancelStatus::cancelled);
+  auto replaced = make_cron_entry("beat", CronDefinition{"* * * * * *", "UTC", "q", "t", "new", "skip", 0});
+  Round restart;
+  restart.add(calls::cron_restart(*replaced, 10'600, 60'000));
+  EXPECT_EQ(reply::num(run(restart)), 1) << "the cancelled tick's id, and not the scheduled one's";
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:cron' beat"), "0:" + replaced->fingerprint());
+  Round again;
+  again.add(calls::cron_tick(*replaced, {11'000, 12'000}, 10'700, 3));
+  EXPECT_EQ(calls::parse_cron_tick(run(again))->enqueued, 1) << "11 s runs with the new payload; 12 s is still known";
+  Command bad = script_call(lua::ScriptId::cron_restart, {QueueKeys("q").cron, QueueKeys("q").cancelled});
+  bad.add("beat").add(replaced->fingerprint()).add("other@1970-01-01T00:00:13Z");
+  Round refused;
+  refused.add(std::move(bad));
+  EXPECT_NE(reply_error(run(refused)).find("bad-args"), std::string_view::npos) << "another entry's tick";
 }
 
 // A job due now is leased by its own enqueue while no older job is ready:
