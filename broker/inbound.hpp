@@ -49,9 +49,16 @@ class Inbound {
 
   // Standing by (broker/leadership.hpp): every frame is answered
   // "not_leader", naming `leader` when known; nothing is routed.
-  void stand_by(const std::string& leader) {
-    standby_answer_ = "this broker stands by; " +
-                      (leader.empty() ? std::string("another broker leads") : "the leader is at " + leader);
+  // `leader`: the endpoint the lease holder advertised; when it is this
+  // broker's own (`self`), the holder is this broker's earlier run, killed
+  // or restarted, whose lease has not lapsed yet.
+  void stand_by(const std::string& leader, const std::string& self, int64_t lease_ms) {
+    if (!leader.empty() && leader == self)
+      standby_answer_ = "this broker restarted; it leads once the lease of its earlier run lapses (within " +
+                        std::to_string(lease_ms) + " ms)";
+    else
+      standby_answer_ = "this broker stands by; " +
+                        (leader.empty() ? std::string("another broker leads") : "the leader is at " + leader);
   }
   void lead() { standby_answer_.reset(); }
 

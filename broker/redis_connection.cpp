@@ -10,14 +10,15 @@ timeval to_timeval(int ms) { return timeval{ms / 1000, static_cast<suseconds_t>(
 
 }  // namespace
 
-void Command::append_fence(std::string key, std::string arg) {
+void Command::append_fence(std::vector<std::string> fence_keys, std::string arg) {
   if (!fence_pending_ || args_.size() < 3) return;
   fence_pending_ = false;
   size_t keys = 0;
   const std::string& count = args_[2];
   if (std::from_chars(count.data(), count.data() + count.size(), keys).ec != std::errc{} || 3 + keys > args_.size()) return;
-  args_[2] = std::to_string(keys + 1);
-  args_.insert(args_.begin() + static_cast<std::ptrdiff_t>(3 + keys), std::move(key));
+  args_[2] = std::to_string(keys + fence_keys.size());
+  args_.insert(args_.begin() + static_cast<std::ptrdiff_t>(3 + keys), std::make_move_iterator(fence_keys.begin()),
+               std::make_move_iterator(fence_keys.end()));
   args_.push_back(std::move(arg));
 }
 

@@ -39,9 +39,9 @@ class Command {
   // An EVALSHA of a script that includes lua/lib/fence.lua (set by
   // script_call): the connection appends the fence before sending it.
   void mark_fenced() { fence_pending_ = true; }
-  // EVALSHA sha numkeys keys... args... becomes EVALSHA sha numkeys+1
-  // keys... `key` args... `arg`; once.
-  void append_fence(std::string key, std::string arg);
+  // EVALSHA sha numkeys keys... args... becomes EVALSHA sha numkeys+K
+  // keys... `fence_keys`(K) args... `arg`; once.
+  void append_fence(std::vector<std::string> fence_keys, std::string arg);
 
  private:
   std::vector<std::string> args_;

@@ -20,11 +20,15 @@ bool is_fenced_reply(const ReplyPtr& reply) { return reply_error(reply.get()).st
 
 // The queue's epoch key (from the call's first key: same slot) and the
 // epoch, with "c" behind a Redis Cluster: the script then checks that the
-// queue's slot is not moving (lua/lib/fence.lua).
+// queue's slot is not moving (lua/lib/fence.lua). Outside a Cluster the
+// leader's epoch counter follows the queue's key: the script compares the
+// sender's epoch with the newest one given, which also fences a deposed
+// leader out of a queue no newer leader knew of (one its late call creates).
 Command ScriptRegistry::with_fence(Command call) const {
   const auto& args = call.args();
   const std::string key = args.size() > 3 && args[2] != "0" ? epoch_key_of(args[3]) : std::string();
-  call.append_fence(key, address_.via_cluster() ? std::to_string(epoch_) + "c" : std::to_string(epoch_));
+  if (address_.via_cluster()) call.append_fence({key}, std::to_string(epoch_) + "c");
+  else call.append_fence({key, kLeaderEpochsKey}, std::to_string(epoch_));
   return call;
 }
 

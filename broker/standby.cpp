@@ -41,7 +41,7 @@ Result<bool> Broker::stand_by(int signal_fd) {
           spdlog::info("standing by: another broker leads{}", told_leader.empty() ? "" : " at " + told_leader);
         }
       }
-      inbound_.stand_by(leadership_.leader_endpoint());
+      inbound_.stand_by(leadership_.leader_endpoint(), advertised, config_.leader_lease_ms);
       metrics_.set_health(false, 0, redis_.connected());
       metrics_.publish(clock_.wall_ms());
     }

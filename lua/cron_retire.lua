@@ -11,9 +11,10 @@
 
   Returns  the last tick enqueued ms (0: none)
   Errors   "ERR dueq bad-args <what>"
-  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
-           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
-           <what>" and nothing written when the sender was deposed
+  Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
+           leader's epoch counter) and ARGV the sender's leader epoch, last
+           (lib/fence.lua); "ERR dueq fenced <what>" and nothing written when
+           the sender was deposed
 ]]
 --! include lib/fence.lua
 if #ARGV ~= 1 or ARGV[1] == "" then return redis.error_reply("ERR dueq bad-args cron_retire: expected an entry name") end

@@ -55,9 +55,10 @@
            3 accepted and leased under the token of its candidate number
            (the c-th job due now in argument order has the c-th token)
   Errors   "ERR dueq bad-args <what>"; nothing is written then
-  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
-           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
-           <what>" and nothing written when the sender was deposed
+  Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
+           leader's epoch counter) and ARGV the sender's leader epoch, last
+           (lib/fence.lua); "ERR dueq fenced <what>" and nothing written when
+           the sender was deposed
 ]]
 --! include lib/fence.lua
 --! include lib/partition.lua

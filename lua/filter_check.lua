@@ -18,9 +18,10 @@
            (saturated: it stays). "set" returns the counters it corrected,
            saturated ones included.
   Errors   "ERR dueq bad-args <what>"; nothing is written then
-  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
-           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
-           <what>" and nothing written when the sender was deposed
+  Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
+           leader's epoch counter) and ARGV the sender's leader epoch, last
+           (lib/fence.lua); "ERR dueq fenced <what>" and nothing written when
+           the sender was deposed
 ]]
 --! include lib/fence.lua
 --! include lib/partition.lua

@@ -12,9 +12,10 @@
   Returns  {changed, paused since ms}: changed 1 when the call changed the
            state, 0 when the queue was already so; since is 0 while it runs
   Errors   "ERR dueq bad-args <what>"
-  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
-           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
-           <what>" and nothing written when the sender was deposed
+  Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
+           leader's epoch counter) and ARGV the sender's leader epoch, last
+           (lib/fence.lua); "ERR dueq fenced <what>" and nothing written when
+           the sender was deposed
 ]]
 --! include lib/fence.lua
 local now = tonumber(ARGV[2])

@@ -30,9 +30,10 @@
            the earliest lease deadline left, or -1 when nothing is leased;
            not_counted of the requeued went back without using an attempt
   Errors   "ERR dueq bad-args <what>"
-  Fenced   KEYS and ARGV each take one more value, last: the queue's epoch key
-           and the sender's leader epoch (lib/fence.lua); "ERR dueq fenced
-           <what>" and nothing written when the sender was deposed
+  Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
+           leader's epoch counter) and ARGV the sender's leader epoch, last
+           (lib/fence.lua); "ERR dueq fenced <what>" and nothing written when
+           the sender was deposed
 ]]
 --! include lib/fence.lua
 --! include lib/lost_delivery.lua

@@ -165,6 +165,27 @@ TEST(Standby, ALeaderThatWakesUpAfterItsStandbyTookOverWritesNothingAndStandsBy)
   EXPECT_EQ(run.lost, 0u);
 }
 
+// Rule: a lone broker killed and started again stands by until its earlier
+// run's lease lapses, and says so: it does not name its own endpoint as
+// "the leader" (clients would log that and walk to it again).
+TEST(Standby, ARestartedLoneBrokerSaysItWaitsForItsEarlierRunsLease) {
+  Cluster cluster;
+  cluster.broker().signal(SIGKILL);
+  cluster.broker().wait();
+  Process again({bin("dueq-broker"), "--redis", cluster.redis().url(), "--listen", cluster.endpoint(), "--log-level", "info"},
+                (cluster.dir() / "again.log").string());
+  Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 300, .attempts = 1});
+  std::string said;
+  ASSERT_TRUE(eventually([&] {
+    auto r = client.enqueue(JobSpec{"q", "t", "", "during-the-gap", 0, 0});
+    if (!r) said = r.error().code + ": " + r.error().message;
+    return said.find("this broker restarted") != std::string::npos;
+  }, 10s)) << said;
+  EXPECT_EQ(said.find("the leader is at"), std::string::npos) << said;
+  EXPECT_TRUE(said.starts_with("not_leader")) << said;
+  ASSERT_TRUE(eventually([&] { auto r = client.enqueue(JobSpec{"q", "t", "", "after", 0, 0}); return r.has_value(); }, 10s));
+}
+
 // Rule: a standby never answers "accepted": it refuses every request with
 // "not_leader" and writes nothing; when the leader stops cleanly it gives
 // its lease up and the standby leads at once.

@@ -1488,9 +1488,9 @@ TEST_F(Scripts, ScriptsTakingAPartitionRefuseABadOne) {
   auto eval = [&](lua::ScriptId id, const std::vector<std::string>& keys, const std::vector<std::string>& argv) {
     // EVAL, not sent through the registry: the fence is appended here.
     const bool fenced = lua::script(id).fenced;
-    Command cmd{"EVAL", lua::script(id).source, std::to_string(keys.size() + (fenced ? 1 : 0))};
+    Command cmd{"EVAL", lua::script(id).source, std::to_string(keys.size() + (fenced ? 2 : 0))};
     for (auto& key : keys) cmd.add(key);
-    if (fenced) cmd.add(k.epoch);
+    if (fenced) cmd.add(k.epoch).add(kLeaderEpochsKey);
     for (auto& a : argv) cmd.add(a);
     if (fenced) cmd.add("1");
     Round round;
@@ -2091,6 +2091,28 @@ TEST_F(Scripts, AWriteWithAnEpochOlderThanTheQueuesFailsAndWritesNothing) {
   auto lowered = next_leader.call(calls::fence_queue("q", 1));
   EXPECT_FALSE(lowered);
   EXPECT_EQ(redis_->cli("GET dueq:{q}:epoch"), "2");
+}
+
+// A deposed leader's call that arrives late, after a newer leader read the
+// queue list, creates no queue: outside a Cluster every fenced call also
+// compares its epoch with the newest one given.
+TEST_F(Scripts, ALateCallOfADeposedLeaderCreatesNoQueue) {
+  ASSERT_EQ(redis_->cli("SET dueq:{leader}:epochs 2"), "OK");  // a newer leader took over
+  std::vector<proto::NewJob> late = {qjob("b", 0)};
+  late[0].queue = "created-late";
+  std::vector<const proto::NewJob*> ptrs = {&late[0]};
+  auto refused = store_->call(calls::enqueue("created-late", ptrs, 1000, 3, 0));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Errc::fenced);
+  EXPECT_EQ(redis_->cli("KEYS 'dueq:{created-late}:*'"), "") << "nothing of the queue was written";
+
+  ScriptRegistry next_leader(*parse_redis_url(redis_->url()));
+  next_leader.set_epoch(2);
+  ASSERT_TRUE(next_leader.connect());
+  auto accepted = next_leader.call(calls::enqueue("created-late", ptrs, 1000, 3, 0));
+  ASSERT_TRUE(accepted);
+  EXPECT_EQ(reply_error(accepted->get()), "");
+  EXPECT_EQ(redis_->cli("HEXISTS dueq:{created-late}:jobs b"), "1");
 }
 
 // Every script that writes a queue's keys checks the epoch. A script is
