@@ -17,6 +17,7 @@ namespace dueq::broker {
 namespace {
 constexpr int kBulkStep = 1000;        // jobs per replay/purge call
 constexpr int64_t kDeadListMax = 10'000;
+constexpr size_t kDeadListReplyBytes = size_t{4} << 20;
 }  // namespace
 
 namespace calls {
@@ -130,13 +131,44 @@ Result<proto::AdminReply> cancel_jobs(AdminContext& c, const proto::AdminRequest
   return reply;
 }
 
+namespace {
+
+// A row of the dead list: the job's fields without its payload and error
+// log (`dueq dead show` and a lookup have those), with their sizes.
+std::map<std::string, std::string> dead_row(std::map<std::string, std::string>&& fields) {
+  for (const char* big : {"p", "el"}) {
+    if (auto it = fields.find(big); it != fields.end()) {
+      fields[std::string(big) + "_bytes"] = std::to_string(it->second.size());
+      fields.erase(it);
+    }
+  }
+  return std::move(fields);
+}
+
+size_t row_bytes(const std::map<std::string, std::string>& row) {
+  size_t n = 0;
+  for (const auto& [k, v] : row) n += k.size() + v.size() + 4;
+  return n;
+}
+
+}  // namespace
+
+// At most `limit` rows in all (across queues) and kDeadListReplyBytes of
+// them: a request for every queue's dead letters costs a bounded reply.
 Result<proto::AdminReply> list_dead(AdminContext& c, const proto::AdminRequest& request) {
   proto::AdminReply reply;
   const int64_t limit = request.limit == 0 ? 1000 : std::min<int64_t>(request.limit, kDeadListMax);
   auto names = queues_for(c.redis, request.queue);
   if (!names) return std::unexpected(names.error());
+  size_t bytes = 0;
+  bool cut = false;
   for (const auto& name : *names) {
-    auto r = c.redis.call(Command{"ZRANGE", QueueKeys(name).dead, "0", std::to_string(limit - 1)});
+    const int64_t room = limit - static_cast<int64_t>(reply.rows.size());
+    if (room <= 0 || cut) {
+      cut = cut || room <= 0;
+      break;
+    }
+    auto r = c.redis.call(Command{"ZRANGE", QueueKeys(name).dead, "0", std::to_string(room - 1)});
     if (!r) return std::unexpected(r.error());
     auto ids = reply::strings(r->get(), "ZRANGE");
     if (!ids) return std::unexpected(ids.error());
@@ -153,10 +185,19 @@ Result<proto::AdminReply> list_dead(AdminContext& c, const proto::AdminRequest& 
         (*row)["id"] = (*ids)[i + j];
         (*row)["queue"] = name;
         (*row)["died_ms"] = (*row)["f"];
-        reply.rows.push_back(std::move(*row));
+        auto listed = dead_row(std::move(*row));
+        bytes += row_bytes(listed);
+        if (bytes > kDeadListReplyBytes) {
+          cut = true;
+          break;
+        }
+        reply.rows.push_back(std::move(listed));
       }
+      if (cut) break;
     }
   }
+  if (cut) reply.summary = fmt::format("the first {} dead jobs (a list stops at {} rows or {} KiB)", reply.rows.size(), limit,
+                                       kDeadListReplyBytes / 1024);
   return reply;
 }
 

@@ -33,6 +33,10 @@ struct InflightJob {
   // When it was delivered (lease clock; for a job adopted from a HELLO, when
   // it was adopted): its lease is renewed until max_run_time after this.
   int64_t delivered_ms = 0;
+  // Adopted from a HELLO by its token alone (the broker did not know it):
+  // it confirms its holder (lifts the 16-job credit) once Redis extends its
+  // lease, which shows the token is current, and not before.
+  bool confirms_holder = false;
 };
 
 class InflightTable {

@@ -44,8 +44,11 @@ void LeaseExtensions::add_to(Round& round) {
         if (!applied) return;  // asked again by the next heartbeat
         for (size_t j = 0; j < chunk.size(); ++j) {
           if ((*applied)[j] == calls::ExtendReply::extended) {
-            if (InflightJob* job = inflight_.find(name, chunk[j].id); job && job->token == chunk[j].token)
+            if (InflightJob* job = inflight_.find(name, chunk[j].id); job && job->token == chunk[j].token) {
               job->lease_deadline_ms = deadline;
+              if (job->confirms_holder && holder_confirmed_) holder_confirmed_(job->worker);
+              job->confirms_holder = false;
+            }
           } else {
             // That delivery is no longer current (re-leased or finished):
             // the worker's eventual result will be rejected as stale.

@@ -5,6 +5,7 @@
 // an attempt). extend.lua is fenced by the delivery's token; a delivery it
 // no longer finds current is forgotten here, and its worker's result will
 // be stale. Workers decides which deliveries to extend; this applies them.
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -45,6 +46,11 @@ class LeaseExtensions {
   bool has_work() const { return !refusals_.holding() && !extends_.empty(); }
   // Redis is unavailable: extensions are asked for again by the next heartbeats.
   void drop() { extends_.clear(); }
+  // Called with a worker's routing id when Redis extended a delivery adopted
+  // from its HELLO (InflightJob::confirms_holder).
+  void on_holder_confirmed(std::function<void(const std::string& routing_id)> confirmed) {
+    holder_confirmed_ = std::move(confirmed);
+  }
 
  private:
   const BrokerConfig& config_;
@@ -52,6 +58,7 @@ class LeaseExtensions {
   InflightTable& inflight_;
   RefusalBackoff& refusals_;
   std::map<std::pair<std::string, LeaseReport>, std::vector<TokenRef>> extends_;
+  std::function<void(const std::string&)> holder_confirmed_;
 };
 
 }  // namespace dueq::broker

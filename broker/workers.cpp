@@ -226,8 +226,10 @@ void Workers::adopt_held(const std::string& routing_id, const std::vector<proto:
     if (job == nullptr || job->token != ref.token) {
       // A job leased before this broker started (or re-leased since): Redis
       // decides by token whether this worker's delivery is still current.
-      if (job == nullptr) inflight_.add(InflightJob{ref.queue, ref.id, ref.token, routing_id, lease_now, true, false, 0, lease_now});
-      if (WorkerInfo* w = registry_.find(routing_id); w != nullptr && confirms) w->confirmed = true;
+      // Its holder is confirmed only once Redis extends the lease
+      // (LeaseExtensions): a forged token lifts no credit.
+      if (job == nullptr)
+        inflight_.add(InflightJob{ref.queue, ref.id, ref.token, routing_id, lease_now, true, false, 0, lease_now, confirms});
       extensions_.extend(ref.queue, TokenRef{ref.id, ref.token}, LeaseReport::held);
       continue;
     }

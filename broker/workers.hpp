@@ -29,7 +29,11 @@ class Workers {
   Workers(const BrokerConfig& config, const LeaseClock& lease_clock, std::string broker_id, QueueTable& queues,
           InflightTable& inflight, Results& results, LeaseExtensions& extensions, Outbox& outbox)
       : config_(config), lease_clock_(lease_clock), broker_id_(std::move(broker_id)), queues_(queues),
-        inflight_(inflight), results_(results), extensions_(extensions), outbox_(outbox) {}
+        inflight_(inflight), results_(results), extensions_(extensions), outbox_(outbox) {
+    extensions_.on_holder_confirmed([this](const std::string& routing_id) {
+      if (WorkerInfo* w = registry_.find(routing_id)) w->confirmed = true;
+    });
+  }
 
   void on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms);
   void on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, int64_t heard_ms);

@@ -107,7 +107,7 @@ int run(int argc, char** argv) {
   dead->require_subcommand(1);
   auto* dead_list = dead->add_subcommand("list", "list dead jobs with their reasons");
   dead_list->add_option("--queue", dead_cmd.queue, "only this queue");
-  dead_list->add_option("--limit", dead_cmd.limit, "at most this many per queue (default 1000)");
+  dead_list->add_option("--limit", dead_cmd.limit, "at most this many in all (default 1000); a list also stops at 4 MiB");
   dead_list->add_flag("--json", json, "print JSON");
   std::string show_id;
   auto* dead_show = dead->add_subcommand("show", "one dead job, with payload and every attempt's error");

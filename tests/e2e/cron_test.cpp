@@ -52,7 +52,9 @@ struct OtherBroker {
 TEST(Cron, EveryTickRunsOnceAndNoneEarlyWhileLeadersAreKilled) {
   TempDir dir("cron");
   const auto config = dir.path() / "broker.toml";
-  std::ofstream(config) << "[cron.beat]\nschedule = \"* * * * * *\"\nqueue = \"periodic\"\ntype = \"noop\"\n";
+  // A lookahead of 1 s: each successor enqueues the ticks after its take-over
+  // itself (with the default 60 s, the first leader would have enqueued them all).
+  std::ofstream(config) << "cron_lookahead = \"1s\"\n[cron.beat]\nschedule = \"* * * * * *\"\nqueue = \"periodic\"\ntype = \"noop\"\n";
   const std::vector<std::string> args = {"--config", config.string(), "--log-level", "info"};
   Cluster cluster(args);
   OtherBroker b(cluster, "tcp://127.0.0.1:" + std::to_string(free_port()), "b", args);

@@ -486,11 +486,17 @@ TEST(Recovery, DeadLettersCanBeListedReplayedAndPurged) {
   auto rows = nlohmann::json::parse(list.out)["rows"];
   ASSERT_EQ(rows.size(), 3u);
   for (const auto& row : rows) {
-    EXPECT_FALSE(row["p"].get<std::string>().empty()) << "payload kept";
+    // The list names the payload's size; `dead show` has the payload.
+    EXPECT_EQ(row["p_bytes"], "2") << "payload kept";
+    EXPECT_FALSE(row.contains("p")) << "a list carries no payloads";
     EXPECT_NE(row["e"].get<std::string>().find("exit code"), std::string::npos);
   }
   auto show = dueq_cli(cluster.endpoint(), "dead show f1");
   EXPECT_NE(show.out.find("upstream down"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("payload:      p1"), std::string::npos) << show.out;
+  // At most --limit rows: 2 of the 3 dead jobs.
+  auto limited = nlohmann::json::parse(dueq_cli(cluster.endpoint(), "dead list --limit 2 --json").out);
+  EXPECT_EQ(limited["rows"].size(), 2u) << limited;
 
   std::ofstream(flag) << "ok";
   auto replay = dueq_cli(cluster.endpoint(), "dead replay f1 f2");
