@@ -122,7 +122,7 @@ TEST(Cron, AddedEntriesSurviveARestartAndARemovedOneRunsNoMore) {
   EXPECT_NE(listed.out.find("every2"), std::string::npos) << listed.out;
   EXPECT_NE(listed.out.find("*/2 * * * * *"), std::string::npos) << listed.out;
   EXPECT_NE(listed.out.find("added"), std::string::npos) << listed.out;
-  std::this_thread::sleep_for(3s);
+  ASSERT_TRUE(eventually([&] { return !read_records(record).empty(); }, 10s)) << "the added entry's first tick ran";
   cluster.broker().signal(SIGKILL);
   cluster.broker().wait();
   cluster.start_broker(broker_args);
@@ -130,7 +130,12 @@ TEST(Cron, AddedEntriesSurviveARestartAndARemovedOneRunsNoMore) {
   // The restarted broker knows the entry: metrics and the dashboard show its next tick.
   EXPECT_TRUE(eventually([&] { return http_get("/metrics").find("dueq_cron_next_tick_timestamp_seconds{entry=\"every2\",queue=\"q2\"}") != std::string::npos; }, 3s));
   EXPECT_NE(http_get("/api/overview").find("\"schedule\":\"*/2 * * * * *\""), std::string::npos);
-  std::this_thread::sleep_for(2s);
+  const int64_t restarted_ms = wall_ms();
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& r : read_records(record))
+      if (tick_of(r.id, "every2") > restarted_ms) return true;
+    return false;
+  }, 10s)) << "a tick after the restart ran";
   auto removed = run_dueq(cluster.endpoint(), "cron remove every2");
   ASSERT_EQ(removed.code, 0) << removed.out;
   EXPECT_NE(removed.out.find("cron entry 'every2' removed"), std::string::npos) << removed.out;

@@ -84,16 +84,26 @@ TEST(QueueControls, APausedQueueDispatchesNothingAcrossARestartAndRunsEveryJobOn
   const std::vector<std::string> broker_args = {"--http", fmt::format("127.0.0.1:{}", http_port)};
   Cluster cluster(broker_args);
   const auto record = cluster.dir() / "starts.txt";
-  cluster.start_example_worker("p", 8, record.string());
+  // The worker also serves an unpaused queue: its jobs running show that the
+  // broker dispatches to this worker while p's jobs wait (the positive control).
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "p", "--queue", "control",
+                        "--concurrency", "8", "--record", record.string()});
   ASSERT_TRUE(cluster.wait_for_workers(1));
+  auto ran = [&](const std::string& prefix) {
+    size_t n = 0;
+    for (const auto& r : read_records(record)) n += r.id.starts_with(prefix);
+    return n;
+  };
   auto paused = run_dueq(cluster.endpoint(), "pause p");
   ASSERT_EQ(paused.code, 0) << paused.out;
   EXPECT_NE(paused.out.find("queue 'p' paused"), std::string::npos) << paused.out;
   Client client(cluster.endpoint());
   ASSERT_TRUE(enqueue_now(client, "p", "now", 20));
   ASSERT_TRUE(enqueue_now(client, "p", "later", 10, now_ms() + 500));
-  std::this_thread::sleep_for(1500ms);
-  EXPECT_TRUE(read_records(record).empty()) << "a paused queue ran a job";
+  // Enqueued after p's jobs, and due later than them: once these ran, p's would have too.
+  ASSERT_TRUE(enqueue_now(client, "control", "c1-", 5, now_ms() + 600));
+  ASSERT_TRUE(eventually([&] { return ran("c1-") == 5; }, 10s));
+  EXPECT_EQ(ran("now") + ran("later"), 0U) << "a paused queue ran a job";
   auto stats = cluster.stats("p");
   ASSERT_TRUE(stats);
   EXPECT_EQ(stats->waiting, 30) << "the due and the promoted jobs wait in ready";
@@ -105,15 +115,17 @@ TEST(QueueControls, APausedQueueDispatchesNothingAcrossARestartAndRunsEveryJobOn
   cluster.broker().wait();
   cluster.start_broker(broker_args);
   ASSERT_TRUE(cluster.wait_for_workers(1));
-  std::this_thread::sleep_for(1000ms);
-  EXPECT_TRUE(read_records(record).empty()) << "the restarted broker forgot the pause";
+  ASSERT_TRUE(enqueue_now(client, "control", "c2-", 5));
+  ASSERT_TRUE(eventually([&] { return ran("c2-") == 5; }, 10s));
+  EXPECT_EQ(ran("now") + ran("later"), 0U) << "the restarted broker forgot the pause";
 
   auto resumed = run_dueq(cluster.endpoint(), "resume p");
   ASSERT_EQ(resumed.code, 0) << resumed.out;
-  ASSERT_TRUE(eventually([&] { return read_records(record).size() >= 30; }, 10s));
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(eventually([&] { return ran("now") + ran("later") >= 30; }, 10s));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("p"); return s && s->done == 30; }, 10s));
   std::map<std::string, int> runs;
-  for (const auto& r : read_records(record)) ++runs[r.id];
+  for (const auto& r : read_records(record))
+    if (!r.id.starts_with("c")) ++runs[r.id];
   EXPECT_EQ(runs.size(), 30u);
   for (const auto& [id, n] : runs) EXPECT_EQ(n, 1) << id;
   EXPECT_EQ(run_dueq(cluster.endpoint(), "resume p").out, "queue 'p' was already running\n");
