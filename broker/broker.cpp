@@ -16,7 +16,6 @@
 
 #include "broker/job_lookup.hpp"
 #include "broker/redis_settings.hpp"
-#include "broker/store_upgrade.hpp"
 #include "common/ids.hpp"
 #include "common/names.hpp"
 #include "common/protocol.hpp"
@@ -91,7 +90,7 @@ void Broker::update_metrics() {
   metrics_.publish(clock_.wall_ms());
 }
 
-Result<bool> Broker::start(int signal_fd) {
+Result<StartEnd> Broker::start(int signal_fd) {
   auto address = parse_redis_url(config_.redis_url);
   if (!address) return std::unexpected(address.error());
   if (auto ok = validate_config(config_); !ok) return std::unexpected(ok.error());
@@ -110,7 +109,7 @@ Result<bool> Broker::start(int signal_fd) {
       signalfd_siginfo info{};
       if (::read(signal_fd, &info, sizeof info) == sizeof info && info.ssi_signo != SIGHUP) {
         spdlog::info("signal {} while waiting for Redis: stopping", info.ssi_signo);
-        return false;
+        return StartEnd::stopped;
       }
     }
     backoff = std::min<int64_t>(backoff * 2, kMaxReconnectMs);
@@ -160,35 +159,13 @@ Result<bool> Broker::start(int signal_fd) {
 
   auto leading = stand_by(signal_fd);
   if (!leading) return std::unexpected(leading.error());
-  if (!*leading) return false;
-  redis_.set_epoch(leadership_.epoch());
-  if (auto ok = set_lease_clock(); !ok) return std::unexpected(ok.error());
-  auto known = known_queues(redis_);
-  if (!known) return std::unexpected(known.error());
-  if (auto fenced = leadership_.fence_queues(redis_, *known); !fenced) return std::unexpected(fenced.error());
-  for (const auto& name : *known)
-    if (validate_queue_name(name)) queues_.get(name).registered = true;
-  queues_.forget_times();
-  // Stores written before the schedule filter existed get one before any
-  // enqueue trusts it; stores written before the schedule was partitioned
-  // keep their scheduled jobs in one sorted set: move them over before
-  // anything reads the schedule.
-  for (const auto& [name, q] : queues_) {
-    auto built = build_missing_schedule_filter(redis_, name);
-    if (!built) return std::unexpected(built.error());
-    if (*built) spdlog::info("queue '{}': built the schedule filter", name);
-    auto moved = migrate_legacy_schedule(redis_, name);
-    if (!moved) return std::unexpected(moved.error());
-    if (*moved > 0) spdlog::info("queue '{}': moved {} scheduled jobs into the partitioned schedule", name, *moved);
-    // Stores written before the pins, or whose keys were deleted, get them
-    // back (new queues get theirs when they are registered).
-    auto pinned = redis_.call(calls::pin_encoding(name, *pin_bytes));
-    if (!pinned) return std::unexpected(pinned.error());
-    if (auto err = reply_error(pinned->get()); !err.empty())
-      return fail(Errc::internal, fmt::format("queue '{}': pinning the key encodings: {}", name, err));
+  if (!*leading) return StartEnd::stopped;
+  if (auto taken = take_over(*pin_bytes); !taken) {
+    const Errc code = taken.error().code;
+    if (code != Errc::fenced && code != Errc::unavailable && code != Errc::not_master) return std::unexpected(taken.error());
+    spdlog::warn("taking over failed: {}; standing by again", taken.error().message);
+    return StartEnd::deposed;
   }
-  if (auto ok = scheduler_.cap_previous_leases(redis_); !ok) return std::unexpected(ok.error());
-  if (auto ok = cron_.load(redis_); !ok) return std::unexpected(ok.error());
   admin_.start(leadership_.epoch());
   admin_gateway_.attach(&admin_);
   reconciler_ = std::make_unique<Reconciler>(*address, config_.reconcile_interval_ms, background_budget_);
@@ -196,7 +173,7 @@ Result<bool> Broker::start(int signal_fd) {
   if (address->via_sentinel()) sentinel_watch_.start();
   spdlog::info("broker {} listening on {}, Redis {}, {} known queues (dueq {}, {})", broker_id_, bound_endpoint_,
                address->describe(), queues_.size(), build_commit(), build_type());
-  return true;
+  return StartEnd::serving;
 }
 
 Result<RunEnd> Broker::run(int signal_fd) {

@@ -19,6 +19,7 @@
 #include <zmq.hpp>
 
 #include <deque>
+#include <span>
 #include <memory>
 #include <string>
 
@@ -49,6 +50,13 @@
 
 namespace dueq::broker {
 
+// Why Broker::start returned.
+enum class StartEnd {
+  serving,  // this broker leads and has taken over: Broker::run serves
+  stopped,  // SIGTERM/SIGINT while it waited
+  deposed,  // it led, but lost the lease or Redis while it took over: main starts a fresh one, which stands by
+};
+
 // Why Broker::run returned.
 enum class RunEnd {
   stopped,  // SIGTERM/SIGINT: results applied, the lease given up
@@ -66,10 +74,8 @@ class Broker {
 
   // Connects to Redis (waiting for it while it is down, unless it refuses
   // the credentials), checks its durability settings, binds the socket,
-  // stands by until it leads (broker/leadership.hpp), then upgrades an
-  // older store. Answers false when SIGTERM/SIGINT arrived on `signal_fd`
-  // while it waited.
-  Result<bool> start(int signal_fd);
+  // stands by until it leads (broker/leadership.hpp), then takes over.
+  Result<StartEnd> start(int signal_fd);
   // Runs until SIGTERM/SIGINT (delivered through `signal_fd`), then stops
   // reading, writes the results it holds to Redis and returns; or until it
   // is deposed.
@@ -93,6 +99,13 @@ class Broker {
   // The connection broke: no outstanding round is known to have been applied.
   void fail_rounds(const Error& error);
   void reconnect();
+  // Leading, before it serves: the lease clock set, every known queue
+  // fenced, brought up to date and its previous leases capped, a thousand
+  // queues per round trip with the lease renewed between them, and the
+  // cron entries loaded (broker/take_over.cpp).
+  Result<void> take_over(size_t pin_bytes);
+  Result<void> prepare_queues(std::span<const std::string> names, size_t pin_bytes);
+  static constexpr size_t kQueuesPerRoundTrip = 1'000;
   // The lease clock set from Redis's TIME (LeaseClock), at take-over.
   Result<void> set_lease_clock();
   // Until this broker leads: answers every frame "not_leader" and asks for

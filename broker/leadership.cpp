@@ -69,7 +69,7 @@ Result<bool> Leadership::try_lead(ScriptRegistry& redis, const std::string& endp
   return true;
 }
 
-Result<void> Leadership::fence_queues(ScriptRegistry& redis, const std::vector<std::string>& queues) {
+Result<void> Leadership::fence_queues(ScriptRegistry& redis, std::span<const std::string> queues) {
   constexpr size_t kPerRoundTrip = 1'000;
   for (size_t i = 0; i < queues.size(); i += kPerRoundTrip) {
     std::vector<Command> raises;
@@ -80,6 +80,23 @@ Result<void> Leadership::fence_queues(ScriptRegistry& redis, const std::vector<s
     for (const auto& r : *replies)
       if (auto err = reply_error(r.get()); !err.empty()) return fail(Errc::internal, "fence_queue: " + std::string(err));
   }
+  return {};
+}
+
+Result<void> Leadership::renew_while_taking_over(ScriptRegistry& redis) {
+  const int64_t now = clock_.steady_ms();
+  if (now < next_renewal_ms_) return {};
+  auto reply = redis.call(calls::lead(instance_, config_.leader_lease_ms, epoch_, endpoint_));
+  if (!reply) return std::unexpected(reply.error());
+  auto answer = parse_lead(reply->get());
+  if (!answer) return std::unexpected(answer.error());
+  if (answer->epoch == 0) {
+    lost_ = true;
+    leader_endpoint_ = answer->holder_endpoint;
+    return fail(Errc::fenced, fmt::format("the leader lease of epoch {} went to another broker while this one took over", epoch_));
+  }
+  answered_at_ms_ = renewed_at_ms_ = now;
+  next_renewal_ms_ = now + config_.leader_lease_ms / 4;
   return {};
 }
 

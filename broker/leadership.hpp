@@ -12,6 +12,7 @@
 // the renewal until Redis answers it. A leader that finds a server that is
 // not a master, with no renewal granted for a whole lease, steps down.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,12 @@ class Leadership {
   Result<bool> try_lead(ScriptRegistry& redis, const std::string& endpoint);
   // Once it leads, before it serves: every known queue's epoch raised, so
   // the calls of the leader before it fail from here on.
-  Result<void> fence_queues(ScriptRegistry& redis, const std::vector<std::string>& queues);
+  Result<void> fence_queues(ScriptRegistry& redis, std::span<const std::string> queues);
 
+  // Taking over, before the loop runs rounds: renews the lease when it is
+  // due, so that preparing a large store outlasts no lease; fails
+  // (Errc::fenced) when another broker took it meanwhile.
+  Result<void> renew_while_taking_over(ScriptRegistry& redis);
   // Leading: the renewal, when it is due.
   void add_to(Round& round);
   int64_t us_until_renewal() const;

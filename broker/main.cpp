@@ -165,7 +165,8 @@ int main(int argc, char** argv) {
       spdlog::critical("{}", started.error().message);
       return 1;
     }
-    if (!*started) return 0;
+    if (*started == broker::StartEnd::stopped) return 0;
+    if (*started == broker::StartEnd::deposed) continue;
     auto ended = broker.run(signal_fd);
     if (!ended) {
       spdlog::critical("{}", ended.error().message);

@@ -60,6 +60,8 @@ class QueueTable {
       q.maybe_ready = true;
     }
   }
+  // The first queue named `name` or after it.
+  auto lower_bound(const std::string& name) { return queues_.lower_bound(name); }
   auto begin() { return queues_.begin(); }
   auto end() { return queues_.end(); }
   auto begin() const { return queues_.begin(); }

@@ -40,6 +40,7 @@ class Round {
   void then(OnDone on_done);
 
   bool empty() const { return commands_.empty(); }
+  size_t calls() const { return commands_.size(); }
   // Hands the calls to the connection; the continuations stay.
   std::vector<Command> take_commands() { return std::move(commands_); }
 

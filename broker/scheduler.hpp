@@ -4,6 +4,7 @@
 // (reclaim.lua: a delivery lost on the wire or a worker that never reported
 // it) and removes done/cancelled ids past their retention (sweep.lua). Each
 // reply says when the next one is due, so the loop sleeps until exactly then.
+#include <span>
 #include <string>
 
 #include "broker/config.hpp"
@@ -50,16 +51,30 @@ class Scheduler {
   // Leases written by a previous broker may run for a full TTL; workers that
   // still hold those jobs report them within the grace period and get them
   // extended, the rest expire then and are re-delivered.
-  Result<void> cap_previous_leases(ScriptRegistry& redis);
+  // The deadline they are capped to: that grace period from now.
+  int64_t previous_lease_cap() const;
+  // One round trip for all of `queues`, then one for those with more left.
+  Result<void> cap_previous_leases(ScriptRegistry& redis, std::span<const std::string> queues, int64_t cap_ms);
 
   // Adds the promote, reclaim and sweep calls that are due (none while
-  // Redis refuses writes).
+  // Redis refuses writes), at most about kMaxCallsPerRound; the next round
+  // goes on from the queue where this one stopped.
   void add_to(Round& round);
+  static constexpr size_t kMaxCallsPerRound = 2'000;
   // Microseconds from now until the earliest due time or lease deadline
   // known, or until the end of a refusal back-off; -1 when none is known.
   int64_t us_until_next(int64_t wall_us_now) const;
 
  private:
+  struct RoundTimes {
+    int64_t wall_ms, lease_ms, steady_ms;
+    bool inflight_expired = false;  // the broker's copies of expired leases dropped this round
+  };
+  // Each adds its call for one queue.
+  void add_promote(Round& round, const std::string& name, QueueState& q, const RoundTimes& at);
+  void add_reclaim(Round& round, const std::string& name, QueueState& q, RoundTimes& at);
+  void add_sweep(Round& round, const std::string& name, QueueState& q, const RoundTimes& at);
+
   const BrokerConfig& config_;
   const Clock& clock_;
   const LeaseClock& lease_clock_;
@@ -68,6 +83,7 @@ class Scheduler {
   Workers& workers_;  // told of deliveries whose lease ran out
   RefusalBackoff& refusals_;
   LogLimiter forgotten_log_{60'000, 5, 1'000};
+  std::string cursor_;  // the queue the next round starts from
 };
 
 }  // namespace dueq::broker

@@ -1,5 +1,7 @@
 #include "broker/store_upgrade.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "broker/auditor.hpp"
 #include "broker/keys.hpp"
 #include "broker/schedule_partition.hpp"
@@ -87,6 +89,33 @@ Result<int64_t> migrate_legacy_schedule(ScriptRegistry& redis, const std::string
     if ((*r)->type != REDIS_REPLY_INTEGER) return reply::bad(r->get(), "migrate_schedule");
     moved += (*r)->integer;
   }
+}
+
+void add_upgrade_probe(std::vector<Command>& commands, const std::string& queue) {
+  const QueueKeys keys(queue);
+  commands.push_back(all_filter_chunks("EXISTS", keys.schedule_filter));
+  commands.push_back(Command{"ZCARD", keys.schedule});
+  commands.push_back(Command{"EXISTS", keys.schedule_filter});
+  commands.push_back(Command{"EXISTS", keys.legacy_scheduled});
+}
+
+Result<bool> upgrade_due(std::span<const ReplyPtr> replies) {
+  if (replies.size() != kUpgradeProbeCommands) return fail(Errc::internal, "upgrade probe: wrong number of replies");
+  for (const auto& r : replies)
+    if (r->type != REDIS_REPLY_INTEGER) return reply::bad(r.get(), "EXISTS/ZCARD");
+  const bool has_filter = replies[0]->integer != 0, has_schedule = replies[1]->integer != 0;
+  const bool has_single_string = replies[2]->integer != 0, has_legacy_schedule = replies[3]->integer != 0;
+  return has_single_string || (has_schedule && !has_filter) || has_legacy_schedule;
+}
+
+Result<void> upgrade_queue(ScriptRegistry& redis, const std::string& queue) {
+  auto built = build_missing_schedule_filter(redis, queue);
+  if (!built) return std::unexpected(built.error());
+  if (*built) spdlog::info("queue '{}': built the schedule filter", queue);
+  auto moved = migrate_legacy_schedule(redis, queue);
+  if (!moved) return std::unexpected(moved.error());
+  if (*moved > 0) spdlog::info("queue '{}': moved {} scheduled jobs into the partitioned schedule", queue, *moved);
+  return {};
 }
 
 }  // namespace dueq::broker

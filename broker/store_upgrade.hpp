@@ -1,6 +1,7 @@
 #pragma once
 // Brings a store written by an older dueq up to date when the broker starts,
 // before anything enqueues or reads the schedule.
+#include <span>
 #include <string>
 
 #include "broker/round.hpp"
@@ -21,5 +22,14 @@ Result<bool> build_missing_schedule_filter(ScriptRegistry& redis, const std::str
 // Moves the jobs of a schedule written before the partitioned schedule (one
 // sorted set) into it, 500 per call; returns how many moved.
 Result<int64_t> migrate_legacy_schedule(ScriptRegistry& redis, const std::string& queue);
+
+// At take-over, many queues are asked in one round trip whether an upgrade
+// above is due (on a store this version wrote, never): these commands per
+// queue, their replies read by upgrade_due, and upgrade_queue runs both
+// upgrades for a queue where it is.
+inline constexpr size_t kUpgradeProbeCommands = 4;
+void add_upgrade_probe(std::vector<Command>& commands, const std::string& queue);
+Result<bool> upgrade_due(std::span<const ReplyPtr> replies);
+Result<void> upgrade_queue(ScriptRegistry& redis, const std::string& queue);
 
 }  // namespace dueq::broker

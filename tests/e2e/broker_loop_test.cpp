@@ -45,7 +45,7 @@ class InProcessBroker {
     config.listen = "tcp://127.0.0.1:" + std::to_string(port);
     broker_ = std::make_unique<broker::Broker>(config, metrics_, admin_gateway_, clock);
     if (::pipe(stop_pipe_) != 0) throw std::runtime_error("pipe");
-    if (auto ok = broker_->start(stop_pipe_[0]); !ok || !*ok) throw std::runtime_error("broker did not start");
+    if (auto ok = broker_->start(stop_pipe_[0]); !ok || *ok != broker::StartEnd::serving) throw std::runtime_error("broker did not start");
     thread_ = std::thread([this] { (void)broker_->run(stop_pipe_[0]); });
   }
   ~InProcessBroker() {
