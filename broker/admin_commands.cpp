@@ -7,6 +7,7 @@
 
 #include "broker/auditor.hpp"
 #include "broker/cron_commands.hpp"
+#include "broker/enqueuer.hpp"
 #include "broker/job_lookup.hpp"
 #include "broker/keys.hpp"
 #include "broker/schedule_partition.hpp"
@@ -37,9 +38,8 @@ Result<CancelOutcome> parse_cancel(const redisReply* r) {
                                      CancelStatus::cancel_requested};
   if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_INTEGER)
     return reply::bad(r, "cancel");
-  const auto known = std::find_if(kKnown.begin(), kKnown.end(),
-                                  [&](CancelStatus s) { return static_cast<int64_t>(s) == r->element[0]->integer; });
-  if (known == kKnown.end()) return reply::bad(r, "cancel");
+  const auto known = reply::code(r->element[0]->integer, kKnown);
+  if (!known) return reply::bad(r, "cancel");
   if (*known != CancelStatus::cancel_requested) return CancelOutcome{*known, 0};
   auto token = token_from_text(reply::str(r->element[1]));
   if (!token) return reply::bad(r, "cancel");
@@ -334,8 +334,10 @@ Result<proto::AdminReply> audit_queues(AdminContext& c, const proto::AdminReques
 // Redis holds it (AdminEffects).
 Result<proto::AdminReply> pause_or_resume(AdminContext& c, const proto::AdminRequest& request, bool pause) {
   if (auto valid = validate_queue_name(request.queue); !valid) return std::unexpected(valid.error());
-  auto registered = c.redis.call(Command{"SADD", kQueuesKey, request.queue});
+  auto registered = c.redis.call(c.redis.in_cluster() ? Command{"SADD", kQueuesKey, request.queue}
+                                                     : calls::register_queue(request.queue));
   if (!registered) return std::unexpected(registered.error());
+  if (auto err = reply_error(registered->get()); !err.empty()) return fail(Errc::internal, "register_queue: " + std::string(err));
   auto r = run(c, calls::pause(request.queue, pause, c.now_ms));
   if (!r) return std::unexpected(r.error());
   const redisReply* reply = r->get();

@@ -393,7 +393,8 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
     --below_half[slot];
     if (frames[slot].items.empty()) frames[slot].seq = ++tasks_frames_sent_;
     inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].worker, deadline, false, false, frames[slot].seq,
-                              deadline - config_.delivery_timeout_ms});
+                              deadline - config_.delivery_timeout_ms, false,
+                              job.start_check == proto::StartCheck::announce_alone});
     auto& r = job.record;
     frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size();
     frames[slot].items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},

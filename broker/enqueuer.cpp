@@ -61,6 +61,10 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
   return call.add(lease_deadline_ms).add(lease_tokens);
 }
 
+Command register_queue(const std::string& queue) {
+  return script_call(lua::ScriptId::register_queue, {QueueKeys(queue).jobs, kQueuesKey}).add(queue);
+}
+
 Command pin_encoding(const std::string& queue, size_t pin_bytes) {
   QueueKeys k(queue);
   return script_call(lua::ScriptId::pin_encoding, {k.jobs, k.tokens, k.leased}).add(encoding_pin(pin_bytes));
@@ -333,7 +337,7 @@ void Enqueuer::answer_unavailable(const std::string& why, int64_t retry_after_ms
 
 void Enqueuer::add_registration(Round& round, const QueueState& q) const {
   if (q.registered) return;
-  round.add(Command{"SADD", kQueuesKey, q.name});
+  round.add(fenced_registration_ ? calls::register_queue(q.name) : Command{"SADD", kQueuesKey, q.name});
   round.add(calls::pin_encoding(q.name, encoding_pin_bytes_));
 }
 

@@ -49,6 +49,9 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
 // keys (broker/encoding_pin.hpp), where they are missing; `pin_bytes` from
 // encoding_pin_bytes (broker/redis_settings.hpp).
 Command pin_encoding(const std::string& queue, size_t pin_bytes);
+// register_queue.lua: the queue's name added to the known queues, fenced
+// (outside a Redis Cluster only).
+Command register_queue(const std::string& queue);
 }  // namespace calls
 
 struct EnqueueRequest {
@@ -76,6 +79,9 @@ class Enqueuer {
   // The length of the encoding pins new queues get (encoding_pin_bytes,
   // broker/redis_settings.hpp), read from Redis at start.
   void use_encoding_pin_bytes(size_t bytes) { encoding_pin_bytes_ = bytes; }
+  // Outside a Redis Cluster a new queue is registered by a fenced script
+  // (register_queue.lua); behind one by a plain SADD.
+  void use_fenced_registration(bool fenced) { fenced_registration_ = fenced; }
   // A queue not yet in the registry is added to it, its keys pinned to
   // their encoding, before the first call that writes its jobs (the caller
   // marks it registered once that call is applied).
@@ -116,6 +122,7 @@ class Enqueuer {
   QueueTable& queues_;
   Outbox& outbox_;
   size_t encoding_pin_bytes_ = kEncodingPinBytes;
+  bool fenced_registration_ = true;
   std::vector<EnqueueRequest> enqueues_;
   struct Gathered {
     size_t requests = 0;

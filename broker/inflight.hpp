@@ -37,6 +37,9 @@ struct InflightJob {
   // it confirms its holder (lifts the 16-job credit) once Redis extends its
   // lease, which shows the token is current, and not before.
   bool confirms_holder = false;
+  // Delivered with start_check 2 (announce_alone): its worker runs nothing
+  // else while it runs, so a crash then names it.
+  bool alone = false;
 };
 
 class InflightTable {

@@ -57,9 +57,8 @@ Result<std::vector<NackOutcome>> parse_nack(const redisReply* r) {
   if (values->size() % 2 != 0) return reply::bad(r, "nack");
   std::vector<NackOutcome> out;
   for (size_t i = 0; i < values->size(); i += 2) {
-    const auto known = std::find_if(kKnown.begin(), kKnown.end(),
-                                    [&](NackStatus s) { return static_cast<int64_t>(s) == (*values)[i]; });
-    if (known == kKnown.end()) return reply::bad(r, "nack");
+    const auto known = reply::code((*values)[i], kKnown);
+    if (!known) return reply::bad(r, "nack");
     out.push_back({*known, (*values)[i + 1]});
   }
   return out;

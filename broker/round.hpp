@@ -68,6 +68,13 @@ Result<std::vector<int64_t>> integers(const redisReply* reply, std::string_view 
 Result<std::vector<std::string>> strings(const redisReply* reply, std::string_view what);
 // TIME's answer (seconds, microseconds) in microseconds since the epoch.
 Result<int64_t> server_time_us(const redisReply* reply);
+// One reply code `value` as the named enum `E` whose values are `known`;
+// nullopt for any other value.
+template <typename E, size_t N>
+std::optional<E> code(int64_t value, const std::array<E, N>& known) {
+  const auto it = std::find_if(known.begin(), known.end(), [&](E e) { return static_cast<int64_t>(e) == value; });
+  return it == known.end() ? std::nullopt : std::optional<E>(*it);
+}
 // A script's reply codes, an array of integers, as the named enum `E`
 // whose values are `known`; any other value fails the parse.
 template <typename E, size_t N>
@@ -77,9 +84,9 @@ Result<std::vector<E>> codes(const redisReply* reply, std::string_view what, con
   std::vector<E> out;
   out.reserve(values->size());
   for (const int64_t v : *values) {
-    const auto it = std::find_if(known.begin(), known.end(), [&](E e) { return static_cast<int64_t>(e) == v; });
-    if (it == known.end()) return bad(reply, what);
-    out.push_back(*it);
+    const auto c = code(v, known);
+    if (!c) return bad(reply, what);
+    out.push_back(*c);
   }
   return out;
 }

@@ -68,6 +68,7 @@ class ScriptRegistry {
   // and this leader epoch appended (lua/lib/fence.lua); before it is set
   // (0) such calls fail in Redis and write nothing.
   void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+  bool in_cluster() const { return address_.via_cluster(); }
   // A reply said a newer leader took over: the round it ended failed like
   // a lost connection (Errc::fenced), and this broker must stand down.
   bool fenced() const { return fenced_; }

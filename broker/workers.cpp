@@ -271,20 +271,22 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
   if (auto held_back = loss_log_.admit("", now_ms))
     spdlog::info("worker {} {}; re-delivering {} jobs it held{}", loggable(w->worker_id), reason, held.size(),
                  *held_back > 0 ? fmt::format(" ({} more workers lost, not logged)", *held_back) : "");
-  // Only a job that ran alone among the announced ones is known to have
-  // killed its worker; several are retried free, each alone next time.
+  // The evidence names a job only when nothing else can have run beside
+  // it: the one announced job of the worker, delivered to run alone or the
+  // only job it held (one delivered without a start check may have started
+  // unseen). Any other announced job is retried free, alone next time.
   const auto started = std::count_if(held.begin(), held.end(), [](const InflightJob& j) { return j.started; });
   for (auto& job : held) {
     // A peer that took deliveries and vanished before confirming any is
     // sent nothing more under its routing id until it heartbeats.
     if (!w->confirmed_receipt(job)) registry_.bar(routing_id);
-    if (job.started && started == 1) {
+    if (job.started && started == 1 && (job.alone || held.size() == 1)) {
       results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::now, "worker died while running it", 0});
       continue;
     }
     if (job.started) {
       results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::shared,
-                                           "worker died while running it and other announced jobs", 0});
+                                           "worker died while running it beside other jobs", 0});
       continue;
     }
     // Buffered, or started without the broker seeing it: no attempt (unless

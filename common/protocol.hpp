@@ -154,9 +154,9 @@ struct Task {
 enum class StartCheck : uint8_t {
   none = 0,      // at once
   announce = 1,  // after STARTING and the broker's go
-  // as `announce`, and while no other announced task runs on this worker:
-  // a worker died running several announced tasks, so the next crash must
-  // tell which one kills it.
+  // as `announce`, and while no other task runs on this worker: a worker
+  // died running it beside other jobs, so the next crash must tell which
+  // one kills it.
   announce_alone = 2,
 };
 

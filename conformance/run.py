@@ -544,6 +544,23 @@ def force_start_check(value: int) -> Callable[[WorkerCase], None]:
     return fault
 
 
+def start_check_2_first(case: WorkerCase) -> None:
+    """The first task of the first TASKS frame gets start_check 2, every other one 0."""
+    state = {"forced": None}
+
+    def hook(frame: Any) -> Any:
+        if frame[1] == TYPES["TASKS"]:
+            for item in frame[2][0]:
+                if state["forced"] is None:
+                    state["forced"] = (item[0], item[1], item[7])
+                    item[10] = 2
+                else:
+                    item[10] = 0
+        return frame
+    case.proxy.to_worker_hook = hook
+    case.forced_alone = state  # type: ignore[attr-defined]
+
+
 def inject_malformed(case: WorkerCase) -> None:
     bad_item = [case.queue, "forged-1", "noop", b"x", 0, 1, 3, 77, 0, checksum(b"x")]  # 10 of 11 fields
     case.proxy.inject(pack([1, TYPES["TASKS"], [[bad_item], 999_999_001]]))
@@ -582,6 +599,7 @@ FAULTS: dict[str, Callable[[WorkerCase], None]] = {
     "withhold_first_results": withhold_first_results,
     "start_check_1": force_start_check(1),
     "start_check_2": force_start_check(2),
+    "start_check_2_first": start_check_2_first,
 }
 
 
@@ -680,6 +698,29 @@ def check_exclusive_announcement(case: WorkerCase) -> None:
         raise CaseFailed(f"{len(announced)} tasks were announced, want every delivered one")
 
 
+def check_ran_alone(case: WorkerCase) -> None:
+    """§3.3: nothing runs beside a start_check 2 task: every other task's result is sent before its STARTING
+    (what ran is finished first) or after its own result (what waited starts after it)."""
+    alone = case.forced_alone["forced"]  # type: ignore[attr-defined]
+    if alone is None:
+        raise CaseFailed("the broker sent the worker no TASKS frame")
+    starting = [t for t, f in case.proxy.frames("to_broker", "STARTING") if alone in refs_of(f)]
+    result = [t for t, f in case.proxy.frames("to_broker", "RESULTS") for i in f[2][0] if tuple(i[:3]) == alone]
+    if not starting or not result:
+        raise CaseFailed(f"the start_check 2 task {alone[1]} was {'not announced' if not starting else 'not reported'}")
+    others = 0
+    for t, f in case.proxy.frames("to_broker", "RESULTS"):
+        for item in f[2][0]:
+            ref = tuple(item[:3])
+            if ref == alone:
+                continue
+            others += 1
+            if starting[0] < t < result[0]:
+                raise CaseFailed(f"{ref[1]} was reported while the start_check 2 task {alone[1]} ran: they ran together")
+    if others == 0:
+        raise CaseFailed("no other task ran: the case shows nothing")
+
+
 def check_heartbeats(case: WorkerCase) -> None:
     """§3.3: HEARTBEAT every heartbeat_ms, listing every job it holds."""
     beats = case.proxy.frames("to_broker", "HEARTBEAT")
@@ -776,6 +817,7 @@ CHECKS: dict[str, Callable[[WorkerCase], None]] = {
     "results_resent_after_welcome": check_results_resent_after_welcome,
     "announced_before_start": check_announced_before_start,
     "exclusive_announcement": check_exclusive_announcement,
+    "ran_alone": check_ran_alone,
     "heartbeats": check_heartbeats,
     "cancelled": check_cancelled,
     "malformed_dropped": check_malformed_dropped,

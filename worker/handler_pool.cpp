@@ -30,6 +30,7 @@ void HandlerPool::stop() {
 // one lock: with short handlers the pool mutex is the hot spot.
 void HandlerPool::thread_main() {
   std::optional<proto::JobResult> finished;
+  bool finished_unannounced = false;
   while (true) {
     Delivery delivery;
     {
@@ -40,15 +41,24 @@ void HandlerPool::thread_main() {
         completed_.push_back(std::move(*finished));
         finished.reset();
         --running_;
+        if (finished_unannounced && --unannounced_running_ == 0 && alone_waiting_ > 0) start_cv_.notify_all();
       }
       ++idle_threads_;
-      work_cv_.wait(lock, [&] { return closed_ || !pending_.empty(); });
+      // While an announce_alone delivery waits or runs, no delivery starts
+      // unannounced: a crash then names it alone. A stopping pool runs what
+      // is left, as before.
+      work_cv_.wait(lock, [&] {
+        return closed_ || (!pending_.empty() && (pending_.front().start_check != proto::StartCheck::none ||
+                                                 (alone_waiting_ == 0 && alone_running_ == 0)));
+      });
       --idle_threads_;
       if (pending_.empty()) return;
       delivery = std::move(pending_.front());
       pending_.pop_front();
       ++running_;
-      if (delivery.start_check != proto::StartCheck::none && !await_start(lock, delivery)) {
+      finished_unannounced = delivery.start_check == proto::StartCheck::none;
+      if (finished_unannounced) ++unannounced_running_;
+      if (!finished_unannounced && !await_start(lock, delivery)) {
         --running_;
         continue;
       }
@@ -77,8 +87,9 @@ bool HandlerPool::await_start(std::unique_lock<std::mutex>& lock, const Delivery
   if (alone) ++alone_waiting_;
   start_cv_.wait(lock, [&] {
     if (gate.state != GateState::waiting) return true;
-    // An alone one goes first among those that wait, then runs by itself.
-    const bool may = alone ? announced_running_ == 0 : alone_running_ == 0 && alone_waiting_ == 0;
+    // An alone one goes first among those that wait, and is announced
+    // once no other delivery runs (announced or not), then runs by itself.
+    const bool may = alone ? announced_running_ == 0 && unannounced_running_ == 0 : alone_running_ == 0 && alone_waiting_ == 0;
     if (!gate.ready && may) {
       gate.ready = true;
       ++announced_running_;
@@ -94,6 +105,7 @@ bool HandlerPool::await_start(std::unique_lock<std::mutex>& lock, const Delivery
   if (alone && !gate.ready) {
     --alone_waiting_;
     start_cv_.notify_all();
+    work_cv_.notify_all();
   }
   const bool go = gate.state == GateState::go;
   if (!go && gate.ready) end_announced(alone);
@@ -104,8 +116,10 @@ bool HandlerPool::await_start(std::unique_lock<std::mutex>& lock, const Delivery
 // An announced delivery ended (ran, or was dropped); under mutex_.
 void HandlerPool::end_announced(bool alone) {
   --announced_running_;
-  if (alone) --alone_running_;
   start_cv_.notify_all();
+  if (!alone) return;
+  --alone_running_;
+  work_cv_.notify_all();  // unannounced deliveries may start again
 }
 
 std::vector<proto::JobRef> HandlerPool::starts_to_announce() {
@@ -225,7 +239,8 @@ int64_t HandlerPool::us_until_unstuck(int64_t now_us) {
   int64_t wait = -1;
   {
     std::lock_guard lock(mutex_);
-    if (pending_.empty() || idle_threads_ == 0) return -1;
+    // While an announce_alone delivery waits or runs, the others wait for it.
+    if (pending_.empty() || idle_threads_ == 0 || alone_waiting_ > 0 || alone_running_ > 0) return -1;
     const int64_t waited = now_us - pending_.front().queued_us;
     if (waited < kMaxWaitForThreadMicros) {
       wait = kMaxWaitForThreadMicros - waited;

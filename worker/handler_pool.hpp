@@ -100,8 +100,8 @@ class HandlerPool {
 
  private:
   // A delivery sent with a start check, taken by a handler thread that waits
-  // until it may be announced (an `announce_alone` one waits for the other
-  // announced ones to finish, and they for it) and then for the broker's
+  // until it may be announced (an `announce_alone` one waits for every other
+  // running delivery to finish, and they for it) and then for the broker's
   // answer to its STARTING (under mutex_).
   enum class GateState { waiting, go, drop };
   struct StartGate {
@@ -133,6 +133,7 @@ class HandlerPool {
   int announced_running_ = 0;  // gates ready or waiting for the go, and announced deliveries running
   int alone_running_ = 0;      // of those, announce_alone ones (at most 1)
   int alone_waiting_ = 0;      // announce_alone gates not ready yet
+  int unannounced_running_ = 0;  // deliveries without a start check taken by a handler thread
   // Announced deliveries that ran, by token, until their result is
   // confirmed (true: announce_alone).
   std::unordered_map<uint64_t, bool> announced_unconfirmed_;

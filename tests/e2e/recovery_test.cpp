@@ -23,6 +23,7 @@
 #include "broker/keys.hpp"
 #include "broker/schedule_partition.hpp"
 #include "tests/support/cluster.hpp"
+#include "tests/support/raw_peer.hpp"
 
 using namespace dueq;
 using namespace dueq::testing;
@@ -300,6 +301,52 @@ TEST(Recovery, APoisonJobChargesItselfAndNoneOfItsBufferedNeighbours) {
   EXPECT_NE(fields["e"].find("worker died while running it"), std::string::npos) << fields["e"];
   std::printf("[ figures  ] poison job among 6,000 max_attempts=1 jobs: %lld dead, %lld done\n",
               static_cast<long long>(s->dead), static_cast<long long>(s->done));
+}
+
+// Rule: a crash charges only the job the evidence names. A job whose start
+// is announced (its first delivery went to a worker that fell silent)
+// runs beside a fresh job that kills the worker: the broker cannot tell
+// which of the two did, so neither is charged. The announced one runs
+// alone next time and finishes; the poison job, once it crashes alone, is
+// charged and ends dead. Both allow a single attempt.
+TEST(Recovery, AnAnnouncedJobBesideAFreshPoisonJobIsNotCharged) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  RawPeer silent(cluster.endpoint(), "silent");
+  silent.send(proto::Hello{"silent", {"mixed"}, 1, {}, "host", 1});
+  auto welcome = silent.receive();
+  ASSERT_TRUE(welcome && std::holds_alternative<proto::Welcome>(*welcome));
+  ASSERT_TRUE(client.enqueue({"mixed", "sleep", "1500", "innocent", 0, 1}));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("mixed"); return s && s->in_flight == 1; }, 10s));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("mixed"); return s && s->waiting == 1; }, 20s))
+      << "the silent worker's job did not come back";
+
+  const auto record = cluster.dir() / "starts.txt";
+  size_t current = cluster.start_example_worker("mixed", 4, record.string());
+  auto started = [&](const std::string& id) {
+    size_t n = 0;
+    for (const auto& r : read_records(record)) n += r.id == id ? 1 : 0;
+    return n;
+  };
+  ASSERT_TRUE(eventually([&] { return started("innocent") == 1; }, 20s));
+  ASSERT_TRUE(client.enqueue({"mixed", "crash", "", "poison", 0, 1}));
+  int restarts = 0;
+  ASSERT_TRUE(eventually([&] {
+    if (!cluster.worker(current).running() && restarts < 10) {
+      current = cluster.start_example_worker("mixed", 4, record.string());
+      ++restarts;
+    }
+    auto s = cluster.stats("mixed");
+    return s && s->done == 1 && s->dead == 1;
+  }, 60s)) << run_dueq(cluster.endpoint(), "job innocent").out << run_dueq(cluster.endpoint(), "job poison").out;
+  EXPECT_EQ(job_fields(cluster, "innocent")["s"], "done");
+  auto poison = job_fields(cluster, "poison");
+  EXPECT_EQ(poison["s"], "dead");
+  EXPECT_NE(poison["e"].find("worker died while running it"), std::string::npos) << poison["e"];
+  EXPECT_GE(started("innocent"), 2u);
+  std::printf("[ figures  ] announced job beside a fresh poison job: innocent started %zu times and done, poison "
+              "started %zu times and dead, %d worker restarts\n",
+              started("innocent"), started("poison"), restarts);
 }
 
 namespace {

@@ -263,6 +263,53 @@ TEST(Standby, WithTwentyThousandQueuesBehindASlowLinkOneLossMakesOneNewLeader) {
               static_cast<long long>(served_after_ms));
 }
 
+// Rule: no write of a deposed leader lands, a queue's creation included.
+// The leader's bytes to Redis are held in its link (DelayProxy::hold) while
+// it takes an enqueue into a queue nobody knows; the standby, connected
+// directly, takes over once the lease lapses; then the held bytes arrive.
+// They create nothing, and the producer's retry at the new leader is a new
+// job that runs.
+TEST(Standby, ARoundOfADeposedLeaderHeldInItsLinkWritesNothingWhenItArrives) {
+  RedisServer redis;
+  DelayProxy link(redis.port(), 0us);
+  const auto dir = make_temp_dir("held");
+  const std::string a_endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
+  const std::string b_endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
+  auto says = [&](const std::string& log, const std::string& needle) { return read_file(dir / log).find(needle) != std::string::npos; };
+  Process a({bin("dueq-broker"), "--redis", link.url(), "--listen", a_endpoint, "--log-level", "info"}, (dir / "a.log").string());
+  ASSERT_TRUE(eventually([&] { return says("a.log", "known queues"); }, 20s)) << read_file(dir / "a.log");
+  Process b({bin("dueq-broker"), "--redis", redis.url(), "--listen", b_endpoint, "--log-level", "info"}, (dir / "b.log").string());
+  ASSERT_TRUE(eventually([&] { return says("b.log", "standing by"); }, 20s)) << read_file(dir / "b.log");
+
+  link.hold();
+  Client at_a(a_endpoint, ClientOptions{.timeout_ms = 1000, .attempts = 1});
+  EXPECT_FALSE(at_a.enqueue(JobSpec{"created-late", "noop", "", "late-1", 0, 0})) << "its reply needs Redis";
+  ASSERT_TRUE(eventually([&] { return says("b.log", "known queues"); }, 20s)) << read_file(dir / "b.log");
+  ASSERT_GT(link.held_bytes(), 0u);
+  auto refusals = [&] {
+    const std::string stats = redis.cli("INFO errorstats");
+    const auto at = stats.find("errorstat_ERR:count=");
+    return at == std::string::npos ? 0 : std::stoll(stats.substr(at + 20));
+  };
+  const auto refused_before = refusals();
+  link.release();
+  // The held round reaches Redis and is refused ("ERR dueq fenced").
+  ASSERT_TRUE(eventually([&] { return link.held_bytes() == 0 && refusals() > refused_before; }, 10s))
+      << link.held_bytes() << " bytes held";
+  EXPECT_EQ(redis.cli("SISMEMBER dueq:queues created-late"), "0");
+  EXPECT_EQ(redis.cli("KEYS 'dueq:{created-late}:*'"), "") << "a deposed leader's round created the queue";
+
+  Process worker({bin("dueq-example-worker"), "--broker", b_endpoint, "--queue", "created-late", "--concurrency", "2",
+                  "--record", (dir / "starts.txt").string()},
+                 (dir / "worker.log").string());
+  Client at_b(b_endpoint, ClientOptions{.timeout_ms = 2000, .attempts = 3});
+  auto retried = at_b.enqueue(JobSpec{"created-late", "noop", "", "late-1", 0, 0});
+  ASSERT_TRUE(retried) << retried.error().message;
+  EXPECT_EQ(retried->status, EnqueueResult::Status::accepted);
+  EXPECT_TRUE(eventually([&] { return read_records(dir / "starts.txt").size() == 1; }, 20s));
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
+}
+
 // Rule: a lone broker killed and started again stands by until its earlier
 // run's lease lapses, and says so: it does not name its own endpoint as
 // "the leader" (clients would log that and walk to it again).

@@ -2115,6 +2115,35 @@ TEST_F(Scripts, ALateCallOfADeposedLeaderCreatesNoQueue) {
   EXPECT_EQ(redis_->cli("HEXISTS dueq:{created-late}:jobs b"), "1");
 }
 
+// A new queue's name goes into the known queues by a fenced script: a
+// late registration by a deposed leader adds nothing, and the script takes
+// only the queue's own jobs key with its name.
+TEST_F(Scripts, ALateRegistrationOfADeposedLeaderAddsNoQueue) {
+  ASSERT_EQ(redis_->cli("SET dueq:{leader}:epochs 2"), "OK");  // a newer leader took over
+  auto refused = store_->call(calls::register_queue("registered-late"));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Errc::fenced);
+  EXPECT_EQ(redis_->cli("SISMEMBER dueq:queues registered-late"), "0");
+
+  ScriptRegistry next_leader(*parse_redis_url(redis_->url()));
+  next_leader.set_epoch(2);
+  ASSERT_TRUE(next_leader.connect());
+  auto added = next_leader.call(calls::register_queue("registered-late"));
+  ASSERT_TRUE(added);
+  EXPECT_EQ((*added)->integer, 1);
+  auto again = next_leader.call(calls::register_queue("registered-late"));
+  ASSERT_TRUE(again);
+  EXPECT_EQ((*again)->integer, 0);
+  EXPECT_EQ(redis_->cli("SISMEMBER dueq:queues registered-late"), "1");
+
+  Command mismatched = script_call(lua::ScriptId::register_queue, {QueueKeys("one").jobs, kQueuesKey});
+  mismatched.add("another");
+  auto bad = next_leader.call(std::move(mismatched));
+  ASSERT_TRUE(bad);
+  EXPECT_NE(reply_error(bad->get()).find("bad-args"), std::string_view::npos);
+  EXPECT_EQ(redis_->cli("SISMEMBER dueq:queues another"), "0");
+}
+
 // Every script that writes a queue's keys checks the epoch. A script is
 // fenced unless it is named here as one that only reads (or keeps the lease
 // itself): a new script that forgets the fence fails this test.

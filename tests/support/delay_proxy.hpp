@@ -60,7 +60,7 @@ class DelayProxy {
   // delivered then, and its server side closed after them.
   void hold() { holding_ = true; }
   void release() { holding_ = false; }
-  // Bytes from clients the proxy holds now.
+  // Bytes from clients not passed on to the server yet (held, or not due).
   size_t held_bytes() const { return held_bytes_; }
 
  private:
@@ -106,13 +106,13 @@ class DelayProxy {
   }
 
   // Reads what `from` has into `dir`; false once `from` closed.
-  bool take_in(int from, Direction& dir, bool held) {
+  bool take_in(int from, Direction& dir, bool from_client) {
     char buffer[64 * 1024];
     while (true) {
       const ssize_t n = ::read(from, buffer, sizeof buffer);
       if (n > 0) {
         dir.chunks.push_back(Chunk{std::chrono::steady_clock::now() + delay_, std::string(buffer, static_cast<size_t>(n))});
-        if (held) held_bytes_ += static_cast<size_t>(n);
+        if (from_client) held_bytes_ += static_cast<size_t>(n);
         continue;
       }
       if (n == 0) return false;
@@ -121,13 +121,14 @@ class DelayProxy {
   }
 
   // Writes the chunks of `dir` that are due to `to`; false if `to` failed.
-  static bool pass_on(Direction& dir, int to) {
+  bool pass_on(Direction& dir, int to, bool to_server) {
     const auto now = std::chrono::steady_clock::now();
     while (!dir.chunks.empty() && dir.chunks.front().due <= now) {
       std::string& bytes = dir.chunks.front().bytes;
       const ssize_t n = ::send(to, bytes.data(), bytes.size(), MSG_NOSIGNAL);
       if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
       bytes.erase(0, static_cast<size_t>(n));
+      if (to_server) held_bytes_ -= static_cast<size_t>(n);
       if (!bytes.empty()) return true;
       dir.chunks.pop_front();
     }
@@ -136,15 +137,12 @@ class DelayProxy {
 
   void serve(Link& link, const std::vector<pollfd>& fds, size_t at) {
     const bool held = holding_;
-    if (!link.up.closed && (fds[at].revents & (POLLIN | POLLHUP | POLLERR)) && !take_in(link.client, link.up, held))
+    if (!link.up.closed && (fds[at].revents & (POLLIN | POLLHUP | POLLERR)) && !take_in(link.client, link.up, true))
       link.up.closed = true;
     if (!link.down.closed && (fds[at + 1].revents & (POLLIN | POLLHUP | POLLERR)) && !take_in(link.server, link.down, false))
       link.down.closed = true;
-    if (!held) {
-      held_bytes_ = 0;
-      if (!pass_on(link.up, link.server)) link.done = true;
-    }
-    if (!pass_on(link.down, link.client)) link.done = true;
+    if (!held && !pass_on(link.up, link.server, true)) link.done = true;
+    if (!pass_on(link.down, link.client, false)) link.done = true;
     // A side that closed is passed on once its bytes are: the server sees
     // the client's close only after the held bytes.
     const auto now = std::chrono::steady_clock::now();
@@ -177,6 +175,7 @@ class DelayProxy {
       for (auto it = links_.begin(); it != links_.end(); at += 2) {
         if (at + 1 < fds.size()) serve(*it, fds, at);
         if (it->done) {
+          for (const auto& chunk : it->up.chunks) held_bytes_ -= chunk.bytes.size();
           ::close(it->client);
           ::close(it->server);
           it = links_.erase(it);

@@ -93,6 +93,7 @@ class Worker:
         # The connection thread's own state.
         self._held: dict[Key, Task] = {}              # received, no result yet
         self._to_announce: collections.deque[Task] = collections.deque()
+        self._held_back: collections.deque[Task] = collections.deque()  # unannounced, waiting for a start_check 2 task
         self._awaiting_go: dict[Key, Task] = {}       # STARTING sent, no START_REPLY yet
         self._announced: dict[Key, int] = {}          # announced (its start_check), result not yet confirmed
         self._unconfirmed: dict[Key, Result] = {}     # result sent, no CONFIRM yet
@@ -305,24 +306,38 @@ class Worker:
             with self._lock:
                 self._jobs[key] = Job(task.queue, task.id, task.type, task.payload, task.attempt, task.max_attempts,
                                       task.due_ms, task.created_ms, task.token)
-                if task.start_check == 0:
+                if task.start_check == 0 and self._alone_pending():
+                    self._held_back.append(task)
+                elif task.start_check == 0:
                     self._ready.append(task)
                     self._ready_cv.notify()
                 else:
                     self._to_announce.append(task)
 
+    def _alone_pending(self) -> bool:
+        """A task with `start_check` 2 waits to be announced, or is announced
+        and its result not confirmed: nothing else starts meanwhile, so that
+        a crash names it alone."""
+        return 2 in self._announced.values() or any(t.start_check == 2 for t in self._to_announce)
+
     def _announce(self) -> None:
         """STARTING for the announced tasks the pool can start soon. A task
-        with `start_check` 2 is announced only when no other announced task
-        runs or awaits its CONFIRM, and nothing is announced beside it."""
+        with `start_check` 2 is announced only when no other task runs and no
+        other announced one awaits its CONFIRM, and nothing starts beside it."""
+        if self._held_back and not self._alone_pending():
+            with self._lock:
+                self._ready.extend(self._held_back)
+                self._ready_cv.notify_all()
+            self._held_back.clear()
         if not self._to_announce or self._draining or 2 in self._announced.values():
             return
         with self._lock:
-            idle = self._concurrency - len(self._running) - len(self._ready)
+            busy = len(self._running) + len(self._ready)
+        idle = self._concurrency - busy
         batch: list[Task] = []
         while self._to_announce and idle - len(self._awaiting_go) - len(batch) > 0:
             if self._to_announce[0].start_check == 2:
-                if not batch and not self._announced:
+                if not batch and not self._announced and busy == 0:
                     batch.append(self._to_announce.popleft())
                 break
             batch.append(self._to_announce.popleft())
@@ -331,6 +346,7 @@ class Worker:
             self._awaiting_go[key] = task
             self._announced[key] = task.start_check
         if batch:
+            self._send_finished()  # what ran before is reported first
             self._send(Type.STARTING, [[t.ref.wire() for t in batch]])
 
     def _on_start_reply(self, go: list[JobRef], drop: list[JobRef]) -> None:
@@ -364,6 +380,8 @@ class Worker:
                 self._ready.remove(task)
         if task in self._to_announce:
             self._to_announce.remove(task)
+        if task in self._held_back:
+            self._held_back.remove(task)
         self._awaiting_go.pop(key, None)
         self._finish(task, Result(task.ref, Outcome.CANCELLED, "cancelled before it started"))
 
@@ -420,7 +438,8 @@ class Worker:
         with self._lock:
             unstarted = list(self._ready)
             self._ready.clear()
-        unstarted += list(self._to_announce) + list(self._awaiting_go.values())
+        unstarted += list(self._held_back) + list(self._to_announce) + list(self._awaiting_go.values())
+        self._held_back.clear()
         self._to_announce.clear()
         self._awaiting_go.clear()
         for task in unstarted:
