@@ -96,7 +96,7 @@ bench-peers: deps
 FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_MERGE ?= 0
-FUZZ_TARGETS := frame_decoder_fuzz job_record_fuzz config_fuzz redis_url_fuzz cluster_reply_fuzz cron_fuzz json_bytes_fuzz
+FUZZ_TARGETS := frame_decoder_fuzz job_record_fuzz config_fuzz redis_url_fuzz cluster_reply_fuzz cron_fuzz json_bytes_fuzz http_request_fuzz
 
 fuzz: deps
 	$(call install_missing,clang-16 libclang-rt-16-dev)

@@ -127,15 +127,23 @@ Result<void> HttpServer::start(const std::string& address) {
   auto parsed = parse_http_address(address);
   if (!parsed) return std::unexpected(parsed.error());
   const auto& [host, port] = *parsed;
-  const bool bound = port == 0 ? (port_ = server_.bind_to_any_port(host)) > 0 : server_.bind_to_port(host, port);
-  if (!bound) return fail(Errc::bad_argument, fmt::format("http: cannot listen on {}:{}", host, port));
-  if (port != 0) port_ = port;
+  // The server itself listens on loopback; clients reach it through the
+  // front, which hands it whole requests only.
+  const int backend_port = server_.bind_to_any_port("127.0.0.1");
+  if (backend_port <= 0) return fail(Errc::internal, "http: cannot listen on a loopback port");
   thread_ = std::thread([this] { server_.listen_after_bind(); });
+  auto front_port = front_.start(host, port, backend_port, kMaxBodyBytes);
+  if (!front_port) {
+    stop();
+    return std::unexpected(front_port.error());
+  }
+  port_ = *front_port;
   spdlog::info("HTTP on {}:{} (the dashboard at /, /metrics, /healthz, /readyz)", host, port_);
   return {};
 }
 
 void HttpServer::stop() {
+  front_.stop();
   server_.stop();
   if (thread_.joinable()) thread_.join();
 }

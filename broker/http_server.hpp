@@ -2,17 +2,19 @@
 // The broker's HTTP server (cpp-httplib): /metrics in Prometheus's text
 // format, /healthz and /readyz. It runs on threads of its own and reads only
 // the published metrics snapshot, so a slow or hostile client costs the
-// event loop nothing. What a client can make it spend is bounded: kThreads
-// requests at a time, kMaxQueued accepted connections waiting (past them
-// the accepting thread serves the connection itself, so further ones wait
-// in the kernel's backlog and hold no descriptor of the broker), kTimeoutS
-// to send a request or read an answer, kMaxBodyBytes of body.
+// event loop nothing. Clients reach it through HttpFront, which reads each
+// request whole, within its deadline, before the server sees it (a slow
+// client holds no server thread). What a client can make it spend is
+// bounded: HttpFront's connections and deadlines, then kThreads requests
+// at a time, kMaxQueued whole requests waiting, kTimeoutS per write of an
+// answer to the front, kMaxBodyBytes of body.
 #include <httplib.h>
 
 #include <string>
 #include <thread>
 
 #include "broker/dashboard.hpp"
+#include "broker/http_front.hpp"
 #include "broker/metrics.hpp"
 #include "common/error.hpp"
 
@@ -44,6 +46,7 @@ class HttpServer {
   Metrics& metrics_;
   Dashboard* dashboard_;
   httplib::Server server_;
+  HttpFront front_;
   std::thread thread_;
   int port_ = 0;
 };
