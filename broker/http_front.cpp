@@ -10,7 +10,8 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstring>
+#include <cctype>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -45,6 +46,8 @@ std::string_view trimmed(std::string_view text) {
 }
 
 bool would_block() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
+
+constexpr size_t kReadChunk = size_t{16} * 1024;
 
 }  // namespace
 
@@ -94,7 +97,8 @@ Result<int> HttpFront::start(const std::string& host, int port, int backend_port
   ::setsockopt(listen_fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (listen_fd_.get() < 0 || ::bind(listen_fd_.get(), found->ai_addr, found->ai_addrlen) != 0 ||
       ::listen(listen_fd_.get(), 1024) != 0)
-    return fail(Errc::bad_argument, fmt::format("http: cannot listen on {}:{}: {}", host, port, std::strerror(errno)));
+    return fail(Errc::bad_argument,
+                fmt::format("http: cannot listen on {}:{}: {}", host, port, std::generic_category().message(errno)));
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof bound;
   ::getsockname(listen_fd_.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
@@ -189,7 +193,7 @@ void HttpFront::on_event(const ConnPtr& c, int fd, uint32_t events, int64_t now)
       if (n > 0) c->in_sent += static_cast<size_t>(n);
     }
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-      std::array<char, 16 * 1024> buffer{};
+      std::array<char, kReadChunk> buffer{};
       while (c->out.size() < kMaxBufferedAnswer) {
         const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), 0);
         if (n > 0) {
@@ -205,7 +209,7 @@ void HttpFront::on_event(const ConnPtr& c, int fd, uint32_t events, int64_t now)
 }
 
 void HttpFront::read_request(const ConnPtr& c, int64_t now) {
-  std::array<char, 16 * 1024> buffer{};
+  std::array<char, kReadChunk> buffer{};
   const size_t most = kMaxHeadBytes + max_body_bytes_;
   while (true) {
     const ssize_t n = ::recv(c->client.get(), buffer.data(), buffer.size(), 0);
@@ -255,7 +259,7 @@ void HttpFront::forward(const ConnPtr& c) {
 }
 
 void HttpFront::drop_input(const ConnPtr& c) {
-  std::array<char, 16 * 1024> buffer{};
+  std::array<char, kReadChunk> buffer{};
   while (true) {
     const ssize_t n = ::recv(c->client.get(), buffer.data(), buffer.size(), 0);
     if (n == 0 || (n < 0 && !would_block())) return close(c);

@@ -36,7 +36,7 @@ class HttpFront {
   static constexpr int64_t kRequestDeadlineMs = 5'000;
   // From the request handed on to the last byte of the answer.
   static constexpr int64_t kAnswerDeadlineMs = 30'000;
-  static constexpr size_t kMaxHeadBytes = 16 * 1024;
+  static constexpr size_t kMaxHeadBytes = size_t{16} * 1024;
   // Connections at once; past it the one that has waited longest for its
   // request to finish is closed to make room (none waiting: the new one is).
   static constexpr size_t kMaxConnections = 2'048;
@@ -44,7 +44,7 @@ class HttpFront {
   // further bytes dropped, within this long.
   static constexpr int64_t kLingerMs = 2'000;
   // Answer bytes read ahead of a client that reads slowly.
-  static constexpr size_t kMaxBufferedAnswer = 256 * 1024;
+  static constexpr size_t kMaxBufferedAnswer = size_t{256} * 1024;
 
   HttpFront() = default;
   ~HttpFront() { stop(); }

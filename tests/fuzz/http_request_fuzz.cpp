@@ -10,7 +10,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using dueq::broker::HttpFront;
-  constexpr size_t kMaxBody = 64 * 1024;
+  constexpr size_t kMaxBody = size_t{64} * 1024;
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   const auto need = dueq::broker::http_request_size(in, kMaxBody);
   if (need.status != 0) {
