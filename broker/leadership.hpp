@@ -5,9 +5,10 @@
 // quarter of its length. A renewal that finds another leader deposes the
 // broker: Broker::run returns and main starts a fresh one, which stands by.
 // Each leader gets a new epoch (lua/lead.lua); every script that writes
-// checks it against the queue's (lua/lib/fence.lua) and a new leader raises
-// every known queue's epoch before it serves, so a deposed leader that
-// wakes up writes nothing. Past a whole lease without an answer from Redis
+// checks it against the queue's and, outside a Redis Cluster, against the
+// newest epoch given (lua/lib/fence.lua); behind a Cluster a new leader
+// raises every known queue's epoch before it serves (broker/take_over.cpp),
+// so a deposed leader that wakes up writes nothing either way. Past a whole lease without an answer from Redis
 // (the broker was stopped, stalled or cut off) the leader sends nothing but
 // the renewal until Redis answers it. A leader that finds a server that is
 // not a master, with no renewal granted for a whole lease, steps down.
@@ -38,8 +39,8 @@ class Leadership {
   // its epoch); false while another one does (leader_endpoint() says where
   // it said it listens).
   Result<bool> try_lead(ScriptRegistry& redis, const std::string& endpoint);
-  // Once it leads, before it serves: every known queue's epoch raised, so
-  // the calls of the leader before it fail from here on.
+  // Once it leads behind a Redis Cluster, before it serves: these queues'
+  // epochs raised, so the calls of the leader before it fail from here on.
   Result<void> fence_queues(ScriptRegistry& redis, std::span<const std::string> queues);
 
   // Taking over, before the loop runs rounds: renews the lease when it is
