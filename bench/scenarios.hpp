@@ -50,6 +50,8 @@ Figures cluster_scale(const Options& o, Json& table);
 // bench/scenarios/metrics.cpp: steady flow scraped every second / without the HTTP server.
 Figures metrics_cost(const Options& o, Json& table);
 
+// bench/scenarios/hello_flood.cpp: a worker's drain alone / beside 30,000 hit-and-run HELLOs.
+Figures hello_flood(const Options& o, Json& table);
 // bench/scenarios/http_handler.cpp: dueq-worker's HTTP handler against a local server / exec /bin/true.
 Figures http_handler(const Options& o, Json& table);
 // bench/scenarios/python_worker.cpp: the Python worker / dueq-example-worker, noop backlogs.

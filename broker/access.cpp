@@ -172,10 +172,11 @@ void Access::answer_zap(int64_t now_ms, ConnectionGate& gate) {
     std::string status = "400", text = "key not allowed", user_id;
     const std::string request_id = request.size() > 1 ? request[1].to_string() : "";
     if (!gate.admitting()) {
-      // 400, not 300 (temporary): libzmq sends no ERROR command for a 300
+      // 500, not 300 (temporary): libzmq sends no ERROR command for a 300
       // and keeps the connection, and its descriptor, until the handshake
-      // times out.
-      status = "400";
+      // times out. Not 400 either: the peer's client would report its key
+      // refused. A 500 reaches it as the broker at its limit (LinkEvents).
+      status = "500";
       text = "at the open-file limit: try again later";
       gate.turned_away();
     } else if (!curve_ && request.size() == 6 && request[0].to_string_view() == "1.0" &&

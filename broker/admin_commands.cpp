@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 
 #include "broker/auditor.hpp"
@@ -83,6 +84,21 @@ Command purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit
 
 }  // namespace calls
 
+std::string DeadListCursor::text() const { return queue + ":" + std::to_string(rank); }
+
+Result<DeadListCursor> DeadListCursor::parse(std::string_view text) {
+  if (text.empty()) return DeadListCursor{};
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || !validate_queue_name(text.substr(0, colon)))
+    return fail(Errc::bad_argument, "after: not a cursor this broker gave (the `next` of an earlier page)");
+  DeadListCursor cursor{std::string(text.substr(0, colon)), 0};
+  const std::string_view rank = text.substr(colon + 1);
+  const auto [end, ec] = std::from_chars(rank.data(), rank.data() + rank.size(), cursor.rank);
+  if (rank.empty() || ec != std::errc() || end != rank.data() + rank.size() || cursor.rank < 0)
+    return fail(Errc::bad_argument, "after: not a cursor this broker gave (the `next` of an earlier page)");
+  return cursor;
+}
+
 namespace {
 
 // A script call whose error reply fails the command.
@@ -153,51 +169,69 @@ size_t row_bytes(const std::map<std::string, std::string>& row) {
 
 }  // namespace
 
-// At most `limit` rows in all (across queues) and kDeadListReplyBytes of
-// them: a request for every queue's dead letters costs a bounded reply.
-Result<proto::AdminReply> list_dead(AdminContext& c, const proto::AdminRequest& request) {
-  proto::AdminReply reply;
-  const int64_t limit = request.limit == 0 ? 1000 : std::min<int64_t>(request.limit, kDeadListMax);
-  auto names = queues_for(c.redis, request.queue);
-  if (!names) return std::unexpected(names.error());
-  size_t bytes = 0;
-  bool cut = false;
-  for (const auto& name : *names) {
-    const int64_t room = limit - static_cast<int64_t>(reply.rows.size());
-    if (room <= 0 || cut) {
-      cut = cut || room <= 0;
-      break;
-    }
-    auto r = c.redis.call(Command{"ZRANGE", QueueKeys(name).dead, "0", std::to_string(room - 1)});
-    if (!r) return std::unexpected(r.error());
-    auto ids = reply::strings(r->get(), "ZRANGE");
-    if (!ids) return std::unexpected(ids.error());
-    // Bounded steps: 100 lookups per round trip.
-    for (size_t i = 0; i < ids->size(); i += 100) {
-      std::vector<Command> shows;
-      for (size_t j = i; j < std::min(ids->size(), i + 100); ++j) shows.push_back(calls::show(name, (*ids)[j]));
-      auto replies = c.redis.pipeline(std::move(shows));
-      if (!replies) return std::unexpected(replies.error());
-      for (size_t j = 0; j < replies->size(); ++j) {
-        auto row = calls::parse_show((*replies)[j].get());
-        if (!row) return std::unexpected(row.error());
-        if (row->empty()) continue;  // purged or replayed since the range was read
-        (*row)["id"] = (*ids)[i + j];
-        (*row)["queue"] = name;
-        (*row)["died_ms"] = (*row)["f"];
-        auto listed = dead_row(std::move(*row));
-        bytes += row_bytes(listed);
-        if (bytes > kDeadListReplyBytes) {
-          cut = true;
-          break;
-        }
-        reply.rows.push_back(std::move(listed));
-      }
-      if (cut) break;
+namespace {
+
+// One queue's dead letters from rank `from` into `reply`, until it holds
+// `limit` rows or `bytes` passes kDeadListReplyBytes. Returns the rank to go
+// on from in that queue, or nullopt when it was listed to its end.
+Result<std::optional<int64_t>> list_dead_of(AdminContext& c, const std::string& name, int64_t from, int64_t limit,
+                                            size_t& bytes, proto::AdminReply& reply) {
+  const int64_t room = limit - static_cast<int64_t>(reply.rows.size());
+  auto r = c.redis.call(Command{"ZRANGE", QueueKeys(name).dead, std::to_string(from), std::to_string(from + room - 1)});
+  if (!r) return std::unexpected(r.error());
+  auto ids = reply::strings(r->get(), "ZRANGE");
+  if (!ids) return std::unexpected(ids.error());
+  // Bounded steps: 100 lookups per round trip.
+  for (size_t i = 0; i < ids->size(); i += 100) {
+    std::vector<Command> shows;
+    for (size_t j = i; j < std::min(ids->size(), i + 100); ++j) shows.push_back(calls::show(name, (*ids)[j]));
+    auto replies = c.redis.pipeline(std::move(shows));
+    if (!replies) return std::unexpected(replies.error());
+    for (size_t j = 0; j < replies->size(); ++j) {
+      auto row = calls::parse_show((*replies)[j].get());
+      if (!row) return std::unexpected(row.error());
+      if (row->empty()) continue;  // purged or replayed since the range was read
+      (*row)["id"] = (*ids)[i + j];
+      (*row)["queue"] = name;
+      (*row)["died_ms"] = (*row)["f"];
+      auto listed = dead_row(std::move(*row));
+      bytes += row_bytes(listed);
+      // The first row of a page always goes: a page moves on.
+      if (bytes > kDeadListReplyBytes && !reply.rows.empty()) return from + static_cast<int64_t>(i + j);
+      reply.rows.push_back(std::move(listed));
     }
   }
-  if (cut) reply.summary = fmt::format("the first {} dead jobs (a list stops at {} rows or {} KiB)", reply.rows.size(), limit,
-                                       kDeadListReplyBytes / 1024);
+  if (static_cast<int64_t>(ids->size()) == room) return from + room;  // maybe more
+  return std::nullopt;
+}
+
+}  // namespace
+
+// At most `limit` rows in all (across queues, in name order) and
+// kDeadListReplyBytes of them: a request for every queue's dead letters
+// costs a bounded reply. `args["after"]` goes on where an earlier page
+// stopped; the reply's `next` says where this one did ("" at the end).
+Result<proto::AdminReply> list_dead(AdminContext& c, const proto::AdminRequest& request) {
+  const int64_t limit = request.limit == 0 ? 1000 : std::min<int64_t>(request.limit, kDeadListMax);
+  const auto after = request.args.find("after");
+  auto cursor = DeadListCursor::parse(after == request.args.end() ? "" : after->second);
+  if (!cursor) return std::unexpected(cursor.error());
+  auto names = queues_for(c.redis, request.queue);
+  if (!names) return std::unexpected(names.error());
+  std::sort(names->begin(), names->end());
+  proto::AdminReply reply;
+  size_t bytes = 0;
+  for (auto it = std::lower_bound(names->begin(), names->end(), cursor->queue); it != names->end(); ++it) {
+    const int64_t from = *it == cursor->queue ? cursor->rank : 0;
+    auto stopped = list_dead_of(c, *it, from, limit, bytes, reply);
+    if (!stopped) return std::unexpected(stopped.error());
+    if (*stopped) {
+      reply.next = DeadListCursor{*it, **stopped}.text();
+      reply.summary = fmt::format("{} dead jobs; more after this page (a page stops at {} rows or {} KiB)",
+                                  reply.rows.size(), limit, kDeadListReplyBytes / 1024);
+      break;
+    }
+  }
   return reply;
 }
 

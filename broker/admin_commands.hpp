@@ -24,6 +24,20 @@ struct CancelOutcome {
   uint64_t token = 0;  // with cancel_requested (the job is leased): the delivery to stop
 };
 
+// Where a dead-letter listing goes on (dead_list's `after`, the reply's
+// `next`): the first queue not yet listed in full, in name order, and the
+// rank in its dead set to go on from. On the wire "QUEUE:RANK" (queue names
+// hold no colon); clients pass it back as they got it. Ranks
+// move when dead letters are replayed or purged between pages: a page then
+// skips or repeats a few rows, as any offset paging does.
+struct DeadListCursor {
+  std::string queue;
+  int64_t rank = 0;
+  std::string text() const;
+  // "" is the start. A malformed text is bad_argument.
+  static Result<DeadListCursor> parse(std::string_view text);
+};
+
 namespace calls {
 Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s);
 Result<CancelOutcome> parse_cancel(const redisReply* reply);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <optional>
 
+#include "broker/admin_commands.hpp"
 #include "broker/dashboard_page.hpp"  // generated: kDashboardPage, broker/dashboard.html
 #include "common/json_bytes.hpp"
 #include "common/names.hpp"
@@ -109,7 +110,7 @@ void Dashboard::answer(Admin::Request request, httplib::Response& res) const {
     const auto& reply = std::get<proto::AdminReply>(frame);
     json rows = json::array();
     for (const auto& row : reply.rows) rows.push_back(bytes_json(row));
-    send_json(res, 200, {{"rows", std::move(rows)}, {"summary", bytes_json(reply.summary)}});
+    send_json(res, 200, {{"rows", std::move(rows)}, {"summary", bytes_json(reply.summary)}, {"next", reply.next}});
   }
 }
 
@@ -143,7 +144,10 @@ void Dashboard::add_routes(httplib::Server& server) {
     if (!queue) return;
     auto limit = limit_param(req, 50, 1'000);
     if (!limit) return bad_request(res, "limit: 1..1000");
-    answer(proto::AdminRequest{0, "dead_list", *queue, {}, 0, *limit}, res);
+    // A page goes on where the `next` of the one before stopped.
+    const std::string after = req.get_param_value("after");
+    if (auto cursor = DeadListCursor::parse(after); !cursor) return bad_request(res, cursor.error().message);
+    answer(proto::AdminRequest{0, "dead_list", *queue, {}, 0, *limit, {{"after", after}}}, res);
   });
   server.Get("/api/job", [this](const httplib::Request& req, httplib::Response& res) {
     auto queue = queue_param(req, res, false);

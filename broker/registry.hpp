@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -43,6 +44,11 @@ struct WorkerInfo {
   // It has shown it takes deliveries: said RECEIVED, or listed jobs it
   // holds in a HELLO (after a reconnect or a broker change).
   bool confirmed = false;
+  // It has heartbeated since its HELLO: it stays, whether or not it has
+  // been sent anything yet.
+  bool heartbeated = false;
+  // A newcomer: neither of the above yet (what a hit-and-run peer stays).
+  bool newcomer() const { return !confirmed && !heartbeated; }
   // The unconfirmed TASKS frame it was last told it never said RECEIVED for.
   uint64_t missing_received_seq = 0;
   // TASKS frames sent and not yet confirmed by RECEIVED, oldest first, and
@@ -94,12 +100,41 @@ struct FreeSlots {
 class WorkerRegistry {
  public:
   static constexpr int64_t kUnconfirmedCredit = 16;
+  // What all newcomers (WorkerInfo::newcomer) together may hold: hit-and-run
+  // peers, each taking kUnconfirmedCredit jobs and vanishing, would
+  // otherwise hold a whole backlog away from the healthy workers until the
+  // delivery deadline, again and again while they keep coming. A real
+  // worker leaves the pool at its first heartbeat, or once it confirms a
+  // frame (a round trip).
+  static constexpr int64_t kNewcomerPool = 64;
   void upsert(const std::string& routing_id, WorkerInfo info) { workers_[routing_id] = std::move(info); }
   WorkerInfo* find(const std::string& routing_id) {
     auto it = workers_.find(routing_id);
     return it == workers_.end() ? nullptr : &it->second;
   }
   void remove(const std::string& routing_id) { workers_.erase(routing_id); }
+
+  // Newcomers (WorkerInfo::newcomer) kept at once: each is scanned whenever
+  // slots are counted, so a stream of HELLOs from fresh routing ids that
+  // never heartbeat would otherwise grow the registry, and the cost of every
+  // dispatch with it, for worker_timeout.
+  static constexpr size_t kMaxNewcomers = 1'024;
+  // `routing_id` has just registered as a newcomer. Returns the newcomer
+  // registered longest ago when this one is past kMaxNewcomers: the caller
+  // forgets it.
+  std::optional<std::string> admit_newcomer(const std::string& routing_id) {
+    newcomers_.push_back(routing_id);
+    if (newcomers_.size() <= kMaxNewcomers) return std::nullopt;
+    // Entries of workers gone or grown out of it are dropped lazily.
+    std::erase_if(newcomers_, [&](const std::string& rid) {
+      const WorkerInfo* w = find(rid);
+      return w == nullptr || !w->newcomer();
+    });
+    if (newcomers_.size() <= kMaxNewcomers) return std::nullopt;
+    std::string oldest = std::move(newcomers_.front());
+    newcomers_.pop_front();
+    return oldest;
+  }
 
   // Under a barred routing id a delivery ran out (worker lost, or the
   // delivery deadline passed) before the worker confirmed it: while it has
@@ -145,26 +180,38 @@ class WorkerRegistry {
   // can take (`held` counts what it holds now, or has been promised). A key
   // with a capacity shares it among all of its workers: what they hold
   // together is counted first, and the room left is handed out in turn.
+  // Newcomers take jobs only of a queue no established worker takes, and
+  // only from kNewcomerPool: a stream of peers that say HELLO and vanish
+  // takes nothing from a queue that has a worker, and a real worker waits
+  // at most one heartbeat for its first jobs.
   template <typename HeldFn>
   std::vector<FreeSlots> free_slots(const std::string& queue, int64_t max_unread_bytes, HeldFn held) const {
-    std::unordered_map<std::string, int64_t> key_room;
+    bool established = false;
     for (const auto& [rid, w] : workers_)
+      if (!w.newcomer() && may_take(rid, w, queue, max_unread_bytes)) {
+        established = true;
+        break;
+      }
+    std::unordered_map<std::string, int64_t> key_room;
+    int64_t pool_room = kNewcomerPool;
+    for (const auto& [rid, w] : workers_) {
       if (w.key_capacity > 0) key_room.try_emplace(w.key_name, w.key_capacity).first->second -= held(rid);
+      if (w.newcomer() && !established) pool_room -= held(rid);
+    }
     std::vector<FreeSlots> out;
     for (const auto& [rid, w] : workers_) {
-      if (w.draining || w.unreachable || !w.may_send_unread(proto::kMaxTasksFrameBytes, max_unread_bytes) ||
-          (!w.confirmed && barred_.contains(rid)) || std::find(w.queues.begin(), w.queues.end(), queue) == w.queues.end()) continue;
+      if ((w.newcomer() && (established || pool_room <= 0)) || !may_take(rid, w, queue, max_unread_bytes)) continue;
       // Until it confirms a TASKS frame (RECEIVED), a worker is sent at most
       // kUnconfirmedCredit jobs: a peer that says HELLO with a large capacity
       // and falls silent takes that few away per HELLO, not its capacity.
       const int64_t capacity = w.confirmed ? w.capacity : std::min<int64_t>(w.capacity, kUnconfirmedCredit);
       int64_t free = capacity - held(rid);
-      if (w.key_capacity > 0) {
-        int64_t& room = key_room[w.key_name];
-        free = std::min(free, room);
-        if (free > 0) room -= free;
-      }
-      if (free > 0) out.push_back({rid, free, capacity});
+      if (w.key_capacity > 0) free = std::min(free, key_room[w.key_name]);
+      if (w.newcomer()) free = std::min(free, pool_room);
+      if (free <= 0) continue;
+      if (w.key_capacity > 0) key_room[w.key_name] -= free;
+      if (w.newcomer()) pool_room -= free;
+      out.push_back({rid, free, capacity});
     }
     return out;
   }
@@ -179,8 +226,15 @@ class WorkerRegistry {
   }
 
  private:
+  // `w` serves `queue` and may be sent a TASKS frame now.
+  bool may_take(const std::string& rid, const WorkerInfo& w, const std::string& queue, int64_t max_unread_bytes) const {
+    return !w.draining && !w.unreachable && w.may_send_unread(proto::kMaxTasksFrameBytes, max_unread_bytes) &&
+           (w.confirmed || !barred_.contains(rid)) && std::find(w.queues.begin(), w.queues.end(), queue) != w.queues.end();
+  }
+
   std::unordered_map<std::string, WorkerInfo> workers_;
   std::unordered_set<std::string> barred_;
+  std::deque<std::string> newcomers_;  // routing ids, in order of registration (some may have left)
 };
 
 }  // namespace dueq::broker

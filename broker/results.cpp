@@ -38,6 +38,7 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
       case NackMode::retry: mode = "retry"; break;
       case NackMode::now: mode = "now"; break;
       case NackMode::lost: mode = "lost"; break;
+      case NackMode::lost_beside: mode = "lost_beside"; break;
       case NackMode::shared: mode = "shared"; break;
       case NackMode::dead: mode = "dead"; break;
       case NackMode::handed_back: mode = "return"; break;

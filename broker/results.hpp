@@ -28,6 +28,7 @@ enum class NackMode {
   retry,        // back to the schedule after backoff
   now,          // back to ready at once, counted as an attempt (worker lost while running it)
   lost,         // back to ready at once, counted only if Redis holds its start (lua/lib/lost_delivery.lua)
+  lost_beside,  // as lost, but its worker held other jobs beside it: a start Redis holds is not counted either
   shared,       // back to ready at once, not counted: its worker died running several announced jobs
   dead,         // straight to the dead-letter set
   handed_back,  // back to ready at once, not counted (never started)

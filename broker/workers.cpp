@@ -8,6 +8,13 @@
 
 namespace dueq::broker {
 
+namespace {
+constexpr const char* kNewcomerEvicted =
+    "was let go: past 1,024 workers (WorkerRegistry::kMaxNewcomers) said HELLO and neither heartbeated nor confirmed "
+    "a delivery since";
+static_assert(WorkerRegistry::kMaxNewcomers == 1'024, "kNewcomerEvicted names the limit");
+}  // namespace
+
 void Workers::on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms) {
   size_t new_queues = 0;
   for (const auto& name : hello.queues) new_queues += queues_.find(name) == nullptr;
@@ -43,6 +50,9 @@ void Workers::on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms)
                                                  .strict = hello.strict, .capacity = capped(hello.capacity),
                                                  .last_seen_ms = last_seen_ms});
   adopt_held(peer.routing_id, hello.held, heard_ms, HeldIn::hello);
+  if (known == nullptr && registry_.find(peer.routing_id)->newcomer())
+    if (auto evicted = registry_.admit_newcomer(peer.routing_id))
+      forget(*evicted, kNewcomerEvicted, heard_ms);
   outbox_.send(peer, proto::Welcome{broker_id_, static_cast<uint32_t>(config_.heartbeat_ms),
                                     static_cast<uint32_t>(config_.worker_timeout_ms),
                                     static_cast<uint32_t>(config_.delivery_timeout_ms)});
@@ -61,6 +71,7 @@ void Workers::on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, 
     return;
   }
   worker->last_seen_ms = heard_ms;
+  worker->heartbeated = true;
   worker->draining = heartbeat.draining;
   registry_.lift_bar(peer.routing_id);
   if (heartbeat.capacity > 0 && capped(heartbeat.capacity) != worker->capacity) {
@@ -289,10 +300,12 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
                                            "worker died while running it beside other jobs", 0});
       continue;
     }
-    // Buffered, or started without the broker seeing it: no attempt (unless
-    // a broker before this one recorded its start in Redis), and its next
-    // worker announces the start.
-    results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::lost, "worker lost (no heartbeat)", 0});
+    // Buffered, or started without the broker seeing it: no attempt, and its
+    // next worker announces the start. A start a broker before this one
+    // recorded in Redis is charged only where the same rule names the job:
+    // delivered to run alone, or the only job its worker held.
+    results_.requeue(job.queue, NackItem{job.id, job.token, job.alone || held.size() == 1 ? NackMode::lost : NackMode::lost_beside,
+                                         "worker lost (no heartbeat)", 0});
   }
   const std::vector<std::string> served = w->queues;
   registry_.remove(routing_id);

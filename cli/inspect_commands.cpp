@@ -116,12 +116,14 @@ int admin(Client& client, const AdminCommand& command, bool json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : result->rows) rows.push_back(bytes_json(row));
     nlohmann::json out{{"summary", bytes_json(result->summary)}, {"rows", std::move(rows)}};
+    if (command.op == "dead_list") out["next"] = result->next;
     fmt::print("{}\n", dump_json(out));
   } else if (command.op == "dead_list") {
     fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", "ID", "QUEUE", "TYPE", "ATTEMPTS", "DIED", "REASON");
     for (const auto& row : result->rows)
       fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", field(row, "id"), field(row, "queue"), field(row, "t"),
                  field(row, "a"), format_time(std::stoll("0" + field(row, "died_ms"))), field(row, "e"));
+    if (!result->next.empty()) fmt::print("{}; the next page: dueq dead list --after {}\n", result->summary, result->next);
   } else if (command.op == "pause" || command.op == "resume" || command.op == "cron_add" || command.op == "cron_remove") {
     fmt::print("{}\n", result->summary);
   } else if (command.op == "cron_list") {

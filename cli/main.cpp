@@ -108,6 +108,8 @@ int run(int argc, char** argv) {
   auto* dead_list = dead->add_subcommand("list", "list dead jobs with their reasons");
   dead_list->add_option("--queue", dead_cmd.queue, "only this queue");
   dead_list->add_option("--limit", dead_cmd.limit, "at most this many in all (default 1000); a list also stops at 4 MiB");
+  std::string dead_after;
+  dead_list->add_option("--after", dead_after, "go on where a list stopped (the cursor it printed)");
   dead_list->add_flag("--json", json, "print JSON");
   std::string show_id;
   auto* dead_show = dead->add_subcommand("show", "one dead job, with payload and every attempt's error");
@@ -247,6 +249,7 @@ int run(int argc, char** argv) {
     if (*dead) {
       if (*dead_show) return show_job(client, show_id, "", json);
       if (*dead_list) dead_cmd.op = "dead_list";
+      if (!dead_after.empty()) dead_cmd.args["after"] = dead_after;
       if (*dead_replay) dead_cmd.op = "replay";
       if (*dead_purge) dead_cmd.op = "purge";
       return admin(client, dead_cmd, json);

@@ -186,7 +186,7 @@ std::expected<AdminResult, ClientError> Client::admin(const AdminCommand& comman
       [op = command.op](proto::Frame frame) -> std::expected<AdminResult, ClientError> {
         auto* reply = std::get_if<proto::AdminReply>(&frame);
         if (reply == nullptr) return std::unexpected(unexpected_reply(op));
-        return AdminResult{std::move(reply->rows), std::move(reply->summary)};
+        return AdminResult{std::move(reply->rows), std::move(reply->summary), std::move(reply->next)};
       }).get();
 }
 

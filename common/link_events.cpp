@@ -84,6 +84,9 @@ void LinkEvents::forget() {
 
 LinkDiagnosis LinkEvents::diagnosis(const std::string& endpoint) const {
   if (up_) return {};
+  if (auth_status_ == 500)
+    return {LinkProblem::broker_full, fmt::format("the broker at {} turned this connection away (ZAP status 500): it is at its "
+                       "open-file limit; try again later, or raise the broker's limit (LimitNOFILE)", endpoint)};
   if (auth_status_ != 0)
     return {LinkProblem::key_refused, fmt::format("the broker at {} refused this client's key (ZAP status {}): its public key is not on the "
                        "broker's allow-list, or the broker requires a key and none was given (--key, DUEQ_KEY)",

@@ -4,8 +4,9 @@
 // refused, the handshake failed), so that a client with several broker
 // endpoints moves to the next at once instead of after a timeout; and, while
 // the link is not up, why not, in words a user can act on: nothing listens
-// there, the host does not answer, the broker refused this key, or the
-// CURVE handshake failed (a wrong broker key, or CURVE on one side only).
+// there, the host does not answer, the broker refused this key or is at its
+// open-file limit, or the CURVE handshake failed (a wrong broker key, or
+// CURVE on one side only).
 #include <zmq.hpp>
 
 #include <cstdint>
@@ -17,6 +18,7 @@ namespace dueq {
 enum class LinkProblem {
   none,            // it is up
   key_refused,     // the broker's ZAP refused this client's key
+  broker_full,     // the broker turned the connection away at its open-file limit (ZAP 500)
   curve_mismatch,  // CURVE on one side only
   handshake,       // the CURVE handshake failed: a wrong broker key
   nothing_listens, // the connect was refused (or the name not resolved)
@@ -57,7 +59,7 @@ class LinkEvents {
   bool tcp_connected_ = false;   // a TCP connection was made since the last forget()
   bool tcp_refused_ = false;     // a connect failed (refused, unreachable, not resolved)
   bool closed_in_handshake_ = false;  // connected, then closed before any handshake succeeded
-  int auth_status_ = 0;          // the ZAP status of a refusal (400: key not allowed)
+  int auth_status_ = 0;          // the ZAP status of a refusal (400: key not allowed, 500: at the open-file limit)
   uint32_t protocol_error_ = 0;  // ZMQ_PROTOCOL_ERROR_* of a failed handshake
 };
 

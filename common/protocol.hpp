@@ -389,7 +389,11 @@ struct AdminReply {
   uint64_t request_id = 0;
   std::vector<std::map<std::string, std::string>> rows;
   std::string summary;
-  DUEQ_FIELDS(request_id, rows, summary)
+  // Appended in 0.4: where a paged listing (dead_list) goes on, passed back
+  // as the request's args["after"]; "" when it is complete.
+  std::string next;
+  static constexpr size_t kFieldsBefore04 = 3;
+  DUEQ_FIELDS_SINCE(kFieldsBefore04, request_id, rows, summary, next)
 };
 
 struct ErrorFrame {

@@ -67,7 +67,7 @@ EXAMPLES: list[tuple[int, str, list[tuple[str, Any]]]] = [
                        ("fields", {"d": "1798761600000", "id": "welcome-42", "queue": "mail", "s": "scheduled"})]),
     (16, "ADMIN_REQUEST", [("request_id", 10), ("op", "pause"), ("queue", "mail"), ("ids", []), ("older_than_ms", 0),
                            ("limit", 0), ("args", {})]),
-    (17, "ADMIN_REPLY", [("request_id", 10), ("rows", []), ("summary", "queue 'mail' paused")]),
+    (17, "ADMIN_REPLY", [("request_id", 10), ("rows", []), ("summary", "queue 'mail' paused"), ("next", "")]),
     (18, "TASKS", [("items", [[("queue", "mail"), ("id", "welcome-42"), ("type", "send_email"), ("payload", PAYLOAD),
                                ("due_ms", 1798761600000), ("attempt", 1), ("max_attempts", 5), ("token", TOKEN),
                                ("created_ms", 1798758000000), ("payload_checksum", CHECKSUM),

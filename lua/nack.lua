@@ -41,6 +41,10 @@
            mode "lost": back to ready at once (worker lost; the broker did
                  not see the job start): an attempt only if Redis holds its
                  start (lib/lost_delivery.lua);
+           mode "lost_beside": as "lost", but its worker held other jobs
+                 beside it: a start Redis holds (recorded by an earlier
+                 broker) is no attempt either, and the next delivery runs
+                 alone among announced ones (start check 2);
            mode "shared": back to ready at once, no attempt though Redis
                  holds its start (its worker died running several announced
                  jobs: which one killed it is unknown); its next delivery
@@ -74,7 +78,8 @@ if not now or not base or base < 0 or not cap or cap < base or not retention or 
     or not n or n < 1 or n > 5000 or #ARGV ~= 5 + 6 * n then
   return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, 5 values per job and N jitters")
 end
-local modes = {retry = true, now = true, lost = true, shared = true, dead = true, ["return"] = true, cancel = true}
+local modes = {retry = true, now = true, lost = true, lost_beside = true, shared = true, dead = true, ["return"] = true,
+               cancel = true}
 local jitter_at = 5 + 5 * n
 for i = 0, n - 1 do
   local mode = ARGV[8 + 5 * i]
@@ -108,6 +113,7 @@ for i = 0, n - 1 do
     local started = redis.call("SREM", KEYS[13], id) == 1
     local unstarted = nil
     if mode == "lost" then unstarted = unstarted_delivery(KEYS[14], id, started) end
+    if mode == "lost_beside" then unstarted = unstarted_delivery(KEYS[14], id, false, started and 2 or nil) end
     if mode == "shared" then unstarted = unstarted_delivery(KEYS[14], id, false, 2) end
     if mode == "cancel" or redis.call("SREM", KEYS[11], id) == 1 then
       for k = 6, 10 do redis.call("HDEL", KEYS[k], id) end

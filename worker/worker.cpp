@@ -140,6 +140,9 @@ struct Worker::Impl {
       spdlog::info("registered with broker {} at {}: queues {}, capacity {}", welcome.broker_id, link.endpoint(),
                    fmt::join(queue_names, ","), announced_capacity);
     pool.announce_all_again();
+    // Until its first heartbeat the broker treats this worker as a newcomer,
+    // sent no job of a queue another worker already serves (§3.3).
+    send_heartbeat(steady_ms());
     if (!held.all_confirmed()) {
       // The broker may have lost these (restart): it applies them by token,
       // so resending an already-applied result is harmless.

@@ -84,13 +84,17 @@ struct AdminCommand {
   std::string queue;              // "" = every queue where the op allows it
   std::vector<std::string> ids;
   int64_t older_than_ms = 0;      // purge by age
-  uint32_t limit = 0;             // dead_list: at most this many per queue (0 = 1000)
-  std::map<std::string, std::string> args = {};  // cron_add: name, schedule, time_zone, queue, type, payload, misfire, max_attempts; cron_remove: name
+  uint32_t limit = 0;             // dead_list: at most this many in all (0 = 1000)
+  // cron_add: name, schedule, time_zone, queue, type, payload, misfire,
+  // max_attempts; cron_remove: name; dead_list: after (the `next` of the
+  // page before).
+  std::map<std::string, std::string> args = {};
 };
 
 struct AdminResult {
   std::vector<std::map<std::string, std::string>> rows;
   std::string summary;
+  std::string next;  // dead_list: where the next page starts (args "after"); "" when this was the last
 };
 
 struct ClientOptions {
@@ -104,7 +108,8 @@ struct ClientOptions {
   std::string key_file;
   // > 0: while no link to a broker was ever up (or since it went down),
   // requests fail after this long with what is wrong instead of waiting out
-  // their attempts: "unavailable" (nothing listens, no answer), "refused"
+  // their attempts: "unavailable" (nothing listens, no answer; at once when
+  // the broker turns the connection away at its open-file limit), "refused"
   // (the broker refused this key: at once) or "handshake" (a wrong broker
   // key, or CURVE on one side only). 0: they wait, as for a broker that is
   // restarting.

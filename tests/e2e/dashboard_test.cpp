@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "tests/support/cluster.hpp"
@@ -182,4 +183,93 @@ TEST(Dashboard, ChangesNothingWithoutTheAdminToken) {
   ASSERT_TRUE(purged);
   EXPECT_EQ(purged->status, 200) << purged->body;
   EXPECT_EQ(cluster.stats("mail")->dead, 0);
+}
+
+// Every dead letter can be reached, however many there are and however big
+// their error texts: /api/dead stops a page at `limit` rows or its byte
+// budget (4 MiB) and gives `next`, where the following page starts; pages
+// walk every queue in name order and list each dead job once. `dueq dead
+// list` pages the same way (--after).
+TEST(Dashboard, DeadLettersPageThroughEveryQueueOncePastTheByteBudget) {
+  const int http = free_port();
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http)});
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "pa", "--queue", "pb",
+                        "--queue", "pc", "--concurrency", "16"});
+  Client client(cluster.endpoint());
+  // About 4.2 KB a row (the error text is capped at 4 KiB): 1,000 rows pass 4 MiB.
+  std::vector<JobSpec> big, small;
+  for (int i = 0; i < 1100; ++i) big.push_back({"pa", "fail", std::string(4080, 'e'), fmt::format("pa-{}", i), 0, 1});
+  for (int i = 0; i < 5; ++i) small.push_back({"pb", "fail", "small", fmt::format("pb-{}", i), 0, 1});
+  ASSERT_TRUE(client.enqueue_batch(std::vector<JobSpec>(big.begin(), big.begin() + 550)));
+  ASSERT_TRUE(client.enqueue_batch(std::vector<JobSpec>(big.begin() + 550, big.end())));
+  ASSERT_TRUE(client.enqueue_batch(small));
+  ASSERT_TRUE(client.enqueue({"pc", "noop", "", "pc-done", 0, 1}));
+  ASSERT_TRUE(eventually([&] {
+    auto a = cluster.stats("pa"), b = cluster.stats("pb");
+    return a && b && a->dead == 1100 && b->dead == 5;
+  }, 60s));
+  httplib::Client web("127.0.0.1", http);
+  web.set_read_timeout(30, 0);
+  auto walk = [&](int limit, std::vector<size_t>& page_sizes) {
+    std::map<std::string, int> seen;
+    std::string after;
+    for (int page = 0; page < 100; ++page) {
+      auto r = web.Get(fmt::format("/api/dead?limit={}&after={}", limit, after));
+      if (!r || r->status != 200) {
+        ADD_FAILURE() << (r ? r->body : "no answer");
+        break;
+      }
+      const auto body = nlohmann::json::parse(r->body);
+      page_sizes.push_back(body["rows"].size());
+      for (const auto& row : body["rows"]) ++seen[row["id"].get<std::string>()];
+      after = body["next"].get<std::string>();
+      if (after.empty()) break;
+    }
+    EXPECT_TRUE(after.empty()) << "the walk did not end";
+    return seen;
+  };
+  std::vector<size_t> pages;
+  const auto seen = walk(1000, pages);
+  EXPECT_EQ(seen.size(), 1105u);
+  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](const auto& s) { return s.second == 1; })) << "a dead job listed twice";
+  ASSERT_GE(pages.size(), 2u);
+  EXPECT_LT(pages[0], 1000u) << "the first page was not cut by its byte budget";
+  std::printf("[ figures  ] 1,105 dead letters in %zu pages of at most 1,000 rows: the first %zu rows\n", pages.size(), pages[0]);
+  std::vector<size_t> small_pages;
+  EXPECT_EQ(walk(300, small_pages).size(), 1105u);
+  EXPECT_EQ(small_pages.size(), 4u);  // 300 + 300 + 300 + 205
+  // The page: 100 rows a page, "Next page" shows the following 100.
+  const std::string url = fmt::format("http://127.0.0.1:{}/", http);
+  const std::string ids = "[...document.querySelectorAll('#dead tbody tr[data-id]')].map((tr) => tr.dataset.id)";
+  const auto browsed = browse(cluster.dir(), nlohmann::json::array({
+      {{"navigate", url}},
+      {{"wait", "document.body.dataset.loaded === 'yes' && document.querySelectorAll('#dead tbody tr[data-id]').length === 100"}},
+      {{"eval", ids}, {"name", "first"}},
+      {{"eval", "document.getElementById('dead-next').click(); true"}},
+      {{"wait", "document.getElementById('dead-page').textContent === 'page 2' && "
+                "document.querySelectorAll('#dead tbody tr[data-id]').length === 100"}},
+      {{"eval", ids}, {"name", "second"}},
+  }));
+  ASSERT_FALSE(browsed.is_null()) << read_file(cluster.dir() / "browser.log");
+  std::set<std::string> on_pages;
+  for (const auto& id : browsed["first"]) on_pages.insert(id.get<std::string>());
+  for (const auto& id : browsed["second"]) on_pages.insert(id.get<std::string>());
+  EXPECT_EQ(on_pages.size(), 200u) << "the second page repeats rows of the first";
+  for (const auto& id : on_pages) EXPECT_TRUE(seen.contains(id)) << id;
+  // A cursor the broker did not give is refused.
+  for (const char* bad : {"nonsense", "pa:-1", "pa:x", "bad%20name:3", ":4", "pa:"})
+    EXPECT_EQ(web.Get(fmt::format("/api/dead?after={}", bad))->status, 400) << bad;
+  // The CLI: one queue, two at a time.
+  const auto first = run_dueq(cluster.endpoint(), "dead list --queue pb --limit 2");
+  ASSERT_EQ(first.code, 0) << first.out;
+  EXPECT_NE(first.out.find("dueq dead list --after pb:2"), std::string::npos) << first.out;
+  const auto second = run_dueq(cluster.endpoint(), "dead list --queue pb --limit 2 --after pb:2 --json", false);
+  ASSERT_EQ(second.code, 0) << second.out;
+  const auto json = nlohmann::json::parse(second.out);
+  EXPECT_EQ(json["rows"].size(), 2u);
+  EXPECT_EQ(json["rows"][0]["id"], "pb-2");
+  EXPECT_EQ(json["next"], "pb:4");
+  const auto bad = run_dueq(cluster.endpoint(), "dead list --after nonsense");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("not a cursor"), std::string::npos) << bad.out;
 }

@@ -923,6 +923,36 @@ TEST_F(Scripts, AJobOfALostWorkerUsesNoAttemptUnlessRedisHoldsItsStart) {
   EXPECT_EQ(field("b", "s"), "dead");
 }
 
+// "lost_beside": the broker did not see the job start and its worker held
+// others beside it. A start Redis holds (an earlier broker recorded it) is
+// not charged then, and the next delivery runs alone; without a recorded
+// start it is an unstarted delivery as under "lost".
+TEST_F(Scripts, AStartAnEarlierBrokerRecordedIsNotChargedToAJobLostBesideOthers) {
+  enqueue({job("a", 0, 1), job("b", 0, 1)}, 1000);
+  auto l = lease(2, 5000);
+  ASSERT_EQ(l.size(), 2u);
+  const LeasedJob& a = l[0].id == "a" ? l[0] : l[1];
+  const LeasedJob& b = l[0].id == "a" ? l[1] : l[0];
+  record_start({b}, 9000);
+  Round round;
+  round.add(calls::nack("q", 2000, 0, 0, 60,
+                        {{"a", a.token, NackMode::lost_beside, "worker lost", 0},
+                         {"b", b.token, NackMode::lost_beside, "worker lost", 0}}));
+  auto out = *calls::parse_nack(run(round));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].status, NackStatus::retried);
+  EXPECT_EQ(out[1].status, NackStatus::retried) << "b was charged its only attempt";
+  EXPECT_EQ(field("a", "a"), "0");
+  EXPECT_EQ(field("b", "a"), "0");
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:started'"), "0");
+  auto again = lease(2, 9000);
+  ASSERT_EQ(again.size(), 2u);
+  const LeasedJob& a2 = again[0].id == "a" ? again[0] : again[1];
+  const LeasedJob& b2 = again[0].id == "a" ? again[1] : again[0];
+  EXPECT_EQ(a2.start_check, StartCheck::announce);
+  EXPECT_EQ(b2.start_check, StartCheck::announce_alone);
+}
+
 // A worker died running several announced jobs: none of them is known to
 // have killed it, so none is charged though Redis holds their starts, and
 // each one's next delivery runs alone among the announced ones.

@@ -100,6 +100,7 @@ class Worker:
         self._jobs: dict[Key, Job] = {}               # what handlers got, for CANCEL
         self._heartbeat_ms = 1000
         self._welcomed = False
+        self._heartbeat_now = False
         self._unanswered_hellos = 0
         self._hello_sent = 0.0
         self._last_heard = 0.0
@@ -239,7 +240,8 @@ class Worker:
             elif self._welcomed and now - self._last_heard > 3 * self._heartbeat_ms / 1000:
                 log.warning("nothing from %s for three heartbeats", self._endpoints.current)
                 self._move()
-            if self._welcomed and now >= next_heartbeat:
+            if self._welcomed and (now >= next_heartbeat or self._heartbeat_now):
+                self._heartbeat_now = False
                 self._send(Type.HEARTBEAT, [[t.ref.wire() for t in self._held.values()], self._capacity,
                                             self._draining])
                 next_heartbeat = now + self._heartbeat_ms / 1000
@@ -281,6 +283,7 @@ class Worker:
 
     def _on_welcome(self, welcome: protocol.Welcome) -> None:
         self._welcomed = True
+        self._heartbeat_now = True  # until its first heartbeat a worker is a newcomer (protocol §3.3)
         self._unanswered_hellos = 0
         self._heartbeat_ms = welcome.heartbeat_ms
         log.info("welcomed by broker %s at %s", welcome.broker_id, self._endpoints.current)
