@@ -454,10 +454,25 @@ class WorkerCase:
         self.job_ids: list[str] = []
         self.drain_exit: Optional[int] = None
         self.drain_exit_at = 0.0
+        # Where a worker command with {record} appends a line per handler
+        # start: `id attempt token start_us ...` (start_us: wall clock, µs).
+        self.record = deployment.dir / f"starts-{self.queue}.txt" if "{record}" in command else None
+
+    def starts(self) -> list[tuple[str, int, float]]:
+        """(id, token, monotonic time) of every handler start the worker recorded."""
+        if self.record is None or not self.record.exists():
+            return []
+        wall_to_monotonic = time.monotonic() - time.time()
+        out = []
+        for line in self.record.read_text().splitlines():
+            fields = line.split()
+            if len(fields) >= 4:
+                out.append((fields[0], int(fields[2]), int(fields[3]) / 1e6 + wall_to_monotonic))
+        return out
 
     def start_worker(self) -> None:
         argv = shlex.split(self.command.format(endpoint=self.proxy.endpoint, queue=self.queue,
-                                               id=f"conformance-{self.queue}"))
+                                               id=f"conformance-{self.queue}", record=self.record or ""))
         with open(self.deployment.dir / "worker.log", "ab") as out:
             try:
                 self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -666,17 +681,39 @@ def check_results_resent_after_welcome(case: WorkerCase) -> None:
 
 
 def check_announced_before_start(case: WorkerCase) -> None:
-    """§3.3: a task with start_check 1 or 2 starts only after STARTING named it and START_REPLY said go."""
-    goes = {}
+    """§3.3: a task with start_check 1 or 2 starts only after STARTING named it and START_REPLY said go.
+    With a worker command that records its starts ({record}), each start is checked against its go;
+    every worker's results are too (a result before go shows a start before it)."""
+    goes: dict[tuple[Any, ...], float] = {}
     for t, f in case.proxy.frames("to_worker", "START_REPLY"):
         for ref in f[2][0]:
             goes.setdefault(tuple(ref), t)
+    if case.record is not None:
+        check_starts_after_go(case, {(ref[1], ref[2]): t for ref, t in goes.items()})
     delivered = {r for _, f in case.proxy.frames("to_worker", "TASKS") for r in refs_of(f)}
     for t, f in case.proxy.frames("to_broker", "RESULTS"):
         for item in f[2][0]:
             ref = tuple(item[:3])
             if ref in delivered and (ref not in goes or goes[ref] > t):
                 raise CaseFailed(f"job {ref[1]} was reported before START_REPLY said go")
+
+
+def check_starts_after_go(case: WorkerCase, go_by_delivery: dict[tuple[str, int], float]) -> None:
+    """Each recorded start of an announced task (start_check 1 or 2) comes after its go."""
+    starts = case.starts()
+    if not starts:
+        raise CaseFailed("the worker recorded no start ({record})")
+    announced = {(i[1], i[7]) for _, f in case.proxy.frames("to_worker", "TASKS") for i in f[2][0] if i[10] >= 1}
+    # The clocks are read apart (wall clock in the record, monotonic here):
+    # a start counts as before its go only by more than this.
+    slack_s = 0.002
+    for job_id, token, started in starts:
+        if (job_id, token) not in announced:
+            continue
+        go = go_by_delivery.get((job_id, token))
+        if go is None or started < go - slack_s:
+            raise CaseFailed(f"job {job_id} started before START_REPLY said go "
+                             f"({'no go at all' if go is None else f'{(go - started) * 1000:.1f} ms before it'})")
 
 
 def check_exclusive_announcement(case: WorkerCase) -> None:
@@ -881,7 +918,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", required=True, type=Path, help="directory holding dueq-broker")
     parser.add_argument("--worker", help="command starting the worker under test; {endpoint} and {queue} are "
-                                         "replaced (it handles job types noop, sleep (payload = ms) and fail)")
+                                         "replaced (it handles job types noop, sleep (payload = ms) and fail); "
+                                         "{record}, if given, by a file it appends `id attempt token start_us` to "
+                                         "as each handler starts (start_us: wall clock, microseconds)")
     parser.add_argument("--producer", help="command enqueuing one job and exiting 0 once the broker has it; "
                                            "{endpoint}, {queue} and {id} are replaced")
     parser.add_argument("--suite", choices=["broker", "worker", "producer", "all"], default="all")

@@ -1,7 +1,8 @@
 """The Python worker with one MUST of docs/protocol.md skipped, for the
 conformance suite to catch: --skip received (never sends RECEIVED),
-checksum (runs a payload whatever its checksum says) or resend (forgets
-unconfirmed results when a new WELCOME comes)."""
+checksum (runs a payload whatever its checksum says), resend (forgets
+unconfirmed results when a new WELCOME comes) or go (starts a task at once
+whatever its start_check asks)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,13 @@ elif skip == "resend":
         self._unconfirmed.clear()
         original_welcome(self, welcome)
     dueq.worker.Worker._on_welcome = welcome_forgetting  # type: ignore[method-assign]
+elif skip == "go":
+    original_tasks_read = protocol.Tasks.read
+
+    def read_ignoring_start_check(body: list[Any]) -> protocol.Tasks:
+        tasks = original_tasks_read(body)
+        return protocol.Tasks([dataclasses.replace(t, start_check=0) for t in tasks.items], tasks.seq)
+    protocol.Tasks.read = staticmethod(read_ignoring_start_check)  # type: ignore[method-assign]
 else:
     sys.exit(f"unknown --skip {skip}")
 
