@@ -704,9 +704,10 @@ def check_starts_after_go(case: WorkerCase, go_by_delivery: dict[tuple[str, int]
     if not starts:
         raise CaseFailed("the worker recorded no start ({record})")
     announced = {(i[1], i[7]) for _, f in case.proxy.frames("to_worker", "TASKS") for i in f[2][0] if i[10] >= 1}
-    # The clocks are read apart (wall clock in the record, monotonic here):
-    # a start counts as before its go only by more than this.
-    slack_s = 0.002
+    # The clocks are read apart (wall clock in the record, monotonic here,
+    # and NTP may slew the wall clock by up to 0.5 ms a second meanwhile): a
+    # start counts as before its go only by more than this.
+    slack_s = 0.010
     for job_id, token, started in starts:
         if (job_id, token) not in announced:
             continue
