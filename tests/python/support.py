@@ -38,7 +38,8 @@ class Deployment(conformance.Deployment):
 
     def __init__(self, test: unittest.TestCase, broker_args: Optional[list[str]] = None) -> None:
         workdir = Path(tempfile.mkdtemp(prefix="dueq-py-"))
-        test.addCleanup(shutil.rmtree, workdir, True)
+        if not os.environ.get("DUEQ_KEEP_DIRS"):  # set it to read a failed test's logs
+            test.addCleanup(shutil.rmtree, workdir, True)
         test.addCleanup(self.close)
         self.procs = []  # close() may run before the base class sets it, if a start fails
         super().__init__(BIN, workdir, broker_args or [])

@@ -239,7 +239,15 @@ class Worker:
                     self._say_hello()
             elif self._welcomed and now - self._last_heard > 3 * self._heartbeat_ms / 1000:
                 log.warning("nothing from %s for three heartbeats", self._endpoints.current)
-                self._move()
+                if len(self._endpoints.all) > 1:
+                    self._move()
+                else:
+                    # ZeroMQ reconnects by itself. A new socket would bring
+                    # the same routing id while the broker may still hold the
+                    # old connection (this process was stopped, say): the
+                    # broker ignores such a duplicate, and every HELLO on it.
+                    self._welcomed = False  # results wait for the WELCOME
+                    self._say_hello()
             if self._welcomed and (now >= next_heartbeat or self._heartbeat_now):
                 self._heartbeat_now = False
                 self._send(Type.HEARTBEAT, [[t.ref.wire() for t in self._held.values()], self._capacity,
