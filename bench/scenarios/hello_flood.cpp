@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "common/protocol.hpp"
+#include "tests/support/hit_and_run.hpp"
 
 namespace dueq::bench {
 
@@ -33,20 +33,8 @@ double drain_seconds(int jobs, int flood_peers, int& taken, int& hellos) {
     peers.emplace_back([&, t] {
       zmq::context_t context;
       for (int i = t; i < flood_peers && !drained; i += 4) {
-        zmq::socket_t peer(context, zmq::socket_type::dealer);
-        peer.set(zmq::sockopt::linger, 0);
-        peer.set(zmq::sockopt::routing_id, fmt::format("hit-and-run-{}", i));
-        peer.connect(cluster.endpoint());
-        const std::string hello = proto::encode(proto::Hello{fmt::format("hit-and-run-{}", i), {"flood"}, 16, {}, "h", 1});
-        peer.send(zmq::buffer(hello), zmq::send_flags::none);
+        frames += hit_and_run(context, cluster.endpoint(), "flood", i);
         ++said_hello;
-        zmq::pollitem_t item{peer.handle(), 0, ZMQ_POLLIN, 0};
-        for (int n = 0; n < 3 && zmq::poll(&item, 1, std::chrono::milliseconds(5)) == 1; ++n) {
-          zmq::message_t message;
-          if (!peer.recv(message)) break;
-          auto frame = proto::decode(message.to_string_view());
-          if (frame && std::holds_alternative<proto::Tasks>(*frame)) ++frames;
-        }
       }
     });
   int64_t next_report_us = started + 5'000'000;

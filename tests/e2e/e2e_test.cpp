@@ -23,6 +23,7 @@
 #include "common/clock.hpp"
 #include "common/protocol.hpp"
 #include "tests/support/cluster.hpp"
+#include "tests/support/hit_and_run.hpp"
 #include "tests/support/raw_peer.hpp"
 
 using namespace dueq;
@@ -1181,21 +1182,8 @@ TEST(EndToEnd, ABurstOfHitAndRunHellosSendsNoJobToTheDeadLetters) {
     peers.emplace_back([&, t] {
       zmq::context_t context;
       for (int i = t; i < 12'000 && std::chrono::steady_clock::now() < give_up; i += 4) {
-        zmq::socket_t peer(context, zmq::socket_type::dealer);
-        peer.set(zmq::sockopt::linger, 0);
-        peer.set(zmq::sockopt::routing_id, fmt::format("hit-and-run-{}", i));
-        peer.connect(cluster.endpoint());
-        const std::string hello = proto::encode(proto::Hello{fmt::format("hit-and-run-{}", i), {"burst"}, 16, {}, "h", 1});
-        peer.send(zmq::buffer(hello), zmq::send_flags::none);
+        deliveries_taken += hit_and_run(context, cluster.endpoint(), "burst", i);
         ++hellos;
-        // Takes a TASKS frame if one comes soon, then vanishes.
-        zmq::pollitem_t item{peer.handle(), 0, ZMQ_POLLIN, 0};
-        for (int frames = 0; frames < 3 && zmq::poll(&item, 1, std::chrono::milliseconds(5)) == 1; ++frames) {
-          zmq::message_t message;
-          if (!peer.recv(message)) break;
-          auto frame = proto::decode(message.to_string_view());
-          if (frame && std::holds_alternative<proto::Tasks>(*frame)) ++deliveries_taken;
-        }
       }
     });
   for (auto& p : peers) p.join();

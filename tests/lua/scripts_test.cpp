@@ -40,6 +40,9 @@ using dueq::proto::StartCheck;
 
 namespace {
 
+// A job of queue "q" (defined below).
+proto::NewJob job(std::string id, int64_t due = 0, uint32_t max = 0);
+
 class Scripts : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -86,6 +89,21 @@ class Scripts : public ::testing::Test {
     Round round;
     round.add(calls::extend("q", deadline, LeaseReport::started, refs));
     EXPECT_EQ(ints(run(round))->size(), jobs.size());
+  }
+
+  // Jobs "a" and "b" (one attempt each) leased to one worker, only b's start
+  // recorded; then the broker gives both back with `mode` (worker lost).
+  std::vector<NackOutcome> lose_a_and_started_b(NackMode mode) {
+    enqueue({job("a", 0, 1), job("b", 0, 1)}, 1000);
+    auto l = lease(2, 5000);
+    EXPECT_EQ(l.size(), 2u);
+    if (l.size() != 2) return {};
+    const LeasedJob& a = l[0].id == "a" ? l[0] : l[1];
+    const LeasedJob& b = l[0].id == "a" ? l[1] : l[0];
+    record_start({b}, 9000);
+    Round round;
+    round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", a.token, mode, "worker lost", 0}, {"b", b.token, mode, "worker lost", 0}}));
+    return *calls::parse_nack(run(round));
   }
 
   // A job field as `dueq job` reports it ("" when absent or the job is unknown).
@@ -135,7 +153,7 @@ class Scripts : public ::testing::Test {
   std::vector<ReplyPtr> replies_;
 };
 
-proto::NewJob job(std::string id, int64_t due = 0, uint32_t max = 0) {
+proto::NewJob job(std::string id, int64_t due, uint32_t max) {
   return proto::NewJob{"q", std::move(id), "t", proto::Bytes{"payload-" + std::string("x")}, due, max};
 }
 
@@ -905,16 +923,7 @@ TEST_F(Scripts, ExtendingALeaseForAHeldJobRecordsNoStart) {
 // start; Redis still counts it when it holds the start (the broker that saw
 // it may have been replaced).
 TEST_F(Scripts, AJobOfALostWorkerUsesNoAttemptUnlessRedisHoldsItsStart) {
-  enqueue({job("a", 0, 1), job("b", 0, 1)}, 1000);
-  auto l = lease(2, 5000);
-  ASSERT_EQ(l.size(), 2u);
-  const LeasedJob& a = l[0].id == "a" ? l[0] : l[1];
-  const LeasedJob& b = l[0].id == "a" ? l[1] : l[0];
-  record_start({b}, 9000);
-  Round round;
-  round.add(calls::nack("q", 2000, 0, 0, 60,
-                        {{"a", a.token, NackMode::lost, "worker lost", 0}, {"b", b.token, NackMode::lost, "worker lost", 0}}));
-  auto out = *calls::parse_nack(run(round));
+  const auto out = lose_a_and_started_b(NackMode::lost);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].status, NackStatus::retried);
   EXPECT_EQ(out[1].status, NackStatus::dead);
@@ -928,17 +937,7 @@ TEST_F(Scripts, AJobOfALostWorkerUsesNoAttemptUnlessRedisHoldsItsStart) {
 // not charged then, and the next delivery runs alone; without a recorded
 // start it is an unstarted delivery as under "lost".
 TEST_F(Scripts, AStartAnEarlierBrokerRecordedIsNotChargedToAJobLostBesideOthers) {
-  enqueue({job("a", 0, 1), job("b", 0, 1)}, 1000);
-  auto l = lease(2, 5000);
-  ASSERT_EQ(l.size(), 2u);
-  const LeasedJob& a = l[0].id == "a" ? l[0] : l[1];
-  const LeasedJob& b = l[0].id == "a" ? l[1] : l[0];
-  record_start({b}, 9000);
-  Round round;
-  round.add(calls::nack("q", 2000, 0, 0, 60,
-                        {{"a", a.token, NackMode::lost_beside, "worker lost", 0},
-                         {"b", b.token, NackMode::lost_beside, "worker lost", 0}}));
-  auto out = *calls::parse_nack(run(round));
+  const auto out = lose_a_and_started_b(NackMode::lost_beside);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].status, NackStatus::retried);
   EXPECT_EQ(out[1].status, NackStatus::retried) << "b was charged its only attempt";
