@@ -50,7 +50,7 @@ demo: build
 # for processes and timers (ctest -j3: 280 s, -j2: 397 s).
 TEST_JOBS ?= 3
 test: deps
-	cmake -S . -B $(SAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_SANITIZE=ON -DDUEQ_TESTS=ON >/dev/null
+	cmake -S . -B $(SAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_SANITIZE=ON -DDUEQ_UNITY=ON -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(SAN_BUILD_DIR) -j$(JOBS)
 	cd $(SAN_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest -j$(TEST_JOBS) --output-on-failure --timeout 600

@@ -82,10 +82,6 @@ std::string text(const nlohmann::json& job, const char* key) {
   return it != job.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 }  // namespace
 
 // Rule: a 2xx answer is done and the request carries the payload and the
@@ -101,7 +97,7 @@ TEST(HttpHandler, PostsTheJobAndFailsNon2xxAndHungRequestsWithTheReason) {
                         "--exec", "hang=" + base + "/hang"});
   ASSERT_TRUE(cluster.wait_for_workers(1));
   Client client(cluster.endpoint());
-  const int64_t due = now_ms() + 300;
+  const int64_t due = unix_now_ms() + 300;
   ASSERT_TRUE(client.enqueue({.queue = "web", .type = "hang", .payload = "", .id = "h-1", .max_attempts = 1}));
   ASSERT_TRUE(client.enqueue({.queue = "web", .type = "ok", .payload = std::string("bin\0ary", 7), .id = "ok-1", .due_ms = due}));
   ASSERT_TRUE(client.enqueue({.queue = "web", .type = "fail", .payload = "x", .id = "f-1", .max_attempts = 1}));

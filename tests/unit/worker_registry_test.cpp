@@ -15,7 +15,7 @@ namespace {
 
 constexpr int64_t kNoByteLimit = 1 << 30;
 
-WorkerInfo worker(uint32_t capacity, bool confirmed, bool heartbeated, std::vector<std::string> queues = {"q"}) {
+WorkerInfo worker_info(uint32_t capacity, bool confirmed, bool heartbeated, std::vector<std::string> queues = {"q"}) {
   WorkerInfo w;
   w.worker_id = "w";
   w.queues = std::move(queues);
@@ -40,8 +40,8 @@ std::map<std::string, int64_t> free_of(const WorkerRegistry& registry, const std
 
 TEST(WorkerRegistry, NewcomersGetNothingOfAQueueAnEstablishedWorkerTakes) {
   WorkerRegistry registry;
-  registry.upsert("healthy", worker(2, true, true));
-  for (int i = 0; i < 10; ++i) registry.upsert("new-" + std::to_string(i), worker(100, false, false));
+  registry.upsert("healthy", worker_info(2, true, true));
+  for (int i = 0; i < 10; ++i) registry.upsert("new-" + std::to_string(i), worker_info(100, false, false));
   EXPECT_EQ(free_of(registry), (std::map<std::string, int64_t>{{"healthy", 2}}));
   // Even when the established worker is full.
   EXPECT_TRUE(free_of(registry, {{"healthy", 2}}).empty());
@@ -49,23 +49,23 @@ TEST(WorkerRegistry, NewcomersGetNothingOfAQueueAnEstablishedWorkerTakes) {
 
 TEST(WorkerRegistry, AHeartbeatMakesAWorkerEstablishedWithTheUnconfirmedCredit) {
   WorkerRegistry registry;
-  registry.upsert("beat", worker(100, false, true));
-  registry.upsert("new", worker(100, false, false));
+  registry.upsert("beat", worker_info(100, false, true));
+  registry.upsert("new", worker_info(100, false, false));
   EXPECT_EQ(free_of(registry), (std::map<std::string, int64_t>{{"beat", WorkerRegistry::kUnconfirmedCredit}}));
 }
 
 TEST(WorkerRegistry, ADrainingWorkerDoesNotKeepNewcomersOut) {
   WorkerRegistry registry;
-  auto draining = worker(2, true, true);
+  auto draining = worker_info(2, true, true);
   draining.draining = true;
   registry.upsert("leaving", std::move(draining));
-  registry.upsert("new", worker(4, false, false));
+  registry.upsert("new", worker_info(4, false, false));
   EXPECT_EQ(free_of(registry), (std::map<std::string, int64_t>{{"new", 4}}));
 }
 
 TEST(WorkerRegistry, NewcomersShareThePoolWhereNoWorkerIsEstablished) {
   WorkerRegistry registry;
-  for (int i = 0; i < 10; ++i) registry.upsert("new-" + std::to_string(i), worker(100, false, false));
+  for (int i = 0; i < 10; ++i) registry.upsert("new-" + std::to_string(i), worker_info(100, false, false));
   int64_t total = 0;
   for (const auto& [rid, free] : free_of(registry)) {
     EXPECT_LE(free, WorkerRegistry::kUnconfirmedCredit) << rid;
@@ -74,7 +74,7 @@ TEST(WorkerRegistry, NewcomersShareThePoolWhereNoWorkerIsEstablished) {
   EXPECT_EQ(total, WorkerRegistry::kNewcomerPool);
   // What newcomers hold is taken from the pool; an established worker
   // elsewhere (another queue) does not count.
-  registry.upsert("other", worker(8, true, true, {"other"}));
+  registry.upsert("other", worker_info(8, true, true, {"other"}));
   int64_t after = 0;
   for (const auto& [rid, free] : free_of(registry, {{"new-0", 10}, {"new-1", 6}, {"other", 8}})) after += free;
   EXPECT_EQ(after, WorkerRegistry::kNewcomerPool - 16);
@@ -84,7 +84,7 @@ TEST(WorkerRegistry, PastTheNewcomerLimitTheOldestNewcomerIsLetGo) {
   WorkerRegistry registry;
   for (size_t i = 0; i < WorkerRegistry::kMaxNewcomers; ++i) {
     const std::string rid = "new-" + std::to_string(i);
-    registry.upsert(rid, worker(1, false, false));
+    registry.upsert(rid, worker_info(1, false, false));
     EXPECT_FALSE(registry.admit_newcomer(rid)) << i;
   }
   // Workers that heartbeated, confirmed or left are no longer counted.
@@ -93,9 +93,9 @@ TEST(WorkerRegistry, PastTheNewcomerLimitTheOldestNewcomerIsLetGo) {
   registry.remove("new-2");
   for (int i = 0; i < 3; ++i) {
     const std::string rid = "late-" + std::to_string(i);
-    registry.upsert(rid, worker(1, false, false));
+    registry.upsert(rid, worker_info(1, false, false));
     EXPECT_FALSE(registry.admit_newcomer(rid)) << rid;
   }
-  registry.upsert("one-too-many", worker(1, false, false));
+  registry.upsert("one-too-many", worker_info(1, false, false));
   EXPECT_EQ(registry.admit_newcomer("one-too-many"), std::optional<std::string>("new-3"));
 }
