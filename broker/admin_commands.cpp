@@ -368,8 +368,7 @@ Result<proto::AdminReply> audit_queues(AdminContext& c, const proto::AdminReques
 // Redis holds it (AdminEffects).
 Result<proto::AdminReply> pause_or_resume(AdminContext& c, const proto::AdminRequest& request, bool pause) {
   if (auto valid = validate_queue_name(request.queue); !valid) return std::unexpected(valid.error());
-  auto registered = c.redis.call(c.redis.in_cluster() ? Command{"SADD", kQueuesKey, request.queue}
-                                                     : calls::register_queue(request.queue));
+  auto registered = c.redis.call(calls::register_queue(request.queue));
   if (!registered) return std::unexpected(registered.error());
   if (auto err = reply_error(registered->get()); !err.empty()) return fail(Errc::internal, "register_queue: " + std::string(err));
   auto r = run(c, calls::pause(request.queue, pause, c.now_ms));

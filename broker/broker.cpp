@@ -122,7 +122,7 @@ Result<StartEnd> Broker::start(int signal_fd) {
   auto pin_bytes = encoding_pin_bytes(redis_);
   if (!pin_bytes) return std::unexpected(pin_bytes.error());
   enqueuer_.use_encoding_pin_bytes(*pin_bytes);
-  enqueuer_.use_fenced_registration(!address->via_cluster());
+  enqueuer_.use_cluster_registration(address->via_cluster());
 
   router_.set(zmq::sockopt::linger, 0);
   // Per peer, messages read off the network ahead of the loop: a peer that

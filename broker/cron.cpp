@@ -149,7 +149,12 @@ void CronScheduler::add_to(Round& round) {
       continue;
     }
     QueueState& queue = queues_.get(t.entry.queue);
-    enqueuer_.add_registration(round, queue);
+    if (!enqueuer_.ready_for_writes(round, queue)) {
+      // Behind a Redis Cluster a new queue's registration goes first; its
+      // ticks follow once Redis confirmed it (one round trip).
+      t.next_check_ms = now_ms + kRegistrationWaitMs;
+      continue;
+    }
     // Hints for the promote and lease calls that follow in this round.
     for (const int64_t tick : ticks) {
       if (tick <= now_ms) queue.ready_this_round = true;

@@ -49,8 +49,10 @@ class CronScheduler {
  public:
   static constexpr int64_t kMisfireGraceMs = 1'000;  // a tick this late is still enqueued as usual
   static constexpr size_t kMaxTicksPerCall = 100;
+  // How soon an entry whose queue's registration is in flight is looked at again.
+  static constexpr int64_t kRegistrationWaitMs = 10;
 
-  CronScheduler(const BrokerConfig& config, const Clock& clock, QueueTable& queues, const Enqueuer& enqueuer)
+  CronScheduler(const BrokerConfig& config, const Clock& clock, QueueTable& queues, Enqueuer& enqueuer)
       : config_(config), clock_(clock), queues_(queues), enqueuer_(enqueuer) {}
 
   // At take-over: the config's entries and the stored ones, each with the
@@ -86,7 +88,7 @@ class CronScheduler {
   const BrokerConfig& config_;
   const Clock& clock_;
   QueueTable& queues_;
-  const Enqueuer& enqueuer_;  // registers a queue a tick creates
+  Enqueuer& enqueuer_;  // registers a queue a tick creates
   std::map<std::string, Tracked> entries_;
 };
 

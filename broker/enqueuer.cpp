@@ -62,7 +62,7 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
 }
 
 Command register_queue(const std::string& queue) {
-  return script_call(lua::ScriptId::register_queue, {QueueKeys(queue).jobs, kQueuesKey}).add(queue);
+  return script_call(lua::ScriptId::register_queue, {kQueuesKey, kLeaderEpochsKey}).add(queue);
 }
 
 Command pin_encoding(const std::string& queue, size_t pin_bytes) {
@@ -156,8 +156,42 @@ struct Answers {
 
 }  // namespace
 
+std::vector<EnqueueRequest> Enqueuer::take_writable(Round& round) {
+  std::map<std::string, bool> writable;  // per queue, asked once a round
+  std::vector<EnqueueRequest> ready, waiting;
+  for (auto& request : std::exchange(enqueues_, {})) {
+    bool all = true;
+    for (size_t i = 0; i < request.frame.jobs.size(); ++i) {
+      if (answered_without_redis(request.outcomes[i])) continue;
+      const std::string& name = request.frame.jobs[i].queue;
+      auto [it, fresh] = writable.try_emplace(name, false);
+      if (fresh) it->second = ready_for_writes(round, queues_.get(name));
+      all = all && it->second;
+    }
+    (all ? ready : waiting).push_back(std::move(request));
+  }
+  enqueues_ = std::move(waiting);
+  return ready;
+}
+
+bool Enqueuer::has_work() const {
+  if (!registration_first_) return !enqueues_.empty();
+  // A request that waits for a registration in flight needs no round.
+  return std::any_of(enqueues_.begin(), enqueues_.end(), [&](const EnqueueRequest& request) {
+    for (size_t i = 0; i < request.frame.jobs.size(); ++i) {
+      const QueueState* q = queues_.find(request.frame.jobs[i].queue);
+      if (q != nullptr && q->registering && !answered_without_redis(request.outcomes[i])) return false;
+    }
+    return true;
+  });
+}
+
 void Enqueuer::add_to(Round& round, Dispatcher& dispatcher, bool stopping) {
   if (enqueues_.empty()) return;
+  // The requests move into the round; their jobs are encoded into the calls.
+  auto requests = take_writable(round);
+  gathered_.clear();
+  if (requests.empty()) return;
   const int64_t now = clock_.wall_ms();
   auto answers = std::make_shared<Answers>();
   struct Open {
@@ -181,7 +215,6 @@ void Enqueuer::add_to(Round& round, Dispatcher& dispatcher, bool stopping) {
     }
     call = std::move(sorted);
     QueueState& q = queues_.get(name);
-    add_registration(round, q);
     const auto& policy = config_.policy(name);
     std::vector<int64_t> dues;
     dues.reserve(call.jobs.size());
@@ -260,9 +293,6 @@ void Enqueuer::add_to(Round& round, Dispatcher& dispatcher, bool stopping) {
                 dispatcher.deliver(name, reservation, std::move(leased));
               });
   };
-  // The requests move into the round; their jobs are encoded into the calls.
-  auto requests = std::exchange(enqueues_, {});
-  gathered_.clear();
   for (size_t r = 0; r < requests.size(); ++r) {
     const auto& request = requests[r];
     for (size_t i = 0; i < request.frame.jobs.size(); ++i) {
@@ -335,10 +365,30 @@ void Enqueuer::answer_unavailable(const std::string& why, int64_t retry_after_ms
                                                      static_cast<uint32_t>(retry_after_ms)});
 }
 
-void Enqueuer::add_registration(Round& round, const QueueState& q) const {
-  if (q.registered) return;
-  round.add(fenced_registration_ ? calls::register_queue(q.name) : Command{"SADD", kQueuesKey, q.name});
-  round.add(calls::pin_encoding(q.name, encoding_pin_bytes_));
+bool Enqueuer::ready_for_writes(Round& round, QueueState& q) {
+  if (!registration_first_) {
+    if (!q.registered) {
+      round.add(calls::register_queue(q.name));
+      round.add(calls::pin_encoding(q.name, encoding_pin_bytes_));
+    }
+    return true;
+  }
+  if (q.registered) {
+    if (std::exchange(q.pin_pending, false)) round.add(calls::pin_encoding(q.name, encoding_pin_bytes_));
+    return true;
+  }
+  if (!q.registering) {
+    q.registering = true;
+    round.add(calls::register_queue(q.name), [this, name = q.name](const redisReply* r) {
+      QueueState* q = queues_.find(name);
+      if (q == nullptr) return;
+      q->registering = false;
+      if (r == nullptr || r->type == REDIS_REPLY_ERROR) return;  // tried again by the next write
+      q->registered = true;
+      q->pin_pending = true;
+    });
+  }
+  return false;
 }
 
 }  // namespace dueq::broker

@@ -49,8 +49,8 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
 // keys (broker/encoding_pin.hpp), where they are missing; `pin_bytes` from
 // encoding_pin_bytes (broker/redis_settings.hpp).
 Command pin_encoding(const std::string& queue, size_t pin_bytes);
-// register_queue.lua: the queue's name added to the known queues, fenced
-// (outside a Redis Cluster only).
+// register_queue.lua: the queue's name added to the known queues, fenced by
+// the leader's epoch counter.
 Command register_queue(const std::string& queue);
 }  // namespace calls
 
@@ -79,13 +79,19 @@ class Enqueuer {
   // The length of the encoding pins new queues get (encoding_pin_bytes,
   // broker/redis_settings.hpp), read from Redis at start.
   void use_encoding_pin_bytes(size_t bytes) { encoding_pin_bytes_ = bytes; }
-  // Outside a Redis Cluster a new queue is registered by a fenced script
-  // (register_queue.lua); behind one by a plain SADD.
-  void use_fenced_registration(bool fenced) { fenced_registration_ = fenced; }
-  // A queue not yet in the registry is added to it, its keys pinned to
-  // their encoding, before the first call that writes its jobs (the caller
-  // marks it registered once that call is applied).
-  void add_registration(Round& round, const QueueState& q) const;
+  // Behind a Redis Cluster, where a new queue's registration and its first
+  // write go to different slots, the write waits for the registration.
+  void use_cluster_registration(bool cluster) { registration_first_ = cluster; }
+  // Whether `round` may write `q`'s jobs. A queue not yet in the registry is
+  // added to it (register_queue.lua) and its keys pinned to their encoding
+  // before its first write. Outside a Redis Cluster both go first in the same
+  // round, and a deposed leader's round is fenced whole: true (the caller
+  // marks the queue registered once its write is applied). Behind one, a
+  // late write of a deposed leader would pass the queue's own fence (a new
+  // queue has none), so the write waits until Redis confirmed the
+  // registration: false until then, and the registration is added to the
+  // round once.
+  bool ready_for_writes(Round& round, QueueState& q);
 
   void on_enqueue(EnqueueRequest&& request);
 
@@ -103,11 +109,14 @@ class Enqueuer {
     }
     return jobs > 0;
   }
-  bool has_work() const { return !enqueues_.empty(); }
+  bool has_work() const;
   // Redis is unavailable: everything gathered is answered "unavailable".
   void answer_unavailable(const std::string& why, int64_t retry_after_ms);
 
  private:
+  // The requests gathered whose every queue ready_for_writes allows; the
+  // others stay gathered for a later round.
+  std::vector<EnqueueRequest> take_writable(Round& round);
   std::string backlog_reason(const std::string& queue) const;
   // The retry_after_ms of an ENQUEUE_REPLY: set when any job was answered overloaded.
   uint32_t retry_hint(const std::vector<proto::EnqueueOutcome>& outcomes) const;
@@ -122,7 +131,7 @@ class Enqueuer {
   QueueTable& queues_;
   Outbox& outbox_;
   size_t encoding_pin_bytes_ = kEncodingPinBytes;
-  bool fenced_registration_ = true;
+  bool registration_first_ = false;
   std::vector<EnqueueRequest> enqueues_;
   struct Gathered {
     size_t requests = 0;

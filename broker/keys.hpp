@@ -95,7 +95,12 @@ inline std::string epoch_key_of(std::string_view queue_key) {
 inline const std::string kLeaderHolderKey = "dueq:{leader}:holder";
 inline const std::string kLeaderEpochsKey = "dueq:{leader}:epochs";
 
-// The set of queue names the broker has seen (for restarts and `dueq stats`).
-inline const std::string kQueuesKey = "dueq:queues";
+// The set of queue names the broker has seen (for restarts and `dueq stats`),
+// in the leader's slot: a registration is fenced by the leader's epoch
+// counter there (lua/register_queue.lua), behind a Redis Cluster too.
+inline const std::string kQueuesKey = "dueq:{leader}:queues";
+// Where stores written before 0.5 keep it; moved at take-over
+// (move_legacy_queue_set, broker/store_upgrade.hpp).
+inline const std::string kLegacyQueuesKey = "dueq:queues";
 
 }  // namespace dueq::broker

@@ -16,6 +16,11 @@ struct QueueState {
   bool maybe_ready = false;       // the ready list may hold jobs
   bool ready_this_round = false;  // a call in the round being built may make jobs ready
   bool registered = false;        // name written to the queue registry
+  // Behind a Redis Cluster: its registration is in a round (registering),
+  // or was confirmed and its encoding pins go before its first write
+  // (pin_pending; Enqueuer::ready_for_writes).
+  bool registering = false;
+  bool pin_pending = false;
   // `dueq pause`: the queue leases nothing until resumed. Learned from the
   // admin thread's pause and resume, and from a lease call that found the
   // queue paused in Redis (after a restart or a take-over).
@@ -46,15 +51,21 @@ class QueueTable {
     return queues_.emplace(name, std::move(q)).first->second;
   }
   void erase(const std::string& name) { queues_.erase(name); }
+  QueueState* find(const std::string& name) {
+    auto it = queues_.find(name);
+    return it == queues_.end() ? nullptr : &it->second;
+  }
   const QueueState* find(const std::string& name) const {
     auto it = queues_.find(name);
     return it == queues_.end() ? nullptr : &it->second;
   }
   // After a restart or a reconnect the loop does not know what is due,
-  // leased or ready: the next round promotes and reclaims every queue, and
-  // their replies bring the times up to date.
+  // leased or ready: the next round promotes and reclaims every registered
+  // queue, and their replies bring the times up to date. A queue not
+  // registered (only named by a worker) has nothing in Redis to ask for.
   void forget_times() {
     for (auto& [name, q] : queues_) {
+      if (!q.registered) continue;
       q.next_due_ms = 0;
       q.next_deadline_ms = 0;
       q.maybe_ready = true;

@@ -93,6 +93,10 @@ void Scheduler::add_to(Round& round) {
     if (it == queues_.end()) it = queues_.begin();
     auto& [name, q] = *it;
     if (refusals_.holding(name)) continue;  // its slot is moving
+    // Nothing of a queue not registered is in Redis (its first write waits
+    // for that, Enqueuer::ready_for_writes): a fenced call would write its
+    // epoch key, behind a Redis Cluster even for a deposed leader.
+    if (!q.registered) continue;
     const size_t before = round.calls();
     if (q.next_due_ms >= 0 && q.next_due_ms <= at.wall_ms) add_promote(round, name, q, at);
     if (q.next_deadline_ms >= 0 && q.next_deadline_ms <= at.lease_ms) add_reclaim(round, name, q, at);

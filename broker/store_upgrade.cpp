@@ -74,6 +74,28 @@ Result<bool> build_missing_schedule_filter(ScriptRegistry& redis, const std::str
   return true;
 }
 
+Result<size_t> move_legacy_queue_set(ScriptRegistry& redis) {
+  auto members = redis.call(Command{"SMEMBERS", kLegacyQueuesKey});
+  if (!members) return std::unexpected(members.error());
+  auto names = reply::strings(members->get(), "SMEMBERS");
+  if (!names) return std::unexpected(names.error());
+  if (names->empty()) return size_t{0};
+  constexpr size_t kNamesPerCall = 1000;
+  std::vector<Command> adds;
+  for (size_t i = 0; i < names->size(); i += kNamesPerCall) {
+    Command add{"SADD", kQueuesKey};
+    for (size_t j = i; j < std::min(names->size(), i + kNamesPerCall); ++j) add.add((*names)[j]);
+    adds.push_back(std::move(add));
+  }
+  auto added = redis.pipeline(std::move(adds));
+  if (!added) return std::unexpected(added.error());
+  for (const auto& r : *added)
+    if (r->type != REDIS_REPLY_INTEGER) return reply::bad(r.get(), "SADD");
+  if (auto ok = redis.call(Command{"DEL", kLegacyQueuesKey}); !ok) return std::unexpected(ok.error());
+  spdlog::info("store upgrade: moved {} queue names from {} to {}", names->size(), kLegacyQueuesKey, kQueuesKey);
+  return names->size();
+}
+
 Result<int64_t> migrate_legacy_schedule(ScriptRegistry& redis, const std::string& queue) {
   const QueueKeys keys(queue);
   int64_t moved = 0;

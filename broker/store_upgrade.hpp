@@ -32,4 +32,11 @@ void add_upgrade_probe(std::vector<Command>& commands, const std::string& queue)
 Result<bool> upgrade_due(std::span<const ReplyPtr> replies);
 Result<void> upgrade_queue(ScriptRegistry& redis, const std::string& queue);
 
+// Stores written before 0.5 keep the set of known queues under
+// kLegacyQueuesKey, in no queue's slot; its names are added to kQueuesKey
+// and it is deleted (two steps behind a Redis Cluster, where the keys are
+// in different slots: a broker stopped between them moves the same names
+// again). Returns how many names it held.
+Result<size_t> move_legacy_queue_set(ScriptRegistry& redis);
+
 }  // namespace dueq::broker

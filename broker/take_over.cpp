@@ -54,6 +54,7 @@ Result<QueueNeeds> needs_of(std::span<const ReplyPtr> replies) {
 Result<void> Broker::take_over(size_t pin_bytes) {
   redis_.set_epoch(leadership_.epoch());
   if (auto ok = set_lease_clock(); !ok) return std::unexpected(ok.error());
+  if (auto moved = move_legacy_queue_set(redis_); !moved) return std::unexpected(moved.error());
   auto known = known_queues(redis_);
   if (!known) return std::unexpected(known.error());
   std::vector<std::string> names;

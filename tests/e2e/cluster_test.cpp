@@ -218,5 +218,33 @@ TEST(RedisCluster, MovingTheSlotOfABusyQueueLosesNothingAndItsJobsGoOnFromTheNew
               static_cast<long long>(flow.longest_gap_after(moved_at)), flow.accepted(), bulk.size(), lost, reruns);
 }
 
+// Rule: behind a Redis Cluster a new queue's registration (in the leader's
+// slot, fenced by the leader's epoch counter) is confirmed before its first
+// write (in the queue's slot, where a new queue has no epoch to fence it).
+// A newer epoch given (as when a standby took over while this leader's
+// bytes were held) refuses the registration, and nothing of the queue is
+// written anywhere; before, the registration was a plain SADD and the
+// enqueue landed in a queue no leader knew.
+TEST(RedisCluster, ANewQueueOfADeposedLeaderIsNeitherRegisteredNorWritten) {
+  RedisCluster redis(3, 0);
+  Cluster cluster;
+  start_on(cluster, redis, {});
+  Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 3000, .attempts = 1});
+  // A new queue, registered first and then written, while this broker leads.
+  auto first = client.enqueue(JobSpec{"first-new", "noop", "", "f-1", 0, 0});
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->status, EnqueueResult::Status::accepted) << first->reason;
+  RedisServer& leader_slot = redis.master_of("dueq:{leader}:epochs");
+  EXPECT_EQ(leader_slot.cli("SISMEMBER dueq:{leader}:queues first-new"), "1");
+
+  const int64_t epoch = std::stoll(leader_slot.cli("GET dueq:{leader}:epochs"));
+  ASSERT_EQ(leader_slot.cli(fmt::format("SET dueq:{{leader}}:epochs {}", epoch + 1)), "OK");  // a newer leader
+  auto late = client.enqueue(JobSpec{"made-late", "noop", "", "late-1", 0, 0});
+  EXPECT_FALSE(late && late->status == EnqueueResult::Status::accepted) << "a deposed leader accepted a job";
+  EXPECT_EQ(leader_slot.cli("SISMEMBER dueq:{leader}:queues made-late"), "0");
+  EXPECT_EQ(redis.master_of("dueq:{made-late}:jobs").cli("KEYS 'dueq:{made-late}:*'"), "")
+      << "nothing of the queue is written";
+}
+
 }  // namespace
 }  // namespace dueq::testing

@@ -597,9 +597,10 @@ TEST(Recovery, WithMinReplicasAJobIsAcceptedOnlyOnceAReplicaHasIt) {
 }
 
 // An upgrade: the store was written by a dueq version that kept the schedule
-// in one `scheduled` sorted set with the records in the jobs hash. The new
-// broker moves it into the partitioned schedule as it starts, and every job
-// still runs once, at its due time.
+// in one `scheduled` sorted set with the records in the jobs hash, and the
+// set of known queues under `dueq:queues`. The new broker moves both (the
+// schedule into its partitions, the names into `dueq:{leader}:queues`) as it
+// starts, and every job still runs once, at its due time.
 TEST(Recovery, ABrokerUpgradedFromTheSingleSetScheduleRunsEveryScheduledJobOnTime) {
   Cluster cluster;
   cluster.broker().signal(SIGTERM);
@@ -623,6 +624,9 @@ TEST(Recovery, ABrokerUpgradedFromTheSingleSetScheduleRunsEveryScheduledJobOnTim
   cluster.start_broker();
   EXPECT_EQ(cluster.log_count(fmt::format("moved {} scheduled jobs into the partitioned schedule", kJobs)), 1u);
   EXPECT_EQ(cluster.redis().cli("EXISTS 'dueq:{legacy}:scheduled'"), "0");
+  EXPECT_EQ(cluster.log_count("moved 1 queue names from dueq:queues to dueq:{leader}:queues"), 1u);
+  EXPECT_EQ(cluster.redis().cli("EXISTS dueq:queues"), "0");
+  EXPECT_EQ(cluster.redis().cli("SISMEMBER 'dueq:{leader}:queues' legacy"), "1");
   auto before = cluster.stats("legacy");
   ASSERT_TRUE(before);
   EXPECT_EQ(before->scheduled, kJobs);

@@ -179,13 +179,13 @@ TEST(Standby, WithTwentyThousandQueuesBehindASlowLinkOneLossMakesOneNewLeader) {
     const auto script = redis.dir() / "queues.txt";
     std::ofstream out(script);
     for (int q = 0; q < kQueues; q += kPerLine) {
-      out << "SADD dueq:queues";
+      out << "SADD dueq:{leader}:queues";
       for (int n = q; n < q + kPerLine; ++n) out << fmt::format(" bulk-{:05}", n);
       out << "\n";
     }
     out.close();
     redis.cli("< " + script.string());
-    ASSERT_EQ(redis.cli("SCARD dueq:queues"), "20000");
+    ASSERT_EQ(redis.cli("SCARD dueq:{leader}:queues"), "20000");
   }
   DelayProxy link(redis.port(), 1ms);
   const auto dir = make_temp_dir("takeover");
@@ -296,7 +296,7 @@ TEST(Standby, ARoundOfADeposedLeaderHeldInItsLinkWritesNothingWhenItArrives) {
   // The held round reaches Redis and is refused ("ERR dueq fenced").
   ASSERT_TRUE(eventually([&] { return link.held_bytes() == 0 && refusals() > refused_before; }, 10s))
       << link.held_bytes() << " bytes held";
-  EXPECT_EQ(redis.cli("SISMEMBER dueq:queues created-late"), "0");
+  EXPECT_EQ(redis.cli("SISMEMBER dueq:{leader}:queues created-late"), "0");
   EXPECT_EQ(redis.cli("KEYS 'dueq:{created-late}:*'"), "") << "a deposed leader's round created the queue";
 
   Process worker({bin("dueq-example-worker"), "--broker", b_endpoint, "--queue", "created-late", "--concurrency", "2",

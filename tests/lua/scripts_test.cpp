@@ -2146,13 +2146,13 @@ TEST_F(Scripts, ALateCallOfADeposedLeaderCreatesNoQueue) {
 
 // A new queue's name goes into the known queues by a fenced script: a
 // late registration by a deposed leader adds nothing, and the script takes
-// only the queue's own jobs key with its name.
+// only the queue set and the leader's counter with the queue's name.
 TEST_F(Scripts, ALateRegistrationOfADeposedLeaderAddsNoQueue) {
   ASSERT_EQ(redis_->cli("SET dueq:{leader}:epochs 2"), "OK");  // a newer leader took over
   auto refused = store_->call(calls::register_queue("registered-late"));
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, Errc::fenced);
-  EXPECT_EQ(redis_->cli("SISMEMBER dueq:queues registered-late"), "0");
+  EXPECT_EQ(redis_->cli("SISMEMBER dueq:{leader}:queues registered-late"), "0");
 
   ScriptRegistry next_leader(*parse_redis_url(redis_->url()));
   next_leader.set_epoch(2);
@@ -2163,14 +2163,37 @@ TEST_F(Scripts, ALateRegistrationOfADeposedLeaderAddsNoQueue) {
   auto again = next_leader.call(calls::register_queue("registered-late"));
   ASSERT_TRUE(again);
   EXPECT_EQ((*again)->integer, 0);
-  EXPECT_EQ(redis_->cli("SISMEMBER dueq:queues registered-late"), "1");
+  EXPECT_EQ(redis_->cli("SISMEMBER dueq:{leader}:queues registered-late"), "1");
 
   Command mismatched = script_call(lua::ScriptId::register_queue, {QueueKeys("one").jobs, kQueuesKey});
   mismatched.add("another");
   auto bad = next_leader.call(std::move(mismatched));
   ASSERT_TRUE(bad);
   EXPECT_NE(reply_error(bad->get()).find("bad-args"), std::string_view::npos);
-  EXPECT_EQ(redis_->cli("SISMEMBER dueq:queues another"), "0");
+  EXPECT_EQ(redis_->cli("SISMEMBER dueq:{leader}:queues another"), "0");
+}
+
+// Behind a Redis Cluster the fence reads no leader counter (it may be in
+// another slot than a queue's keys); register_queue.lua, whose keys share
+// the leader's slot, compares it itself. The call is built as the
+// connection builds it behind a Cluster: the tag's epoch key and "<epoch>c".
+TEST_F(Scripts, BehindAClusterALateRegistrationIsFencedByTheLeadersCounter) {
+  ASSERT_EQ(redis_->cli("SET dueq:{leader}:epochs 2"), "OK");  // a newer leader took over
+  auto as_in_cluster = [&](uint64_t epoch) {
+    Command call = calls::register_queue("registered-late");
+    call.append_fence({epoch_key_of(kQueuesKey)}, std::to_string(epoch) + "c");
+    return call;
+  };
+  auto raw = RedisConnection::connect_to(*parse_redis_url(redis_->url()), 2000);  // scripts loaded by store_
+  ASSERT_TRUE(raw);
+  auto refused = raw->run(as_in_cluster(1));
+  ASSERT_TRUE(refused);
+  EXPECT_NE(reply_error(refused->get()).find("ERR dueq fenced"), std::string_view::npos) << reply_error(refused->get());
+  EXPECT_EQ(redis_->cli("SISMEMBER dueq:{leader}:queues registered-late"), "0");
+  auto added = raw->run(as_in_cluster(2));
+  ASSERT_TRUE(added);
+  EXPECT_EQ(reply_error(added->get()), "");
+  EXPECT_EQ(redis_->cli("SISMEMBER dueq:{leader}:queues registered-late"), "1");
 }
 
 // Every script that writes a queue's keys checks the epoch. A script is
