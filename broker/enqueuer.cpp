@@ -157,6 +157,9 @@ struct Answers {
 }  // namespace
 
 std::vector<EnqueueRequest> Enqueuer::take_writable(Round& round) {
+  // Outside a Redis Cluster every queue is writable (its registration is
+  // added where its call is built): no look-up per job.
+  if (!registration_first_) return std::exchange(enqueues_, {});
   std::map<std::string, bool> writable;  // per queue, asked once a round
   std::vector<EnqueueRequest> ready, waiting;
   for (auto& request : std::exchange(enqueues_, {})) {
@@ -215,6 +218,7 @@ void Enqueuer::add_to(Round& round, Dispatcher& dispatcher, bool stopping) {
     }
     call = std::move(sorted);
     QueueState& q = queues_.get(name);
+    ready_for_writes(round, q);  // true here: registers a new queue outside a Redis Cluster
     const auto& policy = config_.policy(name);
     std::vector<int64_t> dues;
     dues.reserve(call.jobs.size());
