@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace dueq;
@@ -97,7 +98,7 @@ TEST(HttpHandler, PostsTheJobAndFailsNon2xxAndHungRequestsWithTheReason) {
                         "--exec", "hang=" + base + "/hang"});
   ASSERT_TRUE(cluster.wait_for_workers(1));
   Client client(cluster.endpoint());
-  const int64_t due = unix_now_ms() + 300;
+  const int64_t due = wall_ms() + 300;
   ASSERT_TRUE(client.enqueue({.queue = "web", .type = "hang", .payload = "", .id = "h-1", .max_attempts = 1}));
   ASSERT_TRUE(client.enqueue({.queue = "web", .type = "ok", .payload = std::string("bin\0ary", 7), .id = "ok-1", .due_ms = due}));
   ASSERT_TRUE(client.enqueue({.queue = "web", .type = "fail", .payload = "x", .id = "f-1", .max_attempts = 1}));

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace dueq;
@@ -95,9 +96,9 @@ TEST(QueueControls, APausedQueueDispatchesNothingAcrossARestartAndRunsEveryJobOn
   EXPECT_NE(paused.out.find("queue 'p' paused"), std::string::npos) << paused.out;
   Client client(cluster.endpoint());
   ASSERT_TRUE(enqueue_now(client, "p", "now", 20));
-  ASSERT_TRUE(enqueue_now(client, "p", "later", 10, unix_now_ms() + 500));
+  ASSERT_TRUE(enqueue_now(client, "p", "later", 10, wall_ms() + 500));
   // Enqueued after p's jobs, and due later than them: once these ran, p's would have too.
-  ASSERT_TRUE(enqueue_now(client, "control", "c1-", 5, unix_now_ms() + 600));
+  ASSERT_TRUE(enqueue_now(client, "control", "c1-", 5, wall_ms() + 600));
   ASSERT_TRUE(eventually([&] { return ran("c1-") == 5; }, 10s));
   EXPECT_EQ(ran("now") + ran("later"), 0U) << "a paused queue ran a job";
   auto stats = cluster.stats("p");
@@ -172,7 +173,7 @@ TEST(QueueControls, TheRateLimitHoldsAndTheQueueReportsItsLateness) {
   ASSERT_TRUE(eventually([&] {
     during = cluster.stats("r");
     if (!during || during->waiting == 0 || during->oldest_ready_due_ms <= 0) return false;
-    late_ms = unix_now_ms() - during->oldest_ready_due_ms;
+    late_ms = wall_ms() - during->oldest_ready_due_ms;
     return late_ms > 1000;
   }, 10s)) << "jobs held back by the limit are reported late";
   ASSERT_TRUE(eventually([&] { return read_records(record).size() >= 85; }, 20s));

@@ -2,7 +2,6 @@
 // A real deployment for end-to-end tests: redis-server, dueq-broker and any
 // number of workers as separate processes, all stopped by the destructor.
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <cstdlib>
@@ -19,12 +18,6 @@
 #include "tests/support/redis_server.hpp"
 
 namespace dueq::testing {
-
-// The wall clock in Unix milliseconds: the time a job's due time is given in.
-inline int64_t unix_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The binaries under test: the build's, or a copy named by $DUEQ_BIN_DIR (a
 // long chaos run keeps its own while the tree is rebuilt).
