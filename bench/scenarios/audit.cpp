@@ -17,6 +17,7 @@ Figures audit_under_load(const Options& o, Json&) {
   const int queues = o.smoke ? 2 : 100;
   const double rate = o.smoke ? 2'000 : 20'000;
   const double quiet_s = o.smoke ? 1 : 10;
+  const int64_t warm_up_us = o.smoke ? 1'000'000 : 5'000'000;
   Cluster cluster;
   {
     // The reconciler would start audits of its own: off, so that the
@@ -41,7 +42,7 @@ Figures audit_under_load(const Options& o, Json&) {
 
   Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 3});
   // Redis is still writing the loaded jobs' AOF to disk: warm up first.
-  size_t sent = paced_flow(client, "flow", rate, [end = wall_us() + 5'000'000] { return wall_us() >= end; });
+  size_t sent = paced_flow(client, "flow", rate, [end = wall_us() + warm_up_us] { return wall_us() >= end; });
   // At this volume Redis rewrites its AOF every minute or so: a fork of a
   // 1.7 GB process (a stall of up to a few hundred ms), then a child that
   // competes for the cores for tens of seconds. Such rewrites landed in the

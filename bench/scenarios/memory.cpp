@@ -9,7 +9,7 @@ namespace dueq::bench {
 using namespace dueq::testing;
 
 Figures memory(const Options& o, Json&) {
-  const size_t n = o.smoke ? 20'000 : 1'000'000;
+  const size_t n = o.smoke ? 5'000 : 1'000'000;
   Cluster cluster;
   Figures f;
   // Baseline: the same number of 26-byte members in one plain sorted set, the
@@ -34,7 +34,7 @@ Figures memory(const Options& o, Json&) {
   f["baseline_zset_bytes_per_member"] = static_cast<double>(m1 - m0) / static_cast<double>(n);
   // A finished job leaves its id in the done set for done_retention (at most
   // done_max of them): what a sustained rate costs Redis.
-  const size_t finished = o.smoke ? 20'000 : 500'000;
+  const size_t finished = o.smoke ? 5'000 : 500'000;
   progress(fmt::format("memory: {} finished jobs kept as done ids", finished));
   enqueue_all(cluster.endpoint(), noop_jobs(finished, "finished", 0, 100), 2);
   start_workers(cluster, "finished", 2, 8);
