@@ -47,6 +47,16 @@ Result<CancelOutcome> parse_cancel(const redisReply* r) {
   return CancelOutcome{*known, *token};
 }
 
+Result<PauseOutcome> parse_pause(const redisReply* r) {
+  static constexpr std::array kKnown{PauseChange::already_so, PauseChange::changed};
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_INTEGER ||
+      r->element[1]->type != REDIS_REPLY_INTEGER || r->element[1]->integer < 0)
+    return reply::bad(r, "pause");
+  const auto change = reply::code(r->element[0]->integer, kKnown);
+  if (!change) return reply::bad(r, "pause");
+  return PauseOutcome{*change, r->element[1]->integer};
+}
+
 namespace {
 Command replay_call(const std::string& queue) {
   QueueKeys k(queue);
@@ -373,10 +383,10 @@ Result<proto::AdminReply> pause_or_resume(AdminContext& c, const proto::AdminReq
   if (auto err = reply_error(registered->get()); !err.empty()) return fail(Errc::internal, "register_queue: " + std::string(err));
   auto r = run(c, calls::pause(request.queue, pause, c.now_ms));
   if (!r) return std::unexpected(r.error());
-  const redisReply* reply = r->get();
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) return reply::bad(reply, "pause");
-  const bool changed = reply::num(reply->element[0]) == 1;
-  const int64_t since = reply::num(reply->element[1]);
+  auto outcome = calls::parse_pause(r->get());
+  if (!outcome) return std::unexpected(outcome.error());
+  const bool changed = outcome->change == PauseChange::changed;
+  const int64_t since = outcome->paused_since_ms;
   (pause ? c.effects.paused_queues : c.effects.resumed_queues).push_back(request.queue);
   proto::AdminReply out;
   out.rows.push_back({{"queue", request.queue}, {"paused", pause ? "yes" : "no"}, {"paused_since_ms", std::to_string(since)}});

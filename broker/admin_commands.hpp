@@ -46,8 +46,15 @@ Command replay(const std::string& queue, int64_t now_ms, const std::vector<std::
 Command replay_oldest(const std::string& queue, int64_t now_ms, int limit);
 Command purge(const std::string& queue, const std::vector<std::string>& ids);
 Command purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit);
-// pause.lua: {changed, paused since ms}.
+// pause.lua: whether the call changed the queue's state, and since when it
+// is paused (0 while it runs).
 Command pause(const std::string& queue, bool pause, int64_t now_ms);
+enum class PauseChange : int64_t { already_so = 0, changed = 1 };
+struct PauseOutcome {
+  PauseChange change = PauseChange::already_so;
+  int64_t paused_since_ms = 0;
+};
+Result<PauseOutcome> parse_pause(const redisReply* reply);
 }  // namespace calls
 
 struct AdminEffects {

@@ -22,6 +22,16 @@ Command cron_restart(const CronEntry& entry, int64_t now_ms, int64_t lookahead_m
   return call;
 }
 
+Command cron_retire(const CronEntry& entry) {
+  const QueueKeys k(entry.queue);
+  return script_call(lua::ScriptId::cron_retire, {k.cron}).add(entry.name);
+}
+
+Result<int64_t> parse_cron_retire(const redisReply* r) {
+  if (r == nullptr || r->type != REDIS_REPLY_INTEGER || r->integer < 0) return reply::bad(r, "cron_retire");
+  return r->integer;
+}
+
 }  // namespace calls
 
 namespace {
@@ -49,11 +59,12 @@ Result<std::optional<CronEntry>> stored_entry(ScriptRegistry& redis, const std::
 // Ends `entry`'s ticks in its queue (cron_retire.lua) and cancels those
 // enqueued ahead that have not come due; answers how many were cancelled.
 Result<int64_t> retire(AdminContext& c, const CronEntry& entry) {
-  const QueueKeys k(entry.queue);
-  auto r = c.redis.call(script_call(lua::ScriptId::cron_retire, {k.cron}).add(entry.name));
+  auto r = c.redis.call(calls::cron_retire(entry));
   if (!r) return std::unexpected(r.error());
   if (auto err = reply_error(r->get()); !err.empty()) return fail(Errc::internal, std::string(err));
-  const int64_t last = reply::num(r->get());
+  auto retired = calls::parse_cron_retire(r->get());
+  if (!retired) return std::unexpected(retired.error());
+  const int64_t last = *retired;
   int64_t cancelled = 0;
   int steps = 0;
   for (auto tick = entry.schedule.next_after(c.now_ms); tick && *tick <= last && steps < 1'000;

@@ -13,6 +13,10 @@ namespace calls {
 // lookahead] (at most 1,000) freed from the cancelled set. Answers the
 // number freed.
 Command cron_restart(const CronEntry& entry, int64_t now_ms, int64_t lookahead_ms);
+// cron_retire.lua: ends `entry`'s ticks in its queue; answers the last tick
+// it had enqueued (ms, 0 for none).
+Command cron_retire(const CronEntry& entry);
+Result<int64_t> parse_cron_retire(const redisReply* reply);
 }  // namespace calls
 
 Result<proto::AdminReply> cron_add(AdminContext& c, const proto::AdminRequest& request);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <set>
 
+#include "broker/batch_placer.hpp"
 #include "broker/keys.hpp"
 #include "common/logging.hpp"
 
@@ -90,8 +91,7 @@ Result<LeaseBatch> parse_lease(const redisReply* r) {
 
 std::vector<FreeSlots> Dispatcher::open_slots(const std::string& queue) const {
   return workers_.free_slots(queue, config_.max_unread_bytes(), [&](const std::string& w) {
-    const auto reserved = reserved_.find(w);
-    return static_cast<int64_t>(inflight_.count_for_worker(w)) + (reserved == reserved_.end() ? 0 : reserved->second);
+    return static_cast<int64_t>(inflight_.count_for_worker(w)) + reserved_.of(w);
   });
 }
 
@@ -115,57 +115,15 @@ Dispatcher::Allotment Dispatcher::allot(const std::vector<std::string>& leasing,
   std::map<std::string, int64_t> free;  // worker -> free slots
   for (const auto& name : leasing)
     for (const auto& s : open_slots(name)) free[s.worker] = std::max(free[s.worker], s.free);
-  std::map<std::string, int64_t> room;  // queue -> jobs its lease call may still take
-  std::set<std::string> limited;        // queues held below lease_batch by their limits
-  for (size_t i = 0; i < leasing.size(); ++i) {
-    room[leasing[i]] = rooms[i];
-    if (rooms[i] < config_.lease_batch) limited.insert(leasing[i]);
-  }
-  Allotment out;
-  struct Mine {
-    const std::string* name;
-    uint32_t weight;
-  };
-  std::vector<Mine> mine;  // the worker's queues that lease now, in its order
-  for (const auto& [rid, count] : free) {
-    const WorkerInfo* w = workers_.find(rid);
-    if (w == nullptr) continue;
-    mine.clear();
-    for (size_t i = 0; i < w->queues.size(); ++i)
-      if (room.contains(w->queues[i])) mine.push_back({&w->queues[i], i < w->weights.size() ? w->weights[i] : 1});
-    if (mine.empty()) continue;
-    if (mine.size() == 1 || w->strict) {
-      const int64_t n = std::min(count, room[*mine.front().name]);
-      out[*mine.front().name][rid] = n;
-      room[*mine.front().name] -= n;
-      continue;
-    }
-    // Smooth weighted round-robin, slot by slot, its counters kept from
-    // turn to turn: over many turns each queue gets its weight's share of
-    // the slots, however few are free at a time. Once the queue whose turn
-    // it is has no room left in this turn's lease call (lease_batch), the
-    // worker's other free slots wait for the next turn (at once): given to
-    // the other queues, they would tilt the shares. A queue held to less by
-    // its limits drops out instead, so that its limit idles no other queue.
-    auto& current = weighted_turns_[rid];
-    for (int64_t k = 0; k < count; ++k) {
-      const Mine* best = nullptr;
-      int64_t total = 0;
-      for (const auto& m : mine) {
-        if (room[*m.name] <= 0 && limited.contains(*m.name)) continue;
-        total += m.weight;
-        if (best == nullptr || current[*m.name] + m.weight > current[*best->name] + best->weight) best = &m;
-      }
-      if (best == nullptr || room[*best->name] <= 0) break;
-      for (const auto& m : mine)
-        if (room[*m.name] > 0 || !limited.contains(*m.name)) current[*m.name] += m.weight;
-      current[*best->name] -= total;
-      ++out[*best->name][rid];
-      --room[*best->name];
-    }
-  }
+  std::map<std::string, SlotAllotter::Call> calls;
+  for (size_t i = 0; i < leasing.size(); ++i) calls[leasing[i]] = {rooms[i], rooms[i] < config_.lease_batch};
+  std::vector<SlotAllotter::Worker> with_room;
+  for (const auto& [id, count] : free)
+    if (const WorkerInfo* w = workers_.find(id); w != nullptr)
+      with_room.push_back({id, count, &w->queues, &w->weights, w->strict});
+  Allotment out = allotter_.allot(with_room, calls);
   // Counters of workers gone go with them.
-  std::erase_if(weighted_turns_, [&](const auto& entry) { return workers_.find(entry.first) == nullptr; });
+  allotter_.forget([&](const std::string& id) { return workers_.find(id) == nullptr; });
   return out;
 }
 
@@ -188,7 +146,7 @@ Dispatcher::Slots Dispatcher::take_slots(const std::string& queue, int64_t wante
     }
     if (may <= 0) continue;
     const int64_t n = std::min(may, wanted - taken.count);
-    reserved_[s.worker] += n;
+    reserved_.add(s.worker, n);
     taken.per_worker.emplace_back(s.worker, n);
     taken.count += n;
   }
@@ -196,21 +154,14 @@ Dispatcher::Slots Dispatcher::take_slots(const std::string& queue, int64_t wante
 }
 
 void Dispatcher::release(const Slots& slots) {
-  for (const auto& [worker, n] : slots.per_worker)
-    if (auto it = reserved_.find(worker); it != reserved_.end()) {
-      it->second -= n;
-      if (it->second <= 0) reserved_.erase(it);
-    }
+  for (const auto& [worker, n] : slots.per_worker) reserved_.remove(worker, n);
 }
 
 int64_t Dispatcher::lease_room(const QueueState& q) const {
   if (q.paused || lease_clock_.now_ms() < q.lease_after_ms) return 0;
   int64_t room = config_.lease_batch;
-  if (const int64_t limit = config_.policy(q.name).concurrency_limit; limit > 0) {
-    const auto reserved = reserved_by_queue_.find(q.name);
-    room = std::min(room, limit - inflight_.count_for_queue(q.name) -
-                              (reserved == reserved_by_queue_.end() ? 0 : reserved->second));
-  }
+  if (const int64_t limit = config_.policy(q.name).concurrency_limit; limit > 0)
+    room = std::min(room, limit - inflight_.count_for_queue(q.name) - reserved_by_queue_.of(q.name));
   return std::max<int64_t>(0, room);
 }
 
@@ -275,113 +226,99 @@ void Dispatcher::add_to(Round& round, bool stopping) {
     Slots slots = take_slots(name, rooms[i], &allotment);
     if (slots.count == 0) continue;
     const int count = static_cast<int>(slots.count);
-    reserved_by_queue_[name] += count;
+    reserved_by_queue_.add(name, count);
     const LeaseLimits limits = LeaseLimits::of(config_.policy(name), lease_clock_.now_ms());
-    round.add(calls::lease(name, deadline, count, limits), [this, name, count, deadline, slots = std::move(slots)](const redisReply* r) {
-      release(slots);
-      if (auto it = reserved_by_queue_.find(name); it != reserved_by_queue_.end()) {
-        it->second -= count;
-        if (it->second <= 0) reserved_by_queue_.erase(it);
-      }
-      if (r == nullptr) return;  // nothing leased that the broker knows of; reclaim returns it if it was
-      QueueState& q = queues_.get(name);
-      auto batch = calls::parse_lease(r);
-      if (!batch) return refusals_.refused(name, fmt::format("lease on '{}'", name), batch.error().message);
-      refusals_.succeeded();
-      const size_t taken = batch->jobs.size() + batch->unreadable.size();
-      // Held back, the ready set may hold more: asked again once the hold lifts.
-      q.maybe_ready = true;
-      switch (batch->held_by) {
-        case LeaseHold::none: q.maybe_ready = static_cast<int>(taken) == count; break;
-        case LeaseHold::paused:
-          // Paused in Redis, which this broker had not heard of (it took
-          // over, or restarted): nothing more until `dueq resume`.
-          if (!q.paused) spdlog::info("queue '{}' is paused: it dispatches nothing until resumed", name);
-          q.paused = true;
-          break;
-        case LeaseHold::concurrency:
-          // Leases this broker does not know of (a former leader's) fill the
-          // limit: asked again a little later rather than every turn.
-          if (taken == 0) q.lease_after_ms = lease_clock_.now_ms() + kLimitRecheckMs;
-          break;
-        case LeaseHold::rate: q.lease_after_ms = lease_clock_.now_ms() + std::clamp<int64_t>(batch->wait_ms, 1, 60'000); break;
-      }
-      for (auto& item : batch->unreadable) {
-        spdlog::error("queue '{}': job {}: {}; it goes to the dead letters", name, loggable(item.id), item.reason);
-        results_.requeue(name, std::move(item));
-      }
-      if (batch->jobs.empty()) return;
-      q.next_deadline_ms = earliest_known(q.next_deadline_ms, deadline);
-      // The next round is already in Redis (or there is none): sending now
-      // overlaps Redis's work.
-      dispatch(q, std::move(batch->jobs), deadline);
-    });
+    round.add(calls::lease(name, deadline, count, limits),
+              [this, name, count, deadline, slots = std::move(slots)](const redisReply* r) {
+                on_leased(name, count, deadline, slots, r);
+              });
   }
 }
 
+void Dispatcher::on_leased(const std::string& name, int count, int64_t deadline, const Slots& slots,
+                           const redisReply* r) {
+  release(slots);
+  reserved_by_queue_.remove(name, count);
+  if (r == nullptr) return;  // nothing leased that the broker knows of; reclaim returns it if it was
+  QueueState& q = queues_.get(name);
+  auto batch = calls::parse_lease(r);
+  if (!batch) return refusals_.refused(name, fmt::format("lease on '{}'", name), batch.error().message);
+  refusals_.succeeded();
+  note_hold(q, *batch, count);
+  for (auto& item : batch->unreadable) {
+    spdlog::error("queue '{}': job {}: {}; it goes to the dead letters", name, loggable(item.id), item.reason);
+    results_.requeue(name, std::move(item));
+  }
+  if (batch->jobs.empty()) return;
+  q.next_deadline_ms = earliest_known(q.next_deadline_ms, deadline);
+  // The next round is already in Redis (or there is none): sending now
+  // overlaps Redis's work.
+  dispatch(q, std::move(batch->jobs), deadline);
+}
+
+void Dispatcher::note_hold(QueueState& q, const LeaseBatch& batch, int count) {
+  const size_t taken = batch.jobs.size() + batch.unreadable.size();
+  // Held back, the ready set may hold more: asked again once the hold lifts.
+  q.maybe_ready = true;
+  switch (batch.held_by) {
+    case LeaseHold::none: q.maybe_ready = static_cast<int>(taken) == count; break;
+    case LeaseHold::paused:
+      // Paused in Redis, which this broker had not heard of (it took
+      // over, or restarted): nothing more until `dueq resume`.
+      if (!q.paused) spdlog::info("queue '{}' is paused: it dispatches nothing until resumed", q.name);
+      q.paused = true;
+      break;
+    case LeaseHold::concurrency:
+      // Leases this broker does not know of (a former leader's) fill the
+      // limit: asked again a little later rather than every turn.
+      if (taken == 0) q.lease_after_ms = lease_clock_.now_ms() + kLimitRecheckMs;
+      break;
+    case LeaseHold::rate: q.lease_after_ms = lease_clock_.now_ms() + std::clamp<int64_t>(batch.wait_ms, 1, 60'000); break;
+  }
+}
+
+void Dispatcher::send_frame(QueueState& q, const FreeSlots& slot, proto::Tasks& frame, size_t bytes, int64_t now_ms) {
+  if (frame.items.empty()) return;
+  const std::string& worker = slot.worker;
+  WorkerInfo* w = workers_.find(worker);
+  // What a worker has not confirmed reading stays under max_unread_mib:
+  // the broker queues no more for a peer that stops reading its socket
+  // (and declares it lost: Workers::expire_silent).
+  const auto unread = static_cast<int64_t>(bytes);
+  const bool room = w == nullptr || w->may_send_unread(unread, config_.max_unread_bytes());
+  if (room && outbox_.send(Peer{worker, false}, frame)) {
+    if (w != nullptr) w->note_sent(frame.seq, unread, now_ms);
+    QueueMetrics& measured = metrics_.queue(q.name);
+    for (const auto& task : frame.items) Metrics::sent(measured, now_ms, task.due_ms, task.created_ms, task.attempt);
+  } else {
+    // Never reached the worker: back to ready without using an attempt.
+    if (w != nullptr && room) w->unreachable = true;
+    if (auto held_back = unreachable_log_.admit(worker, lease_clock_.now_ms()))
+      spdlog::warn("worker {} cannot take a TASKS frame (disconnected or not reading); {} jobs handed back{}",
+                   loggable(worker), frame.items.size(),
+                   *held_back > 0 ? fmt::format(" ({} earlier lines held back)", *held_back) : "");
+    for (auto& task : frame.items) {
+      inflight_.remove(task.queue, task.id, task.token);
+      results_.requeue(q.name, NackItem{std::move(task.id), task.token, NackMode::handed_back,
+                                        "not delivered: the worker could not take it", 0});
+    }
+  }
+  frame.items.clear();
+}
+
+// Each job goes where BatchPlacer says (broker/batch_placer.hpp), into that
+// worker's TASKS frame; a frame goes out once full and at the end.
 void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t deadline) {
-  // A batch goes to the worker whose turn it is while that worker holds less
-  // than half its capacity, then to the next one: with short jobs (a large
-  // adaptive capacity) a round's batch is one TASKS frame that wakes one
-  // worker, where one job each in turn woke every worker for a few jobs.
-  // Past half of every worker's capacity jobs go one each in turn: a
-  // worker's capacity is about twice its concurrency when jobs are long, so
-  // no worker's buffer fills while another has idle handlers.
-  auto slots = open_slots(q.name);
-  QueueMetrics& measured = metrics_.queue(q.name);
+  const auto slots = open_slots(q.name);
   const int64_t now_ms = lease_clock_.now_ms();
+  std::vector<BatchPlacer::Slot> room;
+  room.reserve(slots.size());
+  for (const auto& s : slots) room.push_back({s.free, s.capacity});
+  BatchPlacer placer(room, q.rotation++);
   std::vector<proto::Tasks> frames(slots.size());
   std::vector<size_t> frame_bytes(slots.size(), 0);
-  std::vector<int64_t> below_half(slots.size());
-  for (size_t i = 0; i < slots.size(); ++i) below_half[i] = slots[i].free - slots[i].capacity / 2;
-  auto flush = [&](size_t slot) {
-    if (frames[slot].items.empty()) return;
-    const std::string& worker = slots[slot].worker;
-    WorkerInfo* w = workers_.find(worker);
-    // What a worker has not confirmed reading stays under max_unread_mib:
-    // the broker queues no more for a peer that stops reading its socket
-    // (and declares it lost: Workers::expire_silent).
-    const auto bytes = static_cast<int64_t>(frame_bytes[slot]);
-    const bool room = w == nullptr || w->may_send_unread(bytes, config_.max_unread_bytes());
-    if (room && outbox_.send(Peer{worker, false}, frames[slot])) {
-      if (w != nullptr) w->note_sent(frames[slot].seq, bytes, now_ms);
-      for (const auto& task : frames[slot].items) Metrics::sent(measured, now_ms, task.due_ms, task.created_ms, task.attempt);
-    } else {
-      // Never reached the worker: back to ready without using an attempt.
-      if (w != nullptr && room) w->unreachable = true;
-      if (auto held_back = unreachable_log_.admit(worker, lease_clock_.now_ms()))
-        spdlog::warn("worker {} cannot take a TASKS frame (disconnected or not reading); {} jobs handed back{}",
-                     loggable(worker), frames[slot].items.size(),
-                     *held_back > 0 ? fmt::format(" ({} earlier lines held back)", *held_back) : "");
-      for (auto& task : frames[slot].items) {
-        inflight_.remove(task.queue, task.id, task.token);
-        results_.requeue(q.name, NackItem{std::move(task.id), task.token, NackMode::handed_back,
-                                          "not delivered: the worker could not take it", 0});
-      }
-    }
-    frames[slot].items.clear();
-    frame_bytes[slot] = 0;
-  };
-  // The first worker from `from` on (in turn) for which `has_room` holds.
-  auto find = [&](size_t from, auto has_room) -> std::optional<size_t> {
-    for (size_t k = 0; k < slots.size(); ++k)
-      if (const size_t i = (from + k) % slots.size(); has_room(i)) return i;
-    return std::nullopt;
-  };
-  // Room only ever shrinks here: neither search looks back.
-  size_t pack_at = slots.empty() ? 0 : q.rotation++ % slots.size(), spread_next = pack_at;
-  bool packing = true;
   for (auto& job : jobs) {
-    std::optional<size_t> found;
-    if (packing) {
-      found = find(pack_at, [&](size_t i) { return below_half[i] > 0; });
-      if (found) pack_at = *found;
-      else packing = false;
-    }
-    if (!found) {
-      found = find(spread_next, [&](size_t i) { return slots[i].free > 0; });
-      if (found) spread_next = *found + 1;
-    }
+    const std::optional<size_t> found = placer.next();
     if (!found) {
       // Its worker went away (or stopped taking jobs) while the lease
       // call was out: back at once, without charging an attempt.
@@ -389,20 +326,23 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
       continue;
     }
     const size_t slot = *found;
-    --slots[slot].free;
-    --below_half[slot];
-    if (frames[slot].items.empty()) frames[slot].seq = ++tasks_frames_sent_;
-    inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].worker, deadline, false, false, frames[slot].seq,
+    proto::Tasks& frame = frames[slot];
+    if (frame.items.empty()) {
+      frame.seq = ++tasks_frames_sent_;
+      frame_bytes[slot] = 0;
+    }
+    inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].worker, deadline, false, false, frame.seq,
                               deadline - config_.delivery_timeout_ms, false,
                               job.start_check == proto::StartCheck::announce_alone});
     auto& r = job.record;
     frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size();
-    frames[slot].items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},
-                                             r.due_ms, job.attempt, r.max_attempts, job.token, r.created_ms,
-                                             r.payload_checksum, static_cast<uint8_t>(job.start_check)});
-    if (frames[slot].items.size() == proto::kMaxBatch || frame_bytes[slot] >= proto::kMaxTasksFrameBytes) flush(slot);
+    frame.items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},
+                                      r.due_ms, job.attempt, r.max_attempts, job.token, r.created_ms,
+                                      r.payload_checksum, static_cast<uint8_t>(job.start_check)});
+    if (frame.items.size() == proto::kMaxBatch || frame_bytes[slot] >= proto::kMaxTasksFrameBytes)
+      send_frame(q, slots[slot], frame, frame_bytes[slot], now_ms);
   }
-  for (size_t slot = 0; slot < frames.size(); ++slot) flush(slot);
+  for (size_t slot = 0; slot < frames.size(); ++slot) send_frame(q, slots[slot], frames[slot], frame_bytes[slot], now_ms);
 }
 
 }  // namespace dueq::broker

@@ -15,8 +15,10 @@
 #include "broker/outbox.hpp"
 #include "broker/queues.hpp"
 #include "broker/registry.hpp"
+#include "broker/reserved_counts.hpp"
 #include "broker/results.hpp"
 #include "broker/round.hpp"
+#include "broker/slot_allotter.hpp"
 #include "common/clock.hpp"
 
 namespace dueq::broker {
@@ -107,10 +109,18 @@ class Dispatcher {
   // counted against them.
   std::vector<FreeSlots> open_slots(const std::string& queue) const;
   // Free slots of each worker, per queue: what a round's lease calls may
-  // count against it.
-  using Allotment = std::map<std::string, std::map<std::string, int64_t>>;  // queue -> worker -> slots
+  // count against it (broker/slot_allotter.hpp).
+  using Allotment = SlotAllotter::Allotment;
   // `rooms[i]`: how many jobs the call for `leasing[i]` may lease.
   Allotment allot(const std::vector<std::string>& leasing, const std::vector<int64_t>& rooms);
+  // The reply of a lease call for `queue` that counted `slots` (`count` jobs).
+  void on_leased(const std::string& queue, int count, int64_t deadline, const Slots& slots, const redisReply* r);
+  // What held the call back, on the queue's state: a pause, or when its
+  // limits let it lease again.
+  void note_hold(QueueState& q, const LeaseBatch& batch, int count);
+  // Sends `frame` to the worker of `slot`, or hands its jobs back when the
+  // worker cannot take it.
+  void send_frame(QueueState& q, const FreeSlots& slot, proto::Tasks& frame, size_t bytes, int64_t now_ms);
   // A strict worker's queue listed before `queue` may have jobs: `queue`
   // gets none of its slots.
   bool earlier_queue_waits(const WorkerInfo& w, const std::string& queue) const;
@@ -134,9 +144,9 @@ class Dispatcher {
   Outbox& outbox_;
   RefusalBackoff& refusals_;
   Metrics& metrics_;  // lateness of what goes out
-  std::map<std::string, int64_t> reserved_;  // slots counted by lease calls not yet applied, per worker
-  std::map<std::string, int64_t> reserved_by_queue_;  // jobs lease calls not yet applied may lease, per queue
-  std::map<std::string, std::map<std::string, int64_t>> weighted_turns_;  // per worker, per queue: weighted round-robin counters
+  ReservedCounts reserved_;           // slots counted by lease calls not yet applied, per worker
+  ReservedCounts reserved_by_queue_;  // jobs lease calls not yet applied may lease, per queue
+  SlotAllotter allotter_;
   LogLimiter unreachable_log_{10'000, 20, 10'000};
   uint64_t tasks_frames_sent_ = 0;  // numbers TASKS frames (proto::Tasks::seq)
 };

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <algorithm>
 
 #include "broker/keys.hpp"
@@ -20,6 +21,14 @@ Command resign(const std::string& instance, uint64_t epoch) {
   Command call = script_call(lua::ScriptId::resign, {kLeaderHolderKey});
   call.add(instance).add(static_cast<int64_t>(epoch));
   return call;
+}
+
+Result<Resignation> parse_resign(const redisReply* r) {
+  static constexpr std::array kKnown{Resignation::not_held, Resignation::removed};
+  if (r == nullptr || r->type != REDIS_REPLY_INTEGER) return reply::bad(r, "resign");
+  const auto known = reply::code(r->integer, kKnown);
+  if (!known) return reply::bad(r, "resign");
+  return *known;
 }
 
 Command fence_queue(const std::string& queue, uint64_t epoch) {
@@ -159,7 +168,9 @@ void Leadership::step_down_if_lapsed(const std::string& why) {
 void Leadership::resign(ScriptRegistry& redis) {
   if (epoch_ == 0 || lost_ || !redis.connected()) return;
   auto reply = redis.call(calls::resign(instance_, epoch_));
-  if (reply && reply::num(reply->get()) == 1) spdlog::info("gave up the leader lease of epoch {}", epoch_);
+  if (!reply) return;
+  if (auto resigned = calls::parse_resign(reply->get()); resigned && *resigned == Resignation::removed)
+    spdlog::info("gave up the leader lease of epoch {}", epoch_);
 }
 
 }  // namespace dueq::broker

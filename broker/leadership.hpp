@@ -27,7 +27,10 @@ namespace dueq::broker {
 
 namespace calls {
 Command lead(const std::string& instance, int64_t lease_ms, uint64_t epoch, const std::string& endpoint);
+// resign.lua: whether this broker's lease was removed.
 Command resign(const std::string& instance, uint64_t epoch);
+enum class Resignation : int64_t { not_held = 0, removed = 1 };
+Result<Resignation> parse_resign(const redisReply* reply);
 Command fence_queue(const std::string& queue, uint64_t epoch);
 }  // namespace calls
 

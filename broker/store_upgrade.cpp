@@ -17,6 +17,11 @@ Command migrate_schedule(const std::string& queue, const std::vector<std::string
   return call;
 }
 
+Result<int64_t> parse_migrate_schedule(const redisReply* r) {
+  if (r == nullptr || r->type != REDIS_REPLY_INTEGER || r->integer < 0) return reply::bad(r, "migrate_schedule");
+  return r->integer;
+}
+
 }  // namespace calls
 
 namespace {
@@ -108,8 +113,9 @@ Result<int64_t> migrate_legacy_schedule(ScriptRegistry& redis, const std::string
     if (ids->empty()) return moved;
     auto r = redis.call(calls::migrate_schedule(queue, *ids));
     if (!r) return std::unexpected(r.error());
-    if ((*r)->type != REDIS_REPLY_INTEGER) return reply::bad(r->get(), "migrate_schedule");
-    moved += (*r)->integer;
+    auto n = calls::parse_migrate_schedule(r->get());
+    if (!n) return std::unexpected(n.error());
+    moved += *n;
   }
 }
 

@@ -12,6 +12,7 @@ namespace dueq::broker {
 namespace calls {
 // migrate_schedule.lua: how many of `ids` it moved.
 Command migrate_schedule(const std::string& queue, const std::vector<std::string>& ids);
+Result<int64_t> parse_migrate_schedule(const redisReply* reply);
 }  // namespace calls
 
 // Builds the schedule filter of a store written before it existed (the

@@ -17,6 +17,7 @@
 #include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/redis_cluster.hpp"
+#include "tests/support/steady_producer.hpp"
 
 namespace dueq::testing {
 namespace {
@@ -38,89 +39,28 @@ void start_on(Cluster& cluster, RedisCluster& redis, const std::vector<std::stri
   ASSERT_TRUE(cluster.wait_for_workers(1));
 }
 
-// One producer of single jobs over the queues, each job due now or in
-// 300 ms. A job not answered accepted or duplicate is sent again with its id
-// after the next new job, so a queue that waits does not hold up the rest.
-class Flow {
+// One producer of single jobs over the queues c0..c11, each job due now or
+// in 300 ms.
+class Flow : public SteadyProducer {
  public:
   explicit Flow(const std::string& endpoint)
-      : thread_([this, endpoint] {
-          Client client(endpoint, ClientOptions{.timeout_ms = 500, .attempts = 2});
-          std::deque<std::pair<JobSpec, int>> again;  // with its queue index
-          auto send = [&](const JobSpec& job) {
-            auto result = client.enqueue(job);
-            if (!result || (result->status != EnqueueResult::Status::accepted &&
-                            result->status != EnqueueResult::Status::duplicate))
-              return false;
-            std::lock_guard lock(mutex_);
-            accepted_[job.id] = job.due_ms;
-            accepted_at_ms_.push_back(steady_ms());
-            return true;
-          };
-          for (int n = 0; running_; ++n) {
-            for (size_t k = again.size(); k > 0 && running_; --k) {
-              auto job = std::move(again.front());
-              again.pop_front();
-              if (!send(job.first)) again.push_back(std::move(job));
-            }
-            JobSpec job{fmt::format("c{}", n % kQueues), "noop", "", fmt::format("c-{}", n),
-                        wall_ms() + (n % 2 == 0 ? 0 : 300), 0};
-            if (!send(job)) again.emplace_back(std::move(job), n % kQueues);
-            std::this_thread::sleep_for(3ms);
-          }
-        }) {}
-  ~Flow() { stop(); }
-
-  size_t accepted() {
-    std::lock_guard lock(mutex_);
-    return accepted_.size();
-  }
-  void stop() {
-    running_ = false;
-    if (thread_.joinable()) thread_.join();
-  }
-  // The longest pause between two jobs accepted, the later one after `since`.
-  int64_t longest_gap_after(int64_t since) {
-    std::lock_guard lock(mutex_);
-    int64_t gap = 0;
-    for (size_t i = 1; i < accepted_at_ms_.size(); ++i)
-      if (accepted_at_ms_[i] >= since) gap = std::max(gap, accepted_at_ms_[i] - accepted_at_ms_[i - 1]);
-    return gap;
-  }
+      : SteadyProducer(endpoint, [](int n) {
+          return JobSpec{fmt::format("c{}", n % kQueues), "noop", "", fmt::format("c-{}", n),
+                         wall_ms() + (n % 2 == 0 ? 0 : 300), 0};
+        }, 3ms) {}
 
   // Once stopped: waits for every accepted job to run; checks that none
   // started early and every queue's audit is clean. Returns {lost, ran again}.
   std::pair<size_t, size_t> check(Cluster& cluster) {
     const auto record = cluster.dir() / "starts.txt";
-    eventually([&] {
-      std::set<std::string> started;
-      for (const auto& r : read_records(record)) started.insert(r.id);
-      return std::all_of(accepted_.begin(), accepted_.end(), [&](const auto& a) { return started.contains(a.first); });
-    }, 30s);
-    std::set<std::string> ran;
-    size_t reruns = 0, lost = 0;
-    for (const auto& r : read_records(record)) {
-      if (!ran.insert(r.id).second) ++reruns;
-      auto it = accepted_.find(r.id);
-      if (it != accepted_.end()) {
-        EXPECT_GE(r.start_us, it->second * 1000) << r.id << " started early";
-      }
-    }
-    for (const auto& [id, due] : accepted_)
-      if (!ran.contains(id)) ++lost;
+    eventually([&] { return all_started(read_records(record)); }, 30s);
+    const Tally tally = this->tally(read_records(record));
     // One audit of every queue: a `dueq audit --queue` each took seconds.
     auto audit = run_dueq(cluster.endpoint(), "audit");
     EXPECT_EQ(audit.code, 0) << audit.out;
     EXPECT_EQ(count_of(audit.out, "queue c"), static_cast<size_t>(kQueues)) << audit.out;
-    return {lost, reruns};
+    return {tally.lost, tally.reruns};
   }
-
- private:
-  std::mutex mutex_;
-  std::map<std::string, int64_t> accepted_;  // id -> due ms
-  std::vector<int64_t> accepted_at_ms_;      // steady
-  std::atomic<bool> running_{true};
-  std::thread thread_;
 };
 
 // Rule: with queues spread over three masters, a master SIGKILLed mid-flow

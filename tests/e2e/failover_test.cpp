@@ -15,6 +15,7 @@
 #include "common/redis_url.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/sentinels.hpp"
+#include "tests/support/steady_producer.hpp"
 
 namespace dueq::testing {
 namespace {
@@ -68,34 +69,10 @@ FailoverRun run_failover(int min_replicas, MasterLoss loss = MasterLoss::sigkill
     return run;
   }
 
-  std::mutex mutex;
-  std::map<std::string, int64_t> accepted;  // id -> due ms
-  std::vector<int64_t> accepted_at_ms;      // steady, in order
-  std::atomic<bool> producing{true};
-  std::thread producer([&] {
-    Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 500, .attempts = 2});
-    for (int n = 0; producing; ++n) {
-      const std::string id = fmt::format("f-{}", n);
-      const int64_t due = wall_ms() + (n % 2 == 0 ? 0 : 300);
-      while (producing) {
-        auto result = client.enqueue(JobSpec{"ha", "noop", "", id, due, 0});
-        if (result && (result->status == EnqueueResult::Status::accepted ||
-                       result->status == EnqueueResult::Status::duplicate)) {
-          std::lock_guard lock(mutex);
-          accepted[id] = due;
-          accepted_at_ms.push_back(steady_ms());
-          break;
-        }
-        std::this_thread::sleep_for(20ms);
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-  });
-  auto accepted_count = [&] {
-    std::lock_guard lock(mutex);
-    return accepted.size();
-  };
-  EXPECT_TRUE(eventually([&] { return accepted_count() >= 100; }, 20s));
+  SteadyProducer producer(cluster.endpoint(), [](int n) {
+    return JobSpec{"ha", "noop", "", fmt::format("f-{}", n), wall_ms() + (n % 2 == 0 ? 0 : 300), 0};
+  }, 5ms);
+  EXPECT_TRUE(eventually([&] { return producer.accepted() >= 100; }, 20s));
 
   const int old_master = cluster.redis().port();
   const int64_t killed_at = steady_ms();
@@ -103,34 +80,27 @@ FailoverRun run_failover(int min_replicas, MasterLoss loss = MasterLoss::sigkill
   else EXPECT_EQ(sentinels.cli(0, "SENTINEL FAILOVER mymaster"), "OK");
   EXPECT_TRUE(eventually([&] { const int p = sentinels.master_port(); return p != 0 && p != old_master; }, 30s))
       << "no fail-over; see " << sentinels.dir();
-  const size_t at_kill = accepted_count();
-  EXPECT_TRUE(eventually([&] { return accepted_count() >= at_kill + 100; }, 30s)) << "the flow did not resume";
-  producing = false;
-  producer.join();
+  const size_t at_kill = producer.accepted();
+  EXPECT_TRUE(eventually([&] { return producer.accepted() >= at_kill + 100; }, 30s)) << "the flow did not resume";
+  producer.stop();
 
+  const std::vector<int64_t> accepted_at_ms = producer.accepted_times();
   for (size_t i = 1; i < accepted_at_ms.size(); ++i)
     if (accepted_at_ms[i] >= killed_at) {
       run.gap_ms = accepted_at_ms[i] - std::max(accepted_at_ms[i - 1], killed_at);
       break;
     }
-  run.accepted = accepted.size();
+  run.accepted = producer.accepted();
   // Every job that is in the store runs within a few seconds; what has not
   // run once the audit is clean and nothing is left was lost.
-  eventually([&] { return read_records(record).size() >= accepted.size(); }, 15s);
+  eventually([&] { return producer.all_started(read_records(record)); }, 15s);
   EXPECT_TRUE(eventually([&] {
     auto s = cluster.stats("ha");
     return s && s->scheduled == 0 && s->waiting == 0 && s->in_flight == 0;
   }, 30s));
-  std::set<std::string> ran;
-  for (const auto& r : read_records(record)) {
-    if (!ran.insert(r.id).second) ++run.reruns;
-    auto it = accepted.find(r.id);
-    if (it != accepted.end()) {
-      EXPECT_GE(r.start_us, it->second * 1000) << r.id << " started early";
-    }
-  }
-  for (const auto& [id, due] : accepted)
-    if (!ran.contains(id)) ++run.lost;
+  const auto tally = producer.tally(read_records(record));
+  run.lost = tally.lost;
+  run.reruns = tally.reruns;
   auto audit = run_dueq(cluster.endpoint(), "audit --queue ha");
   EXPECT_EQ(audit.code, 0) << audit.out;
   std::printf("min_replicas %d: next job accepted %lld ms after the %s (sentinel down-after %d ms); "

@@ -14,6 +14,7 @@
 #include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/delay_proxy.hpp"
+#include "tests/support/steady_producer.hpp"
 
 namespace dueq::testing {
 namespace {
@@ -60,40 +61,16 @@ TakeoverRun run_takeover(LeaderLoss loss) {
                         record.string()});
   EXPECT_TRUE(cluster.wait_for_workers(1));
 
-  std::mutex mutex;
-  std::map<std::string, int64_t> accepted;  // id -> due ms
-  std::map<std::string, int64_t> accepted_at_ms;  // id -> steady ms
-  std::atomic<bool> producing{true};
-  std::thread producer([&] {
-    Client client(both, ClientOptions{.timeout_ms = 500, .attempts = 2});
-    for (int n = 0; producing; ++n) {
-      const std::string id = fmt::format("s-{}", n);
-      const int64_t due = wall_ms() + (n % 2 == 0 ? 0 : 300);
-      while (producing) {
-        auto result = client.enqueue(JobSpec{"ha", "noop", "", id, due, 0});
-        if (result && (result->status == EnqueueResult::Status::accepted ||
-                       result->status == EnqueueResult::Status::duplicate)) {
-          std::lock_guard lock(mutex);
-          accepted[id] = due;
-          accepted_at_ms[id] = steady_ms();
-          break;
-        }
-        std::this_thread::sleep_for(20ms);
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-  });
-  auto accepted_count = [&] {
-    std::lock_guard lock(mutex);
-    return accepted.size();
-  };
-  EXPECT_TRUE(eventually([&] { return accepted_count() >= 100; }, 20s));
+  SteadyProducer producer(both, [](int n) {
+    return JobSpec{"ha", "noop", "", fmt::format("s-{}", n), wall_ms() + (n % 2 == 0 ? 0 : 300), 0};
+  }, 5ms);
+  EXPECT_TRUE(eventually([&] { return producer.accepted() >= 100; }, 20s));
 
   const int64_t lost_at = steady_ms();
   const int64_t lost_at_wall_us = wall_us();
   cluster.broker().signal(loss == LeaderLoss::sigkill ? SIGKILL : SIGSTOP);
-  const size_t at_loss = accepted_count();
-  EXPECT_TRUE(eventually([&] { return accepted_count() >= at_loss + 100; }, 30s)) << "the flow did not resume";
+  const size_t at_loss = producer.accepted();
+  EXPECT_TRUE(eventually([&] { return producer.accepted() >= at_loss + 100; }, 30s)) << "the flow did not resume";
   EXPECT_TRUE(standby.says("leading with epoch 2"));
   if (loss == LeaderLoss::sigstop) {
     cluster.broker().signal(SIGCONT);
@@ -101,20 +78,15 @@ TakeoverRun run_takeover(LeaderLoss loss) {
     EXPECT_TRUE(eventually([&] { return cluster.log_count("no longer leads") == 1; }, 10s));
     EXPECT_TRUE(eventually([&] { return cluster.log_count("standing by: another broker leads at " + standby.endpoint) == 1; }, 10s));
   }
-  producing = false;
-  producer.join();
+  producer.stop();
 
   // The outage: the longest pause between two jobs accepted, the later
   // one after the loss.
-  std::vector<int64_t> accept_times;
-  for (const auto& [id, at] : accepted_at_ms) accept_times.push_back(at);
-  std::sort(accept_times.begin(), accept_times.end());
-  for (size_t i = 1; i < accept_times.size(); ++i)
-    if (accept_times[i] >= lost_at) run.accept_gap_ms = std::max(run.accept_gap_ms, accept_times[i] - accept_times[i - 1]);
-  run.accepted = accepted.size();
+  run.accept_gap_ms = producer.longest_gap_after(lost_at);
+  run.accepted = producer.accepted();
 
   Client leader(standby.endpoint, ClientOptions{.timeout_ms = 2000, .attempts = 1});
-  eventually([&] { return read_records(record).size() >= accepted.size(); }, 15s);
+  eventually([&] { return producer.all_started(read_records(record)); }, 15s);
   EXPECT_TRUE(eventually([&] {
     auto all = leader.stats();
     if (!all) return false;
@@ -122,16 +94,9 @@ TakeoverRun run_takeover(LeaderLoss loss) {
       if (q.queue == "ha") return q.scheduled == 0 && q.waiting == 0 && q.in_flight == 0;
     return false;
   }, 30s));
-  std::set<std::string> ran;
-  for (const auto& r : read_records(record)) {
-    if (!ran.insert(r.id).second) ++run.reruns;
-    auto it = accepted.find(r.id);
-    if (it != accepted.end()) {
-      EXPECT_GE(r.start_us, it->second * 1000) << r.id << " started early";
-    }
-  }
-  for (const auto& [id, due] : accepted)
-    if (!ran.contains(id)) ++run.lost;
+  const auto tally = producer.tally(read_records(record));
+  run.lost = tally.lost;
+  run.reruns = tally.reruns;
   std::vector<int64_t> starts;
   for (const auto& r : read_records(record)) starts.push_back(r.start_us);
   std::sort(starts.begin(), starts.end());

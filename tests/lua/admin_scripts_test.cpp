@@ -1,0 +1,148 @@
+// The scripts behind admin commands: cron ticks, cancel, replay and purge of
+// dead letters.
+// Run against a real redis-server through the broker's typed calls
+// (docs/protocol.md's state diagram, rule by rule).
+#include "tests/lua/scripts_fixture.hpp"
+
+using namespace dueq;
+using namespace dueq::broker;
+using namespace dueq::testing::scripts;
+using dueq::proto::StartCheck;
+
+// A tick is enqueued once, however often its call is made; a state of
+// another definition refuses the call and writes nothing.
+TEST_F(Scripts, CronTickEnqueuesEachTickOnceAndRefusesAnotherDefinitionsState) {
+  auto entry = make_cron_entry("beat", CronDefinition{"* * * * * *", "UTC", "q", "t", "p", "skip", 0});
+  ASSERT_TRUE(entry);
+  auto tick = [&](const CronEntry& e, const std::vector<int64_t>& ticks) {
+    Round round;
+    round.add(calls::cron_tick(e, ticks, 10'000, 3));
+    auto outcome = calls::parse_cron_tick(run(round));
+    EXPECT_TRUE(outcome);
+    return outcome ? *outcome : calls::CronTickOutcome{};
+  };
+  EXPECT_EQ(tick(*entry, {9'000, 11'000, 12'000}).enqueued, 3) << "one due now, two ahead";
+  EXPECT_EQ(tick(*entry, {11'000, 12'000}).enqueued, 0) << "sent again: nothing twice";
+  EXPECT_EQ(tick(*entry, {12'000, 13'000}).enqueued, 1);
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "1");
+  EXPECT_EQ(field("beat@1970-01-01T00:00:13Z", "s"), "scheduled");
+  auto changed = make_cron_entry("beat", CronDefinition{"*/2 * * * * *", "UTC", "q", "t", "p", "skip", 0});
+  const auto refused = tick(*changed, {14'000});
+  EXPECT_EQ(refused.enqueued, -1);
+  EXPECT_EQ(refused.last_ms, 13'000);
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' accepted"), "4");
+  Round bad;
+  Command call = calls::cron_tick(*entry, {20'000, 19'000}, 10'000, 3);
+  bad.add(std::move(call));
+  EXPECT_NE(reply_error(run(bad)).find("bad-args"), std::string_view::npos) << "ticks out of order";
+}
+
+// A fresh state for a re-added entry frees the ids of its cancelled ticks
+// within the lookahead (and only those), so its ticks there run again.
+TEST_F(Scripts, CronRestartFreesTheCancelledTickIdsOfTheNewDefinition) {
+  auto entry = make_cron_entry("beat", CronDefinition{"* * * * * *", "UTC", "q", "t", "p", "skip", 0});
+  ASSERT_TRUE(entry);
+  Round ticks;
+  ticks.add(calls::cron_tick(*entry, {11'000, 12'000}, 10'000, 3));
+  ASSERT_EQ(calls::parse_cron_tick(run(ticks))->enqueued, 2);
+  Round cancel;
+  cancel.add(calls::cancel("q", 10'500, "beat@1970-01-01T00:00:11Z", 60));
+  ASSERT_EQ(calls::parse_cancel(run(cancel))->status, CancelStatus::cancelled);
+  auto replaced = make_cron_entry("beat", CronDefinition{"* * * * * *", "UTC", "q", "t", "new", "skip", 0});
+  Round restart;
+  restart.add(calls::cron_restart(*replaced, 10'600, 60'000));
+  EXPECT_EQ(reply::num(run(restart)), 1) << "the cancelled tick's id, and not the scheduled one's";
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:cron' beat"), "0:" + replaced->fingerprint());
+  Round again;
+  again.add(calls::cron_tick(*replaced, {11'000, 12'000}, 10'700, 3));
+  EXPECT_EQ(calls::parse_cron_tick(run(again))->enqueued, 1) << "11 s runs with the new payload; 12 s is still known";
+  Command bad = script_call(lua::ScriptId::cron_restart, {QueueKeys("q").cron, QueueKeys("q").cancelled});
+  bad.add("beat").add(replaced->fingerprint()).add("other@1970-01-01T00:00:13Z");
+  Round refused;
+  refused.add(std::move(bad));
+  EXPECT_NE(reply_error(run(refused)).find("bad-args"), std::string_view::npos) << "another entry's tick";
+}
+
+TEST_F(Scripts, CancelEndsScheduledAndReadyJobsAtOnce) {
+  enqueue({qjob("s", 5000), qjob("r")}, 1000);
+  for (const char* id : {"s", "r"}) {
+    Round round;
+    round.add(calls::cancel("q", 2000, id, 60));
+    EXPECT_EQ(calls::parse_cancel(run(round))->status, CancelStatus::cancelled) << id;
+    EXPECT_EQ(field(id, "s"), "cancelled");
+  }
+  EXPECT_EQ(redis_->cli("EXISTS " + partition_of("s") + " " + partition_jobs_of("s")), "0");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:schedule'"), "0");  // an emptied partition leaves the index
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "0");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "0");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' cancelled"), "2");
+  Round again;
+  again.add(calls::cancel("q", 2000, "s", 60));
+  EXPECT_EQ(calls::parse_cancel(run(again))->status, CancelStatus::already_finished);  // already finished
+  Round missing;
+  missing.add(calls::cancel("q", 2000, "nope", 60));
+  EXPECT_EQ(calls::parse_cancel(run(missing))->status, CancelStatus::not_found);
+}
+
+TEST_F(Scripts, CancellingALeasedJobEndsItCancelledWhenItsDeliveryEnds) {
+  enqueue({qjob("a", 0, 5), qjob("b", 0, 5)}, 1000);
+  auto l = lease(2, 5000);
+  for (const char* id : {"a", "b"}) {
+    Round round;
+    round.add(calls::cancel("q", 2000, id, 60));
+    auto c = *calls::parse_cancel(run(round));
+    EXPECT_EQ(c.status, CancelStatus::cancel_requested);
+    EXPECT_GT(c.token, 0u);
+  }
+  // a: its worker reports a failure; the cancel mark wins over a retry.
+  Round nack;
+  nack.add(calls::nack("q", 2100, 0, 0, 60, {{"a", l[0].token, NackMode::retry, "killed", 0}}));
+  EXPECT_EQ(calls::parse_nack(run(nack))->at(0).status, NackStatus::cancelled);
+  EXPECT_EQ(field("a", "s"), "cancelled");
+  // b: its worker vanished; the lease expires and the job ends cancelled.
+  Round reclaim;
+  reclaim.add(calls::reclaim("q", 6000, 10, 60));
+  run(reclaim);
+  EXPECT_EQ(field("b", "s"), "cancelled");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' cancelled"), "2");
+  EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "0");
+}
+
+TEST_F(Scripts, ReplayPutsDeadJobsBackWithAttemptsResetAndTheSameId) {
+  enqueue({qjob("a", 0, 1), qjob("b", 0, 1)}, 1000);
+  auto l = lease(2, 5000);
+  Round kill;
+  kill.add(calls::nack("q", 2000, 0, 0, 60, {{"a", l[0].token, NackMode::dead, "bad", 0}, {"b", l[1].token, NackMode::dead, "bad", 0}}));
+  run(kill);
+  Round replay;
+  replay.add(calls::replay("q", 3000, {"a", "not-dead"}));
+  EXPECT_EQ(*strs(run(replay)), std::vector<std::string>{"a"});
+  EXPECT_EQ(field("a", "s"), "ready");
+  EXPECT_EQ(field("a", "a"), "0");
+  Round all;
+  all.add(calls::replay_oldest("q", 3000, 1000));
+  EXPECT_EQ(*strs(run(all)), std::vector<std::string>{"b"});
+  auto again = lease(2, 9000);
+  EXPECT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].attempt, 1u);
+}
+
+TEST_F(Scripts, PurgeDeletesDeadJobsByIdOrAgeAndCountsThem) {
+  enqueue({qjob("old", 0, 1), qjob("new", 0, 1)}, 1000);
+  std::map<std::string, uint64_t> token;
+  for (const auto& j : lease(2, 5000)) token[j.id] = j.token;
+  Round kill_old;
+  kill_old.add(calls::nack("q", 2000, 0, 0, 60, {{"old", token["old"], NackMode::dead, "x", 0}}));
+  run(kill_old);
+  Round kill_new;
+  kill_new.add(calls::nack("q", 9000, 0, 0, 60, {{"new", token["new"], NackMode::dead, "x", 0}}));
+  run(kill_new);
+  Round by_age;
+  by_age.add(calls::purge_dead_before("q", 5000, 100));
+  EXPECT_EQ(*strs(run(by_age)), std::vector<std::string>{"old"});
+  EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:jobs' old"), "0");
+  Round by_id;
+  by_id.add(calls::purge("q", {"new"}));
+  EXPECT_EQ(*strs(run(by_id)), std::vector<std::string>{"new"});
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' purged"), "2");
+}
