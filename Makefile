@@ -64,7 +64,7 @@ lint: deps
 	$(call install_missing,clang-16 clang-tidy-16)
 	CXX=clang++-16 cmake -S . -B $(LINT_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(LINT_BUILD_DIR) --target dueq_lua
-	run-clang-tidy-16 -quiet -j $(JOBS) -p $(LINT_BUILD_DIR) '$(CURDIR)/(broker|cli|client|common|worker|bench|tests)/.*\.cpp$$'
+	run-clang-tidy-16 -quiet -j $(JOBS) -p $(LINT_BUILD_DIR) '$(CURDIR)/(broker|cli|clients/cpp|common|worker|bench|tests)/.*\.cpp$$'
 
 # A longer chaos run: make chaos SEED=7 DURATION=10m
 chaos: deps

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <thread>
 
-#include "broker/redis_connection.hpp"
+#include "broker/store/redis_connection.hpp"
 #include "common/clock.hpp"
 
 namespace dueq::bench {

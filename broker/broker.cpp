@@ -14,8 +14,8 @@
 #include <array>
 #include <thread>
 
-#include "broker/job_lookup.hpp"
-#include "broker/redis_settings.hpp"
+#include "broker/admin/job_lookup.hpp"
+#include "broker/store/redis_settings.hpp"
 #include "common/ids.hpp"
 #include "common/names.hpp"
 #include "common/protocol.hpp"
@@ -90,17 +90,13 @@ void Broker::update_metrics() {
   metrics_.publish(clock_.wall_ms());
 }
 
-Result<StartEnd> Broker::start(int signal_fd) {
-  auto address = parse_redis_url(config_.redis_url);
-  if (!address) return std::unexpected(address.error());
-  if (auto ok = validate_config(config_); !ok) return std::unexpected(ok.error());
-
+Result<bool> Broker::wait_for_redis(int signal_fd, const RedisAddress& address) {
   int64_t backoff = 100;
   while (true) {
     auto ok = redis_.connect();
-    if (ok) break;
+    if (ok) return true;
     if (ok.error().code == Errc::refused) return std::unexpected(ok.error());
-    spdlog::warn("waiting for Redis at {}: {}", address->describe(), ok.error().message);
+    spdlog::warn("waiting for Redis at {}: {}", address.describe(), ok.error().message);
     // Alive (/healthz) while it waits, not ready.
     metrics_.set_health(false, 0, false);
     metrics_.publish(clock_.wall_ms());
@@ -109,11 +105,14 @@ Result<StartEnd> Broker::start(int signal_fd) {
       signalfd_siginfo info{};
       if (::read(signal_fd, &info, sizeof info) == sizeof info && info.ssi_signo != SIGHUP) {
         spdlog::info("signal {} while waiting for Redis: stopping", info.ssi_signo);
-        return StartEnd::stopped;
+        return false;
       }
     }
     backoff = std::min<int64_t>(backoff * 2, kMaxReconnectMs);
   }
+}
+
+Result<size_t> Broker::check_redis(const RedisAddress& address) {
   if (auto ok = check_durability_settings(redis_); !ok) {
     if (!config_.allow_unsafe_redis) return std::unexpected(ok.error());
     spdlog::warn("{} (continuing: --allow-unsafe-redis)", ok.error().message);
@@ -122,8 +121,11 @@ Result<StartEnd> Broker::start(int signal_fd) {
   auto pin_bytes = encoding_pin_bytes(redis_);
   if (!pin_bytes) return std::unexpected(pin_bytes.error());
   enqueuer_.use_encoding_pin_bytes(*pin_bytes);
-  enqueuer_.use_cluster_registration(address->via_cluster());
+  enqueuer_.use_cluster_registration(address.via_cluster());
+  return *pin_bytes;
+}
 
+Result<void> Broker::open_socket() {
   router_.set(zmq::sockopt::linger, 0);
   // Per peer, messages read off the network ahead of the loop: a peer that
   // sends faster than it is served is held back by TCP instead of filling
@@ -140,11 +142,11 @@ Result<StartEnd> Broker::start(int signal_fd) {
   // A connection that never finishes its handshake holds a descriptor this
   // long at most (libzmq's default is 30 s).
   router_.set(zmq::sockopt::handshake_ivl, kHandshakeMs);
-  if (auto ok = access_.start_zap(router_); !ok) return std::unexpected(ok.error());
+  if (auto ok = access_.start_zap(router_); !ok) return ok;
   if (!config_.curve_key.empty()) {
     auto keys = read_curve_key_file(config_.curve_key);
     if (!keys) return std::unexpected(keys.error());
-    if (auto ok = access_.enable(router_, *keys, config_.allow_list); !ok) return std::unexpected(ok.error());
+    if (auto ok = access_.enable(router_, *keys, config_.allow_list); !ok) return ok;
   } else {
     spdlog::warn("CURVE off: plaintext on {}{}", config_.listen,
                  is_local_endpoint(config_.listen) ? " (this host only)" : " (--insecure)");
@@ -157,6 +159,19 @@ Result<StartEnd> Broker::start(int signal_fd) {
   bound_endpoint_ = router_.get(zmq::sockopt::last_endpoint);
   spdlog::info("open-file limit {} (connections past it are turned away, see ConnectionGate)",
                ConnectionGate::raise_open_files_limit());
+  return {};
+}
+
+Result<StartEnd> Broker::start(int signal_fd) {
+  auto address = parse_redis_url(config_.redis_url);
+  if (!address) return std::unexpected(address.error());
+  if (auto ok = validate_config(config_); !ok) return std::unexpected(ok.error());
+  auto connected = wait_for_redis(signal_fd, *address);
+  if (!connected) return std::unexpected(connected.error());
+  if (!*connected) return StartEnd::stopped;
+  auto pin_bytes = check_redis(*address);
+  if (!pin_bytes) return std::unexpected(pin_bytes.error());
+  if (auto ok = open_socket(); !ok) return std::unexpected(ok.error());
 
   auto leading = stand_by(signal_fd);
   if (!leading) return std::unexpected(leading.error());
@@ -177,63 +192,75 @@ Result<StartEnd> Broker::start(int signal_fd) {
   return StartEnd::serving;
 }
 
+// A relative timer on the monotonic clock, to the microsecond: zmq_poll
+// counts whole milliseconds, and a due time wakes the loop at its own
+// millisecond instead of up to one after it. Returns zmq_poll's timeout.
+long Broker::arm_timer(int timer_fd) const {
+  const int64_t wait_us = stopping_ ? 0 : us_until_wake();
+  if (wait_us <= 0) return 0;
+  itimerspec in{};
+  in.it_value.tv_sec = wait_us / 1'000'000;
+  in.it_value.tv_nsec = (wait_us % 1'000'000) * 1000;
+  ::timerfd_settime(timer_fd, 0, &in, nullptr);
+  return -1;
+}
+
+void Broker::on_signal(int signal_fd) {
+  signalfd_siginfo info{};
+  if (::read(signal_fd, &info, sizeof info) != sizeof info) return;
+  if (info.ssi_signo == SIGHUP) {
+    access_.reload();
+    return;
+  }
+  spdlog::info("signal {}: stopping; applying {} results held", info.ssi_signo, results_.unapplied());
+  stopping_ = true;
+}
+
+void Broker::on_master_announced() {
+  const std::string announced = sentinel_watch_.take_announcement();
+  if (announced.empty() || !redis_.connected()) return;
+  spdlog::warn("the sentinels announced a new master for '{}' ({}): leaving the old one", address_.master_name,
+               announced);
+  fail_rounds(Error{Errc::unavailable, "the sentinels switched the master"});
+}
+
+// Whether a stopping broker is done: every result applied, or none can be.
+bool Broker::stopped_applying() const {
+  if (!stopping_ || !rounds_.empty()) return false;
+  if (results_.unapplied() == 0) return true;
+  if (redis_.connected() && !refusals_.refusing()) return false;
+  spdlog::error("stopping with {} results not applied: Redis {} (workers resend them)", results_.unapplied(),
+                redis_.connected() ? "refuses them" : "unavailable");
+  return true;
+}
+
 Result<RunEnd> Broker::run(int signal_fd) {
-  // A relative timer on the monotonic clock, to the microsecond: zmq_poll
-  // counts whole milliseconds, and a due time wakes the loop at its own
-  // millisecond instead of up to one after it.
   UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
   if (timer.get() < 0) return fail(Errc::internal, "timerfd_create failed");
+  enum Source { kRouter, kSignal, kTimer, kAdmin, kMonitor, kZap, kSentinel };
   std::vector<zmq::pollitem_t> items = {
-      {router_.handle(), 0, ZMQ_POLLIN, 0},
-      {nullptr, signal_fd, ZMQ_POLLIN, 0},
-      {nullptr, timer.get(), ZMQ_POLLIN, 0},
-      {nullptr, admin_.ready_fd(), ZMQ_POLLIN, 0},
-      {connection_monitor_.handle(), 0, ZMQ_POLLIN, 0},
-      {access_.zap_handle(), 0, ZMQ_POLLIN, 0},
+      {router_.handle(), 0, ZMQ_POLLIN, 0},         {nullptr, signal_fd, ZMQ_POLLIN, 0},
+      {nullptr, timer.get(), ZMQ_POLLIN, 0},        {nullptr, admin_.ready_fd(), ZMQ_POLLIN, 0},
+      {connection_monitor_.handle(), 0, ZMQ_POLLIN, 0}, {access_.zap_handle(), 0, ZMQ_POLLIN, 0},
       {nullptr, sentinel_watch_.ready_fd(), ZMQ_POLLIN, 0},
   };
+  auto ready = [&](Source s) { return (items[s].revents & ZMQ_POLLIN) != 0; };
   while (true) {
-    const int64_t wait_us = stopping_ ? 0 : us_until_wake();
-    long timeout_ms = 0;
-    if (wait_us > 0) {
-      itimerspec in{};
-      in.it_value.tv_sec = wait_us / 1'000'000;
-      in.it_value.tv_nsec = (wait_us % 1'000'000) * 1000;
-      ::timerfd_settime(timer.get(), 0, &in, nullptr);
-      timeout_ms = -1;
-    }
     try {
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(arm_timer(timer.get())));
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) return fail(Errc::internal, std::string("poll failed: ") + e.what());
     }
-    if (items[2].revents & ZMQ_POLLIN) {
+    if (ready(kTimer)) {
       uint64_t expirations = 0;
       [[maybe_unused]] auto n = ::read(timer.get(), &expirations, sizeof expirations);
     }
-    if (items[1].revents & ZMQ_POLLIN) {
-      signalfd_siginfo info{};
-      if (::read(signal_fd, &info, sizeof info) == sizeof info) {
-        if (info.ssi_signo == SIGHUP) {
-          access_.reload();
-        } else {
-          spdlog::info("signal {}: stopping; applying {} results held", info.ssi_signo, results_.unapplied());
-          stopping_ = true;
-        }
-      }
-    }
-    if (items[6].revents & ZMQ_POLLIN) {
-      const std::string announced = sentinel_watch_.take_announcement();
-      if (!announced.empty() && redis_.connected()) {
-        spdlog::warn("the sentinels announced a new master for '{}' ({}): leaving the old one", address_.master_name,
-                     announced);
-        fail_rounds(Error{Errc::unavailable, "the sentinels switched the master"});
-      }
-    }
-    if (items[3].revents & ZMQ_POLLIN) admin_.deliver(outbox_, inflight_, queues_, cron_);
-    if (items[4].revents & ZMQ_POLLIN) gate_.at_fd_limit(connection_monitor_.drain(clock_.steady_ms()));
+    if (ready(kSignal)) on_signal(signal_fd);
+    if (ready(kSentinel)) on_master_announced();
+    if (ready(kAdmin)) admin_.deliver(outbox_, inflight_, queues_, cron_);
+    if (ready(kMonitor)) gate_.at_fd_limit(connection_monitor_.drain(clock_.steady_ms()));
     gate_.tick();
-    if (items[5].revents & ZMQ_POLLIN) access_.answer_zap(clock_.steady_ms(), gate_);
+    if (ready(kZap)) access_.answer_zap(clock_.steady_ms(), gate_);
     if (!stopping_) {
       inbound_.receive(config_.max_frames_per_turn, connection_monitor_.connections());
       // Judged only up to the moment before which every queued frame was
@@ -248,29 +275,26 @@ Result<RunEnd> Broker::run(int signal_fd) {
       admin_.stop();
       return RunEnd::deposed;
     }
-    if (!redis_.connected()) reconnect();
-    update_metrics();
-    if (redis_.connected()) {
-      pump_rounds();
-    } else {
-      enqueuer_.answer_unavailable("Redis is unavailable", reconnect_backoff_ms_);
-      stats_.answer_unavailable("Redis is unavailable", reconnect_backoff_ms_);
-      extensions_.drop();
-    }
-    if (stopping_ && rounds_.empty()) {
-      if (results_.unapplied() == 0) break;
-      if (!redis_.connected() || refusals_.refusing()) {
-        spdlog::error("stopping with {} results not applied: Redis {} (workers resend them)", results_.unapplied(),
-                      redis_.connected() ? "refuses them" : "unavailable");
-        break;
-      }
-    }
+    serve_redis_turn();
+    if (stopped_applying()) break;
   }
   admin_gateway_.detach();
   admin_.stop();
   leadership_.resign(redis_);
   spdlog::info("broker stopped");
   return RunEnd::stopped;
+}
+
+void Broker::serve_redis_turn() {
+  if (!redis_.connected()) reconnect();
+  update_metrics();
+  if (redis_.connected()) {
+    pump_rounds();
+    return;
+  }
+  enqueuer_.answer_unavailable("Redis is unavailable", reconnect_backoff_ms_);
+  stats_.answer_unavailable("Redis is unavailable", reconnect_backoff_ms_);
+  extensions_.drop();
 }
 
 int64_t Broker::us_until_wake() const {

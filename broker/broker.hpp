@@ -12,10 +12,10 @@
 //   Dispatcher       lease                 TASKS to workers with credit
 //   StatsRequests    stats                 answers STATS
 //
-// Each call carries its continuation (broker/round.hpp). The next round is
+// Each call carries its continuation (broker/store/round.hpp). The next round is
 // sent before the previous one's replies are applied, so Redis and the
 // broker work at the same time (at most two rounds outstanding). Admin work
-// runs off the loop (broker/admin.hpp), as does the reconciler.
+// runs off the loop (broker/admin/admin.hpp), as does the reconciler.
 #include <zmq.hpp>
 
 #include <deque>
@@ -23,29 +23,29 @@
 #include <memory>
 #include <string>
 
-#include "broker/access.hpp"
-#include "broker/admin.hpp"
-#include "broker/admin_gateway.hpp"
-#include "broker/config.hpp"
-#include "broker/connection_gate.hpp"
-#include "broker/connection_monitor.hpp"
-#include "broker/cron.hpp"
-#include "broker/dispatcher.hpp"
-#include "broker/enqueuer.hpp"
+#include "broker/loop/access.hpp"
+#include "broker/admin/admin.hpp"
+#include "broker/admin/admin_gateway.hpp"
+#include "broker/config/config.hpp"
+#include "broker/loop/connection_gate.hpp"
+#include "broker/loop/connection_monitor.hpp"
+#include "broker/loop/cron_scheduler.hpp"
+#include "broker/loop/dispatcher.hpp"
+#include "broker/loop/enqueuer.hpp"
 #include "broker/inbound.hpp"
-#include "broker/inflight.hpp"
-#include "broker/leadership.hpp"
-#include "broker/lease_extensions.hpp"
-#include "broker/metrics.hpp"
-#include "broker/outbox.hpp"
-#include "broker/queues.hpp"
-#include "broker/reconciler.hpp"
-#include "broker/results.hpp"
-#include "broker/round.hpp"
-#include "broker/scheduler.hpp"
-#include "broker/script_registry.hpp"
-#include "broker/sentinel_watch.hpp"
-#include "broker/workers.hpp"
+#include "broker/loop/inflight.hpp"
+#include "broker/loop/leadership.hpp"
+#include "broker/loop/lease_extensions.hpp"
+#include "broker/loop/metrics.hpp"
+#include "broker/loop/outbox.hpp"
+#include "broker/loop/queues.hpp"
+#include "broker/admin/reconciler.hpp"
+#include "broker/loop/results.hpp"
+#include "broker/store/round.hpp"
+#include "broker/loop/scheduler.hpp"
+#include "broker/store/redis_client.hpp"
+#include "broker/store/sentinel_watch.hpp"
+#include "broker/loop/workers.hpp"
 #include "common/clock.hpp"
 
 namespace dueq::broker {
@@ -74,7 +74,7 @@ class Broker {
 
   // Connects to Redis (waiting for it while it is down, unless it refuses
   // the credentials), checks its durability settings, binds the socket,
-  // stands by until it leads (broker/leadership.hpp), then takes over.
+  // stands by until it leads (broker/loop/leadership.hpp), then takes over.
   Result<StartEnd> start(int signal_fd);
   // Runs until SIGTERM/SIGINT (delivered through `signal_fd`), then stops
   // reading, writes the results it holds to Redis and returns; or until it
@@ -99,6 +99,17 @@ class Broker {
   // The connection broke: no outstanding round is known to have been applied.
   void fail_rounds(const Error& error);
   void reconnect();
+  // Start: connects (again and again, until a signal stops it: false), then
+  // checks Redis's settings (the encoding pin's length), then listens.
+  Result<bool> wait_for_redis(int signal_fd, const RedisAddress& address);
+  Result<size_t> check_redis(const RedisAddress& address);
+  Result<void> open_socket();
+  // The loop's steps (run).
+  long arm_timer(int timer_fd) const;
+  void on_signal(int signal_fd);
+  void on_master_announced();
+  void serve_redis_turn();
+  bool stopped_applying() const;
   // Leading, before it serves: the lease clock set, every known queue
   // fenced, brought up to date and its previous leases capped, a thousand
   // queues per round trip with the lease renewed between them, and the
@@ -129,7 +140,7 @@ class Broker {
   const Clock& clock_;
   LeaseClock lease_clock_;
   RedisAddress address_;
-  ScriptRegistry redis_;
+  RedisClient redis_;
   zmq::context_t context_;
   zmq::socket_t router_;
   ConnectionMonitor connection_monitor_;

@@ -28,62 +28,25 @@ Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms) {
 }
 
 bool Inbound::receive(int max_frames, uint64_t connections) {
-  size_t bytes = 0;
   if (const int64_t now = clock_.steady_ms();
       marks_.size() < kMaxMarks && (marks_.empty() || now - marks_.back().at_ms >= kMarkSpacingMs))
     marks_.push_back({now, frames_read_});
   // Bytes are bounded per turn as frames are: what one round gathers (and
   // the broker holds until Redis answers) stays under kMaxBytesPerTurn plus
   // one frame, however many peers send at once.
+  size_t bytes = 0;
   for (int n = 0; n < max_frames && bytes < kMaxBytesPerTurn; ++n) {
     // Taken before each read: when the socket is empty, every frame sent
     // before this moment has been read; a frame read now is stamped with
     // it, not with the start of a long batch.
     const int64_t heard_ms = clock_.steady_ms();
     std::vector<zmq::message_t> parts;
-    zmq::message_t part;
-    if (!router_.recv(part, zmq::recv_flags::dontwait)) {
+    if (!read_message(parts)) {
       all_read_before_ms_ = heard_ms;
       marks_.clear();
       return true;
     }
-    ++frames_read_;
-    parts.push_back(std::move(part));
-    while (parts.back().more()) {
-      zmq::message_t next;
-      (void)router_.recv(next);
-      parts.push_back(std::move(next));
-    }
-    Peer peer{parts.front().to_string(), parts.size() == 3 && parts[1].size() == 0};
-    if (parts.size() < 2 || parts.size() > 3) {
-      reject(peer, Error{Errc::bad_frame, "expected one body frame"}, heard_ms);
-      continue;
-    }
-    const auto& body = parts.back();
-    bytes += body.size();
-    auto sender = sender_grant(peer, parts.back(), heard_ms);
-    if (!sender) continue;
-    const Grant* grant = *sender;
-    const std::string_view bytes(static_cast<const char*>(body.data()), body.size());
-    if (standby_answer_) {
-      // Clients try their next endpoint: nothing is decoded, let alone kept.
-      outbox_.send(peer, proto::ErrorFrame{proto::peek_request_id(bytes), errc_name(Errc::not_leader), *standby_answer_, 0});
-      continue;
-    }
-    auto frame = proto::decode(bytes);
-    if (!frame) {
-      reject(peer, frame.error(), heard_ms, proto::peek_request_id(bytes));
-      continue;
-    }
-    if (grant != nullptr) {
-      if (const std::string why = refusal(peer, *grant, *frame); !why.empty()) {
-        access_.refused(grant->label(),
-                        fmt::format("{} frame ({})", proto::type_name(proto::type_of(*frame)), why), heard_ms);
-        outbox_.send(peer, proto::ErrorFrame{proto::request_id_of(*frame), errc_name(Errc::refused), why, 0});
-        continue;
-      }
-    }
-    route(peer, grant, std::move(*frame), heard_ms);
+    bytes += take(parts, heard_ms);
   }
   // The socket hands out one message per peer in turn (ZeroMQ's fair
   // queuing) and queues at most about kQueuedFramesPerPeer per peer (its
@@ -96,6 +59,52 @@ bool Inbound::receive(int max_frames, uint64_t connections) {
     marks_.pop_front();
   }
   return false;
+}
+
+bool Inbound::read_message(std::vector<zmq::message_t>& parts) {
+  zmq::message_t part;
+  if (!router_.recv(part, zmq::recv_flags::dontwait)) return false;
+  ++frames_read_;
+  parts.push_back(std::move(part));
+  while (parts.back().more()) {
+    zmq::message_t next;
+    (void)router_.recv(next);
+    parts.push_back(std::move(next));
+  }
+  return true;
+}
+
+size_t Inbound::take(std::vector<zmq::message_t>& parts, int64_t heard_ms) {
+  Peer peer{parts.front().to_string(), parts.size() == 3 && parts[1].size() == 0};
+  if (parts.size() < 2 || parts.size() > 3) {
+    reject(peer, Error{Errc::bad_frame, "expected one body frame"}, heard_ms);
+    return 0;
+  }
+  auto& body = parts.back();
+  auto sender = sender_grant(peer, body, heard_ms);
+  if (!sender) return body.size();
+  const Grant* grant = *sender;
+  const std::string_view bytes(static_cast<const char*>(body.data()), body.size());
+  if (standby_answer_) {
+    // Clients try their next endpoint: nothing is decoded, let alone kept.
+    outbox_.send(peer, proto::ErrorFrame{proto::peek_request_id(bytes), errc_name(Errc::not_leader), *standby_answer_, 0});
+    return body.size();
+  }
+  auto frame = proto::decode(bytes);
+  if (!frame) {
+    reject(peer, frame.error(), heard_ms, proto::peek_request_id(bytes));
+    return body.size();
+  }
+  if (grant != nullptr) {
+    if (const std::string why = refusal(peer, *grant, *frame); !why.empty()) {
+      access_.refused(grant->label(), fmt::format("{} frame ({})", proto::type_name(proto::type_of(*frame)), why),
+                      heard_ms);
+      outbox_.send(peer, proto::ErrorFrame{proto::request_id_of(*frame), errc_name(Errc::refused), why, 0});
+      return body.size();
+    }
+  }
+  route(peer, grant, std::move(*frame), heard_ms);
+  return body.size();
 }
 
 void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, int64_t heard_ms) {
@@ -180,10 +189,10 @@ void Inbound::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, const Grant
     auto& outcome = request.outcomes[i];
     outcome.id = request.frame.jobs[i].id;
     if (auto valid = validate_new_job(request.frame.jobs[i], now); !valid) {
-      outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
+      outcome.status = proto::EnqueueStatus::rejected;
       outcome.reason = valid.error().message;
     } else if (grant != nullptr && !grant->may_use(request.frame.jobs[i].queue)) {
-      outcome.status = static_cast<uint8_t>(proto::EnqueueStatus::rejected);
+      outcome.status = proto::EnqueueStatus::rejected;
       outcome.reason = fmt::format("refused: this key may not use queue '{}'", request.frame.jobs[i].queue);
       access_.refused(grant->label(),
                       fmt::format("a job for queue '{}'", request.frame.jobs[i].queue), clock_.steady_ms());

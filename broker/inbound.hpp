@@ -11,12 +11,12 @@
 #include <optional>
 #include <string>
 
-#include "broker/access.hpp"
-#include "broker/admin.hpp"
-#include "broker/outbox.hpp"
-#include "broker/enqueuer.hpp"
-#include "broker/stats_requests.hpp"
-#include "broker/workers.hpp"
+#include "broker/loop/access.hpp"
+#include "broker/admin/admin.hpp"
+#include "broker/loop/outbox.hpp"
+#include "broker/loop/enqueuer.hpp"
+#include "broker/loop/stats_requests.hpp"
+#include "broker/loop/workers.hpp"
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/logging.hpp"
@@ -47,7 +47,7 @@ class Inbound {
   // to drain every peer's queue (see receive()).
   int64_t all_read_before_ms() const { return all_read_before_ms_; }
 
-  // Standing by (broker/leadership.hpp): every frame is answered
+  // Standing by (broker/loop/leadership.hpp): every frame is answered
   // "not_leader", naming `leader` when known; nothing is routed.
   // `leader`: the endpoint the lease holder advertised; when it is this
   // broker's own (`self`), the holder is this broker's earlier run, killed
@@ -64,6 +64,11 @@ class Inbound {
 
  private:
   // `grant`: the sender's key's, with CURVE on (nullptr without).
+  // One message off the socket, all its parts; false when none is queued.
+  bool read_message(std::vector<zmq::message_t>& parts);
+  // Checks, decodes and routes one message; answers the sender when it is
+  // refused. Returns the body's size (0 for a malformed envelope).
+  size_t take(std::vector<zmq::message_t>& parts, int64_t heard_ms);
   void route(const Peer& peer, const Grant* grant, proto::Frame&& frame, int64_t heard_ms);
   // The grant of the key `body` came with: nullptr without CURVE; nullopt
   // (answered and counted) when the key is no longer on the allow-list.

@@ -1,4 +1,4 @@
-// Broker's standby mode: until this broker leads (broker/leadership.hpp) it
+// Broker's standby mode: until this broker leads (broker/loop/leadership.hpp) it
 // answers every frame "not_leader" and asks for the lease every
 // kStandbyAskMs; the rest of the Broker is in broker/broker.cpp.
 #include <poll.h>

@@ -9,10 +9,10 @@
 #include <spdlog/spdlog.h>
 
 #include "broker/broker.hpp"
-#include "broker/enqueuer.hpp"
-#include "broker/job_lookup.hpp"
-#include "broker/keys.hpp"
-#include "broker/store_upgrade.hpp"
+#include "broker/loop/enqueuer.hpp"
+#include "broker/admin/job_lookup.hpp"
+#include "broker/store/keys.hpp"
+#include "broker/admin/store_upgrade.hpp"
 #include "common/names.hpp"
 
 namespace dueq::broker {

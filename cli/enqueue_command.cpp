@@ -99,34 +99,98 @@ int enqueue_one(Client& client, JobSpec job, bool generated, bool json) {
   return kExitError;
 }
 
-int enqueue_from(Client& client, const std::string& path, bool json) {
-  std::ifstream file(path);
-  if (path != "-" && !file) {
-    fmt::print(stderr, "dueq: cannot read {}\n", path);
-    return kExitUsage;
+namespace {
+
+// One JSON line as a job, checked as the broker would check it; throws
+// with what is wrong.
+JobSpec job_from_line(const std::string& line) {
+  const auto j = nlohmann::json::parse(line);
+  if (!j.is_object()) throw std::runtime_error("not a JSON object");
+  for (const auto& [key, value] : j.items())
+    if (key != "queue" && key != "type" && key != "payload" && key != "delay_ms" && key != "at_ms" && key != "id" &&
+        key != "max_attempts" && key != "backoff_base_ms" && key != "backoff_cap_ms")
+      throw std::runtime_error("unknown field '" + key + "'");
+  JobSpec job;
+  job.queue = j.at("queue").get<std::string>();
+  job.type = j.at("type").get<std::string>();
+  if (j.contains("payload")) job.payload = j["payload"].is_string() ? j["payload"].get<std::string>() : j["payload"].dump();
+  if (j.contains("id")) job.id = j["id"].get<std::string>();
+  if (j.contains("delay_ms") && j.contains("at_ms")) throw std::runtime_error("give delay_ms or at_ms, not both");
+  if (j.contains("delay_ms")) job.due_ms = Client::in_ms(j["delay_ms"].get<int64_t>());
+  if (j.contains("at_ms")) job.due_ms = j["at_ms"].get<int64_t>();
+  if (j.contains("max_attempts")) job.max_attempts = j["max_attempts"].get<uint32_t>();
+  if (j.contains("backoff_base_ms")) job.backoff_base_ms = j["backoff_base_ms"].get<int64_t>();
+  if (j.contains("backoff_cap_ms")) job.backoff_cap_ms = j["backoff_cap_ms"].get<int64_t>();
+  if (auto problem = job_problem(job)) throw std::runtime_error(*problem);
+  return job;
+}
+
+// Sends jobs in batches of 1,000 with up to kBatchesInFlight outstanding on
+// the one connection (the file is read and sent while the broker stores
+// earlier batches), and counts each outcome.
+class BatchSender {
+ public:
+  static constexpr size_t kBatchSize = 1000;
+  static constexpr size_t kBatchesInFlight = 4;
+
+  explicit BatchSender(Client& client) : client_(client) {}
+
+  // False once a batch has failed: no more are sent.
+  bool add(JobSpec&& job, size_t line) {
+    batch_.push_back(std::move(job));
+    batch_lines_.push_back(line);
+    return batch_.size() < kBatchSize || flush();
   }
-  std::istream& in = path == "-" ? std::cin : file;
-  size_t accepted = 0, duplicate = 0, rejected = 0, overloaded = 0, line_no = 0;
-  uint32_t retry_after_ms = 0;
-  // Up to kBatchesInFlight batches are outstanding on the one connection:
-  // the file is read and sent while the broker stores earlier batches.
-  constexpr size_t kBatchesInFlight = 4;
+  // Sends the batch; false once a batch has failed (the outstanding ones
+  // are still settled and reported).
+  bool flush() {
+    if (!batch_.empty()) {
+      Sent sent{{}, {}, std::move(batch_lines_)};
+      for (const auto& job : batch_) sent.ids.push_back(job.id);
+      sent.results = client_.enqueue_batch_async(std::move(batch_));
+      in_flight_.push_back(std::move(sent));
+      batch_.clear();
+      batch_lines_.clear();
+    }
+    while (in_flight_.size() >= kBatchesInFlight ||
+           (first_error_ == 0 && !in_flight_.empty() &&
+            in_flight_.front().results.wait_for(std::chrono::seconds(0)) == std::future_status::ready))
+      settle_oldest();
+    return first_error_ == 0;
+  }
+  void finish() {
+    if (first_error_ == 0) flush();
+    while (!in_flight_.empty()) settle_oldest();
+  }
+  void rejected_here() { ++rejected_; }
+  int first_error() const { return first_error_; }
+  int print_counts(bool json) const {
+    if (json) {
+      fmt::print("{}\n", nlohmann::json{{"accepted", accepted_}, {"duplicate", duplicate_}, {"rejected", rejected_},
+                                        {"overloaded", overloaded_}, {"retry_after_ms", retry_after_ms_}}.dump());
+    } else {
+      fmt::print("accepted {}, duplicate {}, rejected {}", accepted_, duplicate_, rejected_);
+      if (overloaded_ > 0) fmt::print(", overloaded {} (retry after {} ms)", overloaded_, retry_after_ms_);
+      fmt::print("\n");
+    }
+    if (rejected_ > 0) return kExitUsage;
+    return overloaded_ > 0 ? kExitTempFail : 0;
+  }
+
+ private:
   struct Sent {
     std::future<std::expected<std::vector<EnqueueResult>, ClientError>> results;
     std::vector<std::string> ids;
     std::vector<size_t> lines;
   };
-  std::deque<Sent> in_flight;
-  int first_error = 0;
-  std::vector<JobSpec> batch;
-  std::vector<size_t> batch_lines;
-  auto settle_oldest = [&] {
-    Sent sent = std::move(in_flight.front());
-    in_flight.pop_front();
+
+  void settle_oldest() {
+    Sent sent = std::move(in_flight_.front());
+    in_flight_.pop_front();
     auto results = sent.results.get();
     if (!results) {
       const int rc = report(results.error());
-      if (first_error == 0) first_error = rc;
+      if (first_error_ == 0) first_error_ = rc;
       // The outcome of this batch is unknown: show every id, generated ones
       // included, so that a retry can reuse them.
       for (size_t i = 0; i < sent.ids.size(); ++i)
@@ -135,80 +199,56 @@ int enqueue_from(Client& client, const std::string& path, bool json) {
     }
     for (size_t i = 0; i < results->size(); ++i) {
       const auto& r = (*results)[i];
-      if (r.status == EnqueueResult::Status::accepted) ++accepted;
-      else if (r.status == EnqueueResult::Status::duplicate) ++duplicate;
+      if (r.status == EnqueueResult::Status::accepted) ++accepted_;
+      else if (r.status == EnqueueResult::Status::duplicate) ++duplicate_;
       else if (r.status == EnqueueResult::Status::overloaded) {
-        ++overloaded;
-        retry_after_ms = std::max(retry_after_ms, r.retry_after_ms);
+        ++overloaded_;
+        retry_after_ms_ = std::max(retry_after_ms_, r.retry_after_ms);
       } else {
-        ++rejected;
+        ++rejected_;
         fmt::print(stderr, "dueq: line {}: rejected: {}\n", sent.lines[i], r.reason);
       }
     }
-  };
-  // Sends the batch; false once a batch has failed (no more are sent, the
-  // outstanding ones are still settled and reported).
-  auto flush = [&]() -> bool {
-    if (!batch.empty()) {
-      Sent sent{{}, {}, std::move(batch_lines)};
-      for (const auto& job : batch) sent.ids.push_back(job.id);
-      sent.results = client.enqueue_batch_async(std::move(batch));
-      in_flight.push_back(std::move(sent));
-      batch.clear();
-      batch_lines.clear();
-    }
-    while (in_flight.size() >= kBatchesInFlight || (first_error == 0 && !in_flight.empty() &&
-                                                     in_flight.front().results.wait_for(std::chrono::seconds(0)) ==
-                                                         std::future_status::ready))
-      settle_oldest();
-    return first_error == 0;
-  };
+  }
+
+  Client& client_;
+  std::deque<Sent> in_flight_;
+  std::vector<JobSpec> batch_;
+  std::vector<size_t> batch_lines_;
+  int first_error_ = 0;
+  size_t accepted_ = 0, duplicate_ = 0, rejected_ = 0, overloaded_ = 0;
+  uint32_t retry_after_ms_ = 0;
+};
+
+}  // namespace
+
+int enqueue_from(Client& client, const std::string& path, bool json) {
+  std::ifstream file(path);
+  if (path != "-" && !file) {
+    fmt::print(stderr, "dueq: cannot read {}\n", path);
+    return kExitUsage;
+  }
+  std::istream& in = path == "-" ? std::cin : file;
+  BatchSender sender(client);
+  size_t line_no = 0;
   std::string line;
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     JobSpec job;
     try {
-      const auto j = nlohmann::json::parse(line);
-      if (!j.is_object()) throw std::runtime_error("not a JSON object");
-      for (const auto& [key, value] : j.items())
-        if (key != "queue" && key != "type" && key != "payload" && key != "delay_ms" && key != "at_ms" && key != "id" &&
-            key != "max_attempts" && key != "backoff_base_ms" && key != "backoff_cap_ms")
-          throw std::runtime_error("unknown field '" + key + "'");
-      job.queue = j.at("queue").get<std::string>();
-      job.type = j.at("type").get<std::string>();
-      if (j.contains("payload")) job.payload = j["payload"].is_string() ? j["payload"].get<std::string>() : j["payload"].dump();
-      if (j.contains("id")) job.id = j["id"].get<std::string>();
-      if (j.contains("delay_ms") && j.contains("at_ms")) throw std::runtime_error("give delay_ms or at_ms, not both");
-      if (j.contains("delay_ms")) job.due_ms = Client::in_ms(j["delay_ms"].get<int64_t>());
-      if (j.contains("at_ms")) job.due_ms = j["at_ms"].get<int64_t>();
-      if (j.contains("max_attempts")) job.max_attempts = j["max_attempts"].get<uint32_t>();
-      if (j.contains("backoff_base_ms")) job.backoff_base_ms = j["backoff_base_ms"].get<int64_t>();
-      if (j.contains("backoff_cap_ms")) job.backoff_cap_ms = j["backoff_cap_ms"].get<int64_t>();
-      if (auto problem = job_problem(job)) throw std::runtime_error(*problem);
+      job = job_from_line(line);
     } catch (const std::exception& e) {
       fmt::print(stderr, "dueq: {}:{}: {}\n", path, line_no, e.what());
-      ++rejected;
+      sender.rejected_here();
       continue;
     }
     if (job.id.empty()) job.id = new_job_id();
-    batch.push_back(std::move(job));
-    batch_lines.push_back(line_no);
-    if (batch.size() == 1000 && !flush()) break;
+    if (!sender.add(std::move(job), line_no)) break;
   }
-  if (first_error == 0) flush();
-  while (!in_flight.empty()) settle_oldest();
-  if (first_error != 0) return first_error;
-  if (json) {
-    fmt::print("{}\n", nlohmann::json{{"accepted", accepted}, {"duplicate", duplicate}, {"rejected", rejected},
-                                      {"overloaded", overloaded}, {"retry_after_ms", retry_after_ms}}.dump());
-  } else {
-    fmt::print("accepted {}, duplicate {}, rejected {}", accepted, duplicate, rejected);
-    if (overloaded > 0) fmt::print(", overloaded {} (retry after {} ms)", overloaded, retry_after_ms);
-    fmt::print("\n");
-  }
-  if (rejected > 0) return kExitUsage;
-  return overloaded > 0 ? kExitTempFail : 0;
+  sender.finish();
+  if (sender.first_error() != 0) return sender.first_error();
+  return sender.print_counts(json);
 }
 
 }  // namespace dueq::cli

@@ -76,7 +76,8 @@ Result<void> validate(const Task& f) {
   if (auto ok = validate_job_type(f.type); !ok) return ok;
   if (f.token == 0) return bad("task has token 0");
   if (f.payload.data.size() > kMaxPayloadBytes) return bad("task payload exceeds 1 MiB");
-  if (f.start_check > static_cast<uint8_t>(StartCheck::announce_alone)) return bad("task start_check must be 0, 1 or 2");
+  if (static_cast<uint8_t>(f.start_check) > static_cast<uint8_t>(StartCheck::announce_alone))
+    return bad("task start_check must be 0, 1 or 2");
   return {};
 }
 
@@ -105,7 +106,8 @@ Result<void> validate(const Results& f) {
   if (f.items.size() > kMaxBatch) return bad("results batch exceeds the batch limit");
   for (const auto& item : f.items) {
     if (auto ok = check_ref(JobRef{item.queue, item.id, item.token}); !ok) return ok;
-    if (item.outcome > static_cast<uint8_t>(Outcome::cancelled)) return bad(fmt::format("unknown outcome {}", item.outcome));
+    if (const auto outcome = static_cast<uint8_t>(item.outcome); outcome > static_cast<uint8_t>(Outcome::cancelled))
+      return bad(fmt::format("unknown outcome {}", outcome));
     if (item.error.size() > kMaxErrorText) return bad("result error text exceeds 4096 bytes");
   }
   return {};

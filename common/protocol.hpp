@@ -130,6 +130,19 @@ struct Welcome {
   DUEQ_FIELDS_SINCE(kFieldsBefore03, broker_id, heartbeat_ms, worker_timeout_ms, delivery_timeout_ms)
 };
 
+// How a worker starts a task (Task::start_check).
+enum class StartCheck : uint8_t {
+  none = 0,      // at once
+  announce = 1,  // after STARTING and the broker's go
+  // as `announce`, and while no other task runs on this worker: a worker
+  // died running it beside other jobs, so the next crash must tell which
+  // one kills it.
+  announce_alone = 2,
+};
+}  // namespace dueq::proto
+MSGPACK_ADD_ENUM(dueq::proto::StartCheck);
+namespace dueq::proto {
+
 // One job handed to a worker (an item of a TASKS frame).
 struct Task {
   std::string queue;
@@ -146,19 +159,10 @@ struct Task {
   // handler was seen to start it, so this one starts only after STARTING and
   // the broker's go in START_REPLY (docs/protocol.md 3.3): a job that kills
   // its worker is charged for it, and its never-started neighbours are not.
-  uint8_t start_check = 0;
+  StartCheck start_check = StartCheck::none;
   DUEQ_FIELDS(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms, payload_checksum, start_check)
 };
 
-// How a worker starts a task (Task::start_check).
-enum class StartCheck : uint8_t {
-  none = 0,      // at once
-  announce = 1,  // after STARTING and the broker's go
-  // as `announce`, and while no other task runs on this worker: a worker
-  // died running it beside other jobs, so the next crash must tell which
-  // one kills it.
-  announce_alone = 2,
-};
 
 // The checksum a job's payload carries from its enqueue to the worker that
 // runs it (XXH3, 64 bits): a payload changed on the way, in Redis or in any
@@ -226,12 +230,15 @@ enum class Outcome : uint8_t {
   failed_final = 2,  // handler failed and asks for no retry (bad payload)
   cancelled = 3,     // handler stopped because the broker sent CANCEL
 };
+}  // namespace dueq::proto
+MSGPACK_ADD_ENUM(dueq::proto::Outcome);
+namespace dueq::proto {
 
 struct JobResult {
   std::string queue;
   std::string id;
   uint64_t token = 0;
-  uint8_t outcome = 0;
+  Outcome outcome = Outcome::done;
   std::string error;
   DUEQ_FIELDS(queue, id, token, outcome, error)
 };
@@ -292,10 +299,13 @@ struct Enqueue {
 };
 
 enum class EnqueueStatus : uint8_t { accepted = 0, duplicate = 1, rejected = 2, overloaded = 3 };
+}  // namespace dueq::proto
+MSGPACK_ADD_ENUM(dueq::proto::EnqueueStatus);
+namespace dueq::proto {
 
 struct EnqueueOutcome {
   std::string id;
-  uint8_t status = 0;
+  EnqueueStatus status = EnqueueStatus::accepted;
   std::string reason;
   DUEQ_FIELDS(id, status, reason)
 };

@@ -27,7 +27,7 @@
   ARGV[3]  now ms
   ARGV[4]  N, ticks (1..100), ascending
   ARGV[5+4i .. 8+4i] for tick i: tick ms (the due time), job id, job record
-           (broker/job_record.hpp), schedule partition (0..32767)
+           (broker/store/job_record.hpp), schedule partition (0..32767)
 
   Returns  {enqueued, last tick ms}: enqueued -1 (and the stored last tick)
            when the state holds another fingerprint

@@ -10,7 +10,7 @@ foreach(path ${SCRIPTS})
   get_filename_component(name ${path} NAME_WE)
   file(READ ${path} text)
   # A script that includes lib/fence.lua is sent with the queue's epoch key
-  # and the leader's epoch appended (broker/script_registry.cpp).
+  # and the leader's epoch appended (broker/store/redis_client.cpp).
   string(FIND "${text}" "--! include lib/fence.lua" fence_at)
   if(fence_at EQUAL -1)
     set(fenced false)

@@ -36,7 +36,7 @@
            answered 2, duplicates still 0 (0 = no limit)
   ARGV[3]  N, number of jobs (1..1000)
   ARGV[4+4i .. 7+4i] for job i: id, due ms (>= 0), job record (a msgpack
-           array of 9 starting with version 2, see broker/job_record.hpp),
+           array of 9 starting with version 2, see broker/store/job_record.hpp),
            schedule partition (0..32767 in plain decimal: it is part of a key)
   ARGV[4+4N+3i .. 6+4N+3i] for job i, or none for any job (F = 3 or 0):
            "GET", "u8", the bit offset of the job's schedule filter bucket

@@ -1,6 +1,6 @@
 --[[
   fence_queue: a new leader raises each known queue's epoch before it serves
-  (broker/leadership.hpp), so that from then on the deposed leader's calls
+  (broker/loop/leadership.hpp), so that from then on the deposed leader's calls
   on that queue fail (lib/fence.lua) even where the new one has not written
   yet.
 

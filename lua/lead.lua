@@ -1,5 +1,5 @@
 --[[
-  lead: take or renew the leader lease (broker/leadership.hpp). One broker
+  lead: take or renew the leader lease (broker/loop/leadership.hpp). One broker
   leads; the others stand by and ask again until the lease lapses. A new
   leader gets the next epoch: every script that writes checks it against
   the queue's (lib/fence.lua), so a deposed leader writes nothing.

@@ -1,5 +1,5 @@
 --[[
-  pin_encoding: put an encoding pin (broker/encoding_pin.hpp) into a queue's jobs,
+  pin_encoding: put an encoding pin (broker/store/encoding_pin.hpp) into a queue's jobs,
   tokens and leased keys, where it is missing. Redis keeps a small hash or
   sorted set as a listpack, whose every lookup, insert and delete scans the
   whole key; these three hold every job in flight. One entry longer than

@@ -5,7 +5,7 @@
   late (held in its link while a standby took over) adds nothing. The set
   and the counter share the {leader} slot, so this holds behind a Redis
   Cluster too; there the broker sends a new queue's first write only once
-  this call answered (broker/enqueuer.hpp, ready_for_writes).
+  this call answered (broker/loop/enqueuer.hpp, ready_for_writes).
 
   KEYS[1]  queues   set     every known queue's name (dueq:{leader}:queues)
   KEYS[2]  epochs   string  the leader's epoch counter (dueq:{leader}:epochs,

@@ -15,6 +15,49 @@
 #include "common/logging.hpp"
 #include "dueq/worker.hpp"
 
+namespace {
+
+// Appends "id attempt token start_us due_ms created_ms pid payload-or-dash"
+// for each job start to `fd` (none when fd < 0).
+void note_start(int fd, const dueq::Job& job) {
+  if (fd < 0) return;
+  const int64_t now_us = dueq::wall_us();
+  const bool short_word =
+      !job.payload.empty() && job.payload.size() <= 32 && job.payload.find_first_of(" \n\t") == std::string::npos;
+  const std::string line = fmt::format("{} {} {} {} {} {} {} {}\n", job.id, job.attempt, job.token, now_us, job.due_ms,
+                                       job.created_ms, ::getpid(), short_word ? job.payload : "-");
+  [[maybe_unused]] auto n = ::write(fd, line.data(), line.size());  // O_APPEND: one atomic line
+}
+
+// The built-in handlers: noop, sleep (payload = ms), crash, fail.
+void add_handlers(dueq::Worker& worker, int record_fd) {
+  worker.handle("noop", [=](const dueq::Job& job) {
+    note_start(record_fd, job);
+    return dueq::HandlerResult::done();
+  });
+  worker.handle("sleep", [=](const dueq::Job& job) {
+    note_start(record_fd, job);
+    const long ms = std::strtol(job.payload.c_str(), nullptr, 10);
+    for (long slept = 0; slept < ms; slept += 10) {
+      if (job.cancelled->load()) return dueq::HandlerResult::failed("cancelled");
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10L, ms - slept)));
+    }
+    return dueq::HandlerResult::done();
+  });
+  // A poison job: takes the whole worker process down with it.
+  worker.handle("crash", [=](const dueq::Job& job) {
+    note_start(record_fd, job);
+    ::raise(SIGKILL);
+    return dueq::HandlerResult::done();
+  });
+  worker.handle("fail", [=](const dueq::Job& job) {
+    note_start(record_fd, job);
+    return dueq::HandlerResult::failed("asked to fail: " + job.payload);
+  });
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   dueq::WorkerOptions options;
   std::string record;
@@ -38,16 +81,6 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto note_start = [record_fd](const dueq::Job& job) {
-    if (record_fd < 0) return;
-    const int64_t now_us = dueq::wall_us();
-    const bool short_word = !job.payload.empty() && job.payload.size() <= 32 &&
-                            job.payload.find_first_of(" \n\t") == std::string::npos;
-    const std::string line = fmt::format("{} {} {} {} {} {} {} {}\n", job.id, job.attempt, job.token, now_us, job.due_ms,
-                                         job.created_ms, ::getpid(), short_word ? job.payload : "-");
-    [[maybe_unused]] auto n = ::write(record_fd, line.data(), line.size());  // O_APPEND: one atomic line
-  };
-
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -55,29 +88,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   dueq::Worker worker(options);
-  worker.handle("noop", [&](const dueq::Job& job) {
-    note_start(job);
-    return dueq::HandlerResult::done();
-  });
-  worker.handle("sleep", [&](const dueq::Job& job) {
-    note_start(job);
-    const long ms = std::strtol(job.payload.c_str(), nullptr, 10);
-    for (long slept = 0; slept < ms; slept += 10) {
-      if (job.cancelled->load()) return dueq::HandlerResult::failed("cancelled");
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10L, ms - slept)));
-    }
-    return dueq::HandlerResult::done();
-  });
-  // A poison job: takes the whole worker process down with it.
-  worker.handle("crash", [&](const dueq::Job& job) {
-    note_start(job);
-    ::raise(SIGKILL);
-    return dueq::HandlerResult::done();
-  });
-  worker.handle("fail", [&](const dueq::Job& job) {
-    note_start(job);
-    return dueq::HandlerResult::failed("asked to fail: " + job.payload);
-  });
+  add_handlers(worker, record_fd);
   std::thread([&worker, signals] {
     int signo = 0;
     sigwait(&signals, &signo);

@@ -108,20 +108,17 @@ std::vector<std::string> job_environment(const Job& job) {
   return env;
 }
 
-HandlerResult run_command(const std::string& command, int64_t timeout_ms, const Job& job) {
-  int in_pipe[2], err_pipe[2];
-  if (::pipe2(in_pipe, O_CLOEXEC) != 0) return HandlerResult::failed("cannot create a pipe");
-  UniqueFd in_read(in_pipe[0]), in_write(in_pipe[1]);
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return HandlerResult::failed("cannot create a pipe");
-  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
-
+// `command` under /bin/sh -c in a process group of its own (a timeout
+// kills the whole tree), with `stdin_fd` and `stderr_fd`, the job's facts in
+// its environment and the signals the worker blocks back at their defaults.
+Result<pid_t> spawn_shell(const std::string& command, const Job& job, int stdin_fd, int stderr_fd) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in_read.get(), 0);
-  posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
+  posix_spawn_file_actions_adddup2(&actions, stdin_fd, 0);
+  posix_spawn_file_actions_adddup2(&actions, stderr_fd, 2);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setpgroup(&attr, 0);  // own group: a timeout kills the whole tree
+  posix_spawnattr_setpgroup(&attr, 0);
   sigset_t defaults;
   sigemptyset(&defaults);
   sigaddset(&defaults, SIGTERM);
@@ -140,36 +137,31 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
   envp.push_back(nullptr);
   std::string shell = "/bin/sh", dash_c = "-c", cmd = command;
   char* argv[] = {shell.data(), dash_c.data(), cmd.data(), nullptr};
-
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, "/bin/sh", &actions, &attr, argv, envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) return HandlerResult::failed(fmt::format("cannot start command: {}", errno_text(rc)));
-  HandlerGuard::instance().started(pid);
-  in_read.reset();
-  err_write.reset();
-  ::fcntl(in_write.get(), F_SETFL, O_NONBLOCK);
+  if (rc != 0) return fail(Errc::internal, fmt::format("cannot start command: {}", errno_text(rc)));
+  return pid;
+}
 
-  const int64_t deadline = steady_ms() + timeout_ms;
+enum class Ending { ran, timed_out, cancelled };
+
+bool cancel_asked(const Job& job) { return job.cancelled != nullptr && job.cancelled->load(); }
+
+// Feeds the payload to the command's stdin and keeps the tail of its stderr
+// until stderr closes, the deadline passes or the job is cancelled.
+Ending feed_and_listen(UniqueFd& in_write, UniqueFd& err_read, const Job& job, int64_t deadline, std::string& err_tail) {
   size_t written = 0;
   if (job.payload.empty()) in_write.reset();
-  std::string err_tail;
-  bool timed_out = false, cancelled = false;
   while (err_read.get() >= 0) {
     pollfd fds[2];
     int n = 0;
     fds[n++] = {err_read.get(), POLLIN, 0};
     if (in_write.get() >= 0) fds[n++] = {in_write.get(), POLLOUT, 0};
     const int64_t left = deadline - steady_ms();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    if (job.cancelled != nullptr && job.cancelled->load()) {
-      cancelled = true;
-      break;
-    }
+    if (left <= 0) return Ending::timed_out;
+    if (cancel_asked(job)) return Ending::cancelled;
     ::poll(fds, n, static_cast<int>(std::min<int64_t>(left, 100)));
     if (n == 2 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
       const ssize_t w = ::write(in_write.get(), job.payload.data() + written, job.payload.size() - written);
@@ -188,34 +180,59 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
       }
     }
   }
-  in_write.reset();
-  if (timed_out || cancelled) ::kill(-pid, SIGKILL);
-  int status = 0;
-  // stderr closed but the command may still run (it closed stderr itself).
-  while (!timed_out && !cancelled) {
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (steady_ms() >= deadline || (job.cancelled != nullptr && job.cancelled->load())) {
-      timed_out = steady_ms() >= deadline;
-      cancelled = !timed_out;
+  return Ending::ran;
+}
+
+// Reaps the command (killing its group first when it ran out of time or was
+// cancelled, also while it still runs after closing stderr itself).
+Ending reap(pid_t pid, Ending ending, const Job& job, int64_t deadline, int& status) {
+  if (ending != Ending::ran) ::kill(-pid, SIGKILL);
+  while (ending == Ending::ran) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    if (steady_ms() >= deadline || cancel_asked(job)) {
+      ending = steady_ms() >= deadline ? Ending::timed_out : Ending::cancelled;
       ::kill(-pid, SIGKILL);
       break;
     }
     ::usleep(2000);
   }
-  if (timed_out || cancelled) ::waitpid(pid, &status, 0);
+  if (ending != Ending::ran) ::waitpid(pid, &status, 0);
   // Reaped: the group id may be reused by an unrelated process from now on.
   HandlerGuard::instance().ended(pid);
-  if (err_tail.size() > kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
+  return ending;
+}
 
-  if (timed_out) return HandlerResult::failed(fmt::format("timed out after {} ms (command killed)", timeout_ms));
-  if (cancelled) return HandlerResult::failed("cancelled: the worker was stopped before the command finished");
+HandlerResult outcome_of(Ending ending, int status, int64_t timeout_ms, std::string err_tail) {
+  if (ending == Ending::timed_out) return HandlerResult::failed(fmt::format("timed out after {} ms (command killed)", timeout_ms));
+  if (ending == Ending::cancelled) return HandlerResult::failed("cancelled: the worker was stopped before the command finished");
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return HandlerResult::done();
   std::string reason = WIFEXITED(status) ? fmt::format("exit code {}", WEXITSTATUS(status))
                                          : fmt::format("killed by signal {}", WTERMSIG(status));
+  if (err_tail.size() > kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
   while (!err_tail.empty() && std::isspace(static_cast<unsigned char>(err_tail.back()))) err_tail.pop_back();
   if (!err_tail.empty()) reason += "; stderr: " + err_tail;
   return HandlerResult::failed(std::move(reason));
+}
+
+HandlerResult run_command(const std::string& command, int64_t timeout_ms, const Job& job) {
+  int in_pipe[2], err_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0) return HandlerResult::failed("cannot create a pipe");
+  UniqueFd in_read(in_pipe[0]), in_write(in_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return HandlerResult::failed("cannot create a pipe");
+  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
+  auto pid = spawn_shell(command, job, in_read.get(), err_write.get());
+  if (!pid) return HandlerResult::failed(pid.error().message);
+  HandlerGuard::instance().started(*pid);
+  in_read.reset();
+  err_write.reset();
+  ::fcntl(in_write.get(), F_SETFL, O_NONBLOCK);
+  const int64_t deadline = steady_ms() + timeout_ms;
+  std::string err_tail;
+  const Ending fed = feed_and_listen(in_write, err_read, job, deadline, err_tail);
+  in_write.reset();
+  int status = 0;
+  const Ending ending = reap(*pid, fed, job, deadline, status);
+  return outcome_of(ending, status, timeout_ms, std::move(err_tail));
 }
 
 }  // namespace

@@ -189,12 +189,12 @@ void HandlerPool::record_handler_time(double micros) {
 }
 
 proto::JobResult HandlerPool::run_delivery(Delivery& delivery) {
-  proto::JobResult result{delivery.job.queue, delivery.job.id, delivery.token, 0, {}};
+  proto::JobResult result{delivery.job.queue, delivery.job.id, delivery.token, proto::Outcome::done, {}};
   HandlerResult outcome = run_handler(delivery.job);
-  result.outcome = static_cast<uint8_t>(outcome.status == HandlerResult::Status::done     ? proto::Outcome::done
-                                        : delivery.cancel->by_user.load()                 ? proto::Outcome::cancelled
-                                        : outcome.status == HandlerResult::Status::failed ? proto::Outcome::failed
-                                                                                          : proto::Outcome::failed_final);
+  result.outcome = outcome.status == HandlerResult::Status::done     ? proto::Outcome::done
+                   : delivery.cancel->by_user.load()                 ? proto::Outcome::cancelled
+                   : outcome.status == HandlerResult::Status::failed ? proto::Outcome::failed
+                                                                     : proto::Outcome::failed_final;
   result.error = std::move(outcome.error);
   if (result.error.size() > proto::kMaxErrorText) result.error.resize(proto::kMaxErrorText);
   return result;
@@ -274,7 +274,7 @@ std::vector<proto::JobResult> HandlerPool::take_results(int64_t now_us) {
 }
 
 bool HandlerPool::cancel_unstarted(const proto::JobRef& ref) {
-  const proto::JobResult cancelled{ref.queue, ref.id, ref.token, static_cast<uint8_t>(proto::Outcome::cancelled),
+  const proto::JobResult cancelled{ref.queue, ref.id, ref.token, proto::Outcome::cancelled,
                                    "cancelled before it started"};
   {
     std::lock_guard lock(mutex_);

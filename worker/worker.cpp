@@ -229,14 +229,14 @@ struct Worker::Impl {
     if (proto::payload_checksum(task.payload.data) != task.payload_checksum) {
       // Changed since its enqueue: running it could do anything, and a retry
       // would read the same bytes. Answered like a handler's final failure.
-      pool.add_result({task.queue, task.id, task.token, static_cast<uint8_t>(proto::Outcome::failed_final),
+      pool.add_result({task.queue, task.id, task.token, proto::Outcome::failed_final,
                        "payload corrupted: its checksum is not the one written at enqueue"});
       return;
     }
     auto cancel = held.cancel_state(ref);
     worker::Delivery d{Job{std::move(task.queue), std::move(task.id), std::move(task.type), std::move(task.payload.data),
                    task.due_ms, task.attempt, task.max_attempts, task.created_ms, wall_ms(), &cancel->stop, task.token},
-               task.token, cancel, 0, static_cast<proto::StartCheck>(task.start_check)};
+               task.token, cancel, 0, task.start_check};
     incoming.push_back(std::move(d));
   }
 

@@ -1,6 +1,6 @@
 #include "bench/scenarios.hpp"
 
-#include "broker/redis_connection.hpp"
+#include "broker/store/redis_connection.hpp"
 
 #include <thread>
 

@@ -1,4 +1,4 @@
--- The encoding pin (broker/encoding_pin.hpp, lua/pin_encoding.lua) sits in a
+-- The encoding pin (broker/store/encoding_pin.hpp, lua/pin_encoding.lua) sits in a
 -- queue's jobs, tokens and leased keys and is never a job: it is the one
 -- entry holding a space, and its lease deadline is +inf. Scripts read these
 -- keys through these helpers, so none skips the pin by hand.

@@ -1,5 +1,5 @@
--- Leader fencing (broker/leadership.hpp). Every script that writes includes
--- this first. The connection that sends it (broker/script_registry.cpp)
+-- Leader fencing (broker/loop/leadership.hpp). Every script that writes includes
+-- this first. The connection that sends it (broker/store/redis_client.cpp)
 -- appends the queue's epoch key to KEYS (and, outside a Redis Cluster, the
 -- leader's epoch counter after it) and the sender's leader epoch to ARGV
 -- (followed by "c" behind a Redis Cluster); they are taken off here, so the

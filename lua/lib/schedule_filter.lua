@@ -25,7 +25,7 @@
 -- filter_slot_add) and read or change them in one go, one BITFIELD per
 -- chunk touched.
 local filter_max_args = 1000  -- counters per BITFIELD call: unpack() has a limit
-local filter_chunks = 33      -- chunks 0..32 cover partitions 0..32767 (broker/schedule_partition.hpp)
+local filter_chunks = 33      -- chunks 0..32 cover partitions 0..32767 (broker/store/schedule_partition.hpp)
 
 local function filter_tail(id)
   local a, b, c = string.byte(id, -3, -1)
@@ -34,7 +34,7 @@ end
 
 -- The bucket of an id in partition P (a number) as a BITFIELD bit offset
 -- within P's chunk: the form the broker sends enqueue.lua
--- (schedule_filter_bit_offset in broker/schedule_partition.hpp), checked against this.
+-- (schedule_filter_bit_offset in broker/store/schedule_partition.hpp), checked against this.
 local function filter_bit_offset(partition, id)
   return ((partition % 1000) * 100 + filter_tail(id)) * 8
 end

@@ -7,7 +7,7 @@ root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 doc="$root/docs/architecture.md"
 missing=0
 cd "$root" || exit 2
-for file in $(find broker common worker client cli bench include/dueq lua/lib -name '*.cpp' -o -name '*.hpp' -o -name '*.lua' | sort); do
+for file in $(find broker common worker clients/cpp cli bench include/dueq lua/lib -name '*.cpp' -o -name '*.hpp' -o -name '*.lua' | sort); do
   case "$file" in
     *.hpp) [ -e "${file%.hpp}.cpp" ] && continue ;;
   esac

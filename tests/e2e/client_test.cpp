@@ -84,7 +84,7 @@ TEST(Client, KeepsManyRequestsOutstandingOnOneConnectionAndMatchesRepliesById) {
     proto::EnqueueReply reply{it->first, {}, 0};
     for (const auto& id : it->second) {
       const auto status = id == "job-7" ? proto::EnqueueStatus::duplicate : proto::EnqueueStatus::accepted;
-      reply.results.push_back(proto::EnqueueOutcome{id, static_cast<uint8_t>(status), "reason of " + id});
+      reply.results.push_back(proto::EnqueueOutcome{id, status, "reason of " + id});
     }
     broker.reply(routing_id, reply);
   }
@@ -221,7 +221,7 @@ TEST(Client, ACallbackRunsOnceOnTheIOThreadWithItsOwnOutcome) {
   const auto frames = receive_jobs(broker, kRequests + 2, routing_id, routing_ids);
   for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
     proto::EnqueueReply reply{it->first, {}, 0};
-    for (const auto& id : it->second) reply.results.push_back({id, static_cast<uint8_t>(proto::EnqueueStatus::accepted), ""});
+    for (const auto& id : it->second) reply.results.push_back({id, proto::EnqueueStatus::accepted, ""});
     broker.reply(routing_id, reply);
   }
   std::unique_lock lock(mutex);
@@ -285,7 +285,7 @@ TEST(Client, AnErrorThatNamesNoRequestFailsNone) {
   broker.reply(routing_id, proto::ErrorFrame{0, "bad_frame", "someone's frame could not be read", 0});
   for (const auto& [request_id, ids] : frames) {
     proto::EnqueueReply reply{request_id, {}, 0};
-    for (const auto& id : ids) reply.results.push_back({id, static_cast<uint8_t>(proto::EnqueueStatus::accepted), ""});
+    for (const auto& id : ids) reply.results.push_back({id, proto::EnqueueStatus::accepted, ""});
     broker.reply(routing_id, reply);
   }
   for (int t = 0; t < kThreads; ++t) {
@@ -406,7 +406,7 @@ TEST(Client, ABlockingCallFromACallbackIsRefusedInsteadOfWaitingForever) {
   ASSERT_TRUE(received);
   auto* enqueue = std::get_if<proto::Enqueue>(&received->frame);
   ASSERT_NE(enqueue, nullptr);
-  broker.reply(received->routing_id, proto::EnqueueReply{enqueue->request_id, {{"first", 0, ""}}, 0});
+  broker.reply(received->routing_id, proto::EnqueueReply{enqueue->request_id, {{"first", proto::EnqueueStatus::accepted, ""}}, 0});
   auto answer = codes.get_future();
   ASSERT_EQ(answer.wait_for(10s), std::future_status::ready) << "the callback blocked";
   EXPECT_EQ(answer.get(), (std::vector<std::string>{"bad_argument", "bad_argument"}));

@@ -13,7 +13,7 @@
 #include <set>
 #include <thread>
 
-#include "broker/cluster_slots.hpp"
+#include "broker/store/cluster_slots.hpp"
 #include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/redis_cluster.hpp"

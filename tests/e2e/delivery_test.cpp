@@ -19,9 +19,9 @@
 #include <thread>
 #include <unordered_map>
 
-#include "broker/dispatcher.hpp"
-#include "broker/registry.hpp"
-#include "broker/script_registry.hpp"
+#include "broker/loop/dispatcher.hpp"
+#include "broker/loop/registry.hpp"
+#include "broker/store/redis_client.hpp"
 #include "common/clock.hpp"
 #include "common/protocol.hpp"
 #include "tests/support/cluster.hpp"
@@ -64,7 +64,7 @@ TEST(EndToEnd, OnlyTheHolderOfADeliveryCanReportHandBackOrHoldIt) {
 
   RawPeer squatter(cluster.endpoint(), "squatter");
   // Before its HELLO its RESULTS are not even looked at.
-  squatter.send(proto::Results{{{"h", "victim", victim.token, 0, ""}}});
+  squatter.send(proto::Results{{{"h", "victim", victim.token, proto::Outcome::done, ""}}});
   auto answer = squatter.receive();
   ASSERT_TRUE(answer && std::holds_alternative<proto::ErrorFrame>(*answer));
   EXPECT_EQ(std::get<proto::ErrorFrame>(*answer).code, "unknown_worker");
@@ -72,13 +72,13 @@ TEST(EndToEnd, OnlyTheHolderOfADeliveryCanReportHandBackOrHoldIt) {
   squatter.send(proto::Hello{"squatter", {"elsewhere"}, 1, {victim}, "host", 1});
   answer = squatter.receive();
   ASSERT_TRUE(answer && std::holds_alternative<proto::Welcome>(*answer));
-  squatter.send(proto::Results{{{"h", "victim", victim.token, 0, ""}}});
+  squatter.send(proto::Results{{{"h", "victim", victim.token, proto::Outcome::done, ""}}});
   answer = squatter.receive();
   ASSERT_TRUE(answer && std::holds_alternative<proto::Confirm>(*answer)) << "a stale report is confirmed, not applied";
   // Reports naming queues that do not exist create nothing in Redis.
   const std::string keys_before = cluster.redis().cli("DBSIZE");
   proto::Results unknown;
-  for (int i = 0; i < 100; ++i) unknown.items.push_back({"nowhere-" + std::to_string(i), "j", 5, 0, ""});
+  for (int i = 0; i < 100; ++i) unknown.items.push_back({"nowhere-" + std::to_string(i), "j", 5, proto::Outcome::done, ""});
   squatter.send(unknown);
   answer = squatter.receive();
   ASSERT_TRUE(answer && std::holds_alternative<proto::Confirm>(*answer));
@@ -172,7 +172,7 @@ TEST(EndToEnd, DeliveriesThatNeverReachedAWorkerUseNoAttempt) {
   cluster.broker().signal(SIGKILL);
   cluster.broker().wait();
   {
-    broker::ScriptRegistry redis(*parse_redis_url(cluster.redis().url()));
+    broker::RedisClient redis(*parse_redis_url(cluster.redis().url()));
     // Writes as the killed broker's epoch would (lua/lib/fence.lua).
     redis.set_epoch(std::stoull(cluster.redis().cli("GET dueq:{once}:epoch")));
     ASSERT_TRUE(redis.connect());

@@ -19,9 +19,9 @@
 #include <thread>
 #include <unordered_map>
 
-#include "broker/dispatcher.hpp"
-#include "broker/registry.hpp"
-#include "broker/script_registry.hpp"
+#include "broker/loop/dispatcher.hpp"
+#include "broker/loop/registry.hpp"
+#include "broker/store/redis_client.hpp"
 #include "common/clock.hpp"
 #include "common/protocol.hpp"
 #include "tests/support/cluster.hpp"

@@ -18,9 +18,9 @@
 #include <thread>
 #include <unordered_map>
 
-#include "broker/dispatcher.hpp"
-#include "broker/registry.hpp"
-#include "broker/script_registry.hpp"
+#include "broker/loop/dispatcher.hpp"
+#include "broker/loop/registry.hpp"
+#include "broker/store/redis_client.hpp"
 #include "common/clock.hpp"
 #include "common/protocol.hpp"
 #include "tests/support/cluster.hpp"
@@ -378,7 +378,7 @@ TEST(EndToEnd, WritesRedisRefusesAreAnsweredUnavailableAndRetriedWithBackoff) {
 }
 
 // The broker pins the encodings of a queue's jobs, tokens and leased keys
-// (broker/keys.hpp) when the queue is first enqueued into, and puts back
+// (broker/store/keys.hpp) when the queue is first enqueued into, and puts back
 // missing pins (a store from before them) when it starts.
 TEST(EndToEnd, TheBrokerPinsTheKeyEncodingsOfNewQueuesAndOfQueuesItFindsAtStart) {
   Cluster cluster;

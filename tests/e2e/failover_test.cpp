@@ -9,8 +9,8 @@
 #include <set>
 #include <thread>
 
-#include "broker/script_registry.hpp"
-#include "broker/sentinel_watch.hpp"
+#include "broker/store/redis_client.hpp"
+#include "broker/store/sentinel_watch.hpp"
 #include "common/clock.hpp"
 #include "common/redis_url.hpp"
 #include "tests/support/cluster.hpp"
@@ -177,7 +177,7 @@ TEST(Failover, AMasterTurnedReplicaIsLeftAtItsFirstReadonlyAndRefusedUntilItIsAM
   ASSERT_TRUE(eventually([&] { return sentinels.ready(0); }, 30s)) << sentinels.cli(0, "SENTINEL master mymaster");
   auto address = parse_redis_url(sentinels.url());
   ASSERT_TRUE(address);
-  broker::ScriptRegistry redis(*address);
+  broker::RedisClient redis(*address);
   redis.set_epoch(1);
   ASSERT_TRUE(redis.connect());
   ASSERT_TRUE(redis.call(broker::Command{"SADD", "dueq:queues", "before"}));

@@ -16,12 +16,12 @@
 #include <unistd.h>
 #include <unordered_map>
 
-#include "broker/job_record.hpp"
+#include "broker/store/job_record.hpp"
 #include "common/protocol.hpp"
-#include "broker/redis_connection.hpp"
+#include "broker/store/redis_connection.hpp"
 #include "common/clock.hpp"
-#include "broker/keys.hpp"
-#include "broker/schedule_partition.hpp"
+#include "broker/store/keys.hpp"
+#include "broker/store/schedule_partition.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/raw_peer.hpp"
 

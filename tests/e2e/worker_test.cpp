@@ -94,7 +94,7 @@ TEST(Worker, ResultsOfShortJobsSentOneFrameEachAllArriveDone) {
     if (auto* r = std::get_if<proto::Results>(&frame->frame)) {
       ++results_frames;
       for (const auto& item : r->items) {
-        EXPECT_EQ(item.outcome, static_cast<uint8_t>(proto::Outcome::done)) << item.id;
+        EXPECT_EQ(item.outcome, proto::Outcome::done) << item.id;
         ++results;
       }
     }

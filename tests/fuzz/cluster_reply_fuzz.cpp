@@ -1,5 +1,5 @@
 // Fuzz target: what a Redis Cluster node answers, as the broker reads it
-// (broker/cluster_slots.hpp): the bytes go through hiredis's reply reader,
+// (broker/store/cluster_slots.hpp): the bytes go through hiredis's reply reader,
 // and every reply it makes is read as a CLUSTER SLOTS answer and, when it is
 // an error or a string, as a MOVED / ASK redirection. Any bytes give a slot
 // map or an error, never a crash; whatever is accepted is in range. The
@@ -11,7 +11,7 @@
 #include <memory>
 #include <string_view>
 
-#include "broker/cluster_slots.hpp"
+#include "broker/store/cluster_slots.hpp"
 
 namespace {
 

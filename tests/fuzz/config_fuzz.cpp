@@ -1,10 +1,10 @@
-// Fuzz target: the broker's TOML config file (broker/config.hpp). Any text
+// Fuzz target: the broker's TOML config file (broker/config/config.hpp). Any text
 // gives a configuration or an error naming the key or line, never a crash.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
-#include "broker/config.hpp"
+#include "broker/config/config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dueq::broker::BrokerConfig config;

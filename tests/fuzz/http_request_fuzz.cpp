@@ -1,12 +1,12 @@
 // Fuzz target: HttpFront's reading of a request's size from any bytes a
-// client sends (broker/http_front.hpp). Never a crash or an exception; a
+// client sends (broker/http/http_front.hpp). Never a crash or an exception; a
 // request taken whole has its head within the limit and its body within
 // the body limit; a refusal names a client error.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
-#include "broker/http_front.hpp"
+#include "broker/http/http_front.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using dueq::broker::HttpFront;

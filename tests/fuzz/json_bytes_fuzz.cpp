@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "broker/cron_entry.hpp"
+#include "broker/config/cron_entry.hpp"
 #include "common/json_bytes.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

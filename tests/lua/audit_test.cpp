@@ -154,7 +154,7 @@ TEST_F(Scripts, TheAuditSeesEveryIdThatStaysInAStateSetWhileOthersLeaveIt) {
   ASSERT_TRUE(store_->call(command));
   std::atomic<bool> auditing{true};
   std::thread leaving([&] {
-    ScriptRegistry other(*parse_redis_url(redis_->url()));
+    RedisClient other(*parse_redis_url(redis_->url()));
     ASSERT_TRUE(other.connect());
     for (int popped = 0; auditing && popped < 20'000; ++popped) ASSERT_TRUE(other.call(Command{"ZPOPMIN", "dueq:{q}:dead"}));
   });

@@ -11,7 +11,7 @@ using dueq::proto::StartCheck;
 
 namespace {
 
-std::vector<int64_t> lead_answer(ScriptRegistry& redis, const std::string& instance, uint64_t epoch) {
+std::vector<int64_t> lead_answer(RedisClient& redis, const std::string& instance, uint64_t epoch) {
   auto r = redis.call(calls::lead(instance, 2'000, epoch, "tcp://" + instance + ":7600"));
   EXPECT_TRUE(r);
   if (!r) return {};
@@ -54,7 +54,7 @@ TEST_F(Scripts, LeadGivesTheLeaseToOneBrokerAndANewEpochToEachNextLeader) {
 TEST_F(Scripts, AWriteWithAnEpochOlderThanTheQueuesFailsAndWritesNothing) {
   enqueue({qjob("a", 0)}, 1000);
   EXPECT_EQ(redis_->cli("GET dueq:{q}:epoch"), "1");
-  ScriptRegistry next_leader(*parse_redis_url(redis_->url()));
+  RedisClient next_leader(*parse_redis_url(redis_->url()));
   next_leader.set_epoch(2);
   ASSERT_TRUE(next_leader.connect());
   auto raised = next_leader.call(calls::fence_queue("q", 2));
@@ -93,7 +93,7 @@ TEST_F(Scripts, ALateCallOfADeposedLeaderCreatesNoQueue) {
   EXPECT_EQ(refused.error().code, Errc::fenced);
   EXPECT_EQ(redis_->cli("KEYS 'dueq:{created-late}:*'"), "") << "nothing of the queue was written";
 
-  ScriptRegistry next_leader(*parse_redis_url(redis_->url()));
+  RedisClient next_leader(*parse_redis_url(redis_->url()));
   next_leader.set_epoch(2);
   ASSERT_TRUE(next_leader.connect());
   auto accepted = next_leader.call(calls::enqueue("created-late", ptrs, 1000, 3, 0));
@@ -112,7 +112,7 @@ TEST_F(Scripts, ALateRegistrationOfADeposedLeaderAddsNoQueue) {
   EXPECT_EQ(refused.error().code, Errc::fenced);
   EXPECT_EQ(redis_->cli("SISMEMBER dueq:{leader}:queues registered-late"), "0");
 
-  ScriptRegistry next_leader(*parse_redis_url(redis_->url()));
+  RedisClient next_leader(*parse_redis_url(redis_->url()));
   next_leader.set_epoch(2);
   ASSERT_TRUE(next_leader.connect());
   auto added = next_leader.call(calls::register_queue("registered-late"));

@@ -88,7 +88,7 @@ TEST_F(Scripts, ScriptsSurviveARedisRestartWithAof) {
 
 TEST(RedisSettings, BrokerRefusesRedisWithoutAof) {
   dueq::testing::RedisServer redis({"--appendonly", "no"});
-  ScriptRegistry store(*parse_redis_url(redis.url()));
+  RedisClient store(*parse_redis_url(redis.url()));
   ASSERT_TRUE(store.connect());
   auto r = check_durability_settings(store);
   ASSERT_FALSE(r);
@@ -97,7 +97,7 @@ TEST(RedisSettings, BrokerRefusesRedisWithoutAof) {
 
 TEST(RedisSettings, BrokerRefusesAnEvictingRedis) {
   dueq::testing::RedisServer redis({"--maxmemory-policy", "allkeys-lru"});
-  ScriptRegistry store(*parse_redis_url(redis.url()));
+  RedisClient store(*parse_redis_url(redis.url()));
   ASSERT_TRUE(store.connect());
   auto r = check_durability_settings(store);
   ASSERT_FALSE(r);
@@ -106,7 +106,7 @@ TEST(RedisSettings, BrokerRefusesAnEvictingRedis) {
 
 TEST(RedisSettings, ProductionSettingsPass) {
   dueq::testing::RedisServer redis;
-  ScriptRegistry store(*parse_redis_url(redis.url()));
+  RedisClient store(*parse_redis_url(redis.url()));
   ASSERT_TRUE(store.connect());
   EXPECT_TRUE(check_durability_settings(store));
   EXPECT_EQ(settings_advice(store).value_or("failed"), "");
@@ -117,12 +117,12 @@ TEST(RedisSettings, ProductionSettingsPass) {
 TEST(RedisSettings, EncodingPinsAreOneBytePastTheLargerListpackValueLimit) {
   {
     dueq::testing::RedisServer redis;
-    ScriptRegistry store(*parse_redis_url(redis.url()));
+    RedisClient store(*parse_redis_url(redis.url()));
     ASSERT_TRUE(store.connect());
     EXPECT_EQ(encoding_pin_bytes(store).value_or(0), kEncodingPinBytes);
   }
   dueq::testing::RedisServer redis({"--hash-max-listpack-value", "3000", "--zset-max-listpack-value", "2000"});
-  ScriptRegistry store(*parse_redis_url(redis.url()));
+  RedisClient store(*parse_redis_url(redis.url()));
   ASSERT_TRUE(store.connect());
   EXPECT_EQ(encoding_pin_bytes(store).value_or(0), 3001u);
   ASSERT_EQ(redis.cli("CONFIG SET zset-max-listpack-value 65536"), "OK");
@@ -135,7 +135,7 @@ TEST(RedisSettings, EncodingPinsAreOneBytePastTheLargerListpackValueLimit) {
 TEST(RedisSettings, SettingsBelowDeployRedisConfAreNamedInTheAdviceWithWhatTheyCost) {
   dueq::testing::RedisServer redis({"--hash-max-listpack-entries", "128", "--zset-max-listpack-entries", "64",
                                     "--auto-aof-rewrite-min-size", "64mb"});
-  ScriptRegistry store(*parse_redis_url(redis.url()));
+  RedisClient store(*parse_redis_url(redis.url()));
   ASSERT_TRUE(store.connect());
   const std::string advice = settings_advice(store).value_or("failed");
   EXPECT_NE(advice.find("hash-max-listpack-entries is 128 (recommended: 256), zset-max-listpack-entries is 64 "

@@ -13,26 +13,26 @@
 
 #include <fmt/format.h>
 
-#include "broker/auditor.hpp"
-#include "broker/encoding_pin.hpp"
-#include "broker/job_record.hpp"
-#include "broker/keys.hpp"
-#include "broker/admin.hpp"
-#include "broker/admin_commands.hpp"
-#include "broker/cron.hpp"
-#include "broker/cron_commands.hpp"
-#include "broker/job_lookup.hpp"
-#include "broker/dispatcher.hpp"
-#include "broker/enqueuer.hpp"
-#include "broker/leadership.hpp"
-#include "broker/lease_extensions.hpp"
-#include "broker/stats_requests.hpp"
-#include "broker/redis_settings.hpp"
-#include "broker/results.hpp"
-#include "broker/schedule_partition.hpp"
-#include "broker/scheduler.hpp"
-#include "broker/script_registry.hpp"
-#include "broker/store_upgrade.hpp"
+#include "broker/admin/auditor.hpp"
+#include "broker/store/encoding_pin.hpp"
+#include "broker/store/job_record.hpp"
+#include "broker/store/keys.hpp"
+#include "broker/admin/admin.hpp"
+#include "broker/admin/admin_commands.hpp"
+#include "broker/loop/cron_scheduler.hpp"
+#include "broker/admin/cron_commands.hpp"
+#include "broker/admin/job_lookup.hpp"
+#include "broker/loop/dispatcher.hpp"
+#include "broker/loop/enqueuer.hpp"
+#include "broker/loop/leadership.hpp"
+#include "broker/loop/lease_extensions.hpp"
+#include "broker/loop/stats_requests.hpp"
+#include "broker/store/redis_settings.hpp"
+#include "broker/loop/results.hpp"
+#include "broker/store/schedule_partition.hpp"
+#include "broker/loop/scheduler.hpp"
+#include "broker/store/redis_client.hpp"
+#include "broker/admin/store_upgrade.hpp"
 #include "common/clock.hpp"
 #include "tests/support/redis_server.hpp"
 
@@ -51,7 +51,7 @@ class Scripts : public ::testing::Test {
  protected:
   void SetUp() override {
     redis_ = std::make_unique<dueq::testing::RedisServer>();
-    store_ = std::make_unique<ScriptRegistry>(*parse_redis_url(redis_->url()));
+    store_ = std::make_unique<RedisClient>(*parse_redis_url(redis_->url()));
     store_->set_epoch(1);  // the leader these calls are sent for (lua/lib/fence.lua)
     ASSERT_TRUE(store_->connect());
   }
@@ -153,7 +153,7 @@ class Scripts : public ::testing::Test {
   }
 
   std::unique_ptr<dueq::testing::RedisServer> redis_;
-  std::unique_ptr<ScriptRegistry> store_;
+  std::unique_ptr<RedisClient> store_;
   std::vector<ReplyPtr> replies_;
 };
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "broker/redis_connection.hpp"
+#include "broker/store/redis_connection.hpp"
 #include "tests/support/redis_server.hpp"
 
 namespace dueq::testing {

@@ -4,8 +4,8 @@
 
 #include <fstream>
 
-#include "broker/access.hpp"
-#include "broker/config.hpp"
+#include "broker/loop/access.hpp"
+#include "broker/config/config.hpp"
 #include "common/curve.hpp"
 #include "tests/support/redis_server.hpp"
 

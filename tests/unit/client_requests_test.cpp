@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "client/enqueue_merge.hpp"
-#include "client/request_tracker.hpp"
+#include "clients/cpp/enqueue_merge.hpp"
+#include "clients/cpp/request_tracker.hpp"
 
 namespace dueq::client {
 namespace {
@@ -107,7 +107,7 @@ TEST(EnqueueMerge, RequestsTakenTogetherShareOneFrameAndEachHearsItsOwnJobsOutco
   ASSERT_EQ(merged.jobs.size(), 6u);
 
   proto::EnqueueReply reply{101, {}, 0};
-  for (const auto& job : merged.jobs) reply.results.push_back({job.id, 0, ""});
+  for (const auto& job : merged.jobs) reply.results.push_back({job.id, proto::EnqueueStatus::accepted, ""});
   frames[0].done(proto::Frame{reply});
   EXPECT_EQ(heard[0], (std::vector<std::string>{"r0-0"}));
   EXPECT_EQ(heard[1], (std::vector<std::string>{"r1-0", "r1-1"}));
@@ -134,7 +134,7 @@ TEST(EnqueueMerge, AReplyOfTheWrongShapeFailsEveryMergedRequest) {
                       }});
   auto frames = merge_enqueues(std::move(queued), [] { return uint64_t{50}; });
   ASSERT_EQ(frames.size(), 1u);
-  frames[0].done(proto::Frame{proto::EnqueueReply{50, {{"j10", 0, ""}}, 0}});  // one outcome for two jobs
+  frames[0].done(proto::Frame{proto::EnqueueReply{50, {{"j10", proto::EnqueueStatus::accepted, ""}}, 0}});  // one outcome for two jobs
   EXPECT_EQ(failures, 2);
 }
 

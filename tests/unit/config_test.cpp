@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "broker/config.hpp"
+#include "broker/config/config.hpp"
 #include "common/broker_endpoints.hpp"
 #include "common/duration.hpp"
 #include "common/names.hpp"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "broker/admin_commands.hpp"
+#include "broker/admin/admin_commands.hpp"
 
 using dueq::broker::DeadListCursor;
 

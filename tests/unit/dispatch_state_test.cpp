@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "broker/batch_placer.hpp"
-#include "broker/reserved_counts.hpp"
-#include "broker/slot_allotter.hpp"
+#include "broker/loop/batch_placer.hpp"
+#include "broker/loop/reserved_counts.hpp"
+#include "broker/loop/slot_allotter.hpp"
 
 using dueq::broker::BatchPlacer;
 using dueq::broker::ReservedCounts;

@@ -1,9 +1,9 @@
-// HttpFront's reading of a request's size (broker/http_front.hpp): whole
+// HttpFront's reading of a request's size (broker/http/http_front.hpp): whole
 // once its head and its Content-Length's bytes are in; refused with the
 // status a client should hear.
 #include <gtest/gtest.h>
 
-#include "broker/http_front.hpp"
+#include "broker/http/http_front.hpp"
 
 using namespace dueq::broker;
 

@@ -2,8 +2,8 @@
 
 #include <msgpack.hpp>
 
-#include "broker/job_record.hpp"
-#include "broker/round.hpp"
+#include "broker/store/job_record.hpp"
+#include "broker/store/round.hpp"
 #include "common/protocol.hpp"
 
 namespace dueq::broker {

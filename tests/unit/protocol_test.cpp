@@ -61,10 +61,10 @@ TEST(Protocol, TasksRoundTripWithBinaryPayload) {
 // worker must read the mark, not default it, and refuse one it cannot know.
 TEST(Protocol, ATaskCarriesItsStartCheckAndRefusesAnUnknownOne) {
   Tasks batch = sample_tasks();
-  EXPECT_EQ(round_trip(batch).items.at(0).start_check, 0);
-  batch.items[0].start_check = 2;
-  EXPECT_EQ(round_trip(batch).items.at(0).start_check, 2);
-  batch.items[0].start_check = 3;
+  EXPECT_EQ(round_trip(batch).items.at(0).start_check, proto::StartCheck::none);
+  batch.items[0].start_check = proto::StartCheck::announce_alone;
+  EXPECT_EQ(round_trip(batch).items.at(0).start_check, proto::StartCheck::announce_alone);
+  batch.items[0].start_check = static_cast<proto::StartCheck>(3);  // none such: refused
   auto bad = decode(encode(batch));
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("start_check"), std::string::npos) << bad.error().message;
@@ -116,7 +116,7 @@ TEST(Protocol, AllFrameTypesRoundTrip) {
   round_trip(Heartbeat{{{"a", "j", 1}}, 4, true});
   round_trip(Pong{"b1"});
   round_trip(Received{12});
-  round_trip(Results{{{"a", "j", 1, 0, ""}, {"a", "k", 2, 1, "boom"}}});
+  round_trip(Results{{{"a", "j", 1, Outcome::done, ""}, {"a", "k", 2, Outcome::failed, "boom"}}});
   round_trip(Confirm{{{"a", "j", 1}}});
   round_trip(Bye{{{"a", "j", 1}}});
   EXPECT_EQ(round_trip(Starting{{{"a", "j", 5}}}).items.at(0).token, 5u);
@@ -124,7 +124,7 @@ TEST(Protocol, AllFrameTypesRoundTrip) {
   EXPECT_EQ(reply.go.at(0).id, "j");
   EXPECT_EQ(reply.drop.at(0).id, "k");
   round_trip(Enqueue{7, {{"a", "j", "t", Bytes{"p"}, 0, 3}}});
-  round_trip(EnqueueReply{7, {{"j", 0, ""}}, 0});
+  round_trip(EnqueueReply{7, {{"j", EnqueueStatus::accepted, ""}}, 0});
   round_trip(StatsRequest{9});
   round_trip(StatsReply{9, {QueueStats{"a", 1, 2, 3, 4, 5, 6, 7, 8, 9}}, 2});
   round_trip(JobRequest{3, "j", ""});
@@ -259,7 +259,7 @@ TEST(Protocol, RejectsInvalidNamesAndZeroTokens) {
   EXPECT_FALSE(decode(encode(Heartbeat{{{"q", "", 1}}, 1, false})));
   EXPECT_FALSE(decode(encode(Heartbeat{{{"q", "j", 0}}, 1, false})));
   EXPECT_FALSE(decode(encode(Hello{"w", {}, 1, {}, "", 0})));
-  EXPECT_FALSE(decode(encode(Results{{{"q", "j", 1, 9, ""}}})));
+  EXPECT_FALSE(decode(encode(Results{{{"q", "j", 1, static_cast<Outcome>(9), ""}}})));  // no such outcome
 }
 
 TEST(Protocol, RejectsOversizedFramesAndBatches) {
@@ -320,7 +320,7 @@ TEST(Protocol, RejectsHostileNestingDepth) {
 TEST(Protocol, FuzzedFramesNeverCrashTheDecoderAndAcceptedOnesRoundTrip) {
   const std::vector<std::string> seeds = {
       encode(sample_tasks()), encode(Hello{"w1", {"a"}, 8, {{"a", "j", 3}}, "h", 1}),
-      encode(Results{{{"a", "j", 1, 1, "boom"}}}), encode(Enqueue{7, {{"a", "j", "t", Bytes{"p"}, 5, 3}}}),
+      encode(Results{{{"a", "j", 1, Outcome::failed, "boom"}}}), encode(Enqueue{7, {{"a", "j", "t", Bytes{"p"}, 5, 3}}}),
       encode(StatsReply{9, {QueueStats{"a"}}, 2})};
   std::mt19937 rng(20261122);
   size_t decoded_ok = 0, rejected = 0;

@@ -4,7 +4,7 @@
 #include <thread>
 #include <vector>
 
-#include "broker/redis_budget.hpp"
+#include "broker/store/redis_budget.hpp"
 
 using namespace dueq::broker;
 using namespace std::chrono_literals;

@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "broker/registry.hpp"
+#include "broker/loop/registry.hpp"
 
 using dueq::broker::FreeSlots;
 using dueq::broker::WorkerInfo;

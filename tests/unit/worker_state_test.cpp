@@ -43,7 +43,7 @@ TEST(HeldJobs, AResultEndsItsDeliveryAndWaitsForTheBrokersConfirmation) {
   held.hold({"q", "a", 7});
   EXPECT_TRUE(held.holds({"q", "a", 7}));
   EXPECT_FALSE(held.holds({"q", "a", 8}));
-  held.finished(proto::JobResult{"q", "a", 7, 0, ""});
+  held.finished(proto::JobResult{"q", "a", 7, proto::Outcome::done, ""});
   EXPECT_TRUE(held.empty());
   ASSERT_EQ(held.unconfirmed().size(), 1u);
   held.confirmed({"q", "a", 6});  // another delivery's confirmation

@@ -1,0 +1,186 @@
+#include "broker/admin/admin.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+
+#include "broker/admin/command_table.hpp"
+#include "broker/admin/job_lookup.hpp"
+
+namespace dueq::broker {
+
+Admin::Admin(const BrokerConfig& config, const Clock& clock, RedisAddress address, std::shared_ptr<RedisBudget> budget)
+    : config_(config), clock_(clock), redis_(std::move(address)), ready_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  redis_.set_budget(std::move(budget));
+  redis_.set_stop_flag(thread_.stop_flag());
+}
+
+void Admin::submit(const Peer& peer, proto::JobRequest&& request) {
+  const uint64_t id = request.request_id;
+  submit(peer, id, Request(std::move(request)));
+}
+
+void Admin::submit(const Peer& peer, proto::AdminRequest&& request) {
+  const uint64_t id = request.request_id;
+  submit(peer, id, Request(std::move(request)));
+}
+
+void Admin::submit(const Peer& peer, uint64_t request_id, Request&& request) {
+  // A client resends a request it has no answer to yet: the one in progress
+  // answers both.
+  if (!in_progress_.emplace(peer.routing_id, request_id).second) return;
+  size_t& waiting = waiting_by_requester_[requester(peer)];
+  ++waiting;  // until deliver() sends its answer, whatever it is
+  {
+    std::lock_guard lock(thread_.mutex());
+    if (waiting <= kMaxQueuedPerRequester && requests_.size() < kMaxQueued) {
+      requests_.push_back(Queued{peer, std::move(request), {}});
+      thread_.notify();
+      return;
+    }
+    const std::string why = waiting > kMaxQueuedPerRequester
+                                ? fmt::format("{} has {} admin requests waiting", peer.key_name.empty() ? "this connection" : "this key",
+                                              kMaxQueuedPerRequester)
+                                : fmt::format("{} admin requests are waiting", kMaxQueued);
+    answers_.push_back(Answer{peer, request_id, proto::ErrorFrame{request_id, "overloaded", why + "; retry later", 1000}, {}, {}});
+  }
+  signal_ready();
+}
+
+bool Admin::submit_local(Request request, LocalDone done) {
+  std::lock_guard lock(thread_.mutex());
+  if (local_waiting_ >= kMaxLocal || requests_.size() >= kMaxQueued) return false;
+  ++local_waiting_;
+  requests_.push_back(Queued{Peer{"(dashboard)", false, "dashboard", 0}, std::move(request), std::move(done)});
+  thread_.notify();
+  return true;
+}
+
+void Admin::signal_ready() {
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(ready_fd_.get(), &one, sizeof one);
+}
+
+void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues, CronScheduler& cron) {
+  uint64_t count = 0;
+  [[maybe_unused]] auto n = ::read(ready_fd_.get(), &count, sizeof count);
+  std::vector<Answer> answers;
+  {
+    std::lock_guard lock(thread_.mutex());
+    answers.swap(answers_);
+  }
+  for (auto& answer : answers) {
+    if (!answer.local) {
+      in_progress_.erase({answer.peer.routing_id, answer.request_id});
+      if (auto it = waiting_by_requester_.find(requester(answer.peer)); it != waiting_by_requester_.end() && --it->second == 0)
+        waiting_by_requester_.erase(it);
+    }
+    for (const auto& ref : answer.stop_running) {
+      const InflightJob* job = inflight.find(ref.queue, ref.id);
+      if (job != nullptr && job->token == ref.token && !job->worker.empty())
+        outbox.send(Peer{job->worker, false}, proto::Cancel{{ref}});
+    }
+    for (const auto& name : answer.paused_queues) queues.get(name).paused = true;
+    for (const auto& name : answer.resumed_queues) {
+      QueueState& q = queues.get(name);
+      q.paused = false;
+      q.maybe_ready = true;  // what waited while it was paused
+    }
+    for (const auto& name : answer.ready_queues) queues.get(name).maybe_ready = true;
+    for (auto& entry : answer.cron_put) cron.put(std::move(entry), 0);
+    for (const auto& name : answer.cron_removed) cron.remove(name);
+    if (answer.local) answer.local(std::move(answer.frame));
+    else std::visit([&](const auto& frame) { outbox.send(answer.peer, frame); }, answer.frame);
+  }
+}
+
+void Admin::run() {
+  while (true) {
+    Queued next;
+    {
+      std::unique_lock lock(thread_.mutex());
+      if (!thread_.wait(lock, [&] { return !requests_.empty(); })) return;
+      next = std::move(requests_.front());
+      requests_.pop_front();
+    }
+    Answer answer = handle_guarded(next.peer, next.request);
+    answer.local = std::move(next.local);
+    {
+      std::lock_guard lock(thread_.mutex());
+      if (answer.local) --local_waiting_;
+      answers_.push_back(std::move(answer));
+    }
+    signal_ready();
+  }
+}
+
+// Nothing a client sends may end the admin thread (and with it the broker):
+// an exception from any command becomes an `internal` answer, and the
+// connection, in an unknown state, is opened anew for the next request.
+Admin::Answer Admin::handle_guarded(const Peer& peer, const Request& request) {
+  try {
+    return handle(peer, request);
+  } catch (const std::exception& e) {
+    redis_.disconnect();
+    const uint64_t request_id = std::visit([](const auto& r) { return r.request_id; }, request);
+    if (auto held_back = failure_log_.admit("", clock_.steady_ms()))
+      spdlog::error("admin request failed: {} ({} more such failures not logged)", loggable(e.what(), 200), *held_back);
+    Answer answer;
+    answer.peer = peer;
+    answer.request_id = request_id;
+    answer.frame = proto::ErrorFrame{request_id, "internal", std::string("the broker failed on this request: ") + e.what(), 0};
+    return answer;
+  }
+}
+
+Admin::Answer Admin::handle(const Peer& peer, const Request& request) {
+  Answer answer;
+  answer.peer = peer;
+  answer.request_id = std::visit([](const auto& r) { return r.request_id; }, request);
+  auto unavailable = [&](const Error& error) {
+    const bool down = error.code == Errc::unavailable || error.code == Errc::not_master;
+    if (down) redis_.disconnect();
+    answer.frame = proto::ErrorFrame{answer.request_id, errc_name(error.code), error.message, down ? 1000u : 0u};
+  };
+  if (!redis_.connected())
+    if (auto ok = redis_.connect(); !ok) {
+      unavailable(Error{Errc::unavailable, "Redis is unavailable: " + ok.error().message});
+      return answer;
+    }
+  if (const auto* job = std::get_if<proto::JobRequest>(&request)) {
+    auto reply = lookup_job(redis_, *job);
+    // The connection kept since the last request finds out only now that
+    // Redis restarted meanwhile: a lookup reads only, so it is tried again
+    // once on a new connection instead of failing the first user after a
+    // restart.
+    if (!reply && reply.error().code == Errc::unavailable) {
+      redis_.disconnect();
+      if (redis_.connect()) reply = lookup_job(redis_, *job);
+    }
+    if (reply) answer.frame = std::move(*reply);
+    else unavailable(reply.error());
+  } else {
+    const auto& admin = std::get<proto::AdminRequest>(request);
+    const AdminCommand command = find_admin_command(admin.op);
+    AdminEffects effects;
+    AdminContext context{redis_, config_, clock_.wall_ms(), effects};
+    Result<proto::AdminReply> reply = command != nullptr
+                                          ? command(context, admin)
+                                          : Result<proto::AdminReply>(fail(Errc::bad_argument, "unknown admin operation " + admin.op));
+    answer.stop_running = std::move(effects.stop_running);
+    answer.ready_queues = std::move(effects.ready_queues);
+    answer.paused_queues = std::move(effects.paused_queues);
+    answer.resumed_queues = std::move(effects.resumed_queues);
+    answer.cron_put = std::move(effects.cron_put);
+    answer.cron_removed = std::move(effects.cron_removed);
+    if (reply) {
+      reply->request_id = admin.request_id;
+      answer.frame = std::move(*reply);
+    } else {
+      unavailable(reply.error());
+    }
+  }
+  return answer;
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,28 @@
+#include "broker/admin/command_table.hpp"
+
+#include <functional>
+#include <map>
+
+#include "broker/admin/cron_commands.hpp"
+
+namespace dueq::broker {
+
+AdminCommand find_admin_command(std::string_view op) {
+  static const std::map<std::string_view, AdminCommand, std::less<>> table = {
+      {"cancel", cancel_jobs},
+      {"dead_list", list_dead},
+      {"replay", [](AdminContext& c, const proto::AdminRequest& r) { return replay_or_purge(c, r, true); }},
+      {"purge", [](AdminContext& c, const proto::AdminRequest& r) { return replay_or_purge(c, r, false); }},
+      {"audit", audit_queues},
+      {"scheduled", list_scheduled},
+      {"pause", [](AdminContext& c, const proto::AdminRequest& r) { return pause_or_resume(c, r, true); }},
+      {"resume", [](AdminContext& c, const proto::AdminRequest& r) { return pause_or_resume(c, r, false); }},
+      {"cron_add", cron_add},
+      {"cron_list", cron_list},
+      {"cron_remove", cron_remove},
+  };
+  auto it = table.find(op);
+  return it == table.end() ? nullptr : it->second;
+}
+
+}  // namespace dueq::broker

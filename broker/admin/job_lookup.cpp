@@ -1,0 +1,119 @@
+#include "broker/admin/job_lookup.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "broker/store/job_record.hpp"
+#include "broker/store/keys.hpp"
+#include "broker/store/schedule_partition.hpp"
+
+namespace dueq::broker {
+
+namespace calls {
+
+Command show(const std::string& queue, const std::string& id) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::show, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs,
+                                           k.attempts, k.errors, k.error_logs, k.cancel_requested})
+      .add(id)
+      .add(static_cast<int64_t>(schedule_partition(id)));
+}
+
+Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 7) return reply::bad(r, "show");
+  using reply::str;
+  std::map<std::string, std::string> out;
+  const std::string state = str(r->element[0]);
+  if (state.empty()) return out;
+  out["s"] = state;
+  if (state == "dead" || state == "done" || state == "cancelled") out["f"] = str(r->element[1]);
+  if (const std::string bytes = str(r->element[2]); !bytes.empty()) {
+    auto record = decode_job_record(bytes);
+    // Shown for what it is: the lookup of a job whose record was damaged
+    // must still work.
+    if (!record) {
+      out["t"] = "(unreadable record: " + record.error().message + ")";
+    } else {
+      out["t"] = record->type;
+      out["p"] = record->payload;
+      out["d"] = std::to_string(record->due_ms);
+      out["m"] = std::to_string(record->max_attempts);
+      out["c"] = std::to_string(record->created_ms);
+      if (record->backoff_base_ms != 0) out["bb"] = std::to_string(record->backoff_base_ms);
+      if (record->backoff_cap_ms != 0) out["bc"] = std::to_string(record->backoff_cap_ms);
+    }
+  }
+  // A finished job's attempts were deleted with it: not known, not 0.
+  std::string attempts = str(r->element[3]);
+  if (attempts.empty()) attempts = "0";
+  if (out.contains("t") || attempts != "0") out["a"] = std::move(attempts);
+  if (auto e = str(r->element[4]); !e.empty()) out["e"] = e;
+  if (auto el = str(r->element[5]); !el.empty()) out["el"] = el;
+  if (str(r->element[6]) == "1") out["cx"] = "1";
+  return out;
+}
+
+}  // namespace calls
+
+Result<std::vector<std::string>> known_queues(RedisClient& redis) {
+  auto r = redis.call(Command{"SMEMBERS", kQueuesKey});
+  if (!r) return std::unexpected(r.error());
+  auto names = reply::strings(r->get(), "SMEMBERS");
+  if (names) std::sort(names->begin(), names->end());
+  return names;
+}
+
+Result<std::map<std::string, std::string>> job_fields(RedisClient& redis, const std::string& queue,
+                                                      const std::string& id) {
+  auto r = redis.call(calls::show(queue, id));
+  if (!r) return std::unexpected(r.error());
+  return calls::parse_show(r->get());
+}
+
+Result<std::vector<std::string>> queues_for(RedisClient& redis, const std::string& queue) {
+  if (!queue.empty()) return std::vector<std::string>{queue};
+  return known_queues(redis);
+}
+
+Result<std::string> find_job_queue(RedisClient& redis, const std::string& id, const std::string& queue) {
+  auto names = queues_for(redis, queue);
+  if (!names) return std::unexpected(names.error());
+  // Ids are unique within a queue only: an id held by two queues is not
+  // guessed at.
+  std::vector<std::string> holders;
+  for (const auto& name : *names) {
+    auto fields = job_fields(redis, name, id);
+    if (!fields) return std::unexpected(fields.error());
+    if (!fields->empty()) holders.push_back(name);
+  }
+  if (holders.empty()) return fail(Errc::not_found, "no job " + id);
+  if (holders.size() > 1)
+    return fail(Errc::bad_argument, fmt::format("job {} is in queues {}: name one (--queue)", id, fmt::join(holders, ", ")));
+  return holders.front();
+}
+
+Result<proto::JobReply> lookup_job(RedisClient& redis, const proto::JobRequest& request) {
+  proto::JobReply reply{request.request_id, false, {}};
+  auto names = queues_for(redis, request.queue);
+  if (!names) return std::unexpected(names.error());
+  std::vector<std::string> others;  // further queues holding a job with this id
+  for (const auto& name : *names) {
+    auto fields = job_fields(redis, name, request.id);
+    if (!fields) return std::unexpected(fields.error());
+    if (fields->empty()) continue;
+    if (reply.found) {
+      others.push_back(name);
+      continue;
+    }
+    reply.found = true;
+    reply.fields = std::move(*fields);
+    reply.fields["queue"] = name;
+    reply.fields["id"] = request.id;
+  }
+  if (!others.empty()) reply.fields["also_in"] = fmt::format("{}", fmt::join(others, ","));
+  return reply;
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,201 @@
+#include "broker/http/dashboard.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <optional>
+
+#include "broker/admin/admin_commands.hpp"
+#include "broker/dashboard_page.hpp"  // generated: kDashboardPage, broker/http/dashboard.html
+#include "common/json_bytes.hpp"
+#include "common/names.hpp"
+
+namespace dueq::broker {
+
+namespace {
+
+using nlohmann::json;
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+void bad_request(httplib::Response& res, const std::string& why) { send_json(res, 400, {{"error", "bad_argument"}, {"message", why}}); }
+
+// Constant time in the token's length: a wrong guess says nothing of how close it was.
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+int status_of(const std::string& code) {
+  if (code == "bad_argument") return 400;
+  if (code == "not_found") return 404;
+  if (code == "overloaded" || code == "unavailable" || code == "not_leader" || code == "timeout") return 503;
+  return 500;
+}
+
+// The queue parameter: absent, or a valid name.
+std::optional<std::string> queue_param(const httplib::Request& req, httplib::Response& res, bool required) {
+  const std::string queue = req.get_param_value("queue");
+  if (queue.empty() && !required) return std::string();
+  if (auto ok = validate_queue_name(queue); !ok) {
+    bad_request(res, ok.error().message);
+    return std::nullopt;
+  }
+  return queue;
+}
+
+// The limit parameter: `fallback` when absent, else 1..max; nullopt when bad.
+std::optional<uint32_t> limit_param(const httplib::Request& req, uint32_t fallback, uint32_t max) {
+  const std::string text = req.get_param_value("limit");
+  if (text.empty()) return fallback;
+  uint32_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v == 0 || v > max) return std::nullopt;
+  return v;
+}
+
+// A replay or purge body: {"ids": [...], "queue": "Q"} or {"all": true,
+// "queue": "Q"} (replay only), every field checked.
+Result<proto::AdminRequest> change_request(const std::string& op, const std::string& text) {
+  const json body = json::parse(text, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) return fail(Errc::bad_argument, "expected a JSON object");
+  proto::AdminRequest request{0, op, "", {}, 0, 0};
+  if (body.contains("queue")) {
+    if (!body["queue"].is_string()) return fail(Errc::bad_argument, "queue: expected a string");
+    request.queue = body["queue"].get<std::string>();
+    if (auto ok = validate_queue_name(request.queue); !ok) return std::unexpected(ok.error());
+  }
+  if (body.contains("ids")) {
+    if (!body["ids"].is_array() || body["ids"].size() > Dashboard::kMaxIds)
+      return fail(Errc::bad_argument, fmt::format("ids: an array of at most {}", Dashboard::kMaxIds));
+    for (const auto& id : body["ids"]) {
+      if (!id.is_string()) return fail(Errc::bad_argument, "ids: expected strings");
+      if (auto ok = validate_job_id(id.get<std::string>()); !ok) return std::unexpected(ok.error());
+      request.ids.push_back(id.get<std::string>());
+    }
+  }
+  const bool all = body.value("all", false);
+  if (request.ids.empty() == !all || (all && (request.queue.empty() || op != "replay")))
+    return fail(Errc::bad_argument, "give ids, or (replay) all with a queue");
+  return request;
+}
+
+}  // namespace
+
+Result<std::string> read_dashboard_token(const std::string& path) {
+  std::ifstream in(path);
+  std::string token;
+  if (!in || !std::getline(in, token)) return fail(Errc::bad_argument, "dashboard_token_file " + path + ": cannot read it");
+  if (token.size() < 16 || token.size() > 256 ||
+      !std::all_of(token.begin(), token.end(), [](char c) { return c > ' ' && c < 127; }))
+    return fail(Errc::bad_argument, "dashboard_token_file " + path + ": its first line must be 16..256 printable characters");
+  return token;
+}
+
+bool Dashboard::authorized(const httplib::Request& req) const {
+  const std::string header = req.get_header_value("Authorization");
+  return !token_.empty() && header.starts_with("Bearer ") && same_secret(std::string_view(header).substr(7), token_);
+}
+
+std::string Dashboard::overview_json() const {
+  const auto s = metrics_.latest();
+  json out{{"at_ms", s->taken_ms}, {"counters_read_ms", s->counters_read_ms}, {"leading", s->leading},
+           {"epoch", s->epoch},    {"redis_up", s->redis_up},                 {"admin_token", !token_.empty()},
+           {"workers", json::array()}, {"queues", json::array()}};
+  out["totals"] = {{"workers", s->workers}, {"capacity", s->worker_capacity}, {"held", s->jobs_held}};
+  out["cron"] = json::array();
+  for (const auto& c : s->cron)
+    out["cron"].push_back({{"name", c.name}, {"queue", c.queue}, {"schedule", c.schedule}, {"time_zone", c.time_zone},
+                           {"next_tick_ms", c.next_tick_ms}});
+  out["lateness_bounds"] = kLatencyBounds;
+  for (const auto& w : s->worker_rows)
+    out["workers"].push_back({{"id", bytes_json(w.id)}, {"key", bytes_json(w.key)}, {"queues", w.queues}, {"capacity", w.capacity},
+                              {"held", w.held}, {"draining", w.draining}, {"silent_ms", w.silent_ms}});
+  for (const auto& [name, q] : s->queues) {
+    if (!q.counted) continue;
+    const auto& c = q.counters;
+    json history = json::array();
+    for (const auto& h : q.history) history.push_back(h);
+    out["queues"].push_back(
+        {{"queue", name}, {"scheduled", c.scheduled}, {"ready", c.waiting}, {"in_flight", c.in_flight},
+         {"done", c.done}, {"dead", c.dead}, {"died", c.died}, {"retried", c.retried}, {"accepted", c.accepted},
+         {"failed", c.retried + c.died - c.unconfirmed}, {"cancelled", c.cancelled}, {"stale_results", c.stale_acks},
+         {"oldest_ready_due_ms", c.oldest_ready_due_ms}, {"paused_since_ms", c.paused_since_ms},
+         {"rate_limit", c.rate_limit}, {"rate_burst", c.rate_burst}, {"concurrency_limit", c.concurrency_limit},
+         {"history", std::move(history)},
+         {"lateness", q.lateness.buckets()}, {"lateness_count", q.lateness.count()}, {"lateness_sum", q.lateness.sum()}});
+  }
+  return dump_json(out);
+}
+
+void Dashboard::answer(Admin::Request request, httplib::Response& res) const {
+  auto frame = admin_.call(std::move(request), kAdminWait);
+  if (const auto* e = std::get_if<proto::ErrorFrame>(&frame)) {
+    send_json(res, status_of(e->code), {{"error", e->code}, {"message", bytes_json(e->message)}});
+  } else if (const auto* job = std::get_if<proto::JobReply>(&frame)) {
+    send_json(res, 200, {{"found", job->found}, {"job", bytes_json(job->fields)}});
+  } else {
+    const auto& reply = std::get<proto::AdminReply>(frame);
+    json rows = json::array();
+    for (const auto& row : reply.rows) rows.push_back(bytes_json(row));
+    send_json(res, 200, {{"rows", std::move(rows)}, {"summary", bytes_json(reply.summary)}, {"next", reply.next}});
+  }
+}
+
+void Dashboard::add_routes(httplib::Server& server) {
+  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(kDashboardPage), "text/html; charset=utf-8");
+    // Everything the page uses comes from here.
+    res.set_header("Content-Security-Policy",
+                   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:");
+  });
+  server.Get("/api/overview", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(overview_json(), "application/json");
+  });
+  server.Get("/api/scheduled", [this](const httplib::Request& req, httplib::Response& res) {
+    auto queue = queue_param(req, res, true);
+    if (!queue) return;
+    auto limit = limit_param(req, 20, 100);
+    if (!limit) return bad_request(res, "limit: 1..100");
+    answer(proto::AdminRequest{0, "scheduled", *queue, {}, 0, *limit}, res);
+  });
+  server.Get("/api/dead", [this](const httplib::Request& req, httplib::Response& res) {
+    auto queue = queue_param(req, res, false);
+    if (!queue) return;
+    auto limit = limit_param(req, 50, 1'000);
+    if (!limit) return bad_request(res, "limit: 1..1000");
+    // A page goes on where the `next` of the one before stopped.
+    const std::string after = req.get_param_value("after");
+    if (auto cursor = DeadListCursor::parse(after); !cursor) return bad_request(res, cursor.error().message);
+    answer(proto::AdminRequest{0, "dead_list", *queue, {}, 0, *limit, {{"after", after}}}, res);
+  });
+  server.Get("/api/job", [this](const httplib::Request& req, httplib::Response& res) {
+    auto queue = queue_param(req, res, false);
+    if (!queue) return;
+    const std::string id = req.get_param_value("id");
+    if (auto ok = validate_job_id(id); !ok) return bad_request(res, ok.error().message);
+    answer(proto::JobRequest{0, id, *queue}, res);
+  });
+  server.Post("/api/dead/replay", [this](const httplib::Request& req, httplib::Response& res) { change("replay", req, res); });
+  server.Post("/api/dead/purge", [this](const httplib::Request& req, httplib::Response& res) { change("purge", req, res); });
+}
+
+void Dashboard::change(const char* op, const httplib::Request& req, httplib::Response& res) const {
+  if (token_.empty())
+    return send_json(res, 403, {{"error", "refused"}, {"message", "read-only: the broker has no dashboard_token_file"}});
+  if (!authorized(req))
+    return send_json(res, 401, {{"error", "refused"}, {"message", "replay and purge need the admin token (Authorization: Bearer)"}});
+  auto request = change_request(op, req.body);
+  if (!request) return bad_request(res, request.error().message);
+  answer(std::move(*request), res);
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,197 @@
+#include "broker/loop/results.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "broker/store/keys.hpp"
+#include "broker/store/schedule_partition.hpp"
+
+namespace dueq::broker {
+
+namespace {
+constexpr size_t kResultChunk = 5000;     // ack/nack take at most 5000
+constexpr size_t kRequeuePerRound = 500;  // lost workers' jobs returned per queue per round
+}  // namespace
+
+namespace calls {
+
+Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<TokenRef>& items) {
+  QueueKeys k(queue);
+  Command call = script_call(lua::ScriptId::ack, {k.leased, k.stats, k.jobs, k.tokens, k.attempts, k.errors,
+                                                  k.error_logs, k.cancel_requested, k.done, k.started, k.unconfirmed});
+  call.add(now_ms).add(retention_s).add(static_cast<int64_t>(items.size()));
+  for (const auto& item : items) call.add(item.id).add(token_text(item.token));
+  return call;
+}
+
+Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
+             const std::vector<NackItem>& items) {
+  QueueKeys k(queue);
+  Command call = script_call(lua::ScriptId::nack, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens,
+                                                   k.attempts, k.errors, k.error_logs, k.cancel_requested, k.cancelled,
+                                                   k.started, k.unconfirmed});
+  call.add(now_ms).add(base_ms).add(cap_ms).add(retention_s);
+  call.add(static_cast<int64_t>(items.size()));
+  for (const auto& item : items) {
+    const char* mode = "retry";
+    switch (item.mode) {
+      case NackMode::retry: mode = "retry"; break;
+      case NackMode::now: mode = "now"; break;
+      case NackMode::lost: mode = "lost"; break;
+      case NackMode::lost_beside: mode = "lost_beside"; break;
+      case NackMode::shared: mode = "shared"; break;
+      case NackMode::dead: mode = "dead"; break;
+      case NackMode::handed_back: mode = "return"; break;
+      case NackMode::cancel: mode = "cancel"; break;
+    }
+    call.add(item.id).add(token_text(item.token)).add(mode).add(item.reason);
+    call.add(static_cast<int64_t>(schedule_partition(item.id)));
+  }
+  for (const auto& item : items) call.add(fmt::format("{:.6f}", item.jitter));
+  return call;
+}
+
+Result<std::vector<NackOutcome>> parse_nack(const redisReply* r) {
+  static constexpr std::array kKnown{NackStatus::stale, NackStatus::retried, NackStatus::dead, NackStatus::cancelled};
+  auto values = reply::integers(r, "nack");
+  if (!values) return std::unexpected(values.error());
+  if (values->size() % 2 != 0) return reply::bad(r, "nack");
+  std::vector<NackOutcome> out;
+  for (size_t i = 0; i < values->size(); i += 2) {
+    const auto known = reply::code((*values)[i], kKnown);
+    if (!known) return reply::bad(r, "nack");
+    out.push_back({*known, (*values)[i + 1]});
+  }
+  return out;
+}
+
+}  // namespace calls
+
+void Results::on_results(const Peer& worker, std::vector<proto::JobResult>&& items) {
+  for (auto& item : items) {
+    // Credit comes back now; Redis decides (by token) whether it counts.
+    inflight_.remove(item.queue, item.id, item.token);
+    pending_.push_back(Pending{worker, std::move(item)});
+  }
+}
+
+bool Results::has_work() const {
+  if (refusals_.holding()) return false;
+  for (const auto& p : pending_)
+    if (!refusals_.holding(p.result.queue)) return true;
+  for (const auto& [name, items] : requeues_)
+    if (!items.empty() && !refusals_.holding(name)) return true;
+  return false;
+}
+
+void Results::add_to(Round& round) {
+  if (refusals_.holding()) return;
+  // Acks and nacks per queue, at most kResultChunk per call.
+  std::map<std::pair<std::string, bool>, std::vector<Pending>> open;
+  std::vector<Pending> held;
+  for (auto& pending : std::exchange(pending_, {})) {
+    if (refusals_.holding(pending.result.queue)) {  // its slot is moving
+      held.push_back(std::move(pending));
+      continue;
+    }
+    const bool ack = pending.result.outcome == proto::Outcome::done;
+    auto key = std::make_pair(pending.result.queue, ack);
+    auto& batch = open[key];
+    batch.push_back(std::move(pending));
+    if (batch.size() == kResultChunk) {
+      add_result_call(round, key.first, ack, std::move(batch));
+      open.erase(key);
+    }
+  }
+  for (auto& [key, batch] : open) add_result_call(round, key.first, key.second, std::move(batch));
+  for (auto& pending : held) pending_.push_back(std::move(pending));
+  add_requeue_calls(round);
+}
+
+void Results::add_result_call(Round& round, const std::string& queue, bool ack, std::vector<Pending>&& batch) {
+  const auto& policy = config_.policy(queue);
+  const int64_t now = clock_.wall_ms();
+  Command call;
+  if (ack) {
+    std::vector<TokenRef> items;
+    items.reserve(batch.size());
+    for (const auto& p : batch) items.push_back({p.result.id, p.result.token});
+    call = calls::ack(queue, now, policy.done_retention_s, items);
+  } else {
+    std::vector<NackItem> items;
+    std::uniform_real_distribution<double> jitter(0.0, 1.0);
+    for (const auto& p : batch) {
+      const auto& r = p.result;
+      const auto mode = r.outcome == proto::Outcome::failed_final ? NackMode::dead
+                        : r.outcome == proto::Outcome::cancelled  ? NackMode::cancel
+                                                                                         : NackMode::retry;
+      items.push_back({r.id, r.token, mode, r.error.empty() ? "failed" : r.error, jitter(rng_)});
+    }
+    call = calls::nack(queue, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, items);
+    // A retry due at once is ready when the round's lease runs.
+    queues_.get(queue).ready_this_round = true;
+  }
+  round.add(std::move(call), [this, queue, ack, now, batch = std::move(batch)](const redisReply* r) mutable {
+    if (r == nullptr || !reply_error(r).empty()) {
+      // Not applied: kept (the worker resends until CONFIRM anyway).
+      if (r != nullptr) refusals_.refused(queue, fmt::format("{} on '{}' ({} results kept)", ack ? "ack" : "nack", queue,
+                                                      batch.size() + pending_.size()),
+                                          reply_error(r));
+      for (auto& p : batch) pending_.push_back(std::move(p));
+      return;
+    }
+    refusals_.succeeded();
+    if (!ack) {
+      QueueState& q = queues_.get(queue);
+      if (auto outcomes = calls::parse_nack(r))
+        for (const auto& o : *outcomes)
+          if (o.status == NackStatus::retried) {
+            if (o.due_ms > now) q.next_due_ms = earliest_known(q.next_due_ms, o.due_ms);
+            else q.maybe_ready = true;
+          }
+    }
+    // Applied (stale ones included: Redis rejected them for good).
+    std::map<std::string, std::pair<Peer, proto::Confirm>> confirms;  // by routing id
+    for (const auto& p : batch) {
+      auto& [peer, confirm] = confirms[p.worker.routing_id];
+      peer = p.worker;
+      confirm.items.push_back({p.result.queue, p.result.id, p.result.token});
+    }
+    for (const auto& [rid, c] : confirms) outbox_.send(c.first, c.second);
+  });
+}
+
+// Jobs of lost workers go back at once (an attempt if their start was
+// seen: NackMode::now / lost), handed-back ones too. A mass
+// failure is spread over rounds: at most kRequeuePerRound per queue per
+// round, so Redis is never blocked by one huge script call.
+void Results::add_requeue_calls(Round& round) {
+  const int64_t now = clock_.wall_ms();
+  for (auto it = requeues_.begin(); it != requeues_.end();) {
+    auto& [name, items] = *it;
+    if (refusals_.holding(name)) {  // its slot is moving
+      ++it;
+      continue;
+    }
+    const size_t take = std::min(items.size(), kRequeuePerRound);
+    std::vector<NackItem> chunk(std::make_move_iterator(items.begin()), std::make_move_iterator(items.begin() + take));
+    items.erase(items.begin(), items.begin() + take);
+    const auto& policy = config_.policy(name);
+    Command call = calls::nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, chunk);
+    round.add(std::move(call), [this, name, chunk = std::move(chunk)](const redisReply* r) mutable {
+                if (r == nullptr) {
+                  // Not known to be applied: again next round (a stale token makes a repeat harmless).
+                  for (auto& item : chunk) requeues_[name].push_back(std::move(item));
+                } else if (auto err = reply_error(r); !err.empty()) {
+                  // The leases run out and reclaim returns these jobs.
+                  refusals_.refused(name, fmt::format("requeue on '{}'", name), err);
+                } else {
+                  queues_.get(name).maybe_ready = true;
+                }
+              });
+    queues_.get(name).ready_this_round = true;
+    it = items.empty() ? requeues_.erase(it) : std::next(it);
+  }
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,99 @@
+#pragma once
+// Results: how deliveries end, applied in Redis. RESULTS from workers become
+// ack (done) and nack (retry with backoff, dead, cancelled) calls. A
+// delivery whose worker cannot report (lost, or never reached by its TASKS
+// frame) or hands it back unstarted ends here too, reported by the broker
+// for it: a requeue, nack "now"/"lost"/"shared"/"return", back to ready.
+// Every call is fenced by the delivery's token in Redis. A result stays here
+// until Redis applied it, and the worker is sent CONFIRM only then.
+#include <algorithm>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "broker/config/config.hpp"
+#include "broker/loop/inflight.hpp"
+#include "broker/loop/outbox.hpp"
+#include "broker/loop/queues.hpp"
+#include "broker/store/refusal_backoff.hpp"
+#include "broker/store/round.hpp"
+#include "common/clock.hpp"
+#include "common/logging.hpp"
+#include "common/protocol.hpp"
+
+namespace dueq::broker {
+
+enum class NackMode {
+  retry,        // back to the schedule after backoff
+  now,          // back to ready at once, counted as an attempt (worker lost while running it)
+  lost,         // back to ready at once, counted only if Redis holds its start (lua/lib/lost_delivery.lua)
+  lost_beside,  // as lost, but its worker held other jobs beside it: a start Redis holds is not counted either
+  shared,       // back to ready at once, not counted: its worker died running several announced jobs
+  dead,         // straight to the dead-letter set
+  handed_back,  // back to ready at once, not counted (never started)
+  cancel,       // ends cancelled
+};
+
+struct NackItem {
+  std::string id;
+  uint64_t token = 0;
+  NackMode mode = NackMode::retry;
+  std::string reason;
+  double jitter = 0;  // [0, 1]
+};
+
+// lua/nack.lua's status of one job.
+enum class NackStatus : int64_t { stale = 0, retried = 1, dead = 2, cancelled = 3 };
+struct NackOutcome {
+  NackStatus status = NackStatus::stale;
+  int64_t due_ms = 0;  // retried: when it is due again
+};
+
+namespace calls {
+// ack.lua: one status per item, 1 applied, 0 stale.
+Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<TokenRef>& items);
+// nack.lua
+Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
+             const std::vector<NackItem>& items);
+Result<std::vector<NackOutcome>> parse_nack(const redisReply* reply);
+}  // namespace calls
+
+class Results {
+ public:
+  Results(const BrokerConfig& config, const Clock& clock, QueueTable& queues, InflightTable& inflight, Outbox& outbox,
+          RefusalBackoff& refusals)
+      : config_(config), clock_(clock), queues_(queues), inflight_(inflight), outbox_(outbox), refusals_(refusals) {}
+
+  void on_results(const Peer& worker, std::vector<proto::JobResult>&& items);
+  // Back to ready: a lost worker's job (NackMode::now) or one handed back
+  // unstarted (NackMode::handed_back).
+  void requeue(const std::string& queue, NackItem item) { requeues_[queue].push_back(std::move(item)); }
+
+  // Adds the round's ack, nack and requeue calls.
+  void add_to(Round& round);
+  // Calls to make now (none while Redis refuses writes, nor for a queue
+  // whose slot is moving: RefusalBackoff).
+  bool has_work() const;
+  size_t unapplied() const { return pending_.size(); }
+
+ private:
+  struct Pending {
+    Peer worker;
+    proto::JobResult result;
+  };
+  void add_result_call(Round& round, const std::string& queue, bool ack, std::vector<Pending>&& batch);
+  void add_requeue_calls(Round& round);
+
+  const BrokerConfig& config_;
+  const Clock& clock_;
+  QueueTable& queues_;
+  InflightTable& inflight_;
+  Outbox& outbox_;
+  std::mt19937_64 rng_{std::random_device{}()};
+  RefusalBackoff& refusals_;
+  std::vector<Pending> pending_;  // kept until Redis applied them
+  std::map<std::string, std::vector<NackItem>> requeues_;
+};
+
+}  // namespace dueq::broker

@@ -1,0 +1,181 @@
+#include "broker/loop/scheduler.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "broker/store/keys.hpp"
+
+namespace dueq::broker {
+
+namespace {
+constexpr int kSweepLimit = 5000;  // done/cancelled entries removed per sweep call
+constexpr int64_t kSweepIntervalMs = 1000;
+}  // namespace
+
+namespace calls {
+
+Command promote(const std::string& queue, int64_t now_ms, int limit) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::promote, {k.schedule, k.ready, k.jobs, k.stats}).add(now_ms).add(limit);
+}
+
+Result<PromoteOutcome> parse_promote(const redisReply* r) {
+  auto values = reply::integers(r, "promote");
+  if (!values || values->size() != 2) return reply::bad(r, "promote");
+  return PromoteOutcome{(*values)[0], (*values)[1]};
+}
+
+Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::reclaim, {k.leased, k.ready, k.dead, k.stats, k.jobs, k.tokens, k.attempts,
+                                              k.errors, k.error_logs, k.cancel_requested, k.cancelled, k.started,
+                                              k.unconfirmed})
+      .add(now_ms)
+      .add(limit)
+      .add(retention_s);
+}
+
+Result<ReclaimOutcome> parse_reclaim(const redisReply* r) {
+  auto values = reply::integers(r, "reclaim");
+  if (!values || values->size() != 4) return reply::bad(r, "reclaim");
+  return ReclaimOutcome{(*values)[0], (*values)[1], (*values)[2], (*values)[3]};
+}
+
+Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::sweep, {k.done, k.cancelled, k.stats})
+      .add(cutoff_ms)
+      .add(limit)
+      .add(max_kept)
+      .add(std::max(cutoff_ms, window_start_ms));
+}
+
+Command cap_leases(const std::string& queue, int64_t cap_ms, int limit) {
+  return script_call(lua::ScriptId::cap_leases, {QueueKeys(queue).leased}).add(cap_ms).add(limit);
+}
+
+}  // namespace calls
+
+int64_t Scheduler::previous_lease_cap() const {
+  return lease_clock_.now_ms() + config_.worker_timeout_ms + config_.delivery_timeout_ms;
+}
+
+Result<void> Scheduler::cap_previous_leases(RedisClient& redis, std::span<const std::string> queues, int64_t cap_ms) {
+  std::vector<std::string> left(queues.begin(), queues.end());
+  while (!left.empty()) {
+    std::vector<Command> caps;
+    caps.reserve(left.size());
+    for (const auto& name : left) caps.push_back(calls::cap_leases(name, cap_ms, config_.reclaim_batch));
+    auto replies = redis.pipeline(std::move(caps));
+    if (!replies) return std::unexpected(replies.error());
+    std::vector<std::string> more;
+    for (size_t i = 0; i < left.size(); ++i) {
+      auto capped = reply::integers((*replies)[i].get(), "cap_leases");
+      if (!capped) return std::unexpected(capped.error());
+      if (!capped->empty() && (*capped)[0] >= config_.reclaim_batch) more.push_back(std::move(left[i]));
+    }
+    left = std::move(more);
+  }
+  return {};
+}
+
+void Scheduler::add_to(Round& round) {
+  if (refusals_.holding() || queues_.size() == 0) return;
+  RoundTimes at{clock_.wall_ms(), lease_clock_.now_ms(), clock_.steady_ms()};
+  size_t calls = 0;
+  // Round-robin from where the last round stopped: a store of many queues
+  // is worked through in rounds of bounded size, so that nothing queued
+  // behind one (the lease renewal of the next turn) waits long for Redis.
+  auto it = queues_.lower_bound(cursor_);
+  for (size_t seen = 0; seen < queues_.size() && calls < kMaxCallsPerRound; ++seen, ++it) {
+    if (it == queues_.end()) it = queues_.begin();
+    auto& [name, q] = *it;
+    if (refusals_.holding(name)) continue;  // its slot is moving
+    // Nothing of a queue not registered is in Redis (its first write waits
+    // for that, Enqueuer::ready_for_writes): a fenced call would write its
+    // epoch key, behind a Redis Cluster even for a deposed leader.
+    if (!q.registered) continue;
+    const size_t before = round.calls();
+    if (q.next_due_ms >= 0 && q.next_due_ms <= at.wall_ms) add_promote(round, name, q, at);
+    if (q.next_deadline_ms >= 0 && q.next_deadline_ms <= at.lease_ms) add_reclaim(round, name, q, at);
+    if (config_.policy(name).done_retention_s > 0 && at.steady_ms >= q.next_sweep_ms) add_sweep(round, name, q, at);
+    calls += round.calls() - before;
+  }
+  cursor_ = it == queues_.end() ? std::string() : it->first;
+}
+
+void Scheduler::add_promote(Round& round, const std::string& name, QueueState& q, const RoundTimes& at) {
+  q.ready_this_round = true;
+  const int64_t now = at.wall_ms;
+  round.add(calls::promote(name, now, config_.promote_batch), [this, name, now](const redisReply* r) {
+    if (r == nullptr) return;  // a reconnect promotes every queue again
+    QueueState& q = queues_.get(name);
+    auto p = calls::parse_promote(r);
+    if (!p) return refusals_.refused(name, fmt::format("promote on '{}'", name), p.error().message);
+    refusals_.succeeded();
+    if (p->moved > 0) q.maybe_ready = true;
+    // More due jobs than one batch: promote again at once.
+    q.next_due_ms = p->moved == config_.promote_batch ? now : p->next_due_ms;
+  });
+}
+
+void Scheduler::add_reclaim(Round& round, const std::string& name, QueueState& q, RoundTimes& at) {
+  q.ready_this_round = true;
+  const int64_t lease_now = at.lease_ms;
+  // Redis re-leases these with new tokens: the broker's copies are stale.
+  if (!at.inflight_expired)
+    inflight_.expire(lease_now, [this](const InflightJob& job) { workers_.on_delivery_expired(job); });
+  at.inflight_expired = true;
+  round.add(calls::reclaim(name, lease_now, config_.reclaim_batch, config_.policy(name).done_retention_s),
+            [this, name, lease_now](const redisReply* r) {
+              if (r == nullptr) return;
+              QueueState& q = queues_.get(name);
+              auto c = calls::parse_reclaim(r);
+              if (!c) return refusals_.refused(name, fmt::format("reclaim on '{}'", name), c.error().message);
+              refusals_.succeeded();
+              if (c->requeued + c->dead > 0)
+                spdlog::info("queue '{}': {} expired leases re-queued ({} never seen to start, no attempt "
+                             "used), {} dead-lettered",
+                             name, c->requeued, c->not_counted, c->dead);
+              if (c->requeued > 0) q.maybe_ready = true;
+              q.next_deadline_ms = c->requeued + c->dead == config_.reclaim_batch ? lease_now : c->next_deadline_ms;
+            });
+}
+
+void Scheduler::add_sweep(Round& round, const std::string& name, QueueState& q, const RoundTimes& at) {
+  const int64_t steady_now = at.steady_ms;
+  q.next_sweep_ms = steady_now + kSweepIntervalMs;
+  const auto& policy = config_.policy(name);
+  const int64_t now = at.wall_ms;
+  round.add(calls::sweep(name, now - policy.done_retention_s * 1000, kSweepLimit, policy.done_max, now - policy.duplicate_window_ms),
+            [this, name, steady_now](const redisReply* r) {
+    if (r == nullptr) return;
+    auto removed = reply::integers(r, "sweep");
+    if (!removed || removed->size() != 3)
+      return refusals_.refused(name, fmt::format("sweep on '{}'", name), removed ? "bad reply" : removed.error().message);
+    if ((*removed)[2] > 0)
+      if (auto held_back = forgotten_log_.admit(name, steady_now))
+        spdlog::warn("queue '{}': {} finished ids forgotten before done_retention to stay within done_max ({} "
+                     "more such sweeps not logged); a resent enqueue of one of them makes a new job",
+                     name, (*removed)[2], *held_back);
+    // A full sweep means more is past retention: sweep again next round.
+    if (std::max((*removed)[0], (*removed)[1]) == kSweepLimit) queues_.get(name).next_sweep_ms = steady_now;
+  });
+}
+
+int64_t Scheduler::us_until_next(int64_t wall_us_now) const {
+  if (refusals_.holding()) return refusals_.us_until_retry();
+  const int64_t lease_now = lease_clock_.now_ms();
+  int64_t until = -1;
+  for (const auto& [name, q] : queues_) {
+    // Due times at microsecond precision: the timer is set to the due
+    // millisecond itself, not up to a millisecond after it.
+    if (q.next_due_ms >= 0) until = earliest_known(until, std::max<int64_t>(0, q.next_due_ms * 1000 - wall_us_now));
+    if (q.next_deadline_ms >= 0) until = earliest_known(until, std::max<int64_t>(0, (q.next_deadline_ms - lease_now) * 1000));
+  }
+  return until;
+}
+
+}  // namespace dueq::broker

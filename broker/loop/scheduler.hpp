@@ -1,0 +1,89 @@
+#pragma once
+// Scheduler: moves time forward in Redis. Per queue it promotes jobs whose
+// due time has come (promote.lua), returns jobs whose lease ran out
+// (reclaim.lua: a delivery lost on the wire or a worker that never reported
+// it) and removes done/cancelled ids past their retention (sweep.lua). Each
+// reply says when the next one is due, so the loop sleeps until exactly then.
+#include <span>
+#include <string>
+
+#include "broker/config/config.hpp"
+#include "broker/loop/inflight.hpp"
+#include "broker/loop/queues.hpp"
+#include "broker/store/refusal_backoff.hpp"
+#include "broker/loop/workers.hpp"
+#include "broker/store/round.hpp"
+#include "broker/store/redis_client.hpp"
+#include "common/clock.hpp"
+
+namespace dueq::broker {
+
+struct PromoteOutcome {
+  int64_t moved = 0;
+  int64_t next_due_ms = -1;
+};
+
+struct ReclaimOutcome {
+  int64_t requeued = 0;
+  int64_t dead = 0;
+  int64_t next_deadline_ms = -1;
+  int64_t not_counted = 0;  // of the requeued: deliveries no worker confirmed, no attempt used
+};
+
+namespace calls {
+Command promote(const std::string& queue, int64_t now_ms, int limit);
+Result<PromoteOutcome> parse_promote(const redisReply* reply);
+Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s);
+Result<ReclaimOutcome> parse_reclaim(const redisReply* reply);
+// sweep.lua: [done removed, cancelled removed, removed by max_kept before retention]
+Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms);
+// cap_leases.lua: [leases shortened]
+Command cap_leases(const std::string& queue, int64_t cap_ms, int limit);
+}  // namespace calls
+
+class Scheduler {
+ public:
+  Scheduler(const BrokerConfig& config, const Clock& clock, const LeaseClock& lease_clock, QueueTable& queues,
+            InflightTable& inflight, Workers& workers, RefusalBackoff& refusals)
+      : config_(config), clock_(clock), lease_clock_(lease_clock), queues_(queues), inflight_(inflight), workers_(workers),
+        refusals_(refusals) {}
+
+  // Leases written by a previous broker may run for a full TTL; workers that
+  // still hold those jobs report them within the grace period and get them
+  // extended, the rest expire then and are re-delivered.
+  // The deadline they are capped to: that grace period from now.
+  int64_t previous_lease_cap() const;
+  // One round trip for all of `queues`, then one for those with more left.
+  Result<void> cap_previous_leases(RedisClient& redis, std::span<const std::string> queues, int64_t cap_ms);
+
+  // Adds the promote, reclaim and sweep calls that are due (none while
+  // Redis refuses writes), at most about kMaxCallsPerRound; the next round
+  // goes on from the queue where this one stopped.
+  void add_to(Round& round);
+  static constexpr size_t kMaxCallsPerRound = 2'000;
+  // Microseconds from now until the earliest due time or lease deadline
+  // known, or until the end of a refusal back-off; -1 when none is known.
+  int64_t us_until_next(int64_t wall_us_now) const;
+
+ private:
+  struct RoundTimes {
+    int64_t wall_ms, lease_ms, steady_ms;
+    bool inflight_expired = false;  // the broker's copies of expired leases dropped this round
+  };
+  // Each adds its call for one queue.
+  void add_promote(Round& round, const std::string& name, QueueState& q, const RoundTimes& at);
+  void add_reclaim(Round& round, const std::string& name, QueueState& q, RoundTimes& at);
+  void add_sweep(Round& round, const std::string& name, QueueState& q, const RoundTimes& at);
+
+  const BrokerConfig& config_;
+  const Clock& clock_;
+  const LeaseClock& lease_clock_;
+  QueueTable& queues_;
+  InflightTable& inflight_;
+  Workers& workers_;  // told of deliveries whose lease ran out
+  RefusalBackoff& refusals_;
+  LogLimiter forgotten_log_{60'000, 5, 1'000};
+  std::string cursor_;  // the queue the next round starts from
+};
+
+}  // namespace dueq::broker

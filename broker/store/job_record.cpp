@@ -1,0 +1,65 @@
+#include "broker/store/job_record.hpp"
+
+#include <fmt/format.h>
+
+#include <msgpack.hpp>
+
+#include "common/protocol.hpp"
+
+namespace dueq::broker {
+
+namespace {
+
+std::unexpected<Error> bad(std::string what) { return fail(Errc::internal, "job record: " + std::move(what)); }
+
+}  // namespace
+
+std::string encode_job_record(const JobRecord& r) {
+  msgpack::sbuffer buffer(64 + r.type.size() + r.payload.size());
+  msgpack::packer<msgpack::sbuffer> pk(buffer);
+  pk.pack_array(9);
+  pk.pack(kJobRecordVersion);
+  pk.pack(r.type);
+  pk.pack_str(static_cast<uint32_t>(r.payload.size()));
+  pk.pack_str_body(r.payload.data(), static_cast<uint32_t>(r.payload.size()));
+  pk.pack(r.due_ms);
+  pk.pack(r.max_attempts);
+  pk.pack(r.created_ms);
+  pk.pack(r.backoff_base_ms);
+  pk.pack(r.backoff_cap_ms);
+  pk.pack(r.payload_checksum);
+  return std::string(buffer.data(), buffer.size());
+}
+
+Result<JobRecord> decode_job_record(std::string_view bytes) {
+  static const msgpack::unpack_limit limits(/*array=*/9, /*map=*/0, /*str=*/proto::kMaxPayloadBytes,
+                                            /*bin=*/0, /*ext=*/0, /*depth=*/2);
+  try {
+    std::size_t offset = 0;
+    msgpack::object_handle handle =
+        msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, limits);
+    if (offset != bytes.size()) return bad("trailing bytes");
+    const msgpack::object& o = handle.get();
+    if (o.type != msgpack::type::ARRAY || o.via.array.size < 8) return bad("not an array of 8 or 9");
+    const msgpack::object* f = o.via.array.ptr;
+    const int version = f[0].as<int>();
+    if (version != 1 && version != kJobRecordVersion) return bad(fmt::format("unknown version {}", version));
+    if (o.via.array.size != (version == 1 ? 8u : 9u))
+      return bad(fmt::format("version {} with {} fields", version, o.via.array.size));
+    if (f[1].type != msgpack::type::STR || f[2].type != msgpack::type::STR) return bad("type and payload must be str");
+    JobRecord r;
+    r.type.assign(f[1].via.str.ptr, f[1].via.str.size);
+    r.payload.assign(f[2].via.str.ptr, f[2].via.str.size);
+    r.due_ms = f[3].as<int64_t>();
+    r.max_attempts = f[4].as<uint32_t>();
+    r.created_ms = f[5].as<int64_t>();
+    r.backoff_base_ms = f[6].as<int64_t>();
+    r.backoff_cap_ms = f[7].as<int64_t>();
+    r.payload_checksum = version == 1 ? proto::payload_checksum(r.payload) : f[8].as<uint64_t>();
+    return r;
+  } catch (const std::exception& e) {
+    return bad(e.what());
+  }
+}
+
+}  // namespace dueq::broker

@@ -1,0 +1,193 @@
+// The public client: turns calls into protocol requests and replies into
+// results, and offers each call blocking, with a future or with a callback.
+// The connection (clients/cpp/connection.hpp) sends them and tracks the replies.
+#include "dueq/client.hpp"
+
+#include <future>
+#include <memory>
+#include <stdexcept>
+
+#include "clients/cpp/connection.hpp"
+#include "common/clock.hpp"
+#include "common/ids.hpp"
+
+namespace dueq {
+
+using client::Completion;
+using client::FrameResult;
+
+struct Client::Impl {
+  Impl(const std::string& endpoints, ClientOptions options) : connection(endpoints, std::move(options)) {}
+  client::Connection connection;
+};
+
+namespace {
+
+ClientError unexpected_reply(const std::string& what) { return ClientError{"bad_frame", "unexpected reply to " + what, 0}; }
+
+// The future of a call that answers through a callback.
+template <typename T, typename Call>
+std::future<std::expected<T, ClientError>> as_future(Call call) {
+  auto promise = std::make_shared<std::promise<std::expected<T, ClientError>>>();
+  auto future = promise->get_future();
+  call([promise](std::expected<T, ClientError> result) { promise->set_value(std::move(result)); });
+  return future;
+}
+
+// Sends `request`; the future holds what `convert` makes of the reply
+// frame (run on the I/O thread) or the error.
+template <typename T, typename Request, typename Convert>
+std::future<std::expected<T, ClientError>> ask(client::Connection& connection, Request request, Convert convert) {
+  return as_future<T>([&](auto on_done) {
+    connection.submit(std::move(request), [on_done = std::move(on_done), convert = std::move(convert)](FrameResult frame) {
+      on_done(frame ? convert(std::move(*frame)) : std::unexpected(std::move(frame.error())));
+    });
+  });
+}
+
+std::expected<std::vector<EnqueueResult>, ClientError> enqueue_results(proto::Frame frame, size_t jobs) {
+  auto* reply = std::get_if<proto::EnqueueReply>(&frame);
+  if (reply == nullptr || reply->results.size() != jobs) return std::unexpected(unexpected_reply("enqueue"));
+  std::vector<EnqueueResult> out;
+  out.reserve(jobs);
+  for (auto& r : reply->results)
+    out.push_back(EnqueueResult{std::move(r.id), static_cast<EnqueueResult::Status>(r.status), std::move(r.reason),
+                                r.status == proto::EnqueueStatus::overloaded ? reply->retry_after_ms : 0});
+  return out;
+}
+
+// The most bytes of a job's frame beyond its payload, id, type and queue: the
+// job's array and the headers and integers msgpack writes for it.
+constexpr size_t kJobFrameOverhead = 64;
+
+std::expected<proto::Enqueue, ClientError> enqueue_request(std::vector<JobSpec>& jobs) {
+  if (jobs.empty() || jobs.size() > proto::kMaxBatch)
+    return std::unexpected(ClientError{"bad_argument", "a batch holds 1..10000 jobs", 0});
+  // The broker drops a connection that sends a frame over its limit, and a
+  // resend would drop it again: such a batch is refused here.
+  size_t frame_bytes = 64;
+  for (const auto& job : jobs)
+    frame_bytes += job.payload.size() + job.id.size() + job.type.size() + job.queue.size() + kJobFrameOverhead;
+  if (frame_bytes > proto::kMaxFrameBytes)
+    return std::unexpected(ClientError{"bad_argument", "a batch of " + std::to_string(jobs.size()) + " jobs takes up to " +
+                                                           std::to_string(frame_bytes) + " bytes, over the broker's " +
+                                                           std::to_string(proto::kMaxFrameBytes) +
+                                                           " byte frame limit: send it in parts",
+                                       0});
+  proto::Enqueue request;
+  request.jobs.reserve(jobs.size());
+  for (auto& job : jobs) {
+    if (job.id.empty()) job.id = new_job_id();
+    request.jobs.push_back(proto::NewJob{std::move(job.queue), std::move(job.id), std::move(job.type),
+                                         proto::Bytes{std::move(job.payload)}, job.due_ms, job.max_attempts,
+                                         job.backoff_base_ms, job.backoff_cap_ms});
+  }
+  return request;
+}
+
+// A blocking call on the I/O thread would wait for the thread it blocks.
+ClientError blocking_from_callback(const std::string& what) {
+  return ClientError{"bad_argument", what + ": a blocking call from a completion callback (the client's I/O thread) "
+                                            "would wait forever; use the *_async calls there", 0};
+}
+
+}  // namespace
+
+Client::Client(const std::string& broker_endpoint, ClientOptions options)
+    : impl_(std::make_unique<Impl>(broker_endpoint, std::move(options))) {}
+Client::~Client() { impl_->connection.close(); }
+
+int64_t Client::in_ms(int64_t delay_ms) { return wall_ms() + delay_ms; }
+
+void Client::enqueue_batch_async(std::vector<JobSpec> jobs, EnqueueBatchCallback on_done) {
+  if (!on_done) throw std::invalid_argument("enqueue_batch_async: an empty on_done callback");
+  auto request = enqueue_request(jobs);
+  if (!request)
+    return impl_->connection.refuse(request.error(), [on_done = std::move(on_done)](FrameResult frame) { on_done(std::unexpected(frame.error())); });
+  const size_t count = request->jobs.size();
+  impl_->connection.submit(std::move(*request), [count, on_done = std::move(on_done)](FrameResult frame) {
+    if (!frame) return on_done(std::unexpected(std::move(frame.error())));
+    on_done(enqueue_results(std::move(*frame), count));
+  });
+}
+
+void Client::enqueue_async(JobSpec job, EnqueueCallback on_done) {
+  if (!on_done) throw std::invalid_argument("enqueue_async: an empty on_done callback");
+  std::vector<JobSpec> one;
+  one.push_back(std::move(job));
+  auto request = enqueue_request(one);
+  if (!request)
+    return impl_->connection.refuse(request.error(), [on_done = std::move(on_done)](FrameResult frame) { on_done(std::unexpected(frame.error())); });
+  impl_->connection.submit(std::move(*request), [on_done = std::move(on_done)](FrameResult frame) {
+    if (!frame) return on_done(std::unexpected(std::move(frame.error())));
+    auto results = enqueue_results(std::move(*frame), 1);
+    if (!results) return on_done(std::unexpected(results.error()));
+    on_done(std::move(results->front()));
+  });
+}
+
+std::future<std::expected<std::vector<EnqueueResult>, ClientError>> Client::enqueue_batch_async(std::vector<JobSpec> jobs) {
+  return as_future<std::vector<EnqueueResult>>(
+      [&](EnqueueBatchCallback on_done) { enqueue_batch_async(std::move(jobs), std::move(on_done)); });
+}
+
+std::future<std::expected<EnqueueResult, ClientError>> Client::enqueue_async(JobSpec job) {
+  return as_future<EnqueueResult>([&](EnqueueCallback on_done) { enqueue_async(std::move(job), std::move(on_done)); });
+}
+
+std::expected<EnqueueResult, ClientError> Client::enqueue(JobSpec job) {
+  if (impl_->connection.on_io_thread()) return std::unexpected(blocking_from_callback("enqueue"));
+  return enqueue_async(std::move(job)).get();
+}
+
+std::expected<std::vector<EnqueueResult>, ClientError> Client::enqueue_batch(std::vector<JobSpec> jobs) {
+  if (impl_->connection.on_io_thread()) return std::unexpected(blocking_from_callback("enqueue_batch"));
+  return enqueue_batch_async(std::move(jobs)).get();
+}
+
+std::expected<BrokerStats, ClientError> Client::broker_stats() {
+  if (impl_->connection.on_io_thread()) return std::unexpected(blocking_from_callback("stats"));
+  using Result = std::expected<BrokerStats, ClientError>;
+  return ask<BrokerStats>(impl_->connection, proto::StatsRequest{}, [](proto::Frame frame) -> Result {
+    auto* reply = std::get_if<proto::StatsReply>(&frame);
+    if (reply == nullptr) return std::unexpected(unexpected_reply("stats"));
+    BrokerStats out{.workers = reply->workers};
+    for (const auto& q : reply->queues)
+      out.queues.push_back(QueueStats{q.queue, q.scheduled, q.waiting, q.in_flight, q.done, q.dead, q.accepted,
+                                      q.retried, q.stale_acks, q.next_due_ms, q.cancelled, q.purged, q.died,
+                                      q.unconfirmed, q.replayed, q.stale_extends, q.oldest_ready_due_ms, q.paused_since_ms,
+                                      q.rate_limit, q.rate_burst, q.concurrency_limit});
+    return out;
+  }).get();
+}
+
+std::expected<std::vector<QueueStats>, ClientError> Client::stats() {
+  auto all = broker_stats();
+  if (!all) return std::unexpected(std::move(all.error()));
+  return std::move(all->queues);
+}
+
+std::expected<std::optional<std::map<std::string, std::string>>, ClientError> Client::job(const std::string& id,
+                                                                                           const std::string& queue) {
+  if (impl_->connection.on_io_thread()) return std::unexpected(blocking_from_callback("job"));
+  using Fields = std::optional<std::map<std::string, std::string>>;
+  return ask<Fields>(impl_->connection, proto::JobRequest{0, id, queue}, [](proto::Frame frame) -> std::expected<Fields, ClientError> {
+    auto* reply = std::get_if<proto::JobReply>(&frame);
+    if (reply == nullptr) return std::unexpected(unexpected_reply("job"));
+    if (!reply->found) return Fields{};
+    return Fields(std::move(reply->fields));
+  }).get();
+}
+
+std::expected<AdminResult, ClientError> Client::admin(const AdminCommand& command) {
+  if (impl_->connection.on_io_thread()) return std::unexpected(blocking_from_callback(command.op));
+  return ask<AdminResult>(
+      impl_->connection, proto::AdminRequest{0, command.op, command.queue, command.ids, command.older_than_ms, command.limit, command.args},
+      [op = command.op](proto::Frame frame) -> std::expected<AdminResult, ClientError> {
+        auto* reply = std::get_if<proto::AdminReply>(&frame);
+        if (reply == nullptr) return std::unexpected(unexpected_reply(op));
+        return AdminResult{std::move(reply->rows), std::move(reply->summary), std::move(reply->next)};
+      }).get();
+}
+
+}  // namespace dueq
