@@ -262,21 +262,90 @@ struct Worker::Impl {
     send(bye);
   }
 
-  int run() {
+  // The queues and their weights from the options; false (logged) when they
+  // cannot be served.
+  bool read_queues() {
     if (options.queues.empty() || options.concurrency == 0 || capacity() > proto::kMaxWorkerCapacity) {
       spdlog::error("a worker needs at least one queue, a concurrency of at least 1 and concurrency + prefetch of at most {}",
                     proto::kMaxWorkerCapacity);
-      return 2;
+      return false;
     }
     for (const auto& text : options.queues) {
       auto parsed = parse_queue_weight(text);
       if (!parsed || std::find(queue_names.begin(), queue_names.end(), parsed->name) != queue_names.end()) {
         spdlog::error("queue '{}': {}", text, parsed ? "named twice" : parsed.error().message);
-        return 2;
+        return false;
       }
       queue_names.push_back(parsed->name);
       queue_weights.push_back(parsed->weight);
     }
+    return true;
+  }
+
+  // How long the loop may wait for the socket: until the next heartbeat, a
+  // drain check, a stuck handler's release, a broker switch or results due.
+  int64_t wait_ms(int64_t now, int64_t next_heartbeat) {
+    int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, drain.active() ? now + 50 : next_heartbeat) - now);
+    const int64_t now_us = steady_us();
+    if (const int64_t unstuck_us = pool.us_until_unstuck(now_us); unstuck_us >= 0)
+      wait = std::min(wait, (unstuck_us + 999) / 1000);
+    if (const int64_t switch_ms = link.ms_until_switch(now); switch_ms >= 0) wait = std::min(wait, switch_ms);
+    if (const int64_t due_us = pool.results_due_us(); due_us >= 0)
+      wait = std::min(wait, (std::max<int64_t>(0, due_us - now_us) + 999) / 1000);
+    return wait;
+  }
+
+  void read_frames(int64_t now) {
+    zmq::message_t message;
+    while (dealer.recv(message, zmq::recv_flags::dontwait)) {
+      auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()));
+      if (!frame) {
+        spdlog::warn("undecodable frame from the broker: {}", frame.error().message);
+        continue;
+      }
+      link.heard(now);
+      on_broker_frame(std::move(*frame), now);
+    }
+  }
+
+  // A heartbeat when one is due (a HELLO again while none was answered), or
+  // at once when the capacity moved far. Returns the next heartbeat's time.
+  int64_t beat(int64_t now, int64_t next_heartbeat) {
+    if (now >= next_heartbeat) {
+      if (!link.welcomed()) {
+        if (link.hello_unanswered(now)) send_hello(now);
+      } else {
+        hand_back_excess();
+        send_heartbeat(now);
+      }
+      return now + link.heartbeat_ms();
+    }
+    if (adaptive() && link.welcomed() && !drain.active() && capacity_moved_far() && now - last_heartbeat_ms >= kMinCapacityNoticeMs) {
+      // The broker learns a capacity from heartbeats: a much larger or
+      // smaller one is told at once, not up to a heartbeat later.
+      hand_back_excess();
+      send_heartbeat(now);
+    }
+    return next_heartbeat;
+  }
+
+  // The drain's next step; true when the loop is to end.
+  bool drained(int64_t now) {
+    const auto step = drain.step(now, pool.running() == 0 && held.empty(), held.all_confirmed());
+    if (step == worker::Drain::Step::exit) return true;
+    if (step == worker::Drain::Step::stop_handlers) {
+      spdlog::warn("drain timeout: stopping {} running jobs (they are retried)", pool.running());
+      held.stop_all();
+    } else if (step == worker::Drain::Step::exit_abandoned) {
+      spdlog::error("{} handlers ignored cancellation; exiting without their results", pool.running());
+      exit_code = 1;
+      return true;
+    }
+    return false;
+  }
+
+  int run() {
+    if (!read_queues()) return 2;
     // Heartbeats, hello retries and the drain run on the steady clock: a
     // wall clock step must not stop the heartbeats and get this worker
     // declared dead.
@@ -292,16 +361,8 @@ struct Worker::Impl {
       zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0},
                                  {nullptr, wake_fd.get(), ZMQ_POLLIN, 0},
                                  {link.events_handle(), 0, ZMQ_POLLIN, 0}};
-      now = steady_ms();
-      int64_t wait = std::max<int64_t>(0, std::min(next_heartbeat, drain.active() ? now + 50 : next_heartbeat) - now);
-      const int64_t now_us = steady_us();
-      if (const int64_t unstuck_us = pool.us_until_unstuck(now_us); unstuck_us >= 0)
-        wait = std::min(wait, (unstuck_us + 999) / 1000);
-      if (const int64_t switch_ms = link.ms_until_switch(now); switch_ms >= 0) wait = std::min(wait, switch_ms);
-      if (const int64_t due_us = pool.results_due_us(); due_us >= 0)
-        wait = std::min(wait, (std::max<int64_t>(0, due_us - now_us) + 999) / 1000);
       try {
-        zmq::poll(items, 3, std::chrono::milliseconds(wait));
+        zmq::poll(items, 3, std::chrono::milliseconds(wait_ms(steady_ms(), next_heartbeat)));
       } catch (const zmq::error_t& e) {
         if (e.num() != EINTR) throw;
       }
@@ -310,46 +371,15 @@ struct Worker::Impl {
         uint64_t count = 0;
         [[maybe_unused]] auto n = ::read(wake_fd.get(), &count, sizeof count);
       }
-      zmq::message_t message;
-      while (dealer.recv(message, zmq::recv_flags::dontwait)) {
-        auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()));
-        if (!frame) {
-          spdlog::warn("undecodable frame from the broker: {}", frame.error().message);
-          continue;
-        }
-        link.heard(now);
-        on_broker_frame(std::move(*frame), now);
-      }
+      read_frames(now);
       link.on_turn(now, (items[2].revents & ZMQ_POLLIN) != 0);
       if (link.switch_if_due(now)) send_hello(now);
       pool.submit(std::move(incoming), steady_us());
       announce_starts();
       collect_results(steady_us());
       if (stop_requested.load() && !drain.active()) begin_drain(now);
-      if (now >= next_heartbeat) {
-        if (!link.welcomed()) {
-          if (link.hello_unanswered(now)) send_hello(now);
-        } else {
-          hand_back_excess();
-          send_heartbeat(now);
-        }
-        next_heartbeat = now + link.heartbeat_ms();
-      } else if (adaptive() && link.welcomed() && !drain.active() && capacity_moved_far() && now - last_heartbeat_ms >= kMinCapacityNoticeMs) {
-        // The broker learns a capacity from heartbeats: a much larger or
-        // smaller one is told at once, not up to a heartbeat later.
-        hand_back_excess();
-        send_heartbeat(now);
-      }
-      const auto step = drain.step(now, pool.running() == 0 && held.empty(), held.all_confirmed());
-      if (step == worker::Drain::Step::exit) break;
-      if (step == worker::Drain::Step::stop_handlers) {
-        spdlog::warn("drain timeout: stopping {} running jobs (they are retried)", pool.running());
-        held.stop_all();
-      } else if (step == worker::Drain::Step::exit_abandoned) {
-        spdlog::error("{} handlers ignored cancellation; exiting without their results", pool.running());
-        exit_code = 1;
-        break;
-      }
+      next_heartbeat = beat(now, next_heartbeat);
+      if (drained(now)) break;
     }
     held.stop_all();
     pool.stop();
