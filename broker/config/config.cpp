@@ -174,7 +174,7 @@ KeyReader integer(int BrokerConfig::*field, int64_t lo, int64_t hi) {
 
 // A text value that must also pass `check` (an error message, or "").
 KeyReader checked_text(std::string BrokerConfig::*field, const char* expected,
-                       std::function<std::string(const std::string&)> check) {
+                       const std::function<std::string(const std::string&)>& check) {
   return [=](const toml::node& node, const std::string& key, BrokerConfig& config) -> Result<void> {
     auto v = node.value<std::string>();
     if (!v) return bad_key(key, expected);
