@@ -85,6 +85,8 @@ class Broker {
   const std::string& bound_endpoint() const { return bound_endpoint_; }
 
  private:
+  // The longest wait between two attempts to reach Redis.
+  static constexpr int64_t kMaxReconnectMs = 5'000;
   // Keeps Redis busy: once the oldest round's replies are readable the next
   // turn's rounds are sent first, then the finished round is applied.
   void pump_rounds();

@@ -260,11 +260,11 @@ void Enqueuer::add_to(Round& round, Dispatcher& dispatcher, bool stopping) {
 
 void Enqueuer::add_call(Round& round, Dispatcher& dispatcher, const std::string& name, EnqueueCall&& unsorted,
                         int64_t now, bool stopping, const std::shared_ptr<RoundAnswers>& answers) {
-  const EnqueueCall call = in_filter_chunk_order(std::move(unsorted));
+  EnqueueCall call = in_filter_chunk_order(std::move(unsorted));
   QueueState& q = queues_.get(name);
   ready_for_writes(round, q);  // true here: registers a new queue outside a Redis Cluster
   const auto& policy = config_.policy(name);
-  SentCall sent{name, now, {}, std::vector<std::optional<LeasedJob>>(call.jobs.size()), call.slots, {}};
+  SentCall sent{name, now, {}, std::vector<std::optional<LeasedJob>>(call.jobs.size()), std::move(call.slots), {}};
   sent.dues.reserve(call.jobs.size());
   for (const auto* job : call.jobs) sent.dues.push_back(job->due_ms == 0 ? now : job->due_ms);
   const auto due_now =
