@@ -9,7 +9,7 @@ JOBS ?= 2
 PACKAGES := build-essential cmake ninja-build pkg-config \
 	libzmq3-dev cppzmq-dev libhiredis-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev \
 	libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libhowardhinnant-date-dev tzdata openssl nlohmann-json3-dev libgtest-dev libxxhash-dev libjemalloc-dev \
-	redis-server redis-tools redis-sentinel iproute2 prometheus tmux chromium python3-websocket fonts-dejavu-core \
+	redis-server redis-tools redis-sentinel iproute2 iptables prometheus tmux chromium python3-websocket fonts-dejavu-core \
 	python3-zmq python3-msgpack python3-xxhash python3-venv mypy
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -21,7 +21,7 @@ DEV_BUILD_DIR ?= build-dev
 SCENARIO ?= all
 BENCH_FLAGS := --scenario $(SCENARIO) $(if $(SMOKE),--smoke,)
 
-.PHONY: deps build demo test lint chaos bench bench-peers fuzz tsan clean
+.PHONY: deps build demo test lint chaos nemesis bench bench-peers fuzz tsan clean
 
 # $(call install_missing,PACKAGES): apt-get installs those not yet installed.
 define install_missing
@@ -71,6 +71,14 @@ chaos: deps
 	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
 	$(DEV_BUILD_DIR)/bin/chaos_run --seed $(SEED) --duration $(DURATION)
+
+# A longer nemesis run (as root: network namespaces): make nemesis SEED=7 MINUTES=10
+# replays seed 7's schedule of faults; a failed run keeps its history and logs.
+MINUTES ?= 5
+nemesis: deps
+	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
+	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
+	$(DEV_BUILD_DIR)/bin/nemesis_run --seed $(SEED) --duration $(MINUTES)m
 
 # Benchmarks: make bench [SCENARIO=lateness] [SMOKE=1]; records go to bench/results/.
 bench: deps

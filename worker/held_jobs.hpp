@@ -22,6 +22,11 @@ class HeldJobs {
     auto it = held_.find(key(ref.queue, ref.id));
     return it != held_.end() && it->second.token == ref.token;
   }
+  // This very delivery is held, or ran and its result awaits confirmation.
+  bool knows(const proto::JobRef& ref) const {
+    auto it = unconfirmed_.find(key(ref.queue, ref.id));
+    return holds(ref) || (it != unconfirmed_.end() && it->second.token == ref.token);
+  }
   // A delivery arrived (replacing an older delivery of the same job).
   void hold(const proto::JobRef& ref) { held_[key(ref.queue, ref.id)] = ref; }
   // The cancel flag a handler of this delivery watches.

@@ -16,6 +16,7 @@
 
 #include "common/clock.hpp"
 #include "common/ids.hpp"
+#include "common/logging.hpp"
 #include "common/names.hpp"
 #include "common/protocol.hpp"
 #include "common/unique_fd.hpp"
@@ -219,6 +220,11 @@ struct Worker::Impl {
   }
 
   void on_task(proto::Task&& task) {
+    if (held.knows({task.queue, task.id, task.token})) {
+      // The same delivery again: it runs once (protocol.md §3.3).
+      spdlog::warn("job {} delivered again with the same token {}: not started twice", loggable(task.id), task.token);
+      return;
+    }
     if (held.holds_job(task.queue, task.id)) {
       // A newer delivery of a job this worker still holds: the broker
       // re-leased it, so the old delivery's result would be stale anyway.

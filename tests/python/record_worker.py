@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import threading
 import time
 
@@ -50,6 +51,12 @@ def main() -> None:
     def fail(job: dueq.Job) -> None:
         note(job)
         raise RuntimeError("failed on purpose")
+
+    # A poison job: takes the whole worker process down with it.
+    @worker.handle("crash")
+    def crash(job: dueq.Job) -> None:
+        note(job)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     worker.run()
     logging.info("drained and stopped")

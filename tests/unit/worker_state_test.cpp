@@ -52,6 +52,21 @@ TEST(HeldJobs, AResultEndsItsDeliveryAndWaitsForTheBrokersConfirmation) {
   EXPECT_TRUE(held.all_confirmed());
 }
 
+// A delivery arriving again (same token) is known until its result is
+// confirmed, so the worker does not start it twice; another token is not.
+TEST(HeldJobs, ADeliveryIsKnownWhileHeldAndUntilItsResultIsConfirmed) {
+  HeldJobs held;
+  EXPECT_FALSE(held.knows({"q", "a", 7}));
+  held.hold({"q", "a", 7});
+  EXPECT_TRUE(held.knows({"q", "a", 7}));
+  EXPECT_FALSE(held.knows({"q", "a", 8}));
+  held.finished(proto::JobResult{"q", "a", 7, proto::Outcome::done, ""});
+  EXPECT_TRUE(held.knows({"q", "a", 7}));
+  EXPECT_FALSE(held.knows({"q", "a", 8}));
+  held.confirmed({"q", "a", 7});
+  EXPECT_FALSE(held.knows({"q", "a", 7}));
+}
+
 TEST(HeldJobs, AStaleDeliveryNeverTouchesTheNewerDeliveryOfTheSameJob) {
   HeldJobs held;
   held.hold({"q", "a", 1});

@@ -308,6 +308,11 @@ class Worker:
             return
         for task in tasks.items:
             key = (task.queue, task.id)
+            held, result = self._held.get(key), self._unconfirmed.get(key)
+            if (held is not None and held.token == task.token) or (result is not None and result.ref.token == task.token):
+                # A delivery it holds, or ran, arriving again: started once only (protocol §3.3).
+                log.warning("job %r delivered again with the same token %d: not started twice", task.id, task.token)
+                continue
             self._held[key] = task  # a newer delivery replaces an older one
             self._unconfirmed.pop(key, None)
             if protocol.checksum(task.payload) != task.payload_checksum:

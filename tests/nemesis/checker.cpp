@@ -1,0 +1,183 @@
+#include "tests/nemesis/checker.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+namespace dueq::nemesis {
+
+namespace {
+
+// Jobs whose handler fails (or kills its worker) on every attempt: they
+// run once per attempt and end dead.
+bool always_fails(const std::string& type) { return type == "fail" || type == "crash"; }
+
+// A dead job's reason without its particulars (the attempt, the worker).
+std::string reason_class(const std::string& error) {
+  std::string first = error.substr(0, error.find('\n'));
+  if (auto colon = first.find(':'); colon != std::string::npos) first.resize(colon);
+  if (first.size() > 60) first.resize(60);
+  return first;
+}
+
+class Checking {
+ public:
+  Checking(const History& h, const Bounds& b) : h_(h), b_(b) {
+    for (const auto& s : h.starts) starts_[s.id].push_back(s);
+    for (auto& [id, runs] : starts_)
+      std::sort(runs.begin(), runs.end(), [](const Start& x, const Start& y) { return x.start_us < y.start_us; });
+    cancels_.insert(h.cancels.begin(), h.cancels.end());
+  }
+
+  Verdict run() {
+    v_.starts = h_.starts.size();
+    int64_t last_due_ms = 0;
+    for (const auto& job : h_.accepted) {
+      last_due_ms = std::max(last_due_ms, job.due_ms);
+      check_end(job);
+      check_starts(job);
+    }
+    check_settled(last_due_ms);
+    check_counters();
+    check_memory();
+    return std::move(v_);
+  }
+
+ private:
+  void wrong(const std::string& id, const std::string& what) { v_.violations.push_back(fmt::format("{}: {}", id, what)); }
+  // The run's own violations are listed before the jobs'.
+  void wrong_run(const std::string& what) {
+    v_.violations.insert(v_.violations.begin() + static_cast<std::ptrdiff_t>(run_violations_++), "run: " + what);
+  }
+
+  const FinalState* final_of(const std::string& id) const {
+    auto it = h_.finals.find(id);
+    return it == h_.finals.end() || it->second.state.empty() ? nullptr : &it->second;
+  }
+
+  void check_end(const AcceptedJob& job) {
+    ++(job.surely ? v_.accepted : v_.unknown);
+    const FinalState* end = final_of(job.id);
+    if (end == nullptr) {
+      if (job.surely) wrong(job.id, "LOST: accepted, and the broker does not know it");
+      return;
+    }
+    if (job.surely) found_++;
+    else found_unknown_++;
+    const auto& runs = starts_[job.id];
+    if (end->state == "done") {
+      ++v_.done;
+      if (always_fails(job.type)) wrong(job.id, "a job whose handler always fails ended done");
+      const bool started_before = std::any_of(runs.begin(), runs.end(),
+                                              [&](const Start& s) { return s.start_us / 1000 <= end->finished_ms; });
+      if (!started_before) wrong(job.id, "done, but no delivery of it started before it was finished");
+    } else if (end->state == "dead") {
+      ++v_.dead_by_reason[reason_class(end->error)];
+      if (!always_fails(job.type)) wrong(job.id, "a job that succeeds ended dead: '" + end->error + "'");
+      else if (end->error.empty()) wrong(job.id, "dead without a reason");
+    } else if (end->state == "cancelled") {
+      ++v_.cancelled;
+      if (!cancels_.contains(job.id)) wrong(job.id, "cancelled, but nobody asked");
+    } else {
+      wrong(job.id, "UNFINISHED: still '" + end->state + "' after the run settled");
+    }
+  }
+
+  // The fault that explains a start again between `before_us` and `after_us`.
+  const FaultSpan* blame(int64_t before_us, int64_t after_us) const {
+    for (const auto& f : h_.faults)
+      if (f.from_ms - b_.blame_before_ms <= after_us / 1000 && f.to_ms + b_.blame_after_ms >= before_us / 1000) return &f;
+    return nullptr;
+  }
+
+  void check_starts(const AcceptedJob& job) {
+    const auto& runs = starts_[job.id];
+    std::set<uint64_t> tokens;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (runs[i].start_us < job.due_ms * 1000)
+        wrong(job.id, fmt::format("EARLY: started {} us before its due time", job.due_ms * 1000 - runs[i].start_us));
+      if (!tokens.insert(runs[i].token).second) wrong(job.id, fmt::format("one delivery (token {}) started twice", runs[i].token));
+      if (i == 0) continue;
+      // A retry of a job that fails is its next attempt, not a duplicate.
+      if (always_fails(job.type) && runs[i].attempt > runs[i - 1].attempt) continue;
+      v_.longest_rerun_gap_ms = std::max(v_.longest_rerun_gap_ms, (runs[i].start_us - runs[i - 1].start_us) / 1000);
+      if (const FaultSpan* f = blame(runs[i - 1].start_us, runs[i].start_us)) {
+        ++v_.duplicates_by_cause[f->kind];
+      } else {
+        ++v_.duplicates_by_cause["(none: a violation)"];
+        wrong(job.id, fmt::format("started again at {} us (attempt {}) with no fault to explain it", runs[i].start_us,
+                                  runs[i].attempt));
+      }
+    }
+  }
+
+  void check_settled(int64_t last_due_ms) {
+    const int64_t healed = h_.fact("healed_ms"), settled = h_.fact("settled_ms");
+    if (healed < 0 || settled < 0) {
+      wrong_run("never settled: some job did not reach its end");
+      return;
+    }
+    v_.settle_after_heal_ms = settled - healed;
+    const int64_t from = std::max(healed, last_due_ms);
+    if (settled - from > b_.settle_ms)
+      wrong_run(fmt::format("STALL: jobs reached their end {} ms after the last fault healed or job fell due (bound {} ms)",
+                               settled - from, b_.settle_ms));
+    if (h_.fact("audit", 1) != 0) wrong_run("`dueq audit` found violations (see audit.txt)");
+  }
+
+  // The queue's counters in `dueq stats` against the history.
+  void check_counters() {
+    const auto agree = [&](const char* counter, size_t counted) {
+      const int64_t said = h_.fact(counter);
+      if (said != static_cast<int64_t>(counted))
+        wrong_run(fmt::format("{} says {}, the history {}", counter, said, counted));
+    };
+    size_t dead = 0;
+    for (const auto& [reason, n] : v_.dead_by_reason) dead += n;
+    agree("stats_done", v_.done);
+    agree("stats_dead", dead);
+    agree("stats_cancelled", v_.cancelled);
+    agree("stats_accepted", found_ + found_unknown_);
+    agree("stats_in_flight", 0);
+  }
+
+  void check_memory() {
+    if (h_.fact("broker_peak_rss_kb", 0) > b_.broker_rss_kb)
+      wrong_run(fmt::format("a broker's peak RSS {} kB is over {} kB", h_.fact("broker_peak_rss_kb"), b_.broker_rss_kb));
+    if (h_.fact("redis_peak_bytes", 0) > b_.redis_bytes)
+      wrong_run(fmt::format("Redis's peak memory {} B is over {} B", h_.fact("redis_peak_bytes"), b_.redis_bytes));
+  }
+
+  const History& h_;
+  const Bounds& b_;
+  Verdict v_;
+  std::unordered_map<std::string, std::vector<Start>> starts_;
+  std::set<std::string> cancels_;
+  size_t found_ = 0, found_unknown_ = 0;
+  size_t run_violations_ = 0;
+};
+
+}  // namespace
+
+Verdict check(const History& history, const Bounds& bounds) { return Checking(history, bounds).run(); }
+
+std::string Verdict::report() const {
+  std::string out = fmt::format("accepted {} (and {} of unknown outcome), starts {}, done {}, cancelled {}, dead", accepted,
+                                unknown, starts, done, cancelled);
+  if (dead_by_reason.empty()) out += " 0";
+  for (const auto& [reason, n] : dead_by_reason) out += fmt::format(" [{}: {}]", reason, n);
+  out += "\nstarted again, by cause:";
+  if (duplicates_by_cause.empty()) out += " none";
+  for (const auto& [cause, n] : duplicates_by_cause) out += fmt::format(" {} {};", cause, n);
+  out += fmt::format("\nlongest gap between two starts of a job {} ms; settled {} ms after the last fault healed\n",
+                     longest_rerun_gap_ms, settle_after_heal_ms);
+  // The first 60 are listed, the rest counted.
+  for (size_t i = 0; i < violations.size() && i < 60; ++i) out += "VIOLATION " + violations[i] + "\n";
+  if (violations.size() > 60) out += fmt::format("... and {} more violations\n", violations.size() - 60);
+  out += violations.empty() ? "checker: PASS\n" : fmt::format("checker: FAIL ({} violations)\n", violations.size());
+  return out;
+}
+
+}  // namespace dueq::nemesis

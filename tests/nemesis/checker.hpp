@@ -1,0 +1,40 @@
+#pragma once
+// The nemesis checker: reads a run's whole history and says which promise
+// broke (docs/failure-modes.md, "The nemesis suite"). Pure: the unit tests
+// feed it histories that break each rule.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/nemesis/history.hpp"
+
+namespace dueq::nemesis {
+
+struct Bounds {
+  // After the last fault heals (or the last job falls due, if later), every
+  // job reaches its end within this.
+  int64_t settle_ms = 60'000;
+  // A job started again is charged to a fault whose span, widened by this
+  // after it heals (a lease, a worker timeout), overlaps the time between
+  // its two starts; a start again with no such fault is a violation.
+  int64_t blame_after_ms = 15'000;
+  int64_t blame_before_ms = 1'000;
+  int64_t broker_rss_kb = 1'048'576;   // peak resident set of any broker process
+  int64_t redis_bytes = 268'435'456;   // peak used_memory of any Redis
+};
+
+struct Verdict {
+  std::vector<std::string> violations;  // empty: the run kept every promise
+  // Figures, printed whatever the verdict.
+  size_t accepted = 0, unknown = 0, done = 0, cancelled = 0, starts = 0;
+  std::map<std::string, size_t> dead_by_reason;
+  std::map<std::string, size_t> duplicates_by_cause;  // fault kind -> starts again
+  int64_t longest_rerun_gap_ms = 0;
+  int64_t settle_after_heal_ms = -1;
+  std::string report() const;
+};
+
+Verdict check(const History& history, const Bounds& bounds);
+
+}  // namespace dueq::nemesis

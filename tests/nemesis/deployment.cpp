@@ -1,0 +1,221 @@
+#include "tests/nemesis/deployment.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/clock.hpp"
+#include "tests/support/redis_server.hpp"
+
+namespace dueq::nemesis {
+
+namespace {
+
+constexpr const char* kMasterName = "mymaster";
+constexpr int kBrokerPort = 5555;
+
+int64_t status_field_kb(int pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with(field + ":")) return std::stoll(line.substr(field.size() + 1));
+  return 0;
+}
+
+}  // namespace
+
+Deployment::Deployment(Network& net, std::filesystem::path dir, Topology topology)
+    : net_(net), dir_(std::move(dir)), topology_(std::move(topology)) {}
+
+Deployment::~Deployment() {
+  // Workers and brokers first, so that none logs the store going away.
+  for (const auto* group : {&nodes_.workers, &nodes_.brokers, &nodes_.sentinels, &nodes_.redis})
+    for (const auto& name : *group) nodes_by_name_.at(name).process.reset();
+}
+
+void Deployment::add(const std::string& name, std::vector<std::string>& group,
+                     std::function<std::vector<std::string>()> command, std::vector<std::string> env) {
+  group.push_back(name);
+  nodes_by_name_[name] = Node{std::move(command), std::move(env), nullptr, true};
+}
+
+std::vector<std::string> Deployment::redis_command(const std::string& name) {
+  const auto data = dir_ / name;
+  std::filesystem::create_directories(data);
+  std::vector<std::string> argv = {"redis-server", "--port", "6379", "--bind", net_.ip(name), "--dir", data.string(),
+                                   "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no",
+                                   "--maxmemory-policy", "noeviction", "--daemonize", "no"};
+  // A node started again follows the master the sentinels name now (its
+  // old data, if it was the master before a fail-over, is dropped by the
+  // full sync, as it would be in production); the first start follows redis0.
+  std::string master = nodes_by_name_.at(nodes_.redis[0]).process ? this->master() : nodes_.redis[0];
+  if (master.empty()) master = nodes_.redis[0];
+  if (master != name) argv.insert(argv.end(), {"--replicaof", net_.ip(master), "6379"});
+  return argv;
+}
+
+std::vector<std::string> Deployment::sentinel_command(const std::string& name) {
+  const auto config = dir_ / (name + ".conf");
+  // Written once: sentinel rewrites it with what it learns, and starts
+  // again from it.
+  if (!std::filesystem::exists(config))
+    std::ofstream(config) << "port 26379\nbind " << net_.ip(name) << "\ndaemonize no\ndir " << dir_.string()
+                          << "\nsentinel monitor " << kMasterName << " " << net_.ip(nodes_.redis[0]) << " 6379 2\n"
+                          << "sentinel down-after-milliseconds " << kMasterName << " 1000\n"
+                          << "sentinel failover-timeout " << kMasterName << " 3000\n"
+                          << "sentinel parallel-syncs " << kMasterName << " 1\n";
+  return {"redis-sentinel", config.string()};
+}
+
+bool Deployment::start_all(std::string& why) {
+  for (int i = 0; i < 3; ++i) add(fmt::format("redis{}", i), nodes_.redis, [this, i] { return redis_command(fmt::format("redis{}", i)); });
+  for (int i = 0; i < 3; ++i)
+    add(fmt::format("sentinel{}", i), nodes_.sentinels, [this, i] { return sentinel_command(fmt::format("sentinel{}", i)); });
+  const auto broker_config = dir_ / "broker.toml";
+  // Every replica confirms each enqueue: with fewer, a fail-over can promote
+  // a replica that had not confirmed it, and the accepted job is gone (the
+  // first runs of this suite lost 125 of 3,540 so, with min_replicas = 1).
+  std::ofstream(broker_config) << "min_replicas = 2\nreplica_timeout = \"500ms\"\n";
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = fmt::format("broker{}", i);
+    add(name, nodes_.brokers, [this, name, broker_config] {
+      std::string sentinels = "sentinel://";
+      for (size_t s = 0; s < nodes_.sentinels.size(); ++s)
+        sentinels += (s == 0 ? "" : ",") + net_.ip(nodes_.sentinels[s]) + ":26379";
+      return std::vector<std::string>{topology_.bin_dir + "/dueq-broker", "--config", broker_config.string(), "--redis",
+                                      sentinels + "/" + kMasterName, "--listen",
+                                      fmt::format("tcp://{}:{}", net_.ip(name), kBrokerPort), "--insecure", "--log-level", "info"};
+    });
+  }
+  for (int i = 0; i < topology_.cpp_workers; ++i) {
+    const std::string name = fmt::format("worker{}", i);
+    add(name, nodes_.workers, [this, name] {
+      return std::vector<std::string>{topology_.bin_dir + "/dueq-example-worker", "--broker", broker_endpoints(), "--queue",
+                                      topology_.queue, "--concurrency", "8", "--record", (dir_ / ("starts-" + name + ".txt")).string()};
+    });
+  }
+  if (topology_.python_worker) {
+    const std::string name = fmt::format("worker{}", topology_.cpp_workers);
+    const std::string python_path = topology_.source_dir + "/clients/python:" + topology_.source_dir + "/tests/python";
+    add(name, nodes_.workers, [this, name] {
+      std::vector<std::string> argv = {"/usr/bin/python3", "-B", topology_.source_dir + "/tests/python/record_worker.py"};
+      for (const auto& b : nodes_.brokers) argv.insert(argv.end(), {"--broker", fmt::format("tcp://{}:{}", net_.ip(b), kBrokerPort)});
+      argv.insert(argv.end(), {"--queue", topology_.queue, "--concurrency", "4", "--record", (dir_ / ("starts-" + name + ".txt")).string()});
+      return argv;
+    }, {"PYTHONPATH=" + python_path});
+  }
+  for (const auto& name : nodes_.all()) {
+    if (!net_.add(name)) {
+      why = net_.why_not();
+      return false;
+    }
+  }
+  for (const auto& name : nodes_.redis) start(name);
+  for (const auto& name : nodes_.sentinels) start(name);
+  for (const auto& name : nodes_.brokers) start(name);
+  for (const auto& name : nodes_.workers) start(name);
+  return true;
+}
+
+std::string Deployment::broker_endpoints() const {
+  std::string out;
+  for (const auto& b : nodes_.brokers) out += (out.empty() ? "" : ",") + fmt::format("tcp://{}:{}", net_.ip(b), kBrokerPort);
+  return out;
+}
+
+void Deployment::start(const std::string& node) {
+  Node& n = nodes_by_name_.at(node);
+  std::vector<std::string> argv = net_.exec_prefix(node);
+  for (auto& arg : n.command()) argv.push_back(std::move(arg));
+  n.process = std::make_unique<testing::Process>(argv, (dir_ / (node + ".log")).string(), n.env);
+  n.down = false;
+}
+
+void Deployment::signal(const std::string& node, int signo) {
+  if (const auto& p = nodes_by_name_.at(node).process) p->signal(signo);
+}
+
+void Deployment::note_rss(const std::string& node) {
+  const auto& p = nodes_by_name_.at(node).process;
+  if (p && p->running()) broker_peak_rss_kb_ = std::max(broker_peak_rss_kb_, status_field_kb(p->pid(), "VmHWM"));
+}
+
+void Deployment::kill(const std::string& node) {
+  Node& n = nodes_by_name_.at(node);
+  if (node.starts_with("broker")) note_rss(node);
+  n.down = true;
+  if (!n.process) return;
+  n.process->signal(SIGKILL);
+  n.process->wait();
+}
+
+std::string Deployment::cli(const std::string& node, const std::string& args) const {
+  const int port = node.starts_with("sentinel") ? 26379 : 6379;
+  return testing::command_output(fmt::format("timeout 3 redis-cli -h {} -p {} {} 2>&1", net_.ip(node), port, args));
+}
+
+std::string Deployment::master() const {
+  for (const auto& s : nodes_.sentinels) {
+    std::istringstream reply(cli(s, std::string("SENTINEL get-master-addr-by-name ") + kMasterName));
+    std::string ip;
+    if (!std::getline(reply, ip)) continue;
+    for (const auto& r : nodes_.redis)
+      if (net_.ip(r) == ip) return r;
+  }
+  return "";
+}
+
+bool Deployment::sentinels_ready() const {
+  for (const auto& s : nodes_.sentinels) {
+    const std::string out = cli(s, std::string("SENTINEL master ") + kMasterName);
+    if (out.find("num-other-sentinels\n2\n") == std::string::npos || out.find("num-slaves\n2\n") == std::string::npos)
+      return false;
+  }
+  return true;
+}
+
+bool Deployment::ensure_master() {
+  const auto named_master_is_one = [&] {
+    const std::string m = master();
+    return !m.empty() && cli(m, "ROLE").starts_with("master");
+  };
+  const int64_t asked_at = steady_ms() + 20'000;
+  bool asked = false;
+  while (!named_master_is_one()) {
+    if (!asked && steady_ms() > asked_at) {
+      for (const auto& s : nodes_.sentinels) cli(s, std::string("SENTINEL FAILOVER ") + kMasterName);
+      asked = true;
+    }
+    if (steady_ms() > asked_at + 30'000) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return true;
+}
+
+void Deployment::tend() {
+  for (const auto& name : nodes_.workers) {
+    Node& n = nodes_by_name_.at(name);
+    if (n.down || !n.process || n.process->running()) continue;
+    const int64_t now = wall_ms();
+    append_line(dir_ / "faults.tsv", {std::to_string(now - 250), std::to_string(now), "poison", name + " exited"});
+    start(name);
+  }
+}
+
+int64_t Deployment::broker_peak_rss_kb() {
+  for (const auto& b : nodes_.brokers) note_rss(b);
+  return broker_peak_rss_kb_;
+}
+
+int64_t Deployment::redis_peak_bytes() const {
+  int64_t peak = 0;
+  for (const auto& r : nodes_.redis) {
+    std::istringstream info(cli(r, "INFO memory"));
+    for (std::string line; std::getline(info, line);)
+      if (line.starts_with("used_memory_peak:")) peak = std::max<int64_t>(peak, std::stoll(line.substr(17)));
+  }
+  return peak;
+}
+
+}  // namespace dueq::nemesis

@@ -1,0 +1,90 @@
+#pragma once
+// The nemesis topology, all real processes, each in its own namespace on
+// the run's bridge: a Redis master with two replicas (AOF, appendfsync
+// always) and three sentinels watching them, two brokers given the
+// sentinels (leader and standby, `min_replicas = 1`), and workers given both
+// brokers: dueq-example-workers and one Python worker. Nodes are started,
+// signalled, killed and started again by name; a worker that dies by itself
+// (a poison job) is started again by tend().
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/nemesis/history.hpp"
+#include "tests/nemesis/network.hpp"
+#include "tests/nemesis/schedule.hpp"
+#include "tests/support/process.hpp"
+
+namespace dueq::nemesis {
+
+struct Topology {
+  int cpp_workers = 2;
+  bool python_worker = true;
+  std::string queue = "nemesis";
+  std::string bin_dir;     // dueq-broker, dueq-example-worker
+  std::string source_dir;  // for the Python package and its record worker
+};
+
+class Deployment {
+ public:
+  Deployment(Network& net, std::filesystem::path dir, Topology topology);
+  ~Deployment();
+
+  // Adds every node to the network and starts it; false (and why) when a
+  // node could not be made.
+  bool start_all(std::string& why);
+
+  const Nodes& nodes() const { return nodes_; }
+  // Both brokers, as producers and workers are given them.
+  std::string broker_endpoints() const;
+
+  void signal(const std::string& node, int signo);
+  // SIGKILL; the node stays down until start().
+  void kill(const std::string& node);
+  void start(const std::string& node);
+  bool is_down(const std::string& node) const { return nodes_by_name_.at(node).down; }
+
+  // The master the sentinels name (the first that answers); "" when none does.
+  std::string master() const;
+  // Every sentinel knows the other two and both replicas: a fail-over can
+  // be agreed on.
+  bool sentinels_ready() const;
+  // Runs redis-cli against a Redis or sentinel node; its output.
+  std::string cli(const std::string& node, const std::string& args) const;
+  // Until the sentinels name a master that says it is one (a demotion
+  // leaves none until they repair it); asks for a fail-over after 20 s.
+  bool ensure_master();
+
+  // Starts again any worker that exited by itself; each is a "poison"
+  // fault in the history.
+  void tend();
+
+  int64_t broker_peak_rss_kb();
+  int64_t redis_peak_bytes() const;
+
+ private:
+  struct Node {
+    std::function<std::vector<std::string>()> command;
+    std::vector<std::string> env;
+    std::unique_ptr<testing::Process> process;
+    bool down = false;
+  };
+  void add(const std::string& name, std::vector<std::string>& group, std::function<std::vector<std::string>()> command,
+           std::vector<std::string> env = {});
+  std::vector<std::string> redis_command(const std::string& name);
+  std::vector<std::string> sentinel_command(const std::string& name);
+  void note_rss(const std::string& node);
+
+  Network& net_;
+  std::filesystem::path dir_;
+  Topology topology_;
+  Nodes nodes_;
+  std::map<std::string, Node> nodes_by_name_;
+  int64_t broker_peak_rss_kb_ = 0;
+};
+
+}  // namespace dueq::nemesis

@@ -1,0 +1,129 @@
+#include "tests/nemesis/history.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace dueq::nemesis {
+
+namespace {
+
+std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> fields;
+  size_t from = 0;
+  while (true) {
+    const size_t tab = line.find('\t', from);
+    fields.push_back(line.substr(from, tab == std::string::npos ? std::string::npos : tab - from));
+    if (tab == std::string::npos) return fields;
+    from = tab + 1;
+  }
+}
+
+std::optional<int64_t> number(const std::string& text) {
+  try {
+    size_t used = 0;
+    const int64_t value = std::stoll(text, &used);
+    if (used == text.size()) return value;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// Calls `take(fields)` for each line of `file` (absent: no lines); false,
+// with `error` set, at the first line `take` refuses.
+template <typename Take>
+bool each_line(const std::filesystem::path& file, std::string& error, Take take) {
+  std::ifstream in(file);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    if (!take(split_tabs(line))) {
+      error = fmt::format("{}:{}: cannot read '{}'", file.string(), n, line);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool read_starts(const std::filesystem::path& file, std::vector<Start>& out, std::string& error) {
+  std::ifstream in(file);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::istringstream fields(line);
+    Start s;
+    if (!(fields >> s.id >> s.attempt >> s.token >> s.start_us)) {
+      // A worker SIGKILLed mid-write leaves a partial last line.
+      if (in.peek() == EOF) break;
+      error = fmt::format("{}:{}: cannot read '{}'", file.string(), n, line);
+      return false;
+    }
+    s.worker = file.filename().string();
+    out.push_back(std::move(s));
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t History::fact(const std::string& name, int64_t otherwise) const {
+  auto it = facts.find(name);
+  return it == facts.end() ? otherwise : it->second;
+}
+
+std::string hex(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+std::string unhex(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i + 1 < text.size(); i += 2) out += static_cast<char>(std::stoi(text.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+void append_line(const std::filesystem::path& file, const std::vector<std::string>& fields) {
+  std::ofstream out(file, std::ios::app);
+  for (size_t i = 0; i < fields.size(); ++i) out << (i == 0 ? "" : "\t") << fields[i];
+  out << "\n";
+}
+
+std::optional<History> read_history(const std::filesystem::path& dir, std::string& error) {
+  History h;
+  const bool read = each_line(dir / "accepted.tsv", error, [&](const std::vector<std::string>& f) {
+    auto due = f.size() == 6 ? number(f[2]) : std::nullopt;
+    auto attempts = f.size() == 6 ? number(f[3]) : std::nullopt;
+    auto answered = f.size() == 6 ? number(f[5]) : std::nullopt;
+    if (!due || !attempts || !answered || (f[4] != "accepted" && f[4] != "unknown")) return false;
+    h.accepted.push_back({f[0], f[1], *due, static_cast<int>(*attempts), f[4] == "accepted", *answered});
+    return true;
+  }) && each_line(dir / "cancels.tsv", error, [&](const std::vector<std::string>& f) {
+    h.cancels.push_back(f[0]);
+    return true;
+  }) && each_line(dir / "faults.tsv", error, [&](const std::vector<std::string>& f) {
+    auto from = f.size() == 4 ? number(f[0]) : std::nullopt;
+    auto to = f.size() == 4 ? number(f[1]) : std::nullopt;
+    if (!from || !to) return false;
+    h.faults.push_back({*from, *to, f[2], f[3]});
+    return true;
+  }) && each_line(dir / "final.tsv", error, [&](const std::vector<std::string>& f) {
+    auto finished = f.size() == 4 ? number(f[2]) : std::nullopt;
+    if (!finished) return false;
+    h.finals[f[0]] = FinalState{f[1], *finished, unhex(f[3])};
+    return true;
+  }) && each_line(dir / "facts.tsv", error, [&](const std::vector<std::string>& f) {
+    auto value = f.size() == 2 ? number(f[1]) : std::nullopt;
+    if (!value) return false;
+    h.facts[f[0]] = *value;
+    return true;
+  });
+  if (!read) return std::nullopt;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("starts-") && !read_starts(entry.path(), h.starts, error)) return std::nullopt;
+  }
+  return h;
+}
+
+}  // namespace dueq::nemesis

@@ -1,0 +1,78 @@
+#pragma once
+// What a nemesis run saw, as files in its directory, so that the checker is
+// a program of its own that can be run again on a kept run:
+//
+//   accepted.tsv  id, type, due ms, max attempts, "accepted" or "unknown"
+//                 (the producer gave up asking: it may exist), and when the
+//                 answer came (wall ms)
+//   cancels.tsv   ids an operator asked to cancel
+//   faults.tsv    from ms, to ms, kind, target: each fault's span on the
+//                 wall clock (a worker that crashed on a poison job too)
+//   starts-*.txt  each worker's starts: id attempt token start_us ...
+//                 (the example worker writes eight fields, the Python one five)
+//   final.tsv     id, state, finished ms (0: not finished), error (hex):
+//                 each job as the broker showed it after the run settled
+//                 (state "" when it was not found)
+//   facts.tsv     name, value: the seed, when the last fault healed, when
+//                 the run settled, the audit's exit code, the stats
+//                 counters, peak memory of brokers and Redis
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dueq::nemesis {
+
+struct AcceptedJob {
+  std::string id;
+  std::string type;
+  int64_t due_ms = 0;
+  int max_attempts = 0;
+  bool surely = true;  // false: the producer never heard an answer
+  int64_t answered_ms = 0;
+};
+
+struct FaultSpan {
+  int64_t from_ms = 0, to_ms = 0;
+  std::string kind;    // partition, pause, kill, failover, demote, poison
+  std::string target;  // which nodes, as the schedule names them
+};
+
+struct Start {
+  std::string id;
+  int attempt = 0;
+  uint64_t token = 0;
+  int64_t start_us = 0;
+  std::string worker;  // the file it came from
+};
+
+struct FinalState {
+  std::string state;  // done, dead, cancelled, ready, ..., or "" (not found)
+  int64_t finished_ms = 0;
+  std::string error;
+};
+
+struct History {
+  std::vector<AcceptedJob> accepted;
+  std::vector<std::string> cancels;
+  std::vector<FaultSpan> faults;
+  std::vector<Start> starts;
+  std::map<std::string, FinalState> finals;
+  std::map<std::string, int64_t> facts;
+
+  // The fact, or `otherwise` when the run did not record it.
+  int64_t fact(const std::string& name, int64_t otherwise = -1) const;
+};
+
+// Reads every file above from `dir`; a line that does not parse is an
+// error naming the file and line.
+std::optional<History> read_history(const std::filesystem::path& dir, std::string& error);
+
+// Tab-separated writers, one line per call, used by the run.
+std::string hex(const std::string& bytes);
+std::string unhex(const std::string& text);
+void append_line(const std::filesystem::path& file, const std::vector<std::string>& fields);
+
+}  // namespace dueq::nemesis

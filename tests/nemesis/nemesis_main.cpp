@@ -1,0 +1,255 @@
+// A nemesis run: the topology of deployment.hpp in network namespaces, the
+// workload of workload.hpp, and a fault schedule drawn from the seed
+// (schedule.hpp) played against them; then, once every fault has healed and
+// every job has reached its end, the history is read back by the checker
+// (checker.hpp), which prints the figures and each promise that broke. The
+// run's directory is kept when it fails, with the history and every log;
+// `nemesis_check DIR` checks it again.
+//
+//   nemesis_run --seed 7 --duration 10m
+//
+// Exit 0: the checker passed; 1: it did not (or the run could not settle);
+// 2: bad flags; 77: skipped (no root or no namespaces here).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <random>
+#include <thread>
+
+#include "common/clock.hpp"
+#include "common/duration.hpp"
+#include "dueq/client.hpp"
+#include "tests/nemesis/checker.hpp"
+#include "tests/nemesis/deployment.hpp"
+#include "tests/nemesis/workload.hpp"
+#include "tests/support/cluster.hpp"
+
+using namespace dueq;
+using namespace dueq::nemesis;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kSkipped = 77;
+
+struct Run {
+  Deployment& deployment;
+  Network& net;
+  Workload& workload;
+  std::filesystem::path dir;
+  std::mt19937_64 operator_rng;
+  std::string demoted = {};  // the master a demote fault turned into a replica
+
+  // Waits until `until_ms` on the steady clock, starting again workers that
+  // crashed and, now and then, cancelling a job as an operator would.
+  void wait_until(int64_t until_ms) {
+    while (steady_ms() < until_ms) {
+      deployment.tend();
+      if (operator_rng() % 40 == 0) workload.cancel_one(operator_rng);
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+
+  void begin(const Fault& f) {
+    switch (f.kind) {
+      case FaultKind::partition:
+        for (const auto& node : f.side_a) net.cut(node, f.side_b, true, !f.one_way);
+        break;
+      case FaultKind::pause: deployment.signal(f.target, SIGSTOP); break;
+      case FaultKind::kill: deployment.kill(f.target); break;
+      case FaultKind::failover:
+        for (const auto& s : deployment.nodes().sentinels)
+          if (deployment.cli(s, "SENTINEL FAILOVER mymaster").starts_with("OK")) break;
+        break;
+      case FaultKind::demote: {
+        demoted = deployment.master();
+        if (demoted.empty()) break;
+        const auto& redis = deployment.nodes().redis;
+        const std::string to = demoted == redis[0] ? redis[1] : redis[0];
+        deployment.cli(demoted, "REPLICAOF " + net.ip(to) + " 6379");
+        break;
+      }
+    }
+  }
+
+  void end(const Fault& f) {
+    switch (f.kind) {
+      case FaultKind::partition: net.heal(); break;
+      case FaultKind::pause: deployment.signal(f.target, SIGCONT); break;
+      case FaultKind::kill: deployment.start(f.target); break;
+      case FaultKind::failover: break;
+      case FaultKind::demote:
+        // The operator undoes it, unless the sentinels have chosen another
+        // master meanwhile.
+        if (!demoted.empty() && deployment.master() == demoted) deployment.cli(demoted, "REPLICAOF NO ONE");
+        break;
+    }
+  }
+
+  void play(const std::vector<Fault>& schedule, int64_t started_ms, int64_t length_ms) {
+    for (const auto& f : schedule) {
+      wait_until(started_ms + f.at_ms);
+      const int64_t from = wall_ms();
+      fmt::print("{:7.1f} s  {} for {} ms\n", static_cast<double>(f.at_ms) / 1000, f.describe(), f.for_ms);
+      std::fflush(stdout);
+      begin(f);
+      wait_until(started_ms + f.at_ms + f.for_ms);
+      end(f);
+      append_line(dir / "faults.tsv", {std::to_string(from), std::to_string(wall_ms()), name_of(f.kind), f.describe()});
+    }
+    wait_until(started_ms + length_ms);
+  }
+
+  // Everything healed: no rule, no stopped or killed process, one master.
+  void heal_all() {
+    net.heal();
+    for (const auto& node : deployment.nodes().all()) {
+      deployment.signal(node, SIGCONT);
+      if (deployment.is_down(node)) deployment.start(node);
+    }
+    if (!deployment.ensure_master()) fmt::print("the sentinels named no master 50 s after the faults healed\n");
+  }
+};
+
+// Until no job of the queue is scheduled, waiting or running, and the last
+// accepted job fell due; the wall ms it happened, or -1.
+int64_t wait_settled(Deployment& deployment, const std::string& queue, std::chrono::milliseconds bound) {
+  Client client(deployment.broker_endpoints(), ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  const bool settled = dueq::testing::eventually([&] {
+    deployment.tend();
+    auto stats = client.stats();
+    if (!stats) return false;
+    for (const auto& q : *stats)
+      if (q.queue == queue) return q.scheduled == 0 && q.waiting == 0 && q.in_flight == 0;
+    return false;
+  }, bound, 250ms);
+  return settled ? wall_ms() : -1;
+}
+
+// Each accepted job as the broker shows it now, into final.tsv.
+void record_finals(const std::filesystem::path& dir, const std::string& endpoints, const std::string& queue) {
+  std::string error;
+  auto history = read_history(dir, error);
+  if (!history) return;
+  Client client(endpoints, ClientOptions{.timeout_ms = 3000, .attempts = 3});
+  std::ofstream out(dir / "final.tsv");
+  for (const auto& job : history->accepted) {
+    auto fields = client.job(job.id, queue);
+    for (int retry = 0; !fields && retry < 10; ++retry) {
+      std::this_thread::sleep_for(500ms);
+      fields = client.job(job.id, queue);
+    }
+    if (!fields) {
+      fmt::print("lookup of {} failed: {}\n", job.id, fields.error().message);
+      continue;  // absent from final.tsv: the checker calls it lost
+    }
+    std::map<std::string, std::string> f = fields->value_or(std::map<std::string, std::string>{});
+    out << job.id << '\t' << f["s"] << '\t' << (f["f"].empty() ? "0" : f["f"]) << '\t' << hex(f["e"]) << '\n';
+  }
+}
+
+void record_facts(const std::filesystem::path& dir, Deployment& deployment, const std::string& queue,
+                  std::map<std::string, int64_t> facts) {
+  const auto audit = dueq::testing::run_dueq(deployment.broker_endpoints(), "--timeout 60s audit --queue " + queue);
+  std::ofstream(dir / "audit.txt") << audit.out;
+  facts["audit"] = audit.code;
+  Client client(deployment.broker_endpoints(), ClientOptions{.timeout_ms = 3000, .attempts = 3});
+  if (auto stats = client.stats())
+    for (const auto& q : *stats)
+      if (q.queue == queue) {
+        facts.insert({{"stats_done", q.done}, {"stats_dead", q.dead}, {"stats_cancelled", q.cancelled},
+                      {"stats_accepted", q.accepted}, {"stats_in_flight", q.in_flight}, {"stats_stale_acks", q.stale_acks}});
+      }
+  facts["broker_peak_rss_kb"] = deployment.broker_peak_rss_kb();
+  facts["redis_peak_bytes"] = deployment.redis_peak_bytes();
+  for (const auto& [name, value] : facts) append_line(dir / "facts.tsv", {name, std::to_string(value)});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t seed = 1;
+  std::string duration_text = "60s";
+  Topology topology;
+  topology.bin_dir = dueq::testing::bin("");
+  topology.source_dir = DUEQ_SOURCE_DIR;
+  CLI::App app{"nemesis_run: a seeded schedule of partitions, pauses, kills and fail-overs against real processes"};
+  app.add_option("--seed", seed, "seed of the fault schedule, the job mix and the operator");
+  app.add_option("--duration", duration_text, "how long faults are played, e.g. 60s or 10m");
+  app.add_option("--cpp-workers", topology.cpp_workers, "dueq-example-worker processes")->check(CLI::Range(1, 8));
+  app.add_flag("!--no-python-worker", topology.python_worker, "leave the Python worker out");
+  CLI11_PARSE(app, argc, argv);
+  const auto length_ms = parse_duration_ms(duration_text);
+  if (!length_ms || *length_ms < 10'000) {
+    fmt::print(stderr, "--duration: at least 10s\n");
+    return 2;
+  }
+
+  Network net;
+  if (!net.available()) {
+    fmt::print("nemesis: SKIPPED: {}\n", net.why_not());
+    return kSkipped;
+  }
+  const auto dir = dueq::testing::make_temp_dir("nemesis");
+  Deployment deployment(net, dir, topology);
+  if (std::string why; !deployment.start_all(why)) {
+    fmt::print("nemesis: SKIPPED: {}\n", why);
+    return kSkipped;
+  }
+  const auto schedule = draw_schedule(seed, *length_ms, deployment.nodes());
+  fmt::print("nemesis: seed {}, {} of faults ({} of them), history and logs in {}\n", seed, duration_text, schedule.size(),
+             dir.string());
+  Client probe(deployment.broker_endpoints(), ClientOptions{.timeout_ms = 1000, .attempts = 1});
+  const auto workers_joined = [&] {
+    auto s = probe.broker_stats();
+    return s && s->workers >= deployment.nodes().workers.size();
+  };
+  if (!dueq::testing::eventually([&] { return deployment.sentinels_ready(); }, 60s, 250ms) ||
+      !dueq::testing::eventually(workers_joined, 60s, 250ms)) {
+    fmt::print("nemesis: FAIL: the sentinels did not agree or the workers did not join within 60 s; logs in {}\n", dir.string());
+    return 1;
+  }
+
+  WorkloadOptions work{.endpoints = deployment.broker_endpoints(), .queue = topology.queue, .seed = seed,
+                       .due_horizon_ms = std::min<int64_t>(20'000, *length_ms / 3)};
+  Workload workload(dir, work);
+  Run run{deployment, net, workload, dir, std::mt19937_64(seed * 31 + 7), {}};
+  run.play(schedule, steady_ms(), *length_ms);
+  workload.stop();
+  run.heal_all();
+  const int64_t healed_ms = wall_ms();
+  const Bounds bounds{};
+  const int64_t settled_ms = wait_settled(deployment, topology.queue, std::chrono::milliseconds(bounds.settle_ms + 60'000));
+
+  record_finals(dir, deployment.broker_endpoints(), topology.queue);
+  std::map<std::string, int64_t> facts{{"seed", static_cast<int64_t>(seed)}, {"healed_ms", healed_ms},
+                                       {"rejected", static_cast<int64_t>(workload.rejected())}};
+  if (settled_ms > 0) facts["settled_ms"] = settled_ms;
+  record_facts(dir, deployment, topology.queue, facts);
+
+  std::string error;
+  auto history = read_history(dir, error);
+  if (!history) {
+    fmt::print("nemesis: FAIL: {}\n", error);
+    return 1;
+  }
+  Verdict verdict = check(*history, bounds);
+  if (workload.rejected() > 0) verdict.violations.push_back(fmt::format("{} valid jobs were rejected", workload.rejected()));
+  fmt::print("{}", verdict.report());
+  // A figure, not a check: how often a worker was sent a delivery it had
+  // already (protocol.md 3.3 has it ignore the copy).
+  size_t resent = 0;
+  for (const auto& worker : deployment.nodes().workers)
+    resent += dueq::testing::count_of(dueq::testing::read_file(dir / (worker + ".log")), "delivered again with the same token");
+  fmt::print("deliveries a worker was sent again with the same token (ignored): {}\n", resent);
+  if (!verdict.violations.empty()) {
+    fmt::print("nemesis: FAIL with seed {} (make nemesis SEED={} MINUTES=...); the schedule:\n", seed, seed);
+    for (const auto& f : schedule) fmt::print("  at {} ms for {} ms: {}\n", f.at_ms, f.for_ms, f.describe());
+    fmt::print("history and logs kept in {}\n", dir.string());
+    return 1;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  fmt::print("nemesis: PASS (seed {})\n", seed);
+  return 0;
+}

@@ -1,0 +1,122 @@
+#include "tests/nemesis/network.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <sstream>
+
+namespace dueq::nemesis {
+
+namespace {
+
+bool run(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
+
+std::string output_of(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = ::popen((command + " 2>/dev/null").c_str(), "r")) {
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+    ::pclose(pipe);
+  }
+  return out;
+}
+
+bool alive(int pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+}  // namespace
+
+// Namespaces dqn<pid>-<node> and bridges dqb<pid> whose run is gone.
+void Network::sweep_leftovers() {
+  std::istringstream spaces(output_of("ip netns list"));
+  const std::regex space("^dqn([0-9]+)-(\\S+)");
+  for (std::string line; std::getline(spaces, line);)
+    if (std::smatch m; std::regex_search(line, m, space) && !alive(std::stoi(m[1]))) run("ip netns del " + m[0].str());
+  std::istringstream links(output_of("ip -o link show type bridge"));
+  const std::regex bridge(": (dqb([0-9]+)):");
+  for (std::string line; std::getline(links, line);)
+    if (std::smatch m; std::regex_search(line, m, bridge) && !alive(std::stoi(m[2]))) run("ip link del " + m[1].str());
+}
+
+Network::Network() {
+  if (::geteuid() != 0) {
+    why_not_ = "network namespaces need root";
+    return;
+  }
+  if (!run("command -v iptables") || !run("command -v ip")) {
+    why_not_ = "iptables and ip (iproute2) are needed: make deps installs them";
+    return;
+  }
+  // Runs at once (ctest -j) take different subnets: chosen under a lock.
+  const int lock = ::open("/tmp/dueq-nemesis-net.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ::flock(lock, LOCK_EX);
+  sweep_leftovers();
+  const std::string pid = std::to_string(::getpid());
+  prefix_ = "dqn" + pid + "-";
+  bridge_ = "dqb" + pid;
+  const std::string in_use = output_of("ip -o -4 addr show");
+  for (int n = static_cast<int>(::getpid() % 200) + 1, tries = 0; tries < 200; ++tries, n = n % 200 + 1) {
+    if (in_use.find(fmt::format("10.233.{}.", n)) == std::string::npos) {
+      subnet_ = fmt::format("10.233.{}.", n);
+      break;
+    }
+  }
+  const bool made = !subnet_.empty() && run("ip link add " + bridge_ + " type bridge") &&
+                    run("ip addr add " + subnet_ + "1/24 dev " + bridge_) && run("ip link set " + bridge_ + " up");
+  ::flock(lock, LOCK_UN);
+  ::close(lock);
+  if (!made) why_not_ = "could not make a bridge (ip link add type bridge): this machine does not allow it";
+}
+
+Network::~Network() {
+  for (const auto& [node, index] : index_) run("ip netns del " + namespace_of(node));
+  if (!bridge_.empty()) run("ip link del " + bridge_);
+}
+
+bool Network::add(const std::string& node) {
+  const int index = static_cast<int>(index_.size());
+  const std::string outer = fmt::format("dq{}v{}", ::getpid(), index), inner = fmt::format("dq{}p{}", ::getpid(), index);
+  const std::string ns = namespace_of(node);
+  const std::string address = subnet_ + std::to_string(10 + index);
+  for (const auto& step : {"ip netns add " + ns, "ip link add " + outer + " type veth peer name " + inner,
+                           "ip link set " + inner + " netns " + ns, "ip link set " + outer + " master " + bridge_,
+                           "ip link set " + outer + " up", "ip netns exec " + ns + " ip addr add " + address + "/24 dev " + inner,
+                           "ip netns exec " + ns + " ip link set " + inner + " up", "ip netns exec " + ns + " ip link set lo up"}) {
+    if (!run(step)) {
+      why_not_ = "'" + step + "' failed";
+      return false;
+    }
+  }
+  index_[node] = index;
+  return true;
+}
+
+std::string Network::ip(const std::string& node) const {
+  if (node == "host") return subnet_ + "1";
+  return subnet_ + std::to_string(10 + index_.at(node));
+}
+
+std::vector<std::string> Network::exec_prefix(const std::string& node) const {
+  return {"ip", "netns", "exec", namespace_of(node)};
+}
+
+void Network::cut(const std::string& node, const std::vector<std::string>& peers, bool outgoing, bool incoming) {
+  const std::string in_ns = "ip netns exec " + namespace_of(node) + " iptables -w -A ";
+  for (const auto& peer : peers) {
+    if (outgoing) run(in_ns + "OUTPUT -d " + ip(peer) + " -j DROP");
+    if (incoming) run(in_ns + "INPUT -s " + ip(peer) + " -j DROP");
+  }
+}
+
+void Network::heal() {
+  for (const auto& [node, index] : index_) run("ip netns exec " + namespace_of(node) + " iptables -w -F");
+}
+
+}  // namespace dueq::nemesis

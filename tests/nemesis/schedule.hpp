@@ -1,0 +1,41 @@
+#pragma once
+// A nemesis run's faults, drawn from its seed before the run starts: the
+// same seed and length give the same schedule, printed on failure and
+// replayed by `make nemesis SEED=n`. Faults follow one another (each heals
+// before the next begins), so that every start again has one fault to blame.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dueq::nemesis {
+
+enum class FaultKind {
+  partition,  // side_a cut from side_b (both ways, or only a -> b)
+  pause,      // SIGSTOP of target, SIGCONT when it heals
+  kill,       // SIGKILL of target, started again when it heals (Redis from its AOF)
+  failover,   // SENTINEL FAILOVER: the master changes under open connections
+  demote,     // REPLICAOF on the master, under open connections; sentinels repair it
+};
+
+struct Fault {
+  int64_t at_ms = 0;   // from the start of the schedule
+  int64_t for_ms = 0;  // until it heals
+  FaultKind kind = FaultKind::pause;
+  std::string target;                      // pause, kill
+  std::vector<std::string> side_a, side_b;  // partition
+  bool one_way = false;                    // partition: only a -> b is cut
+  std::string describe() const;
+};
+
+// The nodes a schedule picks from, by name ("broker0", "redis1", ...);
+// "host" is where producers and the operator run.
+struct Nodes {
+  std::vector<std::string> brokers, redis, sentinels, workers;
+  std::vector<std::string> all() const;
+};
+
+std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& nodes);
+
+const char* name_of(FaultKind kind);
+
+}  // namespace dueq::nemesis

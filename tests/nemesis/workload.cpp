@@ -1,0 +1,106 @@
+#include "tests/nemesis/workload.hpp"
+
+#include <fmt/format.h>
+
+#include "common/clock.hpp"
+#include "dueq/client.hpp"
+#include "tests/nemesis/history.hpp"
+#include "tests/support/cluster.hpp"
+
+namespace dueq::nemesis {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+JobSpec draw_job(std::mt19937_64& rng, const WorkloadOptions& o, const std::string& id) {
+  JobSpec job{o.queue, "noop", "", id, 0, 3};
+  const int64_t kind = static_cast<int64_t>(rng() % 100);
+  if (kind < 12) {
+    job.type = "sleep";
+    job.payload = std::to_string(100 + rng() % 1400);
+  } else if (kind < 20) {
+    job.type = "fail";
+    job.payload = "on purpose";
+    job.max_attempts = 2;
+  } else if (rng() % 500 == 0) {
+    // A poison job kills every worker it is sent to (and re-delivers the
+    // jobs running beside it) until it is charged its attempts.
+    job.type = "crash";
+    job.max_attempts = 2;
+  }
+  if (rng() % 2 == 0) job.due_ms = wall_ms() + static_cast<int64_t>(rng() % static_cast<uint64_t>(o.due_horizon_ms));
+  return job;
+}
+
+}  // namespace
+
+Workload::Workload(std::filesystem::path dir, WorkloadOptions options)
+    : dir_(std::move(dir)), options_(std::move(options)), accepted_file_(dir_ / "accepted.tsv", std::ios::app) {
+  for (int p = 0; p < options_.producers; ++p) threads_.emplace_back([this, p] { produce(p); });
+}
+
+Workload::~Workload() { stop(); }
+
+void Workload::stop() {
+  producing_ = false;
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+}
+
+void Workload::record(const std::string& id, const std::string& type, int64_t due_ms, uint32_t attempts, bool surely) {
+  std::lock_guard lock(mutex_);
+  accepted_file_ << id << '\t' << type << '\t' << due_ms << '\t' << attempts << '\t' << (surely ? "accepted" : "unknown")
+                 << '\t' << wall_ms() << '\n';
+  accepted_file_.flush();
+  if (surely) {
+    ++accepted_count_;
+    if (due_ms > 0) cancellable_.emplace_back(id, due_ms);
+  }
+}
+
+void Workload::produce(int producer) {
+  std::mt19937_64 rng(options_.seed * 7919 + static_cast<uint64_t>(producer));
+  Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  for (int64_t n = 0; producing_; ++n) {
+    std::vector<JobSpec> batch;
+    for (int i = 0; i < options_.batch; ++i) batch.push_back(draw_job(rng, options_, fmt::format("p{}-{}", producer, n * options_.batch + i)));
+    const int64_t give_up_at = steady_ms() + 20'000;
+    while (!batch.empty() && steady_ms() < give_up_at) {
+      auto results = client.enqueue_batch(batch);
+      std::vector<JobSpec> again;
+      for (size_t i = 0; results && i < results->size(); ++i) {
+        const auto& r = (*results)[i];
+        if (r.status == EnqueueResult::Status::accepted || r.status == EnqueueResult::Status::duplicate) {
+          record(batch[i].id, batch[i].type, batch[i].due_ms, batch[i].max_attempts, true);
+        } else if (r.status == EnqueueResult::Status::rejected) {
+          ++rejected_;  // every job here is valid
+          fmt::print("REJECTED {}: {}\n", r.id, r.reason);
+        } else {
+          again.push_back(batch[i]);  // overloaded, unavailable: asked again
+        }
+      }
+      if (results) batch = std::move(again);
+      if (!batch.empty()) std::this_thread::sleep_for(200ms);
+    }
+    for (const auto& job : batch) record(job.id, job.type, job.due_ms, job.max_attempts, false);
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+void Workload::cancel_one(std::mt19937_64& rng) {
+  std::string id;
+  {
+    std::lock_guard lock(mutex_);
+    const int64_t soon = wall_ms() + 1'000;
+    std::erase_if(cancellable_, [&](const auto& job) { return job.second < soon; });
+    if (cancellable_.empty()) return;
+    const size_t at = rng() % cancellable_.size();
+    id = cancellable_[at].first;
+    cancellable_.erase(cancellable_.begin() + static_cast<std::ptrdiff_t>(at));
+  }
+  append_line(dir_ / "cancels.tsv", {id});
+  (void)testing::run_dueq(options_.endpoints, "--timeout 5s cancel --queue " + options_.queue + " " + id);
+}
+
+}  // namespace dueq::nemesis

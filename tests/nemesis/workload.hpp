@@ -1,0 +1,58 @@
+#pragma once
+// The nemesis workload: producers on the host enqueue batches of jobs with
+// unique ids, due from now to `due_horizon_ms` ahead, to both brokers: most
+// succeed at once, some sleep, some always fail (two attempts), a few are
+// poison (they kill their worker). A batch is asked again with the same ids
+// until the broker answers, for at most 20 s; jobs still unanswered then
+// are recorded as of unknown outcome. Every answer goes to accepted.tsv.
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dueq::nemesis {
+
+struct WorkloadOptions {
+  std::string endpoints;
+  std::string queue = "nemesis";
+  uint64_t seed = 1;
+  int producers = 2;
+  int batch = 5;               // jobs per batch; a batch every 100 ms per producer
+  int64_t due_horizon_ms = 20'000;
+};
+
+class Workload {
+ public:
+  Workload(std::filesystem::path dir, WorkloadOptions options);
+  ~Workload();
+  Workload(const Workload&) = delete;
+  Workload& operator=(const Workload&) = delete;
+
+  // Asks the producers to stop and waits for their last batch.
+  void stop();
+  // An operator cancel of an accepted job not due for another second or
+  // more, chosen by `rng`; recorded in cancels.tsv before it is asked.
+  void cancel_one(std::mt19937_64& rng);
+  size_t accepted() const { return accepted_count_; }
+  size_t rejected() const { return rejected_; }
+
+ private:
+  void produce(int producer);
+  void record(const std::string& id, const std::string& type, int64_t due_ms, uint32_t attempts, bool surely);
+
+  std::filesystem::path dir_;
+  WorkloadOptions options_;
+  std::atomic<bool> producing_{true};
+  std::atomic<size_t> accepted_count_{0}, rejected_{0};
+  std::mutex mutex_;
+  std::ofstream accepted_file_;
+  std::vector<std::pair<std::string, int64_t>> cancellable_;  // id, due ms
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace dueq::nemesis

@@ -1,0 +1,177 @@
+// The nemesis checker and schedule without a run: each rule fails the
+// history that breaks it and passes the one that keeps it; the schedule is
+// the same for the same seed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "tests/nemesis/checker.hpp"
+#include "tests/nemesis/schedule.hpp"
+#include "tests/support/redis_server.hpp"
+
+namespace dueq::nemesis {
+namespace {
+
+constexpr int64_t kDue = 1'800'000'000'000;  // ms
+
+// One noop job due at kDue, started once a second later, done: every fact
+// in agreement.
+History healthy() {
+  History h;
+  h.accepted.push_back({"j1", "noop", kDue, 3, true, kDue - 5});
+  h.starts.push_back({"j1", 1, 11, (kDue + 1'000) * 1000, "w0"});
+  h.finals["j1"] = {"done", kDue + 1'010, ""};
+  h.facts = {{"healed_ms", kDue}, {"settled_ms", kDue + 2'000}, {"audit", 0}, {"stats_done", 1}, {"stats_dead", 0},
+             {"stats_cancelled", 0}, {"stats_accepted", 1}, {"stats_in_flight", 0}};
+  return h;
+}
+
+bool says(const Verdict& v, const std::string& needle) {
+  return std::any_of(v.violations.begin(), v.violations.end(), [&](const std::string& s) { return s.find(needle) != std::string::npos; });
+}
+
+TEST(NemesisChecker, AHealthyHistoryPasses) {
+  const Verdict v = check(healthy(), Bounds{});
+  EXPECT_TRUE(v.violations.empty()) << v.report();
+  EXPECT_EQ(v.done, 1U);
+  EXPECT_EQ(v.accepted, 1U);
+}
+
+TEST(NemesisChecker, AnAcceptedJobTheBrokerDoesNotKnowIsLost) {
+  History h = healthy();
+  h.finals.clear();
+  h.facts["stats_done"] = 0;
+  h.facts["stats_accepted"] = 0;
+  EXPECT_TRUE(says(check(h, Bounds{}), "LOST"));
+  // Of unknown outcome, its absence is allowed.
+  h.accepted[0].surely = false;
+  EXPECT_TRUE(check(h, Bounds{}).violations.empty());
+}
+
+TEST(NemesisChecker, AStartBeforeTheDueTimeIsEarly) {
+  History h = healthy();
+  h.starts[0].start_us = kDue * 1000 - 1;
+  EXPECT_TRUE(says(check(h, Bounds{}), "EARLY"));
+}
+
+TEST(NemesisChecker, AStartAgainIsChargedToTheFaultBetweenTheTwoOrIsAViolation) {
+  History h = healthy();
+  h.starts.push_back({"j1", 1, 12, (kDue + 5'000) * 1000, "w1"});
+  const Verdict alone = check(h, Bounds{});
+  EXPECT_TRUE(says(alone, "no fault to explain it")) << alone.report();
+  h.faults.push_back({kDue + 2'000, kDue + 3'000, "partition", "worker0 <-/-> host"});
+  const Verdict blamed = check(h, Bounds{});
+  EXPECT_TRUE(blamed.violations.empty()) << blamed.report();
+  EXPECT_EQ(blamed.duplicates_by_cause.at("partition"), 1U);
+  EXPECT_EQ(blamed.longest_rerun_gap_ms, 4'000);
+  // A fault that healed long before the first start explains nothing.
+  h.faults[0] = {kDue - 60'000, kDue - 50'000, "kill", "worker0"};
+  EXPECT_TRUE(says(check(h, Bounds{}), "no fault to explain it"));
+}
+
+TEST(NemesisChecker, OneDeliveryStartedTwiceIsAViolationWhateverTheFaults) {
+  History h = healthy();
+  h.starts.push_back({"j1", 1, 11, (kDue + 1'500) * 1000, "w1"});
+  h.faults.push_back({kDue, kDue + 3'000, "pause", "broker0"});
+  EXPECT_TRUE(says(check(h, Bounds{}), "started twice"));
+}
+
+TEST(NemesisChecker, EachEndMustBeTheOneItsJobCanHave) {
+  History h = healthy();
+  h.accepted[0].type = "fail";
+  EXPECT_TRUE(says(check(h, Bounds{}), "always fails ended done"));
+  h = healthy();
+  h.finals["j1"] = {"dead", 0, "worker lost"};
+  h.facts["stats_done"] = 0;
+  h.facts["stats_dead"] = 1;
+  EXPECT_TRUE(says(check(h, Bounds{}), "succeeds ended dead"));
+  h.accepted[0].type = "fail";
+  const Verdict failing = check(h, Bounds{});
+  EXPECT_TRUE(failing.violations.empty()) << failing.report();
+  EXPECT_EQ(failing.dead_by_reason.at("worker lost"), 1U);
+  h.finals["j1"].error.clear();
+  EXPECT_TRUE(says(check(h, Bounds{}), "dead without a reason"));
+  h = healthy();
+  h.finals["j1"] = {"cancelled", 0, ""};
+  h.facts["stats_done"] = 0;
+  h.facts["stats_cancelled"] = 1;
+  EXPECT_TRUE(says(check(h, Bounds{}), "nobody asked"));
+  h.cancels.push_back("j1");
+  EXPECT_TRUE(check(h, Bounds{}).violations.empty());
+  h.finals["j1"] = {"ready", 0, ""};
+  EXPECT_TRUE(says(check(h, Bounds{}), "UNFINISHED"));
+}
+
+TEST(NemesisChecker, ADoneJobNeedsADeliveryStartedBeforeItsResult) {
+  History h = healthy();
+  h.finals["j1"].finished_ms = kDue + 500;  // before the only start
+  EXPECT_TRUE(says(check(h, Bounds{}), "no delivery of it started"));
+}
+
+TEST(NemesisChecker, RunFactsBreakTheirOwnRules) {
+  History h = healthy();
+  h.facts["settled_ms"] = kDue + Bounds{}.settle_ms + 1;
+  EXPECT_TRUE(says(check(h, Bounds{}), "STALL"));
+  h = healthy();
+  h.facts.erase("settled_ms");
+  EXPECT_TRUE(says(check(h, Bounds{}), "never settled"));
+  h = healthy();
+  h.facts["audit"] = 1;
+  EXPECT_TRUE(says(check(h, Bounds{}), "audit"));
+  h = healthy();
+  h.facts["stats_done"] = 2;
+  EXPECT_TRUE(says(check(h, Bounds{}), "stats_done says 2, the history 1"));
+  h = healthy();
+  h.facts["broker_peak_rss_kb"] = Bounds{}.broker_rss_kb + 1;
+  EXPECT_TRUE(says(check(h, Bounds{}), "peak RSS"));
+}
+
+TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
+  testing::TempDir dir("nemesis-history");
+  append_line(dir / "accepted.tsv", {"j\x01", "noop", "5", "3", "accepted", "4"});
+  append_line(dir / "faults.tsv", {"1", "2", "kill", "broker0"});
+  append_line(dir / "final.tsv", {"j\x01", "dead", "7", hex("why\xff\n")});
+  append_line(dir / "facts.tsv", {"audit", "0"});
+  append_line(dir / "starts-worker0.txt", {"j\x01 2 99 6000 5 4 123 -"});
+  std::string error;
+  auto h = read_history(dir.path(), error);
+  ASSERT_TRUE(h) << error;
+  EXPECT_EQ(h->accepted.at(0).id, "j\x01");
+  EXPECT_EQ(h->finals.at("j\x01").error, "why\xff\n");
+  EXPECT_EQ(h->starts.at(0).token, 99U);
+  EXPECT_EQ(h->starts.at(0).worker, "starts-worker0.txt");
+  EXPECT_EQ(h->fact("audit"), 0);
+  append_line(dir / "facts.tsv", {"audit", "zero"});
+  EXPECT_FALSE(read_history(dir.path(), error));
+  EXPECT_NE(error.find("facts.tsv:2"), std::string::npos) << error;
+}
+
+Nodes some_nodes() { return Nodes{{"broker0", "broker1"}, {"redis0", "redis1", "redis2"}, {"sentinel0"}, {"worker0", "worker1"}}; }
+
+TEST(NemesisSchedule, TheSameSeedDrawsTheSameScheduleAndFaultsFollowOneAnother) {
+  const auto a = draw_schedule(7, 120'000, some_nodes()), b = draw_schedule(7, 120'000, some_nodes());
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_GT(a.size(), 5U);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].describe(), b[i].describe());
+    EXPECT_EQ(a[i].at_ms, b[i].at_ms);
+    EXPECT_LE(a[i].at_ms + a[i].for_ms, 120'000);
+    if (i > 0) {
+      EXPECT_GT(a[i].at_ms, a[i - 1].at_ms + a[i - 1].for_ms);
+    }
+    if (a[i].kind == FaultKind::partition) {
+      std::set<std::string> sides(a[i].side_a.begin(), a[i].side_a.end());
+      for (const auto& node : a[i].side_b) EXPECT_TRUE(sides.insert(node).second) << a[i].describe();
+      EXPECT_FALSE(a[i].side_b.empty());
+    }
+  }
+  const auto other = draw_schedule(8, 120'000, some_nodes());
+  std::string mine, theirs;
+  for (const auto& f : a) mine += f.describe() + ";";
+  for (const auto& f : other) theirs += f.describe() + ";";
+  EXPECT_NE(mine, theirs);
+}
+
+}  // namespace
+}  // namespace dueq::nemesis
