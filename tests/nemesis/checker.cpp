@@ -29,6 +29,7 @@ class Checking {
     for (auto& [id, runs] : starts_)
       std::sort(runs.begin(), runs.end(), [](const Start& x, const Start& y) { return x.start_us < y.start_us; });
     cancels_.insert(h.cancels.begin(), h.cancels.end());
+    step_back_ms_ = largest_step_back_ms();
   }
 
   Verdict run() {
@@ -71,7 +72,7 @@ class Checking {
       ++v_.done;
       if (always_fails(job.type)) wrong(job.id, "a job whose handler always fails ended done");
       const bool started_before = std::any_of(runs.begin(), runs.end(),
-                                              [&](const Start& s) { return s.start_us / 1000 <= end->finished_ms; });
+                                              [&](const Start& s) { return s.start_us / 1000 <= end->finished_ms + step_back_ms_; });
       if (!started_before) wrong(job.id, "done, but no delivery of it started before it was finished");
     } else if (end->state == "dead") {
       ++v_.dead_by_reason[reason_class(end->error)];
@@ -86,18 +87,39 @@ class Checking {
   }
 
   // The fault that explains a start again between `before_us` and `after_us`.
+  // A clock step explains none: leases run on the steady clock.
   const FaultSpan* blame(int64_t before_us, int64_t after_us) const {
     for (const auto& f : h_.faults)
-      if (f.from_ms - b_.blame_before_ms <= after_us / 1000 && f.to_ms + b_.blame_after_ms >= before_us / 1000) return &f;
+      if (f.kind != "clock" && f.from_ms - b_.blame_before_ms <= after_us / 1000 &&
+          f.to_ms + b_.blame_after_ms >= before_us / 1000)
+        return &f;
     return nullptr;
+  }
+
+  // Whether a broker's clock ran at least `early_ms` ahead around `start_ms`.
+  bool clock_ahead(int64_t start_ms, int64_t early_ms) const {
+    return std::any_of(h_.faults.begin(), h_.faults.end(), [&](const FaultSpan& f) {
+      return f.kind == "clock" && f.shift_ms >= early_ms && f.from_ms <= start_ms && start_ms <= f.to_ms + b_.blame_after_ms;
+    });
+  }
+
+  // How far any broker's clock was stepped back: its results may carry a
+  // finish time that much before the worker's start.
+  int64_t largest_step_back_ms() const {
+    int64_t most = 0;
+    for (const auto& f : h_.faults)
+      if (f.kind == "clock") most = std::max(most, -f.shift_ms);
+    return most;
   }
 
   void check_starts(const AcceptedJob& job) {
     const auto& runs = starts_[job.id];
     std::set<uint64_t> tokens;
     for (size_t i = 0; i < runs.size(); ++i) {
-      if (runs[i].start_us < job.due_ms * 1000)
-        wrong(job.id, fmt::format("EARLY: started {} us before its due time", job.due_ms * 1000 - runs[i].start_us));
+      if (const int64_t early_us = job.due_ms * 1000 - runs[i].start_us; early_us > 0) {
+        if (clock_ahead(runs[i].start_us / 1000, (early_us + 999) / 1000)) ++v_.early_by_clock_step;
+        else wrong(job.id, fmt::format("EARLY: started {} us before its due time", early_us));
+      }
       if (!tokens.insert(runs[i].token).second) wrong(job.id, fmt::format("one delivery (token {}) started twice", runs[i].token));
       if (i == 0) continue;
       // A retry of a job that fails is its next attempt, not a duplicate.
@@ -157,6 +179,7 @@ class Checking {
   std::set<std::string> cancels_;
   size_t found_ = 0, found_unknown_ = 0;
   size_t run_violations_ = 0;
+  int64_t step_back_ms_ = 0;
 };
 
 }  // namespace
@@ -171,8 +194,9 @@ std::string Verdict::report() const {
   out += "\nstarted again, by cause:";
   if (duplicates_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : duplicates_by_cause) out += fmt::format(" {} {};", cause, n);
-  out += fmt::format("\nlongest gap between two starts of a job {} ms; settled {} ms after the last fault healed\n",
-                     longest_rerun_gap_ms, settle_after_heal_ms);
+  out += fmt::format("\nlongest gap between two starts of a job {} ms; settled {} ms after the last fault healed; "
+                     "started early while a broker's clock ran ahead {}\n",
+                     longest_rerun_gap_ms, settle_after_heal_ms, early_by_clock_step);
   // The first 60 are listed, the rest counted.
   for (size_t i = 0; i < violations.size() && i < 60; ++i) out += "VIOLATION " + violations[i] + "\n";
   if (violations.size() > 60) out += fmt::format("... and {} more violations\n", violations.size() - 60);

@@ -30,6 +30,9 @@ struct Verdict {
   size_t accepted = 0, unknown = 0, done = 0, cancelled = 0, starts = 0;
   std::map<std::string, size_t> dead_by_reason;
   std::map<std::string, size_t> duplicates_by_cause;  // fault kind -> starts again
+  // Starts before the due time while a broker's clock ran ahead by at least
+  // that much (docs/failure-modes.md: a clock stepped forward runs jobs early).
+  size_t early_by_clock_step = 0;
   int64_t longest_rerun_gap_ms = 0;
   int64_t settle_after_heal_ms = -1;
   std::string report() const;

@@ -48,6 +48,10 @@ class Deployment {
   void start(const std::string& node);
   bool is_down(const std::string& node) const { return nodes_by_name_.at(node).down; }
 
+  // Steps a broker's wall clock to `shift_ms` from the host's (0: back to
+  // it): brokers run with clock_shift.cpp preloaded.
+  void shift_clock(const std::string& broker, int64_t shift_ms);
+
   // The master the sentinels name (the first that answers); "" when none does.
   std::string master() const;
   // Every sentinel knows the other two and both replicas: a fail-over can

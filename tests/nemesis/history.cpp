@@ -102,10 +102,11 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     h.cancels.push_back(f[0]);
     return true;
   }) && each_line(dir / "faults.tsv", error, [&](const std::vector<std::string>& f) {
-    auto from = f.size() == 4 ? number(f[0]) : std::nullopt;
-    auto to = f.size() == 4 ? number(f[1]) : std::nullopt;
-    if (!from || !to) return false;
-    h.faults.push_back({*from, *to, f[2], f[3]});
+    auto from = f.size() == 5 ? number(f[0]) : std::nullopt;
+    auto to = f.size() == 5 ? number(f[1]) : std::nullopt;
+    auto shift = f.size() == 5 ? number(f[4]) : std::nullopt;
+    if (!from || !to || !shift) return false;
+    h.faults.push_back({*from, *to, f[2], f[3], *shift});
     return true;
   }) && each_line(dir / "final.tsv", error, [&](const std::vector<std::string>& f) {
     auto finished = f.size() == 4 ? number(f[2]) : std::nullopt;

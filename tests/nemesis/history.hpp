@@ -6,8 +6,9 @@
 //                 (the producer gave up asking: it may exist), and when the
 //                 answer came (wall ms)
 //   cancels.tsv   ids an operator asked to cancel
-//   faults.tsv    from ms, to ms, kind, target: each fault's span on the
-//                 wall clock (a worker that crashed on a poison job too)
+//   faults.tsv    from ms, to ms, kind, target, clock shift ms: each
+//                 fault's span on the wall clock (a worker that crashed on
+//                 a poison job too)
 //   starts-*.txt  each worker's starts: id attempt token start_us ...
 //                 (the example worker writes eight fields, the Python one five)
 //   final.tsv     id, state, finished ms (0: not finished), error (hex):
@@ -38,6 +39,7 @@ struct FaultSpan {
   int64_t from_ms = 0, to_ms = 0;
   std::string kind;    // partition, pause, kill, failover, demote, poison
   std::string target;  // which nodes, as the schedule names them
+  int64_t shift_ms = 0;  // a clock fault's step
 };
 
 struct Start {

@@ -61,6 +61,7 @@ struct Run {
         for (const auto& s : deployment.nodes().sentinels)
           if (deployment.cli(s, "SENTINEL FAILOVER mymaster").starts_with("OK")) break;
         break;
+      case FaultKind::clock: deployment.shift_clock(f.target, f.shift_ms); break;
       case FaultKind::demote: {
         demoted = deployment.master();
         if (demoted.empty()) break;
@@ -78,6 +79,7 @@ struct Run {
       case FaultKind::pause: deployment.signal(f.target, SIGCONT); break;
       case FaultKind::kill: deployment.start(f.target); break;
       case FaultKind::failover: break;
+      case FaultKind::clock: deployment.shift_clock(f.target, 0); break;
       case FaultKind::demote:
         // The operator undoes it, unless the sentinels have chosen another
         // master meanwhile.
@@ -95,7 +97,8 @@ struct Run {
       begin(f);
       wait_until(started_ms + f.at_ms + f.for_ms);
       end(f);
-      append_line(dir / "faults.tsv", {std::to_string(from), std::to_string(wall_ms()), name_of(f.kind), f.describe()});
+      append_line(dir / "faults.tsv",
+                  {std::to_string(from), std::to_string(wall_ms()), name_of(f.kind), f.describe(), std::to_string(f.shift_ms)});
     }
     wait_until(started_ms + length_ms);
   }
@@ -104,6 +107,7 @@ struct Run {
   void heal_all() {
     net.heal();
     for (const auto& node : deployment.nodes().all()) {
+      if (node.starts_with("broker")) deployment.shift_clock(node, 0);
       deployment.signal(node, SIGCONT);
       if (deployment.is_down(node)) deployment.start(node);
     }
@@ -178,6 +182,9 @@ int main(int argc, char** argv) {
   app.add_option("--duration", duration_text, "how long faults are played, e.g. 60s or 10m");
   app.add_option("--cpp-workers", topology.cpp_workers, "dueq-example-worker processes")->check(CLI::Range(1, 8));
   app.add_flag("!--no-python-worker", topology.python_worker, "leave the Python worker out");
+  bool store_faults = true;
+  app.add_flag("!--no-store-faults", store_faults,
+               "no fault on the Redis nodes and no fail-over or demotion: the store loses no acknowledged write");
   CLI11_PARSE(app, argc, argv);
   const auto length_ms = parse_duration_ms(duration_text);
   if (!length_ms || *length_ms < 10'000) {
@@ -196,9 +203,9 @@ int main(int argc, char** argv) {
     fmt::print("nemesis: SKIPPED: {}\n", why);
     return kSkipped;
   }
-  const auto schedule = draw_schedule(seed, *length_ms, deployment.nodes());
-  fmt::print("nemesis: seed {}, {} of faults ({} of them), history and logs in {}\n", seed, duration_text, schedule.size(),
-             dir.string());
+  const auto schedule = draw_schedule(seed, *length_ms, deployment.nodes(), store_faults);
+  fmt::print("nemesis: seed {}, {} of faults ({} of them{}), history and logs in {}\n", seed, duration_text, schedule.size(),
+             store_faults ? "" : ", none on the store", dir.string());
   Client probe(deployment.broker_endpoints(), ClientOptions{.timeout_ms = 1000, .attempts = 1});
   const auto workers_joined = [&] {
     auto s = probe.broker_stats();
@@ -210,8 +217,10 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // Every job falls due before the schedule ends, so that the run settles
+  // soon after the last fault heals.
   WorkloadOptions work{.endpoints = deployment.broker_endpoints(), .queue = topology.queue, .seed = seed,
-                       .due_horizon_ms = std::min<int64_t>(20'000, *length_ms / 3)};
+                       .due_horizon_ms = std::min<int64_t>(20'000, *length_ms / 3), .last_due_ms = wall_ms() + *length_ms};
   Workload workload(dir, work);
   Run run{deployment, net, workload, dir, std::mt19937_64(seed * 31 + 7), {}};
   run.play(schedule, steady_ms(), *length_ms);

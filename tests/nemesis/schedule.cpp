@@ -21,30 +21,36 @@ const T& pick(std::mt19937_64& rng, const std::vector<T>& from) {
   return from[static_cast<size_t>(between(rng, 0, static_cast<int64_t>(from.size()) - 1))];
 }
 
-// One to three nodes on side a; side b is the rest (and the host) or, one
-// time in three, one to three of the rest.
-void draw_partition(std::mt19937_64& rng, const Nodes& nodes, Fault& f) {
-  std::vector<std::string> all = nodes.all();
-  for (size_t i = all.size() - 1; i > 0; --i) std::swap(all[i], all[static_cast<size_t>(between(rng, 0, static_cast<int64_t>(i)))]);
+void shuffle(std::mt19937_64& rng, std::vector<std::string>& v) {
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[static_cast<size_t>(between(rng, 0, static_cast<int64_t>(i) - 1))]);
+}
+
+// One to three of `targets` on side a; side b is every other node (and the
+// host) or, one time in three, one to three of them.
+void draw_partition(std::mt19937_64& rng, std::vector<std::string> targets, const std::vector<std::string>& everyone, Fault& f) {
+  shuffle(rng, targets);
   const auto a = static_cast<size_t>(between(rng, 1, 3));
-  f.side_a.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(a));
+  f.side_a.assign(targets.begin(), targets.begin() + static_cast<std::ptrdiff_t>(a));
+  std::vector<std::string> rest;
+  for (const auto& node : everyone)
+    if (std::find(f.side_a.begin(), f.side_a.end(), node) == f.side_a.end()) rest.push_back(node);
+  shuffle(rng, rest);
   if (between(rng, 0, 2) == 0) {
-    const auto b = static_cast<size_t>(between(rng, 1, 3));
-    f.side_b.assign(all.begin() + static_cast<std::ptrdiff_t>(a), all.begin() + static_cast<std::ptrdiff_t>(a + b));
+    rest.resize(static_cast<size_t>(between(rng, 1, 3)));
   } else {
-    f.side_b.assign(all.begin() + static_cast<std::ptrdiff_t>(a), all.end());
-    f.side_b.emplace_back("host");
+    rest.emplace_back("host");
   }
+  f.side_b = std::move(rest);
   f.one_way = between(rng, 0, 3) == 0;
 }
 
-Fault draw_one(std::mt19937_64& rng, const Nodes& nodes) {
+Fault draw_one(std::mt19937_64& rng, const Nodes& nodes, const std::vector<std::string>& everyone) {
   Fault f;
   const int64_t roll = between(rng, 0, 99);
   f.for_ms = between(rng, 1'000, 8'000);
   if (roll < 35) {
     f.kind = FaultKind::partition;
-    draw_partition(rng, nodes, f);
+    draw_partition(rng, nodes.all(), everyone, f);
   } else if (roll < 55) {
     f.kind = FaultKind::pause;
     f.target = pick(rng, nodes.all());
@@ -52,10 +58,14 @@ Fault draw_one(std::mt19937_64& rng, const Nodes& nodes) {
     f.kind = FaultKind::kill;
     f.target = pick(rng, nodes.all());
     f.for_ms = between(rng, 200, 3'000);
-  } else if (roll < 90) {
+  } else if (roll < 86) {
     f.kind = FaultKind::failover;
-  } else {
+  } else if (roll < 92) {
     f.kind = FaultKind::demote;
+  } else {
+    f.kind = FaultKind::clock;
+    f.target = pick(rng, nodes.brokers);
+    f.shift_ms = between(rng, 1'000, 10'000) * (between(rng, 0, 1) == 0 ? 1 : -1);
   }
   return f;
 }
@@ -69,6 +79,7 @@ const char* name_of(FaultKind kind) {
     case FaultKind::kill: return "kill";
     case FaultKind::failover: return "failover";
     case FaultKind::demote: return "demote";
+    case FaultKind::clock: return "clock";
   }
   return "?";
 }
@@ -87,16 +98,20 @@ std::string Fault::describe() const {
     case FaultKind::kill: return "kill " + target;
     case FaultKind::failover: return "failover";
     case FaultKind::demote: return "demote master";
+    case FaultKind::clock: return fmt::format("clock of {} {:+} ms", target, shift_ms);
   }
   return "?";
 }
 
-std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& nodes) {
+std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& nodes, bool store_faults) {
   std::mt19937_64 rng(seed);
   std::vector<Fault> schedule;
+  Nodes targets = nodes;
+  if (!store_faults) targets.redis.clear();
   int64_t at = between(rng, 2'000, 4'000);
   while (true) {
-    Fault f = draw_one(rng, nodes);
+    Fault f = draw_one(rng, targets, nodes.all());
+    while (!store_faults && (f.kind == FaultKind::failover || f.kind == FaultKind::demote)) f = draw_one(rng, targets, nodes.all());
     f.at_ms = at;
     if (at + f.for_ms > length_ms) break;
     at += f.for_ms + between(rng, 1'000, 4'000);

@@ -14,7 +14,8 @@ enum class FaultKind {
   pause,      // SIGSTOP of target, SIGCONT when it heals
   kill,       // SIGKILL of target, started again when it heals (Redis from its AOF)
   failover,   // SENTINEL FAILOVER: the master changes under open connections
-  demote,     // REPLICAOF on the master, under open connections; sentinels repair it
+  demote,     // REPLICAOF on the master, under open connections; undone when it heals
+  clock,      // target's wall clock stepped by shift_ms, and back when it heals
 };
 
 struct Fault {
@@ -24,6 +25,7 @@ struct Fault {
   std::string target;                      // pause, kill
   std::vector<std::string> side_a, side_b;  // partition
   bool one_way = false;                    // partition: only a -> b is cut
+  int64_t shift_ms = 0;                    // clock: forward (> 0) or back
   std::string describe() const;
 };
 
@@ -34,7 +36,10 @@ struct Nodes {
   std::vector<std::string> all() const;
 };
 
-std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& nodes);
+// With `store_faults` false, the Redis nodes are no fault's target and no
+// fail-over or demotion is drawn: the store never loses a write it
+// acknowledged (a Sentinel fail-over can, docs/failure-modes.md).
+std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& nodes, bool store_faults = true);
 
 const char* name_of(FaultKind kind);
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/clock.hpp"
 #include "dueq/client.hpp"
 #include "tests/nemesis/history.hpp"
@@ -29,7 +31,10 @@ JobSpec draw_job(std::mt19937_64& rng, const WorkloadOptions& o, const std::stri
     job.type = "crash";
     job.max_attempts = 2;
   }
-  if (rng() % 2 == 0) job.due_ms = wall_ms() + static_cast<int64_t>(rng() % static_cast<uint64_t>(o.due_horizon_ms));
+  if (rng() % 2 == 0) {
+    const int64_t ahead = static_cast<int64_t>(rng() % static_cast<uint64_t>(o.due_horizon_ms));
+    job.due_ms = std::min(wall_ms() + ahead, o.last_due_ms);
+  }
   return job;
 }
 

@@ -6,6 +6,7 @@
 // until the broker answers, for at most 20 s; jobs still unanswered then
 // are recorded as of unknown outcome. Every answer goes to accepted.tsv.
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,7 @@ struct WorkloadOptions {
   int producers = 2;
   int batch = 5;               // jobs per batch; a batch every 100 ms per producer
   int64_t due_horizon_ms = 20'000;
+  int64_t last_due_ms = INT64_MAX;  // wall ms: no job is due later (the run settles sooner)
 };
 
 class Workload {

@@ -70,6 +70,25 @@ TEST(NemesisChecker, AStartAgainIsChargedToTheFaultBetweenTheTwoOrIsAViolation) 
   EXPECT_TRUE(says(check(h, Bounds{}), "no fault to explain it"));
 }
 
+// A broker's clock stepped forward runs jobs early by up to the step (as
+// documented); it explains no early start beyond it and no start again.
+TEST(NemesisChecker, AClockStepForwardExplainsEarlyStartsWithinItsStepAndNoDuplicate) {
+  History h = healthy();
+  h.starts[0].start_us = (kDue - 3'000) * 1000;
+  h.finals["j1"].finished_ms = kDue - 2'990;
+  EXPECT_TRUE(says(check(h, Bounds{}), "EARLY"));
+  h.faults.push_back({kDue - 4'000, kDue - 1'000, "clock", "clock of broker0 +5000 ms", 5'000});
+  const Verdict within = check(h, Bounds{});
+  EXPECT_TRUE(within.violations.empty()) << within.report();
+  EXPECT_EQ(within.early_by_clock_step, 1U);
+  h.faults[0].shift_ms = 2'000;  // less than the job was early
+  EXPECT_TRUE(says(check(h, Bounds{}), "EARLY"));
+  h = healthy();
+  h.starts.push_back({"j1", 1, 12, (kDue + 5'000) * 1000, "w1"});
+  h.faults.push_back({kDue + 2'000, kDue + 3'000, "clock", "clock of broker0 -5000 ms", -5'000});
+  EXPECT_TRUE(says(check(h, Bounds{}), "no fault to explain it"));
+}
+
 TEST(NemesisChecker, OneDeliveryStartedTwiceIsAViolationWhateverTheFaults) {
   History h = healthy();
   h.starts.push_back({"j1", 1, 11, (kDue + 1'500) * 1000, "w1"});
@@ -130,7 +149,7 @@ TEST(NemesisChecker, RunFactsBreakTheirOwnRules) {
 TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
   testing::TempDir dir("nemesis-history");
   append_line(dir / "accepted.tsv", {"j\x01", "noop", "5", "3", "accepted", "4"});
-  append_line(dir / "faults.tsv", {"1", "2", "kill", "broker0"});
+  append_line(dir / "faults.tsv", {"1", "2", "clock", "broker0", "-300"});
   append_line(dir / "final.tsv", {"j\x01", "dead", "7", hex("why\xff\n")});
   append_line(dir / "facts.tsv", {"audit", "0"});
   append_line(dir / "starts-worker0.txt", {"j\x01 2 99 6000 5 4 123 -"});
@@ -142,12 +161,15 @@ TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
   EXPECT_EQ(h->starts.at(0).token, 99U);
   EXPECT_EQ(h->starts.at(0).worker, "starts-worker0.txt");
   EXPECT_EQ(h->fact("audit"), 0);
+  EXPECT_EQ(h->faults.at(0).shift_ms, -300);
   append_line(dir / "facts.tsv", {"audit", "zero"});
   EXPECT_FALSE(read_history(dir.path(), error));
   EXPECT_NE(error.find("facts.tsv:2"), std::string::npos) << error;
 }
 
-Nodes some_nodes() { return Nodes{{"broker0", "broker1"}, {"redis0", "redis1", "redis2"}, {"sentinel0"}, {"worker0", "worker1"}}; }
+Nodes some_nodes() {
+  return Nodes{{"broker0", "broker1"}, {"redis0", "redis1", "redis2"}, {"sentinel0", "sentinel1"}, {"worker0", "worker1"}};
+}
 
 TEST(NemesisSchedule, TheSameSeedDrawsTheSameScheduleAndFaultsFollowOneAnother) {
   const auto a = draw_schedule(7, 120'000, some_nodes()), b = draw_schedule(7, 120'000, some_nodes());
@@ -165,6 +187,13 @@ TEST(NemesisSchedule, TheSameSeedDrawsTheSameScheduleAndFaultsFollowOneAnother) 
       for (const auto& node : a[i].side_b) EXPECT_TRUE(sides.insert(node).second) << a[i].describe();
       EXPECT_FALSE(a[i].side_b.empty());
     }
+  }
+  // Without store faults no Redis node is a target, and nothing fails over.
+  for (const auto& f : draw_schedule(7, 600'000, some_nodes(), false)) {
+    EXPECT_NE(f.kind, FaultKind::failover);
+    EXPECT_NE(f.kind, FaultKind::demote);
+    EXPECT_FALSE(f.target.starts_with("redis")) << f.describe();
+    for (const auto& node : f.side_a) EXPECT_FALSE(node.starts_with("redis")) << f.describe();
   }
   const auto other = draw_schedule(8, 120'000, some_nodes());
   std::string mine, theirs;
