@@ -159,6 +159,25 @@ class PythonWorker(unittest.TestCase):
         self.assertIn(f"moving to broker {d.endpoint}", log)
 
 
+class PythonWorkerState(unittest.TestCase):
+    """The worker's own bookkeeping, frames fed to it directly (no broker)."""
+
+    def test_a_delivery_arriving_again_with_its_token_is_not_started_twice(self) -> None:
+        """protocol.md 3.3: one delivery is started once, a newer one replaces it."""
+        worker = dueq.Worker("tcp://127.0.0.1:1", ["q"], concurrency=2)
+        sent: list[object] = []
+        worker._send = lambda type_, body: sent.append(type_)  # type: ignore[method-assign]
+        payload = b"x"
+        task = dueq.protocol.Task("q", "a", "noop", payload, 0, 1, 3, 7, 0, dueq.protocol.checksum(payload), 0)
+        worker._on_tasks(dueq.protocol.Tasks([task], 1))
+        worker._on_tasks(dueq.protocol.Tasks([task], 2))
+        self.assertEqual(len(worker._ready), 1)
+        newer = dueq.protocol.Task("q", "a", "noop", payload, 0, 2, 3, 8, 0, dueq.protocol.checksum(payload), 0)
+        worker._on_tasks(dueq.protocol.Tasks([newer], 3))
+        self.assertEqual([t.token for t in worker._ready], [7, 8])
+        self.assertEqual(worker._held[("q", "a")].token, 8)
+
+
 class PythonProducer(unittest.TestCase):
     def test_enqueue_is_idempotent_by_id_and_lookups_answer(self) -> None:
         d = Deployment(self)
