@@ -182,6 +182,8 @@ int main(int argc, char** argv) {
   app.add_option("--duration", duration_text, "how long faults are played, e.g. 60s or 10m");
   app.add_option("--cpp-workers", topology.cpp_workers, "dueq-example-worker processes")->check(CLI::Range(1, 8));
   app.add_flag("!--no-python-worker", topology.python_worker, "leave the Python worker out");
+  int batch = 5;
+  app.add_option("--batch", batch, "jobs each of the two producers enqueues every 100 ms")->check(CLI::Range(1, 100));
   bool store_faults = true;
   app.add_flag("!--no-store-faults", store_faults,
                "no fault on the Redis nodes and no fail-over or demotion: the store loses no acknowledged write");
@@ -219,7 +221,7 @@ int main(int argc, char** argv) {
 
   // Every job falls due before the schedule ends, so that the run settles
   // soon after the last fault heals.
-  WorkloadOptions work{.endpoints = deployment.broker_endpoints(), .queue = topology.queue, .seed = seed,
+  WorkloadOptions work{.endpoints = deployment.broker_endpoints(), .queue = topology.queue, .seed = seed, .batch = batch,
                        .due_horizon_ms = std::min<int64_t>(20'000, *length_ms / 3), .last_due_ms = wall_ms() + *length_ms};
   Workload workload(dir, work);
   Run run{deployment, net, workload, dir, std::mt19937_64(seed * 31 + 7), {}};
