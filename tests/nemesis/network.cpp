@@ -85,10 +85,12 @@ bool Network::add(const std::string& node) {
   const std::string outer = fmt::format("dq{}v{}", ::getpid(), index), inner = fmt::format("dq{}p{}", ::getpid(), index);
   const std::string ns = namespace_of(node);
   const std::string address = subnet_ + std::to_string(10 + index);
-  for (const auto& step : {"ip netns add " + ns, "ip link add " + outer + " type veth peer name " + inner,
-                           "ip link set " + inner + " netns " + ns, "ip link set " + outer + " master " + bridge_,
-                           "ip link set " + outer + " up", "ip netns exec " + ns + " ip addr add " + address + "/24 dev " + inner,
-                           "ip netns exec " + ns + " ip link set " + inner + " up", "ip netns exec " + ns + " ip link set lo up"}) {
+  for (const auto& step : {"ip netns add " + ns, fmt::format("ip link add {} type veth peer name {}", outer, inner),
+                           fmt::format("ip link set {} netns {}", inner, ns), fmt::format("ip link set {} master {}", outer, bridge_),
+                           fmt::format("ip link set {} up", outer),
+                           fmt::format("ip netns exec {} ip addr add {}/24 dev {}", ns, address, inner),
+                           fmt::format("ip netns exec {} ip link set {} up", ns, inner),
+                           fmt::format("ip netns exec {} ip link set lo up", ns)}) {
     if (!run(step)) {
       why_not_ = "'" + step + "' failed";
       return false;
