@@ -7,10 +7,11 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <sstream>
+
+#include "tests/support/redis_server.hpp"
 
 namespace dueq::nemesis {
 
@@ -18,28 +19,17 @@ namespace {
 
 bool run(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
 
-std::string output_of(const std::string& command) {
-  std::string out;
-  if (FILE* pipe = ::popen((command + " 2>/dev/null").c_str(), "r")) {
-    char buffer[4096];
-    size_t n;
-    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-    ::pclose(pipe);
-  }
-  return out;
-}
-
 bool alive(int pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 }  // namespace
 
 // Namespaces dqn<pid>-<node> and bridges dqb<pid> whose run is gone.
 void Network::sweep_leftovers() {
-  std::istringstream spaces(output_of("ip netns list"));
+  std::istringstream spaces(testing::command_output("ip netns list 2>/dev/null"));
   const std::regex space("^dqn([0-9]+)-(\\S+)");
   for (std::string line; std::getline(spaces, line);)
     if (std::smatch m; std::regex_search(line, m, space) && !alive(std::stoi(m[1]))) run("ip netns del " + m[0].str());
-  std::istringstream links(output_of("ip -o link show type bridge"));
+  std::istringstream links(testing::command_output("ip -o link show type bridge 2>/dev/null"));
   const std::regex bridge(": (dqb([0-9]+)):");
   for (std::string line; std::getline(links, line);)
     if (std::smatch m; std::regex_search(line, m, bridge) && !alive(std::stoi(m[2]))) run("ip link del " + m[1].str());
@@ -61,7 +51,7 @@ Network::Network() {
   const std::string pid = std::to_string(::getpid());
   prefix_ = "dqn" + pid + "-";
   bridge_ = "dqb" + pid;
-  const std::string in_use = output_of("ip -o -4 addr show");
+  const std::string in_use = testing::command_output("ip -o -4 addr show 2>/dev/null");
   for (int n = static_cast<int>(::getpid() % 200) + 1, tries = 0; tries < 200; ++tries, n = n % 200 + 1) {
     if (in_use.find(fmt::format("10.233.{}.", n)) == std::string::npos) {
       subnet_ = fmt::format("10.233.{}.", n);

@@ -27,6 +27,15 @@ History healthy() {
   return h;
 }
 
+// healthy(), but the job ended `state` (its stats counter agreeing).
+History ended(const std::string& state, const std::string& error = "") {
+  History h = healthy();
+  h.finals["j1"] = {state, 0, error};
+  h.facts["stats_done"] = 0;
+  h.facts["stats_" + state] = 1;
+  return h;
+}
+
 bool says(const Verdict& v, const std::string& needle) {
   return std::any_of(v.violations.begin(), v.violations.end(), [&](const std::string& s) { return s.find(needle) != std::string::npos; });
 }
@@ -100,10 +109,7 @@ TEST(NemesisChecker, EachEndMustBeTheOneItsJobCanHave) {
   History h = healthy();
   h.accepted[0].type = "fail";
   EXPECT_TRUE(says(check(h, Bounds{}), "always fails ended done"));
-  h = healthy();
-  h.finals["j1"] = {"dead", 0, "worker lost"};
-  h.facts["stats_done"] = 0;
-  h.facts["stats_dead"] = 1;
+  h = ended("dead", "worker lost");
   EXPECT_TRUE(says(check(h, Bounds{}), "succeeds ended dead"));
   h.accepted[0].type = "fail";
   const Verdict failing = check(h, Bounds{});
@@ -111,10 +117,7 @@ TEST(NemesisChecker, EachEndMustBeTheOneItsJobCanHave) {
   EXPECT_EQ(failing.dead_by_reason.at("worker lost"), 1U);
   h.finals["j1"].error.clear();
   EXPECT_TRUE(says(check(h, Bounds{}), "dead without a reason"));
-  h = healthy();
-  h.finals["j1"] = {"cancelled", 0, ""};
-  h.facts["stats_done"] = 0;
-  h.facts["stats_cancelled"] = 1;
+  h = ended("cancelled");
   EXPECT_TRUE(says(check(h, Bounds{}), "nobody asked"));
   h.cancels.push_back("j1");
   EXPECT_TRUE(check(h, Bounds{}).violations.empty());
