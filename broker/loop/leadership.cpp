@@ -71,11 +71,47 @@ Result<bool> Leadership::try_lead(RedisClient& redis, const std::string& endpoin
   if (!answer) return std::unexpected(answer.error());
   leader_endpoint_ = answer->holder_endpoint;
   if (answer->epoch == 0) return false;
+  auto replicated = replicas_have(redis, answer->epoch);
+  if (!replicated || !*replicated) {
+    (void)redis.call(calls::resign(instance_, answer->epoch));
+    if (!replicated) return std::unexpected(replicated.error());
+    return false;
+  }
   epoch_ = answer->epoch;
   answered_at_ms_ = renewed_at_ms_ = asked_at;
   next_renewal_ms_ = asked_at + config_.leader_lease_ms / 4;
   spdlog::info("leading with epoch {} (lease {} ms)", epoch_, config_.leader_lease_ms);
   return true;
+}
+
+Command Leadership::wait_for_replicas() const {
+  return Command{"WAIT", std::to_string(config_.min_replicas), std::to_string(config_.replica_timeout_ms)};
+}
+
+bool Leadership::enough_replicas(const redisReply* acked) const {
+  return acked != nullptr && acked->type == REDIS_REPLY_INTEGER && acked->integer >= config_.min_replicas;
+}
+
+Result<bool> Leadership::replicas_have(RedisClient& redis, uint64_t epoch) {
+  if (config_.min_replicas == 0) return true;
+  // The renewal is a write on the lease's own key, so WAIT goes where the
+  // epoch was given, behind a Redis Cluster too; it covers every write of
+  // this connection before it, the counter's INCR among them.
+  auto replies = redis.pipeline({calls::lead(instance_, config_.leader_lease_ms, epoch, endpoint_),
+                                 wait_for_replicas()});
+  if (!replies) return std::unexpected(replies.error());
+  auto renewed = parse_lead((*replies)[0].get());
+  if (!renewed) return std::unexpected(renewed.error());
+  if (renewed->epoch == 0) return false;
+  const redisReply* acked = (*replies)[1].get();
+  if (enough_replicas(acked)) return true;
+  const int64_t now = clock_.steady_ms();
+  if (refusal_log_.admit("", now))
+    spdlog::warn("not leading with epoch {}: {} of the {} replicas min_replicas asks for have it (WAIT {} ms); "
+                 "a fail-over could hand the store to a replica that gives the epoch again",
+                 epoch, acked->type == REDIS_REPLY_INTEGER ? acked->integer : -1, config_.min_replicas,
+                 config_.replica_timeout_ms);
+  return false;
 }
 
 Result<void> Leadership::fence_queues(RedisClient& redis, std::span<const std::string> queues) {
@@ -84,10 +120,16 @@ Result<void> Leadership::fence_queues(RedisClient& redis, std::span<const std::s
     std::vector<Command> raises;
     for (size_t j = i; j < std::min(queues.size(), i + kPerRoundTrip); ++j)
       raises.push_back(calls::fence_queue(queues[j], epoch_));
+    // WAIT goes to every master this round trip raised an epoch on: a
+    // raise a fail-over loses would let the leader before in again.
+    if (config_.min_replicas > 0) raises.push_back(wait_for_replicas());
     auto replies = redis.pipeline(std::move(raises));
     if (!replies) return std::unexpected(replies.error());
     for (const auto& r : *replies)
       if (auto err = reply_error(r.get()); !err.empty()) return fail(Errc::internal, "fence_queue: " + std::string(err));
+    if (config_.min_replicas > 0 && !enough_replicas(replies->back().get()))
+      return fail(Errc::unavailable, fmt::format("the raised queue epochs reached fewer than the {} replicas min_replicas asks for",
+                                                 config_.min_replicas));
   }
   return {};
 }

@@ -42,7 +42,10 @@ class Leadership {
 
   // Standing by: asks once. True when this broker leads now (epoch() is
   // its epoch); false while another one does (leader_endpoint() says where
-  // it said it listens).
+  // it said it listens), or, with min_replicas, when fewer replicas than
+  // that confirmed the new epoch within replica_timeout_ms (the lease is
+  // given back: a fail-over to a replica without it would give the same
+  // epoch to the next broker, and two leaders would pass every fence).
   Result<bool> try_lead(RedisClient& redis, const std::string& endpoint);
   // Once it leads behind a Redis Cluster, before it serves: these queues'
   // epochs raised, so the calls of the leader before it fail from here on.
@@ -75,6 +78,12 @@ class Leadership {
   const std::string& leader_endpoint() const { return leader_endpoint_; }
 
  private:
+  // With min_replicas: whether that many replicas have `epoch` (and every
+  // write before it), so a fail-over cannot give it to another broker.
+  Result<bool> replicas_have(RedisClient& redis, uint64_t epoch);
+  Command wait_for_replicas() const;
+  bool enough_replicas(const redisReply* acked) const;
+
   const BrokerConfig& config_;
   const Clock& clock_;
   const std::string instance_;

@@ -596,6 +596,41 @@ TEST(Recovery, WithMinReplicasAJobIsAcceptedOnlyOnceAReplicaHasIt) {
   std::filesystem::remove_all(dir);
 }
 
+// Rule: with min_replicas, a broker leads only once that many replicas have
+// its new epoch. Before, a fail-over to a replica the epoch counter's INCR
+// had not reached gave the same epoch to the next broker, and two leaders
+// passed every fence (the nemesis suite saw epoch 4 led twice).
+TEST(Recovery, WithMinReplicasABrokerLeadsOnlyOnceAReplicaHasItsEpoch) {
+  const auto dir = make_temp_dir("wait-lead");
+  Cluster probe;  // provides the master Redis; its broker gives the lease back
+  probe.broker().signal(SIGTERM);
+  probe.broker().wait();
+  const auto config = dir / "broker.toml";
+  std::ofstream(config) << "min_replicas = 1\nreplica_timeout = \"300ms\"\n";
+  const auto log = dir / "broker.log";
+  Process broker({bin("dueq-broker"), "--redis", probe.redis().url(), "--listen", probe.endpoint(), "--config",
+                  config.string(), "--log-level", "info"},
+                 log.string());
+  const auto says = [&](const std::string& needle) { return read_file(log).find(needle) != std::string::npos; };
+  ASSERT_TRUE(eventually([&] { return says("of the 1 replicas min_replicas asks for have it"); }, 20s)) << read_file(log);
+  EXPECT_FALSE(says("(lease ")) << read_file(log);
+  EXPECT_NE(dueq_cli(probe.endpoint(), "enqueue --queue r --type t --payload x --id early").code, 0);
+
+  RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(probe.redis().port())});
+  ASSERT_TRUE(eventually([&] { return says("(lease "); }, 20s)) << read_file(log);
+  const std::string said = read_file(log);
+  const size_t lease_at = said.find(" (lease ");
+  const size_t epoch_at = said.rfind("epoch ", lease_at) + 6;
+  const std::string epoch = said.substr(epoch_at, lease_at - epoch_at);
+  EXPECT_EQ(replica.cli("GET " + broker::kLeaderEpochsKey), epoch) << "the replica has the epoch the broker leads with";
+  EXPECT_EQ(probe.redis().cli("GET " + broker::kLeaderEpochsKey), epoch);
+  EXPECT_EQ(dueq_cli(probe.endpoint(), "enqueue --queue r --type t --payload x --id replicated").code, 0);
+  EXPECT_EQ(replica.cli("HEXISTS 'dueq:{r}:jobs' replicated"), "1");
+  broker.signal(SIGTERM);
+  broker.wait();
+  std::filesystem::remove_all(dir);
+}
+
 // An upgrade: the store was written by a dueq version that kept the schedule
 // in one `scheduled` sorted set with the records in the jobs hash, and the
 // set of known queues under `dueq:queues`. The new broker moves both (the

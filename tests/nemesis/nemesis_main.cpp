@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -152,6 +153,25 @@ void record_finals(const std::filesystem::path& dir, const std::string& endpoint
   }
 }
 
+// For a job the broker shows neither ended nor waiting when the run is
+// over: its lease as the master holds it, into stuck.txt (read by hand when
+// the checker reports a stall).
+void record_stuck(const std::filesystem::path& dir, Deployment& deployment, const std::string& queue) {
+  const std::string master = deployment.master();
+  if (master.empty()) return;
+  std::ifstream finals(dir / "final.tsv");
+  std::ofstream out(dir / "stuck.txt");
+  out << "master " << master << ", TIME " << deployment.cli(master, "TIME") << '\n';
+  for (std::string line; std::getline(finals, line);) {
+    const std::string id = line.substr(0, line.find('\t'));
+    if (line.find("\tleased\t") == std::string::npos) continue;
+    const std::string at = fmt::format("'dueq:{{{}}}:", queue);
+    out << id << ": deadline " << deployment.cli(master, "ZSCORE " + at + "leased' " + id) << ", token "
+        << deployment.cli(master, "HGET " + at + "tokens' " + id) << ", started "
+        << deployment.cli(master, "SISMEMBER " + at + "started' " + id) << '\n';
+  }
+}
+
 void record_facts(const std::filesystem::path& dir, Deployment& deployment, const std::string& queue,
                   std::map<std::string, int64_t> facts) {
   const auto audit = dueq::testing::run_dueq(deployment.broker_endpoints(), "--timeout 60s audit --queue " + queue);
@@ -233,6 +253,7 @@ int main(int argc, char** argv) {
   const int64_t settled_ms = wait_settled(deployment, topology.queue, std::chrono::milliseconds(bounds.settle_ms + 60'000));
 
   record_finals(dir, deployment.broker_endpoints(), topology.queue);
+  record_stuck(dir, deployment, topology.queue);
   std::map<std::string, int64_t> facts{{"seed", static_cast<int64_t>(seed)}, {"healed_ms", healed_ms},
                                        {"rejected", static_cast<int64_t>(workload.rejected())}};
   if (settled_ms > 0) facts["settled_ms"] = settled_ms;
