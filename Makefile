@@ -21,7 +21,7 @@ DEV_BUILD_DIR ?= build-dev
 SCENARIO ?= all
 BENCH_FLAGS := --scenario $(SCENARIO) $(if $(SMOKE),--smoke,)
 
-.PHONY: deps build demo test lint chaos nemesis bench bench-peers fuzz tsan clean
+.PHONY: deps build demo test lint chaos nemesis nemesis-named bench bench-peers fuzz tsan clean
 
 # $(call install_missing,PACKAGES): apt-get installs those not yet installed.
 define install_missing
@@ -84,6 +84,16 @@ nemesis: deps
 	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
 	$(DEV_BUILD_DIR)/bin/nemesis_run --seed $(SEED) --duration $(MINUTES)m
+
+# The named schedules (docs/failure-modes.md), one after another, or one:
+# make nemesis-named [SCHEDULE=paused-leader] [BROKER_BIN=/path/to/an/older/dueq-broker]
+NAMED_SCHEDULES ?= paused-leader standby-clock-ahead demoted-master
+SCHEDULE ?= $(NAMED_SCHEDULES)
+nemesis-named: deps
+	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
+	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
+	set -e; for s in $(SCHEDULE); do \
+	  $(DEV_BUILD_DIR)/bin/nemesis_run --schedule $$s --batch 2 $(if $(BROKER_BIN),--broker-bin $(BROKER_BIN)); done
 
 # Benchmarks: make bench [SCENARIO=lateness] [SMOKE=1]; records go to bench/results/.
 bench: deps

@@ -6,6 +6,9 @@
 // 2: the history cannot be read.
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "tests/nemesis/checker.hpp"
 
 int main(int argc, char** argv) {
@@ -19,7 +22,10 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "nemesis_check: {}\n", error);
     return 2;
   }
-  const auto verdict = dueq::nemesis::check(*history, dueq::nemesis::Bounds{});
+  // A named schedule's run says its name in schedule.txt.
+  std::string schedule_name;
+  std::getline(std::ifstream(std::filesystem::path(argv[1]) / "schedule.txt"), schedule_name);
+  const auto verdict = dueq::nemesis::check(*history, dueq::nemesis::bounds_for(schedule_name));
   fmt::print("{}", verdict.report());
   return verdict.violations.empty() ? 0 : 1;
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "tests/nemesis/schedule.hpp"
+
 #include <algorithm>
 #include <set>
 #include <unordered_map>
@@ -86,11 +88,12 @@ class Checking {
     }
   }
 
-  // The fault that explains a start again between `before_us` and `after_us`.
-  // A clock step explains none: leases run on the steady clock.
+  // The fault that explains a start again between `before_us` and `after_us`
+  // (none of the kinds Bounds::explains_no_rerun names).
   const FaultSpan* blame(int64_t before_us, int64_t after_us) const {
+    const auto& barred = b_.explains_no_rerun;
     for (const auto& f : h_.faults)
-      if (f.kind != "clock" && f.from_ms - b_.blame_before_ms <= after_us / 1000 &&
+      if (std::find(barred.begin(), barred.end(), f.kind) == barred.end() && f.from_ms - b_.blame_before_ms <= after_us / 1000 &&
           f.to_ms + b_.blame_after_ms >= before_us / 1000)
         return &f;
     return nullptr;
@@ -185,6 +188,14 @@ class Checking {
 }  // namespace
 
 Verdict check(const History& history, const Bounds& bounds) { return Checking(history, bounds).run(); }
+
+Bounds bounds_for(const std::string& schedule_name) {
+  Bounds bounds;
+  if (const NamedSchedule* named = find_named_schedule(schedule_name))
+    bounds.explains_no_rerun.insert(bounds.explains_no_rerun.end(), named->explains_no_rerun.begin(),
+                                    named->explains_no_rerun.end());
+  return bounds;
+}
 
 std::string Verdict::report() const {
   std::string out = fmt::format("accepted {} (and {} of unknown outcome), starts {}, done {}, cancelled {}, dead", accepted,

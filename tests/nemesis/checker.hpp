@@ -20,6 +20,10 @@ struct Bounds {
   // its two starts; a start again with no such fault is a violation.
   int64_t blame_after_ms = 15'000;
   int64_t blame_before_ms = 1'000;
+  // Fault kinds that explain no start again. A clock step never does:
+  // leases run on the steady clock. A named schedule adds the kinds whose
+  // failure showed as jobs run twice (schedule.hpp).
+  std::vector<std::string> explains_no_rerun = {"clock"};
   int64_t broker_rss_kb = 1'048'576;   // peak resident set of any broker process
   int64_t redis_bytes = 268'435'456;   // peak used_memory of any Redis
 };
@@ -39,5 +43,9 @@ struct Verdict {
 };
 
 Verdict check(const History& history, const Bounds& bounds);
+
+// The bounds a run is checked against: the defaults, and for a named
+// schedule (its name in the run's schedule.txt) the kinds it adds.
+Bounds bounds_for(const std::string& schedule_name);
 
 }  // namespace dueq::nemesis

@@ -74,13 +74,20 @@ std::vector<std::string> Deployment::sentinel_command(const std::string& name) {
 
 bool Deployment::start_all(std::string& why) {
   for (int i = 0; i < 3; ++i) add(fmt::format("redis{}", i), nodes_.redis, [this, i] { return redis_command(fmt::format("redis{}", i)); });
-  for (int i = 0; i < 3; ++i)
-    add(fmt::format("sentinel{}", i), nodes_.sentinels, [this, i] { return sentinel_command(fmt::format("sentinel{}", i)); });
+  // Brokers given the master's own address have no sentinels to follow;
+  // none run then, and redis0 stays the master.
+  if (!topology_.plain_url)
+    for (int i = 0; i < 3; ++i)
+      add(fmt::format("sentinel{}", i), nodes_.sentinels, [this, i] { return sentinel_command(fmt::format("sentinel{}", i)); });
   const auto broker_config = dir_ / "broker.toml";
   // Every replica confirms each enqueue: with fewer, a fail-over can promote
   // a replica that had not confirmed it, and the accepted job is gone (the
   // first runs of this suite lost 125 of 3,540 so, with min_replicas = 1).
-  std::ofstream(broker_config) << "min_replicas = 2\nreplica_timeout = \"500ms\"\n";
+  {
+    std::ofstream config(broker_config);
+    config << "min_replicas = 2\nreplica_timeout = \"500ms\"\n";
+    for (const auto& line : topology_.broker_config) config << line << '\n';
+  }
   // A broker's wall clock is the host's plus the shift in its file
   // (clock_shift.cpp); ASan is told that its runtime comes after that
   // library in the list.
@@ -92,11 +99,13 @@ bool Deployment::start_all(std::string& why) {
                                     "DUEQ_CLOCK_SHIFT_FILE=" + (dir_ / ("clock-" + name)).string(),
                                     std::string("ASAN_OPTIONS=") + (asan != nullptr ? asan : "") + ":verify_asan_link_order=0"};
     add(name, nodes_.brokers, [this, name, broker_config] {
-      std::string sentinels = "sentinel://";
+      std::string redis = "sentinel://";
       for (size_t s = 0; s < nodes_.sentinels.size(); ++s)
-        sentinels += (s == 0 ? "" : ",") + net_.ip(nodes_.sentinels[s]) + ":26379";
-      return std::vector<std::string>{topology_.bin_dir + "/dueq-broker", "--config", broker_config.string(), "--redis",
-                                      sentinels + "/" + kMasterName, "--listen",
+        redis += (s == 0 ? "" : ",") + net_.ip(nodes_.sentinels[s]) + ":26379";
+      redis += std::string("/") + kMasterName;
+      if (topology_.plain_url) redis = fmt::format("redis://{}:6379", net_.ip(nodes_.redis[0]));
+      const std::string broker = topology_.broker_bin.empty() ? topology_.bin_dir + "/dueq-broker" : topology_.broker_bin;
+      return std::vector<std::string>{broker, "--config", broker_config.string(), "--redis", redis, "--listen",
                                       fmt::format("tcp://{}:{}", net_.ip(name), kBrokerPort), "--insecure", "--log-level", "info"};
     }, std::move(env));
   }
@@ -170,12 +179,22 @@ void Deployment::kill(const std::string& node) {
   n.process->wait();
 }
 
+void Deployment::stop(const std::string& node) {
+  Node& n = nodes_by_name_.at(node);
+  if (node.starts_with("broker")) note_rss(node);
+  n.down = true;
+  if (!n.process) return;
+  n.process->signal(SIGTERM);
+  n.process->wait();
+}
+
 std::string Deployment::cli(const std::string& node, const std::string& args) const {
   const int port = node.starts_with("sentinel") ? 26379 : 6379;
   return testing::command_output(fmt::format("timeout 3 redis-cli -h {} -p {} {} 2>&1", net_.ip(node), port, args));
 }
 
 std::string Deployment::master() const {
+  if (topology_.plain_url) return nodes_.redis[0];
   for (const auto& s : nodes_.sentinels) {
     std::istringstream reply(cli(s, std::string("SENTINEL get-master-addr-by-name ") + kMasterName));
     std::string ip;
@@ -183,6 +202,16 @@ std::string Deployment::master() const {
     for (const auto& r : nodes_.redis)
       if (net_.ip(r) == ip) return r;
   }
+  return "";
+}
+
+std::string Deployment::leader() const {
+  const std::string m = master();
+  if (m.empty()) return "";
+  // "<epoch> <instance> tcp://<ip>:<port>"
+  const std::string holder = cli(m, "GET dueq:{leader}:holder");
+  for (const auto& b : nodes_.brokers)
+    if (holder.find(fmt::format("tcp://{}:{}", net_.ip(b), kBrokerPort)) != std::string::npos) return b;
   return "";
 }
 
@@ -203,6 +232,7 @@ bool Deployment::ensure_master() {
   const int64_t asked_at = steady_ms() + 20'000;
   bool asked = false;
   while (!named_master_is_one()) {
+    if (topology_.plain_url) cli(nodes_.redis[0], "REPLICAOF NO ONE");
     if (!asked && steady_ms() > asked_at) {
       for (const auto& s : nodes_.sentinels) cli(s, std::string("SENTINEL FAILOVER ") + kMasterName);
       asked = true;

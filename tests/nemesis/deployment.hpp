@@ -2,7 +2,7 @@
 // The nemesis topology, all real processes, each in its own namespace on
 // the run's bridge: a Redis master with two replicas (AOF, appendfsync
 // always) and three sentinels watching them, two brokers given the
-// sentinels (leader and standby, `min_replicas = 1`), and workers given both
+// sentinels (leader and standby, `min_replicas = 2`), and workers given both
 // brokers: dueq-example-workers and one Python worker. Nodes are started,
 // signalled, killed and started again by name; a worker that dies by itself
 // (a poison job) is started again by tend().
@@ -27,6 +27,9 @@ struct Topology {
   std::string queue = "nemesis";
   std::string bin_dir;     // dueq-broker, dueq-example-worker
   std::string source_dir;  // for the Python package and its record worker
+  std::string broker_bin;  // "" for bin_dir's dueq-broker (--broker-bin: another build's)
+  std::vector<std::string> broker_config;  // lines added to the brokers' TOML
+  bool plain_url = false;  // brokers given redis://redis0 instead of the sentinels
 };
 
 class Deployment {
@@ -45,6 +48,8 @@ class Deployment {
   void signal(const std::string& node, int signo);
   // SIGKILL; the node stays down until start().
   void kill(const std::string& node);
+  // SIGTERM, and waits for it to exit; the node stays down until start().
+  void stop(const std::string& node);
   void start(const std::string& node);
   bool is_down(const std::string& node) const { return nodes_by_name_.at(node).down; }
 
@@ -54,6 +59,9 @@ class Deployment {
 
   // The master the sentinels name (the first that answers); "" when none does.
   std::string master() const;
+  // The broker that holds the leader lease on that master, as the lease
+  // says; "" when none does.
+  std::string leader() const;
   // Every sentinel knows the other two and both replicas: a fail-over can
   // be agreed on.
   bool sentinels_ready() const;

@@ -51,6 +51,17 @@ struct Run {
     }
   }
 
+  // A role (kLeader, kStandby) named as the fault begins, as the lease on
+  // the master says; a node name stays as it is.
+  std::string resolve(const std::string& target) const {
+    if (target != kLeader && target != kStandby) return target;
+    const std::string leader = deployment.leader();
+    if (target == kLeader) return leader;
+    for (const auto& b : deployment.nodes().brokers)
+      if (b != leader) return b;
+    return "";
+  }
+
   void begin(const Fault& f) {
     switch (f.kind) {
       case FaultKind::partition:
@@ -58,13 +69,14 @@ struct Run {
         break;
       case FaultKind::pause: deployment.signal(f.target, SIGSTOP); break;
       case FaultKind::kill: deployment.kill(f.target); break;
+      case FaultKind::stop: deployment.stop(f.target); break;
       case FaultKind::failover:
         for (const auto& s : deployment.nodes().sentinels)
           if (deployment.cli(s, "SENTINEL FAILOVER mymaster").starts_with("OK")) break;
         break;
       case FaultKind::clock: deployment.shift_clock(f.target, f.shift_ms); break;
       case FaultKind::demote: {
-        demoted = deployment.master();
+        demoted = f.target.empty() ? deployment.master() : f.target;
         if (demoted.empty()) break;
         const auto& redis = deployment.nodes().redis;
         const std::string to = demoted == redis[0] ? redis[1] : redis[0];
@@ -78,7 +90,8 @@ struct Run {
     switch (f.kind) {
       case FaultKind::partition: net.heal(); break;
       case FaultKind::pause: deployment.signal(f.target, SIGCONT); break;
-      case FaultKind::kill: deployment.start(f.target); break;
+      case FaultKind::kill:
+      case FaultKind::stop: deployment.start(f.target); break;
       case FaultKind::failover: break;
       case FaultKind::clock: deployment.shift_clock(f.target, 0); break;
       case FaultKind::demote:
@@ -89,17 +102,44 @@ struct Run {
     }
   }
 
+  // Plays every fault's beginning and end in time order (a named
+  // schedule's faults may overlap); each is recorded in faults.tsv as it
+  // heals, with its role resolved to the node it hit.
   void play(const std::vector<Fault>& schedule, int64_t started_ms, int64_t length_ms) {
-    for (const auto& f : schedule) {
-      wait_until(started_ms + f.at_ms);
-      const int64_t from = wall_ms();
+    struct Step {
+      int64_t at_ms;
+      size_t fault;
+      bool begins;
+    };
+    std::vector<Step> steps;
+    for (size_t i = 0; i < schedule.size(); ++i) {
+      steps.push_back({schedule[i].at_ms, i, true});
+      steps.push_back({schedule[i].at_ms + schedule[i].for_ms, i, false});
+    }
+    std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.at_ms < b.at_ms; });
+    std::vector<Fault> played = schedule;
+    std::vector<int64_t> from(schedule.size(), 0);
+    for (const auto& step : steps) {
+      wait_until(started_ms + step.at_ms);
+      Fault& f = played[step.fault];
+      const bool hits_nothing = f.target.empty() && (f.kind == FaultKind::pause || f.kind == FaultKind::stop ||
+                                                     f.kind == FaultKind::clock || f.kind == FaultKind::kill);
+      if (!step.begins) {
+        if (!hits_nothing) end(f);
+        append_line(dir / "faults.tsv", {std::to_string(from[step.fault]), std::to_string(wall_ms()), name_of(f.kind),
+                                         f.describe(), std::to_string(f.shift_ms)});
+        continue;
+      }
+      f.target = resolve(f.target);
+      from[step.fault] = wall_ms();
       fmt::print("{:7.1f} s  {} for {} ms\n", static_cast<double>(f.at_ms) / 1000, f.describe(), f.for_ms);
       std::fflush(stdout);
+      if (f.target.empty() && (f.kind == FaultKind::pause || f.kind == FaultKind::stop || f.kind == FaultKind::clock ||
+                               f.kind == FaultKind::kill)) {
+        fmt::print("           (no node held that role: nothing done)\n");
+        continue;
+      }
       begin(f);
-      wait_until(started_ms + f.at_ms + f.for_ms);
-      end(f);
-      append_line(dir / "faults.tsv",
-                  {std::to_string(from), std::to_string(wall_ms()), name_of(f.kind), f.describe(), std::to_string(f.shift_ms)});
     }
     wait_until(started_ms + length_ms);
   }
@@ -189,6 +229,12 @@ void record_facts(const std::filesystem::path& dir, Deployment& deployment, cons
   for (const auto& [name, value] : facts) append_line(dir / "facts.tsv", {name, std::to_string(value)});
 }
 
+std::string named_list() {
+  std::string out;
+  for (const auto& s : named_schedules()) out += (out.empty() ? "" : ", ") + s.name;
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -207,7 +253,23 @@ int main(int argc, char** argv) {
   bool store_faults = true;
   app.add_flag("!--no-store-faults", store_faults,
                "no fault on the Redis nodes and no fail-over or demotion: the store loses no acknowledged write");
+  std::string schedule_name;
+  app.add_option("--schedule", schedule_name,
+                 "play a named schedule instead of a drawn one (docs/failure-modes.md, \"Named schedules\"): " + named_list());
+  app.add_option("--broker-bin", topology.broker_bin, "the dueq-broker to run (another build's, to see a fix matter)")
+      ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
+  const NamedSchedule* named = nullptr;
+  if (!schedule_name.empty()) {
+    named = find_named_schedule(schedule_name);
+    if (named == nullptr) {
+      fmt::print(stderr, "--schedule: no schedule named '{}' (there are: {})\n", schedule_name, named_list());
+      return 2;
+    }
+    duration_text = fmt::format("{}s", named->length_ms / 1000);
+    topology.broker_config = named->broker_config;
+    topology.plain_url = named->plain_url;
+  }
   const auto length_ms = parse_duration_ms(duration_text);
   if (!length_ms || *length_ms < 10'000) {
     fmt::print(stderr, "--duration: at least 10s\n");
@@ -225,7 +287,11 @@ int main(int argc, char** argv) {
     fmt::print("nemesis: SKIPPED: {}\n", why);
     return kSkipped;
   }
-  const auto schedule = draw_schedule(seed, *length_ms, deployment.nodes(), store_faults);
+  const auto schedule = named != nullptr ? named->faults : draw_schedule(seed, *length_ms, deployment.nodes(), store_faults);
+  if (named != nullptr) {
+    std::ofstream(dir / "schedule.txt") << named->name << '\n';
+    fmt::print("nemesis: schedule '{}' (before its fix, {}), seed {} for the workload\n", named->name, named->failure, seed);
+  }
   fmt::print("nemesis: seed {}, {} of faults ({} of them{}), history and logs in {}\n", seed, duration_text, schedule.size(),
              store_faults ? "" : ", none on the store", dir.string());
   Client probe(deployment.broker_endpoints(), ClientOptions{.timeout_ms = 1000, .attempts = 1});
@@ -249,7 +315,7 @@ int main(int argc, char** argv) {
   workload.stop();
   run.heal_all();
   const int64_t healed_ms = wall_ms();
-  const Bounds bounds{};
+  const Bounds bounds = bounds_for(schedule_name);
   const int64_t settled_ms = wait_settled(deployment, topology.queue, std::chrono::milliseconds(bounds.settle_ms + 60'000));
 
   record_finals(dir, deployment.broker_endpoints(), topology.queue);
@@ -275,13 +341,16 @@ int main(int argc, char** argv) {
     resent += dueq::testing::count_of(dueq::testing::read_file(dir / (worker + ".log")), "delivered again with the same token");
   fmt::print("deliveries a worker was sent again with the same token (ignored): {}\n", resent);
   if (!verdict.violations.empty()) {
-    fmt::print("nemesis: FAIL with seed {} (make nemesis SEED={} MINUTES=...); the schedule:\n", seed, seed);
+    if (named != nullptr)
+      fmt::print("nemesis: FAIL with schedule '{}' (make nemesis-named SCHEDULE={}); the schedule:\n", named->name, named->name);
+    else
+      fmt::print("nemesis: FAIL with seed {} (make nemesis SEED={} MINUTES=...); the schedule:\n", seed, seed);
     for (const auto& f : schedule) fmt::print("  at {} ms for {} ms: {}\n", f.at_ms, f.for_ms, f.describe());
     fmt::print("history and logs kept in {}\n", dir.string());
     return 1;
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  fmt::print("nemesis: PASS (seed {})\n", seed);
+  fmt::print("nemesis: PASS ({})\n", named != nullptr ? "schedule " + named->name : fmt::format("seed {}", seed));
   return 0;
 }

@@ -80,6 +80,7 @@ const char* name_of(FaultKind kind) {
     case FaultKind::failover: return "failover";
     case FaultKind::demote: return "demote";
     case FaultKind::clock: return "clock";
+    case FaultKind::stop: return "stop";
   }
   return "?";
 }
@@ -97,8 +98,9 @@ std::string Fault::describe() const {
     case FaultKind::pause: return "pause " + target;
     case FaultKind::kill: return "kill " + target;
     case FaultKind::failover: return "failover";
-    case FaultKind::demote: return "demote master";
+    case FaultKind::demote: return target.empty() ? "demote master" : "demote " + target;
     case FaultKind::clock: return fmt::format("clock of {} {:+} ms", target, shift_ms);
+    case FaultKind::stop: return "stop " + target;
   }
   return "?";
 }
@@ -118,6 +120,59 @@ std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& 
     schedule.push_back(std::move(f));
   }
   return schedule;
+}
+
+namespace {
+
+Fault fault_on(FaultKind kind, std::string target, int64_t at_ms, int64_t for_ms, int64_t shift_ms = 0) {
+  Fault f;
+  f.kind = kind;
+  f.target = std::move(target);
+  f.at_ms = at_ms;
+  f.for_ms = for_ms;
+  f.shift_ms = shift_ms;
+  return f;
+}
+
+}  // namespace
+
+const std::vector<NamedSchedule>& named_schedules() {
+  static const std::vector<NamedSchedule> all = {
+      // The leader's lease is made longer than the pause, so that the
+      // standby does not take over: the leader itself wakes up to workers
+      // whose heartbeats wait unread in its socket.
+      {"paused-leader",
+       "a broker paused past the worker timeout declared every worker dead when it woke up, and ran their jobs again",
+       30'000,
+       {fault_on(FaultKind::pause, kLeader, 8'000, 1'800), fault_on(FaultKind::pause, kLeader, 16'000, 1'800)},
+       {"leader_lease = \"10s\""},
+       {"pause"}},
+      // The standby's wall clock runs 8 s ahead when the leader stops
+      // cleanly and it takes over: leases must run on one clock.
+      {"standby-clock-ahead",
+       "a standby whose clock ran ahead of its predecessor's took every running job's lease for lapsed and ran it again",
+       30'000,
+       {fault_on(FaultKind::clock, kStandby, 6'000, 16'000, 8'000), fault_on(FaultKind::stop, kLeader, 10'000, 4'000)},
+       {},
+       {"stop"}},
+      // The brokers are given the master's own address, not the sentinels',
+      // and it is demoted under their open connections, twice.
+      {"demoted-master",
+       "a master demoted under an open connection of a plain redis:// URL kept a zombie leader that answered READONLY "
+       "forever and held every worker",
+       40'000,
+       {fault_on(FaultKind::demote, "redis0", 6'000, 6'000), fault_on(FaultKind::demote, "redis0", 22'000, 6'000)},
+       {},
+       {},
+       true},
+  };
+  return all;
+}
+
+const NamedSchedule* find_named_schedule(const std::string& name) {
+  for (const auto& s : named_schedules())
+    if (s.name == name) return &s;
+  return nullptr;
 }
 
 }  // namespace dueq::nemesis

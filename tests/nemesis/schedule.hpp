@@ -14,15 +14,21 @@ enum class FaultKind {
   pause,      // SIGSTOP of target, SIGCONT when it heals
   kill,       // SIGKILL of target, started again when it heals (Redis from its AOF)
   failover,   // SENTINEL FAILOVER: the master changes under open connections
-  demote,     // REPLICAOF on the master, under open connections; undone when it heals
+  demote,     // REPLICAOF on the master (or target), under open connections; undone when it heals
   clock,      // target's wall clock stepped by shift_ms, and back when it heals
+  stop,       // SIGTERM of target (a clean stop), started again when it heals
 };
+
+// A target named by role, resolved when the fault begins: the broker that
+// leads then, or the one standing by.
+inline const char* const kLeader = "leader";
+inline const char* const kStandby = "standby";
 
 struct Fault {
   int64_t at_ms = 0;   // from the start of the schedule
   int64_t for_ms = 0;  // until it heals
   FaultKind kind = FaultKind::pause;
-  std::string target;                      // pause, kill
+  std::string target;                      // pause, kill, stop, clock (a node, kLeader or kStandby)
   std::vector<std::string> side_a, side_b;  // partition
   bool one_way = false;                    // partition: only a -> b is cut
   int64_t shift_ms = 0;                    // clock: forward (> 0) or back
@@ -42,5 +48,23 @@ struct Nodes {
 std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& nodes, bool store_faults = true);
 
 const char* name_of(FaultKind kind);
+
+// A schedule written for one failure found by reading the code, played by
+// `nemesis_run --schedule NAME` (docs/failure-modes.md, "Named schedules").
+// Its faults may overlap. Besides every rule of the checker, the fault
+// kinds in `explains_no_rerun` explain no start again: the failure showed
+// as jobs run twice.
+struct NamedSchedule {
+  std::string name;
+  std::string failure;  // what went wrong before the fix, in a line
+  int64_t length_ms = 0;
+  std::vector<Fault> faults;
+  std::vector<std::string> broker_config;  // lines added to the brokers' TOML
+  std::vector<std::string> explains_no_rerun;
+  bool plain_url = false;  // brokers given redis://redis0 instead of the sentinels
+};
+
+const std::vector<NamedSchedule>& named_schedules();
+const NamedSchedule* find_named_schedule(const std::string& name);
 
 }  // namespace dueq::nemesis

@@ -81,6 +81,30 @@ TEST(NemesisChecker, AStartAgainIsChargedToTheFaultBetweenTheTwoOrIsAViolation) 
 
 // A broker's clock stepped forward runs jobs early by up to the step (as
 // documented); it explains no early start beyond it and no start again.
+TEST(NemesisChecker, ANamedScheduleBarsItsFaultKindsFromExplainingAStartAgain) {
+  History h = healthy();
+  h.starts.push_back({"j1", 1, 12, (kDue + 5'000) * 1000, "w1"});
+  h.faults.push_back({kDue + 2'000, kDue + 3'000, "pause", "pause broker0"});
+  EXPECT_TRUE(check(h, bounds_for("")).violations.empty());
+  const Verdict strict = check(h, bounds_for("paused-leader"));
+  EXPECT_TRUE(says(strict, "no fault to explain it")) << strict.report();
+  // Another kind in its window still explains it.
+  h.faults.push_back({kDue + 2'500, kDue + 2'600, "poison", "worker0 exited"});
+  EXPECT_TRUE(check(h, bounds_for("paused-leader")).violations.empty());
+  EXPECT_EQ(bounds_for("no such schedule").explains_no_rerun, Bounds{}.explains_no_rerun);
+}
+
+TEST(NemesisSchedule, EveryNamedScheduleFitsItsLengthAndSaysWhatItFound) {
+  ASSERT_FALSE(named_schedules().empty());
+  for (const auto& s : named_schedules()) {
+    EXPECT_EQ(find_named_schedule(s.name), &s);
+    EXPECT_FALSE(s.failure.empty()) << s.name;
+    ASSERT_FALSE(s.faults.empty()) << s.name;
+    for (const auto& f : s.faults) EXPECT_LE(f.at_ms + f.for_ms, s.length_ms) << s.name << ": " << f.describe();
+  }
+  EXPECT_EQ(find_named_schedule("nope"), nullptr);
+}
+
 TEST(NemesisChecker, AClockStepForwardExplainsEarlyStartsWithinItsStepAndNoDuplicate) {
   History h = healthy();
   h.starts[0].start_us = (kDue - 3'000) * 1000;
