@@ -55,7 +55,7 @@ struct Run {
   // the master says; a node name stays as it is.
   std::string resolve(const std::string& target) const {
     if (target != kLeader && target != kStandby) return target;
-    const std::string leader = deployment.leader();
+    std::string leader = deployment.leader();
     if (target == kLeader) return leader;
     for (const auto& b : deployment.nodes().brokers)
       if (b != leader) return b;
@@ -205,10 +205,11 @@ void record_stuck(const std::filesystem::path& dir, Deployment& deployment, cons
   for (std::string line; std::getline(finals, line);) {
     const std::string id = line.substr(0, line.find('\t'));
     if (line.find("\tleased\t") == std::string::npos) continue;
-    const std::string at = fmt::format("'dueq:{{{}}}:", queue);
-    out << id << ": deadline " << deployment.cli(master, "ZSCORE " + at + "leased' " + id) << ", token "
-        << deployment.cli(master, "HGET " + at + "tokens' " + id) << ", started "
-        << deployment.cli(master, "SISMEMBER " + at + "started' " + id) << '\n';
+    const auto ask = [&](const char* command, const char* key) {
+      return deployment.cli(master, fmt::format("{} 'dueq:{{{}}}:{}' {}", command, queue, key, id));
+    };
+    out << id << ": deadline " << ask("ZSCORE", "leased") << ", token " << ask("HGET", "tokens") << ", started "
+        << ask("SISMEMBER", "started") << '\n';
   }
 }
 
