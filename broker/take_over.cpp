@@ -23,30 +23,31 @@ namespace {
 struct QueueNeeds {
   bool upgrade = false;  // store_upgrade.hpp
   bool pins = false;     // one of its jobs, tokens and leased keys is missing (pin_encoding.lua)
-  bool cap = false;      // leases of the previous leader run past the cap (cap_leases.lua)
+  bool align = false;    // it has leases of the previous leader (align_leases.lua)
 };
 
 constexpr size_t kProbeCommands = kUpgradeProbeCommands + 2;
 
-void add_probe(std::vector<Command>& commands, const std::string& queue, int64_t cap_ms) {
+void add_probe(std::vector<Command>& commands, const std::string& queue) {
   add_upgrade_probe(commands, queue);
   const QueueKeys keys(queue);
   // A key that exists has its pin: the pins go in when a queue is first
   // registered and at every take-over, and they keep the key from going
   // away when its jobs do.
   commands.push_back(Command{"EXISTS", keys.jobs, keys.tokens, keys.leased});
-  // The pin's deadline is +inf: "(+inf" leaves it out.
-  commands.push_back(Command{"ZCOUNT", keys.leased, "(" + std::to_string(cap_ms), "(+inf"});
+  // Leases other than at the grace deadline already; the pin's deadline is
+  // +inf: "(+inf" leaves it out.
+  commands.push_back(Command{"ZCOUNT", keys.leased, "-inf", "(+inf"});
 }
 
 Result<QueueNeeds> needs_of(std::span<const ReplyPtr> replies) {
   auto upgrade = upgrade_due(replies.first(kUpgradeProbeCommands));
   if (!upgrade) return std::unexpected(upgrade.error());
   const redisReply* keys = replies[kUpgradeProbeCommands].get();
-  const redisReply* past_cap = replies[kUpgradeProbeCommands + 1].get();
+  const redisReply* leases = replies[kUpgradeProbeCommands + 1].get();
   if (keys->type != REDIS_REPLY_INTEGER) return reply::bad(keys, "EXISTS");
-  if (past_cap->type != REDIS_REPLY_INTEGER) return reply::bad(past_cap, "ZCOUNT");
-  return QueueNeeds{*upgrade, keys->integer < 3, past_cap->integer > 0};
+  if (leases->type != REDIS_REPLY_INTEGER) return reply::bad(leases, "ZCOUNT");
+  return QueueNeeds{*upgrade, keys->integer < 3, leases->integer > 0};
 }
 
 }  // namespace
@@ -81,21 +82,21 @@ Result<void> Broker::prepare_queues(std::span<const std::string> names, size_t p
   // at once; behind one, each queue's epoch is raised first.
   if (address_.via_cluster())
     if (auto ok = leadership_.fence_queues(redis_, names); !ok) return std::unexpected(ok.error());
-  const int64_t cap_ms = scheduler_.previous_lease_cap();
+  const int64_t grace_ms = scheduler_.grace_deadline();
   std::vector<Command> probe;
   probe.reserve(names.size() * kProbeCommands);
-  for (const auto& name : names) add_probe(probe, name, cap_ms);
+  for (const auto& name : names) add_probe(probe, name);
   auto replies = redis_.pipeline(std::move(probe));
   if (!replies) return std::unexpected(replies.error());
   std::vector<Command> pins;
-  std::vector<std::string> to_cap;
+  std::vector<std::string> to_align;
   for (size_t q = 0; q < names.size(); ++q) {
     auto needs = needs_of(std::span<const ReplyPtr>(*replies).subspan(q * kProbeCommands, kProbeCommands));
     if (!needs) return std::unexpected(needs.error());
     if (needs->upgrade)
       if (auto ok = upgrade_queue(redis_, names[q]); !ok) return std::unexpected(ok.error());
     if (needs->pins) pins.push_back(calls::pin_encoding(names[q], pin_bytes));
-    if (needs->cap) to_cap.push_back(names[q]);
+    if (needs->align) to_align.push_back(names[q]);
   }
   if (!pins.empty()) {
     auto pinned = redis_.pipeline(std::move(pins));
@@ -103,7 +104,7 @@ Result<void> Broker::prepare_queues(std::span<const std::string> names, size_t p
     for (const auto& r : *pinned)
       if (auto err = reply_error(r.get()); !err.empty()) return fail(Errc::internal, fmt::format("pinning the key encodings: {}", err));
   }
-  return scheduler_.cap_previous_leases(redis_, to_cap, cap_ms);
+  return scheduler_.align_previous_leases(redis_, to_align, grace_ms);
 }
 
 }  // namespace dueq::broker

@@ -52,27 +52,27 @@ Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t ma
       .add(std::max(cutoff_ms, window_start_ms));
 }
 
-Command cap_leases(const std::string& queue, int64_t cap_ms, int limit) {
-  return script_call(lua::ScriptId::cap_leases, {QueueKeys(queue).leased}).add(cap_ms).add(limit);
+Command align_leases(const std::string& queue, int64_t grace_ms, int limit) {
+  return script_call(lua::ScriptId::align_leases, {QueueKeys(queue).leased}).add(grace_ms).add(limit);
 }
 
 }  // namespace calls
 
-int64_t Scheduler::previous_lease_cap() const {
+int64_t Scheduler::grace_deadline() const {
   return lease_clock_.now_ms() + config_.worker_timeout_ms + config_.delivery_timeout_ms;
 }
 
-Result<void> Scheduler::cap_previous_leases(RedisClient& redis, std::span<const std::string> queues, int64_t cap_ms) {
+Result<void> Scheduler::align_previous_leases(RedisClient& redis, std::span<const std::string> queues, int64_t grace_ms) {
   std::vector<std::string> left(queues.begin(), queues.end());
   while (!left.empty()) {
     std::vector<Command> caps;
     caps.reserve(left.size());
-    for (const auto& name : left) caps.push_back(calls::cap_leases(name, cap_ms, config_.reclaim_batch));
+    for (const auto& name : left) caps.push_back(calls::align_leases(name, grace_ms, config_.reclaim_batch));
     auto replies = redis.pipeline(std::move(caps));
     if (!replies) return std::unexpected(replies.error());
     std::vector<std::string> more;
     for (size_t i = 0; i < left.size(); ++i) {
-      auto capped = reply::integers((*replies)[i].get(), "cap_leases");
+      auto capped = reply::integers((*replies)[i].get(), "align_leases");
       if (!capped) return std::unexpected(capped.error());
       if (!capped->empty() && (*capped)[0] >= config_.reclaim_batch) more.push_back(std::move(left[i]));
     }

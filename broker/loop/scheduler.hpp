@@ -37,8 +37,8 @@ Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t ret
 Result<ReclaimOutcome> parse_reclaim(const redisReply* reply);
 // sweep.lua: [done removed, cancelled removed, removed by max_kept before retention]
 Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms);
-// cap_leases.lua: [leases shortened]
-Command cap_leases(const std::string& queue, int64_t cap_ms, int limit);
+// align_leases.lua: [leases moved to the grace deadline]
+Command align_leases(const std::string& queue, int64_t grace_ms, int limit);
 }  // namespace calls
 
 class Scheduler {
@@ -48,13 +48,15 @@ class Scheduler {
       : config_(config), clock_(clock), lease_clock_(lease_clock), queues_(queues), inflight_(inflight), workers_(workers),
         refusals_(refusals) {}
 
-  // Leases written by a previous broker may run for a full TTL; workers that
-  // still hold those jobs report them within the grace period and get them
-  // extended, the rest expire then and are re-delivered.
-  // The deadline they are capped to: that grace period from now.
-  int64_t previous_lease_cap() const;
+  // A new leader cannot know which worker holds what until they say HELLO:
+  // every lease written by the broker before is moved to the end of a grace
+  // period (worker_timeout + delivery_timeout from now). Longer ones come
+  // down, so jobs nobody holds are re-delivered then and not a whole TTL
+  // on; shorter or lapsed ones go up, so a worker still running the job, or
+  // holding its result, reports it first (align_leases.lua).
+  int64_t grace_deadline() const;
   // One round trip for all of `queues`, then one for those with more left.
-  Result<void> cap_previous_leases(RedisClient& redis, std::span<const std::string> queues, int64_t cap_ms);
+  Result<void> align_previous_leases(RedisClient& redis, std::span<const std::string> queues, int64_t grace_ms);
 
   // Adds the promote, reclaim and sweep calls that are due (none while
   // Redis refuses writes), at most about kMaxCallsPerRound; the next round

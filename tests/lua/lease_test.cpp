@@ -1,4 +1,4 @@
-// lease.lua: tokens, attempts, pauses and the queue's limits; cap_leases.lua.
+// lease.lua: tokens, attempts, pauses and the queue's limits; align_leases.lua.
 // Run against a real redis-server through the broker's typed calls
 // (docs/protocol.md's state diagram, rule by rule).
 #include "tests/lua/scripts_fixture.hpp"
@@ -199,13 +199,34 @@ TEST_F(Scripts, LeaseRefusesBadLimits) {
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:ready'"), "1");
 }
 
-TEST_F(Scripts, CapLeasesShortensOnlyLongerLeases) {
-  enqueue({qjob("a"), qjob("b")}, 1000);
+// A take-over moves every lease to the grace deadline: a longer one down,
+// a shorter or lapsed one up (its worker may still hold the job or its
+// result); the encoding pin stays at +inf; a limit bounds each call.
+TEST_F(Scripts, AlignLeasesMovesEveryLeaseToTheGraceDeadline) {
+  enqueue({qjob("a"), qjob("b"), qjob("c")}, 1000);
   lease(1, 3000);
   lease(1, 60'000);
-  Round round;
-  round.add(calls::cap_leases("q", 5000, 100));
-  EXPECT_EQ(ints(run(round))->at(0), 1);
+  lease(1, 5000);
+  redis_->cli("ZADD 'dueq:{q}:leased' +inf pin");  // as pin_encoding.lua puts one in
+  Round first;
+  first.add(calls::align_leases("q", 5000, 1));
+  EXPECT_EQ(ints(run(first))->at(0), 1);
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' b"), "5000") << "the longer one first";
   EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "3000");
-  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' b"), "5000");
+  Round second;
+  second.add(calls::align_leases("q", 5000, 100));
+  EXPECT_EQ(ints(run(second))->at(0), 1);
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' a"), "5000");
+  Round third;
+  third.add(calls::align_leases("q", 5000, 100));
+  EXPECT_EQ(ints(run(third))->at(0), 0) << "nothing left to move: the caller stops";
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' pin"), "inf") << "the encoding pin stays";
+  for (const auto& bad : {std::vector<std::string>{"x", "1"}, {"5000", "0"}, {"5000", "5001"}, {"5000", "1.5"}}) {
+    Command call = script_call(lua::ScriptId::align_leases, {QueueKeys("q").leased});
+    for (const auto& arg : bad) call.add(arg);
+    Round round;
+    round.add(std::move(call));
+    EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos) << bad[0] << " " << bad[1];
+  }
+  EXPECT_EQ(redis_->cli("ZSCORE 'dueq:{q}:leased' c"), "5000");
 }

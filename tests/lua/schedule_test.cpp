@@ -491,7 +491,7 @@ TEST_F(Scripts, EncodingPinsKeepTheHotKeysOutOfListpacksAndAreNeverTakenForJobs)
   };
   EXPECT_EQ(in_flight(), 2);
   Round cap;
-  cap.add(calls::cap_leases("q", 4000, 100));
+  cap.add(calls::align_leases("q", 4000, 100));
   EXPECT_EQ(ints(run(cap))->at(0), 2);  // the two leases, not the pin
   Round ack;
   ack.add(calls::ack("q", 2000, 60, {{leased[0].id, leased[0].token}}));

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -73,10 +75,15 @@ std::vector<std::string> Deployment::sentinel_command(const std::string& name) {
 }
 
 bool Deployment::start_all(std::string& why) {
-  for (int i = 0; i < 3; ++i) add(fmt::format("redis{}", i), nodes_.redis, [this, i] { return redis_command(fmt::format("redis{}", i)); });
+  if (topology_.embedded) {
+    nodes_.stores = {"store0"};
+  } else {
+    for (int i = 0; i < 3; ++i)
+      add(fmt::format("redis{}", i), nodes_.redis, [this, i] { return redis_command(fmt::format("redis{}", i)); });
+  }
   // Brokers given the master's own address have no sentinels to follow;
   // none run then, and redis0 stays the master.
-  if (!topology_.plain_url)
+  if (!topology_.plain_url && !topology_.embedded)
     for (int i = 0; i < 3; ++i)
       add(fmt::format("sentinel{}", i), nodes_.sentinels, [this, i] { return sentinel_command(fmt::format("sentinel{}", i)); });
   const auto broker_config = dir_ / "broker.toml";
@@ -85,14 +92,15 @@ bool Deployment::start_all(std::string& why) {
   // first runs of this suite lost 125 of 3,540 so, with min_replicas = 1).
   {
     std::ofstream config(broker_config);
-    config << "min_replicas = 2\nreplica_timeout = \"500ms\"\n";
+    if (!topology_.embedded) config << "min_replicas = 2\nreplica_timeout = \"500ms\"\n";
     for (const auto& line : topology_.broker_config) config << line << '\n';
   }
   // A broker's wall clock is the host's plus the shift in its file
   // (clock_shift.cpp); ASan is told that its runtime comes after that
   // library in the list.
   const char* asan = std::getenv("ASAN_OPTIONS");
-  for (int i = 0; i < 2; ++i) {
+  // The embedded store is one broker's: its data directory is locked.
+  for (int i = 0; i < (topology_.embedded ? 1 : 2); ++i) {
     const std::string name = fmt::format("broker{}", i);
     std::ofstream(dir_ / ("clock-" + name)).write("\0\0\0\0\0\0\0\0", 8);
     std::vector<std::string> env = {"LD_PRELOAD=" + topology_.bin_dir + "/libdueq_clock_shift.so",
@@ -105,7 +113,9 @@ bool Deployment::start_all(std::string& why) {
       redis += std::string("/") + kMasterName;
       if (topology_.plain_url) redis = fmt::format("redis://{}:6379", net_.ip(nodes_.redis[0]));
       const std::string broker = topology_.broker_bin.empty() ? topology_.bin_dir + "/dueq-broker" : topology_.broker_bin;
-      return std::vector<std::string>{broker, "--config", broker_config.string(), "--redis", redis, "--listen",
+      const std::vector<std::string> store =
+          topology_.embedded ? std::vector<std::string>{"--data-dir", store_dir().string()} : std::vector<std::string>{"--redis", redis};
+      return std::vector<std::string>{broker, "--config", broker_config.string(), store[0], store[1], "--listen",
                                       fmt::format("tcp://{}:{}", net_.ip(name), kBrokerPort), "--insecure", "--log-level", "info"};
     }, std::move(env));
   }
@@ -146,6 +156,11 @@ std::string Deployment::broker_endpoints() const {
 }
 
 void Deployment::start(const std::string& node) {
+  if (is_store(node)) {
+    store_killer_ = std::jthread();  // stops and joins the killer: its broker starts it again
+    store_held_down_ = false;
+    return;
+  }
   Node& n = nodes_by_name_.at(node);
   std::vector<std::string> argv = net_.exec_prefix(node);
   for (auto& arg : n.command()) argv.push_back(std::move(arg));
@@ -161,7 +176,26 @@ void Deployment::shift_clock(const std::string& broker, int64_t shift_ms) {
   ::close(fd);
 }
 
+bool Deployment::is_store(const std::string& node) const {
+  return std::find(nodes_.stores.begin(), nodes_.stores.end(), node) != nodes_.stores.end();
+}
+
+int Deployment::live_store_pid() const {
+  std::ifstream file(store_dir() / "redis.pid");
+  int pid = -1;
+  if (!(file >> pid) || pid <= 0 || ::kill(pid, 0) != 0) return -1;
+  return pid;
+}
+
+bool Deployment::is_down(const std::string& node) const {
+  return is_store(node) ? store_held_down_.load() : nodes_by_name_.at(node).down;
+}
+
 void Deployment::signal(const std::string& node, int signo) {
+  if (is_store(node)) {
+    if (const int pid = live_store_pid(); pid > 0) ::kill(pid, signo);
+    return;
+  }
   if (const auto& p = nodes_by_name_.at(node).process) p->signal(signo);
 }
 
@@ -171,6 +205,17 @@ void Deployment::note_rss(const std::string& node) {
 }
 
 void Deployment::kill(const std::string& node) {
+  if (is_store(node)) {
+    store_held_down_ = true;
+    signal(node, SIGKILL);
+    store_killer_ = std::jthread([this, node](const std::stop_token& stop) {
+      while (!stop.stop_requested()) {
+        signal(node, SIGKILL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+    return;
+  }
   Node& n = nodes_by_name_.at(node);
   if (node.starts_with("broker")) note_rss(node);
   n.down = true;
@@ -189,11 +234,14 @@ void Deployment::stop(const std::string& node) {
 }
 
 std::string Deployment::cli(const std::string& node, const std::string& args) const {
+  if (is_store(node))
+    return testing::command_output(fmt::format("timeout 3 redis-cli -s {} {} 2>&1", (store_dir() / "redis.sock").string(), args));
   const int port = node.starts_with("sentinel") ? 26379 : 6379;
   return testing::command_output(fmt::format("timeout 3 redis-cli -h {} -p {} {} 2>&1", net_.ip(node), port, args));
 }
 
 std::string Deployment::master() const {
+  if (topology_.embedded) return nodes_.stores[0];
   if (topology_.plain_url) return nodes_.redis[0];
   for (const auto& s : nodes_.sentinels) {
     std::istringstream reply(cli(s, std::string("SENTINEL get-master-addr-by-name ") + kMasterName));
@@ -260,7 +308,9 @@ int64_t Deployment::broker_peak_rss_kb() {
 
 int64_t Deployment::redis_peak_bytes() const {
   int64_t peak = 0;
-  for (const auto& r : nodes_.redis) {
+  std::vector<std::string> stores = nodes_.redis;
+  stores.insert(stores.end(), nodes_.stores.begin(), nodes_.stores.end());
+  for (const auto& r : stores) {
     std::istringstream info(cli(r, "INFO memory"));
     for (std::string line; std::getline(info, line);)
       if (line.starts_with("used_memory_peak:")) peak = std::max<int64_t>(peak, std::stoll(line.substr(17)));

@@ -6,12 +6,14 @@
 // brokers: dueq-example-workers and one Python worker. Nodes are started,
 // signalled, killed and started again by name; a worker that dies by itself
 // (a poison job) is started again by tend().
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/nemesis/history.hpp"
@@ -30,6 +32,9 @@ struct Topology {
   std::string broker_bin;  // "" for bin_dir's dueq-broker (--broker-bin: another build's)
   std::vector<std::string> broker_config;  // lines added to the brokers' TOML
   bool plain_url = false;  // brokers given redis://redis0 instead of the sentinels
+  // One broker on its embedded store (its own redis-server, "store0") and
+  // the workers: no Redis nodes, no sentinels, no standby.
+  bool embedded = false;
 };
 
 class Deployment {
@@ -51,7 +56,7 @@ class Deployment {
   // SIGTERM, and waits for it to exit; the node stays down until start().
   void stop(const std::string& node);
   void start(const std::string& node);
-  bool is_down(const std::string& node) const { return nodes_by_name_.at(node).down; }
+  bool is_down(const std::string& node) const;
 
   // Steps a broker's wall clock to `shift_ms` from the host's (0: back to
   // it): brokers run with clock_shift.cpp preloaded.
@@ -90,6 +95,11 @@ class Deployment {
   std::vector<std::string> redis_command(const std::string& name);
   std::vector<std::string> sentinel_command(const std::string& name);
   void note_rss(const std::string& node);
+  bool is_store(const std::string& node) const;
+  std::filesystem::path store_dir() const { return dir_ / "broker0-data"; }
+  // The embedded store's redis-server pid as its pid file says, if that
+  // process lives; -1 otherwise.
+  int live_store_pid() const;
 
   Network& net_;
   std::filesystem::path dir_;
@@ -97,6 +107,11 @@ class Deployment {
   Nodes nodes_;
   std::map<std::string, Node> nodes_by_name_;
   int64_t broker_peak_rss_kb_ = 0;
+  // While an embedded store is held down: kills each redis-server its
+  // broker starts, polling its pid file every millisecond, so that most
+  // die before they serve (a restart that dies so is the case to see).
+  std::atomic<bool> store_held_down_{false};
+  std::jthread store_killer_;
 };
 
 }  // namespace dueq::nemesis

@@ -44,6 +44,13 @@ void draw_partition(std::mt19937_64& rng, std::vector<std::string> targets, cons
   f.one_way = between(rng, 0, 3) == 0;
 }
 
+// What a pause or a kill may hit: every node, and an embedded store.
+std::vector<std::string> process_targets(const Nodes& nodes) {
+  std::vector<std::string> out = nodes.all();
+  out.insert(out.end(), nodes.stores.begin(), nodes.stores.end());
+  return out;
+}
+
 Fault draw_one(std::mt19937_64& rng, const Nodes& nodes, const std::vector<std::string>& everyone) {
   Fault f;
   const int64_t roll = between(rng, 0, 99);
@@ -53,10 +60,10 @@ Fault draw_one(std::mt19937_64& rng, const Nodes& nodes, const std::vector<std::
     draw_partition(rng, nodes.all(), everyone, f);
   } else if (roll < 55) {
     f.kind = FaultKind::pause;
-    f.target = pick(rng, nodes.all());
+    f.target = pick(rng, process_targets(nodes));
   } else if (roll < 80) {
     f.kind = FaultKind::kill;
-    f.target = pick(rng, nodes.all());
+    f.target = pick(rng, process_targets(nodes));
     f.for_ms = between(rng, 200, 3'000);
   } else if (roll < 86) {
     f.kind = FaultKind::failover;
@@ -109,11 +116,18 @@ std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& 
   std::mt19937_64 rng(seed);
   std::vector<Fault> schedule;
   Nodes targets = nodes;
-  if (!store_faults) targets.redis.clear();
+  if (!store_faults) {
+    targets.redis.clear();
+    targets.stores.clear();
+  }
+  // A fail-over or a demotion needs Redis nodes of the network's own.
+  const auto store_switch = [&](const Fault& f) {
+    return (!store_faults || nodes.redis.empty()) && (f.kind == FaultKind::failover || f.kind == FaultKind::demote);
+  };
   int64_t at = between(rng, 2'000, 4'000);
   while (true) {
     Fault f = draw_one(rng, targets, nodes.all());
-    while (!store_faults && (f.kind == FaultKind::failover || f.kind == FaultKind::demote)) f = draw_one(rng, targets, nodes.all());
+    while (store_switch(f)) f = draw_one(rng, targets, nodes.all());
     f.at_ms = at;
     if (at + f.for_ms > length_ms) break;
     at += f.for_ms + between(rng, 1'000, 4'000);
@@ -148,14 +162,15 @@ const std::vector<NamedSchedule>& named_schedules() {
        {"leader_lease = \"10s\""},
        {"pause"}},
       // The standby's wall clock runs 60 s ahead (past the 10 s lease_ttl)
-      // when the leader stops cleanly and it takes over: leases must run
-      // on one clock. Jobs it starts early meanwhile are counted apart.
+      // when the leader is killed and it takes over: leases must run on
+      // one clock, and the running jobs' workers hand them to it. Jobs it
+      // starts early meanwhile are counted apart.
       {"standby-clock-ahead",
        "a standby whose clock ran ahead of its predecessor's took every running job's lease for lapsed and ran it again",
        30'000,
-       {fault_on(FaultKind::clock, kStandby, 6'000, 16'000, 60'000), fault_on(FaultKind::stop, kLeader, 10'000, 4'000)},
+       {fault_on(FaultKind::clock, kStandby, 6'000, 16'000, 60'000), fault_on(FaultKind::kill, kLeader, 10'000, 4'000)},
        {},
-       {"stop"}},
+       {"kill"}},
       // The brokers are given the master's own address, not the sentinels',
       // and it is demoted under their open connections, twice.
       {"demoted-master",
@@ -165,6 +180,19 @@ const std::vector<NamedSchedule>& named_schedules() {
        {fault_on(FaultKind::demote, "redis0", 6'000, 6'000), fault_on(FaultKind::demote, "redis0", 22'000, 6'000)},
        {},
        {},
+       true},
+      // One broker on its embedded store; the store's redis-server is
+      // killed, and every restart the broker makes is killed again as soon
+      // as its pid file names it (while it loads, or before it serves),
+      // for 6 s; then once more, briefly.
+      {"embedded-store-kept-down",
+       "an embedded Redis whose restart died before it served was never started again: the supervisor waited on a pid "
+       "it had already reaped, until the broker itself restarted",
+       30'000,
+       {fault_on(FaultKind::kill, "store0", 8'000, 6'000), fault_on(FaultKind::kill, "store0", 20'000, 300)},
+       {},
+       {},
+       false,
        true},
   };
   return all;

@@ -39,6 +39,10 @@ struct Fault {
 // "host" is where producers and the operator run.
 struct Nodes {
   std::vector<std::string> brokers, redis, sentinels, workers;
+  // An embedded store's redis-server ("store0"), the broker's child: no
+  // node of the network of its own (it listens on a unix socket), so it
+  // is only paused or killed, and not in all().
+  std::vector<std::string> stores;
   std::vector<std::string> all() const;
 };
 
@@ -62,6 +66,7 @@ struct NamedSchedule {
   std::vector<std::string> broker_config;  // lines added to the brokers' TOML
   std::vector<std::string> explains_no_rerun;
   bool plain_url = false;  // brokers given redis://redis0 instead of the sentinels
+  bool embedded = false;   // one broker on its embedded store (deployment.hpp)
 };
 
 const std::vector<NamedSchedule>& named_schedules();
