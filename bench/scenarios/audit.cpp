@@ -14,7 +14,7 @@ using namespace dueq::testing;
 // the same flow without it, and whether any worker or lease lapsed.
 Figures audit_under_load(const Options& o, Json&) {
   const size_t n = o.smoke ? 5'000 : 1'000'000;
-  const int queues = o.smoke ? 2 : 100;
+  const int queues = o.smoke ? 1 : 100;
   const double rate = o.smoke ? 2'000 : 20'000;
   const double quiet_s = o.smoke ? 1 : 10;
   const int64_t warm_up_us = o.smoke ? 1'000'000 : 5'000'000;

@@ -262,6 +262,9 @@ int main(int argc, char** argv) {
   app.add_flag("--embedded", topology.embedded,
                "one broker on its embedded store (no Redis nodes, sentinels or standby); its redis-server is paused "
                "and killed like any node");
+  std::vector<std::string> only_names;
+  app.add_option("--faults", only_names, "draw only faults of these kinds (partition, pause, kill, failover, demote, clock)")
+      ->delimiter(',');
   std::string schedule_name;
   app.add_option("--schedule", schedule_name,
                  "play a named schedule instead of a drawn one (docs/failure-modes.md, \"Named schedules\"): " + named_list());
@@ -282,6 +285,15 @@ int main(int argc, char** argv) {
     topology.plain_url = named->plain_url;
     topology.embedded = named->embedded;
   }
+  std::vector<FaultKind> only;
+  for (const auto& name : only_names) {
+    const auto kind = fault_kind_named(name);
+    if (!kind || *kind == FaultKind::stop) {
+      fmt::print(stderr, "--faults: '{}' is not a kind a schedule draws\n", name);
+      return 2;
+    }
+    only.push_back(*kind);
+  }
   const auto length_ms = parse_duration_ms(duration_text);
   if (!length_ms || *length_ms < 10'000) {
     fmt::print(stderr, "--duration: at least 10s\n");
@@ -299,7 +311,7 @@ int main(int argc, char** argv) {
     fmt::print("nemesis: SKIPPED: {}\n", why);
     return kSkipped;
   }
-  const auto schedule = named != nullptr ? named->faults : draw_schedule(seed, *length_ms, deployment.nodes(), store_faults);
+  const auto schedule = named != nullptr ? named->faults : draw_schedule(seed, *length_ms, deployment.nodes(), store_faults, only);
   if (named != nullptr) {
     std::ofstream(dir / "schedule.txt") << named->name << '\n';
     fmt::print("nemesis: schedule '{}' (before its fix, {}), seed {} for the workload\n", named->name, named->failure, seed);

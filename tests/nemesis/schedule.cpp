@@ -112,7 +112,15 @@ std::string Fault::describe() const {
   return "?";
 }
 
-std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& nodes, bool store_faults) {
+std::optional<FaultKind> fault_kind_named(const std::string& name) {
+  for (const FaultKind kind : {FaultKind::partition, FaultKind::pause, FaultKind::kill, FaultKind::failover,
+                               FaultKind::demote, FaultKind::clock, FaultKind::stop})
+    if (name == name_of(kind)) return kind;
+  return std::nullopt;
+}
+
+std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& nodes, bool store_faults,
+                                 const std::vector<FaultKind>& only) {
   std::mt19937_64 rng(seed);
   std::vector<Fault> schedule;
   Nodes targets = nodes;
@@ -124,10 +132,21 @@ std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& 
   const auto store_switch = [&](const Fault& f) {
     return (!store_faults || nodes.redis.empty()) && (f.kind == FaultKind::failover || f.kind == FaultKind::demote);
   };
+  const auto left_out = [&](const Fault& f) {
+    return store_switch(f) || (!only.empty() && std::find(only.begin(), only.end(), f.kind) == only.end());
+  };
+  // Kinds none of which can be drawn here (a stop, or only store switches
+  // where there are none) make an empty schedule rather than an endless draw.
+  if (!only.empty() && std::all_of(only.begin(), only.end(), [&](FaultKind kind) {
+        Fault f;
+        f.kind = kind;
+        return kind == FaultKind::stop || store_switch(f);
+      }))
+    return schedule;
   int64_t at = between(rng, 2'000, 4'000);
   while (true) {
     Fault f = draw_one(rng, targets, nodes.all());
-    while (store_switch(f)) f = draw_one(rng, targets, nodes.all());
+    while (left_out(f)) f = draw_one(rng, targets, nodes.all());
     f.at_ms = at;
     if (at + f.for_ms > length_ms) break;
     at += f.for_ms + between(rng, 1'000, 4'000);

@@ -4,6 +4,7 @@
 // replayed by `make nemesis SEED=n`. Faults follow one another (each heals
 // before the next begins), so that every start again has one fault to blame.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,9 +50,14 @@ struct Nodes {
 // With `store_faults` false, the Redis nodes are no fault's target and no
 // fail-over or demotion is drawn: the store never loses a write it
 // acknowledged (a Sentinel fail-over can, docs/failure-modes.md).
-std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& nodes, bool store_faults = true);
+// With `only` not empty, only faults of those kinds are drawn (a run per
+// fault class, for its own figures).
+std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& nodes, bool store_faults = true,
+                                 const std::vector<FaultKind>& only = {});
 
 const char* name_of(FaultKind kind);
+// The kind name_of() names; nullopt for any other text.
+std::optional<FaultKind> fault_kind_named(const std::string& name);
 
 // A schedule written for one failure found by reading the code, played by
 // `nemesis_run --schedule NAME` (docs/failure-modes.md, "Named schedules").

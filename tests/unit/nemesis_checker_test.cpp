@@ -222,6 +222,23 @@ TEST(NemesisSchedule, TheSameSeedDrawsTheSameScheduleAndFaultsFollowOneAnother) 
     EXPECT_FALSE(f.target.starts_with("redis")) << f.describe();
     for (const auto& node : f.side_a) EXPECT_FALSE(node.starts_with("redis")) << f.describe();
   }
+  // A run per fault class draws that class alone; an embedded store is
+  // paused or killed like a node, and nothing fails over without Redis nodes.
+  for (const auto& f : draw_schedule(7, 600'000, some_nodes(), true, {FaultKind::pause, FaultKind::clock}))
+    EXPECT_TRUE(f.kind == FaultKind::pause || f.kind == FaultKind::clock) << f.describe();
+  const Nodes embedded{{"broker0"}, {}, {}, {"worker0", "worker1"}, {"store0"}};
+  bool store_hit = false;
+  for (const auto& f : draw_schedule(7, 600'000, embedded)) {
+    EXPECT_NE(f.kind, FaultKind::failover);
+    EXPECT_NE(f.kind, FaultKind::demote);
+    store_hit = store_hit || f.target == "store0";
+    for (const auto& node : f.side_a) EXPECT_NE(node, "store0") << "it has no address to cut";
+  }
+  EXPECT_TRUE(store_hit);
+  EXPECT_TRUE(draw_schedule(7, 600'000, embedded, true, {FaultKind::failover}).empty());
+  EXPECT_TRUE(draw_schedule(7, 600'000, some_nodes(), true, {FaultKind::stop}).empty());
+  EXPECT_EQ(fault_kind_named("demote"), FaultKind::demote);
+  EXPECT_EQ(fault_kind_named("poison"), std::nullopt);
   const auto other = draw_schedule(8, 120'000, some_nodes());
   std::string mine, theirs;
   for (const auto& f : a) mine += f.describe() + ";";
