@@ -169,6 +169,8 @@ class Checking {
   }
 
   void check_memory() {
+    v_.broker_peak_rss_kb = h_.fact("broker_peak_rss_kb", 0);
+    v_.redis_peak_bytes = h_.fact("redis_peak_bytes", 0);
     if (h_.fact("broker_peak_rss_kb", 0) > b_.broker_rss_kb)
       wrong_run(fmt::format("a broker's peak RSS {} kB is over {} kB", h_.fact("broker_peak_rss_kb"), b_.broker_rss_kb));
     if (h_.fact("redis_peak_bytes", 0) > b_.redis_bytes)
@@ -206,8 +208,9 @@ std::string Verdict::report() const {
   if (duplicates_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : duplicates_by_cause) out += fmt::format(" {} {};", cause, n);
   out += fmt::format("\nlongest gap between two starts of a job {} ms; settled {} ms after the last fault healed; "
-                     "started early while a broker's clock ran ahead {}\n",
-                     longest_rerun_gap_ms, settle_after_heal_ms, early_by_clock_step);
+                     "started early while a broker's clock ran ahead {}\npeak memory: broker {} MiB, Redis {} MiB\n",
+                     longest_rerun_gap_ms, settle_after_heal_ms, early_by_clock_step, broker_peak_rss_kb / 1024,
+                     redis_peak_bytes / (1024 * 1024));
   // The first 60 are listed, the rest counted.
   for (size_t i = 0; i < violations.size() && i < 60; ++i) out += "VIOLATION " + violations[i] + "\n";
   if (violations.size() > 60) out += fmt::format("... and {} more violations\n", violations.size() - 60);

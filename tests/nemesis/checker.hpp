@@ -39,6 +39,7 @@ struct Verdict {
   size_t early_by_clock_step = 0;
   int64_t longest_rerun_gap_ms = 0;
   int64_t settle_after_heal_ms = -1;
+  int64_t broker_peak_rss_kb = 0, redis_peak_bytes = 0;  // the run's facts, as read
   std::string report() const;
 };
 

@@ -36,7 +36,8 @@ void draw_partition(std::mt19937_64& rng, std::vector<std::string> targets, cons
     if (std::find(f.side_a.begin(), f.side_a.end(), node) == f.side_a.end()) rest.push_back(node);
   shuffle(rng, rest);
   if (between(rng, 0, 2) == 0) {
-    rest.resize(static_cast<size_t>(between(rng, 1, 3)));
+    // No more than there are (a small topology such as --embedded's).
+    rest.resize(std::min(rest.size(), static_cast<size_t>(between(rng, 1, 3))));
   } else {
     rest.emplace_back("host");
   }

@@ -234,6 +234,10 @@ TEST(NemesisSchedule, TheSameSeedDrawsTheSameScheduleAndFaultsFollowOneAnother) 
     store_hit = store_hit || f.target == "store0";
     for (const auto& node : f.side_a) EXPECT_NE(node, "store0") << "it has no address to cut";
   }
+  // A side drawn from fewer nodes than asked for holds only those nodes.
+  for (uint64_t seed = 1; seed <= 30; ++seed)
+    for (const auto& f : draw_schedule(seed, 600'000, embedded))
+      for (const auto& node : f.side_b) EXPECT_FALSE(node.empty()) << "seed " << seed << ": " << f.describe();
   EXPECT_TRUE(store_hit);
   EXPECT_TRUE(draw_schedule(7, 600'000, embedded, true, {FaultKind::failover}).empty());
   EXPECT_TRUE(draw_schedule(7, 600'000, some_nodes(), true, {FaultKind::stop}).empty());
