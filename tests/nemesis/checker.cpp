@@ -210,7 +210,7 @@ std::string Verdict::report() const {
   out += fmt::format("\nlongest gap between two starts of a job {} ms; settled {} ms after the last fault healed; "
                      "started early while a broker's clock ran ahead {}\npeak memory: broker {} MiB, Redis {} MiB\n",
                      longest_rerun_gap_ms, settle_after_heal_ms, early_by_clock_step, broker_peak_rss_kb / 1024,
-                     redis_peak_bytes / (1024 * 1024));
+                     redis_peak_bytes / (int64_t{1024} * 1024));
   // The first 60 are listed, the rest counted.
   for (size_t i = 0; i < violations.size() && i < 60; ++i) out += "VIOLATION " + violations[i] + "\n";
   if (violations.size() > 60) out += fmt::format("... and {} more violations\n", violations.size() - 60);
