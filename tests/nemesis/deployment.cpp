@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "common/clock.hpp"
 #include "tests/support/redis_server.hpp"
@@ -34,10 +35,23 @@ int64_t status_field_kb(int pid, const std::string& field) {
 Deployment::Deployment(Network& net, std::filesystem::path dir, Topology topology)
     : net_(net), dir_(std::move(dir)), topology_(std::move(topology)) {}
 
-Deployment::~Deployment() {
+Deployment::~Deployment() { stop_all(); }
+
+void Deployment::stop_all() {
+  if (std::exchange(stopped_, true)) return;
+  store_killer_ = std::jthread();
+  const int store_pid = nodes_.stores.empty() ? -1 : live_store_pid();
   // Workers and brokers first, so that none logs the store going away.
   for (const auto* group : {&nodes_.workers, &nodes_.brokers, &nodes_.sentinels, &nodes_.redis})
     for (const auto& name : *group) nodes_by_name_.at(name).process.reset();
+  // An embedded store's redis-server gets SIGTERM when its broker dies and
+  // writes its AOF before it exits (it stays up if it cannot: its
+  // directory must outlive it). It is not this process's child: waited for
+  // by its pid, then killed.
+  if (store_pid <= 0) return;
+  const int64_t give_up_ms = steady_ms() + 10'000;
+  while (::kill(store_pid, 0) == 0 && steady_ms() < give_up_ms) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (::kill(store_pid, 0) == 0) ::kill(store_pid, SIGKILL);
 }
 
 void Deployment::add(const std::string& name, std::vector<std::string>& group,

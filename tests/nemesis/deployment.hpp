@@ -46,6 +46,10 @@ class Deployment {
   // node could not be made.
   bool start_all(std::string& why);
 
+  // Stops every process (an embedded store's redis-server too, by its
+  // pid); the run's directory may go once this returns.
+  void stop_all();
+
   const Nodes& nodes() const { return nodes_; }
   // Both brokers, as producers and workers are given them.
   std::string broker_endpoints() const;
@@ -112,6 +116,7 @@ class Deployment {
   // die before they serve (a restart that dies so is the case to see).
   std::atomic<bool> store_held_down_{false};
   std::jthread store_killer_;
+  bool stopped_ = false;
 };
 
 }  // namespace dueq::nemesis

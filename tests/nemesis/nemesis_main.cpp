@@ -373,6 +373,7 @@ int main(int argc, char** argv) {
     fmt::print("history and logs kept in {}\n", dir.string());
     return 1;
   }
+  deployment.stop_all();
   std::error_code ec;
   if (!keep) std::filesystem::remove_all(dir, ec);
   fmt::print("nemesis: PASS ({})\n", named != nullptr ? "schedule " + named->name : fmt::format("seed {}", seed));
