@@ -17,8 +17,9 @@
            never removed for MAX
 
   Returns  {removed done, removed cancelled, removed by MAX before their
-           retention}; call again while either of the first two equals the
-           limit
+           retention, earliest finish ms left in either set or -1 when both
+           are empty}; call again while either of the first two equals the
+           limit (the last tells when a sweep can next remove anything)
   Errors   "ERR dueq bad-args <what>"
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
            leader's epoch counter) and ARGV the sender's leader epoch, last
@@ -34,7 +35,7 @@ if not cutoff or not limit or limit < 1 or limit > 10000 or not max_kept or max_
     or window_start < cutoff or #ARGV ~= 4 then
   return redis.error_reply("ERR dueq bad-args sweep: expected a cutoff, a limit of 1..10000, a max kept >= 1 and a window start >= the cutoff")
 end
-local out = {0, 0, 0}
+local out = {0, 0, 0, -1}
 for k = 1, 2 do
   -- Counting first keeps the work bounded without materialising the ids.
   local old = redis.call("ZCOUNT", KEYS[k], "-inf", "(" .. ARGV[1])
@@ -44,6 +45,11 @@ for k = 1, 2 do
   if remove > 0 then redis.call("ZREMRANGEBYRANK", KEYS[k], 0, remove - 1) end
   out[k] = remove
   if remove > old then out[3] = out[3] + remove - old end
+  local first = redis.call("ZRANGE", KEYS[k], 0, 0, "WITHSCORES")
+  if first[2] then
+    local finished = tonumber(first[2])
+    if out[4] < 0 or finished < out[4] then out[4] = finished end
+  end
 end
 if out[3] > 0 then redis.call("HINCRBY", KEYS[3], "forgotten_early", out[3]) end
 return out

@@ -167,8 +167,10 @@ int64_t Dispatcher::lease_room(const QueueState& q) const {
 
 bool Dispatcher::can_lease_now() const {
   if (refusals_.holding()) return false;
-  for (const auto& [name, q] : queues_)
-    if (q.maybe_ready && lease_room(q) > 0 && credit(name) > 0 && !refusals_.holding(name)) return true;
+  for (const std::string& name : workers_.served_queues())
+    if (const QueueState* q = queues_.find(name);
+        q != nullptr && q->maybe_ready && lease_room(*q) > 0 && credit(name) > 0 && !refusals_.holding(name))
+      return true;
   return false;
 }
 
@@ -204,7 +206,11 @@ void Dispatcher::add_to(Round& round, bool stopping) {
   const int64_t deadline = lease_clock_.now_ms() + config_.delivery_timeout_ms;
   std::vector<std::string> leasing;  // the queues a lease call may go to now, with their room
   std::vector<int64_t> rooms;
-  for (auto& [name, q] : queues_) {
+  // A queue no worker serves keeps its hints until one does.
+  for (const std::string& name : workers_.served_queues()) {
+    QueueState* found = queues_.find(name);
+    if (found == nullptr) continue;
+    QueueState& q = *found;
     const bool maybe_ready = q.maybe_ready || q.ready_this_round;
     q.ready_this_round = false;
     if (!maybe_ready || stopping) continue;

@@ -3,6 +3,7 @@
 // truth; these are the hints that tell the loop which calls a round needs
 // (promote when something is due, reclaim when a lease ran out, lease when
 // jobs may be ready and workers have credit), so it never polls.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -28,11 +29,17 @@ struct QueueState {
   // Lease clock: a limit held the queue back; no lease call before then.
   int64_t lease_after_ms = 0;
   size_t rotation = 0;            // spreads single jobs over the workers in turn
-  int64_t next_sweep_ms = 0;      // steady clock: when done/cancelled entries past retention are next removed
+  // Steady clock: when done/cancelled entries past retention are next
+  // removed (the last sweep's reply says when; Scheduler::add_sweep).
+  int64_t next_sweep_ms = 0;
   // Steady clock: an enqueue found max_backlog reached; until then new jobs
   // are answered overloaded without a trip to Redis (a producer that keeps
   // pushing into a full queue then costs Redis nothing).
   int64_t backlog_full_until_ms = 0;
+  // Jobs of the queue finished: done_max may be exceeded, so a sweep comes
+  // within a second (sooner if one was due anyway).
+  void sweep_soon(int64_t steady_now_ms) { next_sweep_ms = std::min(next_sweep_ms, steady_now_ms + kSweepAfterFinishMs); }
+  static constexpr int64_t kSweepAfterFinishMs = 1'000;
 };
 
 inline int64_t earliest_known(int64_t a, int64_t b) {

@@ -168,6 +168,17 @@ class WorkerRegistry {
     return out;
   }
 
+  // Every queue some worker serves, each once, in name order. A store may
+  // hold many more queues than its workers serve (20,000 of which one has a
+  // worker): the dispatch looks at these, not at every queue known.
+  std::vector<std::string> served_queues() const {
+    std::vector<std::string> out;
+    for (const auto& [rid, w] : workers_) out.insert(out.end(), w.queues.begin(), w.queues.end());
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+
   // Earliest last_seen among workers, to know when the next one can expire.
   int64_t oldest_seen_ms() const {
     int64_t oldest = INT64_MAX;

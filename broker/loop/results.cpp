@@ -141,6 +141,7 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
       return;
     }
     refusals_.succeeded();
+    queues_.get(queue).sweep_soon(clock_.steady_ms());
     if (!ack) {
       QueueState& q = queues_.get(queue);
       if (auto outcomes = calls::parse_nack(r))

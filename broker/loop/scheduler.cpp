@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "broker/store/keys.hpp"
 
@@ -12,6 +13,10 @@ namespace dueq::broker {
 namespace {
 constexpr int kSweepLimit = 5000;  // done/cancelled entries removed per sweep call
 constexpr int64_t kSweepIntervalMs = 1000;
+// A queue with nothing to sweep soon is still swept this often: ids that
+// finished outside the loop's sight (a cancel from the admin connection)
+// are counted against done_max within it.
+constexpr int64_t kIdleSweepMs = 30'000;
 }  // namespace
 
 namespace calls {
@@ -50,6 +55,13 @@ Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t ma
       .add(limit)
       .add(max_kept)
       .add(std::max(cutoff_ms, window_start_ms));
+}
+
+Result<SweepOutcome> parse_sweep(const redisReply* r) {
+  auto values = reply::integers(r, "sweep");
+  if (!values) return std::unexpected(values.error());
+  if (values->size() != 4) return reply::bad(r, "sweep");
+  return SweepOutcome{(*values)[0], (*values)[1], (*values)[2], (*values)[3]};
 }
 
 Command align_leases(const std::string& queue, int64_t grace_ms, int limit) {
@@ -146,23 +158,43 @@ void Scheduler::add_reclaim(Round& round, const std::string& name, QueueState& q
 
 void Scheduler::add_sweep(Round& round, const std::string& name, QueueState& q, const RoundTimes& at) {
   const int64_t steady_now = at.steady_ms;
-  q.next_sweep_ms = steady_now + kSweepIntervalMs;
+  // The reply says when the next one is due; a job that finishes meanwhile
+  // asks for one sooner (QueueState::sweep_soon).
+  q.next_sweep_ms = std::numeric_limits<int64_t>::max();
   const auto& policy = config_.policy(name);
   const int64_t now = at.wall_ms;
   round.add(calls::sweep(name, now - policy.done_retention_s * 1000, kSweepLimit, policy.done_max, now - policy.duplicate_window_ms),
-            [this, name, steady_now](const redisReply* r) {
-    if (r == nullptr) return;
-    auto removed = reply::integers(r, "sweep");
-    if (!removed || removed->size() != 3)
-      return refusals_.refused(name, fmt::format("sweep on '{}'", name), removed ? "bad reply" : removed.error().message);
-    if ((*removed)[2] > 0)
+            [this, name, steady_now, now](const redisReply* r) {
+    QueueState* swept_queue = queues_.find(name);
+    if (swept_queue == nullptr) return;  // deleted meanwhile
+    auto again_in = [&](int64_t ms) { swept_queue->next_sweep_ms = std::min(swept_queue->next_sweep_ms, steady_now + ms); };
+    if (r == nullptr) return again_in(kSweepIntervalMs);
+    auto swept = calls::parse_sweep(r);
+    if (!swept) {
+      again_in(kSweepIntervalMs);
+      return refusals_.refused(name, fmt::format("sweep on '{}'", name), swept.error().message);
+    }
+    again_in(ms_until_next_sweep(name, *swept, now));
+    if (swept->forgotten_early > 0)
       if (auto held_back = forgotten_log_.admit(name, steady_now))
         spdlog::warn("queue '{}': {} finished ids forgotten before done_retention to stay within done_max ({} "
                      "more such sweeps not logged); a resent enqueue of one of them makes a new job",
-                     name, (*removed)[2], *held_back);
-    // A full sweep means more is past retention: sweep again next round.
-    if (std::max((*removed)[0], (*removed)[1]) == kSweepLimit) queues_.get(name).next_sweep_ms = steady_now;
+                     name, swept->forgotten_early, *held_back);
   });
+}
+
+// At once while a call hit its limit (more is past retention). Otherwise
+// once the earliest id left may be removable, by its retention or, over
+// done_max, by the duplicate window (the sooner of the two, so never late),
+// within [kSweepIntervalMs, kIdleSweepMs]: 20,000 idle queues cost no
+// sweep a second each.
+int64_t Scheduler::ms_until_next_sweep(const std::string& name, const SweepOutcome& swept, int64_t wall_now_ms) const {
+  if (std::max(swept.done, swept.cancelled) == kSweepLimit) return 0;
+  if (swept.earliest_finish_ms < 0) return kIdleSweepMs;
+  const auto& policy = config_.policy(name);
+  const int64_t removable_at =
+      swept.earliest_finish_ms + std::min(policy.done_retention_s * 1000, policy.duplicate_window_ms);
+  return std::clamp(removable_at - wall_now_ms, kSweepIntervalMs, kIdleSweepMs);
 }
 
 int64_t Scheduler::us_until_next(int64_t wall_us_now) const {

@@ -30,13 +30,19 @@ struct ReclaimOutcome {
   int64_t not_counted = 0;  // of the requeued: deliveries no worker confirmed, no attempt used
 };
 
+struct SweepOutcome {
+  int64_t done = 0, cancelled = 0;  // ids removed
+  int64_t forgotten_early = 0;      // of those, removed by done_max before their retention
+  int64_t earliest_finish_ms = -1;  // of the ids left in either set; -1 when none is
+};
+
 namespace calls {
 Command promote(const std::string& queue, int64_t now_ms, int limit);
 Result<PromoteOutcome> parse_promote(const redisReply* reply);
 Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s);
 Result<ReclaimOutcome> parse_reclaim(const redisReply* reply);
-// sweep.lua: [done removed, cancelled removed, removed by max_kept before retention]
 Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms);
+Result<SweepOutcome> parse_sweep(const redisReply* reply);
 // align_leases.lua: [leases moved to the grace deadline]
 Command align_leases(const std::string& queue, int64_t grace_ms, int limit);
 }  // namespace calls
@@ -76,6 +82,8 @@ class Scheduler {
   void add_promote(Round& round, const std::string& name, QueueState& q, const RoundTimes& at);
   void add_reclaim(Round& round, const std::string& name, QueueState& q, RoundTimes& at);
   void add_sweep(Round& round, const std::string& name, QueueState& q, const RoundTimes& at);
+  // Steady ms until the sweep after `swept`: see scheduler.cpp.
+  int64_t ms_until_next_sweep(const std::string& name, const SweepOutcome& swept, int64_t wall_now_ms) const;
 
   const BrokerConfig& config_;
   const Clock& clock_;

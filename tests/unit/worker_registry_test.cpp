@@ -99,3 +99,15 @@ TEST(WorkerRegistry, PastTheNewcomerLimitTheOldestNewcomerIsLetGo) {
   registry.upsert("one-too-many", worker_info(1, false, false));
   EXPECT_EQ(registry.admit_newcomer("one-too-many"), std::optional<std::string>("new-3"));
 }
+
+// The dispatch looks only at the queues some worker serves: each once, in
+// name order, whatever the workers' own order.
+TEST(WorkerRegistry, ServedQueuesAreEveryWorkersQueuesOnceInNameOrder) {
+  WorkerRegistry registry;
+  EXPECT_TRUE(registry.served_queues().empty());
+  registry.upsert("a", worker_info(1, true, true, {"mail", "bills"}));
+  registry.upsert("b", worker_info(1, true, true, {"bills", "audit"}));
+  EXPECT_EQ(registry.served_queues(), (std::vector<std::string>{"audit", "bills", "mail"}));
+  registry.remove("a");
+  EXPECT_EQ(registry.served_queues(), (std::vector<std::string>{"audit", "bills"}));
+}
