@@ -230,20 +230,17 @@ void Deployment::kill(const std::string& node) {
     });
     return;
   }
-  Node& n = nodes_by_name_.at(node);
-  if (node.starts_with("broker")) note_rss(node);
-  n.down = true;
-  if (!n.process) return;
-  n.process->signal(SIGKILL);
-  n.process->wait();
+  take_down(node, SIGKILL);
 }
 
-void Deployment::stop(const std::string& node) {
+void Deployment::stop(const std::string& node) { take_down(node, SIGTERM); }
+
+void Deployment::take_down(const std::string& node, int signo) {
   Node& n = nodes_by_name_.at(node);
   if (node.starts_with("broker")) note_rss(node);
   n.down = true;
   if (!n.process) return;
-  n.process->signal(SIGTERM);
+  n.process->signal(signo);
   n.process->wait();
 }
 

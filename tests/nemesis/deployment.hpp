@@ -96,6 +96,9 @@ class Deployment {
   };
   void add(const std::string& name, std::vector<std::string>& group, std::function<std::vector<std::string>()> command,
            std::vector<std::string> env = {});
+  // Sends `signo` to a node's process and waits for it to exit; the node
+  // stays down until start().
+  void take_down(const std::string& node, int signo);
   std::vector<std::string> redis_command(const std::string& name);
   std::vector<std::string> sentinel_command(const std::string& name);
   void note_rss(const std::string& node);

@@ -94,7 +94,18 @@ class Cluster {
                    ClientOptions admin = {})
       : dir_(make_temp_dir("e2e")), port_(free_port()), admin_(std::move(admin)) {
     redis_ = std::make_unique<RedisServer>(std::move(redis_args));
-    start_broker(std::move(broker_args));
+    // The port was free when picked; a process of a test running beside
+    // this one may bind it first. Nothing knows the endpoint yet: pick again.
+    for (int tries = 1;; ++tries) {
+      try {
+        start_broker(broker_args);
+        return;
+      } catch (const std::runtime_error&) {
+        if (tries == 3 || broker_->running() || read_file(dir_ / "broker.log").find("Address already in use") == std::string::npos)
+          throw;
+        port_ = free_port();
+      }
+    }
   }
   ~Cluster() {
     workers_.clear();
@@ -122,7 +133,9 @@ class Cluster {
     probe_options.timeout_ms = 200;
     probe_options.attempts = 1;
     Client probe(endpoint(), probe_options);
-    if (!eventually([&] { return probe.stats().has_value(); }, std::chrono::seconds(20)))
+    // A broker that exits (its port taken, a bad flag) is not waited for.
+    if (!eventually([&] { return !broker_->running() || probe.stats().has_value(); }, std::chrono::seconds(20)) ||
+        !broker_->running())
       throw std::runtime_error("broker did not come up; see " + (dir_ / "broker.log").string());
   }
 
