@@ -228,7 +228,7 @@ struct Worker::Impl {
     if (held.holds_job(task.queue, task.id)) {
       // A newer delivery of a job this worker still holds: the broker
       // re-leased it, so the old delivery's result would be stale anyway.
-      spdlog::warn("job {} delivered again (token {}) while held", task.id, task.token);
+      spdlog::warn("job {} delivered again (token {}) while held", loggable(task.id), task.token);
     }
     const proto::JobRef ref{task.queue, task.id, task.token};
     held.hold(ref);

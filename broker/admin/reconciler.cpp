@@ -4,6 +4,7 @@
 
 #include "broker/admin/auditor.hpp"
 #include "broker/admin/job_lookup.hpp"
+#include "common/logging.hpp"
 
 namespace dueq::broker {
 
@@ -30,14 +31,15 @@ void Reconciler::run() {
       auto report = audit_queue(redis, queue, /*repair=*/true);
       if (!report) {
         if (thread_.stopping()) return;
-        spdlog::warn("reconciler: audit of '{}' failed: {}", queue, report.error().message);
+        spdlog::warn("reconciler: audit of '{}' failed: {}", loggable(queue), report.error().message);
         redis.disconnect();
         break;
       }
-      for (const auto& id : report->repaired) spdlog::warn("reconciler: queue '{}': removed dangling entry {}", queue, id);
+      for (const auto& id : report->repaired) spdlog::warn("reconciler: queue '{}': removed dangling entry {}", loggable(queue), loggable(id));
       if (report->counts.imbalance() != 0)
-        spdlog::error("reconciler: queue '{}': accepted jobs do not balance (off by {})", queue, report->counts.imbalance());
-      for (const auto& [id, what] : report->problems) spdlog::error("reconciler: queue '{}': job {}: {}", queue, id, what);
+        spdlog::error("reconciler: queue '{}': accepted jobs do not balance (off by {})", loggable(queue),
+                      report->counts.imbalance());
+      for (const auto& [id, what] : report->problems) spdlog::error("reconciler: queue '{}': job {}: {}", loggable(queue), loggable(id), what);
     }
   }
 }
