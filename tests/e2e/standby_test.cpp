@@ -13,7 +13,7 @@
 
 #include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
-#include "tests/support/delay_proxy.hpp"
+#include "tests/support/link_proxy.hpp"
 #include "tests/support/steady_producer.hpp"
 
 namespace dueq::testing {
@@ -135,7 +135,7 @@ TEST(Standby, ALeaderThatWakesUpAfterItsStandbyTookOverWritesNothingAndStandsBy)
 // queues: the new leader renews its lease while it prepares them, so one
 // loss of the leader makes one new leader, not a loop of brokers that
 // depose each other while they start. 20,000 queues, every byte to and
-// from Redis 1 ms late (DelayProxy); the killed leader is started again at
+// from Redis 1 ms late (LinkProxy); the killed leader is started again at
 // once (as its supervisor would) and stands by.
 TEST(Standby, WithTwentyThousandQueuesBehindASlowLinkOneLossMakesOneNewLeader) {
   RedisServer redis;
@@ -152,7 +152,7 @@ TEST(Standby, WithTwentyThousandQueuesBehindASlowLinkOneLossMakesOneNewLeader) {
     redis.cli("< " + script.string());
     ASSERT_EQ(redis.cli("SCARD dueq:{leader}:queues"), "20000");
   }
-  DelayProxy link(redis.port(), 1ms);
+  LinkProxy link(redis.port(), 1ms);
   const auto dir = make_temp_dir("takeover");
   {
     std::ofstream config(dir / "broker.toml");
@@ -229,14 +229,14 @@ TEST(Standby, WithTwentyThousandQueuesBehindASlowLinkOneLossMakesOneNewLeader) {
 }
 
 // Rule: no write of a deposed leader lands, a queue's creation included.
-// The leader's bytes to Redis are held in its link (DelayProxy::hold) while
+// The leader's bytes to Redis are held in its link (LinkProxy::hold) while
 // it takes an enqueue into a queue nobody knows; the standby, connected
 // directly, takes over once the lease lapses; then the held bytes arrive.
 // They create nothing, and the producer's retry at the new leader is a new
 // job that runs.
 TEST(Standby, ARoundOfADeposedLeaderHeldInItsLinkWritesNothingWhenItArrives) {
   RedisServer redis;
-  DelayProxy link(redis.port(), 0us);
+  LinkProxy link(redis.port(), 0us);
   const auto dir = make_temp_dir("held");
   const std::string a_endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
   const std::string b_endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());

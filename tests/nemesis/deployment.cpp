@@ -22,6 +22,11 @@ namespace {
 
 constexpr const char* kMasterName = "mymaster";
 constexpr int kBrokerPort = 5555;
+constexpr int kRedisPort = 6379;
+// A link proxy listens on its node's loopback on this port; its onward
+// connections carry the mark that the REDIRECT rule lets by.
+constexpr int kProxyPort = 16379;
+constexpr uint32_t kProxyMark = 0x44;
 
 int64_t status_field_kb(int pid, const std::string& field) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -31,6 +36,12 @@ int64_t status_field_kb(int pid, const std::string& field) {
 }
 
 }  // namespace
+
+std::vector<std::string> Topology::queues() const {
+  std::vector<std::string> out = {queue};
+  out.insert(out.end(), new_queues.begin(), new_queues.end());
+  return out;
+}
 
 Deployment::Deployment(Network& net, std::filesystem::path dir, Topology topology)
     : net_(net), dir_(std::move(dir)), topology_(std::move(topology)) {}
@@ -136,8 +147,10 @@ bool Deployment::start_all(std::string& why) {
   for (int i = 0; i < topology_.cpp_workers; ++i) {
     const std::string name = fmt::format("worker{}", i);
     add(name, nodes_.workers, [this, name] {
-      return std::vector<std::string>{topology_.bin_dir + "/dueq-example-worker", "--broker", broker_endpoints(), "--queue",
-                                      topology_.queue, "--concurrency", "8", "--record", (dir_ / ("starts-" + name + ".txt")).string()};
+      std::vector<std::string> argv = {topology_.bin_dir + "/dueq-example-worker", "--broker", broker_endpoints(), "--concurrency",
+                                       "8", "--record", (dir_ / ("starts-" + name + ".txt")).string()};
+      for (const auto& queue : topology_.queues()) argv.insert(argv.end(), {"--queue", queue});
+      return argv;
     });
   }
   if (topology_.python_worker) {
@@ -146,7 +159,8 @@ bool Deployment::start_all(std::string& why) {
     add(name, nodes_.workers, [this, name] {
       std::vector<std::string> argv = {"/usr/bin/python3", "-B", topology_.source_dir + "/tests/python/record_worker.py"};
       for (const auto& b : nodes_.brokers) argv.insert(argv.end(), {"--broker", fmt::format("tcp://{}:{}", net_.ip(b), kBrokerPort)});
-      argv.insert(argv.end(), {"--queue", topology_.queue, "--concurrency", "4", "--record", (dir_ / ("starts-" + name + ".txt")).string()});
+      for (const auto& queue : topology_.queues()) argv.insert(argv.end(), {"--queue", queue});
+      argv.insert(argv.end(), {"--concurrency", "4", "--record", (dir_ / ("starts-" + name + ".txt")).string()});
       return argv;
     }, {"PYTHONPATH=" + python_path});
   }
@@ -156,11 +170,52 @@ bool Deployment::start_all(std::string& why) {
       return false;
     }
   }
+  if (!add_proxies(why)) return false;
   for (const auto& name : nodes_.redis) start(name);
   for (const auto& name : nodes_.sentinels) start(name);
   for (const auto& name : nodes_.brokers) start(name);
   for (const auto& name : nodes_.workers) start(name);
   return true;
+}
+
+bool Deployment::add_proxies(std::string& why) {
+  for (const auto& node : nodes_.linked()) {
+    try {
+      proxies_[node] = std::make_unique<testing::LinkProxy>(
+          testing::LinkProxy::Placement{net_.namespace_path(node), kProxyPort, kProxyMark});
+    } catch (const std::exception& e) {
+      why = e.what();
+      return false;
+    }
+    const int port = node.starts_with("broker") ? kRedisPort : kBrokerPort;
+    if (!net_.redirect(node, port, kProxyPort, kProxyMark)) {
+      why = "iptables could not add a REDIRECT in the nat table of " + node + "'s namespace";
+      return false;
+    }
+  }
+  return true;
+}
+
+void Deployment::slow_links(const std::string& node, int64_t delay_ms, int64_t jitter_ms, int loss_permille) {
+  if (auto it = proxies_.find(node); it != proxies_.end())
+    it->second->set_link(std::chrono::milliseconds(delay_ms), std::chrono::milliseconds(jitter_ms), loss_permille);
+}
+
+void Deployment::hold_links(const std::string& node, bool held) {
+  auto it = proxies_.find(node);
+  if (it == proxies_.end()) return;
+  if (held) {
+    it->second->hold();
+  } else {
+    it->second->release();
+  }
+}
+
+void Deployment::heal_links() {
+  for (const auto& [node, proxy] : proxies_) {
+    proxy->release();
+    proxy->set_link({}, {}, 0);
+  }
 }
 
 std::string Deployment::broker_endpoints() const {

@@ -5,7 +5,9 @@
 // sentinels (leader and standby, `min_replicas = 2`), and workers given both
 // brokers: dueq-example-workers and one Python worker. Nodes are started,
 // signalled, killed and started again by name; a worker that dies by itself
-// (a poison job) is started again by tend().
+// (a poison job) is started again by tend(). A broker's connections to Redis
+// and a worker's to the brokers pass through a proxy in the node's namespace
+// (LinkProxy), which the slow and hold faults steer.
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +21,7 @@
 #include "tests/nemesis/history.hpp"
 #include "tests/nemesis/network.hpp"
 #include "tests/nemesis/schedule.hpp"
+#include "tests/support/link_proxy.hpp"
 #include "tests/support/process.hpp"
 
 namespace dueq::nemesis {
@@ -27,6 +30,7 @@ struct Topology {
   int cpp_workers = 2;
   bool python_worker = true;
   std::string queue = "nemesis";
+  std::vector<std::string> new_queues;  // served too, from the start: a schedule's (workload.hpp)
   std::string bin_dir;     // dueq-broker, dueq-example-worker
   std::string source_dir;  // for the Python package and its record worker
   std::string broker_bin;  // "" for bin_dir's dueq-broker (--broker-bin: another build's)
@@ -35,6 +39,9 @@ struct Topology {
   // One broker on its embedded store (its own redis-server, "store0") and
   // the workers: no Redis nodes, no sentinels, no standby.
   bool embedded = false;
+
+  // queue, then new_queues.
+  std::vector<std::string> queues() const;
 };
 
 class Deployment {
@@ -65,6 +72,13 @@ class Deployment {
   // Steps a broker's wall clock to `shift_ms` from the host's (0: back to
   // it): brokers run with clock_shift.cpp preloaded.
   void shift_clock(const std::string& broker, int64_t shift_ms);
+
+  // A node's links (Nodes::linked) run through a LinkProxy in its
+  // namespace: slowed (0, 0, 0 heals them), or its bytes held in them
+  // until released. heal_links() undoes both on every node.
+  void slow_links(const std::string& node, int64_t delay_ms, int64_t jitter_ms, int loss_permille);
+  void hold_links(const std::string& node, bool held);
+  void heal_links();
 
   // The master the sentinels name (the first that answers); "" when none does.
   std::string master() const;
@@ -108,7 +122,10 @@ class Deployment {
   // process lives; -1 otherwise.
   int live_store_pid() const;
 
+  bool add_proxies(std::string& why);
+
   Network& net_;
+  std::map<std::string, std::unique_ptr<testing::LinkProxy>> proxies_;
   std::filesystem::path dir_;
   Topology topology_;
   Nodes nodes_;

@@ -92,11 +92,12 @@ void append_line(const std::filesystem::path& file, const std::vector<std::strin
 std::optional<History> read_history(const std::filesystem::path& dir, std::string& error) {
   History h;
   const bool read = each_line(dir / "accepted.tsv", error, [&](const std::vector<std::string>& f) {
-    auto due = f.size() == 6 ? number(f[2]) : std::nullopt;
-    auto attempts = f.size() == 6 ? number(f[3]) : std::nullopt;
-    auto answered = f.size() == 6 ? number(f[5]) : std::nullopt;
+    const bool fields = f.size() == 6 || f.size() == 7;
+    auto due = fields ? number(f[2]) : std::nullopt;
+    auto attempts = fields ? number(f[3]) : std::nullopt;
+    auto answered = fields ? number(f[5]) : std::nullopt;
     if (!due || !attempts || !answered || (f[4] != "accepted" && f[4] != "unknown")) return false;
-    h.accepted.push_back({f[0], f[1], *due, static_cast<int>(*attempts), f[4] == "accepted", *answered});
+    h.accepted.push_back({f[0], f[1], *due, static_cast<int>(*attempts), f[4] == "accepted", *answered, f.size() == 7 ? f[6] : ""});
     return true;
   }) && each_line(dir / "cancels.tsv", error, [&](const std::vector<std::string>& f) {
     h.cancels.push_back(f[0]);

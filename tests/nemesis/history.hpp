@@ -4,7 +4,8 @@
 //
 //   accepted.tsv  id, type, due ms, max attempts, "accepted" or "unknown"
 //                 (the producer gave up asking: it may exist), and when the
-//                 answer came (wall ms)
+//                 answer came (wall ms), and its queue ("" in runs
+//                 before there were several: the run's one queue)
 //   cancels.tsv   ids an operator asked to cancel
 //   faults.tsv    from ms, to ms, kind, target, clock shift ms: each
 //                 fault's span on the wall clock (a worker that crashed on
@@ -33,6 +34,7 @@ struct AcceptedJob {
   int max_attempts = 0;
   bool surely = true;  // false: the producer never heard an answer
   int64_t answered_ms = 0;
+  std::string queue;
 };
 
 struct FaultSpan {

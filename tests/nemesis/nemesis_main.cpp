@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -32,6 +33,12 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr int kSkipped = 77;
+
+// A fault whose target names a node (or a role resolved to one).
+bool targets_a_node(FaultKind kind) {
+  return kind == FaultKind::pause || kind == FaultKind::stop || kind == FaultKind::clock || kind == FaultKind::kill ||
+         kind == FaultKind::slow || kind == FaultKind::hold;
+}
 
 struct Run {
   Deployment& deployment;
@@ -75,6 +82,8 @@ struct Run {
           if (deployment.cli(s, "SENTINEL FAILOVER mymaster").starts_with("OK")) break;
         break;
       case FaultKind::clock: deployment.shift_clock(f.target, f.shift_ms); break;
+      case FaultKind::slow: deployment.slow_links(f.target, f.delay_ms, f.jitter_ms, f.loss_permille); break;
+      case FaultKind::hold: deployment.hold_links(f.target, true); break;
       case FaultKind::demote: {
         demoted = f.target.empty() ? deployment.master() : f.target;
         if (demoted.empty()) break;
@@ -94,6 +103,10 @@ struct Run {
       case FaultKind::stop: deployment.start(f.target); break;
       case FaultKind::failover: break;
       case FaultKind::clock: deployment.shift_clock(f.target, 0); break;
+      case FaultKind::slow: deployment.slow_links(f.target, 0, 0, 0); break;
+      // The bytes held go on now: those of connections their sender gave
+      // up on too, late.
+      case FaultKind::hold: deployment.hold_links(f.target, false); break;
       case FaultKind::demote:
         // The operator undoes it, unless the sentinels have chosen another
         // master meanwhile.
@@ -122,8 +135,7 @@ struct Run {
     for (const auto& step : steps) {
       wait_until(started_ms + step.at_ms);
       Fault& f = played[step.fault];
-      const bool hits_nothing = f.target.empty() && (f.kind == FaultKind::pause || f.kind == FaultKind::stop ||
-                                                     f.kind == FaultKind::clock || f.kind == FaultKind::kill);
+      const bool hits_nothing = f.target.empty() && targets_a_node(f.kind);
       if (!step.begins) {
         if (!hits_nothing) end(f);
         append_line(dir / "faults.tsv", {std::to_string(from[step.fault]), std::to_string(wall_ms()), name_of(f.kind),
@@ -134,8 +146,7 @@ struct Run {
       from[step.fault] = wall_ms();
       fmt::print("{:7.1f} s  {} for {} ms\n", static_cast<double>(f.at_ms) / 1000, f.describe(), f.for_ms);
       std::fflush(stdout);
-      if (f.target.empty() && (f.kind == FaultKind::pause || f.kind == FaultKind::stop || f.kind == FaultKind::clock ||
-                               f.kind == FaultKind::kill)) {
+      if (f.target.empty() && targets_a_node(f.kind)) {
         fmt::print("           (no node held that role: nothing done)\n");
         continue;
       }
@@ -147,6 +158,7 @@ struct Run {
   // Everything healed: no rule, no stopped or killed process, one master.
   void heal_all() {
     net.heal();
+    deployment.heal_links();
     std::vector<std::string> everything = deployment.nodes().all();
     everything.insert(everything.end(), deployment.nodes().stores.begin(), deployment.nodes().stores.end());
     for (const auto& node : everything) {
@@ -158,29 +170,35 @@ struct Run {
   }
 };
 
-// Until no job of the queue is scheduled, waiting or running, and the last
-// accepted job fell due; the wall ms it happened, or -1.
-int64_t wait_settled(Deployment& deployment, const std::string& queue, std::chrono::milliseconds bound) {
+// Until no job of the run's queues is scheduled, waiting or running; the
+// wall ms it happened, or -1. (A queue the leader does not know shows in no
+// stats: its jobs are found out of reach by the lookups after.)
+int64_t wait_settled(Deployment& deployment, const std::vector<std::string>& queues, std::chrono::milliseconds bound) {
   Client client(deployment.broker_endpoints(), ClientOptions{.timeout_ms = 2000, .attempts = 1});
   const bool settled = dueq::testing::eventually([&] {
     deployment.tend();
     auto stats = client.stats();
     if (!stats) return false;
-    for (const auto& q : *stats)
-      if (q.queue == queue) return q.scheduled == 0 && q.waiting == 0 && q.in_flight == 0;
-    return false;
+    bool main_queue_seen = false;
+    for (const auto& q : *stats) {
+      if (std::find(queues.begin(), queues.end(), q.queue) == queues.end()) continue;
+      main_queue_seen = main_queue_seen || q.queue == queues.front();
+      if (q.scheduled != 0 || q.waiting != 0 || q.in_flight != 0) return false;
+    }
+    return main_queue_seen;
   }, bound, 250ms);
   return settled ? wall_ms() : -1;
 }
 
 // Each accepted job as the broker shows it now, into final.tsv.
-void record_finals(const std::filesystem::path& dir, const std::string& endpoints, const std::string& queue) {
+void record_finals(const std::filesystem::path& dir, const std::string& endpoints, const std::string& main_queue) {
   std::string error;
   auto history = read_history(dir, error);
   if (!history) return;
   Client client(endpoints, ClientOptions{.timeout_ms = 3000, .attempts = 3});
   std::ofstream out(dir / "final.tsv");
   for (const auto& job : history->accepted) {
+    const std::string& queue = job.queue.empty() ? main_queue : job.queue;
     auto fields = client.job(job.id, queue);
     for (int retry = 0; !fields && retry < 10; ++retry) {
       std::this_thread::sleep_for(500ms);
@@ -201,7 +219,7 @@ void record_finals(const std::filesystem::path& dir, const std::string& endpoint
 // For a job the broker shows neither ended nor waiting when the run is
 // over: its lease as the master holds it, into stuck.txt (read by hand when
 // the checker reports a stall).
-void record_stuck(const std::filesystem::path& dir, Deployment& deployment, const std::string& queue) {
+void record_stuck(const std::filesystem::path& dir, Deployment& deployment, const std::vector<std::string>& queues) {
   const std::string master = deployment.master();
   if (master.empty()) return;
   std::ifstream finals(dir / "final.tsv");
@@ -210,25 +228,30 @@ void record_stuck(const std::filesystem::path& dir, Deployment& deployment, cons
   for (std::string line; std::getline(finals, line);) {
     const std::string id = line.substr(0, line.find('\t'));
     if (line.find("\tleased\t") == std::string::npos) continue;
-    const auto ask = [&](const char* command, const char* key) {
-      return deployment.cli(master, fmt::format("{} 'dueq:{{{}}}:{}' {}", command, queue, key, id));
-    };
-    out << id << ": deadline " << ask("ZSCORE", "leased") << ", token " << ask("HGET", "tokens") << ", started "
-        << ask("SISMEMBER", "started") << '\n';
+    for (const auto& queue : queues) {
+      const auto ask = [&](const char* command, const char* key) {
+        return deployment.cli(master, fmt::format("{} 'dueq:{{{}}}:{}' {}", command, queue, key, id));
+      };
+      out << id << " in " << queue << ": deadline " << ask("ZSCORE", "leased") << ", token " << ask("HGET", "tokens")
+          << ", started " << ask("SISMEMBER", "started") << '\n';
+    }
   }
 }
 
-void record_facts(const std::filesystem::path& dir, Deployment& deployment, const std::string& queue,
+// The audit of every queue, and the run's queues' counters summed.
+void record_facts(const std::filesystem::path& dir, Deployment& deployment, const std::vector<std::string>& queues,
                   std::map<std::string, int64_t> facts) {
-  const auto audit = dueq::testing::run_dueq(deployment.broker_endpoints(), "--timeout 60s audit --queue " + queue);
+  const auto audit = dueq::testing::run_dueq(deployment.broker_endpoints(), "--timeout 60s audit");
   std::ofstream(dir / "audit.txt") << audit.out;
   facts["audit"] = audit.code;
   Client client(deployment.broker_endpoints(), ClientOptions{.timeout_ms = 3000, .attempts = 3});
   if (auto stats = client.stats())
     for (const auto& q : *stats)
-      if (q.queue == queue) {
-        facts.insert({{"stats_done", q.done}, {"stats_dead", q.dead}, {"stats_cancelled", q.cancelled},
-                      {"stats_accepted", q.accepted}, {"stats_in_flight", q.in_flight}, {"stats_stale_acks", q.stale_acks}});
+      if (std::find(queues.begin(), queues.end(), q.queue) != queues.end()) {
+        for (const auto& [name, value] : {std::pair<const char*, int64_t>{"stats_done", q.done}, {"stats_dead", q.dead},
+                                          {"stats_cancelled", q.cancelled}, {"stats_accepted", q.accepted},
+                                          {"stats_in_flight", q.in_flight}, {"stats_stale_acks", q.stale_acks}})
+          facts[name] += value;
       }
   facts["broker_peak_rss_kb"] = deployment.broker_peak_rss_kb();
   facts["redis_peak_bytes"] = deployment.redis_peak_bytes();
@@ -263,7 +286,7 @@ int main(int argc, char** argv) {
                "one broker on its embedded store (no Redis nodes, sentinels or standby); its redis-server is paused "
                "and killed like any node");
   std::vector<std::string> only_names;
-  app.add_option("--faults", only_names, "draw only faults of these kinds (partition, pause, kill, failover, demote, clock)")
+  app.add_option("--faults", only_names, "draw only faults of these kinds (partition, pause, kill, failover, demote, clock, slow, hold)")
       ->delimiter(',');
   std::string schedule_name;
   app.add_option("--schedule", schedule_name,
@@ -284,6 +307,7 @@ int main(int argc, char** argv) {
     topology.broker_config = named->broker_config;
     topology.plain_url = named->plain_url;
     topology.embedded = named->embedded;
+    for (const auto& [at_ms, queue] : named->new_queues) topology.new_queues.push_back(queue);
   }
   std::vector<FaultKind> only;
   for (const auto& name : only_names) {
@@ -333,6 +357,8 @@ int main(int argc, char** argv) {
   // soon after the last fault heals.
   WorkloadOptions work{.endpoints = deployment.broker_endpoints(), .queue = topology.queue, .seed = seed, .batch = batch,
                        .due_horizon_ms = std::min<int64_t>(20'000, *length_ms / 3), .last_due_ms = wall_ms() + *length_ms};
+  if (named != nullptr)
+    for (const auto& [at_ms, queue] : named->new_queues) work.new_queues.emplace_back(wall_ms() + at_ms, queue);
   Workload workload(dir, work);
   Run run{deployment, net, workload, dir, std::mt19937_64(seed * 31 + 7), {}};
   run.play(schedule, steady_ms(), *length_ms);
@@ -340,14 +366,14 @@ int main(int argc, char** argv) {
   run.heal_all();
   const int64_t healed_ms = wall_ms();
   const Bounds bounds = bounds_for(schedule_name);
-  const int64_t settled_ms = wait_settled(deployment, topology.queue, std::chrono::milliseconds(bounds.settle_ms + 60'000));
+  const int64_t settled_ms = wait_settled(deployment, topology.queues(), std::chrono::milliseconds(bounds.settle_ms + 60'000));
 
   record_finals(dir, deployment.broker_endpoints(), topology.queue);
-  record_stuck(dir, deployment, topology.queue);
+  record_stuck(dir, deployment, topology.queues());
   std::map<std::string, int64_t> facts{{"seed", static_cast<int64_t>(seed)}, {"healed_ms", healed_ms},
                                        {"rejected", static_cast<int64_t>(workload.rejected())}};
   if (settled_ms > 0) facts["settled_ms"] = settled_ms;
-  record_facts(dir, deployment, topology.queue, facts);
+  record_facts(dir, deployment, topology.queues(), facts);
 
   std::string error;
   auto history = read_history(dir, error);

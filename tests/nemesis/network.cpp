@@ -99,6 +99,13 @@ std::vector<std::string> Network::exec_prefix(const std::string& node) const {
   return {"ip", "netns", "exec", namespace_of(node)};
 }
 
+bool Network::redirect(const std::string& node, int port, int to_port, uint32_t mark) {
+  // In the nat table, which heal() leaves alone.
+  return run(fmt::format("ip netns exec {} iptables -w -t nat -A OUTPUT -p tcp --dport {} -m mark ! --mark {:#x} -j REDIRECT "
+                         "--to-ports {}",
+                         namespace_of(node), port, mark, to_port));
+}
+
 void Network::cut(const std::string& node, const std::vector<std::string>& peers, bool outgoing, bool incoming) {
   const std::string in_ns = "ip netns exec " + namespace_of(node) + " iptables -w -A ";
   for (const auto& peer : peers) {

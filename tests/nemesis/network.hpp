@@ -30,6 +30,13 @@ class Network {
   // Prepended to a command line to run it inside the node's namespace.
   std::vector<std::string> exec_prefix(const std::string& node) const;
 
+  // Inside `node`'s namespace, hands its outgoing TCP connections to `port`
+  // to a listener on its loopback `to_port` (a LinkProxy), except those
+  // whose packets carry `mark` (the proxy's own onward connections).
+  bool redirect(const std::string& node, int port, int to_port, uint32_t mark);
+  // Where `node`'s namespace is bound, for setns().
+  std::string namespace_path(const std::string& node) const { return "/var/run/netns/" + namespace_of(node); }
+
   // Drops, inside `node`'s namespace, the packets it sends to `peers`
   // (`outgoing`) and those it receives from them (`incoming`).
   void cut(const std::string& node, const std::vector<std::string>& peers, bool outgoing, bool incoming);

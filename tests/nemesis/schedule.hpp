@@ -18,6 +18,8 @@ enum class FaultKind {
   demote,     // REPLICAOF on the master (or target), under open connections; undone when it heals
   clock,      // target's wall clock stepped by shift_ms, and back when it heals
   stop,       // SIGTERM of target (a clean stop), started again when it heals
+  slow,       // target's links (a broker's to Redis, a worker's to the brokers) delayed, jittered, lossy
+  hold,       // the bytes target sends on its links held in them, delivered when it heals
 };
 
 // A target named by role, resolved when the fault begins: the broker that
@@ -33,6 +35,8 @@ struct Fault {
   std::vector<std::string> side_a, side_b;  // partition
   bool one_way = false;                    // partition: only a -> b is cut
   int64_t shift_ms = 0;                    // clock: forward (> 0) or back
+  int64_t delay_ms = 0, jitter_ms = 0;     // slow: each chunk's delay, and up to this more
+  int loss_permille = 0;                   // slow: chunks stalled as long as a retransmission
   std::string describe() const;
 };
 
@@ -45,6 +49,9 @@ struct Nodes {
   // is only paused or killed, and not in all().
   std::vector<std::string> stores;
   std::vector<std::string> all() const;
+  // The nodes whose links run through a proxy (deployment.hpp): the
+  // brokers, when they reach Redis over the network, and the workers.
+  std::vector<std::string> linked() const;
 };
 
 // With `store_faults` false, the Redis nodes are no fault's target and no
@@ -73,6 +80,9 @@ struct NamedSchedule {
   std::vector<std::string> explains_no_rerun;
   bool plain_url = false;  // brokers given redis://redis0 instead of the sentinels
   bool embedded = false;   // one broker on its embedded store (deployment.hpp)
+  // Queues the workload starts to use (half its batches) at these ms from
+  // the start; the workers serve them from the start.
+  std::vector<std::pair<int64_t, std::string>> new_queues;
 };
 
 const std::vector<NamedSchedule>& named_schedules();

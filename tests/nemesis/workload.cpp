@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "common/clock.hpp"
-#include "dueq/client.hpp"
 #include "tests/nemesis/history.hpp"
 #include "tests/support/cluster.hpp"
 
@@ -15,8 +14,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-JobSpec draw_job(std::mt19937_64& rng, const WorkloadOptions& o, const std::string& id) {
-  JobSpec job{o.queue, "noop", "", id, 0, 3};
+JobSpec draw_job(std::mt19937_64& rng, const WorkloadOptions& o, const std::string& queue, const std::string& id) {
+  JobSpec job{queue, "noop", "", id, 0, 3};
   const int64_t kind = static_cast<int64_t>(rng() % 100);
   if (kind < 12) {
     job.type = "sleep";
@@ -53,15 +52,23 @@ void Workload::stop() {
     if (t.joinable()) t.join();
 }
 
-void Workload::record(const std::string& id, const std::string& type, int64_t due_ms, uint32_t attempts, bool surely) {
+void Workload::record(const JobSpec& job, bool surely) {
   std::lock_guard lock(mutex_);
-  accepted_file_ << id << '\t' << type << '\t' << due_ms << '\t' << attempts << '\t' << (surely ? "accepted" : "unknown")
-                 << '\t' << wall_ms() << '\n';
+  accepted_file_ << job.id << '\t' << job.type << '\t' << job.due_ms << '\t' << job.max_attempts << '\t'
+                 << (surely ? "accepted" : "unknown") << '\t' << wall_ms() << '\t' << job.queue << '\n';
   accepted_file_.flush();
   if (surely) {
     ++accepted_count_;
-    if (due_ms > 0) cancellable_.emplace_back(id, due_ms);
+    if (job.due_ms > 0) cancellable_.push_back({job.id, job.queue, job.due_ms});
   }
+}
+
+const std::string& Workload::queue_for(int64_t n) const {
+  const std::string* queue = &options_.queue;
+  if (n % 2 == 1)
+    for (const auto& [from_ms, name] : options_.new_queues)
+      if (wall_ms() >= from_ms) queue = &name;
+  return *queue;
 }
 
 void Workload::produce(int producer) {
@@ -69,7 +76,9 @@ void Workload::produce(int producer) {
   Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
   for (int64_t n = 0; producing_; ++n) {
     std::vector<JobSpec> batch;
-    for (int i = 0; i < options_.batch; ++i) batch.push_back(draw_job(rng, options_, fmt::format("p{}-{}", producer, n * options_.batch + i)));
+    const std::string& queue = queue_for(n);
+    for (int i = 0; i < options_.batch; ++i)
+      batch.push_back(draw_job(rng, options_, queue, fmt::format("p{}-{}", producer, n * options_.batch + i)));
     const int64_t give_up_at = steady_ms() + 20'000;
     while (!batch.empty() && steady_ms() < give_up_at) {
       auto results = client.enqueue_batch(batch);
@@ -77,7 +86,7 @@ void Workload::produce(int producer) {
       for (size_t i = 0; results && i < results->size(); ++i) {
         const auto& r = (*results)[i];
         if (r.status == EnqueueResult::Status::accepted || r.status == EnqueueResult::Status::duplicate) {
-          record(batch[i].id, batch[i].type, batch[i].due_ms, batch[i].max_attempts, true);
+          record(batch[i], true);
         } else if (r.status == EnqueueResult::Status::rejected) {
           ++rejected_;  // every job here is valid
           fmt::print("REJECTED {}: {}\n", r.id, r.reason);
@@ -88,24 +97,24 @@ void Workload::produce(int producer) {
       if (results) batch = std::move(again);
       if (!batch.empty()) std::this_thread::sleep_for(200ms);
     }
-    for (const auto& job : batch) record(job.id, job.type, job.due_ms, job.max_attempts, false);
+    for (const auto& job : batch) record(job, false);
     std::this_thread::sleep_for(100ms);
   }
 }
 
 void Workload::cancel_one(std::mt19937_64& rng) {
-  std::string id;
+  Cancellable job;
   {
     std::lock_guard lock(mutex_);
     const int64_t soon = wall_ms() + 1'000;
-    std::erase_if(cancellable_, [&](const auto& job) { return job.second < soon; });
+    std::erase_if(cancellable_, [&](const auto& c) { return c.due_ms < soon; });
     if (cancellable_.empty()) return;
     const size_t at = rng() % cancellable_.size();
-    id = cancellable_[at].first;
+    job = cancellable_[at];
     cancellable_.erase(cancellable_.begin() + static_cast<std::ptrdiff_t>(at));
   }
-  append_line(dir_ / "cancels.tsv", {id});
-  (void)testing::run_dueq(options_.endpoints, "--timeout 5s cancel --queue " + options_.queue + " " + id);
+  append_line(dir_ / "cancels.tsv", {job.id});
+  (void)testing::run_dueq(options_.endpoints, "--timeout 5s cancel --queue " + job.queue + " " + job.id);
 }
 
 }  // namespace dueq::nemesis

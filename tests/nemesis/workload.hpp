@@ -5,6 +5,7 @@
 // poison (they kill their worker). A batch is asked again with the same ids
 // until the broker answers, for at most 20 s; jobs still unanswered then
 // are recorded as of unknown outcome. Every answer goes to accepted.tsv.
+// Jobs go to one queue, and from times a schedule sets, half to new ones.
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -16,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "dueq/client.hpp"
+
 namespace dueq::nemesis {
 
 struct WorkloadOptions {
@@ -26,6 +29,10 @@ struct WorkloadOptions {
   int batch = 5;               // jobs per batch; a batch every 100 ms per producer
   int64_t due_horizon_ms = 20'000;
   int64_t last_due_ms = INT64_MAX;  // wall ms: no job is due later (the run settles sooner)
+  // Queues no job went to before: from its wall ms on, every other batch
+  // goes to the latest of them whose time has come (its first enqueue
+  // registers it, at a moment a schedule chose).
+  std::vector<std::pair<int64_t, std::string>> new_queues;
 };
 
 class Workload {
@@ -45,7 +52,9 @@ class Workload {
 
  private:
   void produce(int producer);
-  void record(const std::string& id, const std::string& type, int64_t due_ms, uint32_t attempts, bool surely);
+  void record(const JobSpec& job, bool surely);
+  // The queue of the `n`th batch begun now.
+  const std::string& queue_for(int64_t n) const;
 
   std::filesystem::path dir_;
   WorkloadOptions options_;
@@ -53,7 +62,11 @@ class Workload {
   std::atomic<size_t> accepted_count_{0}, rejected_{0};
   std::mutex mutex_;
   std::ofstream accepted_file_;
-  std::vector<std::pair<std::string, int64_t>> cancellable_;  // id, due ms
+  struct Cancellable {
+    std::string id, queue;
+    int64_t due_ms = 0;
+  };
+  std::vector<Cancellable> cancellable_;
   std::vector<std::thread> threads_;
 };
 

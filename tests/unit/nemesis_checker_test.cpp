@@ -250,5 +250,32 @@ TEST(NemesisSchedule, TheSameSeedDrawsTheSameScheduleAndFaultsFollowOneAnother) 
   EXPECT_NE(mine, theirs);
 }
 
+// A link fault hits a node whose links run through a proxy: a broker that
+// reaches Redis over the network, or a worker; never a Redis node, a
+// sentinel or an embedded store. A broker's link is no store fault.
+TEST(NemesisSchedule, LinkFaultsHitBrokersAndWorkersWithBoundedDelays) {
+  size_t slow = 0, hold = 0, broker_links = 0;
+  for (const bool store_faults : {true, false})
+    for (const auto& f : draw_schedule(11, 1'200'000, some_nodes(), store_faults, {FaultKind::slow, FaultKind::hold})) {
+      ASSERT_TRUE(f.kind == FaultKind::slow || f.kind == FaultKind::hold) << f.describe();
+      EXPECT_TRUE(f.target.starts_with("broker") || f.target.starts_with("worker")) << f.describe();
+      broker_links += f.target.starts_with("broker") ? 1 : 0;
+      if (f.kind == FaultKind::hold) {
+        ++hold;
+        continue;
+      }
+      ++slow;
+      EXPECT_TRUE(f.delay_ms >= 1 && f.delay_ms <= 300 && f.jitter_ms >= 0 && f.jitter_ms <= 200) << f.describe();
+      EXPECT_TRUE(f.loss_permille >= 0 && f.loss_permille <= 100) << f.describe();
+    }
+  EXPECT_GT(slow, 10U);
+  EXPECT_GT(hold, 10U);
+  EXPECT_GT(broker_links, 0U);
+  const Nodes embedded{{"broker0"}, {}, {}, {"worker0", "worker1"}, {"store0"}};
+  for (const auto& f : draw_schedule(11, 600'000, embedded, true, {FaultKind::slow, FaultKind::hold}))
+    EXPECT_TRUE(f.target.starts_with("worker")) << "the broker reaches its store over a unix socket: " << f.describe();
+  EXPECT_EQ(fault_kind_named("hold"), FaultKind::hold);
+}
+
 }  // namespace
 }  // namespace dueq::nemesis

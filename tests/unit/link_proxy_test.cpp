@@ -1,0 +1,92 @@
+// The suite's link proxy (tests/support/link_proxy.hpp), on loopback: what
+// it promises the faults that steer it.
+#include "tests/support/link_proxy.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "tests/support/cluster.hpp"
+
+namespace dueq::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A listening socket on a free loopback port, and the one connection it
+// accepts.
+class Sink {
+ public:
+  Sink() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof addr;
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &size);
+    port_ = ntohs(addr.sin_port);
+    ::listen(fd_, 4);
+  }
+  ~Sink() {
+    if (peer_ >= 0) ::close(peer_);
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  // Everything the peer sends until it closes.
+  std::string read_all() {
+    peer_ = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    std::string out;
+    char buffer[4096];
+    for (ssize_t n; (n = ::read(peer_, buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<size_t>(n));
+    return out;
+  }
+
+ private:
+  int fd_ = -1, peer_ = -1, port_ = 0;
+};
+
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  return fd;
+}
+
+TEST(LinkProxy, JitterAndStallsKeepTheOrderOfTheBytesOfAConnection) {
+  Sink sink;
+  LinkProxy proxy(sink.port(), 0us);
+  proxy.set_link(1ms, 3ms, 300);  // almost one chunk in three stalled 0.2-1 s
+  const int client = connect_to(proxy.port());
+  std::string sent;
+  for (int i = 0; i < 40; ++i) {
+    const std::string line = std::to_string(i) + "\n";
+    ASSERT_EQ(::write(client, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+    sent += line;
+    std::this_thread::sleep_for(2ms);  // separate chunks, each with its own draw
+  }
+  ::close(client);
+  EXPECT_EQ(sink.read_all(), sent);
+}
+
+TEST(LinkProxy, HeldBytesOfAClosedConnectionArriveWhenReleasedAndThenTheClose) {
+  Sink sink;
+  LinkProxy proxy(sink.port(), 0us);
+  proxy.hold();
+  const int client = connect_to(proxy.port());
+  ASSERT_EQ(::write(client, "late", 4), 4);
+  ::close(client);
+  ASSERT_TRUE(eventually([&] { return proxy.held_bytes() == 4; }, 5s));
+  std::this_thread::sleep_for(300ms);  // longer than the close delay: held bytes must not go by then
+  EXPECT_EQ(proxy.held_bytes(), 4U);
+  proxy.release();
+  EXPECT_EQ(sink.read_all(), "late");
+  EXPECT_EQ(proxy.held_bytes(), 0U);
+}
+
+}  // namespace
+}  // namespace dueq::testing
