@@ -47,7 +47,7 @@ Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gatewa
       workers_(config_, lease_clock_, broker_id_, queues_, inflight_, results_, extensions_, outbox_),
       enqueuer_(config_, clock_, queues_, outbox_),
       stats_(config_, clock_, queues_, outbox_, workers_.registry()),
-      cron_(config_, clock_, queues_, enqueuer_),
+      cron_(config_, clock_, lease_clock_, queues_, enqueuer_),
       scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_, refusals_),
       dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_, refusals_, metrics_),
       admin_(config_, clock_, address_, background_budget_),

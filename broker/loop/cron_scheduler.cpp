@@ -111,8 +111,9 @@ std::vector<int64_t> CronScheduler::due_ticks(Tracked& t, int64_t now_ms) {
   // policy decides. Counted up to a bound (an every-second entry after a
   // day away).
   if (t.last_ms > 0) {
+    const int64_t past_on_both_ms = std::min(now_ms, store_clock_.now_ms()) - kMisfireGraceMs;
     int64_t latest_missed = -1, missed = 0;
-    for (auto next = schedule.next_after(from); next && *next <= now_ms - kMisfireGraceMs && missed < 100'000;
+    for (auto next = schedule.next_after(from); next && *next <= past_on_both_ms && missed < 100'000;
          next = schedule.next_after(*next)) {
       latest_missed = *next;
       ++missed;

@@ -52,8 +52,13 @@ class CronScheduler {
   // How soon an entry whose queue's registration is in flight is looked at again.
   static constexpr int64_t kRegistrationWaitMs = 10;
 
-  CronScheduler(const BrokerConfig& config, const Clock& clock, QueueTable& queues, Enqueuer& enqueuer)
-      : config_(config), clock_(clock), queues_(queues), enqueuer_(enqueuer) {}
+  // `store_clock` is the lease clock (Redis TIME at take-over): a tick is
+  // missed only when it is past on both clocks, so a leader whose wall
+  // clock runs ahead of the store's skips none (it enqueues them, due by
+  // its wall clock, as every due time is).
+  CronScheduler(const BrokerConfig& config, const Clock& clock, const LeaseClock& store_clock, QueueTable& queues,
+                Enqueuer& enqueuer)
+      : config_(config), clock_(clock), store_clock_(store_clock), queues_(queues), enqueuer_(enqueuer) {}
 
   // At take-over: the config's entries and the stored ones, each with the
   // last tick enqueued for it (an entry whose config changed starts afresh).
@@ -87,6 +92,7 @@ class CronScheduler {
 
   const BrokerConfig& config_;
   const Clock& clock_;
+  const LeaseClock& store_clock_;
   QueueTable& queues_;
   Enqueuer& enqueuer_;  // registers a queue a tick creates
   std::map<std::string, Tracked> entries_;

@@ -16,6 +16,7 @@
 
 #include "broker/broker.hpp"
 #include "common/clock.hpp"
+#include "common/cron.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace dueq;
@@ -197,6 +198,45 @@ void run_clock_skewed_successor(int64_t offset_ms) {
 }
 
 }  // namespace
+
+// A successor whose wall clock runs ten minutes ahead of the store's takes
+// the ticks between its predecessor's last (a minute ahead, the default
+// lookahead) and its own "now" for missed while no broker led, and with
+// misfire = skip drops them: once its clock is right those ticks never run.
+// Judged on both clocks, it enqueues them instead.
+TEST(BrokerLoop, ASuccessorTenMinutesAheadSkipsNoPeriodicTick) {
+  RedisServer redis;
+  const TempDir dir("cron-ahead");
+  const int first_port = free_port(), second_port = free_port();
+  const std::string first = fmt::format("tcp://127.0.0.1:{}", first_port);
+  Process l1({bin("dueq-broker"), "--redis", redis.url(), "--listen", first}, (dir / "l1.log").string());
+  ASSERT_TRUE(eventually([&] {
+    return run_dueq(first, "--timeout 2s cron add tens --schedule '*/10 * * * * *' --queue q --type noop").code == 0;
+  }, 20s)) << read_file(dir / "l1.log");
+  Client client(first, ClientOptions{.timeout_ms = 1000, .attempts = 1});
+  // L1 enqueued its ticks of the next minute.
+  ASSERT_TRUE(eventually([&] {
+    auto s = client.stats();
+    return s && !s->empty() && (*s)[0].accepted >= 5;
+  }, 20s)) << read_file(dir / "l1.log");
+  l1.signal(SIGKILL);
+  l1.wait();
+  const int64_t killed_ms = wall_ms();
+  SteppedClock ahead;
+  ahead.step_ms(600'000);
+  InProcessBroker l2(redis, ahead, second_port);
+  Client successor(fmt::format("tcp://127.0.0.1:{}", second_port), ClientOptions{.timeout_ms = 1000, .attempts = 3});
+  // Ticks two to three minutes from now on the store's clock: past the
+  // minute L1 enqueued, within the ten minutes L2 is ahead.
+  for (int64_t tick = (killed_ms / 10'000 + 12) * 10'000; tick <= killed_ms + 180'000; tick += 10'000) {
+    const std::string id = cron_tick_id("tens", tick);
+    EXPECT_TRUE(eventually([&] {
+      auto job = successor.job(id, "q");
+      return job && job->has_value();
+    }, 10s)) << id << " was never enqueued\n" << l2.log();
+  }
+  EXPECT_EQ(l2.log().find("skipped (misfire skip)"), std::string::npos) << l2.log();
+}
 
 // Lease deadlines run on the store's clock (Redis TIME at take-over), not
 // on the host's: successors 10 minutes ahead or behind reclaim nothing.

@@ -42,6 +42,7 @@ class Checking {
       check_end(job);
       check_starts(job);
     }
+    check_ticks();
     check_settled(last_due_ms);
     check_counters();
     check_memory();
@@ -138,6 +139,28 @@ class Checking {
     }
   }
 
+  // A periodic tick never enqueued (a leader that took over after it fell
+  // due skips it: misfire = "skip") needs a fault, of any kind but a
+  // worker's poison job, near the lookahead before it.
+  void check_ticks() {
+    for (const auto& tick : h_.ticks) {
+      if (tick.found) {
+        ++v_.ticks_found;
+        continue;
+      }
+      const auto f = std::find_if(h_.faults.begin(), h_.faults.end(), [&](const FaultSpan& f) {
+        return f.kind != "poison" && f.from_ms - b_.blame_before_ms <= tick.due_ms &&
+               f.to_ms + b_.blame_after_ms >= tick.due_ms - b_.cron_lookahead_ms;
+      });
+      if (f != h_.faults.end()) {
+        ++v_.ticks_missed_by_cause[f->kind];
+      } else {
+        ++v_.ticks_missed_by_cause["(none: a violation)"];
+        wrong(tick.id, "MISSED: a periodic tick never enqueued, with no fault to explain it");
+      }
+    }
+  }
+
   void check_settled(int64_t last_due_ms) {
     const int64_t healed = h_.fact("healed_ms"), settled = h_.fact("settled_ms");
     if (healed < 0 || settled < 0) {
@@ -207,6 +230,9 @@ std::string Verdict::report() const {
   out += "\nstarted again, by cause:";
   if (duplicates_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : duplicates_by_cause) out += fmt::format(" {} {};", cause, n);
+  out += fmt::format("\nperiodic ticks enqueued {}, missed by cause:", ticks_found);
+  if (ticks_missed_by_cause.empty()) out += " none";
+  for (const auto& [cause, n] : ticks_missed_by_cause) out += fmt::format(" {} {};", cause, n);
   out += fmt::format("\nlongest gap between two starts of a job {} ms; settled {} ms after the last fault healed; "
                      "started early while a broker's clock ran ahead {}\npeak memory: broker {} MiB, Redis {} MiB\n",
                      longest_rerun_gap_ms, settle_after_heal_ms, early_by_clock_step, broker_peak_rss_kb / 1024,

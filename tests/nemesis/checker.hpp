@@ -24,6 +24,9 @@ struct Bounds {
   // leases run on the steady clock. A named schedule adds the kinds whose
   // failure showed as jobs run twice (schedule.hpp).
   std::vector<std::string> explains_no_rerun = {"clock"};
+  // The brokers' cron_lookahead: a periodic tick is enqueued within it
+  // before it is due, so only a fault near that span explains a tick missed.
+  int64_t cron_lookahead_ms = 3'000;
   int64_t broker_rss_kb = 1'048'576;   // peak resident set of any broker process
   int64_t redis_bytes = 268'435'456;   // peak used_memory of any Redis
 };
@@ -38,6 +41,8 @@ struct Verdict {
   // that much (docs/failure-modes.md: a clock stepped forward runs jobs early).
   size_t early_by_clock_step = 0;
   int64_t longest_rerun_gap_ms = 0;
+  size_t ticks_found = 0;
+  std::map<std::string, size_t> ticks_missed_by_cause;  // fault kind -> ticks never enqueued
   int64_t settle_after_heal_ms = -1;
   int64_t broker_peak_rss_kb = 0, redis_peak_bytes = 0;  // the run's facts, as read
   std::string report() const;

@@ -1,6 +1,8 @@
 #include "tests/nemesis/deployment.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -27,6 +29,20 @@ constexpr int kRedisPort = 6379;
 // connections carry the mark that the REDIRECT rule lets by.
 constexpr int kProxyPort = 16379;
 constexpr uint32_t kProxyMark = 0x44;
+// Each store's data directory is a tmpfs of this size, named dqdisk<pid>
+// (so that a later run unmounts those of runs that died).
+constexpr const char* kDiskSize = "512m";
+
+bool run_quietly(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
+
+void unmount_disks_of_dead_runs() {
+  std::ifstream mounts("/proc/mounts");
+  for (std::string source, target, rest; mounts >> source >> target && std::getline(mounts, rest);) {
+    if (!source.starts_with("dqdisk")) continue;
+    const int pid = std::atoi(source.c_str() + 6);
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) run_quietly("umount -l " + target);
+  }
+}
 
 int64_t status_field_kb(int pid, const std::string& field) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -59,10 +75,48 @@ void Deployment::stop_all() {
   // writes its AOF before it exits (it stays up if it cannot: its
   // directory must outlive it). It is not this process's child: waited for
   // by its pid, then killed.
-  if (store_pid <= 0) return;
-  const int64_t give_up_ms = steady_ms() + 10'000;
-  while (::kill(store_pid, 0) == 0 && steady_ms() < give_up_ms) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (::kill(store_pid, 0) == 0) ::kill(store_pid, SIGKILL);
+  if (store_pid > 0) {
+    const int64_t give_up_ms = steady_ms() + 10'000;
+    while (::kill(store_pid, 0) == 0 && steady_ms() < give_up_ms) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (::kill(store_pid, 0) == 0) ::kill(store_pid, SIGKILL);
+  }
+  for (const auto& disk : disks_) run_quietly("umount -l " + disk.string());
+}
+
+std::filesystem::path Deployment::data_dir(const std::string& node) const { return is_store(node) ? store_dir() : dir_ / node; }
+
+bool Deployment::mount_disks(std::string& why) {
+  unmount_disks_of_dead_runs();
+  std::vector<std::string> stores = nodes_.redis;
+  stores.insert(stores.end(), nodes_.stores.begin(), nodes_.stores.end());
+  for (const auto& node : stores) {
+    const auto path = data_dir(node);
+    std::filesystem::create_directories(path);
+    if (!run_quietly(fmt::format("mount -t tmpfs -o size={} dqdisk{} {}", kDiskSize, ::getpid(), path.string()))) {
+      why = "could not mount a tmpfs on " + path.string() + " (mount -t tmpfs)";
+      return false;
+    }
+    disks_.push_back(path);
+  }
+  return true;
+}
+
+void Deployment::fill_disk(const std::string& node) {
+  const auto path = data_dir(node);
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) != 0) return;
+  const int fd = ::open((path / "filler").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  (void)!::fallocate(fd, 0, 0, static_cast<off_t>(fs.f_bavail * fs.f_frsize));
+  ::close(fd);
+}
+
+void Deployment::empty_disk(const std::string& node) {
+  std::error_code ec;
+  std::filesystem::remove(data_dir(node) / "filler", ec);
+  if (is_store(node)) return;
+  Node& n = nodes_by_name_.at(node);
+  if (!n.down && n.process && !n.process->running()) start(node);
 }
 
 void Deployment::add(const std::string& name, std::vector<std::string>& group,
@@ -118,6 +172,9 @@ bool Deployment::start_all(std::string& why) {
   {
     std::ofstream config(broker_config);
     if (!topology_.embedded) config << "min_replicas = 2\nreplica_timeout = \"500ms\"\n";
+    // The workload's periodic entry: ticks enqueued 3 s ahead, longer
+    // than a take-over (checker.hpp's Bounds::cron_lookahead_ms).
+    config << "cron_lookahead = \"3s\"\n";
     for (const auto& line : topology_.broker_config) config << line << '\n';
   }
   // A broker's wall clock is the host's plus the shift in its file
@@ -170,7 +227,7 @@ bool Deployment::start_all(std::string& why) {
       return false;
     }
   }
-  if (!add_proxies(why)) return false;
+  if (!add_proxies(why) || !mount_disks(why)) return false;
   for (const auto& name : nodes_.redis) start(name);
   for (const auto& name : nodes_.sentinels) start(name);
   for (const auto& name : nodes_.brokers) start(name);

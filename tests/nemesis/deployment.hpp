@@ -80,6 +80,14 @@ class Deployment {
   void hold_links(const std::string& node, bool held);
   void heal_links();
 
+  // Fills the data directory of a Redis node or an embedded store (each a
+  // tmpfs of its own, mounted by start_all) with a file that takes every
+  // free byte; empty_disk() removes it and starts the node again if it
+  // exited meanwhile (Redis exits when it cannot write its AOF under
+  // appendfsync always; an embedded store is started again by its broker).
+  void fill_disk(const std::string& node);
+  void empty_disk(const std::string& node);
+
   // The master the sentinels name (the first that answers); "" when none does.
   std::string master() const;
   // The broker that holds the leader lease on that master, as the lease
@@ -123,9 +131,12 @@ class Deployment {
   int live_store_pid() const;
 
   bool add_proxies(std::string& why);
+  bool mount_disks(std::string& why);
+  std::filesystem::path data_dir(const std::string& node) const;
 
   Network& net_;
   std::map<std::string, std::unique_ptr<testing::LinkProxy>> proxies_;
+  std::vector<std::filesystem::path> disks_;  // tmpfs mounts, unmounted by stop_all
   std::filesystem::path dir_;
   Topology topology_;
   Nodes nodes_;

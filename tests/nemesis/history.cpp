@@ -114,6 +114,11 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     if (!finished) return false;
     h.finals[f[0]] = FinalState{f[1], *finished, unhex(f[3])};
     return true;
+  }) && each_line(dir / "ticks.tsv", error, [&](const std::vector<std::string>& f) {
+    auto due = f.size() == 3 ? number(f[1]) : std::nullopt;
+    if (!due || (f[2] != "found" && f[2] != "missing")) return false;
+    h.ticks.push_back({f[0], *due, f[2] == "found"});
+    return true;
   }) && each_line(dir / "facts.tsv", error, [&](const std::vector<std::string>& f) {
     auto value = f.size() == 2 ? number(f[1]) : std::nullopt;
     if (!value) return false;

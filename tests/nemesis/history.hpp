@@ -15,6 +15,9 @@
 //   final.tsv     id, state, finished ms (0: not finished), error (hex):
 //                 each job as the broker showed it after the run settled
 //                 (state "" when it was not found)
+//   ticks.tsv     id, due ms, "found" or "missing": each tick the run's
+//                 periodic entry could have enqueued (those found are in
+//                 accepted.tsv too)
 //   facts.tsv     name, value: the seed, when the last fault healed, when
 //                 the run settled, the audit's exit code, the stats
 //                 counters, peak memory of brokers and Redis
@@ -58,12 +61,19 @@ struct FinalState {
   std::string error;
 };
 
+struct Tick {
+  std::string id;
+  int64_t due_ms = 0;
+  bool found = false;
+};
+
 struct History {
   std::vector<AcceptedJob> accepted;
   std::vector<std::string> cancels;
   std::vector<FaultSpan> faults;
   std::vector<Start> starts;
   std::map<std::string, FinalState> finals;
+  std::vector<Tick> ticks;
   std::map<std::string, int64_t> facts;
 
   // The fact, or `otherwise` when the run did not record it.

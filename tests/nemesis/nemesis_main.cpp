@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -37,7 +38,7 @@ constexpr int kSkipped = 77;
 // A fault whose target names a node (or a role resolved to one).
 bool targets_a_node(FaultKind kind) {
   return kind == FaultKind::pause || kind == FaultKind::stop || kind == FaultKind::clock || kind == FaultKind::kill ||
-         kind == FaultKind::slow || kind == FaultKind::hold;
+         kind == FaultKind::slow || kind == FaultKind::hold || kind == FaultKind::disk;
 }
 
 struct Run {
@@ -84,6 +85,7 @@ struct Run {
       case FaultKind::clock: deployment.shift_clock(f.target, f.shift_ms); break;
       case FaultKind::slow: deployment.slow_links(f.target, f.delay_ms, f.jitter_ms, f.loss_permille); break;
       case FaultKind::hold: deployment.hold_links(f.target, true); break;
+      case FaultKind::disk: deployment.fill_disk(f.target); break;
       case FaultKind::demote: {
         demoted = f.target.empty() ? deployment.master() : f.target;
         if (demoted.empty()) break;
@@ -107,6 +109,7 @@ struct Run {
       // The bytes held go on now: those of connections their sender gave
       // up on too, late.
       case FaultKind::hold: deployment.hold_links(f.target, false); break;
+      case FaultKind::disk: deployment.empty_disk(f.target); break;
       case FaultKind::demote:
         // The operator undoes it, unless the sentinels have chosen another
         // master meanwhile.
@@ -188,6 +191,46 @@ int64_t wait_settled(Deployment& deployment, const std::vector<std::string>& que
     return main_queue_seen;
   }, bound, 250ms);
   return settled ? wall_ms() : -1;
+}
+
+// The workload's periodic entry: a tick every 2 s into the run's queue,
+// added before the faults begin and removed once they healed.
+constexpr const char* kTickEntry = "nemesis-tick";
+constexpr int64_t kTickEveryMs = 2'000;
+
+// `dueq ARGS` until it succeeds, for at most 30 s.
+bool dueq_until_done(const std::string& endpoints, const std::string& args) {
+  return dueq::testing::eventually([&] { return dueq::testing::run_dueq(endpoints, "--timeout 5s " + args).code == 0; }, 30s,
+                                   500ms);
+}
+
+std::string tick_id(int64_t due_ms) {
+  const time_t seconds = due_ms / 1000;
+  std::tm utc{};
+  ::gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return fmt::format("{}@{}", kTickEntry, text);
+}
+
+// Each tick the entry owed, from when it was added until its removal, and
+// each it enqueued ahead until `until_ms` (the removal, plus the lookahead
+// and any forward clock step), into ticks.tsv; those the broker knows go into accepted.tsv as jobs due
+// at their tick, and those it shows cancelled that fell due after the
+// removal into cancels.tsv (the removal cancels the ticks enqueued ahead).
+void record_ticks(const std::filesystem::path& dir, const std::string& endpoints, const std::string& queue, int64_t added_ms,
+                  int64_t removed_ms, int64_t until_ms) {
+  Client client(endpoints, ClientOptions{.timeout_ms = 3000, .attempts = 3});
+  for (int64_t due = (added_ms / kTickEveryMs + 1) * kTickEveryMs; due <= until_ms; due += kTickEveryMs) {
+    const std::string id = tick_id(due);
+    auto fields = client.job(id, queue);
+    const bool found = fields && fields->has_value();
+    if (!found && due > removed_ms) continue;  // not owed: the entry was gone by then
+    append_line(dir / "ticks.tsv", {id, std::to_string(due), found ? "found" : "missing"});
+    if (!found) continue;
+    append_line(dir / "accepted.tsv", {id, "noop", std::to_string(due), "0", "accepted", std::to_string(wall_ms()), queue});
+    if ((**fields)["s"] == "cancelled" && due > removed_ms) append_line(dir / "cancels.tsv", {id});
+  }
 }
 
 // Each accepted job as the broker shows it now, into final.tsv.
@@ -286,7 +329,7 @@ int main(int argc, char** argv) {
                "one broker on its embedded store (no Redis nodes, sentinels or standby); its redis-server is paused "
                "and killed like any node");
   std::vector<std::string> only_names;
-  app.add_option("--faults", only_names, "draw only faults of these kinds (partition, pause, kill, failover, demote, clock, slow, hold)")
+  app.add_option("--faults", only_names, "draw only faults of these kinds (partition, pause, kill, failover, demote, clock, slow, hold, disk)")
       ->delimiter(',');
   std::string schedule_name;
   app.add_option("--schedule", schedule_name,
@@ -359,20 +402,34 @@ int main(int argc, char** argv) {
                        .due_horizon_ms = std::min<int64_t>(20'000, *length_ms / 3), .last_due_ms = wall_ms() + *length_ms};
   if (named != nullptr)
     for (const auto& [at_ms, queue] : named->new_queues) work.new_queues.emplace_back(wall_ms() + at_ms, queue);
+  const int64_t ticks_added_ms = wall_ms();
+  if (!dueq_until_done(deployment.broker_endpoints(),
+                       fmt::format("cron add {} --schedule '*/2 * * * * *' --queue {} --type noop", kTickEntry, topology.queue))) {
+    fmt::print("nemesis: FAIL: the periodic entry could not be added in 30 s; logs in {}\n", dir.string());
+    return 1;
+  }
   Workload workload(dir, work);
   Run run{deployment, net, workload, dir, std::mt19937_64(seed * 31 + 7), {}};
   run.play(schedule, steady_ms(), *length_ms);
   workload.stop();
   run.heal_all();
   const int64_t healed_ms = wall_ms();
+  const bool ticks_removed = dueq_until_done(deployment.broker_endpoints(), fmt::format("cron remove {}", kTickEntry));
+  const int64_t ticks_removed_ms = wall_ms();
   const Bounds bounds = bounds_for(schedule_name);
   const int64_t settled_ms = wait_settled(deployment, topology.queues(), std::chrono::milliseconds(bounds.settle_ms + 60'000));
 
+  int64_t ahead_ms = 3'000;  // the lookahead, and the furthest a leader's clock ran ahead
+  for (const auto& f : schedule)
+    if (f.kind == FaultKind::clock) ahead_ms = std::max(ahead_ms, 3'000 + f.shift_ms);
+  record_ticks(dir, deployment.broker_endpoints(), topology.queue, ticks_added_ms, ticks_removed_ms, ticks_removed_ms + ahead_ms);
   record_finals(dir, deployment.broker_endpoints(), topology.queue);
   record_stuck(dir, deployment, topology.queues());
   std::map<std::string, int64_t> facts{{"seed", static_cast<int64_t>(seed)}, {"healed_ms", healed_ms},
                                        {"rejected", static_cast<int64_t>(workload.rejected())}};
   if (settled_ms > 0) facts["settled_ms"] = settled_ms;
+  facts["ticks_added_ms"] = ticks_added_ms;
+  facts["ticks_removed_ms"] = ticks_removed_ms;
   record_facts(dir, deployment, topology.queues(), facts);
 
   std::string error;
@@ -382,6 +439,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   Verdict verdict = check(*history, bounds);
+  if (!ticks_removed) verdict.violations.push_back("run: the periodic entry could not be removed in 30 s");
   if (workload.rejected() > 0) verdict.violations.push_back(fmt::format("{} valid jobs were rejected", workload.rejected()));
   fmt::print("{}", verdict.report());
   // A figure, not a check: how often a worker was sent a delivery it had

@@ -29,13 +29,15 @@ void shuffle(std::mt19937_64& rng, std::vector<std::string>& v) {
 // host) or, one time in three, one to three of them.
 void draw_partition(std::mt19937_64& rng, std::vector<std::string> targets, const std::vector<std::string>& everyone, Fault& f) {
   shuffle(rng, targets);
-  const auto a = static_cast<size_t>(between(rng, 1, 3));
+  // Never every node on side a (a small topology's): someone is cut off.
+  const int64_t most = std::clamp<int64_t>(static_cast<int64_t>(targets.size()) - 1, 1, 3);
+  const auto a = static_cast<size_t>(between(rng, 1, most));
   f.side_a.assign(targets.begin(), targets.begin() + static_cast<std::ptrdiff_t>(a));
   std::vector<std::string> rest;
   for (const auto& node : everyone)
     if (std::find(f.side_a.begin(), f.side_a.end(), node) == f.side_a.end()) rest.push_back(node);
   shuffle(rng, rest);
-  if (between(rng, 0, 2) == 0) {
+  if (between(rng, 0, 2) == 0 && !rest.empty()) {
     // No more than there are (a small topology such as --embedded's).
     rest.resize(std::min(rest.size(), static_cast<size_t>(between(rng, 1, 3))));
   } else {
@@ -74,10 +76,16 @@ Fault draw_one(std::mt19937_64& rng, const Nodes& nodes, const std::vector<std::
   } else if (roll < 58) {
     f.kind = FaultKind::hold;
     f.target = pick(rng, linked);
-  } else if (roll < 80) {
+  } else if (roll < 75) {
     f.kind = FaultKind::kill;
     f.target = pick(rng, process_targets(nodes));
     f.for_ms = between(rng, 200, 3'000);
+  } else if (roll < 80) {
+    f.kind = FaultKind::disk;
+    std::vector<std::string> stores = nodes.redis;
+    stores.insert(stores.end(), nodes.stores.begin(), nodes.stores.end());
+    if (!stores.empty()) f.target = pick(rng, stores);  // none: left out by the caller
+    f.for_ms = between(rng, 2'000, 8'000);
   } else if (roll < 86) {
     f.kind = FaultKind::failover;
   } else if (roll < 92) {
@@ -103,6 +111,7 @@ const char* name_of(FaultKind kind) {
     case FaultKind::stop: return "stop";
     case FaultKind::slow: return "slow";
     case FaultKind::hold: return "hold";
+    case FaultKind::disk: return "disk";
   }
   return "?";
 }
@@ -133,13 +142,14 @@ std::string Fault::describe() const {
       return fmt::format("slow links of {} ({} ms + up to {} ms, {}.{}% stalled)", target, delay_ms, jitter_ms,
                          loss_permille / 10, loss_permille % 10);
     case FaultKind::hold: return "hold bytes from " + target;
+    case FaultKind::disk: return "fill the disk of " + target;
   }
   return "?";
 }
 
 std::optional<FaultKind> fault_kind_named(const std::string& name) {
   for (const FaultKind kind : {FaultKind::partition, FaultKind::pause, FaultKind::kill, FaultKind::failover,
-                               FaultKind::demote, FaultKind::clock, FaultKind::stop, FaultKind::slow, FaultKind::hold})
+                               FaultKind::demote, FaultKind::clock, FaultKind::stop, FaultKind::slow, FaultKind::hold, FaultKind::disk})
     if (name == name_of(kind)) return kind;
   return std::nullopt;
 }
@@ -158,14 +168,15 @@ std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& 
     return (!store_faults || nodes.redis.empty()) && (f.kind == FaultKind::failover || f.kind == FaultKind::demote);
   };
   const auto left_out = [&](const Fault& f) {
-    return store_switch(f) || (!only.empty() && std::find(only.begin(), only.end(), f.kind) == only.end());
+    return store_switch(f) || (f.kind == FaultKind::disk && f.target.empty()) || (!only.empty() && std::find(only.begin(), only.end(), f.kind) == only.end());
   };
   // Kinds none of which can be drawn here (a stop, or only store switches
   // where there are none) make an empty schedule rather than an endless draw.
   if (!only.empty() && std::all_of(only.begin(), only.end(), [&](FaultKind kind) {
         Fault f;
         f.kind = kind;
-        return kind == FaultKind::stop || store_switch(f);
+        return kind == FaultKind::stop || store_switch(f) ||
+               (kind == FaultKind::disk && targets.redis.empty() && targets.stores.empty());
       }))
     return schedule;
   int64_t at = between(rng, 2'000, 4'000);

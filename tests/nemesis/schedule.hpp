@@ -20,6 +20,7 @@ enum class FaultKind {
   stop,       // SIGTERM of target (a clean stop), started again when it heals
   slow,       // target's links (a broker's to Redis, a worker's to the brokers) delayed, jittered, lossy
   hold,       // the bytes target sends on its links held in them, delivered when it heals
+  disk,       // target's (a Redis node's or an embedded store's) data directory filled up, emptied when it heals
 };
 
 // A target named by role, resolved when the fault begins: the broker that

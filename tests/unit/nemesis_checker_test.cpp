@@ -47,6 +47,23 @@ TEST(NemesisChecker, AHealthyHistoryPasses) {
   EXPECT_EQ(v.accepted, 1U);
 }
 
+// A periodic tick never enqueued is missed; a fault near the lookahead
+// before it (a take-over after it fell due skips it) explains it, a worker's
+// poison job or a fault long before does not.
+TEST(NemesisChecker, APeriodicTickMissedNeedsAFaultNearItsLookahead) {
+  History h = healthy();
+  h.ticks = {{"tick@1", kDue - 20'000, true}, {"tick@2", kDue - 18'000, false}};
+  Verdict v = check(h, Bounds{});
+  EXPECT_TRUE(says(v, "tick@2: MISSED")) << v.report();
+  EXPECT_EQ(v.ticks_found, 1U);
+  h.faults = {{kDue - 60'000, kDue - 50'000, "kill", "broker0", 0}, {kDue - 19'000, kDue - 18'500, "poison", "worker0", 0}};
+  EXPECT_TRUE(says(check(h, Bounds{}), "tick@2: MISSED")) << "long before, or a worker's poison job";
+  h.faults.push_back({kDue - 30'000, kDue - 25'000, "partition", "broker0 <-/-> host", 0});
+  v = check(h, Bounds{});
+  EXPECT_TRUE(v.violations.empty()) << v.report();
+  EXPECT_EQ(v.ticks_missed_by_cause["partition"], 1U);
+}
+
 TEST(NemesisChecker, AnAcceptedJobTheBrokerDoesNotKnowIsLost) {
   History h = healthy();
   h.finals.clear();
@@ -275,6 +292,18 @@ TEST(NemesisSchedule, LinkFaultsHitBrokersAndWorkersWithBoundedDelays) {
   for (const auto& f : draw_schedule(11, 600'000, embedded, true, {FaultKind::slow, FaultKind::hold}))
     EXPECT_TRUE(f.target.starts_with("worker")) << "the broker reaches its store over a unix socket: " << f.describe();
   EXPECT_EQ(fault_kind_named("hold"), FaultKind::hold);
+}
+
+// A full disk is a store fault: a Redis node's or an embedded store's, and
+// none without store faults.
+TEST(NemesisSchedule, AFullDiskHitsAStoreOnly) {
+  const auto disks = draw_schedule(5, 600'000, some_nodes(), true, {FaultKind::disk});
+  EXPECT_GT(disks.size(), 10U);
+  for (const auto& f : disks) EXPECT_TRUE(f.target.starts_with("redis")) << f.describe();
+  const Nodes embedded{{"broker0"}, {}, {}, {"worker0"}, {"store0"}};
+  for (const auto& f : draw_schedule(5, 600'000, embedded, true, {FaultKind::disk})) EXPECT_EQ(f.target, "store0");
+  EXPECT_TRUE(draw_schedule(5, 600'000, some_nodes(), false, {FaultKind::disk}).empty());
+  EXPECT_TRUE(draw_schedule(5, 600'000, embedded, false, {FaultKind::disk}).empty());
 }
 
 }  // namespace
