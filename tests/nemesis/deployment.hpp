@@ -86,6 +86,9 @@ class Deployment {
   // exited meanwhile (Redis exits when it cannot write its AOF under
   // appendfsync always; an embedded store is started again by its broker).
   void fill_disk(const std::string& node);
+  // Whether the node's data directory is a tmpfs of the run's own (where
+  // mounting is not allowed, fill_disk() does nothing).
+  bool has_disk(const std::string& node) const;
   void empty_disk(const std::string& node);
 
   // The master the sentinels name (the first that answers); "" when none does.
@@ -131,7 +134,7 @@ class Deployment {
   int live_store_pid() const;
 
   bool add_proxies(std::string& why);
-  bool mount_disks(std::string& why);
+  void mount_disks();
   std::filesystem::path data_dir(const std::string& node) const;
 
   Network& net_;

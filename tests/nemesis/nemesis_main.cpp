@@ -153,6 +153,7 @@ struct Run {
         fmt::print("           (no node held that role: nothing done)\n");
         continue;
       }
+      if (f.kind == FaultKind::disk && !deployment.has_disk(f.target)) fmt::print("           (no tmpfs there: nothing done)\n");
       begin(f);
     }
     wait_until(started_ms + length_ms);

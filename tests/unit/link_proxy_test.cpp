@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <stdexcept>
 #include <string>
 
 #include "tests/support/cluster.hpp"
@@ -24,10 +25,10 @@ class Sink {
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t size = sizeof addr;
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &size);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &size) != 0 || ::listen(fd_, 4) != 0)
+      throw std::runtime_error("Sink: cannot listen on loopback");
     port_ = ntohs(addr.sin_port);
-    ::listen(fd_, 4);
   }
   ~Sink() {
     if (peer_ >= 0) ::close(peer_);
