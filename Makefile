@@ -82,11 +82,13 @@ chaos: deps
 
 # A longer nemesis run (as root: network namespaces): make nemesis SEED=7 MINUTES=10
 # replays seed 7's schedule of faults; a failed run keeps its history and logs.
+# NEMESIS_FLAGS=--cluster (or --embedded, --faults disk,...) picks a variant.
 MINUTES ?= 5
+NEMESIS_FLAGS ?=
 nemesis: deps
 	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
-	$(DEV_BUILD_DIR)/bin/nemesis_run --seed $(SEED) --duration $(MINUTES)m
+	$(DEV_BUILD_DIR)/bin/nemesis_run --seed $(SEED) --duration $(MINUTES)m $(NEMESIS_FLAGS)
 
 # The named schedules (docs/failure-modes.md), one after another, or one:
 # make nemesis-named [SCHEDULE=paused-leader] [BROKER_BIN=/path/to/an/older/dueq-broker]

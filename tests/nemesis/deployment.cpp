@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "common/clock.hpp"
+#include "tests/support/cluster.hpp"
 #include "tests/support/redis_server.hpp"
 
 namespace dueq::nemesis {
@@ -137,6 +138,11 @@ std::vector<std::string> Deployment::redis_command(const std::string& name) {
   std::vector<std::string> argv = {"redis-server", "--port", "6379", "--bind", net_.ip(name), "--dir", data.string(),
                                    "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no",
                                    "--maxmemory-policy", "noeviction", "--daemonize", "no"};
+  if (topology_.cluster) {
+    // Its nodes.conf (in its directory) brings it back into the cluster.
+    argv.insert(argv.end(), {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"});
+    return argv;
+  }
   // A node started again follows the master the sentinels name now (its
   // old data, if it was the master before a fail-over, is dropped by the
   // full sync, as it would be in production); the first start follows redis0.
@@ -160,15 +166,16 @@ std::vector<std::string> Deployment::sentinel_command(const std::string& name) {
 }
 
 bool Deployment::start_all(std::string& why) {
+  nodes_.cluster = topology_.cluster;
   if (topology_.embedded) {
     nodes_.stores = {"store0"};
   } else {
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < (topology_.cluster ? 6 : 3); ++i)
       add(fmt::format("redis{}", i), nodes_.redis, [this, i] { return redis_command(fmt::format("redis{}", i)); });
   }
   // Brokers given the master's own address have no sentinels to follow;
   // none run then, and redis0 stays the master.
-  if (!topology_.plain_url && !topology_.embedded)
+  if (!topology_.plain_url && !topology_.embedded && !topology_.cluster)
     for (int i = 0; i < 3; ++i)
       add(fmt::format("sentinel{}", i), nodes_.sentinels, [this, i] { return sentinel_command(fmt::format("sentinel{}", i)); });
   const auto broker_config = dir_ / "broker.toml";
@@ -177,7 +184,8 @@ bool Deployment::start_all(std::string& why) {
   // first runs of this suite lost 125 of 3,540 so, with min_replicas = 1).
   {
     std::ofstream config(broker_config);
-    if (!topology_.embedded) config << "min_replicas = 2\nreplica_timeout = \"500ms\"\n";
+    // As many as each master has.
+    if (!topology_.embedded) config << "min_replicas = " << (topology_.cluster ? 1 : 2) << "\nreplica_timeout = \"500ms\"\n";
     // The workload's periodic entry: ticks enqueued 3 s ahead, longer
     // than a take-over (checker.hpp's Bounds::cron_lookahead_ms).
     config << "cron_lookahead = \"3s\"\n";
@@ -200,6 +208,10 @@ bool Deployment::start_all(std::string& why) {
         redis += (s == 0 ? "" : ",") + net_.ip(nodes_.sentinels[s]) + ":26379";
       redis += std::string("/") + kMasterName;
       if (topology_.plain_url) redis = fmt::format("redis://{}:6379", net_.ip(nodes_.redis[0]));
+      if (topology_.cluster) {
+        redis = "redis+cluster://";
+        for (size_t r = 0; r < nodes_.redis.size(); ++r) redis += (r == 0 ? "" : ",") + net_.ip(nodes_.redis[r]) + ":6379";
+      }
       const std::string broker = topology_.broker_bin.empty() ? topology_.bin_dir + "/dueq-broker" : topology_.broker_bin;
       const std::vector<std::string> store =
           topology_.embedded ? std::vector<std::string>{"--data-dir", store_dir().string()} : std::vector<std::string>{"--redis", redis};
@@ -236,6 +248,7 @@ bool Deployment::start_all(std::string& why) {
   if (!add_proxies(why)) return false;
   mount_disks();
   for (const auto& name : nodes_.redis) start(name);
+  if (topology_.cluster && !create_cluster(why)) return false;
   for (const auto& name : nodes_.sentinels) start(name);
   for (const auto& name : nodes_.brokers) start(name);
   for (const auto& name : nodes_.workers) start(name);
@@ -367,12 +380,54 @@ std::string Deployment::cli(const std::string& node, const std::string& args) co
   if (is_store(node))
     return testing::command_output(fmt::format("timeout 3 redis-cli -s {} {} 2>&1", (store_dir() / "redis.sock").string(), args));
   const int port = node.starts_with("sentinel") ? 26379 : 6379;
-  return testing::command_output(fmt::format("timeout 3 redis-cli -h {} -p {} {} 2>&1", net_.ip(node), port, args));
+  return testing::command_output(
+      fmt::format("timeout 3 redis-cli {}-h {} -p {} {} 2>&1", topology_.cluster ? "-c " : "", net_.ip(node), port, args));
+}
+
+std::string Deployment::live_redis() const {
+  for (const auto& r : nodes_.redis)
+    if (cli(r, "PING").starts_with("PONG")) return r;
+  return "";
+}
+
+bool Deployment::create_cluster(std::string& why) {
+  std::string hosts;
+  for (const auto& r : nodes_.redis) {
+    hosts += " " + net_.ip(r) + ":6379";
+    if (!testing::eventually([&] { return cli(r, "PING").starts_with("PONG"); }, std::chrono::seconds(20))) {
+      why = r + " did not answer PING in 20 s";
+      return false;
+    }
+  }
+  const std::string created =
+      testing::command_output("redis-cli --cluster create" + hosts + " --cluster-replicas 1 --cluster-yes 2>&1");
+  if (created.find("[OK] All 16384 slots covered") == std::string::npos) {
+    why = "redis-cli --cluster create failed: " + created;
+    return false;
+  }
+  for (const auto& r : nodes_.redis)
+    if (!testing::eventually([&] { return cli(r, "CLUSTER INFO").find("cluster_state:ok") != std::string::npos; },
+                             std::chrono::seconds(30))) {
+      why = r + " did not see the cluster ok in 30 s";
+      return false;
+    }
+  return true;
+}
+
+void Deployment::fail_over() {
+  if (!topology_.cluster) {
+    for (const auto& s : nodes_.sentinels)
+      if (cli(s, std::string("SENTINEL FAILOVER ") + kMasterName).starts_with("OK")) return;
+    return;
+  }
+  for (const auto& r : nodes_.redis)
+    if (cli(r, "ROLE").starts_with("slave") && cli(r, "CLUSTER FAILOVER").starts_with("OK")) return;
 }
 
 std::string Deployment::master() const {
   if (topology_.embedded) return nodes_.stores[0];
   if (topology_.plain_url) return nodes_.redis[0];
+  if (topology_.cluster) return live_redis();
   for (const auto& s : nodes_.sentinels) {
     std::istringstream reply(cli(s, std::string("SENTINEL get-master-addr-by-name ") + kMasterName));
     std::string ip;
@@ -403,6 +458,11 @@ bool Deployment::sentinels_ready() const {
 }
 
 bool Deployment::ensure_master() {
+  if (topology_.cluster)
+    return testing::eventually([&] {
+      const std::string node = live_redis();
+      return !node.empty() && cli(node, "CLUSTER INFO").find("cluster_state:ok") != std::string::npos;
+    }, std::chrono::seconds(50), std::chrono::milliseconds(200));
   const auto named_master_is_one = [&] {
     const std::string m = master();
     return !m.empty() && cli(m, "ROLE").starts_with("master");

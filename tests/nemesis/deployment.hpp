@@ -39,6 +39,9 @@ struct Topology {
   // One broker on its embedded store (its own redis-server, "store0") and
   // the workers: no Redis nodes, no sentinels, no standby.
   bool embedded = false;
+  // Six Redis nodes as a Redis Cluster of three masters with a replica
+  // each (no sentinels), brokers given redis+cluster:// and min_replicas 1.
+  bool cluster = false;
 
   // queue, then new_queues.
   std::vector<std::string> queues() const;
@@ -91,7 +94,9 @@ class Deployment {
   bool has_disk(const std::string& node) const;
   void empty_disk(const std::string& node);
 
-  // The master the sentinels name (the first that answers); "" when none does.
+  // The master the sentinels name (the first that answers); "" when none
+  // does. Behind a Redis Cluster: a node that answers (cli() follows its
+  // redirects to the master of each key).
   std::string master() const;
   // The broker that holds the leader lease on that master, as the lease
   // says; "" when none does.
@@ -103,7 +108,11 @@ class Deployment {
   std::string cli(const std::string& node, const std::string& args) const;
   // Until the sentinels name a master that says it is one (a demotion
   // leaves none until they repair it); asks for a fail-over after 20 s.
+  // Behind a Redis Cluster: until a node says every slot is served.
   bool ensure_master();
+  // A fail-over: SENTINEL FAILOVER, or behind a Redis Cluster CLUSTER
+  // FAILOVER on a replica.
+  void fail_over();
 
   // Starts again any worker that exited by itself; each is a "poison"
   // fault in the history.
@@ -129,6 +138,10 @@ class Deployment {
   void note_rss(const std::string& node);
   bool is_store(const std::string& node) const;
   std::filesystem::path store_dir() const { return dir_ / "broker0-data"; }
+  // A Redis Cluster made of the Redis nodes once they all answer.
+  bool create_cluster(std::string& why);
+  // A Redis node that answers PING now ("" when none does).
+  std::string live_redis() const;
   // The embedded store's redis-server pid as its pid file says, if that
   // process lives; -1 otherwise.
   int live_store_pid() const;

@@ -78,10 +78,7 @@ struct Run {
       case FaultKind::pause: deployment.signal(f.target, SIGSTOP); break;
       case FaultKind::kill: deployment.kill(f.target); break;
       case FaultKind::stop: deployment.stop(f.target); break;
-      case FaultKind::failover:
-        for (const auto& s : deployment.nodes().sentinels)
-          if (deployment.cli(s, "SENTINEL FAILOVER mymaster").starts_with("OK")) break;
-        break;
+      case FaultKind::failover: deployment.fail_over(); break;
       case FaultKind::clock: deployment.shift_clock(f.target, f.shift_ms); break;
       case FaultKind::slow: deployment.slow_links(f.target, f.delay_ms, f.jitter_ms, f.loss_permille); break;
       case FaultKind::hold: deployment.hold_links(f.target, true); break;
@@ -326,6 +323,9 @@ int main(int argc, char** argv) {
   bool store_faults = true;
   app.add_flag("!--no-store-faults", store_faults,
                "no fault on the Redis nodes and no fail-over or demotion: the store loses no acknowledged write");
+  app.add_flag("--cluster", topology.cluster,
+               "the store a Redis Cluster of three masters with a replica each (no sentinels); a fail-over is CLUSTER "
+               "FAILOVER on a replica, and no master is demoted");
   app.add_flag("--embedded", topology.embedded,
                "one broker on its embedded store (no Redis nodes, sentinels or standby); its redis-server is paused "
                "and killed like any node");
@@ -403,12 +403,14 @@ int main(int argc, char** argv) {
                        .due_horizon_ms = std::min<int64_t>(20'000, *length_ms / 3), .last_due_ms = wall_ms() + *length_ms};
   if (named != nullptr)
     for (const auto& [at_ms, queue] : named->new_queues) work.new_queues.emplace_back(wall_ms() + at_ms, queue);
-  const int64_t ticks_added_ms = wall_ms();
   if (!dueq_until_done(deployment.broker_endpoints(),
                        fmt::format("cron add {} --schedule '*/2 * * * * *' --queue {} --type noop", kTickEntry, topology.queue))) {
     fmt::print("nemesis: FAIL: the periodic entry could not be added in 30 s; logs in {}\n", dir.string());
     return 1;
   }
+  // Ticks after the add returned are owed (it enqueues those after the
+  // broker's "now" as it ran).
+  const int64_t ticks_added_ms = wall_ms();
   Workload workload(dir, work);
   Run run{deployment, net, workload, dir, std::mt19937_64(seed * 31 + 7), {}};
   run.play(schedule, steady_ms(), *length_ms);

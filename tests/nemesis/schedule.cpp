@@ -163,9 +163,11 @@ std::vector<Fault> draw_schedule(uint64_t seed, int64_t length_ms, const Nodes& 
     targets.redis.clear();
     targets.stores.clear();
   }
-  // A fail-over or a demotion needs Redis nodes of the network's own.
+  // A fail-over or a demotion needs Redis nodes of the network's own; a
+  // Redis Cluster's masters are not demoted by hand.
   const auto store_switch = [&](const Fault& f) {
-    return (!store_faults || nodes.redis.empty()) && (f.kind == FaultKind::failover || f.kind == FaultKind::demote);
+    return ((!store_faults || nodes.redis.empty()) && (f.kind == FaultKind::failover || f.kind == FaultKind::demote)) ||
+           (nodes.cluster && f.kind == FaultKind::demote);
   };
   const auto left_out = [&](const Fault& f) {
     return store_switch(f) || (f.kind == FaultKind::disk && f.target.empty()) || (!only.empty() && std::find(only.begin(), only.end(), f.kind) == only.end());

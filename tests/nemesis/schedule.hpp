@@ -49,6 +49,8 @@ struct Nodes {
   // node of the network of its own (it listens on a unix socket), so it
   // is only paused or killed, and not in all().
   std::vector<std::string> stores;
+  // The Redis nodes are a Redis Cluster: fail-overs, but no demotion.
+  bool cluster = false;
   std::vector<std::string> all() const;
   // The nodes whose links run through a proxy (deployment.hpp): the
   // brokers, when they reach Redis over the network, and the workers.

@@ -258,6 +258,11 @@ TEST(NemesisSchedule, TheSameSeedDrawsTheSameScheduleAndFaultsFollowOneAnother) 
   EXPECT_TRUE(store_hit);
   EXPECT_TRUE(draw_schedule(7, 600'000, embedded, true, {FaultKind::failover}).empty());
   EXPECT_TRUE(draw_schedule(7, 600'000, some_nodes(), true, {FaultKind::stop}).empty());
+  // A Redis Cluster fails over, and is never demoted.
+  Nodes cluster = some_nodes();
+  cluster.cluster = true;
+  EXPECT_TRUE(draw_schedule(7, 600'000, cluster, true, {FaultKind::demote}).empty());
+  EXPECT_FALSE(draw_schedule(7, 600'000, cluster, true, {FaultKind::failover}).empty());
   EXPECT_EQ(fault_kind_named("demote"), FaultKind::demote);
   EXPECT_EQ(fault_kind_named("poison"), std::nullopt);
   const auto other = draw_schedule(8, 120'000, some_nodes());
