@@ -205,6 +205,12 @@ Fault fault_on(FaultKind kind, std::string target, int64_t at_ms, int64_t for_ms
   return f;
 }
 
+Fault slow_links_of(std::string target, int64_t at_ms, int64_t for_ms, int64_t delay_ms) {
+  Fault f = fault_on(FaultKind::slow, std::move(target), at_ms, for_ms);
+  f.delay_ms = delay_ms;
+  return f;
+}
+
 }  // namespace
 
 const std::vector<NamedSchedule>& named_schedules() {
@@ -266,6 +272,21 @@ const std::vector<NamedSchedule>& named_schedules() {
        false,
        false,
        {{9'000, "nemesis-late1"}, {25'000, "nemesis-late2"}}},
+      // 10,000 queues in the store, both brokers' links to Redis 1 ms
+      // slower each way, and the leader killed: the standby must take over
+      // (read every queue) without letting its 2 s lease lapse.
+      {"take-over-10000-queues",
+       "with 10,000 queues behind a slow link a take-over outlasted the lease, and the brokers deposed each other while "
+       "they started, accepting nothing",
+       40'000,
+       {slow_links_of(kLeader, 4'000, 34'000, 1), slow_links_of(kStandby, 4'000, 34'000, 1),
+        fault_on(FaultKind::kill, kLeader, 12'000, 3'000)},
+       {"max_queues = 12000"},
+       {},
+       false,
+       false,
+       {},
+       10'000},
   };
   return all;
 }

@@ -86,6 +86,9 @@ struct NamedSchedule {
   // Queues the workload starts to use (half its batches) at these ms from
   // the start; the workers serve them from the start.
   std::vector<std::pair<int64_t, std::string>> new_queues;
+  // Queues registered in the store before the run (names only, no job), so
+  // that a take-over has that many to read.
+  int preload_queues = 0;
 };
 
 const std::vector<NamedSchedule>& named_schedules();
