@@ -92,7 +92,7 @@ nemesis: deps
 
 # The named schedules (docs/failure-modes.md), one after another, or one:
 # make nemesis-named [SCHEDULE=paused-leader] [BROKER_BIN=/path/to/an/older/dueq-broker]
-NAMED_SCHEDULES ?= paused-leader standby-clock-ahead demoted-master embedded-store-kept-down late-bytes-new-queue take-over-10000-queues
+NAMED_SCHEDULES ?= paused-leader standby-clock-ahead demoted-master embedded-store-kept-down late-bytes-new-queue take-over-20000-queues
 SCHEDULE ?= $(NAMED_SCHEDULES)
 nemesis-named: deps
 	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null

@@ -14,8 +14,15 @@ namespace {
 // Bounds msgpack's allocations on hostile input before any conversion runs.
 // Strings may reach the frame size: an oversized payload is answered for its
 // job alone (the broker rejects that job), not by failing its whole batch.
-const msgpack::unpack_limit kLimits(/*array=*/kMaxBatch * 2, /*map=*/256, /*str=*/kMaxFrameBytes,
-                                    /*bin=*/kMaxFrameBytes, /*ext=*/0, /*depth=*/8);
+// Arrays of a frame read with the reply budget (a STATS_REPLY lists every
+// queue, up to max_queues' 100,000) are bounded by that budget alone; with
+// 20,000 elements at most, a broker's 20,001st queue made its stats reply
+// unreadable and the request timed out.
+msgpack::unpack_limit limits_for(size_t max_values) {
+  const size_t array = max_values > kMaxFrameValues ? max_values : kMaxBatch * 2;
+  return msgpack::unpack_limit(/*array=*/array, /*map=*/256, /*str=*/kMaxFrameBytes, /*bin=*/kMaxFrameBytes, /*ext=*/0,
+                               /*depth=*/8);
+}
 
 std::unexpected<Error> bad(std::string message) { return fail(Errc::bad_frame, std::move(message)); }
 
@@ -277,7 +284,7 @@ Result<Frame> decode(std::string_view bytes, size_t max_values) {
         return bad(fmt::format("frame holds more than {} values", max_values));
       offset = 0;
     }
-    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, kLimits);
+    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, limits_for(max_values));
     if (offset != bytes.size()) return bad("trailing bytes after the frame");
     const msgpack::object& root = handle.get();
     if (root.type != msgpack::type::ARRAY || root.via.array.size != 3) return bad("frame must be an array [version, type, body]");

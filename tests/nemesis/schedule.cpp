@@ -272,21 +272,21 @@ const std::vector<NamedSchedule>& named_schedules() {
        false,
        false,
        {{9'000, "nemesis-late1"}, {25'000, "nemesis-late2"}}},
-      // 10,000 queues in the store, both brokers' links to Redis 1 ms
+      // 20,000 queues in the store, both brokers' links to Redis 1 ms
       // slower each way, and the leader killed: the standby must take over
       // (read every queue) without letting its 2 s lease lapse.
-      {"take-over-10000-queues",
-       "with 10,000 queues behind a slow link a take-over outlasted the lease, and the brokers deposed each other while "
+      {"take-over-20000-queues",
+       "with 20,000 queues behind a slow link a take-over outlasted the lease, and the brokers deposed each other while "
        "they started, accepting nothing",
        40'000,
        {slow_links_of(kLeader, 4'000, 34'000, 1), slow_links_of(kStandby, 4'000, 34'000, 1),
         fault_on(FaultKind::kill, kLeader, 12'000, 3'000)},
-       {"max_queues = 12000"},
+       {"max_queues = 25000"},
        {},
        false,
        false,
        {},
-       10'000},
+       20'000},
   };
   return all;
 }

@@ -297,11 +297,16 @@ TEST(Protocol, DecodeWorkPerFrameIsBoundedByAValueBudget) {
   Enqueue full{1, {}};
   for (size_t i = 0; i < kMaxBatch; ++i) full.jobs.push_back(NewJob{"q", "j" + std::to_string(i), "t", Bytes{"p"}, 0, 0});
   EXPECT_TRUE(decode(encode(full)));
-  // Clients read bigger replies (a STATS_REPLY of many queues).
+  // Clients read bigger replies: a STATS_REPLY of as many queues as
+  // max_queues allows (20,001 and more failed on an array limit of 20,000).
   StatsReply stats{1, {}, 0};
-  stats.queues.resize(20'000, QueueStats{"q"});
+  stats.queues.resize(20'001, QueueStats{"q"});
   EXPECT_FALSE(decode(encode(stats)));
   EXPECT_TRUE(decode(encode(stats), kMaxReplyValues));
+  stats.queues.resize(100'000, QueueStats{"q"});
+  auto most = decode(encode(stats), kMaxReplyValues);
+  ASSERT_TRUE(most) << most.error().message;
+  EXPECT_EQ(std::get<StatsReply>(*most).queues.size(), 100'000U);
 }
 
 TEST(Protocol, RejectsHostileNestingDepth) {
