@@ -178,6 +178,18 @@ class PythonWorkerState(unittest.TestCase):
         self.assertEqual(worker._held[("q", "a")].token, 8)
 
 
+class PythonProtocol(unittest.TestCase):
+    def test_a_stats_reply_of_more_queues_than_two_batches_decodes(self) -> None:
+        """A broker with 20,001 queues answers stats in one STATS_REPLY (its arrays pass 20,000)."""
+        rows = [[f"q{i}"] + [0] * 16 for i in range(20_001)]
+        frame = dueq.protocol.encode(dueq.protocol.Type.STATS_REPLY, [1, rows, 0])
+        type_, body = dueq.protocol.decode(frame, reply=True)
+        self.assertEqual(type_, dueq.protocol.Type.STATS_REPLY)
+        self.assertEqual(len(body[1]), 20_001)
+        with self.assertRaises(dueq.protocol.BadFrame):
+            dueq.protocol.decode(frame)  # a worker's frame stays within two batches
+
+
 class PythonProducer(unittest.TestCase):
     def test_enqueue_is_idempotent_by_id_and_lookups_answer(self) -> None:
         d = Deployment(self)

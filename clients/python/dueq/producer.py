@@ -149,7 +149,7 @@ class Producer:
                 if not self._socket.poll(int(left * 1000) + 1):
                     continue
                 try:
-                    got_type, got = protocol.decode(self._socket.recv())
+                    got_type, got = protocol.decode(self._socket.recv(), reply=True)
                 except protocol.BadFrame:
                     continue
                 if got_type == reply_type and got and got[0] == request_id:

@@ -16,6 +16,9 @@ VERSION = 1
 MAX_FRAME_BYTES = 16 << 20
 MAX_PAYLOAD_BYTES = 1 << 20
 MAX_BATCH = 10_000
+# The most values a reply to a client may hold (protocol.md 1): a STATS_REPLY
+# lists every queue, up to 100,000, so its arrays pass two batches.
+MAX_REPLY_VALUES = 4_000_000
 MAX_ERROR_TEXT = 4096
 MAX_CAPACITY = 10_000
 MAX_WEIGHT = 1000
@@ -77,12 +80,17 @@ def encode(type_: Type, body: Sequence[Any]) -> bytes:
     return packed
 
 
-def decode(data: bytes) -> tuple[Type, list[Any]]:
-    """The type and body of a frame, or BadFrame naming what is wrong."""
+def decode(data: bytes, reply: bool = False) -> tuple[Type, list[Any]]:
+    """The type and body of a frame, or BadFrame naming what is wrong.
+
+    `reply`: a broker's answer to a client, whose arrays may be as long as
+    MAX_REPLY_VALUES (a worker's frames stay within two batches).
+    """
     if len(data) > MAX_FRAME_BYTES:
         raise BadFrame("frame larger than 16 MiB")
     try:
-        frame = msgpack.unpackb(data, raw=False, strict_map_key=True, max_array_len=MAX_BATCH * 2,
+        max_array = MAX_REPLY_VALUES if reply else MAX_BATCH * 2
+        frame = msgpack.unpackb(data, raw=False, strict_map_key=True, max_array_len=max_array,
                                 max_map_len=MAX_BATCH, max_bin_len=MAX_FRAME_BYTES, max_str_len=MAX_FRAME_BYTES)
     except Exception as error:  # msgpack raises several types for bad input
         raise BadFrame(f"not msgpack: {error}") from None
