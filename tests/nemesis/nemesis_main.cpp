@@ -216,18 +216,27 @@ std::string tick_id(int64_t due_ms) {
 }
 
 // Each tick the entry owed, from when it was added until its removal, and
-// each it enqueued ahead until `until_ms` (the removal, plus the lookahead
-// and any forward clock step), into ticks.tsv; those the broker knows go into accepted.tsv as jobs due
+// each it enqueued around those (while the add ran, and ahead until the
+// removal plus the lookahead and any forward clock step), into ticks.tsv; those the broker knows go into accepted.tsv as jobs due
 // at their tick, and those it shows cancelled that fell due after the
 // removal into cancels.tsv (the removal cancels the ticks enqueued ahead).
-void record_ticks(const std::filesystem::path& dir, const std::string& endpoints, const std::string& queue, int64_t added_ms,
-                  int64_t removed_ms, int64_t until_ms) {
+struct Span {
+  int64_t from_ms = 0, to_ms = 0;
+};
+
+// `added`: from when the add was asked until it returned (a tick in it may
+// exist; one after it is owed); `removed`: from the removal's return until
+// the last tick that may have been enqueued ahead.
+void record_ticks(const std::filesystem::path& dir, const std::string& endpoints, const std::string& queue, Span added,
+                  Span removed) {
   Client client(endpoints, ClientOptions{.timeout_ms = 3000, .attempts = 3});
-  for (int64_t due = (added_ms / kTickEveryMs + 1) * kTickEveryMs; due <= until_ms; due += kTickEveryMs) {
+  const int64_t removed_ms = removed.from_ms;
+  for (int64_t due = (added.from_ms / kTickEveryMs + 1) * kTickEveryMs; due <= removed.to_ms; due += kTickEveryMs) {
     const std::string id = tick_id(due);
     auto fields = client.job(id, queue);
     const bool found = fields && fields->has_value();
-    if (!found && due > removed_ms) continue;  // not owed: the entry was gone by then
+    // Not owed: due before the add returned, or after the entry was gone.
+    if (!found && (due <= added.to_ms || due > removed_ms)) continue;
     append_line(dir / "ticks.tsv", {id, std::to_string(due), found ? "found" : "missing"});
     if (!found) continue;
     append_line(dir / "accepted.tsv", {id, "noop", std::to_string(due), "0", "accepted", std::to_string(wall_ms()), queue});
@@ -433,13 +442,14 @@ int main(int argc, char** argv) {
                        .due_horizon_ms = std::min<int64_t>(20'000, *length_ms / 3), .last_due_ms = wall_ms() + *length_ms};
   if (named != nullptr)
     for (const auto& [at_ms, queue] : named->new_queues) work.new_queues.emplace_back(wall_ms() + at_ms, queue);
+  const int64_t ticks_asked_ms = wall_ms();
   if (!dueq_until_done(deployment.broker_endpoints(),
                        fmt::format("cron add {} --schedule '*/2 * * * * *' --queue {} --type noop", kTickEntry, topology.queue))) {
     fmt::print("nemesis: FAIL: the periodic entry could not be added in 30 s; logs in {}\n", dir.string());
     return 1;
   }
   // Ticks after the add returned are owed (it enqueues those after the
-  // broker's "now" as it ran).
+  // broker's "now" as it ran); those since it was asked may exist.
   const int64_t ticks_added_ms = wall_ms();
   Workload workload(dir, work);
   Run run{deployment, net, workload, dir, std::mt19937_64(seed * 31 + 7), {}};
@@ -455,7 +465,8 @@ int main(int argc, char** argv) {
   int64_t ahead_ms = 3'000;  // the lookahead, and the furthest a leader's clock ran ahead
   for (const auto& f : schedule)
     if (f.kind == FaultKind::clock) ahead_ms = std::max(ahead_ms, 3'000 + f.shift_ms);
-  record_ticks(dir, deployment.broker_endpoints(), topology.queue, ticks_added_ms, ticks_removed_ms, ticks_removed_ms + ahead_ms);
+  record_ticks(dir, deployment.broker_endpoints(), topology.queue, {ticks_asked_ms, ticks_added_ms},
+               {ticks_removed_ms, ticks_removed_ms + ahead_ms});
   record_finals(dir, deployment.broker_endpoints(), topology.queue);
   record_stuck(dir, deployment, topology.queues());
   std::map<std::string, int64_t> facts{{"seed", static_cast<int64_t>(seed)}, {"healed_ms", healed_ms},
