@@ -32,6 +32,7 @@ class Checking {
       std::sort(runs.begin(), runs.end(), [](const Start& x, const Start& y) { return x.start_us < y.start_us; });
     cancels_.insert(h.cancels.begin(), h.cancels.end());
     step_back_ms_ = largest_step_back_ms();
+    excused_ = excused_spans();
   }
 
   Verdict run() {
@@ -41,6 +42,7 @@ class Checking {
       last_due_ms = std::max(last_due_ms, job.due_ms);
       check_end(job);
       check_starts(job);
+      check_late(job);
     }
     check_ticks();
     check_settled(last_due_ms);
@@ -139,6 +141,48 @@ class Checking {
     }
   }
 
+  // The spans that excuse a job not started yet: each fault's span and
+  // recover_ms after it, or only recover_ms from its start for the kinds
+  // the schedule says the system carries on through.
+  std::vector<std::pair<int64_t, int64_t>> excused_spans() const {
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    const auto& carried_on = b_.explains_no_delay;
+    for (const auto& f : h_.faults) {
+      const bool through = std::find(carried_on.begin(), carried_on.end(), f.kind) != carried_on.end();
+      spans.emplace_back(f.from_ms, (through ? f.from_ms : f.to_ms) + b_.recover_ms);
+    }
+    std::sort(spans.begin(), spans.end());
+    return spans;
+  }
+
+  // Of [from_ms, to_ms], the time no excused span covers.
+  int64_t unexcused_ms(int64_t from_ms, int64_t to_ms) const {
+    int64_t unexcused = 0, at = from_ms;
+    for (const auto& [begin, end] : excused_) {
+      if (begin >= to_ms) break;
+      if (begin > at) unexcused += begin - at;
+      at = std::max(at, end);
+      if (at >= to_ms) return unexcused;
+    }
+    return unexcused + std::max<int64_t>(0, to_ms - at);
+  }
+
+  // A job's first start, past its due time (or its acceptance, if later),
+  // by more than late_ms of time no fault excuses: the system stopped
+  // serving while it should have carried on.
+  void check_late(const AcceptedJob& job) {
+    const auto& runs = starts_[job.id];
+    if (!job.surely || runs.empty()) return;
+    const int64_t ready_ms = std::max(job.due_ms, job.answered_ms), started_ms = runs.front().start_us / 1000;
+    if (started_ms <= ready_ms) return;
+    const int64_t late = unexcused_ms(ready_ms, started_ms);
+    v_.longest_unexcused_late_ms = std::max(v_.longest_unexcused_late_ms, late);
+    if (late > b_.late_ms)
+      wrong(job.id, fmt::format("LATE: first started {} ms after it was due, {} ms of it with no fault to excuse it "
+                                "(bound {} ms)",
+                                started_ms - ready_ms, late, b_.late_ms));
+  }
+
   // A periodic tick never enqueued (a leader that took over after it fell
   // due skips it: misfire = "skip") needs a fault, of any kind but a
   // worker's poison job, near the lookahead before it.
@@ -208,6 +252,7 @@ class Checking {
   size_t found_ = 0, found_unknown_ = 0;
   size_t run_violations_ = 0;
   int64_t step_back_ms_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> excused_;  // by start
 };
 
 }  // namespace
@@ -216,9 +261,12 @@ Verdict check(const History& history, const Bounds& bounds) { return Checking(hi
 
 Bounds bounds_for(const std::string& schedule_name) {
   Bounds bounds;
-  if (const NamedSchedule* named = find_named_schedule(schedule_name))
+  if (const NamedSchedule* named = find_named_schedule(schedule_name)) {
     bounds.explains_no_rerun.insert(bounds.explains_no_rerun.end(), named->explains_no_rerun.begin(),
                                     named->explains_no_rerun.end());
+    bounds.explains_no_delay = named->explains_no_delay;
+    if (named->recover_ms > 0) bounds.recover_ms = named->recover_ms;
+  }
   return bounds;
 }
 
@@ -233,6 +281,7 @@ std::string Verdict::report() const {
   out += fmt::format("\nperiodic ticks enqueued {}, missed by cause:", ticks_found);
   if (ticks_missed_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : ticks_missed_by_cause) out += fmt::format(" {} {};", cause, n);
+  out += fmt::format("\nlongest first start past its due time with no fault to excuse it {} ms", longest_unexcused_late_ms);
   out += fmt::format("\nlongest gap between two starts of a job {} ms; settled {} ms after the last fault healed; "
                      "started early while a broker's clock ran ahead {}\npeak memory: broker {} MiB, Redis {} MiB\n",
                      longest_rerun_gap_ms, settle_after_heal_ms, early_by_clock_step, broker_peak_rss_kb / 1024,

@@ -20,6 +20,14 @@ struct Bounds {
   // its two starts; a start again with no such fault is a violation.
   int64_t blame_after_ms = 15'000;
   int64_t blame_before_ms = 1'000;
+  // A job starts within `late_ms` of its due time (or of its acceptance, if
+  // later) once time a fault excuses is taken out: a fault's span and
+  // `recover_ms` after it heals (a take-over, a worker declared lost, a
+  // fail-over), or for the kinds in `explains_no_delay` only `recover_ms`
+  // from when it began (the system is to carry on through them).
+  int64_t late_ms = 5'000;
+  int64_t recover_ms = 15'000;
+  std::vector<std::string> explains_no_delay;
   // Fault kinds that explain no start again. A clock step never does:
   // leases run on the steady clock. A named schedule adds the kinds whose
   // failure showed as jobs run twice (schedule.hpp).
@@ -41,6 +49,8 @@ struct Verdict {
   // that much (docs/failure-modes.md: a clock stepped forward runs jobs early).
   size_t early_by_clock_step = 0;
   int64_t longest_rerun_gap_ms = 0;
+  // The latest first start, past its due time, of time no fault excuses.
+  int64_t longest_unexcused_late_ms = 0;
   size_t ticks_found = 0;
   std::map<std::string, size_t> ticks_missed_by_cause;  // fault kind -> ticks never enqueued
   int64_t settle_after_heal_ms = -1;

@@ -184,8 +184,11 @@ bool Deployment::start_all(std::string& why) {
   // first runs of this suite lost 125 of 3,540 so, with min_replicas = 1).
   {
     std::ofstream config(broker_config);
-    // As many as each master has.
-    if (!topology_.embedded) config << "min_replicas = " << (topology_.cluster ? 1 : 2) << "\nreplica_timeout = \"500ms\"\n";
+    // As many as each master has; under a plain URL as many as follow a
+    // moved master (the old one is cut off from it: FaultKind::move, which
+    // loses no write since it waits for the new master to catch up).
+    if (!topology_.embedded)
+      config << "min_replicas = " << (topology_.cluster || topology_.plain_url ? 1 : 2) << "\nreplica_timeout = \"500ms\"\n";
     // The workload's periodic entry: ticks enqueued 3 s ahead, longer
     // than a take-over (checker.hpp's Bounds::cron_lookahead_ms).
     config << "cron_lookahead = \"3s\"\n";
@@ -424,9 +427,52 @@ void Deployment::fail_over() {
     if (cli(r, "ROLE").starts_with("slave") && cli(r, "CLUSTER FAILOVER").starts_with("OK")) return;
 }
 
+namespace {
+
+// A field of INFO's output ("master_repl_offset"), or -1.
+int64_t info_field(const std::string& info, const std::string& name) {
+  const auto at = info.find(name + ":");
+  return at == std::string::npos ? -1 : std::strtoll(info.c_str() + at + name.size() + 1, nullptr, 10);
+}
+
+}  // namespace
+
+bool Deployment::move_master(const std::string& to) {
+  const std::string from = master();
+  const bool back = to == nodes_.redis[0];
+  if (!topology_.plain_url || to == from) return false;
+  // Moving back: the first master's link to the current one comes back, so
+  // that it catches up before it takes over.
+  if (back) {
+    net_.heal();
+    testing::eventually([&] { return cli(to, "INFO replication").find("master_link_status:up") != std::string::npos; },
+                        std::chrono::seconds(15), std::chrono::milliseconds(20));
+  }
+  // Writes wait in the old master until the new one holds all it took.
+  cli(from, "CLIENT PAUSE 5000 WRITE");
+  const int64_t offset = info_field(cli(from, "INFO replication"), "master_repl_offset");
+  const bool caught_up = testing::eventually(
+      [&] { return offset >= 0 && info_field(cli(to, "INFO replication"), "master_repl_offset") >= offset; },
+      std::chrono::seconds(3), std::chrono::milliseconds(10));
+  if (caught_up) {
+    cli(to, "REPLICAOF NO ONE");
+    // The old master does not follow the new one: cut off from it, as
+    // when the switch was made because it could not be seen.
+    if (!back) net_.cut(from, {to}, true, true);
+    for (const auto& r : nodes_.redis)
+      if (r != to) cli(r, fmt::format("REPLICAOF {} 6379", net_.ip(to)));
+    for (const auto& b : nodes_.brokers)
+      if (auto it = proxies_.find(b); it != proxies_.end()) it->second->repoint(net_.ip(nodes_.redis[0]), net_.ip(to));
+    addressed_ = to;
+  }
+  // The writes paused meet a replica now: READONLY, on the old connections.
+  cli(from, "CLIENT UNPAUSE");
+  return caught_up;
+}
+
 std::string Deployment::master() const {
   if (topology_.embedded) return nodes_.stores[0];
-  if (topology_.plain_url) return nodes_.redis[0];
+  if (topology_.plain_url) return addressed_.empty() ? nodes_.redis[0] : addressed_;
   if (topology_.cluster) return live_redis();
   for (const auto& s : nodes_.sentinels) {
     std::istringstream reply(cli(s, std::string("SENTINEL get-master-addr-by-name ") + kMasterName));
@@ -470,7 +516,7 @@ bool Deployment::ensure_master() {
   const int64_t asked_at = steady_ms() + 20'000;
   bool asked = false;
   while (!named_master_is_one()) {
-    if (topology_.plain_url) cli(nodes_.redis[0], "REPLICAOF NO ONE");
+    if (topology_.plain_url) cli(master(), "REPLICAOF NO ONE");
     if (!asked && steady_ms() > asked_at) {
       for (const auto& s : nodes_.sentinels) cli(s, std::string("SENTINEL FAILOVER ") + kMasterName);
       asked = true;

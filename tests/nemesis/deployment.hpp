@@ -113,6 +113,14 @@ class Deployment {
   // A fail-over: SENTINEL FAILOVER, or behind a Redis Cluster CLUSTER
   // FAILOVER on a replica.
   void fail_over();
+  // Under a plain URL: switches the master over to `to` (writes paused
+  // until `to` has every one, so none is lost), makes every other node its
+  // replica, the old master under its open connections but cut off from
+  // `to` (it does not follow it), and points the brokers' address at `to`
+  // for the connections they open from now on. Moving back to the first
+  // master heals its link first. false when `to` did not catch up (nothing
+  // is changed then).
+  bool move_master(const std::string& to);
 
   // Starts again any worker that exited by itself; each is a "poison"
   // fault in the history.
@@ -164,6 +172,8 @@ class Deployment {
   std::atomic<bool> store_held_down_{false};
   std::jthread store_killer_;
   bool stopped_ = false;
+  // Under a plain URL: the node the brokers' address (redis0's) leads to.
+  std::string addressed_;
 };
 
 }  // namespace dueq::nemesis

@@ -83,6 +83,7 @@ struct Run {
       case FaultKind::slow: deployment.slow_links(f.target, f.delay_ms, f.jitter_ms, f.loss_permille); break;
       case FaultKind::hold: deployment.hold_links(f.target, true); break;
       case FaultKind::disk: deployment.fill_disk(f.target); break;
+      case FaultKind::move: deployment.move_master(f.target); break;
       case FaultKind::demote: {
         demoted = f.target.empty() ? deployment.master() : f.target;
         if (demoted.empty()) break;
@@ -107,6 +108,7 @@ struct Run {
       // up on too, late.
       case FaultKind::hold: deployment.hold_links(f.target, false); break;
       case FaultKind::disk: deployment.empty_disk(f.target); break;
+      case FaultKind::move: deployment.move_master(deployment.nodes().redis[0]); break;
       case FaultKind::demote:
         // The operator undoes it, unless the sentinels have chosen another
         // master meanwhile.

@@ -112,6 +112,7 @@ const char* name_of(FaultKind kind) {
     case FaultKind::slow: return "slow";
     case FaultKind::hold: return "hold";
     case FaultKind::disk: return "disk";
+    case FaultKind::move: return "move";
   }
   return "?";
 }
@@ -143,6 +144,7 @@ std::string Fault::describe() const {
                          loss_permille / 10, loss_permille % 10);
     case FaultKind::hold: return "hold bytes from " + target;
     case FaultKind::disk: return "fill the disk of " + target;
+    case FaultKind::move: return "move the master and its address to " + target;
   }
   return "?";
 }
@@ -234,16 +236,25 @@ const std::vector<NamedSchedule>& named_schedules() {
        {fault_on(FaultKind::clock, kStandby, 6'000, 16'000, 60'000), fault_on(FaultKind::kill, kLeader, 10'000, 4'000)},
        {},
        {"kill"}},
-      // The brokers are given the master's own address, not the sentinels',
-      // and it is demoted under their open connections, twice.
+      // The brokers are given one address, not the sentinels' (redis0's,
+      // which their proxies point elsewhere as a virtual address or a DNS
+      // name moves). The master is switched over to a replica under their
+      // open connections and the address moves with it; switched back when
+      // it heals; twice. A leader must drop its connection to the demoted
+      // master and reach the new one within recover_ms.
       {"demoted-master",
-       "a master demoted under an open connection of a plain redis:// URL kept a zombie leader that answered READONLY "
-       "forever and held every worker",
+       "a master demoted under an open connection kept a zombie leader that answered READONLY and held every worker, "
+       "while the address it was given led to the new master",
        40'000,
-       {fault_on(FaultKind::demote, "redis0", 6'000, 6'000), fault_on(FaultKind::demote, "redis0", 22'000, 6'000)},
+       {fault_on(FaultKind::move, "redis1", 6'000, 16'000), fault_on(FaultKind::move, "redis2", 28'000, 8'000)},
        {},
        {},
-       true},
+       true,
+       false,
+       {},
+       0,
+       {"move"},
+       8'000},
       // One broker on its embedded store; the store's redis-server is
       // killed, and every restart the broker makes is killed again as soon
       // as its pid file names it (while it loads, or before it serves),

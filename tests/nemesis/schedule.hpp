@@ -21,6 +21,11 @@ enum class FaultKind {
   slow,       // target's links (a broker's to Redis, a worker's to the brokers) delayed, jittered, lossy
   hold,       // the bytes target sends on its links held in them, delivered when it heals
   disk,       // target's (a Redis node's or an embedded store's) data directory filled up, emptied when it heals
+  // Under a plain URL: the master switched over to target, a replica (the old
+  // one demoted under open connections and cut off from it), and the
+  // brokers' address re-pointed to it, as a virtual address or DNS name
+  // moves; switched back when it heals. Named schedules only: nothing draws it.
+  move,
 };
 
 // A target named by role, resolved when the fault begins: the broker that
@@ -89,6 +94,11 @@ struct NamedSchedule {
   // Queues registered in the store before the run (names only, no job), so
   // that a take-over has that many to read.
   int preload_queues = 0;
+  // Kinds the system is to carry on through: they excuse a late start only
+  // for recover_ms (if > 0, instead of the checker's default) from when
+  // they begin, not for their whole span.
+  std::vector<std::string> explains_no_delay;
+  int64_t recover_ms = 0;
 };
 
 const std::vector<NamedSchedule>& named_schedules();

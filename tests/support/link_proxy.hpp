@@ -26,6 +26,8 @@
 #include <deque>
 #include <future>
 #include <list>
+#include <map>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -83,6 +85,18 @@ class LinkProxy {
   // delivered then, and its server side closed after them.
   void hold() { holding_ = true; }
   void release() { holding_ = false; }
+  // New connections to `from` (an IPv4 address) go on to `to` instead, as
+  // when a virtual address or a DNS name moves to another host; those open
+  // stay where they are. `to` equal to `from` undoes it.
+  void repoint(const std::string& from, const std::string& to) {
+    in_addr a{}, b{};
+    if (::inet_pton(AF_INET, from.c_str(), &a) != 1 || ::inet_pton(AF_INET, to.c_str(), &b) != 1)
+      throw std::invalid_argument("LinkProxy::repoint: not IPv4 addresses: " + from + ", " + to);
+    const std::lock_guard lock(repointed_mutex_);
+    if (a.s_addr == b.s_addr) repointed_.erase(a.s_addr);
+    else repointed_[a.s_addr] = b.s_addr;
+  }
+
   // Bytes from clients not passed on to the server yet (held, or not due).
   size_t held_bytes() const { return held_bytes_; }
 
@@ -157,12 +171,12 @@ class LinkProxy {
   // Where a client's connection goes on to: the upstream port on loopback,
   // or where the client was going before the REDIRECT.
   bool destination_of(int client, sockaddr_in& to) const {
-    if (placement_.netns_path.empty()) {
-      to = loopback(upstream_port_);
-      return true;
-    }
     socklen_t size = sizeof to;
-    return ::getsockopt(client, SOL_IP, SO_ORIGINAL_DST, &to, &size) == 0;
+    if (placement_.netns_path.empty()) to = loopback(upstream_port_);
+    else if (::getsockopt(client, SOL_IP, SO_ORIGINAL_DST, &to, &size) != 0) return false;
+    const std::lock_guard lock(repointed_mutex_);
+    if (auto it = repointed_.find(to.sin_addr.s_addr); it != repointed_.end()) to.sin_addr.s_addr = it->second;
+    return true;
   }
 
   void accept_links() {
@@ -299,6 +313,8 @@ class LinkProxy {
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> holding_{false};
+  mutable std::mutex repointed_mutex_;
+  std::map<in_addr_t, in_addr_t> repointed_;  // network byte order, as in sockaddr_in
   std::atomic<size_t> held_bytes_{0};
   std::list<Link> links_;
   std::thread thread_;

@@ -19,11 +19,13 @@ using namespace std::chrono_literals;
 // accepts.
 class Sink {
  public:
-  Sink() {
+  // On `address` (any of 127/8 is this host's) and `port` (0: a free one).
+  explicit Sink(const char* address = "127.0.0.1", int port = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::inet_pton(AF_INET, address, &addr.sin_addr);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
     socklen_t size = sizeof addr;
     if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
         ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &size) != 0 || ::listen(fd_, 4) != 0)
@@ -35,9 +37,18 @@ class Sink {
     ::close(fd_);
   }
   int port() const { return port_; }
+  // The first `size` bytes the peer sends (accepting it first).
+  std::string read_some(size_t size) {
+    if (peer_ < 0) peer_ = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    std::string out(size, '\0');
+    size_t got = 0;
+    for (ssize_t n; got < size && (n = ::read(peer_, out.data() + got, size - got)) > 0;) got += static_cast<size_t>(n);
+    out.resize(got);
+    return out;
+  }
   // Everything the peer sends until it closes.
   std::string read_all() {
-    peer_ = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (peer_ < 0) peer_ = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     std::string out;
     char buffer[4096];
     for (ssize_t n; (n = ::read(peer_, buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<size_t>(n));
@@ -87,6 +98,26 @@ TEST(LinkProxy, HeldBytesOfAClosedConnectionArriveWhenReleasedAndThenTheClose) {
   proxy.release();
   EXPECT_EQ(sink.read_all(), "late");
   EXPECT_EQ(proxy.held_bytes(), 0U);
+}
+
+// As a virtual address that moves to another host: new connections go to
+// the new one, an open one stays where it was.
+TEST(LinkProxy, ARepointedAddressTakesNewConnectionsAndLeavesOpenOnesWhereTheyAre) {
+  Sink before;
+  Sink after("127.0.0.2", before.port());
+  LinkProxy proxy(before.port(), 0us);
+  const int open = connect_to(proxy.port());
+  ASSERT_EQ(::write(open, "open", 4), 4);
+  ASSERT_EQ(before.read_some(4), "open");  // its onward leg is made
+  proxy.repoint("127.0.0.1", "127.0.0.2");
+  const int fresh = connect_to(proxy.port());
+  ASSERT_EQ(::write(fresh, "fresh", 5), 5);
+  ::close(fresh);
+  EXPECT_EQ(after.read_all(), "fresh");
+  ASSERT_EQ(::write(open, "+more", 5), 5);
+  ::close(open);
+  EXPECT_EQ(before.read_all(), "+more");
+  EXPECT_THROW(proxy.repoint("redis0", "127.0.0.2"), std::invalid_argument);
 }
 
 }  // namespace

@@ -98,6 +98,31 @@ TEST(NemesisChecker, AStartAgainIsChargedToTheFaultBetweenTheTwoOrIsAViolation) 
 
 // A broker's clock stepped forward runs jobs early by up to the step (as
 // documented); it explains no early start beyond it and no start again.
+// A first start late by more than late_ms of time no fault excuses is a
+// stall; a fault's span and recover_ms after it excuse it, and a kind the
+// system is to carry on through excuses only recover_ms from its start.
+TEST(NemesisChecker, AJobStartedLateNeedsAFaultToExcuseIt) {
+  History h = healthy();
+  h.starts[0].start_us = (kDue + 9'000) * 1000;
+  h.finals["j1"].finished_ms = kDue + 9'010;
+  Bounds bounds;
+  bounds.late_ms = 5'000;
+  bounds.recover_ms = 2'000;
+  Verdict v = check(h, bounds);
+  EXPECT_TRUE(says(v, "j1: LATE: first started 9000 ms after it was due, 9000 ms")) << v.report();
+  EXPECT_EQ(v.longest_unexcused_late_ms, 9'000);
+  h.faults = {{kDue + 1'000, kDue + 4'000, "kill", "broker0", 0}};  // excuses 1 s to 6 s: 4 s left
+  v = check(h, bounds);
+  EXPECT_TRUE(v.violations.empty()) << v.report();
+  EXPECT_EQ(v.longest_unexcused_late_ms, 4'000);
+  bounds.explains_no_delay = {"kill"};  // excuses 1 s to 3 s: 7 s left
+  v = check(h, bounds);
+  EXPECT_TRUE(says(v, "j1: LATE: first started 9000 ms after it was due, 7000 ms")) << v.report();
+  h.accepted[0].answered_ms = kDue + 5'000;  // accepted after it was due: late from then, 4 s
+  h.faults.clear();
+  EXPECT_TRUE(check(h, bounds).violations.empty());
+}
+
 TEST(NemesisChecker, ANamedScheduleBarsItsFaultKindsFromExplainingAStartAgain) {
   History h = healthy();
   h.starts.push_back({"j1", 1, 12, (kDue + 5'000) * 1000, "w1"});
