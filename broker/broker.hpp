@@ -43,6 +43,7 @@
 #include "broker/loop/results.hpp"
 #include "broker/store/round.hpp"
 #include "broker/loop/scheduler.hpp"
+#include "broker/loop/stall_watch.hpp"
 #include "broker/store/redis_client.hpp"
 #include "broker/store/sentinel_watch.hpp"
 #include "broker/loop/workers.hpp"
@@ -107,7 +108,13 @@ class Broker {
   Result<size_t> check_redis(const RedisAddress& address);
   Result<void> open_socket();
   // The loop's steps (run).
-  long arm_timer(int timer_fd) const;
+  // Sets the timer to the next wake-up and tells the stall watch; the
+  // timeout for zmq::poll (-1: the timer wakes it).
+  long arm_timer(int timer_fd);
+  // The broker did not listen for `deaf_ms` (StallWatch): its workers'
+  // silence meanwhile is excused and its deliveries' leases held long
+  // enough for their workers to report them.
+  void on_own_stall(int64_t deaf_ms);
   void on_signal(int signal_fd);
   void on_master_announced();
   void serve_redis_turn();
@@ -141,6 +148,8 @@ class Broker {
   AdminGateway& admin_gateway_;
   const Clock& clock_;
   LeaseClock lease_clock_;
+  // Two heartbeats: a worker gives a silent broker up after three.
+  StallWatch stall_watch_{2 * config_.heartbeat_ms};
   RedisAddress address_;
   RedisClient redis_;
   zmq::context_t context_;

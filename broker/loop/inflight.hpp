@@ -107,6 +107,21 @@ class InflightTable {
     return dropped;
   }
 
+  // The broker itself did not listen for a while (StallWatch): the leases
+  // that would run out before `until_ms` are held until then, so that their
+  // workers can report them first; `hold` sees each (to extend it in Redis).
+  template <typename Hold>
+  size_t hold_until(int64_t until_ms, Hold hold) {
+    size_t held = 0;
+    for (auto& [key, job] : jobs_) {
+      if (job.lease_deadline_ms >= until_ms) continue;
+      job.lease_deadline_ms = until_ms;
+      hold(job);
+      ++held;
+    }
+    return held;
+  }
+
   int64_t count_for_worker(const std::string& worker) const {
     auto it = per_worker_.find(worker);
     return it == per_worker_.end() ? 0 : it->second;

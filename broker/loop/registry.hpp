@@ -160,6 +160,13 @@ class WorkerRegistry {
     return out;
   }
 
+  // The broker itself did not listen for a while: every worker counts as
+  // heard from at `heard_ms` (a later time is the grace given to one that
+  // gave the silent broker up to come back), unless heard from later.
+  void count_as_heard(int64_t heard_ms) {
+    for (auto& [rid, w] : workers_) w.last_seen_ms = std::max(w.last_seen_ms, heard_ms);
+  }
+
   // Routing ids of workers not heard from since `cutoff_ms`.
   std::vector<std::string> silent_since(int64_t cutoff_ms) const {
     std::vector<std::string> out;

@@ -227,7 +227,7 @@ bool Deployment::start_all(std::string& why) {
     add(name, nodes_.workers, [this, name] {
       std::vector<std::string> argv = {topology_.bin_dir + "/dueq-example-worker", "--broker", broker_endpoints(), "--concurrency",
                                        "8", "--record", (dir_ / ("starts-" + name + ".txt")).string()};
-      for (const auto& queue : topology_.queues()) argv.insert(argv.end(), {"--queue", queue});
+      argv.insert(argv.end(), {"--queue", topology_.queue});
       return argv;
     });
   }
@@ -237,10 +237,19 @@ bool Deployment::start_all(std::string& why) {
     add(name, nodes_.workers, [this, name] {
       std::vector<std::string> argv = {"/usr/bin/python3", "-B", topology_.source_dir + "/tests/python/record_worker.py"};
       for (const auto& b : nodes_.brokers) argv.insert(argv.end(), {"--broker", fmt::format("tcp://{}:{}", net_.ip(b), kBrokerPort)});
-      for (const auto& queue : topology_.queues()) argv.insert(argv.end(), {"--queue", queue});
-      argv.insert(argv.end(), {"--concurrency", "4", "--record", (dir_ / ("starts-" + name + ".txt")).string()});
+      argv.insert(argv.end(), {"--queue", topology_.queue, "--concurrency", "4", "--record",
+                               (dir_ / ("starts-" + name + ".txt")).string()});
       return argv;
     }, {"PYTHONPATH=" + python_path});
+  }
+  if (!topology_.new_queues.empty()) {
+    const std::string name = fmt::format("worker{}", nodes_.workers.size());
+    add(name, nodes_.workers, [this, name] {
+      std::vector<std::string> argv = {topology_.bin_dir + "/dueq-example-worker", "--broker", broker_endpoints(), "--concurrency",
+                                       "4", "--record", (dir_ / ("starts-" + name + ".txt")).string()};
+      for (const auto& queue : topology_.new_queues) argv.insert(argv.end(), {"--queue", queue});
+      return argv;
+    });
   }
   for (const auto& name : nodes_.all()) {
     if (!net_.add(name)) {

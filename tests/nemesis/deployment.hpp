@@ -30,7 +30,9 @@ struct Topology {
   int cpp_workers = 2;
   bool python_worker = true;
   std::string queue = "nemesis";
-  std::vector<std::string> new_queues;  // served too, from the start: a schedule's (workload.hpp)
+  // A schedule's (workload.hpp), served by a worker of their own, the
+  // last one, which the schedule stops while no worker is to serve them.
+  std::vector<std::string> new_queues;
   std::string bin_dir;     // dueq-broker, dueq-example-worker
   std::string source_dir;  // for the Python package and its record worker
   std::string broker_bin;  // "" for bin_dir's dueq-broker (--broker-bin: another build's)

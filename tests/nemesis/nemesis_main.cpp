@@ -46,15 +46,13 @@ struct Run {
   Network& net;
   Workload& workload;
   std::filesystem::path dir;
-  std::mt19937_64 operator_rng;
   std::string demoted = {};  // the master a demote fault turned into a replica
 
   // Waits until `until_ms` on the steady clock, starting again workers that
-  // crashed and, now and then, cancelling a job as an operator would.
+  // crashed.
   void wait_until(int64_t until_ms) {
     while (steady_ms() < until_ms) {
       deployment.tend();
-      if (operator_rng() % 40 == 0) workload.cancel_one(operator_rng);
       std::this_thread::sleep_for(100ms);
     }
   }
@@ -145,6 +143,8 @@ struct Run {
         continue;
       }
       f.target = resolve(f.target);
+      for (auto* side : {&f.side_a, &f.side_b})
+        for (auto& node : *side) node = resolve(node);
       from[step.fault] = wall_ms();
       fmt::print("{:7.1f} s  {} for {} ms\n", static_cast<double>(f.at_ms) / 1000, f.describe(), f.for_ms);
       std::fflush(stdout);
@@ -388,7 +388,7 @@ int main(int argc, char** argv) {
     topology.broker_config = named->broker_config;
     topology.plain_url = named->plain_url;
     topology.embedded = named->embedded;
-    for (const auto& [at_ms, queue] : named->new_queues) topology.new_queues.push_back(queue);
+    for (const auto& q : named->new_queues) topology.new_queues.push_back(q.name);
   }
   std::vector<FaultKind> only;
   for (const auto& name : only_names) {
@@ -442,8 +442,6 @@ int main(int argc, char** argv) {
   // soon after the last fault heals.
   WorkloadOptions work{.endpoints = deployment.broker_endpoints(), .queue = topology.queue, .seed = seed, .batch = batch,
                        .due_horizon_ms = std::min<int64_t>(20'000, *length_ms / 3), .last_due_ms = wall_ms() + *length_ms};
-  if (named != nullptr)
-    for (const auto& [at_ms, queue] : named->new_queues) work.new_queues.emplace_back(wall_ms() + at_ms, queue);
   const int64_t ticks_asked_ms = wall_ms();
   if (!dueq_until_done(deployment.broker_endpoints(),
                        fmt::format("cron add {} --schedule '*/2 * * * * *' --queue {} --type noop", kTickEntry, topology.queue))) {
@@ -453,8 +451,11 @@ int main(int argc, char** argv) {
   // Ticks after the add returned are owed (it enqueues those after the
   // broker's "now" as it ran); those since it was asked may exist.
   const int64_t ticks_added_ms = wall_ms();
+  // A schedule's new queues on the clock its faults start on.
+  if (named != nullptr)
+    for (const auto& q : named->new_queues) work.new_queues.push_back({ticks_added_ms + q.at_ms, q.name});
   Workload workload(dir, work);
-  Run run{deployment, net, workload, dir, std::mt19937_64(seed * 31 + 7), {}};
+  Run run{deployment, net, workload, dir, {}};
   run.play(schedule, steady_ms(), *length_ms);
   workload.stop();
   run.heal_all();

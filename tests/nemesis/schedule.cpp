@@ -213,6 +213,15 @@ Fault slow_links_of(std::string target, int64_t at_ms, int64_t for_ms, int64_t d
   return f;
 }
 
+// `a` and `b` cut from each other (a node, a role, or "host": the producers
+// and the operator).
+Fault cut_off(std::string a, std::string b, int64_t at_ms, int64_t for_ms) {
+  Fault f = fault_on(FaultKind::partition, "", at_ms, for_ms);
+  f.side_a = {std::move(a)};
+  f.side_b = {std::move(b)};
+  return f;
+}
+
 }  // namespace
 
 const std::vector<NamedSchedule>& named_schedules() {
@@ -269,23 +278,31 @@ const std::vector<NamedSchedule>& named_schedules() {
        false,
        true},
       // The leader's bytes to Redis are held in its link for 8 s (its 2 s
-      // lease lapses and the standby takes over) while the producers begin
-      // on a queue no job went to before: its registration and first writes
-      // sit among the held bytes and reach Redis, when released, after the
-      // successor read the queue list. Twice, with a second new queue.
+      // lease lapses and the standby takes over) while a producer sends one
+      // batch to a queue no job went to before: its registration and first
+      // writes sit among the held bytes and reach Redis, when released,
+      // after the successor read the queue list. The producers cannot reach
+      // the standby until 1 s after the release, so the retries of that
+      // batch come to the successor only then, and nothing else goes to
+      // that queue; the worker that serves the new queues (worker3, only
+      // them) is stopped until then, so no HELLO names them either. Twice,
+      // with a second new queue.
       {"late-bytes-new-queue",
-       "a cut-off leader's held registration of a new queue landed after its successor had read the queue list, and "
-       "no leader ever ran that queue's jobs",
+       "a cut-off leader's held round registered a new queue and leased a job in it after its successor had read the "
+       "queue list; the producer's retry was answered duplicate and no leader ever ran that job",
        40'000,
-       {fault_on(FaultKind::hold, kLeader, 8'000, 8'000), fault_on(FaultKind::hold, kLeader, 24'000, 8'000)},
+       {fault_on(FaultKind::stop, "worker3", 0, 17'000), fault_on(FaultKind::hold, kLeader, 8'000, 8'000),
+        cut_off(kStandby, "host", 8'000, 9'000), fault_on(FaultKind::stop, "worker3", 21'000, 12'000),
+        fault_on(FaultKind::hold, kLeader, 24'000, 8'000), cut_off(kStandby, "host", 24'000, 9'000)},
        {},
        {},
        false,
        false,
-       {{9'000, "nemesis-late1"}, {25'000, "nemesis-late2"}}},
+       {{9'500, "nemesis-late1"}, {25'500, "nemesis-late2"}}},
       // 20,000 queues in the store, both brokers' links to Redis 1 ms
       // slower each way, and the leader killed: the standby must take over
-      // (read every queue) without letting its 2 s lease lapse.
+      // (read every queue) without letting its 2 s lease lapse, and serve
+      // within 10 s of the kill (recover_ms: no job waits past that).
       {"take-over-20000-queues",
        "with 20,000 queues behind a slow link a take-over outlasted the lease, and the brokers deposed each other while "
        "they started, accepting nothing",
@@ -297,7 +314,9 @@ const std::vector<NamedSchedule>& named_schedules() {
        false,
        false,
        {},
-       20'000},
+       20'000,
+       {"kill", "slow"},
+       10'000},
   };
   return all;
 }

@@ -88,9 +88,13 @@ struct NamedSchedule {
   std::vector<std::string> explains_no_rerun;
   bool plain_url = false;  // brokers given redis://redis0 instead of the sentinels
   bool embedded = false;   // one broker on its embedded store (deployment.hpp)
-  // Queues the workload starts to use (half its batches) at these ms from
-  // the start; the workers serve them from the start.
-  std::vector<std::pair<int64_t, std::string>> new_queues;
+  // Queues the workload sends one batch to, each at its ms from the start
+  // (a producer of their own); the workers serve them from the start.
+  struct NewQueue {
+    int64_t at_ms = 0;
+    std::string name;
+  };
+  std::vector<NewQueue> new_queues;
   // Queues registered in the store before the run (names only, no job), so
   // that a take-over has that many to read.
   int preload_queues = 0;

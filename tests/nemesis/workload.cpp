@@ -42,6 +42,8 @@ JobSpec draw_job(std::mt19937_64& rng, const WorkloadOptions& o, const std::stri
 Workload::Workload(std::filesystem::path dir, WorkloadOptions options)
     : dir_(std::move(dir)), options_(std::move(options)), accepted_file_(dir_ / "accepted.tsv", std::ios::app) {
   for (int p = 0; p < options_.producers; ++p) threads_.emplace_back([this, p] { produce(p); });
+  if (!options_.new_queues.empty()) threads_.emplace_back([this] { produce_new_queues(); });
+  threads_.emplace_back([this] { operate(); });
 }
 
 Workload::~Workload() { stop(); }
@@ -63,41 +65,57 @@ void Workload::record(const JobSpec& job, bool surely) {
   }
 }
 
-const std::string& Workload::queue_for(int64_t n) const {
-  const std::string* queue = &options_.queue;
-  if (n % 2 == 1)
-    for (const auto& [from_ms, name] : options_.new_queues)
-      if (wall_ms() >= from_ms) queue = &name;
-  return *queue;
-}
-
 void Workload::produce(int producer) {
   std::mt19937_64 rng(options_.seed * 7919 + static_cast<uint64_t>(producer));
   Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
   for (int64_t n = 0; producing_; ++n) {
     std::vector<JobSpec> batch;
-    const std::string& queue = queue_for(n);
     for (int i = 0; i < options_.batch; ++i)
-      batch.push_back(draw_job(rng, options_, queue, fmt::format("p{}-{}", producer, n * options_.batch + i)));
-    const int64_t give_up_at = steady_ms() + 20'000;
-    while (!batch.empty() && steady_ms() < give_up_at) {
-      auto results = client.enqueue_batch(batch);
-      std::vector<JobSpec> again;
-      for (size_t i = 0; results && i < results->size(); ++i) {
-        const auto& r = (*results)[i];
-        if (r.status == EnqueueResult::Status::accepted || r.status == EnqueueResult::Status::duplicate) {
-          record(batch[i], true);
-        } else if (r.status == EnqueueResult::Status::rejected) {
-          ++rejected_;  // every job here is valid
-          fmt::print("REJECTED {}: {}\n", r.id, r.reason);
-        } else {
-          again.push_back(batch[i]);  // overloaded, unavailable: asked again
-        }
+      batch.push_back(draw_job(rng, options_, options_.queue, fmt::format("p{}-{}", producer, n * options_.batch + i)));
+    send(client, std::move(batch));
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+void Workload::produce_new_queues() {
+  std::mt19937_64 rng(options_.seed * 7919 + 104'729);
+  Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  for (size_t q = 0; q < options_.new_queues.size(); ++q) {
+    const auto& [at_ms, name] = options_.new_queues[q];
+    while (producing_ && wall_ms() < at_ms) std::this_thread::sleep_for(10ms);
+    if (!producing_) return;
+    std::vector<JobSpec> batch;
+    for (int i = 0; i < options_.batch; ++i) batch.push_back(draw_job(rng, options_, name, fmt::format("q{}-{}", q, i)));
+    send(client, std::move(batch));
+  }
+}
+
+void Workload::send(Client& client, std::vector<JobSpec> batch) {
+  const int64_t give_up_at = steady_ms() + 20'000;
+  while (!batch.empty() && steady_ms() < give_up_at) {
+    auto results = client.enqueue_batch(batch);
+    std::vector<JobSpec> again;
+    for (size_t i = 0; results && i < results->size(); ++i) {
+      const auto& r = (*results)[i];
+      if (r.status == EnqueueResult::Status::accepted || r.status == EnqueueResult::Status::duplicate) {
+        record(batch[i], true);
+      } else if (r.status == EnqueueResult::Status::rejected) {
+        ++rejected_;  // every job here is valid
+        fmt::print("REJECTED {}: {}\n", r.id, r.reason);
+      } else {
+        again.push_back(batch[i]);  // overloaded, unavailable: asked again
       }
-      if (results) batch = std::move(again);
-      if (!batch.empty()) std::this_thread::sleep_for(200ms);
     }
-    for (const auto& job : batch) record(job, false);
+    if (results) batch = std::move(again);
+    if (!batch.empty()) std::this_thread::sleep_for(200ms);
+  }
+  for (const auto& job : batch) record(job, false);
+}
+
+void Workload::operate() {
+  std::mt19937_64 rng(options_.seed * 31 + 7);
+  while (producing_) {
+    if (rng() % 40 == 0) cancel_one(rng);
     std::this_thread::sleep_for(100ms);
   }
 }

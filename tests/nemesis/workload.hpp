@@ -5,7 +5,7 @@
 // poison (they kill their worker). A batch is asked again with the same ids
 // until the broker answers, for at most 20 s; jobs still unanswered then
 // are recorded as of unknown outcome. Every answer goes to accepted.tsv.
-// Jobs go to one queue, and from times a schedule sets, half to new ones.
+// Jobs go to one queue, and at times a schedule sets one batch to a new one.
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -29,10 +29,14 @@ struct WorkloadOptions {
   int batch = 5;               // jobs per batch; a batch every 100 ms per producer
   int64_t due_horizon_ms = 20'000;
   int64_t last_due_ms = INT64_MAX;  // wall ms: no job is due later (the run settles sooner)
-  // Queues no job went to before: from its wall ms on, every other batch
-  // goes to the latest of them whose time has come (its first enqueue
-  // registers it, at a moment a schedule chose).
-  std::vector<std::pair<int64_t, std::string>> new_queues;
+  // Queues no job went to before: at its wall ms, a producer of its own
+  // sends one batch to each (its first enqueue registers it, at a moment a
+  // schedule chose) and nothing else goes there.
+  struct NewQueue {
+    int64_t at_ms = 0;  // wall ms
+    std::string name;
+  };
+  std::vector<NewQueue> new_queues;
 };
 
 class Workload {
@@ -44,17 +48,23 @@ class Workload {
 
   // Asks the producers to stop and waits for their last batch.
   void stop();
-  // An operator cancel of an accepted job not due for another second or
-  // more, chosen by `rng`; recorded in cancels.tsv before it is asked.
-  void cancel_one(std::mt19937_64& rng);
+
   size_t accepted() const { return accepted_count_; }
   size_t rejected() const { return rejected_; }
 
  private:
   void produce(int producer);
+  // Now and then (one in 40 tenths of a second), an operator cancel of an
+  // accepted job not due for another second or more, recorded in
+  // cancels.tsv before it is asked: on a thread of its own, so that an
+  // answer slow in coming (a broker cut off) delays no fault.
+  void operate();
+  void cancel_one(std::mt19937_64& rng);
+  // One batch to each new queue, at its time.
+  void produce_new_queues();
+  // Asks `batch` until each job is answered, for at most 20 s; records each.
+  void send(Client& client, std::vector<JobSpec> batch);
   void record(const JobSpec& job, bool surely);
-  // The queue of the `n`th batch begun now.
-  const std::string& queue_for(int64_t n) const;
 
   std::filesystem::path dir_;
   WorkloadOptions options_;
