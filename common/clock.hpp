@@ -6,6 +6,7 @@
 // take a Clock& so tests can step the wall clock.
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 
 namespace dueq {
 
@@ -37,6 +38,10 @@ class Clock {
   // Finer, for measurements (a clock that steps in ms need not override it).
   virtual int64_t steady_us() const { return steady_ms() * 1000; }
   int64_t wall_ms() const { return wall_us() / 1000; }
+  // CPU time of the calling thread: beside the steady clock it tells a
+  // thread that worked from one that was stopped or starved (a clock that
+  // cannot tell says it always ran).
+  virtual int64_t thread_cpu_ms() const { return steady_ms(); }
 };
 
 class SystemClock final : public Clock {
@@ -44,6 +49,11 @@ class SystemClock final : public Clock {
   int64_t wall_us() const override { return dueq::wall_us(); }
   int64_t steady_ms() const override { return dueq::steady_ms(); }
   int64_t steady_us() const override { return dueq::steady_us(); }
+  int64_t thread_cpu_ms() const override {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+  }
 };
 
 inline const Clock& system_clock() {

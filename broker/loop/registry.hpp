@@ -33,6 +33,10 @@ struct WorkerInfo {
   uint32_t capacity = 0;
   bool draining = false;
   int64_t last_seen_ms = 0;
+  // Given a stall's grace (count_as_heard) and not heard from since: the
+  // next stall gives it none, so a broker that stalls again and again still
+  // declares a silent worker dead.
+  bool excused = false;
   // A TASKS frame could not be queued for it (disconnected, or not reading):
   // sent nothing more until it is heard from again.
   bool unreachable = false;
@@ -160,11 +164,16 @@ class WorkerRegistry {
     return out;
   }
 
-  // The broker itself did not listen for a while: every worker counts as
-  // heard from at `heard_ms` (a later time is the grace given to one that
-  // gave the silent broker up to come back), unless heard from later.
+  // The broker itself did not run for a while: every worker counts as heard
+  // from at `heard_ms` (a later time is the grace given to one that gave the
+  // silent broker up to come back), unless heard from later, once until it
+  // is heard from again.
   void count_as_heard(int64_t heard_ms) {
-    for (auto& [rid, w] : workers_) w.last_seen_ms = std::max(w.last_seen_ms, heard_ms);
+    for (auto& [rid, w] : workers_) {
+      if (w.excused) continue;
+      w.excused = true;
+      w.last_seen_ms = std::max(w.last_seen_ms, heard_ms);
+    }
   }
 
   // Routing ids of workers not heard from since `cutoff_ms`.

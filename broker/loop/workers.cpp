@@ -71,6 +71,7 @@ void Workers::on_heartbeat(const Peer& peer, const proto::Heartbeat& heartbeat, 
     return;
   }
   worker->last_seen_ms = heard_ms;
+  worker->excused = false;
   worker->heartbeated = true;
   worker->draining = heartbeat.draining;
   registry_.lift_bar(peer.routing_id);
@@ -153,6 +154,7 @@ void Workers::on_starting(const Peer& peer, const proto::Starting& starting, int
 void Workers::heard_from(const std::string& routing_id, int64_t heard_ms) {
   if (WorkerInfo* w = registry_.find(routing_id)) {
     w->last_seen_ms = heard_ms;
+    w->excused = false;
     w->unreachable = false;
   }
 }

@@ -12,24 +12,26 @@
 namespace dueq::broker {
 namespace {
 
-TEST(StallWatch, WaitsTheLoopChoseAndShortWorkAreNoStall) {
+TEST(StallWatch, WaitsTheLoopChoseAndWorkAreNoStall) {
   StallWatch watch(500);
-  watch.waiting(0, 5'000);
-  EXPECT_EQ(watch.woke(5'000), 0);  // an idle wait, to the end
-  watch.waiting(5'100, 5'000);      // 100 ms of work
-  EXPECT_EQ(watch.woke(5'300), 0);  // woken early by a frame
-  watch.waiting(5'700, 0);          // 400 ms of work: under the threshold
-  EXPECT_EQ(watch.woke(5'700), 0);
+  watch.waiting(0, 0, 5'000);
+  EXPECT_EQ(watch.woke(5'000, 0), 0);       // an idle wait, to the end
+  watch.waiting(5'100, 100, 5'000);         // 100 ms of work
+  EXPECT_EQ(watch.woke(5'300, 100), 0);     // woken early by a frame
+  watch.waiting(8'300, 3'100, 0);           // 3 s of work, all of it on the CPU: a busy broker
+  EXPECT_EQ(watch.woke(8'300, 3'100), 0);
+  watch.waiting(8'700, 3'100, 0);           // 400 ms off the CPU: under the threshold
+  EXPECT_EQ(watch.woke(8'700, 3'100), 0);
 }
 
-TEST(StallWatch, AStopInAWaitOrInWorkIsTheTimeNotListened) {
+TEST(StallWatch, AStopInAWaitOrInWorkIsTheTimeTheBrokerDidNotRun) {
   StallWatch watch(500);
-  watch.waiting(0, 10);
-  EXPECT_EQ(watch.woke(1'810), 1'800);  // SIGSTOPped while waiting 10 ms
-  watch.waiting(3'610, 1'000);          // stopped 1.8 s while working
-  EXPECT_EQ(watch.woke(3'620), 1'800);
-  watch.waiting(3'620, 1'000);
-  EXPECT_EQ(watch.woke(4'300), 0) << "a stall is counted once";
+  watch.waiting(0, 0, 10);
+  EXPECT_EQ(watch.woke(1'810, 0), 1'800);  // SIGSTOPped while waiting 10 ms
+  watch.waiting(3'630, 20, 1'000);         // stopped 1.8 s while working 20 ms
+  EXPECT_EQ(watch.woke(3'640, 20), 1'800);
+  watch.waiting(3'640, 20, 1'000);
+  EXPECT_EQ(watch.woke(4'300, 20), 0) << "a stall is counted once";
 }
 
 TEST(StallWatch, AWorkerSilentDuringTheBrokersStallIsGivenTheGraceAndNoLonger) {
@@ -45,6 +47,9 @@ TEST(StallWatch, AWorkerSilentDuringTheBrokersStallIsGivenTheGraceAndNoLonger) {
   EXPECT_EQ(registry.find("fresh")->last_seen_ms, 9'000) << "heard from later: kept";
   EXPECT_TRUE(registry.silent_since(5'000).empty());
   EXPECT_EQ(registry.silent_since(5'001), std::vector<std::string>{"quiet"});
+  // A broker that stalls again and again gives a silent worker one grace.
+  registry.count_as_heard(7'000);
+  EXPECT_EQ(registry.find("quiet")->last_seen_ms, 5'000);
 }
 
 TEST(StallWatch, LeasesRunningOutBeforeTheGraceAreHeldToItAndLongerOnesKept) {
