@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/build_info.hpp"
 #include "broker/broker.hpp"
 #include "broker/store/embedded_store.hpp"
 #include "broker/http/http_server.hpp"
@@ -161,6 +162,7 @@ int main(int argc, char** argv) {
   using namespace dueq;
   Flags flags;
   CLI::App app{"dueq-broker: the dueq coordinator (owns Redis, schedules, leases and dispatches jobs)"};
+  app.set_version_flag("--version", dueq::version_text("dueq-broker"));
   add_flags(app, flags);
   CLI11_PARSE(app, argc, argv);
 

@@ -1,5 +1,6 @@
 #include "cli/inspect_commands.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -155,6 +156,11 @@ int admin(Client& client, const AdminCommand& command, bool json) {
     fmt::print("{}\n", result->summary);
   }
   if (command.op == "audit" && result->summary != "clean") return kExitError;
+  // Every id is answered (the others were cancelled); one the broker does
+  // not know is what exit 3 says.
+  if (command.op == "cancel" &&
+      std::any_of(result->rows.begin(), result->rows.end(), [](const auto& row) { return field(row, "result") == "not found"; }))
+    return kExitNotFound;
   return 0;
 }
 

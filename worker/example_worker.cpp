@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "common/build_info.hpp"
 #include "common/clock.hpp"
 #include "common/logging.hpp"
 #include "dueq/worker.hpp"
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   dueq::WorkerOptions options;
   std::string record;
   CLI::App app{"dueq-example-worker: the worker library with built-in handlers noop, sleep (payload = ms), fail, crash"};
+  app.set_version_flag("--version", dueq::version_text("dueq-example-worker"));
   app.add_option("--broker", options.broker, "broker endpoint, or several separated by commas")->envname("DUEQ_BROKER")->required();
   app.add_option("--queue", options.queues, "queue to serve, NAME or NAME:WEIGHT (repeat for several)")->required();
   app.add_flag("--strict", options.strict_priority, "take the queues in the order given");

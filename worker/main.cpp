@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/build_info.hpp"
 #include "common/duration.hpp"
 #include "common/logging.hpp"
 #include "common/names.hpp"
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
   using namespace dueq;
   Flags flags;
   CLI::App app{"dueq-worker: runs a command for each job of the queues it serves"};
+  app.set_version_flag("--version", dueq::version_text("dueq-worker"));
   add_flags(app, flags);
   CLI11_PARSE(app, argc, argv);
   int64_t timeout_ms = 0;

@@ -21,6 +21,18 @@ CliRun dueq_cli(const std::string& broker, const std::string& args, bool with_st
   return run_dueq(broker, args, with_stderr);
 }
 
+// `dueq ARGS` with no --broker put first, stderr with stdout.
+CliRun dueq_raw(const std::string& args) {
+  CliRun run{-1, ""};
+  if (FILE* pipe = ::popen((bin("dueq") + " " + args + " 2>&1").c_str(), "r")) {
+    char buffer[4096];
+    for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) run.out.append(buffer, n);
+    const int status = ::pclose(pipe);
+    run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  return run;
+}
+
 }  // namespace
 
 TEST(Cli, EnqueuePrintsTheIdAndARetryWithTheSameIdMakesNoSecondJob) {
@@ -130,8 +142,40 @@ TEST(Cli, BadFlagsAreUsageErrorsAndChangeNothing) {
 TEST(Cli, UnknownJobIsNotFoundAndNoBrokerIsATemporaryFailure) {
   Cluster cluster;
   EXPECT_EQ(dueq_cli(cluster.endpoint(), "job no-such-job").code, 3);
+  // Every id is answered; one the broker does not know makes it exit 3.
+  ASSERT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type t --delay 1h --id later").code, 0);
+  auto cancelled = dueq_cli(cluster.endpoint(), "cancel later no-such-job");
+  EXPECT_EQ(cancelled.code, 3) << cancelled.out;
+  EXPECT_NE(cancelled.out.find("later: cancelled"), std::string::npos) << cancelled.out;
+  EXPECT_NE(cancelled.out.find("no-such-job: not found"), std::string::npos) << cancelled.out;
+  EXPECT_EQ(dueq_cli(cluster.endpoint(), "cancel no-such-job --json").code, 3);
   const std::string nobody = "tcp://127.0.0.1:" + std::to_string(free_port());
   EXPECT_EQ(dueq_cli(nobody, "--timeout 200ms stats").code, 75);
+}
+
+// Rule: connection options work after the command too, a mistyped command
+// is named with the nearest one (exit 2, nothing sent), and --version
+// answers without a broker.
+TEST(Cli, OptionsAfterTheCommandTyposAndVersion) {
+  Cluster cluster;
+  auto after = dueq_raw("stats --json --broker " + cluster.endpoint() + " --timeout 5s");
+  EXPECT_EQ(after.code, 0) << after.out;
+  EXPECT_TRUE(nlohmann::json::parse(after.out).is_array()) << after.out;
+  auto typo = dueq_raw("--broker " + cluster.endpoint() + " enqeue --queue q --type t");
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_NE(typo.out.find("no command 'enqeue'; did you mean 'enqueue'?"), std::string::npos) << typo.out;
+  auto far = dueq_raw("frobnicate");
+  EXPECT_EQ(far.code, 2);
+  EXPECT_NE(far.out.find("no command 'frobnicate' (dueq --help lists them)"), std::string::npos) << far.out;
+  EXPECT_EQ(cluster.queue_keys(), "");
+  auto version = dueq_raw("--version");
+  EXPECT_EQ(version.code, 0);
+  EXPECT_TRUE(version.out.starts_with("dueq 0.")) << version.out;
+  EXPECT_NE(version.out.find("(commit "), std::string::npos) << version.out;
+  for (const char* program : {"dueq-broker", "dueq-worker", "dueq-example-worker"}) {
+    const std::string out = command_output(bin(program) + " --version");
+    EXPECT_TRUE(out.starts_with(std::string(program) + " 0.")) << out;
+  }
 }
 
 // Rule: with no broker listening the CLI says so within about 2 s
