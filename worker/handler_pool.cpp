@@ -2,13 +2,17 @@
 
 #include <chrono>
 
+#include <spdlog/spdlog.h>
+
+#include "common/clock.hpp"
+#include "common/logging.hpp"
 #include "worker/wake_policy.hpp"
 
 namespace dueq::worker {
 
 HandlerPool::HandlerPool(std::string worker_id, const std::unordered_map<std::string, Handler>& handlers,
-                         std::function<void()> wake_main)
-    : worker_id_(std::move(worker_id)), handlers_(handlers), wake_main_(std::move(wake_main)) {}
+                         std::function<void()> wake_main, bool log_jobs)
+    : worker_id_(std::move(worker_id)), handlers_(handlers), wake_main_(std::move(wake_main)), log_jobs_(log_jobs) {}
 
 void HandlerPool::start(unsigned threads) {
   for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { thread_main(); });
@@ -188,15 +192,39 @@ void HandlerPool::record_handler_time(double micros) {
   mean_handler_us_.store(mean <= 0 ? micros : mean + (micros - mean) / 16, std::memory_order_relaxed);
 }
 
+namespace {
+
+const char* outcome_word(proto::Outcome outcome) {
+  switch (outcome) {
+    case proto::Outcome::done: return "done";
+    case proto::Outcome::failed: return "failed";
+    case proto::Outcome::failed_final: return "failed for good";
+    case proto::Outcome::cancelled: return "cancelled";
+  }
+  return "ended";
+}
+
+}  // namespace
+
 proto::JobResult HandlerPool::run_delivery(Delivery& delivery) {
-  proto::JobResult result{delivery.job.queue, delivery.job.id, delivery.token, proto::Outcome::done, {}};
-  HandlerResult outcome = run_handler(delivery.job);
+  const Job& job = delivery.job;
+  proto::JobResult result{job.queue, job.id, delivery.token, proto::Outcome::done, {}};
+  const bool log = log_jobs_ && spdlog::should_log(spdlog::level::info);
+  const int64_t started_us = log ? steady_us() : 0;
+  if (log)
+    spdlog::info("job {} started: queue {}, type {}, attempt {} of {}", loggable(job.id), loggable(job.queue),
+                 loggable(job.type), job.attempt, job.max_attempts);
+  HandlerResult outcome = run_handler(job);
   result.outcome = outcome.status == HandlerResult::Status::done     ? proto::Outcome::done
                    : delivery.cancel->by_user.load()                 ? proto::Outcome::cancelled
                    : outcome.status == HandlerResult::Status::failed ? proto::Outcome::failed
                                                                      : proto::Outcome::failed_final;
   result.error = std::move(outcome.error);
   if (result.error.size() > proto::kMaxErrorText) result.error.resize(proto::kMaxErrorText);
+  if (log)
+    spdlog::info("job {} {} in {} ms (queue {}, type {}, attempt {}){}{}", loggable(job.id), outcome_word(result.outcome),
+                 (steady_us() - started_us) / 1000, loggable(job.queue), loggable(job.type), job.attempt,
+                 result.error.empty() ? "" : ": ", loggable(result.error, 200));
   return result;
 }
 

@@ -43,7 +43,7 @@ class HandlerPool {
   // `handlers` by job type ("*" for any); `wake_main` wakes the main thread
   // (results, or starts to announce).
   HandlerPool(std::string worker_id, const std::unordered_map<std::string, Handler>& handlers,
-              std::function<void()> wake_main);
+              std::function<void()> wake_main, bool log_jobs = true);
   ~HandlerPool() { stop(); }
 
   void start(unsigned threads);
@@ -123,6 +123,7 @@ class HandlerPool {
   const std::string worker_id_;
   const std::unordered_map<std::string, Handler>& handlers_;
   std::function<void()> wake_main_;
+  bool log_jobs_ = true;  // WorkerOptions::log_jobs
   std::atomic<double> mean_handler_us_{0};
 
   std::mutex mutex_;

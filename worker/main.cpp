@@ -41,6 +41,7 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--broker-key", options.broker_key, "the broker's CURVE public key: 40 Z85 characters or its .pub file")->envname("DUEQ_BROKER_KEY");
   app.add_option("--key", options.key_file, "this worker's CURVE key file (dueq keygen)")->envname("DUEQ_KEY");
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
+  app.add_flag("!--quiet-jobs", options.log_jobs, "no info line when a job starts and ends (type, attempt, time taken, outcome)");
 }
 
 int fail_usage(const std::string& message) {

@@ -44,7 +44,7 @@ struct Worker::Impl {
   explicit Impl(WorkerOptions o)
       : options(std::move(o)),
         pool(options.worker_id.empty() ? (options.worker_id = default_worker_id()) : options.worker_id, handlers,
-             [this] { wake(); }),
+             [this] { wake(); }, options.log_jobs),
         context(1),
         dealer(context, zmq::socket_type::dealer), link(context, dealer),
         wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {

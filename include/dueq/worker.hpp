@@ -62,6 +62,10 @@ struct WorkerOptions {
   // refills their slots).
   unsigned prefetch = 0;
   int64_t drain_timeout_ms = 30'000;  // on stop(): how long running jobs may finish
+  // A log line at info when each job starts and when it ends (its type,
+  // attempt, time taken and outcome); false, or a log level above info,
+  // quiets them.
+  bool log_jobs = true;
   std::string worker_id;            // default: host-pid-random
   // CurveZMQ (docs/security.md): the broker's public key (Z85 or its .pub
   // file) and this worker's key file (`dueq keygen`). Both empty: plaintext.

@@ -170,6 +170,35 @@ TEST(EndToEnd, JobsOfAKilledWorkerAreRedeliveredToAnother) {
               percentile(delays_s, 100));
 }
 
+// Rule: a worker logs each job's start and end at info (type, attempt, time
+// taken, outcome with the reason of a failure); --quiet-jobs quiets both.
+TEST(EndToEnd, AWorkerLogsEachJobsStartAndEndUnlessQuiet) {
+  Cluster cluster;
+  const size_t loud = cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "loud", "--exec",
+                                            "ok=true", "--exec", "bad=echo 'disk on fire' >&2; exit 3"});
+  const size_t quiet = cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "quiet",
+                                             "--exec", "*=true", "--quiet-jobs"});
+  ASSERT_TRUE(cluster.wait_for_workers(2));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"loud", "ok", "", "job-ok", 0, 0}));
+  ASSERT_TRUE(client.enqueue({"loud", "bad", "", "job-bad", 0, 1}));
+  ASSERT_TRUE(client.enqueue({"quiet", "ok", "", "job-quiet", 0, 0}));
+  ASSERT_TRUE(eventually([&] {
+    auto l = cluster.stats("loud");
+    auto q = cluster.stats("quiet");
+    return l && q && l->done == 1 && l->dead == 1 && q->done == 1;
+  }, 20s));
+  const auto log_of = [&](size_t w) { return read_file(cluster.dir() / ("worker" + std::to_string(w) + ".log")); };
+  ASSERT_TRUE(eventually([&] { return log_of(loud).find("job job-bad failed") != std::string::npos; }, 10s)) << log_of(loud);
+  const std::string said = log_of(loud);
+  EXPECT_NE(said.find("job job-ok started: queue loud, type ok, attempt 1 of "), std::string::npos) << said;
+  EXPECT_NE(said.find("job job-ok done in "), std::string::npos) << said;
+  EXPECT_NE(said.find("job job-bad failed"), std::string::npos) << said;
+  EXPECT_NE(said.find("disk on fire"), std::string::npos) << said;
+  EXPECT_EQ(log_of(quiet).find("job-quiet"), std::string::npos) << log_of(quiet);
+  EXPECT_NE(log_of(quiet).find("registered with broker"), std::string::npos) << "its other info lines stay";
+}
+
 TEST(EndToEnd, BrokerAndWorkersStopCleanlyOnSigterm) {
   Cluster cluster;
   const size_t w = cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "q",

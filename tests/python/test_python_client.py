@@ -178,6 +178,39 @@ class PythonWorkerState(unittest.TestCase):
         self.assertEqual(worker._held[("q", "a")].token, 8)
 
 
+class PythonWorkerLog(unittest.TestCase):
+    """Each job's start and end at INFO on "dueq.worker", unless log_jobs=False."""
+
+    def run_one(self, worker: dueq.Worker, type_: str) -> None:
+        payload = b"x"
+        task = dueq.protocol.Task("q", "job-" + type_, type_, payload, 0, 1, 3, 7, 0, dueq.protocol.checksum(payload), 0)
+        job = dueq.Job("q", task.id, type_, payload, 1, 3, 0, 0, 7)
+        worker._execute_logged(task, job)
+
+    def test_a_job_start_and_end_are_logged_and_log_jobs_false_quiets_them(self) -> None:
+        worker = dueq.Worker("tcp://127.0.0.1:1", ["q"])
+
+        @worker.handle("ok")
+        def ok(job: dueq.Job) -> None:
+            pass
+
+        @worker.handle("bad")
+        def bad(job: dueq.Job) -> None:
+            raise RuntimeError("disk on fire")
+
+        with self.assertLogs("dueq.worker", level="INFO") as logs:
+            self.run_one(worker, "ok")
+            self.run_one(worker, "bad")
+        said = "\n".join(logs.output)
+        self.assertIn("job 'job-ok' started: queue 'q', type 'ok', attempt 1 of 3", said)
+        self.assertRegex(said, r"job 'job-ok' done in \d+ ms")
+        self.assertRegex(said, r"job 'job-bad' failed in \d+ ms .*: RuntimeError: disk on fire")
+        quiet = dueq.Worker("tcp://127.0.0.1:1", ["q"], log_jobs=False)
+        quiet.handle("ok")(ok)
+        with self.assertNoLogs("dueq.worker", level="INFO"):
+            self.run_one(quiet, "ok")
+
+
 class PythonProtocol(unittest.TestCase):
     def test_a_stats_reply_of_more_queues_than_two_batches_decodes(self) -> None:
         """A broker with 20,001 queues answers stats in one STATS_REPLY (its arrays pass 20,000)."""

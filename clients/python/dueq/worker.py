@@ -31,6 +31,9 @@ from .protocol import JobRef, Outcome, Result, Task, Type
 
 log = logging.getLogger("dueq.worker")
 
+_OUTCOME_WORDS = {Outcome.DONE: "done", Outcome.FAILED: "failed", Outcome.FAILED_FINAL: "failed for good",
+                  Outcome.CANCELLED: "cancelled"}
+
 _HELLO_ANSWER_S = 1.0  # no WELCOME this long after HELLO: HELLO again, at the next endpoint if any
 _RESULT_BATCH = 1000
 
@@ -67,9 +70,11 @@ class Worker:
     def __init__(self, brokers: Union[str, Sequence[str]], queues: Union[Sequence[str], Mapping[str, int]], *,
                  concurrency: int = 4, prefetch: Optional[int] = None, strict: bool = False,
                  worker_id: Optional[str] = None, keys: Optional[CurveKeys] = None,
-                 drain_timeout: float = 30.0) -> None:
+                 drain_timeout: float = 30.0, log_jobs: bool = True) -> None:
         """`queues` is a list of names, or a map of name to weight (1..1000);
-        with `strict`, jobs come from the first queue, in order, that has any."""
+        with `strict`, jobs come from the first queue, in order, that has any.
+        With `log_jobs` (and the "dueq.worker" logger at INFO) each job's
+        start and end is logged: type, attempt, time taken, outcome."""
         self._queues = list(queues)
         self._weights = [int(queues[q]) for q in self._queues] if isinstance(queues, Mapping) else []
         if not self._queues:
@@ -85,6 +90,7 @@ class Worker:
         self._endpoints = Endpoints(brokers)
         self._keys = keys
         self._drain_timeout = drain_timeout
+        self._log_jobs = log_jobs
         self._handlers: dict[str, Handler] = {}
         self._context = zmq.Context.instance()
         self._socket: Optional[zmq.Socket] = None  # type: ignore[type-arg]
@@ -169,11 +175,23 @@ class Worker:
                 key = (task.queue, task.id)
                 self._running.add(key)
                 job = self._jobs[key]
-            result = self._execute(task, job)
+            result = self._execute_logged(task, job)
             with self._lock:
                 self._running.discard(key)
                 self._finished.append((task, result))
             os.write(self._wake_write, b"r")
+
+    def _execute_logged(self, task: Task, job: Job) -> Result:
+        if not (self._log_jobs and log.isEnabledFor(logging.INFO)):
+            return self._execute(task, job)
+        log.info("job %r started: queue %r, type %r, attempt %d of %d", job.id, job.queue, job.type, job.attempt,
+                 job.max_attempts)
+        started = time.monotonic()
+        result = self._execute(task, job)
+        error = result.error.splitlines()[-1][:200] if result.error else ""
+        log.info("job %r %s in %d ms (queue %r, type %r, attempt %d)%s", job.id, _OUTCOME_WORDS[result.outcome],
+                 (time.monotonic() - started) * 1000, job.queue, job.type, job.attempt, f": {error}" if error else "")
+        return result
 
     def _execute(self, task: Task, job: Job) -> Result:
         handler = self._handlers.get(task.type)
