@@ -66,6 +66,7 @@ struct Invocation {
   CLI::App *dead = nullptr, *dead_list = nullptr, *dead_show = nullptr, *dead_replay = nullptr, *dead_purge = nullptr;
   std::vector<std::string> cancel_ids;
   std::string cancel_queue, pause_queue;
+  bool pause_create = false;
   CLI::App *cancel = nullptr, *pause = nullptr, *resume = nullptr;
   std::map<std::string, std::string> cron_args;
   CLI::App *cron = nullptr, *cron_add = nullptr, *cron_list = nullptr;
@@ -155,6 +156,7 @@ void add_operate(CLI::App& app, Invocation& v) {
   v.pause = app.add_subcommand("pause", "stop dispatching a queue's jobs (it still accepts and schedules them); "
                                         "holds across broker restarts")->group(kOperate);
   v.pause->add_option("queue", v.pause_queue, "queue")->required();
+  v.pause->add_flag("--create", v.pause_create, "pause it even if no job was ever enqueued into it (refused otherwise: a typo)");
   v.pause->add_flag("--json", v.json, "print JSON");
   v.resume = app.add_subcommand("resume", "dispatch a paused queue's jobs again")->group(kOperate);
   v.resume->add_option("queue", v.pause_queue, "queue")->required();
@@ -304,7 +306,11 @@ int run_command(Client& client, Invocation& v, std::optional<JobSpec>&& job, boo
   }
   if (*v.cancel) return admin(client, AdminCommand{"cancel", v.cancel_queue, v.cancel_ids, 0, 0}, v.json);
   if (*v.audit) return admin(client, AdminCommand{"audit", v.audit_queue, {}, 0, 0}, v.json);
-  if (*v.pause) return admin(client, AdminCommand{"pause", v.pause_queue, {}, 0, 0}, v.json);
+  if (*v.pause) {
+    AdminCommand pause{"pause", v.pause_queue, {}, 0, 0};
+    if (v.pause_create) pause.args["create"] = "1";
+    return admin(client, pause, v.json);
+  }
   if (*v.cron) {
     std::erase_if(v.cron_args, [](const auto& kv) { return kv.second.empty(); });
     const char* op = *v.cron_add ? "cron_add" : *v.cron_list ? "cron_list" : "cron_remove";

@@ -11,6 +11,7 @@ int report(const ClientError& error) {
   if (error.code == "refused") return kExitRefused;
   if (error.code == "handshake") return kExitConfig;
   if (error.code == "bad_argument") return kExitUsage;
+  if (error.code == "not_found") return kExitNotFound;
   if (error.retry_after_ms > 0) fmt::print(stderr, "dueq: retry after {} ms\n", error.retry_after_ms);
   return error.code == "unavailable" || error.code == "overloaded" || error.code == "timeout" ? kExitTempFail : kExitError;
 }

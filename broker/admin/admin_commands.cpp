@@ -11,6 +11,7 @@
 #include "broker/admin/job_lookup.hpp"
 #include "broker/store/keys.hpp"
 #include "broker/store/schedule_partition.hpp"
+#include "common/logging.hpp"
 #include "common/names.hpp"
 
 namespace dueq::broker {
@@ -379,6 +380,19 @@ Result<proto::AdminReply> audit_queues(AdminContext& c, const proto::AdminReques
 // Redis holds it (AdminEffects).
 Result<proto::AdminReply> pause_or_resume(AdminContext& c, const proto::AdminRequest& request, bool pause) {
   if (auto valid = validate_queue_name(request.queue); !valid) return std::unexpected(valid.error());
+  const auto create = request.args.find("create");
+  if (create != request.args.end() && create->second != "1")
+    return fail(Errc::bad_argument, "args.create is \"1\" or absent");
+  // A typo (dueq pause emials) would otherwise make a queue nothing uses.
+  if (create == request.args.end()) {
+    auto known = c.redis.call(Command{"SISMEMBER", kQueuesKey, request.queue});
+    if (!known) return std::unexpected(known.error());
+    if (auto err = reply_error(known->get()); !err.empty()) return fail(Errc::internal, "SISMEMBER: " + std::string(err));
+    if ((*known)->type != REDIS_REPLY_INTEGER || (*known)->integer != 1)
+      return fail(Errc::not_found, fmt::format("no queue '{}': no job was ever enqueued into it{}", loggable(request.queue),
+                                               pause ? " (with --create it is paused anyway, and jobs enqueued later wait)"
+                                                     : ""));
+  }
   auto registered = c.redis.call(calls::register_queue(request.queue));
   if (!registered) return std::unexpected(registered.error());
   if (auto err = reply_error(registered->get()); !err.empty()) return fail(Errc::internal, "register_queue: " + std::string(err));

@@ -50,7 +50,7 @@ TEST(Dashboard, ShowsTheNumbersOfDueqStatsAndReplaysADeadLetter) {
                         "--queue", "waiting", "--concurrency", "8"});
   ASSERT_TRUE(cluster.wait_for_workers(1));
   // What the page shows besides the counts: a paused queue, a rate limit, a periodic entry.
-  ASSERT_EQ(run_dueq(cluster.endpoint(), "pause waiting").code, 0);
+  ASSERT_EQ(run_dueq(cluster.endpoint(), "pause --create waiting").code, 0);
   ASSERT_EQ(run_dueq(cluster.endpoint(), "cron add nightly --schedule '0 30 2 * * *' --time-zone Europe/Berlin --queue mail --type noop").code, 0);
   Client client(cluster.endpoint());
   ASSERT_TRUE(client.enqueue({.queue = "waiting", .type = "noop", .payload = "", .id = "waiting-1"}));

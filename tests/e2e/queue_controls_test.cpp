@@ -91,7 +91,7 @@ TEST(QueueControls, APausedQueueDispatchesNothingAcrossARestartAndRunsEveryJobOn
     for (const auto& r : read_records(record)) n += r.id.starts_with(prefix);
     return n;
   };
-  auto paused = run_dueq(cluster.endpoint(), "pause p");
+  auto paused = run_dueq(cluster.endpoint(), "pause --create p");
   ASSERT_EQ(paused.code, 0) << paused.out;
   EXPECT_NE(paused.out.find("queue 'p' paused"), std::string::npos) << paused.out;
   Client client(cluster.endpoint());
@@ -128,6 +128,14 @@ TEST(QueueControls, APausedQueueDispatchesNothingAcrossARestartAndRunsEveryJobOn
   EXPECT_EQ(run_dueq(cluster.endpoint(), "resume p").out, "queue 'p' was already running\n");
   EXPECT_TRUE(eventually([&] { return metrics_text(http_port).find("dueq_queue_paused{queue=\"p\"} 0\n") != std::string::npos; }, 3s));
   EXPECT_EQ(run_dueq(cluster.endpoint(), "pause 'bad queue!'").code, 2);
+  // A typo makes no queue: a queue no job was ever enqueued into is not
+  // paused (exit 3) unless asked with --create.
+  auto typo = run_dueq(cluster.endpoint(), "pause q-typo");
+  EXPECT_EQ(typo.code, 3) << typo.out;
+  EXPECT_NE(typo.out.find("no queue 'q-typo': no job was ever enqueued into it (with --create"), std::string::npos) << typo.out;
+  EXPECT_EQ(run_dueq(cluster.endpoint(), "resume q-typo").code, 3);
+  EXPECT_EQ(cluster.redis().cli("SISMEMBER dueq:{leader}:queues q-typo"), "0");
+  EXPECT_EQ(cluster.redis().cli("EXISTS 'dueq:{q-typo}:paused'"), "0");
 }
 
 // Rule: a queue's concurrency limit holds across all its workers, whatever
