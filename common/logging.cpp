@@ -3,17 +3,84 @@
 #include <algorithm>
 #include <utility>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <mutex>
+
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
 namespace dueq {
+
+namespace {
+
+class WholeLineSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  WholeLineSink(int fd, bool color) : fd_(fd), color_(color) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    std::string line;
+    const std::string_view text(formatted.data(), formatted.size());
+    if (color_ && msg.color_range_end > msg.color_range_start) {
+      line.reserve(text.size() + 16);
+      line.append(text.substr(0, msg.color_range_start));
+      line.append(color_of(msg.level));
+      line.append(text.substr(msg.color_range_start, msg.color_range_end - msg.color_range_start));
+      line.append("\033[m");
+      line.append(text.substr(msg.color_range_end));
+    } else {
+      line.assign(text);
+    }
+    for (size_t at = 0; at < line.size();) {
+      const ssize_t n = ::write(fd_, line.data() + at, line.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // nowhere to log to: the line is dropped, never thrown
+      at += static_cast<size_t>(n);
+    }
+  }
+  void flush_() override {}
+
+ private:
+  static const char* color_of(spdlog::level::level_enum level) {
+    switch (level) {
+      case spdlog::level::trace: return "\033[37m";
+      case spdlog::level::debug: return "\033[36m";
+      case spdlog::level::info: return "\033[32m";
+      case spdlog::level::warn: return "\033[33m\033[1m";
+      case spdlog::level::err: return "\033[31m\033[1m";
+      case spdlog::level::critical: return "\033[1m\033[41m";
+      default: return "";
+    }
+  }
+
+  int fd_;
+  bool color_;
+};
+
+// Colour on a terminal that can show it, never into a file or a pipe.
+bool stderr_wants_color() {
+  const char* term = std::getenv("TERM");
+  return ::isatty(STDERR_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr && term != nullptr &&
+         std::string_view(term) != "dumb";
+}
+
+}  // namespace
+
+std::shared_ptr<spdlog::sinks::sink> whole_line_sink(int fd, bool color) { return std::make_shared<WholeLineSink>(fd, color); }
 
 Result<void> setup_logging(const std::string& process, const std::string& level) {
   const auto parsed = spdlog::level::from_str(level);
   if (parsed == spdlog::level::off && level != "off")
     return fail(Errc::bad_argument, "unknown log level '" + level + "': use trace, debug, info, warn, error or off");
-  auto logger = spdlog::stderr_color_mt(process);
+  spdlog::drop(process);
+  auto logger = std::make_shared<spdlog::logger>(process, whole_line_sink(STDERR_FILENO, stderr_wants_color()));
+  spdlog::register_logger(logger);
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %n[%P] %^%l%$ %v");
   logger->set_level(parsed);
   spdlog::set_default_logger(logger);

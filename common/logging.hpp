@@ -5,13 +5,24 @@
 #include <string_view>
 #include <unordered_map>
 
+#include <memory>
+
+#include <spdlog/sinks/sink.h>
+
 #include "common/error.hpp"
 
 namespace dueq {
 
 // Sets up the default spdlog logger for a process ("broker", "worker", ...)
-// at the given level name (trace, debug, info, warn, error).
+// at the given level name (trace, debug, info, warn, error): to stderr, each
+// line whole, its level coloured only when stderr is a terminal.
 Result<void> setup_logging(const std::string& process, const std::string& level);
+
+// A sink that writes each formatted line to `fd` with one write(2), so that
+// the lines of processes sharing a terminal or a pipe (a broker and a worker
+// started from one shell) never interleave mid-line; with `color`, the
+// level is wrapped in ANSI colour codes inside that one write.
+std::shared_ptr<spdlog::sinks::sink> whole_line_sink(int fd, bool color);
 
 // A string a peer sent, made safe for one log line: printable ASCII is kept,
 // every other byte is written as \xNN (no forged line breaks or terminal

@@ -482,7 +482,7 @@ TEST(Recovery, CancelEndsScheduledJobsAndStopsRunningCommands) {
   ASSERT_TRUE(eventually([&] { auto s = cluster.stats("cx"); return s && s->in_flight == 1; }, 10s));
 
   auto run = dueq_cli(cluster.endpoint(), "cancel running-job later-job no-such-job");
-  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_EQ(run.code, 3) << "an id not found: " << run.out;
   EXPECT_NE(run.out.find("running-job: cancelling"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("later-job: cancelled"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("no-such-job: not found"), std::string::npos) << run.out;

@@ -1,4 +1,13 @@
 // Log lines about peers: escaped, capped, rate-limited.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <gtest/gtest.h>
 
 #include "common/logging.hpp"
@@ -43,4 +52,46 @@ TEST(LogLimiter, KeysKeptAreBounded) {
   for (int i = 0; i < 1000; ++i) ASSERT_TRUE(limiter.admit("peer-" + std::to_string(i), 0));
   // The table was cleared when full, so an early key is admitted again.
   EXPECT_TRUE(limiter.admit("peer-0", 1));
+}
+
+// Two processes logging to one pipe (a broker and a worker started from one
+// shell): every line arrives whole, and colour codes only where asked for.
+TEST(WholeLineSink, LinesOfTwoProcessesSharingAPipeNeverInterleave) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  constexpr int kLines = 2'000;
+  std::vector<pid_t> children;
+  for (int p = 0; p < 2; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      spdlog::logger logger(fmt::format("p{}", p), dueq::whole_line_sink(fds[1], p == 1));
+      logger.set_pattern("%n %^%l%$ %v");
+      const std::string filler(100, static_cast<char>('a' + p));
+      for (int i = 0; i < kLines; ++i) logger.info("{} {}", i, filler);
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  ::close(fds[1]);
+  std::string all;
+  char buffer[65536];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) all.append(buffer, static_cast<size_t>(n));
+  ::close(fds[0]);
+  for (const pid_t pid : children) ::waitpid(pid, nullptr, 0);
+  std::istringstream lines(all);
+  int plain = 0, colored = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line == fmt::format("p0 info {} {}", plain, std::string(100, 'a'))) {
+      ++plain;
+    } else if (line == fmt::format("p1 \033[32minfo\033[m {} {}", colored, std::string(100, 'b'))) {
+      ++colored;
+    } else {
+      ADD_FAILURE() << "a line cut or mixed: " << line.substr(0, 80);
+      break;
+    }
+  }
+  EXPECT_EQ(plain, kLines);
+  EXPECT_EQ(colored, kLines);
 }
