@@ -20,20 +20,27 @@ class StallWatch {
   // Stalls shorter than `threshold_ms` are not reported.
   explicit StallWatch(int64_t threshold_ms) : threshold_ms_(threshold_ms) {}
 
-  // The loop starts to wait at `now_ms` (its thread having used `cpu_ms`),
-  // for at most `wait_ms`.
-  void waiting(int64_t now_ms, int64_t cpu_ms, int64_t wait_ms) {
-    idle_ms_ = woke_ms_ < 0 ? 0 : std::max<int64_t>(0, (now_ms - woke_ms_) - (cpu_ms - woke_cpu_ms_));
+  // The loop starts to wait at `now_ms`, for at most `wait_ms`; `cpu_ms()`
+  // reads its thread's CPU time (a system call: asked only when the time
+  // since it woke could hold a stall).
+  template <typename CpuMs>
+  void waiting(int64_t now_ms, CpuMs cpu_ms, int64_t wait_ms) {
+    idle_ms_ = woke_ms_ < 0 || now_ms - woke_ms_ < threshold_ms_
+                   ? 0
+                   : std::max<int64_t>(0, (now_ms - woke_ms_) - (cpu_ms() - woke_cpu_ms_));
     waiting_since_ms_ = now_ms;
     wait_ms_ = std::max<int64_t>(0, wait_ms);
   }
 
   // The loop woke at `now_ms`: how long it did not run since it last woke,
   // apart from the waits it chose, if that reaches the threshold; else 0.
-  int64_t woke(int64_t now_ms, int64_t cpu_ms) {
+  // The CPU time is read at most once a millisecond (a reading up to 1 ms
+  // old counts at most 1 ms of work as idle time not seen).
+  template <typename CpuMs>
+  int64_t woke(int64_t now_ms, CpuMs cpu_ms) {
     const int64_t overslept = std::max<int64_t>(0, now_ms - waiting_since_ms_ - wait_ms_);
+    if (now_ms != woke_ms_) woke_cpu_ms_ = cpu_ms();
     woke_ms_ = now_ms;
-    woke_cpu_ms_ = cpu_ms;
     const int64_t stalled = idle_ms_ + overslept;
     return stalled >= threshold_ms_ ? stalled : 0;
   }

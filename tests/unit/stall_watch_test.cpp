@@ -12,26 +12,45 @@
 namespace dueq::broker {
 namespace {
 
+// A thread CPU clock that reads `ms`.
+auto at(int64_t ms) {
+  return [ms] { return ms; };
+}
+
 TEST(StallWatch, WaitsTheLoopChoseAndWorkAreNoStall) {
   StallWatch watch(500);
-  watch.waiting(0, 0, 5'000);
-  EXPECT_EQ(watch.woke(5'000, 0), 0);       // an idle wait, to the end
-  watch.waiting(5'100, 100, 5'000);         // 100 ms of work
-  EXPECT_EQ(watch.woke(5'300, 100), 0);     // woken early by a frame
-  watch.waiting(8'300, 3'100, 0);           // 3 s of work, all of it on the CPU: a busy broker
-  EXPECT_EQ(watch.woke(8'300, 3'100), 0);
-  watch.waiting(8'700, 3'100, 0);           // 400 ms off the CPU: under the threshold
-  EXPECT_EQ(watch.woke(8'700, 3'100), 0);
+  watch.waiting(0, at(0), 5'000);
+  EXPECT_EQ(watch.woke(5'000, at(0)), 0);       // an idle wait, to the end
+  watch.waiting(5'100, at(100), 5'000);         // 100 ms of work
+  EXPECT_EQ(watch.woke(5'300, at(100)), 0);     // woken early by a frame
+  watch.waiting(8'300, at(3'100), 0);           // 3 s of work, all of it on the CPU: a busy broker
+  EXPECT_EQ(watch.woke(8'300, at(3'100)), 0);
+  watch.waiting(8'700, at(3'100), 0);           // 400 ms off the CPU: under the threshold
+  EXPECT_EQ(watch.woke(8'700, at(3'100)), 0);
 }
 
 TEST(StallWatch, AStopInAWaitOrInWorkIsTheTimeTheBrokerDidNotRun) {
   StallWatch watch(500);
-  watch.waiting(0, 0, 10);
-  EXPECT_EQ(watch.woke(1'810, 0), 1'800);  // SIGSTOPped while waiting 10 ms
-  watch.waiting(3'630, 20, 1'000);         // stopped 1.8 s while working 20 ms
-  EXPECT_EQ(watch.woke(3'640, 20), 1'800);
-  watch.waiting(3'640, 20, 1'000);
-  EXPECT_EQ(watch.woke(4'300, 20), 0) << "a stall is counted once";
+  watch.waiting(0, at(0), 10);
+  EXPECT_EQ(watch.woke(1'810, at(0)), 1'800);  // SIGSTOPped while waiting 10 ms
+  watch.waiting(3'630, at(20), 1'000);         // stopped 1.8 s while working 20 ms
+  EXPECT_EQ(watch.woke(3'640, at(20)), 1'800);
+  watch.waiting(3'640, at(20), 1'000);
+  EXPECT_EQ(watch.woke(4'300, at(20)), 0) << "a stall is counted once";
+}
+
+TEST(StallWatch, TheCpuClockIsReadOnlyWhenAStallIsPossibleAndAtMostOnceAMillisecond) {
+  StallWatch watch(500);
+  int reads = 0;
+  auto counted = [&] { ++reads; return int64_t{0}; };
+  watch.waiting(0, counted, 0);
+  (void)watch.woke(0, counted);
+  for (int64_t t = 1; t <= 100; ++t) {
+    watch.waiting(t, counted, 0);  // 1 ms after waking: no stall possible, no read
+    (void)watch.woke(t, counted);
+    (void)watch.woke(t, counted);  // woken twice in one ms: read once
+  }
+  EXPECT_EQ(reads, 101);
 }
 
 TEST(StallWatch, AWorkerSilentDuringTheBrokersStallIsGivenTheGraceAndNoLonger) {
