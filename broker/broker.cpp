@@ -100,9 +100,11 @@ long Broker::arm_timer(int timer_fd) {
 }
 
 void Broker::on_own_stall(int64_t deaf_ms) {
-  // A take-over's grace: long enough for a worker that gave this broker up
-  // to try another, come back and say what it holds.
-  workers_.registry().count_as_heard(clock_.steady_ms() + config_.delivery_timeout_ms);
+  // Long enough for a worker that gave this broker up to try another, come
+  // back and heartbeat: worker_timeout and two heartbeats from now (not
+  // scaled by delivery_timeout, which a deployment may make a minute long).
+  workers_.registry().count_as_heard(clock_.steady_ms() + 2 * config_.heartbeat_ms);
+  // Its deliveries' leases get a take-over's grace.
   const size_t held = inflight_.hold_until(scheduler_.grace_deadline(), [&](const InflightJob& job) {
     extensions_.extend(job.queue, TokenRef{job.id, job.token}, LeaseReport::held);
   });

@@ -120,7 +120,11 @@ void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, 
         else if constexpr (std::is_same_v<T, proto::Bye>) workers_.on_bye(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::forward<decltype(f)>(f), grant);
         else if constexpr (std::is_same_v<T, proto::StatsRequest>) stats_.on_stats(peer, f.request_id);
-        else if constexpr (std::is_same_v<T, proto::JobRequest> || std::is_same_v<T, proto::AdminRequest>)
+        else if constexpr (std::is_same_v<T, proto::AdminRequest>) {
+          // The workers are this loop's state, not the store's.
+          if (f.op == "workers") workers_.on_list(peer, f.request_id, heard_ms);
+          else admin_.submit(peer, std::forward<decltype(f)>(f));
+        } else if constexpr (std::is_same_v<T, proto::JobRequest>)
           admin_.submit(peer, std::forward<decltype(f)>(f));
         else reject(peer, Error{Errc::bad_frame, fmt::format("a {} frame is not sent to the broker", proto::type_name(T::kType))}, heard_ms);
       },

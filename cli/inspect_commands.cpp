@@ -9,6 +9,7 @@
 
 #include "cli/output.hpp"
 #include "common/json_bytes.hpp"
+#include "common/logging.hpp"
 
 namespace dueq::cli {
 
@@ -135,6 +136,16 @@ int admin(Client& client, const AdminCommand& command, bool json) {
       fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", field(row, "name"), field(row, "schedule"),
                  field(row, "time_zone"), field(row, "queue"), field(row, "type"), field(row, "source"), next);
     }
+  } else if (command.op == "workers") {
+    for (const auto& row : result->rows) {
+      fmt::print("{} on {} (pid {}{}): queues {}{}, capacity {}, holds {}, heard from {} ms ago{}\n",
+                 loggable(field(row, "worker")), loggable(field(row, "host")), field(row, "pid"),
+                 field(row, "key").empty() ? "" : ", key " + loggable(field(row, "key")), loggable(field(row, "queues"), 512),
+                 field(row, "strict") == "yes" ? " (strict)" : "", field(row, "capacity"), field(row, "held"),
+                 field(row, "heard_ms_ago"), field(row, "draining") == "yes" ? ", draining" : "");
+      if (!field(row, "jobs").empty()) fmt::print("    {}\n", loggable(field(row, "jobs"), 4096));
+    }
+    fmt::print("{}\n", result->summary);
   } else if (command.op == "cancel") {
     for (const auto& row : result->rows) fmt::print("{}: {}\n", field(row, "id"), field(row, "result"));
   } else if (command.op == "audit") {

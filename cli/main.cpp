@@ -56,7 +56,7 @@ struct Invocation {
   EnqueueArgs e;
   CLI::App* enqueue = nullptr;
   CLI::Option *queue = nullptr, *type = nullptr;
-  CLI::App *stats = nullptr, *top = nullptr, *job = nullptr, *audit = nullptr;
+  CLI::App *stats = nullptr, *top = nullptr, *job = nullptr, *audit = nullptr, *workers = nullptr;
   std::string top_interval = "1s";
   int top_frames = 0;
   std::string job_id, job_queue, audit_queue;
@@ -120,6 +120,9 @@ void add_watch(CLI::App& app, Invocation& v) {
   v.job->add_option("id", v.job_id, "job id")->required();
   v.job->add_option("--queue", v.job_queue, "queue to look in (default: all)");
   v.job->add_flag("--json", v.json, "print JSON");
+  v.workers = app.add_subcommand("workers", "every worker: host, pid, key, queues, capacity, the jobs it holds and for how long, "
+                                  "when it was last heard from")->group(kWatch);
+  v.workers->add_flag("--json", v.json, "print JSON");
   v.audit = app.add_subcommand("audit", "check that every accepted job is accounted for; exit 1 on a violation")->group(kWatch);
   v.audit->add_option("--queue", v.audit_queue, "only this queue");
   v.audit->add_flag("--json", v.json, "print JSON");
@@ -306,6 +309,7 @@ int run_command(Client& client, Invocation& v, std::optional<JobSpec>&& job, boo
   }
   if (*v.cancel) return admin(client, AdminCommand{"cancel", v.cancel_queue, v.cancel_ids, 0, 0}, v.json);
   if (*v.audit) return admin(client, AdminCommand{"audit", v.audit_queue, {}, 0, 0}, v.json);
+  if (*v.workers) return admin(client, AdminCommand{"workers", "", {}, 0, 0}, v.json);
   if (*v.pause) {
     AdminCommand pause{"pause", v.pause_queue, {}, 0, 0};
     if (v.pause_create) pause.args["create"] = "1";

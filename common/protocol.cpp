@@ -160,10 +160,10 @@ Result<void> validate(const JobReply&) { return {}; }
 
 Result<void> validate(const AdminRequest& f) {
   static const std::set<std::string> kOps = {"cancel", "dead_list", "replay", "purge", "audit", "scheduled", "pause",
-                                             "resume", "cron_add", "cron_list", "cron_remove"};
+                                             "resume", "cron_add", "cron_list", "cron_remove", "workers"};
   if (!kOps.contains(f.op))
     return bad("unknown admin op '" + f.op + "' (cancel, dead_list, replay, purge, audit, scheduled, pause, resume, "
-               "cron_add, cron_list, cron_remove)");
+               "cron_add, cron_list, cron_remove, workers)");
   if (f.args.size() > 16) return bad("at most 16 args");
   for (const auto& [k, v] : f.args)
     if (k.size() > 64 || v.size() > 65'536) return bad("an arg name is at most 64 bytes, its value 64 KiB");

@@ -122,6 +122,11 @@ class InflightTable {
     return held;
   }
 
+  template <typename Visit>
+  void for_each(Visit visit) const {
+    for (const auto& [key, job] : jobs_) visit(job);
+  }
+
   int64_t count_for_worker(const std::string& worker) const {
     auto it = per_worker_.find(worker);
     return it == per_worker_.end() ? 0 : it->second;

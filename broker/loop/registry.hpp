@@ -23,6 +23,8 @@ namespace dueq::broker {
 
 struct WorkerInfo {
   std::string worker_id;
+  std::string host;  // as its HELLO said (shown by `dueq workers`, never trusted)
+  uint32_t pid = 0;
   std::string key_name;  // the allow-list name of the key it said HELLO with ("" without CURVE)
   // The key's `capacity` when it said HELLO: what all workers of the key hold
   // together stays under it, however many connections the key opens (0 = none).
@@ -174,6 +176,12 @@ class WorkerRegistry {
       w.excused = true;
       w.last_seen_ms = std::max(w.last_seen_ms, heard_ms);
     }
+  }
+
+  // Every worker by routing id, in routing id order: for `dueq workers`.
+  template <typename Visit>
+  void for_each(Visit visit) const {
+    for (const auto& [rid, w] : workers_) visit(rid, w);
   }
 
   // Routing ids of workers not heard from since `cutoff_ms`.

@@ -43,7 +43,8 @@ void Workers::on_hello(const Peer& peer, proto::Hello&& hello, int64_t heard_ms)
   // nothing else is declared dead on time and its deliveries go back.
   const WorkerInfo* known = registry_.find(peer.routing_id);
   const int64_t last_seen_ms = known != nullptr ? known->last_seen_ms : heard_ms;
-  registry_.upsert(peer.routing_id, WorkerInfo{.worker_id = hello.worker_id, .key_name = peer.key_name, .key_capacity = peer.key_capacity,
+  registry_.upsert(peer.routing_id, WorkerInfo{.worker_id = hello.worker_id, .host = hello.host, .pid = hello.pid,
+                                               .key_name = peer.key_name, .key_capacity = peer.key_capacity,
                                                  .queues = hello.queues,
                                                  .weights = hello.weights.empty() ? std::vector<uint32_t>(hello.queues.size(), 1)
                                                                                   : hello.weights,
@@ -339,6 +340,50 @@ void Workers::expire_silent(int64_t all_read_ms) {
 int64_t Workers::next_expiry_ms() const {
   if (registry_.size() == 0) return -1;
   return registry_.oldest_seen_ms() + config_.worker_timeout_ms + 1;
+}
+
+void Workers::on_list(const Peer& peer, uint64_t request_id, int64_t heard_ms) {
+  // A listing walks every delivery on the event loop: one per interval,
+  // whoever asks, so that no peer asking without end stalls dispatch.
+  if (heard_ms < next_list_ms_) {
+    outbox_.send(peer, proto::ErrorFrame{request_id, "overloaded",
+                                         fmt::format("one workers listing per {} ms; retry", kListIntervalMs),
+                                         static_cast<uint32_t>(next_list_ms_ - heard_ms)});
+    return;
+  }
+  next_list_ms_ = heard_ms + kListIntervalMs;
+  // Jobs each worker holds, as the broker knows them (its deliveries).
+  std::map<std::string, std::vector<const InflightJob*>> held;
+  inflight_.for_each([&](const InflightJob& job) { held[job.worker].push_back(&job); });
+  const int64_t lease_now = lease_clock_.now_ms();
+  proto::AdminReply reply{request_id, {}, "", ""};
+  size_t listed = 0;
+  registry_.for_each([&](const std::string& rid, const WorkerInfo& w) {
+    if (listed++ >= kMaxWorkersListed) return;
+    std::string queues, jobs;
+    for (size_t i = 0; i < w.queues.size(); ++i)
+      queues += fmt::format("{}{}:{}", i == 0 ? "" : ",", w.queues[i], i < w.weights.size() ? w.weights[i] : 1);
+    auto& mine = held[rid];
+    std::sort(mine.begin(), mine.end(), [](const auto* a, const auto* b) { return a->delivered_ms < b->delivered_ms; });
+    for (size_t i = 0; i < mine.size() && i < kMaxJobsListed; ++i)
+      jobs += fmt::format("{}{}/{} {}{} ms", i == 0 ? "" : ", ", mine[i]->queue, mine[i]->id,
+                          mine[i]->started ? "running " : "held ", lease_now - mine[i]->delivered_ms);
+    if (mine.size() > kMaxJobsListed) jobs += fmt::format(", and {} more", mine.size() - kMaxJobsListed);
+    reply.rows.push_back({{"worker", w.worker_id},
+                          {"host", w.host},
+                          {"pid", std::to_string(w.pid)},
+                          {"key", w.key_name},
+                          {"queues", queues},
+                          {"strict", w.strict ? "yes" : "no"},
+                          {"capacity", std::to_string(w.capacity)},
+                          {"held", std::to_string(mine.size())},
+                          {"heard_ms_ago", std::to_string(std::max<int64_t>(0, heard_ms - w.last_seen_ms))},
+                          {"draining", w.draining ? "yes" : "no"},
+                          {"jobs", jobs}});
+  });
+  reply.summary = listed > kMaxWorkersListed ? fmt::format("{} workers (the first {} listed)", listed, kMaxWorkersListed)
+                                             : fmt::format("{} workers", listed);
+  outbox_.send(peer, std::move(reply));
 }
 
 }  // namespace dueq::broker

@@ -8,6 +8,7 @@
 // back to ready at once. Silence is measured on the steady clock and only up
 // to the moment the socket was last read empty, so neither a wall clock
 // step nor a slow turn of the loop (frames still unread) kills a live worker.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,17 @@ class Workers {
 
   WorkerRegistry& registry() { return registry_; }
 
+  // ADMIN_REQUEST "workers" (`dueq workers`): a row per registered worker
+  // (its id, host, pid, key, queues with weights, capacity, jobs held with
+  // their running time, when it was last heard from), answered from this
+  // loop's state. Bounded: the first kMaxWorkersListed workers, each with
+  // its kMaxJobsListed oldest jobs (and how many more), and one listing
+  // per kListIntervalMs (others are answered "overloaded" with when to retry).
+  static constexpr size_t kMaxWorkersListed = 1'000;
+  static constexpr size_t kMaxJobsListed = 20;
+  static constexpr int64_t kListIntervalMs = 100;
+  void on_list(const Peer& peer, uint64_t request_id, int64_t heard_ms);
+
  private:
   uint32_t capped(uint32_t announced) const;
   // Where a worker listed what it holds: a HELLO's list also confirms
@@ -102,6 +114,7 @@ class Workers {
   LeaseExtensions& extensions_;   // extends the leases of deliveries workers hold
   Outbox& outbox_;
   WorkerRegistry registry_;
+  int64_t next_list_ms_ = 0;  // steady: when the next `workers` listing may run
   // A peer saying HELLO over and over is logged once per 10 s.
   LogLimiter join_log_{10'000, 20, 10'000};
   LogLimiter loss_log_{0, 20, 1};

@@ -178,6 +178,48 @@ TEST(Cli, OptionsAfterTheCommandTyposAndVersion) {
   }
 }
 
+// Rule: `dueq workers` lists each worker with its host, pid, queues and
+// weights, capacity, the jobs it holds and for how long, and when it was
+// last heard from; --json has the same fields.
+TEST(Cli, WorkersListsEachWorkerAndTheJobsItHolds) {
+  Cluster cluster;
+  cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--worker-id", "listed-1", "--queue", "w:3",
+                        "--queue", "other", "--concurrency", "2", "--exec", "slow=sleep 20"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  ASSERT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue w --type slow --id long-1").code, 0);
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("w"); return s && s->in_flight == 1; }, 10s));
+  auto listed = dueq_cli(cluster.endpoint(), "workers");
+  EXPECT_EQ(listed.code, 0) << listed.out;
+  EXPECT_NE(listed.out.find("listed-1 on "), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("queues w:3,other:1, capacity "), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("holds 1, heard from "), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("w/long-1 held "), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("1 workers"), std::string::npos) << listed.out;
+  // One listing per 100 ms: the next one may be told to wait (exit 75).
+  nlohmann::json json;
+  ASSERT_TRUE(eventually([&] {
+    auto run = dueq_cli(cluster.endpoint(), "workers --json");
+    if (run.code == 0) json = nlohmann::json::parse(run.out);
+    return run.code == 0;
+  }, 5s));
+  ASSERT_EQ(json["rows"].size(), 1u) << json.dump();
+  EXPECT_EQ(json["rows"][0]["worker"], "listed-1");
+  EXPECT_EQ(json["rows"][0]["held"], "1");
+  EXPECT_GT(std::stoi(json["rows"][0]["pid"].get<std::string>()), 0);
+  // One listing per 100 ms walks the deliveries: a peer asking without end
+  // is told to wait, and then answered.
+  Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  size_t overloaded = 0, answered = 0, other = 0;
+  EXPECT_TRUE(eventually([&] {
+    auto r = client.admin(AdminCommand{"workers", "", {}, 0, 0});
+    if (r) ++answered;
+    else if (r.error().code == "overloaded" && r.error().retry_after_ms > 0 && r.error().retry_after_ms <= 100) ++overloaded;
+    else ++other;
+    return answered >= 2 && overloaded >= 2;
+  }, 10s, 1ms)) << answered << " answered, " << overloaded << " told to wait";
+  EXPECT_EQ(other, 0u);
+}
+
 // Rule: with no broker listening the CLI says so within about 2 s
 // (--connect-timeout) and exits 75; input it can check itself is refused
 // before any network call, exit 2, without mentioning the network.
