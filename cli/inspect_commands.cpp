@@ -109,6 +109,34 @@ std::string field(const std::map<std::string, std::string>& row, const char* key
   return it == row.end() ? std::string() : it->second;
 }
 
+void print_workers(const AdminResult& result) {
+  for (const auto& row : result.rows) {
+    fmt::print("{} on {} (pid {}{}): queues {}{}, capacity {}, holds {}, heard from {} ms ago{}\n",
+               loggable(field(row, "worker")), loggable(field(row, "host")), field(row, "pid"),
+               field(row, "key").empty() ? "" : ", key " + loggable(field(row, "key")), loggable(field(row, "queues"), 512),
+               field(row, "strict") == "yes" ? " (strict)" : "", field(row, "capacity"), field(row, "held"),
+               field(row, "heard_ms_ago"), field(row, "draining") == "yes" ? ", draining" : "");
+    if (!field(row, "jobs").empty()) fmt::print("    {}\n", loggable(field(row, "jobs"), 4096));
+  }
+  fmt::print("{}\n", result.summary);
+}
+
+void print_audit(const AdminResult& result) {
+  for (const auto& row : result.rows) {
+    if (row.contains("problem")) {
+      fmt::print("VIOLATION queue {} job {}: {}\n", field(row, "queue"), field(row, "id"), field(row, "problem"));
+    } else {
+      fmt::print("queue {}: accepted {} = done {} + cancelled {} + purged {} + dead {} + scheduled {} + ready {} + "
+                 "leased {}{}\n",
+                 field(row, "queue"), field(row, "accepted"), field(row, "done"), field(row, "cancelled"),
+                 field(row, "purged"), field(row, "dead"), field(row, "scheduled"), field(row, "ready"),
+                 field(row, "leased"),
+                 field(row, "imbalance") == "0" ? "" : "  VIOLATION: off by " + field(row, "imbalance"));
+    }
+  }
+  fmt::print("audit: {}\n", result.summary);
+}
+
 }  // namespace
 
 int admin(Client& client, const AdminCommand& command, bool json) {
@@ -137,31 +165,11 @@ int admin(Client& client, const AdminCommand& command, bool json) {
                  field(row, "time_zone"), field(row, "queue"), field(row, "type"), field(row, "source"), next);
     }
   } else if (command.op == "workers") {
-    for (const auto& row : result->rows) {
-      fmt::print("{} on {} (pid {}{}): queues {}{}, capacity {}, holds {}, heard from {} ms ago{}\n",
-                 loggable(field(row, "worker")), loggable(field(row, "host")), field(row, "pid"),
-                 field(row, "key").empty() ? "" : ", key " + loggable(field(row, "key")), loggable(field(row, "queues"), 512),
-                 field(row, "strict") == "yes" ? " (strict)" : "", field(row, "capacity"), field(row, "held"),
-                 field(row, "heard_ms_ago"), field(row, "draining") == "yes" ? ", draining" : "");
-      if (!field(row, "jobs").empty()) fmt::print("    {}\n", loggable(field(row, "jobs"), 4096));
-    }
-    fmt::print("{}\n", result->summary);
+    print_workers(*result);
   } else if (command.op == "cancel") {
     for (const auto& row : result->rows) fmt::print("{}: {}\n", field(row, "id"), field(row, "result"));
   } else if (command.op == "audit") {
-    for (const auto& row : result->rows) {
-      if (row.contains("problem")) {
-        fmt::print("VIOLATION queue {} job {}: {}\n", field(row, "queue"), field(row, "id"), field(row, "problem"));
-      } else {
-        fmt::print("queue {}: accepted {} = done {} + cancelled {} + purged {} + dead {} + scheduled {} + ready {} + "
-                   "leased {}{}\n",
-                   field(row, "queue"), field(row, "accepted"), field(row, "done"), field(row, "cancelled"),
-                   field(row, "purged"), field(row, "dead"), field(row, "scheduled"), field(row, "ready"),
-                   field(row, "leased"),
-                   field(row, "imbalance") == "0" ? "" : "  VIOLATION: off by " + field(row, "imbalance"));
-      }
-    }
-    fmt::print("audit: {}\n", result->summary);
+    print_audit(*result);
   } else {
     for (const auto& row : result->rows) fmt::print("{} {}\n", field(row, "queue"), field(row, "id"));
     fmt::print("{}\n", result->summary);

@@ -64,10 +64,12 @@ class WholeLineSink final : public spdlog::sinks::base_sink<std::mutex> {
 };
 
 // Colour on a terminal that can show it, never into a file or a pipe.
+// Read once, from setup_logging at a program's start, before its threads:
+// nothing sets the environment then.
 bool stderr_wants_color() {
-  const char* term = std::getenv("TERM");
-  return ::isatty(STDERR_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr && term != nullptr &&
-         std::string_view(term) != "dumb";
+  const char* term = std::getenv("TERM");  // NOLINT(concurrency-mt-unsafe): at start, before any thread
+  const bool no_color = std::getenv("NO_COLOR") != nullptr;  // NOLINT(concurrency-mt-unsafe): likewise
+  return ::isatty(STDERR_FILENO) == 1 && !no_color && term != nullptr && std::string_view(term) != "dumb";
 }
 
 }  // namespace

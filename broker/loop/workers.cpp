@@ -383,7 +383,7 @@ void Workers::on_list(const Peer& peer, uint64_t request_id, int64_t heard_ms) {
   });
   reply.summary = listed > kMaxWorkersListed ? fmt::format("{} workers (the first {} listed)", listed, kMaxWorkersListed)
                                              : fmt::format("{} workers", listed);
-  outbox_.send(peer, std::move(reply));
+  outbox_.send(peer, reply);
 }
 
 }  // namespace dueq::broker
