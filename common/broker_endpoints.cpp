@@ -36,6 +36,21 @@ bool BrokerEndpoints::next() {
   return at_ == 0;
 }
 
+bool BrokerEndpoints::learn_leader_from(std::string_view message) {
+  constexpr std::string_view kSays = "the leader is at ";
+  const size_t at = message.find(kSays);
+  if (at == std::string_view::npos) return false;
+  std::string_view leader = message.substr(at + kSays.size());
+  leader = leader.substr(0, leader.find_first_of(" ;,\t\n"));
+  if (leader.find("://*:") != std::string_view::npos || leader.find("://0.0.0.0:") != std::string_view::npos) return false;
+  auto one = parse(leader);
+  if (!one || endpoints_.size() >= kMaxEndpoints ||
+      std::find(endpoints_.begin(), endpoints_.end(), one->current()) != endpoints_.end())
+    return false;
+  endpoints_.push_back(one->current());
+  return true;
+}
+
 std::string BrokerEndpoints::describe() const { return fmt::format("{}", fmt::join(endpoints_, ",")); }
 
 }  // namespace dueq

@@ -26,6 +26,12 @@ class BrokerEndpoints {
   // pass found no leader).
   bool next();
   std::string describe() const;
+  // A standby's `not_leader` message names the leader ("the leader is at
+  // tcp://HOST:PORT"): that endpoint joins the list, so that a client given
+  // only a standby reaches the leader. True when it was added; false for a
+  // message naming none, one already listed, one no client can connect to
+  // (a wildcard address) or a full list.
+  bool learn_leader_from(std::string_view not_leader_message);
 
  private:
   explicit BrokerEndpoints(std::vector<std::string> endpoints) : endpoints_(std::move(endpoints)) {}

@@ -159,11 +159,15 @@ void Connection::receive_all() {
   while (socket_.recv(message, zmq::recv_flags::dontwait)) {
     auto frame = proto::decode(std::string_view(static_cast<const char*>(message.data()), message.size()),
                                proto::kMaxReplyValues);
-    if (frame && endpoints_.several()) {
-      // A standby: every unanswered request goes to the next broker.
+    if (frame) {
+      // A standby: every unanswered request goes to the next broker, the
+      // leader it names among them.
       if (const auto* error = std::get_if<proto::ErrorFrame>(&*frame); error != nullptr && error->code == "not_leader") {
-        switch_broker();
-        continue;
+        if (options_.follow_leader) endpoints_.learn_leader_from(error->message);
+        if (endpoints_.several()) {
+          switch_broker();
+          continue;
+        }
       }
     }
     // A frame that cannot be read names no request to answer: its request

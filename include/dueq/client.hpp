@@ -114,6 +114,10 @@ struct ClientOptions {
   // key, or CURVE on one side only). 0: they wait, as for a broker that is
   // restarting.
   int64_t connect_timeout_ms = 0;
+  // A standby's not_leader names the leader: go there too (it joins the
+  // endpoints given), so that a client given only a standby reaches the
+  // leader. false: a standby's refusal is the answer.
+  bool follow_leader = true;
 };
 
 class Client {

@@ -2,6 +2,10 @@
 // the broker config file each give a clear error and never a silent default.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 
@@ -354,6 +358,24 @@ TEST(ConfigFile, TheLeaderLeaseAndTheAdvertisedEndpointAreChecked) {
   flags.leader_lease_ms = 2'000;
   flags.advertise = "ipc:///tmp/x";
   EXPECT_FALSE(broker::validate_config(flags));
+}
+
+// A client given only a standby follows the leader its not_leader names;
+// nothing else in such a message adds an endpoint.
+TEST(BrokerEndpoints, TheLeaderAStandbyNamesJoinsTheListOnce) {
+  auto list = BrokerEndpoints::parse("tcp://standby:7600");
+  ASSERT_TRUE(list);
+  EXPECT_FALSE(list->learn_leader_from("this broker stands by; another broker leads"));
+  EXPECT_FALSE(list->learn_leader_from("this broker stands by; the leader is at tcp://*:7600"));
+  EXPECT_FALSE(list->learn_leader_from("this broker stands by; the leader is at tcp://0.0.0.0:7600"));
+  EXPECT_FALSE(list->learn_leader_from("this broker stands by; the leader is at nonsense"));
+  EXPECT_FALSE(list->several());
+  EXPECT_TRUE(list->learn_leader_from("this broker stands by; the leader is at tcp://leader:7600"));
+  EXPECT_FALSE(list->learn_leader_from("this broker stands by; the leader is at tcp://leader:7600")) << "once";
+  EXPECT_EQ(list->describe(), "tcp://standby:7600,tcp://leader:7600");
+  for (int i = 0; i < 40; ++i) (void)list->learn_leader_from(fmt::format("the leader is at tcp://h{}:7600", i));
+  const std::string all = list->describe();
+  EXPECT_EQ(std::count(all.begin(), all.end(), ','), 15) << "at most 16 endpoints";
 }
 
 TEST(BrokerEndpoints, OneOrSeveralCommaSeparatedEndpointsAreTakenInOrder) {
