@@ -90,13 +90,17 @@ void Broker::update_metrics() {
 // millisecond instead of up to one after it. Returns zmq_poll's timeout.
 long Broker::arm_timer(int timer_fd) {
   const int64_t wait_us = stopping_ ? 0 : us_until_wake();
-  stall_watch_.waiting(clock_.steady_ms(), [this] { return clock_.thread_cpu_ms(); }, wait_us / 1000);
+  stall_watch_.waiting(clock_.steady_ms(), thread_cpu_ms(), wait_us / 1000);
   if (wait_us <= 0) return 0;
   itimerspec in{};
   in.it_value.tv_sec = wait_us / 1'000'000;
   in.it_value.tv_nsec = (wait_us % 1'000'000) * 1000;
   ::timerfd_settime(timer_fd, 0, &in, nullptr);
   return -1;
+}
+
+void Broker::check_own_stall() {
+  if (const int64_t deaf_ms = stall_watch_.woke(clock_.steady_ms(), thread_cpu_ms()); deaf_ms > 0) on_own_stall(deaf_ms);
 }
 
 void Broker::on_own_stall(int64_t deaf_ms) {
@@ -162,9 +166,7 @@ Result<RunEnd> Broker::run(int signal_fd) {
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) return fail(Errc::internal, std::string("poll failed: ") + e.what());
     }
-    if (const int64_t deaf_ms = stall_watch_.woke(clock_.steady_ms(), [this] { return clock_.thread_cpu_ms(); });
-        deaf_ms > 0 && !stopping_)
-      on_own_stall(deaf_ms);
+    if (!stopping_) check_own_stall();
     if (ready(kTimer)) {
       uint64_t expirations = 0;
       [[maybe_unused]] auto n = ::read(timer.get(), &expirations, sizeof expirations);
@@ -308,15 +310,14 @@ bool Broker::receive_while_redis_works() {
     // In slices of at most 100 ms, so that a stop of the broker meanwhile
     // shows as oversleeping (StallWatch) by nearly all of its length.
     const int64_t slice = std::min<int64_t>(give_up - now, 100);
-    stall_watch_.waiting(now, [this] { return clock_.thread_cpu_ms(); }, slice);
+    stall_watch_.waiting(now, thread_cpu_ms(), slice);
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(slice));
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) break;
       continue;
     }
-    if (const int64_t deaf_ms = stall_watch_.woke(clock_.steady_ms(), [this] { return clock_.thread_cpu_ms(); }); deaf_ms > 0)
-      on_own_stall(deaf_ms);
+    check_own_stall();
     if (items[1].revents & ZMQ_POLLIN) break;
     if (items[0].revents & ZMQ_POLLIN) {
       inbound_.receive(config_.max_frames_per_turn, connection_monitor_.connections());

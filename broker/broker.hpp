@@ -115,6 +115,12 @@ class Broker {
   // silence meanwhile is excused and its deliveries' leases held long
   // enough for their workers to report them.
   void on_own_stall(int64_t deaf_ms);
+  // After a wait: tells the stall watch the loop woke, and acts on a stall.
+  void check_own_stall();
+  // This thread's CPU time, read by the stall watch when it needs it.
+  auto thread_cpu_ms() const {
+    return [this] { return clock_.thread_cpu_ms(); };
+  }
   void on_signal(int signal_fd);
   void on_master_announced();
   void serve_redis_turn();
