@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/output.hpp"
+#include "common/job_document.hpp"
 #include "common/json_bytes.hpp"
 #include "common/logging.hpp"
 
@@ -47,48 +48,50 @@ int stats(Client& client, bool json) {
   return 0;
 }
 
+namespace {
+
+std::string time_or_dash(const std::optional<int64_t>& ms) { return ms ? format_time(*ms) : "-"; }
+
+void print_job(const JobDocument& job) {
+  fmt::print("id:           {}\nqueue:        {}\nstate:        {}\n", loggable(job.id, 4096), loggable(job.queue), job.state);
+  if (job.record_kept) fmt::print("type:         {}\n", loggable(job.type));
+  if (job.due_ms) fmt::print("due:          {}\n", format_time(*job.due_ms));
+  if (job.run_at_ms && job.run_at_ms != job.due_ms) fmt::print("runs at:      {}\n", format_time(*job.run_at_ms));
+  if (job.lease_deadline_ms) fmt::print("lease until:  {}\n", format_time(*job.lease_deadline_ms));
+  if (job.attempt || job.max_attempts)
+    fmt::print("attempt:      {} of {}\n", job.attempt.value_or(0), job.max_attempts ? std::to_string(*job.max_attempts) : "?");
+  if (job.created_ms) fmt::print("created:      {}\n", format_time(*job.created_ms));
+  if (job.finished_ms) fmt::print("finished:     {}\n", format_time(*job.finished_ms));
+  if (job.cancel_requested) fmt::print("cancelling:   asked; its worker was told to stop\n");
+  if (job.record_kept || !job.last_error.empty())
+    fmt::print("last error:   {}\n", job.last_error.empty() ? "-" : loggable(job.last_error, 4096));
+  if (!job.record_kept && (job.state == "done" || job.state == "cancelled"))
+    fmt::print("(its type, payload and attempts were deleted when it finished; the id stays for done_retention)\n");
+  if (!job.also_in.empty())
+    fmt::print("also in:      {} (ids are unique per queue: --queue picks one)\n", loggable(fmt::format("{}", fmt::join(job.also_in, ", "))));
+  if (!job.errors.empty()) fmt::print("errors:\n");
+  for (const auto& e : job.errors)
+    fmt::print("  {} {:<24} {:<20} {}\n",
+               e.counted ? fmt::format("attempt {}", e.number.value_or(0)) : fmt::format("unstarted {}", e.number.value_or(0)),
+               time_or_dash(e.at_ms), e.worker.empty() ? "-" : loggable(e.worker), loggable(e.reason, 4096));
+  if (job.payload && !job.payload->empty()) fmt::print("payload:      {}\n", loggable(*job.payload, 1 << 20));
+}
+
+}  // namespace
+
 int show_job(Client& client, const std::string& id, const std::string& queue, bool json) {
-  auto result = client.job(id, queue);
+  auto result = client.job_document(id, queue);
   if (!result) return report(result.error());
   if (!*result) {
-    fmt::print(stderr, "dueq: no job {} (never enqueued, or done and past its retention)\n", id);
+    fmt::print(stderr, "dueq: no job {} (never enqueued, or done and past its retention)\n", loggable(id));
     return kExitNotFound;
   }
-  const auto& f = **result;
-  auto get = [&](const char* k) {
-    auto it = f.find(k);
-    return it == f.end() ? std::string() : it->second;
-  };
-  auto ms = [&](const char* k) { return get(k).empty() ? int64_t{0} : std::stoll(get(k)); };
-  // A done or cancelled job keeps only its id and finish time: what is not
-  // known is left out (null in JSON), not shown as zero.
-  auto known = [&](const char* k) { return f.contains(k); };
+  const JobDocument& job = **result;
   if (json) {
-    auto number = [&](const char* k) { return known(k) ? nlohmann::json(ms(k)) : nlohmann::json(nullptr); };
-    auto text = [&](const char* k) { return known(k) ? bytes_json(get(k)) : nlohmann::json(nullptr); };
-    nlohmann::json out{{"id", bytes_json(get("id"))}, {"queue", bytes_json(get("queue"))}, {"type", text("t")}, {"state", get("s")},
-                       {"due_ms", number("d")}, {"attempt", number("a")}, {"max_attempts", number("m")},
-                       {"created_ms", number("c")}, {"finished_ms", number("f")}, {"last_error", text("e")},
-                       {"error_log", text("el")}};
-    if (!get("p").empty()) out["payload"] = bytes_json(get("p"));
-    if (!get("also_in").empty()) out["also_in"] = bytes_json(get("also_in"));
-    fmt::print("{}\n", dump_json(out));
+    fmt::print("{}\n", job_json(job));
     return 0;
   }
-  fmt::print("id:           {}\nqueue:        {}\n", get("id"), get("queue"));
-  if (known("t")) fmt::print("type:         {}\n", get("t"));
-  fmt::print("state:        {}\n", get("s"));
-  if (known("d")) fmt::print("due:          {}\n", format_time(ms("d")));
-  if (known("a") || known("m")) fmt::print("attempt:      {} of {}\n", ms("a"), ms("m"));
-  if (known("c")) fmt::print("created:      {}\n", format_time(ms("c")));
-  if (known("f")) fmt::print("finished:     {}\n", format_time(ms("f")));
-  if (known("e") || known("t")) fmt::print("last error:   {}\n", get("e").empty() ? "-" : get("e"));
-  if (!known("t") && (get("s") == "done" || get("s") == "cancelled"))
-    fmt::print("(its type, payload and attempts were deleted when it finished; the id stays for done_retention)\n");
-  if (!get("also_in").empty())
-    fmt::print("also in:      {} (ids are unique per queue: --queue picks one)\n", get("also_in"));
-  if (!get("el").empty()) fmt::print("error log:\n{}", get("el"));
-  if (!get("p").empty()) fmt::print("payload:      {}\n", get("p"));
+  print_job(job);
   return 0;
 }
 
@@ -143,10 +146,12 @@ int admin(Client& client, const AdminCommand& command, bool json) {
   auto result = client.admin(command);
   if (!result) return report(result.error());
   if (json) {
+    // Rows that are jobs are job documents (docs/jobs.md).
+    const bool jobs = command.op == "dead_list" || command.op == "list";
     nlohmann::json rows = nlohmann::json::array();
-    for (const auto& row : result->rows) rows.push_back(bytes_json(row));
+    for (const auto& row : result->rows) rows.push_back(jobs ? job_to_json(job_document(row)) : bytes_json(row));
     nlohmann::json out{{"summary", bytes_json(result->summary)}, {"rows", std::move(rows)}};
-    if (command.op == "dead_list") out["next"] = result->next;
+    if (jobs) out["next"] = bytes_json(result->next);
     fmt::print("{}\n", dump_json(out));
   } else if (command.op == "dead_list") {
     fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", "ID", "QUEUE", "TYPE", "ATTEMPTS", "DIED", "REASON");

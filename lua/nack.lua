@@ -32,8 +32,10 @@
   ARGV[3]  backoff cap ms (>= base), unless the job has its own
   ARGV[4]  retention seconds for a cancelled entry (0 = keep none)
   ARGV[5]  N (1..5000)
-  ARGV[6+5i .. 10+5i] for job i: id, token, mode, reason, schedule
-           partition (0..32767 in plain decimal)
+  ARGV[6+6i .. 11+6i] for job i: id, token, mode, reason, schedule
+           partition (0..32767 in plain decimal), the worker that held
+           it ("" when none is known), written with the reason to the
+           job's error log
            mode "retry": back to the schedule after
                  jitter * min(cap, base * 2^(attempt-1)) ms (full jitter);
            mode "now": back to ready at once (worker lost while running the
@@ -53,7 +55,7 @@
            mode "return": back to ready at once, the attempt not counted
                  (a draining worker handing back a job it never started);
            mode "cancel": the handler stopped because the job was cancelled
-  ARGV[6+5N+i] for job i: jitter in [0, 1], drawn by the broker
+  ARGV[6+6N+i] for job i: jitter in [0, 1], drawn by the broker
 
   Returns  flat array, 2 values per job: status, due ms
            status 0 stale, 1 retried (due ms = when), 2 dead (due ms = 0),
@@ -75,16 +77,16 @@ local cap = tonumber(ARGV[3])
 local retention = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 if not now or not base or base < 0 or not cap or cap < base or not retention or retention < 0
-    or not n or n < 1 or n > 5000 or #ARGV ~= 5 + 6 * n then
-  return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, 5 values per job and N jitters")
+    or not n or n < 1 or n > 5000 or #ARGV ~= 5 + 7 * n then
+  return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, 6 values per job and N jitters")
 end
 local modes = {retry = true, now = true, lost = true, lost_beside = true, shared = true, dead = true, ["return"] = true,
                cancel = true}
-local jitter_at = 5 + 5 * n
+local jitter_at = 5 + 6 * n
 for i = 0, n - 1 do
-  local mode = ARGV[8 + 5 * i]
+  local mode = ARGV[8 + 6 * i]
   local jitter = tonumber(ARGV[jitter_at + 1 + i])
-  if not modes[mode] or not jitter or jitter < 0 or jitter > 1 or not is_partition(ARGV[10 + 5 * i]) then
+  if not modes[mode] or not jitter or jitter < 0 or jitter > 1 or not is_partition(ARGV[10 + 6 * i]) then
     return redis.error_reply("ERR dueq bad-args nack: job " .. i .. " has a bad mode, partition or jitter")
   end
 end
@@ -92,11 +94,12 @@ end
 local out = {}
 local retried, dead, stale, cancelled, not_counted, scheduled_slots = 0, 0, 0, 0, 0, filter_slots()
 for i = 0, n - 1 do
-  local id = ARGV[6 + 5 * i]
-  local mode = ARGV[8 + 5 * i]
-  local reason = ARGV[9 + 5 * i]
+  local id = ARGV[6 + 6 * i]
+  local mode = ARGV[8 + 6 * i]
+  local reason = ARGV[9 + 6 * i]
+  local worker = ARGV[11 + 6 * i]
   local record = redis.call("HGET", KEYS[6], id)
-  if not record or redis.call("HGET", KEYS[7], id) ~= ARGV[7 + 5 * i] or not redis.call("ZSCORE", KEYS[3], id) then
+  if not record or redis.call("HGET", KEYS[7], id) ~= ARGV[7 + 6 * i] or not redis.call("ZSCORE", KEYS[3], id) then
     stale = stale + 1
     out[#out + 1] = 0
     out[#out + 1] = 0
@@ -128,7 +131,7 @@ for i = 0, n - 1 do
       out[#out + 1] = 1
       out[#out + 1] = now
     elseif unstarted then
-      append_error_log(KEYS[10], id, "unstarted delivery " .. unstarted .. " (not an attempt): " .. reason)
+      append_error_log(KEYS[10], id, "unstarted", unstarted, now, worker, reason)
       redis.call("ZADD", KEYS[2], ARGV[1], id)
       redis.call("HSET", KEYS[9], id, reason)
       retried = retried + 1
@@ -137,7 +140,7 @@ for i = 0, n - 1 do
       out[#out + 1] = now
     else
       redis.call("HSET", KEYS[8], id, attempt)
-      append_error_log(KEYS[10], id, "attempt " .. attempt .. ": " .. reason)
+      append_error_log(KEYS[10], id, "attempt", attempt, now, worker, reason)
       if mode == "dead" or attempt >= max_attempts then
         local why = reason
         if mode ~= "dead" then why = "attempts exhausted (" .. attempt .. "): " .. reason end
@@ -159,7 +162,7 @@ for i = 0, n - 1 do
         if due <= now then
           redis.call("ZADD", KEYS[2], due, id)
         else
-          local partition = ARGV[10 + 5 * i]
+          local partition = ARGV[10 + 6 * i]
           schedule_put(KEYS[1], KEYS[6], partition, id, string.format("%d", due), record)
           filter_slot_add(scheduled_slots, partition, id)
         end

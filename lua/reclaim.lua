@@ -65,8 +65,7 @@ for _, id in ipairs(ids) do
     unstarted = unstarted_delivery(KEYS[13], id, started)
   end
   if unstarted then
-    append_error_log(KEYS[9], id, "unstarted delivery " .. unstarted .. " (not an attempt): " .. reason
-      .. " before a handler was seen to start it")
+    append_error_log(KEYS[9], id, "unstarted", unstarted, now, "", reason .. " before a handler was seen to start it")
     redis.call("ZADD", KEYS[2], ARGV[1], id)
     redis.call("HSET", KEYS[8], id, reason .. " before a handler was seen to start it")
     requeued = requeued + 1
@@ -76,7 +75,7 @@ for _, id in ipairs(ids) do
     if not ok or type(r) ~= "table" then r = {} end
     local attempt = (tonumber(redis.call("HGET", KEYS[7], id)) or 0) + 1  -- the expired delivery
     redis.call("HSET", KEYS[7], id, attempt)
-    append_error_log(KEYS[9], id, "attempt " .. attempt .. ": " .. reason)
+    append_error_log(KEYS[9], id, "attempt", attempt, now, "", reason)
     if attempt >= (tonumber(r[5]) or 1) then
       redis.call("ZADD", KEYS[3], now, id)
       redis.call("HSET", KEYS[8], id, "attempts exhausted (" .. attempt .. "): " .. reason)

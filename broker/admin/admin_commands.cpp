@@ -303,7 +303,6 @@ Result<proto::AdminReply> list_scheduled(AdminContext& c, const proto::AdminRequ
     if (row->empty()) continue;  // promoted or cancelled since
     (*row)["id"] = found[i].second;
     (*row)["queue"] = request.queue;
-    (*row)["due_ms"] = std::to_string(found[i].first);
     reply.rows.push_back(std::move(*row));
   }
   reply.summary = exact ? "exact" : "the first 1,024 partitions read: later jobs may be missing";

@@ -29,6 +29,8 @@ Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
   if (state.empty()) return out;
   out["s"] = state;
   if (state == "dead" || state == "done" || state == "cancelled") out["f"] = str(r->element[1]);
+  if (state == "scheduled" || state == "ready") out["r"] = str(r->element[1]);
+  if (state == "leased") out["l"] = str(r->element[1]);
   if (const std::string bytes = str(r->element[2]); !bytes.empty()) {
     auto record = decode_job_record(bytes);
     // Shown for what it is: the lookup of a job whose record was damaged

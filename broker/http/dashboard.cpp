@@ -10,6 +10,7 @@
 
 #include "broker/admin/admin_commands.hpp"
 #include "broker/dashboard_page.hpp"  // generated: kDashboardPage, broker/http/dashboard.html
+#include "common/job_document.hpp"
 #include "common/json_bytes.hpp"
 #include "common/names.hpp"
 
@@ -136,16 +137,16 @@ std::string Dashboard::overview_json() const {
   return dump_json(out);
 }
 
-void Dashboard::answer(Admin::Request request, httplib::Response& res) const {
+void Dashboard::answer(Admin::Request request, httplib::Response& res, bool job_rows) const {
   auto frame = admin_.call(std::move(request), kAdminWait);
   if (const auto* e = std::get_if<proto::ErrorFrame>(&frame)) {
     send_json(res, status_of(e->code), {{"error", e->code}, {"message", bytes_json(e->message)}});
   } else if (const auto* job = std::get_if<proto::JobReply>(&frame)) {
-    send_json(res, 200, {{"found", job->found}, {"job", bytes_json(job->fields)}});
+    send_json(res, 200, {{"found", job->found}, {"job", job->found ? job_to_json(job_document(job->fields)) : json(nullptr)}});
   } else {
     const auto& reply = std::get<proto::AdminReply>(frame);
     json rows = json::array();
-    for (const auto& row : reply.rows) rows.push_back(bytes_json(row));
+    for (const auto& row : reply.rows) rows.push_back(job_rows ? job_to_json(job_document(row)) : bytes_json(row));
     send_json(res, 200, {{"rows", std::move(rows)}, {"summary", bytes_json(reply.summary)}, {"next", reply.next}});
   }
 }
@@ -165,7 +166,7 @@ void Dashboard::add_routes(httplib::Server& server) {
     if (!queue) return;
     auto limit = limit_param(req, 20, 100);
     if (!limit) return bad_request(res, "limit: 1..100");
-    answer(proto::AdminRequest{0, "scheduled", *queue, {}, 0, *limit}, res);
+    answer(proto::AdminRequest{0, "scheduled", *queue, {}, 0, *limit}, res, true);
   });
   server.Get("/api/dead", [this](const httplib::Request& req, httplib::Response& res) {
     auto queue = queue_param(req, res, false);
@@ -175,7 +176,7 @@ void Dashboard::add_routes(httplib::Server& server) {
     // A page goes on where the `next` of the one before stopped.
     const std::string after = req.get_param_value("after");
     if (auto cursor = DeadListCursor::parse(after); !cursor) return bad_request(res, cursor.error().message);
-    answer(proto::AdminRequest{0, "dead_list", *queue, {}, 0, *limit, {{"after", after}}}, res);
+    answer(proto::AdminRequest{0, "dead_list", *queue, {}, 0, *limit, {{"after", after}}}, res, true);
   });
   server.Get("/api/job", [this](const httplib::Request& req, httplib::Response& res) {
     auto queue = queue_param(req, res, false);

@@ -31,7 +31,8 @@ class Dashboard {
  private:
   std::string overview_json() const;
   // Runs an admin request and writes its answer as JSON.
-  void answer(Admin::Request request, httplib::Response& res) const;
+  // Rows that are jobs (job_rows) go out as job documents (docs/jobs.md).
+  void answer(Admin::Request request, httplib::Response& res, bool job_rows = false) const;
   bool authorized(const httplib::Request& req) const;
   // Replay or purge (`op`): only with the admin token.
   void change(const char* op, const httplib::Request& req, httplib::Response& res) const;

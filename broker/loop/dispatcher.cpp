@@ -306,7 +306,7 @@ void Dispatcher::send_frame(QueueState& q, const FreeSlots& slot, proto::Tasks& 
     for (auto& task : frame.items) {
       inflight_.remove(task.queue, task.id, task.token);
       results_.requeue(q.name, NackItem{std::move(task.id), task.token, NackMode::handed_back,
-                                        "not delivered: the worker could not take it", 0});
+                                        "not delivered: the worker could not take it", 0, worker});
     }
   }
   frame.items.clear();

@@ -45,7 +45,7 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
       case NackMode::cancel: mode = "cancel"; break;
     }
     call.add(item.id).add(token_text(item.token)).add(mode).add(item.reason);
-    call.add(static_cast<int64_t>(schedule_partition(item.id)));
+    call.add(static_cast<int64_t>(schedule_partition(item.id))).add(item.worker);
   }
   for (const auto& item : items) call.add(fmt::format("{:.6f}", item.jitter));
   return call;
@@ -125,7 +125,7 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
       const auto mode = r.outcome == proto::Outcome::failed_final ? NackMode::dead
                         : r.outcome == proto::Outcome::cancelled  ? NackMode::cancel
                                                                                          : NackMode::retry;
-      items.push_back({r.id, r.token, mode, r.error.empty() ? "failed" : r.error, jitter(rng_)});
+      items.push_back({r.id, r.token, mode, r.error.empty() ? "failed" : r.error, jitter(rng_), p.worker.routing_id});
     }
     call = calls::nack(queue, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, items);
     // A retry due at once is ready when the round's lease runs.

@@ -41,6 +41,7 @@ struct NackItem {
   NackMode mode = NackMode::retry;
   std::string reason;
   double jitter = 0;  // [0, 1]
+  std::string worker;  // the worker that held it, for the job's error log ("" when none is known)
 };
 
 // lua/nack.lua's status of one job.

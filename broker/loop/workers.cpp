@@ -125,7 +125,7 @@ void Workers::return_unstarted(const Peer& peer, const std::vector<proto::JobRef
       continue;
     }
     inflight_.remove(ref.queue, ref.id, ref.token);
-    results_.requeue(ref.queue, NackItem{ref.id, ref.token, NackMode::handed_back, reason, 0});
+    results_.requeue(ref.queue, NackItem{ref.id, ref.token, NackMode::handed_back, reason, 0, peer.routing_id});
   }
   if (stale > 0) count_stale(peer, stale, "handed back by a worker that does not hold them", heard_ms);
 }
@@ -295,12 +295,12 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
     // sent nothing more under its routing id until it heartbeats.
     if (!w->confirmed_receipt(job)) registry_.bar(routing_id);
     if (job.started && started == 1 && (job.alone || held.size() == 1)) {
-      results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::now, "worker died while running it", 0});
+      results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::now, "worker died while running it", 0, routing_id});
       continue;
     }
     if (job.started) {
       results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::shared,
-                                           "worker died while running it beside other jobs", 0});
+                                           "worker died while running it beside other jobs", 0, routing_id});
       continue;
     }
     // Buffered, or started without the broker seeing it: no attempt, and its
@@ -308,7 +308,7 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
     // recorded in Redis is charged only where the same rule names the job:
     // delivered to run alone, or the only job its worker held.
     results_.requeue(job.queue, NackItem{job.id, job.token, job.alone || held.size() == 1 ? NackMode::lost : NackMode::lost_beside,
-                                         "worker lost (no heartbeat)", 0});
+                                         "worker lost (no heartbeat)", 0, routing_id});
   }
   const std::vector<std::string> served = w->queues;
   registry_.remove(routing_id);

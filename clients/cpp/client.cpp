@@ -179,6 +179,14 @@ std::expected<std::optional<std::map<std::string, std::string>>, ClientError> Cl
   }).get();
 }
 
+std::expected<std::optional<JobDocument>, ClientError> Client::job_document(const std::string& id,
+                                                                           const std::string& queue) {
+  auto fields = job(id, queue);
+  if (!fields) return std::unexpected(fields.error());
+  if (!*fields) return std::optional<JobDocument>();
+  return std::optional<JobDocument>(dueq::job_document(**fields));
+}
+
 std::expected<AdminResult, ClientError> Client::admin(const AdminCommand& command) {
   if (impl_->connection.on_io_thread()) return std::unexpected(blocking_from_callback(command.op));
   return ask<AdminResult>(

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "dueq/job.hpp"
+
 namespace dueq {
 
 struct JobSpec {
@@ -158,9 +160,11 @@ class Client {
   void enqueue_batch_async(std::vector<JobSpec> jobs, EnqueueBatchCallback on_done);
   std::expected<std::vector<QueueStats>, ClientError> stats();
   std::expected<BrokerStats, ClientError> broker_stats();
-  // The job's stored fields, or nullopt when no queue has it.
+  // The job's stored fields (docs/protocol.md, JOB_REPLY), or nullopt when no queue has it.
   std::expected<std::optional<std::map<std::string, std::string>>, ClientError> job(const std::string& id,
                                                                                      const std::string& queue = "");
+  // The same as the public job document (docs/jobs.md; job_json prints it).
+  std::expected<std::optional<JobDocument>, ClientError> job_document(const std::string& id, const std::string& queue = "");
 
   std::expected<AdminResult, ClientError> admin(const AdminCommand& command);
 

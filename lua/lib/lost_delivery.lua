@@ -21,9 +21,22 @@ local function unstarted_delivery(unconfirmed_key, id, started, at_least)
   return count
 end
 
--- Appends one line to a job's error log, keeping its last 8 KiB.
-local function append_error_log(logs_key, id, line)
-  local log = (redis.call("HGET", logs_key, id) or "") .. line .. "\n"
-  if #log > 8192 then log = string.sub(log, -8192) end
+-- Appends one entry to a job's error log, keeping its last 8 KiB of whole
+-- entries. An entry is one line of four tab-separated fields:
+--   "attempt N" or "unstarted N", ms, worker, reason
+-- with backslash, tab and newline in the worker and the reason escaped as
+-- \\, \t and \n (common/job_document.cpp reads it back); worker may be
+-- empty (a lease that ran out names none).
+local function escape_log_field(text)
+  return (string.gsub(text, "[\\\t\n]", {["\\"] = "\\\\", ["\t"] = "\\t", ["\n"] = "\\n"}))
+end
+local function append_error_log(logs_key, id, kind, n, now, worker, reason)
+  local log = (redis.call("HGET", logs_key, id) or "") .. kind .. " " .. n .. "\t" .. now .. "\t"
+    .. escape_log_field(worker) .. "\t" .. escape_log_field(reason) .. "\n"
+  if #log > 8192 then
+    log = string.sub(log, -8192)
+    local cut = string.find(log, "\n", 1, true)
+    if cut and cut < #log then log = string.sub(log, cut + 1) end
+  end
   redis.call("HSET", logs_key, id, log)
 end

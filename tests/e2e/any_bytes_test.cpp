@@ -52,18 +52,22 @@ TEST(AnyBytes, DeadJobsAndLookupsCarryPayloadsAndErrorsThatAreNotUtf8) {
   ASSERT_TRUE(dead.is_object()) << dead;
   ASSERT_EQ(dead["rows"].size(), 1U) << dead;
   EXPECT_EQ(dead["rows"][0]["id"], "bad-1");
-  EXPECT_EQ(base64_bytes(dead["rows"][0]["e"]), error);
+  EXPECT_EQ(base64_bytes(dead["rows"][0]["last_error"]), error);
+  EXPECT_EQ(dead["rows"][0]["payload_bytes"], kPayload.size()) << "a list row names the payload's size";
 
   const json job = get_json(web, "/api/job?id=bad-1&queue=bytes");
   ASSERT_TRUE(job.is_object()) << job;
-  EXPECT_EQ(base64_bytes(job["job"]["p"]), kPayload);
-  EXPECT_EQ(base64_bytes(job["job"]["e"]), error);
+  EXPECT_EQ(base64_bytes(job["job"]["payload"]), kPayload);
+  EXPECT_EQ(base64_bytes(job["job"]["last_error"]), error);
+  ASSERT_EQ(job["job"]["errors"].size(), 1U) << job;
+  EXPECT_EQ(base64_bytes(job["job"]["errors"][0]["reason"]), "asked to fail: " + kPayload);
 
   const auto listed = run_dueq(cluster.endpoint(), "dead list --queue bytes --json", false);
   ASSERT_EQ(listed.code, 0) << listed.out;
   const json cli_dead = json::parse(listed.out, nullptr, false);
   ASSERT_FALSE(cli_dead.is_discarded()) << listed.out;
-  EXPECT_EQ(base64_bytes(cli_dead["rows"][0]["e"]), error);
+  EXPECT_EQ(base64_bytes(cli_dead["rows"][0]["last_error"]), error);
+  EXPECT_EQ(cli_dead["rows"][0], dead["rows"][0]) << "one document in every view";
 
   const auto shown = run_dueq(cluster.endpoint(), "job bad-1 --queue bytes --json", false);
   ASSERT_EQ(shown.code, 0) << shown.out;
@@ -72,6 +76,44 @@ TEST(AnyBytes, DeadJobsAndLookupsCarryPayloadsAndErrorsThatAreNotUtf8) {
   EXPECT_EQ(base64_bytes(cli_job["payload"]), kPayload);
   EXPECT_EQ(base64_bytes(cli_job["last_error"]), error);
   EXPECT_EQ(cli_job["id"], "bad-1") << "UTF-8 stays a JSON string";
+  EXPECT_EQ(cli_job, job["job"]) << "one document in every view";
+}
+
+// The worker a failure is charged to is part of the job's document, with
+// any bytes in its id and in the error, tabs and newlines included.
+TEST(AnyBytes, AJobsErrorsNameTheirWorkerWhateverBytesItsIdHolds) {
+  const int http = free_port();
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http)});
+  const std::string id("w\xff\t\n\\x", 6);
+  RawPeer peer(cluster.endpoint(), id);
+  peer.send(proto::Hello{id, {"odd"}, 1, {}, "host", 1});
+  auto welcome = peer.receive();
+  ASSERT_TRUE(welcome && std::holds_alternative<proto::Welcome>(*welcome));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"odd", "t", "", "job-1", 0, 1}));
+  std::optional<proto::Task> task;
+  for (int i = 0; i < 20 && !task; ++i) {
+    auto frame = peer.receive();
+    if (frame && std::holds_alternative<proto::Tasks>(*frame)) task = std::get<proto::Tasks>(*frame).items.at(0);
+  }
+  ASSERT_TRUE(task) << "the job reached the raw worker";
+  const std::string error("line one\nline\ttwo \xfe", 19);
+  peer.send(proto::Results{{{"odd", "job-1", task->token, proto::Outcome::failed_final, error}}});
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("odd"); return s && s->dead == 1; }, 10s));
+
+  httplib::Client web("127.0.0.1", http);
+  const json job = get_json(web, "/api/job?id=job-1&queue=odd");
+  ASSERT_TRUE(job.is_object()) << job;
+  ASSERT_EQ(job["job"]["errors"].size(), 1U) << job;
+  const json& entry = job["job"]["errors"][0];
+  EXPECT_EQ(base64_bytes(entry["worker"]), id);
+  EXPECT_EQ(base64_bytes(entry["reason"]), error);
+  EXPECT_EQ(entry["attempt"], 1);
+  EXPECT_TRUE(entry["at_ms"].is_number_integer()) << entry;
+  EXPECT_EQ(job["job"]["state"], "dead");
+  const auto shown = run_dueq(cluster.endpoint(), "job job-1 --queue odd", false);
+  EXPECT_EQ(shown.code, 0) << shown.out;
+  EXPECT_NE(shown.out.find("attempt 1"), std::string::npos) << shown.out;
 }
 
 TEST(AnyBytes, AWorkerIdThatIsNotUtf8IsShownInTheOverview) {
@@ -117,6 +159,6 @@ TEST(AnyBytes, ACronEntryWithAPayloadThatIsNotUtf8IsKeptAndItsTicksCarryIt) {
   EXPECT_TRUE(tick_id.starts_with("odd@")) << tick_id;
   const json job = get_json(web, "/api/job?queue=ticks&id=" + tick_id);
   ASSERT_TRUE(job.is_object()) << job;
-  EXPECT_EQ(base64_bytes(job["job"]["p"]), payload);
+  EXPECT_EQ(base64_bytes(job["job"]["payload"]), payload);
   EXPECT_TRUE(cluster.broker().running());
 }

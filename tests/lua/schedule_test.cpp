@@ -137,7 +137,7 @@ TEST_F(Scripts, ScriptsTakingAPartitionRefuseABadOne) {
     EXPECT_NE(eval(lua::ScriptId::nack,
                    {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens, k.attempts, k.errors,
                     k.error_logs, k.cancel_requested, k.cancelled},
-                   {"2000", "0", "0", "60", "1", "a", "1", "retry", "x", bad, "0.5"})
+                   {"2000", "0", "0", "60", "1", "a", "1", "retry", "x", bad, "w", "0.5"})
                   .find("bad-args"),
               std::string::npos)
         << bad;

@@ -3,9 +3,11 @@ C++ worker: each test names the rule of docs/protocol.md it checks."""
 
 from __future__ import annotations
 
+import base64
 import collections
 import contextlib
 import io
+import json
 import os
 import re
 import signal
@@ -84,8 +86,8 @@ class PythonWorker(unittest.TestCase):
             self.assertTrue(eventually(lambda: producer.stats()[0].stale_acks >= 1, 10), producer.stats())
             stats = producer.stats()[0]
             self.assertEqual((stats.done, stats.dead, stats.in_flight), (1, 0, 0))
-            self.assertEqual(producer.job(job.id, "q"), {"id": job.id, "queue": "q", "s": "done",
-                                                         "f": producer.job(job.id, "q")["f"]})  # type: ignore[index]
+            fields = producer.job_fields(job.id, "q")
+            self.assertEqual(fields, {"id": job.id, "queue": "q", "s": "done", "f": fields["f"]})  # type: ignore[index]
         tokens = {r[2] for r in read_records(rec)}
         self.assertEqual(len(tokens), 2, "the two deliveries had different fencing tokens")
 
@@ -224,6 +226,19 @@ class PythonProtocol(unittest.TestCase):
 
 
 class PythonProducer(unittest.TestCase):
+    def test_a_job_document_is_the_one_the_cli_prints_whatever_bytes_it_holds(self) -> None:
+        d = Deployment(self)
+        payload = b"\xff\xfe not utf-8 \x80"
+        with dueq.Producer(d.endpoint) as producer:
+            producer.enqueue("q", "noop", payload, id="odd-1", delay=60)
+            job = producer.job("odd-1", "q")
+            assert job is not None
+            self.assertEqual(job["payload"], {"encoding": "base64", "data": base64.b64encode(payload).decode()})
+            self.assertEqual(job["state"], "scheduled")
+            shown = subprocess.run([str(support.BIN / "dueq"), "--broker", d.endpoint, "job", "odd-1", "--queue", "q",
+                                    "--json"], check=True, capture_output=True)
+            self.assertEqual(job, json.loads(shown.stdout), "one document in every view")
+
     def test_enqueue_is_idempotent_by_id_and_lookups_answer(self) -> None:
         d = Deployment(self)
         with dueq.Producer(d.endpoint) as producer:
@@ -233,7 +248,7 @@ class PythonProducer(unittest.TestCase):
                              dueq.EnqueueStatus.DUPLICATE)
             job = producer.job("order-1")
             assert job is not None
-            self.assertEqual((job["s"], job["t"], job["p"], job["queue"]), ("scheduled", "noop", "payload", "q"))
+            self.assertEqual((job["state"], job["type"], job["payload"], job["queue"]), ("scheduled", "noop", "payload", "q"))
             self.assertIsNone(producer.job("no-such-job"))
             with self.assertRaises(dueq.Rejected) as refused:
                 producer.enqueue("bad queue name", "noop")
@@ -263,7 +278,7 @@ class Readme(unittest.TestCase):
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             exec(producer_source.replace("tcp://broker.internal:7600", d.endpoint), {"bodies": [b"first", b"second"]})
-        self.assertIn("'s': 'scheduled'", printed.getvalue())
+        self.assertIn("'state': 'scheduled'", printed.getvalue())
         self.assertTrue(eventually(lambda: sent.exists() and sorted(sent.read_bytes().split()) == [b"first", b"second"],
                                    10), d.log("readme-worker.log"))
         worker.send_signal(signal.SIGTERM)

@@ -18,6 +18,7 @@ import zmq
 
 from . import protocol
 from ._connection import CurveKeys, Endpoints, open_dealer
+from .job import job_document
 from .protocol import EnqueueResult, EnqueueStatus, QueueStats, Type
 
 
@@ -130,8 +131,16 @@ class Producer:
                                 time.monotonic() + self._timeout)
         return protocol.read_stats_reply(body)[1]
 
-    def job(self, id: str, queue: str = "") -> Optional[dict[str, str]]:
-        """What the broker knows of a job (docs/protocol.md, JOB_REPLY), or None."""
+    def job(self, id: str, queue: str = "") -> Optional[dict[str, Any]]:
+        """The job's document (docs/jobs.md), as `dueq job --json` prints it, or None."""
+        fields = self.job_fields(id, queue)
+        return job_document(fields) if fields is not None else None
+
+    def job_fields(self, id: str, queue: str = "") -> Optional[dict[str, str]]:
+        """The job's fields as the broker sends them (docs/protocol.md, JOB_REPLY), or None.
+
+        Values that are not UTF-8 come back with their bytes as surrogate escapes
+        (value.encode("utf-8", "surrogateescape") gives them back)."""
         _, body = self._request(Type.JOB_REQUEST, lambda rid: [rid, id, queue], Type.JOB_REPLY,
                                 time.monotonic() + self._timeout)
         _, found, fields = protocol.read_job_reply(body)

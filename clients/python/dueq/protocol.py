@@ -90,7 +90,10 @@ def decode(data: bytes, reply: bool = False) -> tuple[Type, list[Any]]:
         raise BadFrame("frame larger than 16 MiB")
     try:
         max_array = MAX_REPLY_VALUES if reply else MAX_BATCH * 2
+        # A broker's answers may carry any bytes (a payload, an error text):
+        # those that are not UTF-8 are kept as surrogate escapes, not refused.
         frame = msgpack.unpackb(data, raw=False, strict_map_key=True, max_array_len=max_array,
+                                unicode_errors="surrogateescape" if reply else "strict",
                                 max_map_len=MAX_BATCH, max_bin_len=MAX_FRAME_BYTES, max_str_len=MAX_FRAME_BYTES)
     except Exception as error:  # msgpack raises several types for bad input
         raise BadFrame(f"not msgpack: {error}") from None
