@@ -124,6 +124,24 @@ void print_workers(const AdminResult& result) {
   fmt::print("{}\n", result.summary);
 }
 
+// The time a row of `dueq list` is in order of.
+std::optional<int64_t> order_time(const JobDocument& job) {
+  if (job.state == "scheduled" || job.state == "ready") return job.run_at_ms;
+  if (job.state == "running") return job.lease_deadline_ms;
+  return job.finished_ms;
+}
+
+void print_list(const AdminResult& result) {
+  fmt::print("{:<28} {:<24} {:<16} {:>7}  {}\n", "ID", "TIME (UTC)", "TYPE", "ATTEMPT", "LAST ERROR");
+  for (const auto& row : result.rows) {
+    const JobDocument job = job_document(row);
+    fmt::print("{:<28} {:<24} {:<16} {:>7}  {}\n", loggable(job.id), time_or_dash(order_time(job)),
+               job.record_kept ? loggable(job.type) : "-", job.attempt ? std::to_string(*job.attempt) : "-",
+               job.last_error.empty() ? "-" : loggable(job.last_error, 120));
+  }
+  fmt::print("{}\n", loggable(result.summary, 512));
+}
+
 void print_audit(const AdminResult& result) {
   for (const auto& row : result.rows) {
     if (row.contains("problem")) {
@@ -169,6 +187,8 @@ int admin(Client& client, const AdminCommand& command, bool json) {
       fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", field(row, "name"), field(row, "schedule"),
                  field(row, "time_zone"), field(row, "queue"), field(row, "type"), field(row, "source"), next);
     }
+  } else if (command.op == "list") {
+    print_list(*result);
   } else if (command.op == "workers") {
     print_workers(*result);
   } else if (command.op == "cancel") {

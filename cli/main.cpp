@@ -56,7 +56,10 @@ struct Invocation {
   EnqueueArgs e;
   CLI::App* enqueue = nullptr;
   CLI::Option *queue = nullptr, *type = nullptr;
-  CLI::App *stats = nullptr, *top = nullptr, *job = nullptr, *audit = nullptr, *workers = nullptr;
+  CLI::App *stats = nullptr, *top = nullptr, *job = nullptr, *audit = nullptr, *workers = nullptr, *list = nullptr;
+  std::string list_queue, list_since, list_until;
+  uint32_t list_limit = 0;
+  std::map<std::string, std::string> list_args;
   std::string top_interval = "1s";
   int top_frames = 0;
   std::string job_id, job_queue, audit_queue;
@@ -120,6 +123,19 @@ void add_watch(CLI::App& app, Invocation& v) {
   v.job->add_option("id", v.job_id, "job id")->required();
   v.job->add_option("--queue", v.job_queue, "queue to look in (default: all)");
   v.job->add_flag("--json", v.json, "print JSON");
+  v.list = app.add_subcommand("list", "a queue's jobs in one state, page by page: scheduled and ready by due time, running by "
+                                      "lease deadline, done, dead and cancelled by finish time")->group(kWatch);
+  v.list->add_option("queue", v.list_queue, "queue")->required();
+  v.list->add_option("--state", v.list_args["state"], "scheduled, ready, running, done, dead or cancelled")->required()
+      ->check(CLI::IsMember({"scheduled", "ready", "running", "done", "dead", "cancelled"}));
+  v.list->add_option("--type", v.list_args["type"], "only jobs of this type");
+  v.list->add_option("--since", v.list_since, "from this time on (RFC 3339, or Unix ms) in the state's order");
+  v.list->add_option("--until", v.list_until, "up to this time (RFC 3339, or Unix ms)");
+  v.list->add_option("--error", v.list_args["error"], "only jobs whose last error contains this text");
+  v.list->add_option("--id-prefix", v.list_args["id_prefix"], "only ids that start with this");
+  v.list->add_option("--limit", v.list_limit, "at most this many (1..1000, default 100)")->check(CLI::Range(1, 1000));
+  v.list->add_option("--after", v.list_args["after"], "go on where a page stopped (the cursor it printed)");
+  v.list->add_flag("--json", v.json, "print JSON: {summary, rows (job documents, docs/jobs.md), next}");
   v.workers = app.add_subcommand("workers", "every worker: host, pid, key, queues, capacity, the jobs it holds and for how long, "
                                   "when it was last heard from")->group(kWatch);
   v.workers->add_flag("--json", v.json, "print JSON");
@@ -225,6 +241,15 @@ std::expected<std::optional<JobSpec>, std::string> enqueued_job(const Invocation
   return std::optional<JobSpec>(std::move(*job));
 }
 
+// A time given as RFC 3339 or as Unix ms.
+std::expected<int64_t, std::string> time_ms(const std::string& text) {
+  if (!text.empty() && std::all_of(text.begin(), text.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) && text.size() <= 15)
+    return std::stoll(text);
+  auto ms = parse_rfc3339_ms(text);
+  if (!ms) return std::unexpected("expected an RFC 3339 time (2026-11-28T04:00:00Z) or Unix ms: " + ms.error().message);
+  return *ms;
+}
+
 // The dead-letter and naming rules CLI11 cannot state; "" when all hold.
 std::string arguments_problem(Invocation& v) {
   if (*v.dead_replay && (v.replay_all == !v.dead_cmd.ids.empty() || (v.replay_all && v.dead_cmd.queue.empty())))
@@ -237,11 +262,21 @@ std::string arguments_problem(Invocation& v) {
       v.dead_cmd.older_than_ms = *ms;
     }
   }
+  for (auto [flag, text, name] : {std::tuple{"--since", &v.list_since, "since"}, std::tuple{"--until", &v.list_until, "until"}}) {
+    if (text->empty()) continue;
+    auto ms = time_ms(*text);
+    if (!ms) return fmt::format("{}: {}", flag, ms.error());
+    v.list_args[name] = std::to_string(*ms);
+  }
+  if (const auto& prefix = v.list_args["id_prefix"]; !prefix.empty())
+    if (auto ok = validate_job_id(prefix); !ok) return "--id-prefix: " + ok.error().message;
+  if (const auto& type = v.list_args["type"]; !type.empty())
+    if (auto ok = validate_job_type(type); !ok) return "--type: " + ok.error().message;
   std::vector<std::string> ids = v.dead_cmd.ids;
   ids.insert(ids.end(), v.cancel_ids.begin(), v.cancel_ids.end());
   if (*v.job) ids.push_back(v.job_id);
   if (*v.dead_show) ids.push_back(v.show_id);
-  if (auto problem = names_problem({v.dead_cmd.queue, v.cancel_queue, v.audit_queue, v.job_queue, v.pause_queue}, ids))
+  if (auto problem = names_problem({v.dead_cmd.queue, v.cancel_queue, v.audit_queue, v.job_queue, v.pause_queue, v.list_queue}, ids))
     return *problem;
   return {};
 }
@@ -310,6 +345,10 @@ int run_command(Client& client, Invocation& v, std::optional<JobSpec>&& job, boo
   if (*v.cancel) return admin(client, AdminCommand{"cancel", v.cancel_queue, v.cancel_ids, 0, 0}, v.json);
   if (*v.audit) return admin(client, AdminCommand{"audit", v.audit_queue, {}, 0, 0}, v.json);
   if (*v.workers) return admin(client, AdminCommand{"workers", "", {}, 0, 0}, v.json);
+  if (*v.list) {
+    std::erase_if(v.list_args, [](const auto& kv) { return kv.second.empty(); });
+    return admin(client, AdminCommand{"list", v.list_queue, {}, 0, v.list_limit, v.list_args}, v.json);
+  }
   if (*v.pause) {
     AdminCommand pause{"pause", v.pause_queue, {}, 0, 0};
     if (v.pause_create) pause.args["create"] = "1";
@@ -366,7 +405,7 @@ int run(int argc, char** argv) {
   // minutes, asking again every --timeout (the broker ignores a resend of a
   // request it is still working on).
   constexpr int64_t kLongWaitMs = 600'000;
-  const bool long_running = *v.audit || (*v.dead && (*v.dead_list || *v.dead_replay || *v.dead_purge));
+  const bool long_running = *v.audit || *v.list || (*v.dead && (*v.dead_list || *v.dead_replay || *v.dead_purge));
   const int attempts = long_running ? static_cast<int>(std::max<int64_t>(3, kLongWaitMs / *timeout_ms)) : 3;
   std::optional<Client> connected;
   try {

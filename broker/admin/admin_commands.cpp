@@ -159,11 +159,7 @@ Result<proto::AdminReply> cancel_jobs(AdminContext& c, const proto::AdminRequest
   return reply;
 }
 
-namespace {
-
-// A row of the dead list: the job's fields without its payload and error
-// log (`dueq dead show` and a lookup have those), with their sizes.
-std::map<std::string, std::string> dead_row(std::map<std::string, std::string>&& fields) {
+std::map<std::string, std::string> listed_row(std::map<std::string, std::string>&& fields) {
   for (const char* big : {"p", "el"}) {
     if (auto it = fields.find(big); it != fields.end()) {
       fields[std::string(big) + "_bytes"] = std::to_string(it->second.size());
@@ -172,6 +168,8 @@ std::map<std::string, std::string> dead_row(std::map<std::string, std::string>&&
   }
   return std::move(fields);
 }
+
+namespace {
 
 size_t row_bytes(const std::map<std::string, std::string>& row) {
   size_t n = 0;
@@ -206,7 +204,7 @@ Result<std::optional<int64_t>> list_dead_of(AdminContext& c, const std::string& 
       (*row)["id"] = (*ids)[i + j];
       (*row)["queue"] = name;
       (*row)["died_ms"] = (*row)["f"];
-      auto listed = dead_row(std::move(*row));
+      auto listed = listed_row(std::move(*row));
       bytes += row_bytes(listed);
       // The first row of a page always goes: a page moves on.
       if (bytes > kDeadListReplyBytes && !reply.rows.empty()) return from + static_cast<int64_t>(i + j);

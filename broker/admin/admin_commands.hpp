@@ -75,6 +75,10 @@ struct AdminContext {
   AdminEffects& effects;
 };
 
+// A job's fields as a list shows them: without its payload and error log
+// (`dueq job` has those), with their sizes (p_bytes, el_bytes).
+std::map<std::string, std::string> listed_row(std::map<std::string, std::string>&& fields);
+
 // The ADMIN operations, one function each (broker/admin/command_table.cpp
 // finds them by name). Each validates its request and changes nothing when
 // it is refused.

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "broker/admin/cron_commands.hpp"
+#include "broker/admin/job_list.hpp"
 
 namespace dueq::broker {
 
@@ -15,6 +16,7 @@ AdminCommand find_admin_command(std::string_view op) {
       {"purge", [](AdminContext& c, const proto::AdminRequest& r) { return replay_or_purge(c, r, false); }},
       {"audit", audit_queues},
       {"scheduled", list_scheduled},
+      {"list", list_jobs},
       {"pause", [](AdminContext& c, const proto::AdminRequest& r) { return pause_or_resume(c, r, true); }},
       {"resume", [](AdminContext& c, const proto::AdminRequest& r) { return pause_or_resume(c, r, false); }},
       {"cron_add", cron_add},

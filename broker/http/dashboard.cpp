@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "broker/admin/admin_commands.hpp"
+#include "broker/admin/job_list.hpp"
 #include "broker/dashboard_page.hpp"  // generated: kDashboardPage, broker/http/dashboard.html
 #include "common/job_document.hpp"
 #include "common/json_bytes.hpp"
@@ -177,6 +178,18 @@ void Dashboard::add_routes(httplib::Server& server) {
     const std::string after = req.get_param_value("after");
     if (auto cursor = DeadListCursor::parse(after); !cursor) return bad_request(res, cursor.error().message);
     answer(proto::AdminRequest{0, "dead_list", *queue, {}, 0, *limit, {{"after", after}}}, res, true);
+  });
+  server.Get("/api/list", [this](const httplib::Request& req, httplib::Response& res) {
+    auto queue = queue_param(req, res, true);
+    if (!queue) return;
+    auto limit = limit_param(req, 50, kListMaxLimit);
+    if (!limit) return bad_request(res, fmt::format("limit: 1..{}", kListMaxLimit));
+    // The filters are checked here as the admin thread checks them: a bad one is a 400 at once.
+    std::map<std::string, std::string> args;
+    for (const char* name : {"state", "type", "since", "until", "error", "id_prefix", "after"})
+      if (req.has_param(name)) args[name] = req.get_param_value(name);
+    if (auto filter = ListFilter::parse(args); !filter) return bad_request(res, filter.error().message);
+    answer(proto::AdminRequest{0, "list", *queue, {}, 0, *limit, std::move(args)}, res, true);
   });
   server.Get("/api/job", [this](const httplib::Request& req, httplib::Response& res) {
     auto queue = queue_param(req, res, false);

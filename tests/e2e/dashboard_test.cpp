@@ -273,3 +273,43 @@ TEST(Dashboard, DeadLettersPageThroughEveryQueueOncePastTheByteBudget) {
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("not a cursor"), std::string::npos) << bad.out;
 }
+
+// The jobs panel: a queue's jobs by state in pages of 25, the next page from
+// the cursor the first gave, and a row's job document on a click.
+TEST(Dashboard, TheJobsPanelPagesThroughAStateAndShowsAJobsDocument) {
+  const int http = free_port();
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http)});
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "mail"});
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 30; ++i) jobs.push_back({"mail", "noop", "", fmt::format("later-{:02}", i), Client::in_ms(600'000 + i * 1000), 0});
+  for (int i = 0; i < 2; ++i) jobs.push_back({"mail", "fail", std::string("bad\xff", 4), fmt::format("dead-{}", i), 0, 1});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("mail"); return s && s->dead == 2; }, 20s));
+  std::filesystem::create_directories(kArtifacts);
+  const std::string rows = "document.querySelectorAll('#jobs tbody tr[data-id]')";
+  const auto page = browse(cluster.dir(), nlohmann::json::array({
+      {{"navigate", fmt::format("http://127.0.0.1:{}/", http)}},
+      {{"wait", "document.body.dataset.loaded === 'yes' && document.querySelector('#queues tr[data-queue=mail]') !== null"}},
+      {{"eval", "document.querySelector('#queues tr[data-queue=mail]').click(), true"}},
+      {{"wait", rows + ".length === 25"}},
+      {{"eval", rows + "[0].dataset.id"}, {"name", "first"}},
+      {{"eval", "document.getElementById('jobs-next').click(), true"}},
+      {{"wait", rows + ".length === 5"}},
+      {{"eval", "Array.from(" + rows + ").map((tr) => tr.dataset.id)"}, {"name", "second_page"}},
+      {{"eval", "document.querySelector('#job-states button[data-state=dead]').click(), true"}},
+      {{"wait", rows + ".length === 2 && " + rows + "[0].dataset.id === 'dead-0'"}},
+      {{"eval", rows + "[0].click(), true"}},
+      {{"wait", "document.getElementById('lookup-result').textContent.includes('\"state\": \"dead\"')"}},
+      {{"screenshot", (kArtifacts / "jobs.png").string()}},
+      {{"eval", "JSON.parse(document.getElementById('lookup-result').textContent)"}, {"name", "document"}},
+  }));
+  ASSERT_FALSE(page.is_null()) << read_file(cluster.dir() / "browser.log");
+  EXPECT_EQ(page["first"], "later-00");
+  EXPECT_EQ(page["second_page"], nlohmann::json::array({"later-25", "later-26", "later-27", "later-28", "later-29"}));
+  const auto& doc = page["document"];
+  EXPECT_EQ(doc["id"], "dead-0");
+  EXPECT_EQ(doc["queue"], "mail");
+  EXPECT_EQ(doc["payload"]["encoding"], "base64") << doc.dump();
+  EXPECT_EQ(doc["errors"].size(), 1U) << doc.dump();
+}
