@@ -51,7 +51,8 @@ Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gatewa
       scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_, refusals_),
       dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_, refusals_, metrics_),
       admin_(config_, clock_, address_, background_budget_),
-      inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, stats_, admin_),
+      queue_remover_(queues_, workers_.registry(), cron_, outbox_),
+      inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, stats_, admin_, queue_remover_),
       sentinel_watch_(address_) {}
 
 Broker::~Broker() {
@@ -217,7 +218,7 @@ int64_t Broker::us_until_wake() const {
   const int64_t steady_now = clock_.steady_ms();
   if (!redis_.connected()) return std::max<int64_t>(0, (reconnect_at_ms_ - steady_now) * 1000);
   if (!rounds_.empty() || enqueuer_.has_work() || results_.has_work() || extensions_.has_work() ||
-      dispatcher_.can_lease_now())
+      queue_remover_.has_work() || dispatcher_.can_lease_now())
     return 0;
   int64_t wait = kMaxSleepMs * 1000;
   if (const int64_t next = scheduler_.us_until_next(clock_.wall_us()); next >= 0) wait = std::min(wait, next);
@@ -286,6 +287,7 @@ void Broker::send_turn() {
   scheduler_.add_to(rest);
   dispatcher_.add_to(rest, stopping_);
   stats_.add_to(rest);
+  queue_remover_.add_to(rest);
   if (rest.empty()) rest.apply({});  // only steps without a call (a stats answer with no queue yet)
   std::vector<Round> turn;
   if (!enqueues.empty()) turn.push_back(std::move(enqueues));

@@ -183,6 +183,7 @@ class Broker {
   Scheduler scheduler_;
   Dispatcher dispatcher_;
   Admin admin_;
+  QueueRemover queue_remover_;
   Inbound inbound_;
   std::unique_ptr<Reconciler> reconciler_;
   SentinelWatch sentinel_watch_;  // started behind sentinels only

@@ -123,6 +123,7 @@ void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, 
         else if constexpr (std::is_same_v<T, proto::AdminRequest>) {
           // The workers are this loop's state, not the store's.
           if (f.op == "workers") workers_.on_list(peer, f.request_id, heard_ms);
+          else if (f.op == "queue_delete") remover_.on_request(peer, f.request_id, f.queue);
           else admin_.submit(peer, std::forward<decltype(f)>(f));
         } else if constexpr (std::is_same_v<T, proto::JobRequest>)
           admin_.submit(peer, std::forward<decltype(f)>(f));

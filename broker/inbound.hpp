@@ -15,6 +15,7 @@
 #include "broker/admin/admin.hpp"
 #include "broker/loop/outbox.hpp"
 #include "broker/loop/enqueuer.hpp"
+#include "broker/loop/queue_remover.hpp"
 #include "broker/loop/stats_requests.hpp"
 #include "broker/loop/workers.hpp"
 #include "common/clock.hpp"
@@ -29,9 +30,9 @@ Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms);
 class Inbound {
  public:
   Inbound(zmq::socket_t& router, const Clock& clock, Outbox& outbox, Access& access, Workers& workers,
-          Enqueuer& enqueuer, StatsRequests& stats, Admin& admin)
+          Enqueuer& enqueuer, StatsRequests& stats, Admin& admin, QueueRemover& remover)
       : router_(router), clock_(clock), outbox_(outbox), access_(access), workers_(workers), enqueuer_(enqueuer),
-        stats_(stats), admin_(admin) {}
+        stats_(stats), admin_(admin), remover_(remover) {}
 
   // Reads and routes up to `max_frames` frames without blocking, with
   // `connections` peers connected. Returns true when it stopped because the
@@ -88,6 +89,7 @@ class Inbound {
   Enqueuer& enqueuer_;
   StatsRequests& stats_;
   Admin& admin_;
+  QueueRemover& remover_;
   // Moments of a flood (socket not read empty since), with frames_read_ at
   // each; at most one per kMarkSpacingMs and kMaxMarks in all.
   struct ReadMark {

@@ -56,6 +56,7 @@ Result<size_t> Broker::check_redis(const RedisAddress& address) {
   if (!pin_bytes) return std::unexpected(pin_bytes.error());
   enqueuer_.use_encoding_pin_bytes(*pin_bytes);
   enqueuer_.use_cluster_registration(address.via_cluster());
+  queue_remover_.use_cluster(address.via_cluster());
   return *pin_bytes;
 }
 

@@ -177,7 +177,7 @@ int admin(Client& client, const AdminCommand& command, bool json) {
       fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", field(row, "id"), field(row, "queue"), field(row, "t"),
                  field(row, "a"), format_time(std::stoll("0" + field(row, "died_ms"))), field(row, "e"));
     if (!result->next.empty()) fmt::print("{}; the next page: dueq dead list --after {}\n", result->summary, result->next);
-  } else if (command.op == "pause" || command.op == "resume" || command.op == "cron_add" || command.op == "cron_remove") {
+  } else if (command.op == "pause" || command.op == "resume" || command.op == "queue_delete" || command.op == "cron_add" || command.op == "cron_remove") {
     fmt::print("{}\n", result->summary);
   } else if (command.op == "cron_list") {
     fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", "NAME", "SCHEDULE", "TIME_ZONE", "QUEUE", "TYPE", "SOURCE", "NEXT TICKS (UTC)");

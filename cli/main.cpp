@@ -70,7 +70,8 @@ struct Invocation {
   std::vector<std::string> cancel_ids;
   std::string cancel_queue, pause_queue;
   bool pause_create = false;
-  CLI::App *cancel = nullptr, *pause = nullptr, *resume = nullptr;
+  CLI::App *cancel = nullptr, *pause = nullptr, *resume = nullptr, *queue_cmd = nullptr, *queue_delete = nullptr;
+  std::string delete_queue;
   std::map<std::string, std::string> cron_args;
   CLI::App *cron = nullptr, *cron_add = nullptr, *cron_list = nullptr;
   std::string keygen_base;
@@ -177,6 +178,12 @@ void add_operate(CLI::App& app, Invocation& v) {
   v.pause->add_option("queue", v.pause_queue, "queue")->required();
   v.pause->add_flag("--create", v.pause_create, "pause it even if no job was ever enqueued into it (refused otherwise: a typo)");
   v.pause->add_flag("--json", v.json, "print JSON");
+  v.queue_cmd = app.add_subcommand("queue", "queues: delete")->group(kOperate);
+  v.queue_cmd->require_subcommand(1);
+  v.queue_delete = v.queue_cmd->add_subcommand("delete", "remove an empty queue (no job scheduled, ready, running or dead; "
+                                                         "its finished jobs' ids go with it); refused with the counts otherwise");
+  v.queue_delete->add_option("queue", v.delete_queue, "queue")->required();
+  v.queue_delete->add_flag("--json", v.json, "print JSON");
   v.resume = app.add_subcommand("resume", "dispatch a paused queue's jobs again")->group(kOperate);
   v.resume->add_option("queue", v.pause_queue, "queue")->required();
   v.resume->add_flag("--json", v.json, "print JSON");
@@ -276,7 +283,7 @@ std::string arguments_problem(Invocation& v) {
   ids.insert(ids.end(), v.cancel_ids.begin(), v.cancel_ids.end());
   if (*v.job) ids.push_back(v.job_id);
   if (*v.dead_show) ids.push_back(v.show_id);
-  if (auto problem = names_problem({v.dead_cmd.queue, v.cancel_queue, v.audit_queue, v.job_queue, v.pause_queue, v.list_queue}, ids))
+  if (auto problem = names_problem({v.dead_cmd.queue, v.cancel_queue, v.audit_queue, v.job_queue, v.pause_queue, v.list_queue, v.delete_queue}, ids))
     return *problem;
   return {};
 }
@@ -359,6 +366,7 @@ int run_command(Client& client, Invocation& v, std::optional<JobSpec>&& job, boo
     const char* op = *v.cron_add ? "cron_add" : *v.cron_list ? "cron_list" : "cron_remove";
     return admin(client, AdminCommand{op, "", {}, 0, 0, v.cron_args}, v.json);
   }
+  if (*v.queue_cmd) return admin(client, AdminCommand{"queue_delete", v.delete_queue, {}, 0, 0}, v.json);
   if (*v.resume) return admin(client, AdminCommand{"resume", v.pause_queue, {}, 0, 0}, v.json);
   if (*v.job) return show_job(client, v.job_id, v.job_queue, v.json);
   return kExitUsage;

@@ -66,6 +66,12 @@ class CronScheduler {
   // `dueq cron add` / `remove` took effect in Redis (the admin thread).
   void put(CronEntry entry, int64_t last_ms);
   void remove(const std::string& name);
+  // The name of an entry that enqueues into `queue`, or "" when none does.
+  std::string entry_for(const std::string& queue) const {
+    for (const auto& [name, t] : entries_)
+      if (t.entry.queue == queue) return name;
+    return {};
+  }
 
   // Adds a cron_tick.lua call for each entry with ticks to enqueue now.
   void add_to(Round& round);

@@ -391,7 +391,7 @@ void Enqueuer::answer_unavailable(const std::string& why, int64_t retry_after_ms
 
 bool Enqueuer::ready_for_writes(Round& round, QueueState& q) {
   if (!registration_first_) {
-    if (!q.registered) {
+    if (!q.registered || q.deleting) {
       round.add(calls::register_queue(q.name));
       round.add(calls::pin_encoding(q.name, encoding_pin_bytes_));
     }

@@ -22,6 +22,9 @@ struct QueueState {
   // (pin_pending; Enqueuer::ready_for_writes).
   bool registering = false;
   bool pin_pending = false;
+  // A delete_queue call is out (QueueRemover): writes built meanwhile
+  // register the queue again first, whatever `registered` says.
+  bool deleting = false;
   // `dueq pause`: the queue leases nothing until resumed. Learned from the
   // admin thread's pause and resume, and from a lease call that found the
   // queue paused in Redis (after a restart or a take-over).

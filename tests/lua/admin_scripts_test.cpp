@@ -2,6 +2,7 @@
 // dead letters.
 // Run against a real redis-server through the broker's typed calls
 // (docs/protocol.md's state diagram, rule by rule).
+#include "broker/loop/queue_remover.hpp"
 #include "tests/lua/scripts_fixture.hpp"
 
 using namespace dueq;
@@ -145,4 +146,36 @@ TEST_F(Scripts, PurgeDeletesDeadJobsByIdOrAgeAndCountsThem) {
   by_id.add(calls::purge("q", {"new"}));
   EXPECT_EQ(*strs(run(by_id)), std::vector<std::string>{"new"});
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' purged"), "2");
+}
+
+// delete_queue: an empty queue's keys and name go together; a queue with a
+// job in any unfinished state or dead refuses with the counts, writes
+// nothing; a call with the wrong keys or arguments writes nothing.
+TEST_F(Scripts, DeleteQueueRemovesOnlyAnEmptyQueueAndItsNameAtOnce) {
+  redis_->cli("SADD dueq:{leader}:queues q");
+  enqueue({qjob("s", 5000), qjob("r")}, 1000);
+  Round refused;
+  refused.add(calls::delete_queue("q"));
+  auto outcome = calls::parse_delete_queue(run(refused));
+  ASSERT_TRUE(outcome);
+  EXPECT_EQ(outcome->status, DeleteQueueStatus::not_empty);
+  EXPECT_EQ(std::make_tuple(outcome->scheduled, outcome->ready, outcome->running, outcome->dead), std::make_tuple(1, 1, 0, 0));
+  EXPECT_EQ(redis_->cli("SISMEMBER dueq:{leader}:queues q"), "1");
+  EXPECT_EQ(field("s", "s"), "scheduled");
+
+  Command bad{"EVAL", lua::script(lua::ScriptId::delete_queue).source, "4", "a", "b", QueueKeys("q").epoch, kLeaderEpochsKey, "q", "1"};
+  Round wrong;
+  wrong.add(std::move(bad));
+  EXPECT_NE(std::string(reply_error(run(wrong))).find("bad-args"), std::string::npos);
+
+  for (const char* id : {"s", "r"}) {
+    Round cancel;
+    cancel.add(calls::cancel("q", 2000, id, 60));
+    run(cancel);
+  }
+  Round deleted;
+  deleted.add(calls::delete_queue("q"));
+  EXPECT_EQ(calls::parse_delete_queue(run(deleted))->status, DeleteQueueStatus::deleted);
+  EXPECT_EQ(redis_->cli("SISMEMBER dueq:{leader}:queues q"), "0");
+  EXPECT_EQ(redis_->cli("KEYS 'dueq:{q}:*'"), "dueq:{q}:epoch");
 }

@@ -1,0 +1,48 @@
+--[[
+  delete_queue: remove an empty queue (`dueq queue delete`): its keys and
+  its name in the registry of known queues, in one step, or nothing when it
+  holds a job that is scheduled, ready, running or dead. Its finished jobs'
+  ids (done and cancelled, kept for the retention period) go with it: an
+  enqueue that reuses one of their ids afterwards makes a new job. Its epoch
+  key stays (the fence against a deposed leader). Outside a Redis Cluster
+  only: the registry is in another slot (the broker refuses the command
+  behind a Cluster).
+
+  KEYS[1]  schedule          zset  partition -> lower bound of its earliest due ms
+  KEYS[2]  legacy scheduled  zset
+  KEYS[3]  ready             zset
+  KEYS[4]  leased            zset  (its encoding pin, at +inf, is not a job)
+  KEYS[5]  dead              zset
+  KEYS[6]  stats             hash  ("scheduled" counts the schedule)
+  KEYS[7..19] deleted with it: done, cancelled, jobs, tokens, attempts,
+           errors, error logs, cancel requested, started, unconfirmed,
+           paused, rate, cron
+  KEYS[20] queues            set   every known queue's name (dueq:{leader}:queues)
+
+  ARGV[1]  the queue's name
+
+  Returns  {1} deleted, or {0, scheduled, ready, running, dead} when it is
+           not empty (nothing changed)
+  Errors   "ERR dueq bad-args <what>"
+  Fenced   KEYS take the queue's epoch key and the leader's epoch counter
+           and ARGV the sender's leader epoch, last (lib/fence.lua);
+           "ERR dueq fenced <what>" and nothing written when the sender was
+           deposed
+]]
+--! include lib/fence.lua
+local name = ARGV[1]
+if #ARGV ~= 1 or #KEYS ~= 20 or not name or name == "" or KEYS[20] ~= "dueq:{leader}:queues" then
+  return redis.error_reply("ERR dueq bad-args delete_queue: expected 20 keys and the queue's name")
+end
+local scheduled = (tonumber(redis.call("HGET", KEYS[6], "scheduled")) or 0) + redis.call("ZCARD", KEYS[2])
+local ready = redis.call("ZCARD", KEYS[3])
+local running = redis.call("ZCOUNT", KEYS[4], "-inf", "(+inf")
+local dead = redis.call("ZCARD", KEYS[5])
+-- A partition listed in the schedule holds jobs whatever the count says.
+if scheduled == 0 and redis.call("ZCARD", KEYS[1]) > 0 then scheduled = 1 end
+if scheduled + ready + running + dead > 0 then
+  return {0, scheduled, ready, running, dead}
+end
+for k = 1, 19 do redis.call("DEL", KEYS[k]) end
+redis.call("SREM", KEYS[20], name)
+return {1}
