@@ -53,7 +53,9 @@ Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gatewa
       admin_(config_, clock_, address_, background_budget_),
       queue_remover_(queues_, workers_.registry(), cron_, outbox_),
       inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, stats_, admin_, queue_remover_),
-      sentinel_watch_(address_) {}
+      sentinel_watch_(address_) {
+  workers_.measure_into(metrics_);
+}
 
 Broker::~Broker() {
   if (reconciler_) reconciler_->stop();
@@ -71,14 +73,17 @@ void Broker::update_metrics() {
   if (redis_.connected()) stats_.for_metrics(metrics_);
   uint64_t capacity = 0;
   std::vector<WorkerRow> rows;
+  std::map<std::string, uint64_t> per_queue;
   const int64_t steady_now = clock_.steady_ms();  // workers are heard on the steady clock
   for (const auto& [routing_id, w] : workers_.registry().all()) {
     capacity += w.capacity;
+    for (const auto& q : w.queues) ++per_queue[q];
     if (rows.size() < Metrics::kMaxWorkerRows)
       rows.push_back(WorkerRow{w.worker_id, w.key_name, w.queues, w.capacity, inflight_.count_for_worker(routing_id),
                                w.draining, std::max<int64_t>(0, steady_now - w.last_seen_ms)});
   }
   metrics_.set_workers(workers_.registry().size(), capacity, inflight_.size(), std::move(rows));
+  metrics_.set_queue_workers(per_queue);
   std::vector<CronRow> cron_rows;
   for (auto& u : cron_.upcoming(clock_.wall_ms()))
     cron_rows.push_back({std::move(u.name), std::move(u.queue), std::move(u.expression), std::move(u.time_zone), u.next_tick_ms});

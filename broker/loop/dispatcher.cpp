@@ -337,10 +337,10 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
       frame.seq = ++tasks_frames_sent_;
       frame_bytes[slot] = 0;
     }
+    auto& r = job.record;
     inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].worker, deadline, false, false, frame.seq,
                               deadline - config_.delivery_timeout_ms, false,
-                              job.start_check == proto::StartCheck::announce_alone});
-    auto& r = job.record;
+                              job.start_check == proto::StartCheck::announce_alone, r.type});
     frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size();
     frame.items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},
                                       r.due_ms, job.attempt, r.max_attempts, job.token, r.created_ms,

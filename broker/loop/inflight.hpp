@@ -40,6 +40,7 @@ struct InflightJob {
   // Delivered with start_check 2 (announce_alone): its worker runs nothing
   // else while it runs, so a crash then names it.
   bool alone = false;
+  std::string type;  // its handler name, for the run-time histogram ("" when adopted from a HELLO)
 };
 
 class InflightTable {

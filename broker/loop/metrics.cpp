@@ -19,7 +19,15 @@ void Histogram::observe(double seconds) {
 void Metrics::sent(QueueMetrics& q, int64_t now_ms, int64_t due_ms, int64_t created_ms, uint32_t attempt) {
   if (attempt > 1) return;
   q.lateness.observe(static_cast<double>(now_ms - due_ms) / 1e3);
-  q.enqueue_to_start.observe(static_cast<double>(now_ms - created_ms) / 1e3);
+  // A delayed job is not waiting to start before it is due.
+  q.enqueue_to_start.observe(static_cast<double>(now_ms - std::max(created_ms, due_ms)) / 1e3);
+}
+
+void Metrics::finished(QueueMetrics& q, const std::string& type, int64_t run_ms) {
+  auto it = q.run_time.find(type);
+  if (it == q.run_time.end())
+    it = q.run_time.try_emplace(q.run_time.size() < QueueMetrics::kMaxTypes ? type : QueueMetrics::kOtherTypes).first;
+  it->second.observe(static_cast<double>(std::max<int64_t>(0, run_ms)) / 1e3);
 }
 
 void Metrics::counters_read(std::vector<proto::QueueStats> counters, int64_t now_ms) {
@@ -184,9 +192,18 @@ void write_queue_histograms(Writer& w, const MetricsSnapshot& s) {
            "First deliveries: the moment the broker sent the job to a worker minus its due time.");
   for (const auto& [name, q] : s.queues) w.histogram("dueq_job_lateness_seconds", fmt::format("queue=\"{}\"", label(name)), q.lateness);
   w.family("dueq_job_enqueue_to_start_seconds", "histogram",
-           "First deliveries: the moment the broker sent the job to a worker minus the moment it was accepted.");
+           "First deliveries: the moment the broker sent the job to a worker minus the moment it was accepted, or "
+           "minus its due time when it was due later.");
   for (const auto& [name, q] : s.queues)
     w.histogram("dueq_job_enqueue_to_start_seconds", fmt::format("queue=\"{}\"", label(name)), q.enqueue_to_start);
+  w.family("dueq_job_run_seconds", "histogram",
+           "Deliveries: from the broker sending the job to a worker to its result arriving (time in the worker's "
+           "buffer included), per queue and job type (at most 20 types a queue, the rest as type=\"(other)\").");
+  for (const auto& [name, q] : s.queues)
+    for (const auto& [type, h] : q.run_time)
+      w.histogram("dueq_job_run_seconds", fmt::format("queue=\"{}\",type=\"{}\"", label(name), label(type)), h);
+  w.family("dueq_queue_workers", "gauge", "Registered workers that serve the queue.");
+  for (const auto& [name, q] : s.queues) w.sample("dueq_queue_workers", fmt::format("queue=\"{}\"", label(name)), static_cast<double>(q.workers));
 }
 
 void write_broker_families(Writer& w, const MetricsSnapshot& s) {

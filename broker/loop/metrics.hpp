@@ -46,7 +46,13 @@ struct QueueMetrics {
   static constexpr size_t kHistory = 120;
   std::deque<std::array<int64_t, 3>> history;
   Histogram lateness;          // first deliveries: sent to a worker minus due
-  Histogram enqueue_to_start;  // first deliveries: sent to a worker minus accepted
+  Histogram enqueue_to_start;  // first deliveries: sent to a worker minus accepted, or minus due when due later
+  // Per job type (at most kMaxTypes, the rest under kOtherTypes): from the
+  // delivery's TASKS frame to its RESULTS, any outcome.
+  static constexpr size_t kMaxTypes = 20;
+  static constexpr const char* kOtherTypes = "(other)";
+  std::map<std::string, Histogram> run_time;
+  uint64_t workers = 0;  // registered workers that serve the queue
 };
 
 // One registered worker, as the dashboard lists it.
@@ -89,6 +95,15 @@ class Metrics {
   // A job sent to a worker: its first delivery counts towards the
   // histograms (a retry's due time is its backoff's end, not the record's).
   static void sent(QueueMetrics& q, int64_t now_ms, int64_t due_ms, int64_t created_ms, uint32_t attempt);
+  // A delivery's result arrived `run_ms` after it was sent.
+  static void finished(QueueMetrics& q, const std::string& type, int64_t run_ms);
+  // How many registered workers serve each queue (queues no worker serves: 0).
+  void set_queue_workers(const std::map<std::string, uint64_t>& counts) {
+    for (auto& [name, q] : state_.queues) {
+      auto it = counts.find(name);
+      q.workers = it == counts.end() ? 0 : it->second;
+    }
+  }
   void round_applied(int64_t micros) { state_.redis_round.observe(static_cast<double>(micros) / 1e6); }
   void counters_read(std::vector<proto::QueueStats> counters, int64_t now_ms);
   static constexpr size_t kMaxWorkerRows = 1'000;

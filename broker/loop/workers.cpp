@@ -168,10 +168,16 @@ void Workers::on_results(const Peer& peer, std::vector<proto::JobResult>&& items
   }
   std::vector<proto::JobResult> held;
   proto::Confirm stale;
+  const int64_t lease_now = lease_clock_.now_ms();
   for (auto& item : items) {
     proto::JobRef ref{item.queue, item.id, item.token};
-    if (may_report(peer.routing_id, ref)) held.push_back(std::move(item));
-    else stale.items.push_back(std::move(ref));
+    if (may_report(peer.routing_id, ref)) {
+      if (const InflightJob* job = inflight_.find(item.queue, item.id); job != nullptr && metrics_ != nullptr)
+        Metrics::finished(metrics_->queue(item.queue), job->type, lease_now - job->delivered_ms);
+      held.push_back(std::move(item));
+    } else {
+      stale.items.push_back(std::move(ref));
+    }
   }
   if (!stale.items.empty()) {
     count_stale(peer, stale.items.size(), "reported by a worker that does not hold them", heard_ms);

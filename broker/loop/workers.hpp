@@ -15,6 +15,7 @@
 #include "broker/config/config.hpp"
 #include "broker/loop/inflight.hpp"
 #include "broker/loop/lease_extensions.hpp"
+#include "broker/loop/metrics.hpp"
 #include "broker/loop/outbox.hpp"
 #include "broker/loop/queues.hpp"
 #include "broker/loop/registry.hpp"
@@ -54,6 +55,8 @@ class Workers {
   // stale: confirmed, so that their sender forgets them, counted, never
   // applied.
   void on_results(const Peer& peer, std::vector<proto::JobResult>&& items, int64_t heard_ms);
+  // Where a delivery's run time goes when its result arrives (none: not measured).
+  void measure_into(Metrics& metrics) { metrics_ = &metrics; }
   // Reports about deliveries the reporting peer does not hold, since start.
   uint64_t stale_reports() const { return stale_reports_; }
   // A delivery's lease ran out (the Scheduler found it). If its worker never
@@ -113,6 +116,7 @@ class Workers {
   Results& results_;               // ends the deliveries of lost workers and those handed back
   LeaseExtensions& extensions_;   // extends the leases of deliveries workers hold
   Outbox& outbox_;
+  Metrics* metrics_ = nullptr;
   WorkerRegistry registry_;
   int64_t next_list_ms_ = 0;  // steady: when the next `workers` listing may run
   // A peer saying HELLO over and over is logged once per 10 s.

@@ -125,6 +125,48 @@ TEST(Metrics, PromtoolAcceptsAScrapeAndItsCountsAreThoseOfDueqStats) {
   EXPECT_EQ(lint, "") << "promtool's advice on the names";
 }
 
+// Run time per queue and type (a job's result arrives no sooner than its
+// handler ends: three 300 ms sleeps take 0.9 s at least), workers per queue,
+// and enqueue-to-start of a delayed job counted from its due time: for a
+// queue holding only delayed jobs it is their lateness, to the bucket.
+TEST(Metrics, RunTimeIsPerQueueAndTypeAndADelayedJobWaitsFromItsDueTime) {
+  const int http = free_port();
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http)});
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "r", "--queue", "d",
+                        "--concurrency", "4"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue_batch({{"r", "sleep", "300", "s-1", 0, 1}, {"r", "sleep", "300", "s-2", 0, 1},
+                                    {"r", "sleep", "300", "s-3", 0, 1}, {"r", "noop", "", "n-1", 0, 1},
+                                    {"d", "noop", "", "late-1", Client::in_ms(2'000), 1},
+                                    {"orphan", "noop", "", "o-1", 0, 1}}));
+  ASSERT_TRUE(eventually([&] {
+    auto r = cluster.stats("r");
+    auto d = cluster.stats("d");
+    return r && d && r->done == 4 && d->done == 1;
+  }, 20s));
+  std::string text;
+  ASSERT_TRUE(eventually([&] {
+    text = http_get(http, "/metrics").body;
+    return sample(text, "dueq_job_run_seconds_count{queue=\"d\",type=\"noop\"}") == 1.0 &&
+           sample(text, "dueq_queue_workers{queue=\"orphan\"}") == 0.0;
+  }, 10s)) << text;
+  EXPECT_EQ(sample(text, "dueq_job_run_seconds_count{queue=\"r\",type=\"sleep\"}"), 3.0);
+  EXPECT_EQ(sample(text, "dueq_job_run_seconds_count{queue=\"r\",type=\"noop\"}"), 1.0);
+  EXPECT_GE(sample(text, "dueq_job_run_seconds_sum{queue=\"r\",type=\"sleep\"}"), 0.9);
+  EXPECT_EQ(sample(text, "dueq_queue_workers{queue=\"r\"}"), 1.0);
+  EXPECT_EQ(sample(text, "dueq_queue_workers{queue=\"d\"}"), 1.0);
+  const double waited = sample(text, "dueq_job_enqueue_to_start_seconds_sum{queue=\"d\"}");
+  EXPECT_EQ(waited, sample(text, "dueq_job_lateness_seconds_sum{queue=\"d\"}")) << "not the 2 s of its delay";
+  EXPECT_GE(waited, 0.0);
+  const auto file = cluster.dir() / "scrape.txt";
+  std::ofstream(file) << text;
+  int code = -1;
+  const std::string lint = run_command("promtool check metrics < " + file.string() + " 2>&1", &code);
+  EXPECT_EQ(code, 0) << lint;
+  EXPECT_EQ(lint, "") << "promtool's advice on the names";
+}
+
 TEST(Metrics, APrometheusServerScrapesTheBrokerAndItsRateAgreesWithDueqStats) {
   const int http = free_port();
   Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http)});
