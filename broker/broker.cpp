@@ -75,12 +75,21 @@ void Broker::update_metrics() {
   std::vector<WorkerRow> rows;
   std::map<std::string, uint64_t> per_queue;
   const int64_t steady_now = clock_.steady_ms();  // workers are heard on the steady clock
+  std::map<std::string, std::vector<const InflightJob*>> held;
+  inflight_.for_each([&](const InflightJob& job) { held[job.worker].push_back(&job); });
+  const int64_t lease_now = lease_clock_.now_ms();
   for (const auto& [routing_id, w] : workers_.registry().all()) {
     capacity += w.capacity;
     for (const auto& q : w.queues) ++per_queue[q];
-    if (rows.size() < Metrics::kMaxWorkerRows)
-      rows.push_back(WorkerRow{w.worker_id, w.key_name, w.queues, w.capacity, inflight_.count_for_worker(routing_id),
-                               w.draining, std::max<int64_t>(0, steady_now - w.last_seen_ms)});
+    if (rows.size() >= Metrics::kMaxWorkerRows) continue;
+    rows.push_back(WorkerRow{w.worker_id, w.key_name, w.queues, w.capacity, inflight_.count_for_worker(routing_id),
+                             w.draining, std::max<int64_t>(0, steady_now - w.last_seen_ms), {}});
+    auto& mine = held[routing_id];
+    const size_t n = std::min(mine.size(), WorkerRow::kMaxJobsPerWorker);
+    std::partial_sort(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(n), mine.end(),
+                      [](const auto* a, const auto* b) { return a->delivered_ms < b->delivered_ms; });
+    for (size_t i = 0; i < n; ++i)
+      rows.back().jobs.push_back({mine[i]->queue, mine[i]->id, mine[i]->started, lease_now - mine[i]->delivered_ms});
   }
   metrics_.set_workers(workers_.registry().size(), capacity, inflight_.size(), std::move(rows));
   metrics_.set_queue_workers(per_queue);

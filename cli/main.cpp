@@ -116,7 +116,7 @@ void add_enqueue(CLI::App& app, Invocation& v) {
 void add_watch(CLI::App& app, Invocation& v) {
   v.stats = app.add_subcommand("stats", "per-queue counts")->group(kWatch);
   v.stats->add_flag("--json", v.json, "print JSON");
-  v.top = app.add_subcommand("top", "a live view of every queue (counts, rates, lateness) and the workers; q quits")->group(kWatch);
+  v.top = app.add_subcommand("top", "a live view of every queue (counts, rates, lateness) and how many workers are registered (dueq workers lists them); q quits")->group(kWatch);
   v.top->add_option("--interval", v.top_interval, "time between refreshes (default 1s)");
   v.top->add_option("--frames", v.top_frames, "refresh this many times, then exit (default: until q)")->check(CLI::NonNegativeNumber);
   v.top->add_flag("--json", v.json, "one JSON object per refresh, one per line");

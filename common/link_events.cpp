@@ -17,7 +17,8 @@ constexpr int kWatched = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVEN
                          ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
 }  // namespace
 
-LinkEvents::LinkEvents(zmq::context_t& context, zmq::socket_t& socket) : events_(context, zmq::socket_type::pair) {
+LinkEvents::LinkEvents(zmq::context_t& context, zmq::socket_t& socket, bool curve)
+    : events_(context, zmq::socket_type::pair), curve_(curve) {
   const std::string endpoint = unique_endpoint();
   if (zmq_socket_monitor(socket.handle(), endpoint.c_str(), kWatched) != 0) throw zmq::error_t();
   events_.set(zmq::sockopt::linger, 0);
@@ -94,6 +95,12 @@ LinkDiagnosis LinkEvents::diagnosis(const std::string& endpoint) const {
   if (protocol_error_ == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
     return {LinkProblem::curve_mismatch, fmt::format("the broker at {} and this client disagree on CURVE: one has keys and the other none "
                        "(give --broker-key and --key for a broker with CURVE, neither for one without)", endpoint)};
+  // Without keys there is no CURVE to blame: whatever listens there closed
+  // the connection before ZeroMQ's greeting was done.
+  if ((protocol_error_ != 0 || closed_in_handshake_) && !curve_)
+    return {LinkProblem::not_a_broker, fmt::format("{} accepted the connection and closed it before the ZeroMQ handshake finished: "
+                       "it is not a dueq broker (check the address and the port), or a broker that requires CURVE "
+                       "keys (--broker-key and --key)", endpoint)};
   if (protocol_error_ != 0 || closed_in_handshake_)
     return {LinkProblem::handshake, fmt::format("the CURVE handshake with {} failed: check that --broker-key (DUEQ_BROKER_KEY) is this "
                        "broker's public key", endpoint)};

@@ -21,6 +21,7 @@ enum class LinkProblem {
   broker_full,     // the broker turned the connection away at its open-file limit (ZAP 500)
   curve_mismatch,  // CURVE on one side only
   handshake,       // the CURVE handshake failed: a wrong broker key
+  not_a_broker,    // without CURVE, the peer accepted and closed the connection in the handshake
   nothing_listens, // the connect was refused (or the name not resolved)
   no_answer,       // the connect is still pending
   pending,         // connected, the handshake not finished yet
@@ -33,7 +34,8 @@ struct LinkDiagnosis {
 
 class LinkEvents {
  public:
-  LinkEvents(zmq::context_t& context, zmq::socket_t& socket);
+  // `curve`: the socket uses CURVE keys (a failed handshake then points at them).
+  LinkEvents(zmq::context_t& context, zmq::socket_t& socket, bool curve);
 
   struct Update {
     bool lost = false;     // the link to the endpoint went down
@@ -55,6 +57,7 @@ class LinkEvents {
 
  private:
   zmq::socket_t events_;
+  bool curve_ = false;
   bool up_ = false;
   bool tcp_connected_ = false;   // a TCP connection was made since the last forget()
   bool tcp_refused_ = false;     // a connect failed (refused, unreachable, not resolved)

@@ -31,7 +31,7 @@ Result<void> BrokerLink::open(const std::string& worker_id, const std::string& b
   if (!parsed) return std::unexpected(parsed.error());
   endpoints_.emplace(std::move(*parsed));
   try {
-    link_.emplace(context_, dealer_);
+    link_.emplace(context_, dealer_, curve->enabled());
     dealer_.connect(endpoints_->current());
   } catch (const zmq::error_t& e) {
     return fail(Errc::bad_argument, fmt::format("cannot connect to broker endpoint '{}': {}", endpoints_->current(), e.what()));

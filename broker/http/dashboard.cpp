@@ -118,9 +118,13 @@ std::string Dashboard::overview_json() const {
     out["cron"].push_back({{"name", c.name}, {"queue", c.queue}, {"schedule", c.schedule}, {"time_zone", c.time_zone},
                            {"next_tick_ms", c.next_tick_ms}});
   out["lateness_bounds"] = kLatencyBounds;
-  for (const auto& w : s->worker_rows)
+  for (const auto& w : s->worker_rows) {
+    json jobs = json::array();
+    for (const auto& j : w.jobs)
+      jobs.push_back({{"queue", j.queue}, {"id", bytes_json(j.id)}, {"started", j.started}, {"held_ms", j.held_ms}});
     out["workers"].push_back({{"id", bytes_json(w.id)}, {"key", bytes_json(w.key)}, {"queues", w.queues}, {"capacity", w.capacity},
-                              {"held", w.held}, {"draining", w.draining}, {"silent_ms", w.silent_ms}});
+                              {"held", w.held}, {"draining", w.draining}, {"silent_ms", w.silent_ms}, {"jobs", std::move(jobs)}});
+  }
   for (const auto& [name, q] : s->queues) {
     if (!q.counted) continue;
     const auto& c = q.counters;
@@ -132,7 +136,7 @@ std::string Dashboard::overview_json() const {
          {"failed", c.retried + c.died - c.unconfirmed}, {"cancelled", c.cancelled}, {"stale_results", c.stale_acks},
          {"oldest_ready_due_ms", c.oldest_ready_due_ms}, {"paused_since_ms", c.paused_since_ms},
          {"rate_limit", c.rate_limit}, {"rate_burst", c.rate_burst}, {"concurrency_limit", c.concurrency_limit},
-         {"history", std::move(history)},
+         {"history", std::move(history)}, {"workers", q.workers},
          {"lateness", q.lateness.buckets()}, {"lateness_count", q.lateness.count()}, {"lateness_sum", q.lateness.sum()}});
   }
   return dump_json(out);

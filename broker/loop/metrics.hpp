@@ -55,6 +55,13 @@ struct QueueMetrics {
   uint64_t workers = 0;  // registered workers that serve the queue
 };
 
+// A job a worker holds, as the dashboard lists it.
+struct HeldJobRow {
+  std::string queue, id;
+  bool started = false;  // its worker announced the start (else: sent, maybe buffered)
+  int64_t held_ms = 0;   // since it was sent
+};
+
 // One registered worker, as the dashboard lists it.
 struct WorkerRow {
   std::string id;
@@ -64,6 +71,8 @@ struct WorkerRow {
   int64_t held = 0;  // jobs sent to it and not finished
   bool draining = false;
   int64_t silent_ms = 0;  // since it was last heard from
+  std::vector<HeldJobRow> jobs;  // the oldest kMaxJobsPerWorker it holds
+  static constexpr size_t kMaxJobsPerWorker = 20;
 };
 
 // One periodic entry, as the dashboard lists it.

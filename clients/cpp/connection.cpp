@@ -36,7 +36,7 @@ Connection::Connection(const std::string& endpoints, ClientOptions options)
   auto curve = load_client_curve(options_.broker_key, options_.key_file);
   if (!curve) throw std::invalid_argument(curve.error().message);
   apply_client_curve(socket_, *curve);
-  link_.emplace(context_, socket_);
+  link_.emplace(context_, socket_, curve->enabled());
   link_down_since_ms_ = steady_ms();
   socket_.connect(endpoints_.current());
   io_ = std::thread([this] { run(); });

@@ -8,6 +8,13 @@
 #include <future>
 #include <set>
 #include <sstream>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "tests/support/cluster.hpp"
 
@@ -328,4 +335,37 @@ TEST(Cli, TopShowsTheQueuesLiveInATerminalAndQuitsOnQ) {
     return running == "sleep";
   }, 5s)) << running;
   tmux("kill-server");
+}
+
+// Rule: a service that accepts the connection and closes it at once (not a
+// ZeroMQ peer) is named as not a dueq broker, not as a CURVE key problem,
+// when the client has no keys; exit 75.
+TEST(Cli, AServiceThatAcceptsAndClosesIsNotCalledACurveProblem) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::atomic<bool> stop{false};
+  std::thread closer([&] {
+    while (!stop) {
+      pollfd p{listener, POLLIN, 0};
+      if (::poll(&p, 1, 50) > 0) {
+        const int fd = ::accept(listener, nullptr, nullptr);
+        if (fd >= 0) ::close(fd);
+      }
+    }
+  });
+  const auto run = dueq_cli(fmt::format("tcp://127.0.0.1:{}", ntohs(addr.sin_port)), "--connect-timeout 1s stats", true);
+  stop = true;
+  closer.join();
+  ::close(listener);
+  EXPECT_EQ(run.code, 75) << run.out;
+  EXPECT_NE(run.out.find("it is not a dueq broker"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("CURVE handshake"), std::string::npos) << run.out;
 }

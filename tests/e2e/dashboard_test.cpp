@@ -313,3 +313,31 @@ TEST(Dashboard, TheJobsPanelPagesThroughAStateAndShowsAJobsDocument) {
   EXPECT_EQ(doc["payload"]["encoding"], "base64") << doc.dump();
   EXPECT_EQ(doc["errors"].size(), 1U) << doc.dump();
 }
+
+// What runs where, and a queue whose ready jobs no worker serves: the page
+// lists the job a worker holds and warns about the queue.
+TEST(Dashboard, ShowsRunningJobsAndWarnsOfReadyJobsNoWorkerServes) {
+  const int http = free_port();
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http)});
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "slow"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue_batch({{"slow", "sleep", "20000", "long-one", 0, 1}, {"orphan", "noop", "", "nobody-runs-me", 0, 1}}));
+  std::filesystem::create_directories(kArtifacts);
+  const auto page = browse(cluster.dir(), nlohmann::json::array({
+      {{"navigate", fmt::format("http://127.0.0.1:{}/", http)}},
+      {{"wait", "document.querySelector('#running tr[data-id=\"long-one\"]') !== null && "
+                "document.querySelector('#queues tr[data-queue=orphan] [data-field=controls]') !== null && "
+                "document.querySelector('#queues tr[data-queue=orphan] [data-field=controls]').textContent.includes('no worker')"},
+       {"timeout_ms", 15000}},
+      {{"screenshot", (kArtifacts / "running.png").string()}},
+      {{"eval", "Array.from(document.querySelectorAll('#running tr[data-id=\"long-one\"] td')).map((td) => td.textContent)"},
+       {"name", "running"}},
+      {{"eval", "document.querySelector('#queues tr[data-queue=slow] [data-field=controls]').textContent"}, {"name", "served"}},
+  }));
+  ASSERT_FALSE(page.is_null()) << read_file(cluster.dir() / "browser.log");
+  ASSERT_EQ(page["running"].size(), 5U) << page.dump();
+  EXPECT_EQ(page["running"][1], "slow");
+  EXPECT_EQ(page["served"], "-") << "a served queue gets no warning";
+  ASSERT_EQ(run_dueq(cluster.endpoint(), "cancel long-one").code, 0);
+}

@@ -159,6 +159,10 @@ class PythonWorker(unittest.TestCase):
         self.assertIn(f"moving to broker {standby_endpoint}", log, "no WELCOME from the dead endpoint: the next one")
         self.assertIn(f"{standby_endpoint} stands by", log)
         self.assertIn(f"moving to broker {d.endpoint}", log)
+        # Given only the standby, a producer follows it to the leader it names.
+        with dueq.Producer(standby_endpoint) as producer:
+            self.assertEqual(producer.enqueue("q", "noop", id="through-standby").status, dueq.EnqueueStatus.ACCEPTED)
+            self.assertEqual(producer._endpoints.all, [standby_endpoint, d.endpoint])
 
 
 class PythonWorkerState(unittest.TestCase):

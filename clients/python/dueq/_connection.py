@@ -74,6 +74,18 @@ class Endpoints:
             return True
         return False
 
+    MAX_ENDPOINTS = 16
+
+    def learn(self, endpoint: str) -> bool:
+        """Adds the leader a standby named (its not_leader message) when it is
+        not listed: once, at most MAX_ENDPOINTS in all, never a wildcard address."""
+        if not endpoint.startswith(("tcp://", "ipc://")) or "://*:" in endpoint or "://0.0.0.0:" in endpoint:
+            return False
+        if endpoint in self.all or len(self.all) >= self.MAX_ENDPOINTS:
+            return False
+        self.all.append(endpoint)
+        return True
+
 
 def open_dealer(context: zmq.Context, endpoint: str, routing_id: Optional[bytes],  # type: ignore[type-arg]
                 keys: Optional[CurveKeys]) -> zmq.Socket:  # type: ignore[type-arg]

@@ -186,8 +186,9 @@ class Producer:
         time.sleep(max(0.0, min(max(retry_after_ms, 10) / 1000, deadline - time.monotonic())))
 
     def _move(self, not_leader_message: str) -> None:
-        """To the leader a standby named, when listed, else to the next endpoint."""
-        named = next((w for w in not_leader_message.replace(",", " ").split() if "://" in w), "")
+        """To the leader a standby named (added to the list when missing), else to the next endpoint."""
+        named = next((w for w in not_leader_message.replace(",", " ").replace(";", " ").split() if "://" in w), "")
+        self._endpoints.learn(named)
         if not self._endpoints.move_to(named) and self._endpoints.advance():
             time.sleep(0.1)
         self._socket.close(0)
