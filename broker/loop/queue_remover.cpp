@@ -83,12 +83,13 @@ void QueueRemover::on_reply(const Request& request, const redisReply* r) {
                               request.queue, outcome->scheduled, outcome->ready, outcome->running, outcome->dead));
   }
   // Writes built while the call was out registered it again; their own
-  // continuations say so when they land.
+  // continuations say so when they land. Their hints (a due time, ready
+  // jobs) stand: a queue is forgotten only with none, and no worker for it.
   if (q != nullptr) {
     q->registered = false;
-    q->next_due_ms = q->next_deadline_ms = -1;
-    q->maybe_ready = q->paused = false;
-    if (!workers_.serves(request.queue)) queues_.erase(request.queue);
+    q->paused = false;
+    if (!workers_.serves(request.queue) && q->next_due_ms < 0 && q->next_deadline_ms < 0 && !q->maybe_ready)
+      queues_.erase(request.queue);
   }
   spdlog::info("queue {} deleted (dueq queue delete)", loggable(request.queue));
   outbox_.send(request.peer, proto::AdminReply{request.request_id, {}, fmt::format("queue {} deleted", request.queue), ""});

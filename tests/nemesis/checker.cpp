@@ -67,6 +67,14 @@ class Checking {
     ++(job.surely ? v_.accepted : v_.unknown);
     const FinalState* end = final_of(job.id);
     if (end == nullptr) {
+      // A queue is deleted only when it holds nothing scheduled, ready,
+      // running or dead, and its done ids go with it: a job that started
+      // and is gone with its queue ended done. One that never started is
+      // lost all the same.
+      if (job.surely && h_.deleted_queues.contains(job.queue) && (!starts_[job.id].empty() || cancels_.contains(job.id))) {
+        ++v_.gone_with_queue;
+        return;
+      }
       if (job.surely) wrong(job.id, "LOST: accepted, and the broker does not know it");
       return;
     }
@@ -271,8 +279,10 @@ Bounds bounds_for(const std::string& schedule_name) {
 }
 
 std::string Verdict::report() const {
-  std::string out = fmt::format("accepted {} (and {} of unknown outcome), starts {}, done {}, cancelled {}, dead", accepted,
-                                unknown, starts, done, cancelled);
+  std::string out = fmt::format("accepted {} (and {} of unknown outcome), starts {}, done {}{}, cancelled {}, dead", accepted,
+                                unknown, starts, done,
+                                gone_with_queue == 0 ? "" : fmt::format(" (and {} ran and went with their deleted queue)", gone_with_queue),
+                                cancelled);
   if (dead_by_reason.empty()) out += " 0";
   for (const auto& [reason, n] : dead_by_reason) out += fmt::format(" [{}: {}]", reason, n);
   out += "\nstarted again, by cause:";

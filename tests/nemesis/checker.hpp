@@ -43,6 +43,8 @@ struct Verdict {
   std::vector<std::string> violations;  // empty: the run kept every promise
   // Figures, printed whatever the verdict.
   size_t accepted = 0, unknown = 0, done = 0, cancelled = 0, starts = 0;
+  // Ran, in a queue deleted since (only an empty queue can be: it was done).
+  size_t gone_with_queue = 0;
   std::map<std::string, size_t> dead_by_reason;
   std::map<std::string, size_t> duplicates_by_cause;  // fault kind -> starts again
   // Starts before the due time while a broker's clock ran ahead by at least

@@ -55,7 +55,9 @@ int64_t status_field_kb(int pid, const std::string& field) {
 }  // namespace
 
 std::vector<std::string> Topology::queues() const {
-  std::vector<std::string> out = {queue};
+  // The main queue first (wait_settled waits to see it); the transient one
+  // an operator deletes now and then may be gone at the end.
+  std::vector<std::string> out = {queue, queue + "-transient"};
   out.insert(out.end(), new_queues.begin(), new_queues.end());
   return out;
 }
@@ -227,7 +229,7 @@ bool Deployment::start_all(std::string& why) {
     add(name, nodes_.workers, [this, name] {
       std::vector<std::string> argv = {topology_.bin_dir + "/dueq-example-worker", "--broker", broker_endpoints(), "--concurrency",
                                        "8", "--record", (dir_ / ("starts-" + name + ".txt")).string()};
-      argv.insert(argv.end(), {"--queue", topology_.queue});
+      argv.insert(argv.end(), {"--queue", topology_.queue, "--queue", topology_.queue + "-transient"});
       return argv;
     });
   }

@@ -102,6 +102,9 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
   }) && each_line(dir / "cancels.tsv", error, [&](const std::vector<std::string>& f) {
     h.cancels.push_back(f[0]);
     return true;
+  }) && each_line(dir / "deletes.tsv", error, [&](const std::vector<std::string>& f) {
+    h.deleted_queues.insert(f[0]);
+    return true;
   }) && each_line(dir / "faults.tsv", error, [&](const std::vector<std::string>& f) {
     auto from = f.size() == 5 ? number(f[0]) : std::nullopt;
     auto to = f.size() == 5 ? number(f[1]) : std::nullopt;

@@ -7,6 +7,8 @@
 //                 answer came (wall ms), and its queue ("" in runs
 //                 before there were several: the run's one queue)
 //   cancels.tsv   ids an operator asked to cancel
+//   deletes.tsv   queues an operator's `dueq queue delete` removed (the
+//                 done jobs' ids went with them)
 //   faults.tsv    from ms, to ms, kind, target, clock shift ms: each
 //                 fault's span on the wall clock (a worker that crashed on
 //                 a poison job too)
@@ -24,6 +26,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,6 +73,7 @@ struct Tick {
 struct History {
   std::vector<AcceptedJob> accepted;
   std::vector<std::string> cancels;
+  std::set<std::string> deleted_queues;  // deletes.tsv: queues a `dueq queue delete` removed
   std::vector<FaultSpan> faults;
   std::vector<Start> starts;
   std::map<std::string, FinalState> finals;

@@ -44,6 +44,7 @@ Workload::Workload(std::filesystem::path dir, WorkloadOptions options)
   for (int p = 0; p < options_.producers; ++p) threads_.emplace_back([this, p] { produce(p); });
   if (!options_.new_queues.empty()) threads_.emplace_back([this] { produce_new_queues(); });
   threads_.emplace_back([this] { operate(); });
+  threads_.emplace_back([this] { produce_transient(); });
 }
 
 Workload::~Workload() { stop(); }
@@ -116,7 +117,23 @@ void Workload::operate() {
   std::mt19937_64 rng(options_.seed * 31 + 7);
   while (producing_) {
     if (rng() % 40 == 0) cancel_one(rng);
+    if (rng() % 3 == 0) delete_transient_queue();
     std::this_thread::sleep_for(100ms);
+  }
+}
+
+void Workload::delete_transient_queue() {
+  const auto run = testing::run_dueq(options_.endpoints, "--timeout 5s queue delete " + transient_queue());
+  if (run.code == 0) append_line(dir_ / "deletes.tsv", {transient_queue()});
+}
+
+void Workload::produce_transient() {
+  std::mt19937_64 rng(options_.seed * 7919 + 15'485'863);
+  Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  for (int64_t n = 0; producing_; ++n) {
+    const int64_t due = rng() % 2 == 0 ? 0 : std::min(wall_ms() + static_cast<int64_t>(rng() % 1500), options_.last_due_ms);
+    send(client, {JobSpec{transient_queue(), "noop", "", fmt::format("t-{}", n), due, 3}});
+    std::this_thread::sleep_for(400ms);
   }
 }
 

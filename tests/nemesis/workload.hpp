@@ -60,6 +60,13 @@ class Workload {
   // answer slow in coming (a broker cut off) delays no fault.
   void operate();
   void cancel_one(std::mt19937_64& rng);
+  // `dueq queue delete` of the transient queue; deletes.tsv names it when it landed.
+  void delete_transient_queue();
+  // A job every 400 ms to the transient queue (`<queue>-transient`), due
+  // within 1.5 s, of a type that succeeds: the queue empties now and then,
+  // and the operator's deletes race its enqueues.
+  void produce_transient();
+  std::string transient_queue() const { return options_.queue + "-transient"; }
   // One batch to each new queue, at its time.
   void produce_new_queues();
   // Asks `batch` until each job is answered, for at most 20 s; records each.

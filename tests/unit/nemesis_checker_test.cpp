@@ -75,6 +75,24 @@ TEST(NemesisChecker, AnAcceptedJobTheBrokerDoesNotKnowIsLost) {
   EXPECT_TRUE(check(h, Bounds{}).violations.empty());
 }
 
+// A deleted queue takes its done ids along: a job of it that started is
+// done; one that never started is lost all the same, and so is one of a
+// queue no delete removed.
+TEST(NemesisChecker, AJobGoneWithItsDeletedQueueMustHaveStarted) {
+  History h = healthy();
+  h.accepted[0].queue = "t";
+  h.finals.clear();
+  h.facts["stats_done"] = 0;
+  h.facts["stats_accepted"] = 0;
+  EXPECT_TRUE(says(check(h, Bounds{}), "LOST")) << "no delete landed";
+  h.deleted_queues.insert("t");
+  const Verdict gone = check(h, Bounds{});
+  EXPECT_TRUE(gone.violations.empty()) << gone.report();
+  EXPECT_EQ(gone.gone_with_queue, 1U);
+  h.starts.clear();
+  EXPECT_TRUE(says(check(h, Bounds{}), "LOST")) << "it never ran";
+}
+
 TEST(NemesisChecker, AStartBeforeTheDueTimeIsEarly) {
   History h = healthy();
   h.starts[0].start_us = kDue * 1000 - 1;
