@@ -390,6 +390,7 @@ void Enqueuer::answer_unavailable(const std::string& why, int64_t retry_after_ms
 }
 
 bool Enqueuer::ready_for_writes(Round& round, QueueState& q) {
+  q.written = true;  // the caller's write follows (or, behind a Cluster, follows the registration)
   if (!registration_first_) {
     if (!q.registered || q.deleting) {
       round.add(calls::register_queue(q.name));

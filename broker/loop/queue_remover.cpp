@@ -61,6 +61,7 @@ void QueueRemover::add_to(Round& round) {
       continue;
     }
     q.deleting = true;
+    q.written = false;  // writes built while the call is out say so again
     round.add(calls::delete_queue(request.queue), [this, request](const redisReply* r) { on_reply(request, r); });
   }
   pending_ = std::move(waiting);
@@ -70,25 +71,29 @@ void QueueRemover::on_reply(const Request& request, const redisReply* r) {
   QueueState* q = queues_.find(request.queue);
   if (q != nullptr) q->deleting = false;
   if (r == nullptr) {
-    if (q != nullptr) q->registered = false;  // not known: the next write registers it again
+    if (q != nullptr) {  // not known whether it went: the next write registers it again, a reconnect looks at it
+      q->registered = false;
+      q->written = true;
+    }
     return refuse(request, "unavailable", "Redis did not answer; nothing or everything was deleted: ask again");
   }
   auto outcome = calls::parse_delete_queue(r);
   if (!outcome) return refuse(request, "internal", outcome.error().message);
   if (outcome->status == DeleteQueueStatus::not_empty) {
-    if (q != nullptr) q->registered = true;  // it still is: the call changed nothing
+    if (q != nullptr) q->registered = q->written = true;  // it still is: the call changed nothing
     return refuse(request, "not_empty",
                   fmt::format("queue {} is not empty: {} scheduled, {} ready, {} running, {} dead (cancel, purge or "
                               "let them run first)",
                               request.queue, outcome->scheduled, outcome->ready, outcome->running, outcome->dead));
   }
   // Writes built while the call was out registered it again; their own
-  // continuations say so when they land. Their hints (a due time, ready
-  // jobs) stand: a queue is forgotten only with none, and no worker for it.
+  // continuations say so when they land, and their hints (a due time,
+  // ready jobs) stand. With none of them (`written` is set again by each)
+  // the queue is empty in Redis: forgotten unless a worker serves it.
   if (q != nullptr) {
     q->registered = false;
     q->paused = false;
-    if (!workers_.serves(request.queue) && q->next_due_ms < 0 && q->next_deadline_ms < 0 && !q->maybe_ready)
+    if (!workers_.serves(request.queue) && !q->written)
       queues_.erase(request.queue);
   }
   spdlog::info("queue {} deleted (dueq queue delete)", loggable(request.queue));

@@ -25,6 +25,9 @@ struct QueueState {
   // A delete_queue call is out (QueueRemover): writes built meanwhile
   // register the queue again first, whatever `registered` says.
   bool deleting = false;
+  // A write for it was sent: Redis may hold its jobs though `registered`
+  // is not confirmed (the round's reply was lost, or a delete came first).
+  bool written = false;
   // `dueq pause`: the queue leases nothing until resumed. Learned from the
   // admin thread's pause and resume, and from a lease call that found the
   // queue paused in Redis (after a restart or a take-over).
@@ -71,11 +74,12 @@ class QueueTable {
   }
   // After a restart or a reconnect the loop does not know what is due,
   // leased or ready: the next round promotes and reclaims every registered
-  // queue, and their replies bring the times up to date. A queue not
-  // registered (only named by a worker) has nothing in Redis to ask for.
+  // or written queue, and their replies bring the times up to date. A queue
+  // neither registered nor written to (only named by a worker) has nothing
+  // in Redis to ask for.
   void forget_times() {
     for (auto& [name, q] : queues_) {
-      if (!q.registered) continue;
+      if (!q.registered && !q.written) continue;
       q.next_due_ms = 0;
       q.next_deadline_ms = 0;
       q.maybe_ready = true;

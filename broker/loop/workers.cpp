@@ -323,7 +323,7 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
   // not pile up.
   for (const auto& name : served) {
     const QueueState* q = queues_.find(name);
-    if (q == nullptr || q->registered || registry_.serves(name)) continue;
+    if (q == nullptr || q->registered || q->written || registry_.serves(name)) continue;
     queues_.erase(name);
   }
 }
