@@ -160,6 +160,24 @@ void print_audit(const AdminResult& result) {
 
 }  // namespace
 
+void print_bulk(const AdminResult& result, bool json) {
+  if (json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& row : result.rows) rows.push_back(bytes_json(row));
+    fmt::print("{}\n", dump_json(nlohmann::json{{"summary", bytes_json(result.summary)}, {"rows", std::move(rows)}}));
+    return;
+  }
+  for (const auto& row : result.rows) {
+    if (!row.contains("id")) continue;
+    fmt::print("{} {} {} in queue {} ({}){}: {} jobs changed, started {} by key {}{}\n", field(row, "id"), field(row, "status"),
+               field(row, "action"), loggable(field(row, "queue")), loggable(field(row, "filter"), 512),
+               field(row, "rate") == "0" ? "" : " at " + field(row, "rate") + "/s", field(row, "changed"),
+               format_time(std::stoll("0" + field(row, "started_ms"))), loggable(field(row, "key")),
+               field(row, "error").empty() ? "" : ": " + loggable(field(row, "error"), 512));
+  }
+  fmt::print("{}\n", loggable(result.summary, 1024));
+}
+
 int admin(Client& client, const AdminCommand& command, bool json) {
   auto result = client.admin(command);
   if (!result) return report(result.error());
@@ -187,6 +205,8 @@ int admin(Client& client, const AdminCommand& command, bool json) {
       fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", field(row, "name"), field(row, "schedule"),
                  field(row, "time_zone"), field(row, "queue"), field(row, "type"), field(row, "source"), next);
     }
+  } else if (command.op == "bulk_status") {
+    print_bulk(*result, false);
   } else if (command.op == "list") {
     print_list(*result);
   } else if (command.op == "workers") {

@@ -3,6 +3,9 @@
 // once); a broker it cannot reach, a key the broker refuses or a CURVE
 // set-up that cannot work is reported within --connect-timeout.
 #include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <thread>
 #include <cstdint>
 #include <expected>
 #include <fstream>
@@ -76,6 +79,10 @@ struct Invocation {
   CLI::App *cron = nullptr, *cron_add = nullptr, *cron_list = nullptr;
   std::string keygen_base;
   CLI::App* keygen = nullptr;
+  CLI::App *bulk = nullptr, *bulk_run = nullptr, *bulk_status = nullptr;
+  std::string bulk_action, bulk_queue, bulk_since, bulk_until, bulk_rate, bulk_id;
+  std::map<std::string, std::string> bulk_args;
+  bool bulk_dry_run = false, bulk_no_wait = false;
 };
 
 void add_connection_options(CLI::App& app, Invocation& v) {
@@ -210,6 +217,28 @@ void add_cron(CLI::App& app, Invocation& v) {
   remove->add_flag("--json", v.json, "print JSON");
 }
 
+void add_bulk(CLI::App& app, Invocation& v) {
+  v.bulk = app.add_subcommand("bulk", "act on every job a filter selects: cancel, replay, purge; status")->group(kOperate);
+  v.bulk->require_subcommand(1);
+  auto* run = v.bulk_run = v.bulk->add_subcommand("run", "cancel scheduled or ready jobs, or replay or purge dead ones, that a "
+                                                  "filter selects (as dueq list's); resumed by the next leader if the broker goes");
+  run->add_option("action", v.bulk_action, "cancel, replay or purge")->required()->check(CLI::IsMember({"cancel", "replay", "purge"}));
+  run->add_option("queue", v.bulk_queue, "queue")->required();
+  run->add_option("--state", v.bulk_args["state"], "scheduled or ready (cancel), dead (replay, purge)")->required();
+  run->add_option("--type", v.bulk_args["type"], "only jobs of this type");
+  run->add_option("--since", v.bulk_since, "from this time on (RFC 3339, or Unix ms), as dueq list");
+  run->add_option("--until", v.bulk_until, "up to this time (RFC 3339, or Unix ms)");
+  run->add_option("--error", v.bulk_args["error"], "only jobs whose last error contains this text");
+  run->add_option("--id-prefix", v.bulk_args["id_prefix"], "only ids that start with this");
+  run->add_option("--rate", v.bulk_rate, "at most this many jobs a second, e.g. 5000/s (default: as fast as the admin share allows)");
+  run->add_flag("--dry-run", v.bulk_dry_run, "count the jobs it would change; change nothing");
+  run->add_flag("--no-wait", v.bulk_no_wait, "start it and exit (dueq bulk status shows its progress)");
+  run->add_flag("--json", v.json, "print JSON");
+  v.bulk_status = v.bulk->add_subcommand("status", "bulk actions, newest first: what, by which key, how far");
+  v.bulk_status->add_option("id", v.bulk_id, "only this one");
+  v.bulk_status->add_flag("--json", v.json, "print JSON");
+}
+
 void add_keygen(CLI::App& app, Invocation& v) {
   v.keygen = app.add_subcommand("keygen", "write a new CURVE key pair to NAME.key (secret, mode 0600) and NAME.pub")->group(kSetUp);
   v.keygen->add_option("name", v.keygen_base, "path and name of the two files, without extension")->required();
@@ -269,11 +298,23 @@ std::string arguments_problem(Invocation& v) {
       v.dead_cmd.older_than_ms = *ms;
     }
   }
-  for (auto [flag, text, name] : {std::tuple{"--since", &v.list_since, "since"}, std::tuple{"--until", &v.list_until, "until"}}) {
+  for (auto [flag, text, name, args] : {std::tuple{"--since", &v.list_since, "since", &v.list_args},
+                                        std::tuple{"--until", &v.list_until, "until", &v.list_args},
+                                        std::tuple{"--since", &v.bulk_since, "since", &v.bulk_args},
+                                        std::tuple{"--until", &v.bulk_until, "until", &v.bulk_args}}) {
     if (text->empty()) continue;
     auto ms = time_ms(*text);
     if (!ms) return fmt::format("{}: {}", flag, ms.error());
-    v.list_args[name] = std::to_string(*ms);
+    (*args)[name] = std::to_string(*ms);
+  }
+  if (!v.bulk_rate.empty()) {
+    std::string rate = v.bulk_rate;
+    if (rate.ends_with("/s")) rate.resize(rate.size() - 2);
+    int64_t n = 0;
+    const auto [end, ec] = std::from_chars(rate.data(), rate.data() + rate.size(), n);
+    if (rate.empty() || ec != std::errc() || end != rate.data() + rate.size() || n < 1 || n > 100'000)
+      return "--rate: jobs a second, 1..100000 (e.g. 5000/s)";
+    v.bulk_args["rate"] = std::to_string(n);
   }
   if (const auto& prefix = v.list_args["id_prefix"]; !prefix.empty())
     if (auto ok = validate_job_id(prefix); !ok) return "--id-prefix: " + ok.error().message;
@@ -283,7 +324,7 @@ std::string arguments_problem(Invocation& v) {
   ids.insert(ids.end(), v.cancel_ids.begin(), v.cancel_ids.end());
   if (*v.job) ids.push_back(v.job_id);
   if (*v.dead_show) ids.push_back(v.show_id);
-  if (auto problem = names_problem({v.dead_cmd.queue, v.cancel_queue, v.audit_queue, v.job_queue, v.pause_queue, v.list_queue, v.delete_queue}, ids))
+  if (auto problem = names_problem({v.dead_cmd.queue, v.cancel_queue, v.audit_queue, v.job_queue, v.pause_queue, v.list_queue, v.delete_queue, v.bulk_queue}, ids))
     return *problem;
   return {};
 }
@@ -336,6 +377,42 @@ std::optional<std::string> nearest_command(const CLI::App& app, int argc, char**
   return std::nullopt;
 }
 
+// `dueq bulk run` (a dry run, or the action started and followed until it
+// ends) and `dueq bulk status`.
+int bulk(Client& client, Invocation& v) {
+  if (*v.bulk_status) {
+    AdminCommand status{"bulk_status", "", {}, 0, 0};
+    if (!v.bulk_id.empty()) status.args["id"] = v.bulk_id;
+    return admin(client, status, v.json);
+  }
+  std::erase_if(v.bulk_args, [](const auto& kv) { return kv.second.empty(); });
+  AdminCommand start{"bulk", v.bulk_queue, {}, 0, 0, v.bulk_args};
+  start.args["action"] = v.bulk_action;
+  if (v.bulk_dry_run) start.args["dry_run"] = "1";
+  auto started = client.admin(start);
+  if (!started) return report(started.error());
+  if (v.bulk_dry_run || v.bulk_no_wait || started->rows.empty()) {
+    print_bulk(*started, v.json);
+    return 0;
+  }
+  const std::string id = started->rows.front().at("id");
+  if (!v.json) fmt::print("{}\n", started->summary);
+  // Progress until it ends; the broker goes on with it whatever this does.
+  for (std::string last;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    AdminCommand status{"bulk_status", "", {}, 0, 0};
+    status.args["id"] = id;
+    auto now = client.admin(status);
+    if (!now) return report(now.error());
+    const auto& row = now->rows.front();
+    if (!v.json && row.at("changed") != last) fmt::print("{}: {} jobs changed\n", id, last = row.at("changed"));
+    if (row.at("status") != "running") {
+      print_bulk(*now, v.json);
+      return row.at("status") == "finished" ? 0 : kExitError;
+    }
+  }
+}
+
 // Runs the chosen command against the broker; returns the exit code.
 int run_command(Client& client, Invocation& v, std::optional<JobSpec>&& job, bool generated_id, int64_t interval_ms) {
   if (*v.enqueue) return job ? enqueue_one(client, std::move(*job), generated_id, v.json) : enqueue_from(client, v.e.from, v.json);
@@ -366,6 +443,7 @@ int run_command(Client& client, Invocation& v, std::optional<JobSpec>&& job, boo
     const char* op = *v.cron_add ? "cron_add" : *v.cron_list ? "cron_list" : "cron_remove";
     return admin(client, AdminCommand{op, "", {}, 0, 0, v.cron_args}, v.json);
   }
+  if (*v.bulk) return bulk(client, v);
   if (*v.queue_cmd) return admin(client, AdminCommand{"queue_delete", v.delete_queue, {}, 0, 0}, v.json);
   if (*v.resume) return admin(client, AdminCommand{"resume", v.pause_queue, {}, 0, 0}, v.json);
   if (*v.job) return show_job(client, v.job_id, v.job_queue, v.json);
@@ -381,6 +459,7 @@ int run(int argc, char** argv) {
   add_dead(app, v);
   add_operate(app, v);
   add_cron(app, v);
+  add_bulk(app, v);
   add_keygen(app, v);
   app.set_version_flag("--version", version_text("dueq"));
   try {
@@ -413,7 +492,7 @@ int run(int argc, char** argv) {
   // minutes, asking again every --timeout (the broker ignores a resend of a
   // request it is still working on).
   constexpr int64_t kLongWaitMs = 600'000;
-  const bool long_running = *v.audit || *v.list || (*v.dead && (*v.dead_list || *v.dead_replay || *v.dead_purge));
+  const bool long_running = *v.audit || *v.list || *v.bulk || (*v.dead && (*v.dead_list || *v.dead_replay || *v.dead_purge));
   const int attempts = long_running ? static_cast<int>(std::max<int64_t>(3, kLongWaitMs / *timeout_ms)) : 3;
   std::optional<Client> connected;
   try {

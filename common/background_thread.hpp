@@ -49,6 +49,12 @@ class BackgroundThread {
     wake_.wait(lock, [&] { return stopping_.load() || ready(); });
     return !stopping_;
   }
+  // Under `lock`: waits until `ready()`, stop() or `period` passed; false when stopping.
+  template <typename Ready>
+  bool wait_for(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds period, Ready ready) {
+    wake_.wait_for(lock, period, [&] { return stopping_.load() || ready(); });
+    return !stopping_;
+  }
   // Sleeps `period` or until stop(); false when stopping.
   bool wait_for(std::chrono::milliseconds period) {
     std::unique_lock lock(mutex_);

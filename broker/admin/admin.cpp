@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 
 #include "broker/admin/command_table.hpp"
+#include "broker/admin/bulk_actions.hpp"
 #include "broker/admin/job_lookup.hpp"
 
 namespace dueq::broker {
@@ -70,7 +71,7 @@ void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues,
     answers.swap(answers_);
   }
   for (auto& answer : answers) {
-    if (!answer.local) {
+    if (!answer.local && !answer.silent) {
       in_progress_.erase({answer.peer.routing_id, answer.request_id});
       if (auto it = waiting_by_requester_.find(requester(answer.peer)); it != waiting_by_requester_.end() && --it->second == 0)
         waiting_by_requester_.erase(it);
@@ -89,6 +90,7 @@ void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues,
     for (const auto& name : answer.ready_queues) queues.get(name).maybe_ready = true;
     for (auto& entry : answer.cron_put) cron.put(std::move(entry), 0);
     for (const auto& name : answer.cron_removed) cron.remove(name);
+    if (answer.silent) continue;
     if (answer.local) answer.local(std::move(answer.frame));
     else std::visit([&](const auto& frame) { outbox.send(answer.peer, frame); }, answer.frame);
   }
@@ -99,7 +101,15 @@ void Admin::run() {
     Queued next;
     {
       std::unique_lock lock(thread_.mutex());
-      if (!thread_.wait(lock, [&] { return !requests_.empty(); })) return;
+      // Requests first; between them, a page of a running bulk action when
+      // its rate allows (and a look for new ones every second).
+      const int64_t idle_ms = std::max<int64_t>(0, next_bulk_ms_ - clock_.steady_ms());
+      if (!thread_.wait_for(lock, std::chrono::milliseconds(idle_ms), [&] { return !requests_.empty(); })) return;
+      if (requests_.empty()) {
+        lock.unlock();
+        bulk_step();
+        continue;
+      }
       next = std::move(requests_.front());
       requests_.pop_front();
     }
@@ -111,6 +121,46 @@ void Admin::run() {
       answers_.push_back(std::move(answer));
     }
     signal_ready();
+  }
+}
+
+// One page of the oldest running bulk action, paced to its rate; what the
+// loop must learn (jobs back in ready) goes out as an answer to no one.
+void Admin::bulk_step() {
+  constexpr int64_t kLookEveryMs = 1'000;
+  constexpr size_t kPage = 500;
+  next_bulk_ms_ = clock_.steady_ms() + kLookEveryMs;
+  if (!redis_.connected())
+    if (auto ok = redis_.connect(); !ok) return;
+  try {
+    auto action = next_bulk_action(redis_);
+    if (!action) {
+      redis_.disconnect();
+      return;
+    }
+    if (!*action) return;
+    const size_t page = (*action)->rate > 0 ? std::min<size_t>(kPage, static_cast<size_t>((*action)->rate)) : kPage;
+    AdminEffects effects;
+    if (auto ok = run_bulk_page(redis_, config_, **action, clock_.wall_ms(), page, effects); !ok) {
+      if (auto held_back = failure_log_.admit("bulk", clock_.steady_ms()))
+        spdlog::warn("bulk {}: {}; tried again ({} more not logged)", (*action)->id, ok.error().message, *held_back);
+      redis_.disconnect();
+      return;
+    }
+    // At its rate: `page` jobs, then the time they take at that rate.
+    next_bulk_ms_ = clock_.steady_ms() + ((*action)->rate > 0 ? static_cast<int64_t>(page) * 1000 / (*action)->rate : 0);
+    if (effects.ready_queues.empty()) return;
+    Answer answer;
+    answer.silent = true;
+    answer.ready_queues = std::move(effects.ready_queues);
+    {
+      std::lock_guard lock(thread_.mutex());
+      answers_.push_back(std::move(answer));
+    }
+    signal_ready();
+  } catch (const std::exception& e) {
+    redis_.disconnect();
+    spdlog::error("bulk step failed: {}", loggable(e.what(), 200));
   }
 }
 
@@ -163,7 +213,7 @@ Admin::Answer Admin::handle(const Peer& peer, const Request& request) {
     const auto& admin = std::get<proto::AdminRequest>(request);
     const AdminCommand command = find_admin_command(admin.op);
     AdminEffects effects;
-    AdminContext context{redis_, config_, clock_.wall_ms(), effects};
+    AdminContext context{redis_, config_, clock_.wall_ms(), effects, peer.key_name.empty() ? "-" : peer.key_name};
     Result<proto::AdminReply> reply = command != nullptr
                                           ? command(context, admin)
                                           : Result<proto::AdminReply>(fail(Errc::bad_argument, "unknown admin operation " + admin.op));

@@ -86,6 +86,7 @@ class Admin {
     std::vector<std::string> resumed_queues;
     std::vector<CronEntry> cron_put;
     std::vector<std::string> cron_removed;
+    bool silent = false;  // work of the admin thread's own (a bulk page): nothing to send
   };
 
   void submit(const Peer& peer, uint64_t request_id, Request&& request);
@@ -94,6 +95,7 @@ class Admin {
   void run();
   Answer handle(const Peer& peer, const Request& request);
   Answer handle_guarded(const Peer& peer, const Request& request);
+  void bulk_step();
 
   const BrokerConfig& config_;
   const Clock& clock_;
@@ -109,6 +111,7 @@ class Admin {
   std::vector<Answer> answers_;
   size_t local_waiting_ = 0;  // guarded by thread_.mutex()
   LogLimiter failure_log_{10'000, 1, 1};  // admin thread only
+  int64_t next_bulk_ms_ = 0;              // admin thread only: steady ms of the next bulk page
 
   std::set<std::pair<std::string, uint64_t>> in_progress_;  // event loop only: (routing id, request id)
   std::map<std::string, size_t> waiting_by_requester_;      // event loop only: requests not yet answered

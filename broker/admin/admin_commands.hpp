@@ -73,6 +73,7 @@ struct AdminContext {
   const BrokerConfig& config;
   int64_t now_ms = 0;  // wall clock
   AdminEffects& effects;
+  std::string requester = "-";  // the requester's key name (CURVE), for audit lines
 };
 
 // A job's fields as a list shows them: without its payload and error log

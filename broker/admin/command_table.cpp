@@ -4,6 +4,7 @@
 #include <map>
 
 #include "broker/admin/cron_commands.hpp"
+#include "broker/admin/bulk_actions.hpp"
 #include "broker/admin/job_list.hpp"
 
 namespace dueq::broker {
@@ -17,6 +18,8 @@ AdminCommand find_admin_command(std::string_view op) {
       {"audit", audit_queues},
       {"scheduled", list_scheduled},
       {"list", list_jobs},
+      {"bulk", bulk_start},
+      {"bulk_status", bulk_status},
       {"pause", [](AdminContext& c, const proto::AdminRequest& r) { return pause_or_resume(c, r, true); }},
       {"resume", [](AdminContext& c, const proto::AdminRequest& r) { return pause_or_resume(c, r, false); }},
       {"cron_add", cron_add},

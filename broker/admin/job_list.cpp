@@ -222,49 +222,61 @@ Result<ListFilter> ListFilter::parse(const std::map<std::string, std::string>& a
   return f;
 }
 
-Result<proto::AdminReply> list_jobs(AdminContext& c, const proto::AdminRequest& request) {
-  if (auto ok = validate_queue_name(request.queue); !ok) return fail(Errc::bad_argument, "list needs a queue: " + ok.error().message);
-  auto filter = ListFilter::parse(request.args);
-  if (!filter) return std::unexpected(filter.error());
-  const size_t limit = request.limit == 0 ? 100 : request.limit;
-  if (limit > kListMaxLimit) return fail(Errc::bad_argument, fmt::format("limit: 1..{}", kListMaxLimit));
-  auto queues = known_queues(c.redis);
-  if (!queues) return std::unexpected(queues.error());
-  if (!std::binary_search(queues->begin(), queues->end(), request.queue)) return fail(Errc::not_found, "no queue " + request.queue);
-
-  const QueueKeys k(request.queue);
-  proto::AdminReply reply;
-  std::optional<ListCursor> cursor = filter->after;
-  size_t examined = 0, bytes = 0;
+Result<ListPage> scan_jobs(RedisClient& redis, const std::string& queue, const ListFilter& filter,
+                           std::optional<ListCursor> cursor, size_t limit, size_t examine) {
+  const QueueKeys k(queue);
+  ListPage page;
+  size_t bytes = 0;
   bool more = true;
-  while (more && examined < kListExamined) {
-    auto next = filter->state == "scheduled"
-                    ? next_in_schedule(c.redis, k, cursor, filter->since_ms, kScanStep)
-                    : next_in_zset(c.redis, state_key(k, filter->state), cursor, filter->since_ms, kScanStep);
+  while (more && page.examined < examine) {
+    auto next = filter.state == "scheduled"
+                    ? next_in_schedule(redis, k, cursor, filter.since_ms, kScanStep)
+                    : next_in_zset(redis, state_key(k, filter.state), cursor, filter.since_ms, kScanStep);
     if (!next) return std::unexpected(next.error());
     if (next->empty()) more = false;
     std::vector<Entry> candidates;
     for (auto& e : *next) {
-      if (e.score > filter->until_ms) {
+      if (e.score > filter.until_ms) {
         more = false;
         break;
       }
-      ++examined;
+      ++page.examined;
       cursor = ListCursor{e.score, e.id};
-      if (e.score >= filter->since_ms && e.id.starts_with(filter->id_prefix)) candidates.push_back(std::move(e));
+      if (e.score >= filter.since_ms && e.id.starts_with(filter.id_prefix)) candidates.push_back(std::move(e));
     }
     std::optional<ListCursor> row_cursor = cursor;
-    auto room = add_rows(c.redis, request.queue, *filter, candidates, limit, reply, bytes, row_cursor);
+    auto room = add_rows(redis, queue, filter, candidates, limit, page.rows, bytes, row_cursor);
     if (!room) return std::unexpected(room.error());
     if (!*room) {
       cursor = row_cursor;  // full: the next page starts after its last row
       break;
     }
   }
-  const bool full = reply.rows.size() >= limit || bytes > kReplyBytes;
-  reply.next = (more || full) && cursor ? cursor->text() : "";
+  const bool full = page.rows.rows.size() >= limit || bytes > kReplyBytes;
+  if ((more || full) && cursor) page.next = cursor;
+  return page;
+}
+
+Result<void> check_list_queue(RedisClient& redis, const std::string& queue) {
+  if (auto ok = validate_queue_name(queue); !ok) return fail(Errc::bad_argument, "a queue is needed: " + ok.error().message);
+  auto queues = known_queues(redis);
+  if (!queues) return std::unexpected(queues.error());
+  if (!std::binary_search(queues->begin(), queues->end(), queue)) return fail(Errc::not_found, "no queue " + queue);
+  return {};
+}
+
+Result<proto::AdminReply> list_jobs(AdminContext& c, const proto::AdminRequest& request) {
+  auto filter = ListFilter::parse(request.args);
+  if (!filter) return std::unexpected(filter.error());
+  const size_t limit = request.limit == 0 ? 100 : request.limit;
+  if (limit > kListMaxLimit) return fail(Errc::bad_argument, fmt::format("limit: 1..{}", kListMaxLimit));
+  if (auto ok = check_list_queue(c.redis, request.queue); !ok) return std::unexpected(ok.error());
+  auto page = scan_jobs(c.redis, request.queue, *filter, filter->after, limit, kListExamined);
+  if (!page) return std::unexpected(page.error());
+  proto::AdminReply reply = std::move(page->rows);
+  reply.next = page->next ? page->next->text() : "";
   reply.summary = fmt::format("{} {} jobs{}; {} looked at", reply.rows.size(), filter->state,
-                              reply.next.empty() ? "" : ", more may follow (--after " + reply.next + ")", examined);
+                              reply.next.empty() ? "" : ", more may follow (--after " + reply.next + ")", page->examined);
   return reply;
 }
 

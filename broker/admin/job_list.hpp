@@ -41,6 +41,20 @@ struct ListFilter {
   static Result<ListFilter> parse(const std::map<std::string, std::string>& args);
 };
 
+// One page of `queue`'s jobs in the filter's state after `cursor`: at most
+// `limit` matching rows (listed_row: no payloads) and 4 MiB of them, at most
+// `examine` jobs looked at; `next` is where the following page starts
+// (nullopt: the state was read to its end).
+struct ListPage {
+  proto::AdminReply rows;
+  std::optional<ListCursor> next;
+  size_t examined = 0;
+};
+Result<ListPage> scan_jobs(RedisClient& redis, const std::string& queue, const ListFilter& filter,
+                           std::optional<ListCursor> cursor, size_t limit, size_t examine);
+// A valid name of a queue the store knows (bad_argument, not_found).
+Result<void> check_list_queue(RedisClient& redis, const std::string& queue);
+
 Result<proto::AdminReply> list_jobs(AdminContext& c, const proto::AdminRequest& request);
 
 }  // namespace dueq::broker

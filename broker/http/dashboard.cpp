@@ -90,6 +90,39 @@ Result<proto::AdminRequest> change_request(const std::string& op, const std::str
   return request;
 }
 
+// A bulk body: {"queue", "action", "state", and the optional "type",
+// "since", "until", "error", "id_prefix" (strings), "rate" (a number),
+// "dry_run" (a boolean)}; the admin thread checks the values as it does
+// for `dueq bulk run`.
+Result<proto::AdminRequest> bulk_request(const std::string& text) {
+  const json body = json::parse(text, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) return fail(Errc::bad_argument, "expected a JSON object");
+  proto::AdminRequest request{0, "bulk", "", {}, 0, 0};
+  static constexpr std::array<const char*, 8> kText{"queue", "action", "state", "type", "since", "until", "error", "id_prefix"};
+  for (const auto& item : body.items())
+    if (std::find_if(kText.begin(), kText.end(), [&](const char* n) { return item.key() == n; }) == kText.end() &&
+        item.key() != "rate" && item.key() != "dry_run")
+      return fail(Errc::bad_argument, "bulk: unknown field " + item.key());
+  for (const char* name : kText) {
+    if (!body.contains(name)) continue;
+    const json& value = body[name];
+    if (!value.is_string()) return fail(Errc::bad_argument, fmt::format("bulk: {} must be a string", name));
+    std::string text = value.get<std::string>();
+    if (std::string_view(name) == "queue") request.queue = std::move(text);
+    else request.args.insert_or_assign(name, std::move(text));
+  }
+  if (body.contains("rate")) {
+    if (!body["rate"].is_number_integer()) return fail(Errc::bad_argument, "bulk: rate must be a whole number");
+    request.args.insert_or_assign("rate", std::to_string(body["rate"].get<int64_t>()));
+  }
+  if (body.contains("dry_run")) {
+    if (!body["dry_run"].is_boolean()) return fail(Errc::bad_argument, "bulk: dry_run must be true or false");
+    if (body["dry_run"].get<bool>()) request.args.insert_or_assign("dry_run", "1");
+  }
+  if (auto ok = validate_queue_name(request.queue); !ok) return std::unexpected(ok.error());
+  return request;
+}
+
 }  // namespace
 
 Result<std::string> read_dashboard_token(const std::string& path) {
@@ -202,15 +235,33 @@ void Dashboard::add_routes(httplib::Server& server) {
     if (auto ok = validate_job_id(id); !ok) return bad_request(res, ok.error().message);
     answer(proto::JobRequest{0, id, *queue}, res);
   });
+  server.Get("/api/bulk", [this](const httplib::Request&, httplib::Response& res) {
+    answer(proto::AdminRequest{0, "bulk_status", "", {}, 0, 0}, res);
+  });
+  server.Post("/api/bulk", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!admin_allowed(req, res)) return;
+    auto request = bulk_request(req.body);
+    if (!request) return bad_request(res, request.error().message);
+    answer(std::move(*request), res);
+  });
   server.Post("/api/dead/replay", [this](const httplib::Request& req, httplib::Response& res) { change("replay", req, res); });
   server.Post("/api/dead/purge", [this](const httplib::Request& req, httplib::Response& res) { change("purge", req, res); });
 }
 
+bool Dashboard::admin_allowed(const httplib::Request& req, httplib::Response& res) const {
+  if (token_.empty()) {
+    send_json(res, 403, {{"error", "refused"}, {"message", "read-only: the broker has no dashboard_token_file"}});
+    return false;
+  }
+  if (!authorized(req)) {
+    send_json(res, 401, {{"error", "refused"}, {"message", "changes need the admin token (Authorization: Bearer)"}});
+    return false;
+  }
+  return true;
+}
+
 void Dashboard::change(const char* op, const httplib::Request& req, httplib::Response& res) const {
-  if (token_.empty())
-    return send_json(res, 403, {{"error", "refused"}, {"message", "read-only: the broker has no dashboard_token_file"}});
-  if (!authorized(req))
-    return send_json(res, 401, {{"error", "refused"}, {"message", "replay and purge need the admin token (Authorization: Bearer)"}});
+  if (!admin_allowed(req, res)) return;
   auto request = change_request(op, req.body);
   if (!request) return bad_request(res, request.error().message);
   answer(std::move(*request), res);

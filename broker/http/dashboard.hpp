@@ -35,6 +35,8 @@ class Dashboard {
   void answer(Admin::Request request, httplib::Response& res, bool job_rows = false) const;
   bool authorized(const httplib::Request& req) const;
   // Replay or purge (`op`): only with the admin token.
+  // The admin token is set and given (else 403 or 401 sent).
+  bool admin_allowed(const httplib::Request& req, httplib::Response& res) const;
   void change(const char* op, const httplib::Request& req, httplib::Response& res) const;
 
   Metrics& metrics_;

@@ -341,3 +341,38 @@ TEST(Dashboard, ShowsRunningJobsAndWarnsOfReadyJobsNoWorkerServes) {
   EXPECT_EQ(page["served"], "-") << "a served queue gets no warning";
   ASSERT_EQ(run_dueq(cluster.endpoint(), "cancel long-one").code, 0);
 }
+
+// Bulk actions through the dashboard's API: only with the admin token, every
+// field checked; a dry run counts, a run replays the dead jobs it selects.
+TEST(Dashboard, BulkActionsNeedTheAdminTokenAndReplayWhatTheFilterSelects) {
+  const int http = free_port();
+  TempDir keys("token");
+  std::ofstream(keys / "token") << kToken << "\n";
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http), "--dashboard-token-file", (keys / "token").string()});
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "mail"});
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue_batch({{"mail", "fail", "x", "d1", 0, 1}, {"mail", "fail", "y", "d2", 0, 1}}));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("mail"); return s && s->dead == 2; }, 10s));
+  httplib::Client web("127.0.0.1", http);
+  const httplib::Headers admin{{"Authorization", std::string("Bearer ") + kToken}};
+  const std::string dry = R"({"queue":"mail","action":"replay","state":"dead","id_prefix":"d1","dry_run":true})";
+  EXPECT_EQ(web.Post("/api/bulk", dry, "application/json")->status, 401);
+  for (const char* bad : {"[]", R"({"queue":"mail","action":"replay","state":"dead","rate":"fast"})",
+                          R"({"queue":"mail","action":"replay","state":"dead","colour":"red"})",
+                          R"({"queue":"bad name","action":"replay","state":"dead"})",
+                          R"({"queue":"mail","action":"replay","state":"ready"})"})
+    EXPECT_EQ(web.Post("/api/bulk", admin, bad, "application/json")->status, 400) << bad;
+  auto counted = web.Post("/api/bulk", admin, dry, "application/json");
+  ASSERT_TRUE(counted);
+  ASSERT_EQ(counted->status, 200) << counted->body;
+  EXPECT_EQ(nlohmann::json::parse(counted->body)["rows"][0]["matched"], "1");
+  EXPECT_EQ(cluster.stats("mail")->replayed, 0) << "a dry run changes nothing";
+  auto started = web.Post("/api/bulk", admin, R"({"queue":"mail","action":"replay","state":"dead","id_prefix":"d1"})",
+                          "application/json");
+  ASSERT_TRUE(started && started->status == 200) << (started ? started->body : "no answer");
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("mail"); return s && s->replayed == 1; }, 10s));
+  ASSERT_TRUE(eventually([&] {
+    auto status = web.Get("/api/bulk");
+    return status && status->status == 200 && nlohmann::json::parse(status->body)["rows"][0]["status"] == "finished";
+  }, 10s));
+}
