@@ -44,9 +44,10 @@ Result<int64_t> apply(RedisClient& redis, const BrokerConfig& config, const Bulk
                       int64_t now_ms) {
   if (ids.empty()) return int64_t{0};
   if (a.action == "cancel") {
-    std::vector<Command> calls;
-    for (const auto& id : ids) calls.push_back(calls::cancel(a.queue, now_ms, id, config.policy(a.queue).done_retention_s));
-    auto replies = redis.pipeline(std::move(calls));
+    std::vector<Command> cancels;
+    cancels.reserve(ids.size());
+    for (const auto& id : ids) cancels.push_back(calls::cancel(a.queue, now_ms, id, config.policy(a.queue).done_retention_s));
+    auto replies = redis.pipeline(std::move(cancels));
     if (!replies) return std::unexpected(replies.error());
     int64_t changed = 0;
     for (const auto& r : *replies) {
