@@ -345,6 +345,16 @@ TEST(EndToEnd, TheBrokersUserInDeployUsersAclIsRefusedNothingInAWholeRun) {
   auto audit = run_dueq(endpoint, "audit");
   EXPECT_EQ(audit.code, 0) << audit.out;
   EXPECT_NE(audit.out.find("audit: clean"), std::string::npos) << audit.out;
+  // Browsing, bulk actions and deleting a queue use commands of their own.
+  for (const char* args : {"list acl --state done --limit 5", "list acl --state done --limit 5 --after 1:now-1",
+                           "list acl --state scheduled", "bulk run cancel acl --state scheduled --dry-run",
+                           "bulk run purge acl --state dead --id-prefix nothing-matches", "bulk status"}) {
+    const auto run = run_dueq(endpoint, args);
+    EXPECT_EQ(run.code, 0) << args << ": " << run.out;
+  }
+  ASSERT_TRUE(client.enqueue({"acl-empty", "noop", "", "gone", wall_ms() + 3'600'000, 3}));
+  EXPECT_EQ(run_dueq(endpoint, "cancel --queue acl-empty gone").code, 0);
+  EXPECT_EQ(run_dueq(endpoint, "queue delete acl-empty").code, 0);
   EXPECT_EQ(redis.cli("ACL LOG"), "") << "commands the broker's user was refused";
   EXPECT_NE(redis.cli("--user dueq --pass acl-t3st --no-auth-warning FLUSHALL").find("NOPERM"), std::string::npos);
   EXPECT_NE(redis.cli("--user dueq --pass acl-t3st --no-auth-warning SET other:key 1").find("NOPERM"), std::string::npos);
