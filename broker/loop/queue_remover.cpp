@@ -44,7 +44,7 @@ void QueueRemover::on_request(const Peer& peer, uint64_t request_id, const std::
                   "queue delete is not supported behind a Redis Cluster (the queue's keys and the registry of queues "
                   "are in different slots, so no one call can check and remove both)");
   const QueueState* q = queues_.find(queue);
-  if (q == nullptr || (!q->registered && !q->deleting)) return refuse(request, "not_found", "no queue " + queue);
+  if (q == nullptr || (!q->registered && !q->written && !q->deleting)) return refuse(request, "not_found", "no queue " + queue);
   if (const std::string entry = cron_.entry_for(queue); !entry.empty())
     return refuse(request, "bad_argument",
                   fmt::format("the periodic entry '{}' enqueues into queue {}: remove it first (dueq cron remove)", entry, queue));
