@@ -54,7 +54,8 @@ Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gatewa
       queue_remover_(queues_, workers_.registry(), cron_, outbox_),
       inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, stats_, admin_, queue_remover_),
       sentinel_watch_(address_) {
-  workers_.measure_into(metrics_);
+  // Run times are kept only where /metrics can show them: a lookup per result saved otherwise.
+  if (!config_.http.empty()) workers_.measure_into(metrics_);
 }
 
 Broker::~Broker() {
