@@ -95,12 +95,14 @@ LinkDiagnosis LinkEvents::diagnosis(const std::string& endpoint) const {
   if (protocol_error_ == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
     return {LinkProblem::curve_mismatch, fmt::format("the broker at {} and this client disagree on CURVE: one has keys and the other none "
                        "(give --broker-key and --key for a broker with CURVE, neither for one without)", endpoint)};
-  // Without keys there is no CURVE to blame: whatever listens there closed
-  // the connection before ZeroMQ's greeting was done.
+  // Without keys no broker key can be wrong: whatever listens there closed
+  // the connection before ZeroMQ's greeting was done. That is a service
+  // that is no broker, or a broker with CURVE whose mechanism-mismatch
+  // report did not come first (the close can): both are said.
   if ((protocol_error_ != 0 || closed_in_handshake_) && !curve_)
     return {LinkProblem::not_a_broker, fmt::format("{} accepted the connection and closed it before the ZeroMQ handshake finished: "
-                       "it is not a dueq broker (check the address and the port), or a broker that requires CURVE "
-                       "keys (--broker-key and --key)", endpoint)};
+                       "it is not a dueq broker (check the address and the port), or it and this client disagree on CURVE "
+                       "(a broker with CURVE needs --broker-key and --key)", endpoint)};
   if (protocol_error_ != 0 || closed_in_handshake_)
     return {LinkProblem::handshake, fmt::format("the CURVE handshake with {} failed: check that --broker-key (DUEQ_BROKER_KEY) is this "
                        "broker's public key", endpoint)};

@@ -21,7 +21,7 @@ enum class LinkProblem {
   broker_full,     // the broker turned the connection away at its open-file limit (ZAP 500)
   curve_mismatch,  // CURVE on one side only
   handshake,       // the CURVE handshake failed: a wrong broker key
-  not_a_broker,    // without CURVE, the peer accepted and closed the connection in the handshake
+  not_a_broker,    // without CURVE keys, the peer closed the connection in the handshake: no broker, or one with CURVE
   nothing_listens, // the connect was refused (or the name not resolved)
   no_answer,       // the connect is still pending
   pending,         // connected, the handshake not finished yet

@@ -211,6 +211,7 @@ ClientError Connection::link_error() const {
       return ClientError{"refused", std::move(why.text), 0};
     case LinkProblem::curve_mismatch:
     case LinkProblem::handshake:
+    case LinkProblem::not_a_broker:
       return ClientError{"handshake", std::move(why.text), 0};
     default:
       return ClientError{"unavailable", std::move(why.text), 0};
