@@ -228,9 +228,12 @@ struct Span {
 
 // `added`: from when the add was asked until it returned (a tick in it may
 // exist; one after it is owed); `removed`: from the removal's return until
-// the last tick that may have been enqueued ahead.
+// the last tick that may have been enqueued ahead. A tick due after the
+// removal was asked (`remove_asked_ms`) may have been cancelled by it: a
+// removal cancels the ticks it finds not yet run, however little before
+// it they were due.
 void record_ticks(const std::filesystem::path& dir, const std::string& endpoints, const std::string& queue, Span added,
-                  Span removed) {
+                  Span removed, int64_t remove_asked_ms) {
   Client client(endpoints, ClientOptions{.timeout_ms = 3000, .attempts = 3});
   const int64_t removed_ms = removed.from_ms;
   for (int64_t due = (added.from_ms / kTickEveryMs + 1) * kTickEveryMs; due <= removed.to_ms; due += kTickEveryMs) {
@@ -242,7 +245,7 @@ void record_ticks(const std::filesystem::path& dir, const std::string& endpoints
     append_line(dir / "ticks.tsv", {id, std::to_string(due), found ? "found" : "missing"});
     if (!found) continue;
     append_line(dir / "accepted.tsv", {id, "noop", std::to_string(due), "0", "accepted", std::to_string(wall_ms()), queue});
-    if ((**fields)["s"] == "cancelled" && due > removed_ms) append_line(dir / "cancels.tsv", {id});
+    if ((**fields)["s"] == "cancelled" && due > remove_asked_ms) append_line(dir / "cancels.tsv", {id});
   }
 }
 
@@ -463,6 +466,7 @@ int main(int argc, char** argv) {
   workload.stop();
   run.heal_all();
   const int64_t healed_ms = wall_ms();
+  const int64_t ticks_remove_asked_ms = wall_ms();
   const bool ticks_removed = dueq_until_done(deployment.broker_endpoints(), fmt::format("cron remove {}", kTickEntry));
   const int64_t ticks_removed_ms = wall_ms();
   const Bounds bounds = bounds_for(schedule_name);
@@ -472,7 +476,7 @@ int main(int argc, char** argv) {
   for (const auto& f : schedule)
     if (f.kind == FaultKind::clock) ahead_ms = std::max(ahead_ms, 3'000 + f.shift_ms);
   record_ticks(dir, deployment.broker_endpoints(), topology.queue, {ticks_asked_ms, ticks_added_ms},
-               {ticks_removed_ms, ticks_removed_ms + ahead_ms});
+               {ticks_removed_ms, ticks_removed_ms + ahead_ms}, ticks_remove_asked_ms);
   record_finals(dir, deployment.broker_endpoints(), topology.queue);
   record_stuck(dir, deployment, topology.queues());
   std::map<std::string, int64_t> facts{{"seed", static_cast<int64_t>(seed)}, {"healed_ms", healed_ms},
