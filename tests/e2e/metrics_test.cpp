@@ -83,6 +83,16 @@ std::string run_command(const std::string& command, int* code) {
   return out;
 }
 
+// promtool accepts the scrape `text` and has no advice on its names.
+void expect_promtool_clean(Cluster& cluster, const std::string& text) {
+  const auto file = cluster.dir() / "scrape.txt";
+  std::ofstream(file) << text;
+  int code = -1;
+  const std::string lint = run_command("promtool check metrics < " + file.string() + " 2>&1", &code);
+  EXPECT_EQ(code, 0) << lint;
+  EXPECT_EQ(lint, "") << "promtool's advice on the names";
+}
+
 }  // namespace
 
 TEST(Metrics, PromtoolAcceptsAScrapeAndItsCountsAreThoseOfDueqStats) {
@@ -117,12 +127,7 @@ TEST(Metrics, PromtoolAcceptsAScrapeAndItsCountsAreThoseOfDueqStats) {
   EXPECT_EQ(sample(text, "dueq_leader"), 1.0);
   EXPECT_GT(sample(text, "dueq_redis_round_seconds_count"), 0.0);
 
-  const auto file = cluster.dir() / "scrape.txt";
-  std::ofstream(file) << text;
-  int code = -1;
-  const std::string lint = run_command("promtool check metrics < " + file.string() + " 2>&1", &code);
-  EXPECT_EQ(code, 0) << lint;
-  EXPECT_EQ(lint, "") << "promtool's advice on the names";
+  expect_promtool_clean(cluster, text);
 }
 
 // Run time per queue and type (a job's result arrives no sooner than its
@@ -159,12 +164,7 @@ TEST(Metrics, RunTimeIsPerQueueAndTypeAndADelayedJobWaitsFromItsDueTime) {
   const double waited = sample(text, "dueq_job_enqueue_to_start_seconds_sum{queue=\"d\"}");
   EXPECT_EQ(waited, sample(text, "dueq_job_lateness_seconds_sum{queue=\"d\"}")) << "not the 2 s of its delay";
   EXPECT_GE(waited, 0.0);
-  const auto file = cluster.dir() / "scrape.txt";
-  std::ofstream(file) << text;
-  int code = -1;
-  const std::string lint = run_command("promtool check metrics < " + file.string() + " 2>&1", &code);
-  EXPECT_EQ(code, 0) << lint;
-  EXPECT_EQ(lint, "") << "promtool's advice on the names";
+  expect_promtool_clean(cluster, text);
 }
 
 TEST(Metrics, APrometheusServerScrapesTheBrokerAndItsRateAgreesWithDueqStats) {

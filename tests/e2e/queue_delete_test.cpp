@@ -27,6 +27,23 @@ std::set<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+// A delete and `job`'s enqueue sent at nearly the same moment (the enqueue
+// `skew` later, from another thread); whether the delete landed.
+bool delete_beside_enqueue(Client& admin, Client& producer, const JobSpec& job, std::chrono::microseconds skew) {
+  bool deleted = false;
+  std::latch start(2);
+  std::thread deleter([&] {
+    start.arrive_and_wait();
+    deleted = admin.admin(AdminCommand{"queue_delete", job.queue, {}, 0, 0}).has_value();
+  });
+  start.arrive_and_wait();
+  std::this_thread::sleep_for(skew);
+  auto accepted = producer.enqueue(job);
+  deleter.join();
+  EXPECT_TRUE(accepted) << job.id << ": " << (accepted ? "" : accepted.error().message);
+  return deleted;
+}
+
 }  // namespace
 
 TEST(QueueDelete, AnEmptyQueueGoesAndAnyOtherIsRefusedWithItsCounts) {
@@ -80,18 +97,11 @@ TEST(QueueDelete, AJobEnqueuedBesideADeleteLeavesItsQueueRegistered) {
   std::mt19937 rng(7);
   int deleted = 0, unregistered = 0;
   for (int i = 0; i < 300; ++i) {
-    const auto skew = std::chrono::microseconds(rng() % 400);
-    std::latch start(2);
-    std::thread deleter([&] {
-      start.arrive_and_wait();
-      if (admin.admin(AdminCommand{"queue_delete", "racy", {}, 0, 0})) ++deleted;
-    });
-    start.arrive_and_wait();
-    std::this_thread::sleep_for(skew);
     const std::string id = fmt::format("job-{}", i);
-    auto accepted = producer.enqueue({"racy", "t", "", id, Client::in_ms(3'600'000), 3});
-    deleter.join();
-    ASSERT_TRUE(accepted) << accepted.error().message;
+    if (delete_beside_enqueue(admin, producer, {"racy", "t", "", id, Client::in_ms(3'600'000), 3},
+                              std::chrono::microseconds(rng() % 400)))
+      ++deleted;
+    ASSERT_FALSE(::testing::Test::HasFailure());
     if (cluster.redis().cli("SISMEMBER dueq:{leader}:queues racy") != "1") ++unregistered;
     // Empty again (a cancelled id is no job) for the next round.
     ASSERT_EQ(run_dueq(cluster.endpoint(), "cancel --queue racy " + id).code, 0);
@@ -156,17 +166,10 @@ TEST(QueueDelete, ADelayedJobEnqueuedBesideADeleteRunsWhenDue) {
   std::mt19937 rng(11);
   int deleted = 0;
   for (int i = 0; i < 60; ++i) {
-    const auto skew = std::chrono::microseconds(rng() % 400);
-    std::latch start(2);
-    std::thread deleter([&] {
-      start.arrive_and_wait();
-      if (admin.admin(AdminCommand{"queue_delete", "racy", {}, 0, 0})) ++deleted;
-    });
-    start.arrive_and_wait();
-    std::this_thread::sleep_for(skew);
     const std::string id = fmt::format("soon-{}", i);
-    ASSERT_TRUE(producer.enqueue({"racy", "t", "", id, Client::in_ms(30), 3}));
-    deleter.join();
+    if (delete_beside_enqueue(admin, producer, {"racy", "t", "", id, Client::in_ms(30), 3}, std::chrono::microseconds(rng() % 400)))
+      ++deleted;
+    ASSERT_FALSE(::testing::Test::HasFailure());
     ASSERT_TRUE(eventually([&] { return lines_of(read_file(runs)).contains(id); }, 10s)) << id << " never ran";
   }
   std::printf("[ race     ] 60 delayed enqueues beside a delete: %d deletes landed\n", deleted);
