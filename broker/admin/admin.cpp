@@ -103,7 +103,9 @@ void Admin::run() {
       std::unique_lock lock(thread_.mutex());
       // Requests first; between them, a page of a running bulk action when
       // its rate allows (and a look for new ones every second).
-      const int64_t idle_ms = std::max<int64_t>(0, next_bulk_ms_ - clock_.steady_ms());
+      // Redis is asked only while an action may run: once at start (one a
+      // deposed leader left), then after each `bulk` until none runs.
+      const int64_t idle_ms = bulk_may_run_ ? std::max<int64_t>(0, next_bulk_ms_ - clock_.steady_ms()) : INT32_MAX;
       if (!thread_.wait_for(lock, std::chrono::milliseconds(idle_ms), [&] { return !requests_.empty(); })) return;
       if (requests_.empty()) {
         lock.unlock();
@@ -138,7 +140,10 @@ void Admin::bulk_step() {
       redis_.disconnect();
       return;
     }
-    if (!*action) return;
+    if (!*action) {
+      bulk_may_run_ = false;
+      return;
+    }
     const size_t page = (*action)->rate > 0 ? std::min<size_t>(kPage, static_cast<size_t>((*action)->rate)) : kPage;
     AdminEffects effects;
     if (auto ok = run_bulk_page(redis_, config_, **action, clock_.wall_ms(), page, effects); !ok) {
@@ -223,6 +228,7 @@ Admin::Answer Admin::handle(const Peer& peer, const Request& request) {
     answer.resumed_queues = std::move(effects.resumed_queues);
     answer.cron_put = std::move(effects.cron_put);
     answer.cron_removed = std::move(effects.cron_removed);
+    if (admin.op == "bulk") bulk_may_run_ = true;
     if (reply) {
       reply->request_id = admin.request_id;
       answer.frame = std::move(*reply);

@@ -112,6 +112,7 @@ class Admin {
   size_t local_waiting_ = 0;  // guarded by thread_.mutex()
   LogLimiter failure_log_{10'000, 1, 1};  // admin thread only
   int64_t next_bulk_ms_ = 0;              // admin thread only: steady ms of the next bulk page
+  bool bulk_may_run_ = true;              // admin thread only: a bulk action may be running
 
   std::set<std::pair<std::string, uint64_t>> in_progress_;  // event loop only: (routing id, request id)
   std::map<std::string, size_t> waiting_by_requester_;      // event loop only: requests not yet answered
