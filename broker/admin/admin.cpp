@@ -141,7 +141,10 @@ void Admin::bulk_step() {
       return;
     }
     if (!*action) {
+      // Nothing to carry on: the connection is let go, so that no request
+      // later meets one to a master that died while it sat idle.
       bulk_may_run_ = false;
+      redis_.disconnect();
       return;
     }
     const size_t page = (*action)->rate > 0 ? std::min<size_t>(kPage, static_cast<size_t>((*action)->rate)) : kPage;
