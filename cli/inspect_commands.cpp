@@ -35,7 +35,8 @@ int stats(Client& client, bool json) {
                      {"done", q.done}, {"dead", q.dead}, {"accepted", q.accepted}, {"retried", q.retried},
                      {"stale_acks", q.stale_acks}, {"next_due_ms", q.next_due_ms},
                      {"oldest_ready_due_ms", q.oldest_ready_due_ms}, {"paused_since_ms", q.paused_since_ms},
-                     {"rate_limit", q.rate_limit}, {"rate_burst", q.rate_burst}, {"concurrency_limit", q.concurrency_limit}});
+                     {"rate_limit", q.rate_limit}, {"rate_burst", q.rate_burst}, {"concurrency_limit", q.concurrency_limit},
+                     {"history_kept", q.history_kept}, {"history_trimmed", q.history_trimmed}});
     fmt::print("{}\n", dump_json(out));
     return 0;
   }
@@ -61,12 +62,15 @@ void print_job(const JobDocument& job) {
   if (job.attempt || job.max_attempts)
     fmt::print("attempt:      {} of {}\n", job.attempt.value_or(0), job.max_attempts ? std::to_string(*job.max_attempts) : "?");
   if (job.created_ms) fmt::print("created:      {}\n", format_time(*job.created_ms));
+  if (job.started_ms) fmt::print("started:      {}\n", format_time(*job.started_ms));
+  if (!job.worker.empty()) fmt::print("worker:       {}\n", loggable(job.worker, 256));
   if (job.finished_ms) fmt::print("finished:     {}\n", format_time(*job.finished_ms));
   if (job.cancel_requested) fmt::print("cancelling:   asked; its worker was told to stop\n");
   if (job.record_kept || !job.last_error.empty())
     fmt::print("last error:   {}\n", job.last_error.empty() ? "-" : loggable(job.last_error, 4096));
   if (!job.record_kept && (job.state == "done" || job.state == "cancelled"))
-    fmt::print("(its type, payload and attempts were deleted when it finished; the id stays for done_retention)\n");
+    fmt::print("(its type, payload and attempts are no longer kept: past the queue's history_retention or history_max; "
+               "the id stays for done_retention)\n");
   if (!job.also_in.empty())
     fmt::print("also in:      {} (ids are unique per queue: --queue picks one)\n", loggable(fmt::format("{}", fmt::join(job.also_in, ", "))));
   if (!job.errors.empty()) fmt::print("errors:\n");

@@ -141,6 +141,8 @@ JobDocument job_document(const std::map<std::string, std::string>& f) {
   job.run_at_ms = number(f, "r");
   job.created_ms = number(f, "c");
   job.lease_deadline_ms = number(f, "l");
+  job.started_ms = number(f, "st");
+  job.worker = text(f, "w");
   job.finished_ms = number(f, "f");
   if (!job.finished_ms) job.finished_ms = number(f, "died_ms");
   job.attempt = number(f, "a");
@@ -186,6 +188,9 @@ nlohmann::json job_to_json(const JobDocument& job) {
            {"created_ms", optional_number(job.created_ms)},
            {"lease_deadline", optional_time(job.lease_deadline_ms)},
            {"lease_deadline_ms", optional_number(job.lease_deadline_ms)},
+           {"started", optional_time(job.started_ms)},
+           {"started_ms", optional_number(job.started_ms)},
+           {"worker", job.worker.empty() ? json(nullptr) : bytes_json(job.worker)},
            {"finished", optional_time(job.finished_ms)},
            {"finished_ms", optional_number(job.finished_ms)},
            {"attempt", optional_number(job.attempt)},

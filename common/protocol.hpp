@@ -348,10 +348,13 @@ struct QueueStats {
   double rate_limit = 0;            // jobs started per second at most; 0 = none
   int64_t rate_burst = 0;           // with a rate limit: jobs started at once after a quiet spell
   int64_t concurrency_limit = 0;    // jobs leased at once across all workers at most; 0 = none
+  // Appended in 0.6 (absent from older brokers' replies: read as 0).
+  int64_t history_kept = 0;         // finished jobs whose document is kept (history_retention)
+  int64_t history_trimmed = 0;      // kept documents trimmed by age or count, ever
   static constexpr size_t kFieldsBefore02 = 12;
   DUEQ_FIELDS_SINCE(kFieldsBefore02, queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks,
                     next_due_ms, cancelled, purged, died, unconfirmed, replayed, stale_extends, oldest_ready_due_ms,
-                    paused_since_ms, rate_limit, rate_burst, concurrency_limit)
+                    paused_since_ms, rate_limit, rate_burst, concurrency_limit, history_kept, history_trimmed)
 };
 
 struct StatsReply {

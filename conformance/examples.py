@@ -61,7 +61,7 @@ EXAMPLES: list[tuple[int, str, list[tuple[str, Any]]]] = [
         ("accepted", 42), ("retried", 2), ("stale_acks", 0), ("next_due_ms", 1798761600000), ("cancelled", 0),
         ("purged", 0), ("died", 0), ("unconfirmed", 1), ("replayed", 0), ("stale_extends", 0),
         ("oldest_ready_due_ms", 0), ("paused_since_ms", 0), ("rate_limit", 0), ("rate_burst", 0),
-        ("concurrency_limit", 0)]]), ("workers", 2)]),
+        ("concurrency_limit", 0), ("history_kept", 0), ("history_trimmed", 0)]]), ("workers", 2)]),
     (14, "JOB_REQUEST", [("request_id", 9), ("id", "welcome-42"), ("queue", "")]),
     (15, "JOB_REPLY", [("request_id", 9), ("found", True),
                        ("fields", {"d": "1798761600000", "id": "welcome-42", "queue": "mail", "s": "scheduled"})]),

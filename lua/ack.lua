@@ -16,11 +16,17 @@
   KEYS[9]  done              zset  id -> finished ms
   KEYS[10] started           set   leased ids whose start the broker recorded
   KEYS[11] unconfirmed       hash  id -> deliveries that ended unstarted
+  KEYS[12] history           hash  id -> finished job's entry (lib/history.lua)
 
   ARGV[1]  now ms
   ARGV[2]  retention seconds for the done entry (0 = keep none)
-  ARGV[3]  N (1..5000)
-  ARGV[4+2i], ARGV[5+2i]  id, token
+  ARGV[3]  H: 1 keeps each done job's entry in the history hash (the queue
+           keeps history; its sweep trims it, so the retention must be > 0),
+           0 keeps none
+  ARGV[4]  N (1..5000)
+  ARGV[5+Si ..]  for job i, S = 4 values with H = 1, else 2: id, token, and
+           with H = 1 the ms its delivery started ("" when unknown) and the
+           worker that ran it
 
   Returns  array of N integers: 1 applied, 0 stale
   Errors   "ERR dueq bad-args <what>"
@@ -30,31 +36,53 @@
            the sender was deposed
 ]]
 --! include lib/fence.lua
+--! include lib/chunked.lua
+--! include lib/history.lua
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
-if not now or not retention or retention < 0 or not n or n < 1 or n > 5000 or #ARGV ~= 3 + 2 * n then
-  return redis.error_reply("ERR dueq bad-args ack: expected now, retention, N and N id/token pairs")
+local keep = ARGV[3] == "1"
+local n = tonumber(ARGV[4])
+local stride = keep and 4 or 2
+if not now or not retention or retention < 0 or (ARGV[3] ~= "0" and not keep) or (keep and retention == 0) or not n or n < 1 or n > 5000
+    or #ARGV ~= 4 + stride * n then
+  return redis.error_reply("ERR dueq bad-args ack: expected now, retention, history 0|1, N and N jobs of 2 values (4 with history)")
 end
 local ids = {}
-for i = 0, n - 1 do ids[i + 1] = ARGV[4 + 2 * i] end
+for i = 0, n - 1 do ids[i + 1] = ARGV[5 + stride * i] end
 -- A job has a token exactly while it is leased (every script that ends a
 -- lease deletes it), so the token alone proves the lease.
 local tokens = redis.call("HMGET", KEYS[4], unpack(ids))
 -- Appended through a counter: Lua 5.1's # is a search, and this runs per job.
-local out, finished, seen, done = {}, {}, {}, 0
+local out, finished, at, seen, done = {}, {}, {}, {}, 0
 for i = 1, n do
   local id = ids[i]
-  if tokens[i] == ARGV[3 + 2 * i] and not seen[id] then
+  if tokens[i] == ARGV[6 + stride * (i - 1)] and not seen[id] then
     seen[id] = true
     done = done + 1
     finished[done] = id
+    at[done] = i - 1
     out[i] = 1
   else
     out[i] = 0
   end
 end
+-- Read before the deletes below: what the history entries keep.
+local function keep_history()
+  local records = redis.call("HMGET", KEYS[3], unpack(finished))
+  local attempts, errors, logs = history_read(KEYS[5], finished), history_read(KEYS[6], finished),
+    history_read(KEYS[7], finished)
+  local entries = {}
+  for j = 1, done do
+    local b = 5 + stride * at[j]
+    entries[2 * j - 1] = finished[j]
+    entries[2 * j] = history_entry(records[j] or "", ARGV[b + 2], ARGV[b + 3], (tonumber(attempts[j]) or 0) + 1,
+      errors[j], logs[j])
+  end
+  call_in_chunks("HSET", KEYS[12], entries, 2000)
+end
+
 if done > 0 then
+  if keep then keep_history() end
   redis.call("ZREM", KEYS[1], unpack(finished))
   redis.call("HDEL", KEYS[3], unpack(finished))
   redis.call("HDEL", KEYS[4], unpack(finished))

@@ -23,11 +23,14 @@
   KEYS[12] error logs        hash
   KEYS[13] cancel requested  set
   KEYS[14] unconfirmed       hash  id -> deliveries that ended unstarted
+  KEYS[15] history           hash  id -> finished job's entry (lib/history.lua)
 
   ARGV[1]  now ms
   ARGV[2]  job id
   ARGV[3]  retention seconds for the cancelled entry (0 = keep none)
   ARGV[4]  the job's schedule partition (0..32767 in plain decimal)
+  ARGV[5]  H: 1 keeps a job cancelled here in the history hash (the queue
+           keeps history; the retention must be > 0), 0 keeps none
 
   Returns  {status, token}: status 1 cancelled, 2 cancel requested (leased;
            token = the delivery to stop, as stored), 0 not found, -1
@@ -41,11 +44,13 @@
 --! include lib/fence.lua
 --! include lib/partition.lua
 --! include lib/schedule_filter.lua
+--! include lib/history.lua
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[3])
-if not now or not retention or retention < 0 or not ARGV[2] or ARGV[2] == "" or #ARGV ~= 4
-    or not is_partition(ARGV[4]) then
-  return redis.error_reply("ERR dueq bad-args cancel: expected now, id, retention and partition")
+local keep = ARGV[5] == "1"
+if not now or not retention or retention < 0 or not ARGV[2] or ARGV[2] == "" or #ARGV ~= 5
+    or not is_partition(ARGV[4]) or (ARGV[5] ~= "0" and not keep) or (keep and retention == 0) then
+  return redis.error_reply("ERR dueq bad-args cancel: expected now, id, retention, partition and history 0|1")
 end
 local id = ARGV[2]
 if redis.call("ZSCORE", KEYS[3], id) then
@@ -54,7 +59,9 @@ if redis.call("ZSCORE", KEYS[3], id) then
   return {2, redis.call("HGET", KEYS[9], id) or "0"}
 end
 local key = KEYS[1] .. ":" .. ARGV[4]
+local record = nil
 if redis.call("ZREM", key, id) == 1 then
+  record = redis.call("HGET", key .. ":jobs", id)
   redis.call("HDEL", key .. ":jobs", id)
   local slots = filter_slots()
   filter_slot_add(slots, ARGV[4], id)
@@ -67,6 +74,11 @@ elseif redis.call("ZREM", KEYS[2], id) == 0 then
     if redis.call("ZSCORE", KEYS[k], id) then return {-1, 0} end
   end
   return {0, 0}
+end
+if keep then
+  -- Never ran now; the attempts hash counts the deliveries that failed.
+  redis.call("HSET", KEYS[15], id, history_entry(record or redis.call("HGET", KEYS[8], id) or "", "", "",
+    tonumber(redis.call("HGET", KEYS[10], id)) or 0, redis.call("HGET", KEYS[11], id), redis.call("HGET", KEYS[12], id)))
 end
 for k = 8, 12 do redis.call("HDEL", KEYS[k], id) end
 redis.call("HDEL", KEYS[14], id)

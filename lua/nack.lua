@@ -26,6 +26,7 @@
   KEYS[13] started           set   leased ids whose start the broker recorded
   KEYS[14] unconfirmed       hash  id -> deliveries that ended unstarted (the
                                     next worker must announce the start)
+  KEYS[15] history           hash  id -> finished job's entry (lib/history.lua)
 
   ARGV[1]  now ms
   ARGV[2]  backoff base ms (>= 0), unless the job has its own
@@ -56,6 +57,10 @@
                  (a draining worker handing back a job it never started);
            mode "cancel": the handler stopped because the job was cancelled
   ARGV[6+6N+i] for job i: jitter in [0, 1], drawn by the broker
+  ARGV[6+7N]  H: 1 keeps a job that ends cancelled in the history hash (the
+           queue keeps history and the retention is > 0), 0 keeps none
+  ARGV[7+7N+i] with H = 1, for job i: the ms its delivery started ("" when
+           unknown)
 
   Returns  flat array, 2 values per job: status, due ms
            status 0 stale, 1 retried (due ms = when), 2 dead (due ms = 0),
@@ -71,14 +76,17 @@
 --! include lib/schedule_put.lua
 --! include lib/schedule_filter.lua
 --! include lib/lost_delivery.lua
+--! include lib/history.lua
 local now = tonumber(ARGV[1])
 local base = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local retention = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
+local keep = n and ARGV[6 + 7 * n] == "1"
 if not now or not base or base < 0 or not cap or cap < base or not retention or retention < 0
-    or not n or n < 1 or n > 5000 or #ARGV ~= 5 + 7 * n then
-  return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, 6 values per job and N jitters")
+    or not n or n < 1 or n > 5000 or (ARGV[6 + 7 * n] ~= "0" and not keep) or (keep and retention == 0)
+    or #ARGV ~= 6 + (keep and 8 or 7) * n then
+  return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, 6 values per job, N jitters, history 0|1 (and N starts)")
 end
 local modes = {retry = true, now = true, lost = true, lost_beside = true, shared = true, dead = true, ["return"] = true,
                cancel = true}
@@ -119,6 +127,10 @@ for i = 0, n - 1 do
     if mode == "lost_beside" then unstarted = unstarted_delivery(KEYS[14], id, false, started and 2 or nil) end
     if mode == "shared" then unstarted = unstarted_delivery(KEYS[14], id, false, 2) end
     if mode == "cancel" or redis.call("SREM", KEYS[11], id) == 1 then
+      if keep then
+        redis.call("HSET", KEYS[15], id, history_entry(record, ARGV[7 + 7 * n + i], worker, attempt,
+          redis.call("HGET", KEYS[9], id), redis.call("HGET", KEYS[10], id)))
+      end
       for k = 6, 10 do redis.call("HDEL", KEYS[k], id) end
       redis.call("HDEL", KEYS[14], id)
       if retention > 0 then redis.call("ZADD", KEYS[12], now, id) end

@@ -21,10 +21,13 @@
   KEYS[11] cancelled         zset  id -> finished ms
   KEYS[12] started           set   leased ids whose start the broker recorded
   KEYS[13] unconfirmed       hash  id -> deliveries that ended unstarted
+  KEYS[14] history           hash  id -> finished job's entry (lib/history.lua)
 
   ARGV[1]  now ms
   ARGV[2]  limit (1..5000)
   ARGV[3]  retention seconds for a cancelled entry (0 = keep none)
+  ARGV[4]  H: 1 keeps a job that ends cancelled in the history hash (the
+           queue keeps history; the retention must be > 0), 0 keeps none
 
   Returns  {requeued, dead, next_deadline, not_counted}: next_deadline is
            the earliest lease deadline left, or -1 when nothing is leased;
@@ -38,11 +41,14 @@
 --! include lib/fence.lua
 --! include lib/lost_delivery.lua
 --! include lib/encoding_pin.lua
+--! include lib/history.lua
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local retention = tonumber(ARGV[3])
-if not now or not limit or limit < 1 or limit > 5000 or not retention or retention < 0 or #ARGV ~= 3 then
-  return redis.error_reply("ERR dueq bad-args reclaim: expected now, a limit of 1..5000 and a retention")
+local keep = ARGV[4] == "1"
+if not now or not limit or limit < 1 or limit > 5000 or not retention or retention < 0 or #ARGV ~= 4
+    or (ARGV[4] ~= "0" and not keep) or (keep and retention == 0) then
+  return redis.error_reply("ERR dueq bad-args reclaim: expected now, a limit of 1..5000, a retention and history 0|1")
 end
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
 local requeued, dead, cancelled, not_counted = 0, 0, 0, 0
@@ -56,6 +62,11 @@ for _, id in ipairs(ids) do
   local started = redis.call("SREM", KEYS[12], id) == 1
   local unstarted = nil
   if record and redis.call("SREM", KEYS[10], id) == 1 then
+    if keep then
+      -- Its worker is not known here, nor when the delivery started.
+      redis.call("HSET", KEYS[14], id, history_entry(record, "", "", (tonumber(redis.call("HGET", KEYS[7], id)) or 0) + 1,
+        redis.call("HGET", KEYS[8], id), redis.call("HGET", KEYS[9], id)))
+    end
     for k = 5, 9 do redis.call("HDEL", KEYS[k], id) end
     redis.call("HDEL", KEYS[13], id)
     if retention > 0 then redis.call("ZADD", KEYS[11], now, id) end

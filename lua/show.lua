@@ -17,15 +17,18 @@
   KEYS[9]  errors            hash
   KEYS[10] error logs        hash
   KEYS[11] cancel requested  set
+  KEYS[12] history           hash  id -> finished job's entry (lib/history.lua)
 
   ARGV[1]  job id
   ARGV[2]  its schedule partition (0..32767 in plain decimal)
 
   Returns  {state, score, record, attempts (a running delivery included), error, error log,
-            cancel requested}; state is one of scheduled, ready, leased,
-           dead, done, cancelled, or "" when the job is unknown; score is
-           the state set's score (due, lease deadline or finished ms);
-           missing values are ""
+            cancel requested, started ms, worker}; state is one of
+           scheduled, ready, leased, dead, done, cancelled, or "" when the
+           job is unknown; score is the state set's score (due, lease
+           deadline or finished ms); a done or cancelled job's record,
+           attempts, errors, start and worker come from its history entry
+           while it is kept; missing values are ""
   Errors   "ERR dueq bad-args <what>"
 ]]
 --! include lib/partition.lua
@@ -50,8 +53,18 @@ else
   end
   record = get(7)
 end
+if state == "done" or state == "cancelled" then
+  local entry = redis.call("HGET", KEYS[12], id)
+  local ok, kept, started, worker, attempt, last_error, error_log = false
+  if entry then ok, kept, started, worker, attempt, last_error, error_log = pcall(cmsgpack.unpack, entry) end
+  if ok and type(kept) == "string" then
+    return {state, score, kept, tostring(attempt or ""), last_error or "", error_log or "", "0", started or "",
+      worker or ""}
+  end
+  return {state, score, "", "", "", "", "0", "", ""}
+end
 -- The attempts hash counts failed deliveries; a running one is counted too.
 local attempts = tonumber(get(8)) or 0
 if state == "leased" then attempts = attempts + 1 end
 return {state, score, record, tostring(attempts), get(9), get(10),
-  tostring(redis.call("SISMEMBER", KEYS[11], id))}
+  tostring(redis.call("SISMEMBER", KEYS[11], id)), "", ""}

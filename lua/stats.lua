@@ -7,19 +7,23 @@
   KEYS[4]  dead        zset
   KEYS[5]  stats       hash  counters ("scheduled" = jobs in the schedule)
   KEYS[6]  paused      string ms when the queue was paused; absent while it runs
+  KEYS[7]  history     hash  id -> finished job's entry (lib/history.lua)
 
   ARGV     none
 
   Returns  {scheduled, waiting, in_flight, dead, next_due, accepted, done,
             retried, stale_acks, cancelled, purged, died, unconfirmed,
-            replayed, stale_extends, oldest_ready_due, paused_since}
+            replayed, stale_extends, oldest_ready_due, paused_since,
+            history_kept, history_trimmed}
            scheduled = in the schedule (due later, or due this instant and
            not yet promoted); waiting = ready, not leased; next_due = a
            lower bound of the earliest scheduled due ms, or -1; died =
            jobs that went to the dead-letter set ever; unconfirmed = of
            retried, deliveries that went back unstarted; oldest_ready_due =
            the due ms of the longest-waiting ready job, or -1;
-           paused_since = ms when `dueq pause` paused it, or 0
+           paused_since = ms when `dueq pause` paused it, or 0;
+           history_kept = finished jobs whose document is kept now;
+           history_trimmed = documents the sweep trimmed, ever
   Errors   "ERR dueq bad-args <what>"
 ]]
 --! include lib/encoding_pin.lua
@@ -31,8 +35,9 @@ local oldest = redis.call("ZRANGE", KEYS[2], 0, 0, "WITHSCORES")
 local oldest_ready_due = -1
 if oldest[2] then oldest_ready_due = tonumber(oldest[2]) end
 local c = redis.call("HMGET", KEYS[5], "scheduled", "accepted", "done", "retried", "stale_acks", "cancelled", "purged",
-  "dead", "unconfirmed", "replayed", "stale_extends")
+  "dead", "unconfirmed", "replayed", "stale_extends", "history_trimmed")
 return {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), count_leases(KEYS[3]), redis.call("ZCARD", KEYS[4]),
   next_due, tonumber(c[2] or 0), tonumber(c[3] or 0), tonumber(c[4] or 0), tonumber(c[5] or 0),
   tonumber(c[6] or 0), tonumber(c[7] or 0), tonumber(c[8] or 0), tonumber(c[9] or 0), tonumber(c[10] or 0),
-  tonumber(c[11] or 0), oldest_ready_due, tonumber(redis.call("GET", KEYS[6]) or "0")}
+  tonumber(c[11] or 0), oldest_ready_due, tonumber(redis.call("GET", KEYS[6]) or "0"), redis.call("HLEN", KEYS[7]),
+  tonumber(c[12] or 0)}

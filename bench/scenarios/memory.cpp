@@ -2,6 +2,7 @@
 
 #include "broker/store/redis_connection.hpp"
 
+#include <fstream>
 #include <thread>
 
 namespace dueq::bench {
@@ -10,7 +11,13 @@ using namespace dueq::testing;
 
 Figures memory(const Options& o, Json&) {
   const size_t n = o.smoke ? 5'000 : 1'000'000;
-  Cluster cluster;
+  const size_t finished = o.smoke ? 5'000 : 500'000;
+  // Queue "finished" keeps every finished job's document, so that its
+  // history hash can be weighed.
+  const auto config = std::filesystem::temp_directory_path() / fmt::format("dueq-bench-memory-{}.toml", ::getpid());
+  std::ofstream(config) << fmt::format("[queues.finished]\nhistory_max = {}\n", finished);
+  Cluster cluster({"--config", config.string()});
+  std::filesystem::remove(config);
   Figures f;
   // Baseline: the same number of 26-byte members in one plain sorted set, the
   // least any sorted-set schedule needs.
@@ -34,13 +41,19 @@ Figures memory(const Options& o, Json&) {
   f["baseline_zset_bytes_per_member"] = static_cast<double>(m1 - m0) / static_cast<double>(n);
   // A finished job leaves its id in the done set for done_retention (at most
   // done_max of them): what a sustained rate costs Redis.
-  const size_t finished = o.smoke ? 5'000 : 500'000;
   progress(fmt::format("memory: {} finished jobs kept as done ids", finished));
   enqueue_all(cluster.endpoint(), noop_jobs(finished, "finished", 0, 100), 2);
   start_workers(cluster, "finished", 2, 8);
   await([&] { return done_count(cluster, "finished") >= static_cast<int64_t>(finished); }, 300s);
   const std::string done_bytes = cluster.redis().cli("MEMORY USAGE 'dueq:{finished}:done' SAMPLES 0");
   f["bytes_per_done_job"] = std::stod(done_bytes.empty() ? "0" : done_bytes) / static_cast<double>(finished);
+  // ... and while history keeps its document, the history hash's entry:
+  // what it costs beyond its 100-byte payload.
+  const std::string history_bytes = cluster.redis().cli("MEMORY USAGE 'dueq:{finished}:history' SAMPLES 0");
+  const double kept = std::stod(cluster.redis().cli("HLEN 'dueq:{finished}:history'"));
+  f["history_bytes_per_job_beyond_payload"] =
+      kept > 0 ? std::stod(history_bytes.empty() ? "0" : history_bytes) / kept - 100.0 : 0.0;
+  f["history_kept"] = kept;
   return f;
 }
 

@@ -24,14 +24,16 @@ constexpr size_t kDeadListReplyBytes = size_t{4} << 20;
 
 namespace calls {
 
-Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s) {
+Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s, bool keep_history) {
   QueueKeys k(queue);
   return script_call(lua::ScriptId::cancel, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.stats, k.jobs,
-                                             k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested, k.unconfirmed})
+                                             k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested, k.unconfirmed,
+                                             k.history})
       .add(now_ms)
       .add(id)
       .add(retention_s)
-      .add(static_cast<int64_t>(schedule_partition(id)));
+      .add(static_cast<int64_t>(schedule_partition(id)))
+      .add(keep_history ? "1" : "0");
 }
 
 Result<CancelOutcome> parse_cancel(const redisReply* r) {
@@ -141,7 +143,8 @@ Result<proto::AdminReply> cancel_jobs(AdminContext& c, const proto::AdminRequest
       continue;
     }
     row["queue"] = *queue_name;
-    auto r = run(c, calls::cancel(*queue_name, c.now_ms, id, c.config.policy(*queue_name).done_retention_s));
+    auto r = run(c, calls::cancel(*queue_name, c.now_ms, id, c.config.policy(*queue_name).done_retention_s,
+                                  c.config.policy(*queue_name).keeps_history()));
     if (!r) return std::unexpected(r.error());
     auto outcome = calls::parse_cancel(r->get());
     if (!outcome) return std::unexpected(outcome.error());

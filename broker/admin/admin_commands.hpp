@@ -39,7 +39,10 @@ struct DeadListCursor {
 };
 
 namespace calls {
-Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s);
+// With `keep_history` a job cancelled at once keeps its document in the
+// queue's history hash (retention_s > 0).
+Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, int64_t retention_s,
+               bool keep_history = false);
 Result<CancelOutcome> parse_cancel(const redisReply* reply);
 // replay.lua / purge.lua: the ids they moved.
 Command replay(const std::string& queue, int64_t now_ms, const std::vector<std::string>& ids);

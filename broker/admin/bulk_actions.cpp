@@ -46,7 +46,8 @@ Result<int64_t> apply(RedisClient& redis, const BrokerConfig& config, const Bulk
   if (a.action == "cancel") {
     std::vector<Command> cancels;
     cancels.reserve(ids.size());
-    for (const auto& id : ids) cancels.push_back(calls::cancel(a.queue, now_ms, id, config.policy(a.queue).done_retention_s));
+    for (const auto& id : ids) cancels.push_back(calls::cancel(a.queue, now_ms, id, config.policy(a.queue).done_retention_s,
+                                                                  config.policy(a.queue).keeps_history()));
     auto replies = redis.pipeline(std::move(cancels));
     if (!replies) return std::unexpected(replies.error());
     int64_t changed = 0;

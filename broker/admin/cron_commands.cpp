@@ -70,7 +70,8 @@ Result<int64_t> retire(AdminContext& c, const CronEntry& entry) {
   for (auto tick = entry.schedule.next_after(c.now_ms); tick && *tick <= last && steps < 1'000;
        tick = entry.schedule.next_after(*tick), ++steps) {
     auto done = c.redis.call(calls::cancel(entry.queue, c.now_ms, cron_tick_id(entry.name, *tick),
-                                           c.config.policy(entry.queue).done_retention_s));
+                                           c.config.policy(entry.queue).done_retention_s,
+                                           c.config.policy(entry.queue).keeps_history()));
     if (!done) return std::unexpected(done.error());
     auto outcome = calls::parse_cancel(done->get());
     if (outcome && outcome->status == CancelStatus::cancelled) ++cancelled;

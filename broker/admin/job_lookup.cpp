@@ -16,13 +16,13 @@ namespace calls {
 Command show(const std::string& queue, const std::string& id) {
   QueueKeys k(queue);
   return script_call(lua::ScriptId::show, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs,
-                                           k.attempts, k.errors, k.error_logs, k.cancel_requested})
+                                           k.attempts, k.errors, k.error_logs, k.cancel_requested, k.history})
       .add(id)
       .add(static_cast<int64_t>(schedule_partition(id)));
 }
 
 Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
-  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 7) return reply::bad(r, "show");
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 9) return reply::bad(r, "show");
   using reply::str;
   std::map<std::string, std::string> out;
   const std::string state = str(r->element[0]);
@@ -54,6 +54,8 @@ Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
   if (auto e = str(r->element[4]); !e.empty()) out["e"] = e;
   if (auto el = str(r->element[5]); !el.empty()) out["el"] = el;
   if (str(r->element[6]) == "1") out["cx"] = "1";
+  if (auto started = str(r->element[7]); !started.empty()) out["st"] = started;
+  if (auto worker = str(r->element[8]); !worker.empty()) out["w"] = worker;
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "broker/config/config.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
@@ -46,6 +47,9 @@ Result<int64_t> read_int(const toml::node& node, const std::string& key, int64_t
 }
 
 Result<void> read_policy(const toml::table& table, const std::string& prefix, QueuePolicy& policy) {
+  // Set here, history is checked against done_retention and done_max; left
+  // to its default (or to [defaults]), it is cut to fit them.
+  const bool history_set = table.contains("history_retention"), history_max_set = table.contains("history_max");
   for (const auto& [k, node] : table) {
     const std::string key(k.str());
     const std::string full = prefix + key;
@@ -73,6 +77,14 @@ Result<void> read_policy(const toml::table& table, const std::string& prefix, Qu
       auto v = read_duration(node, full, 1'000);
       if (!v) return std::unexpected(v.error());
       policy.duplicate_window_ms = *v;
+    } else if (key == "history_retention") {
+      auto v = read_duration(node, full, 0);
+      if (!v) return std::unexpected(v.error());
+      policy.history_retention_s = *v / 1000;
+    } else if (key == "history_max") {
+      auto v = read_int(node, full, 0, 1'000'000'000);
+      if (!v) return std::unexpected(v.error());
+      policy.history_max = *v;
     } else if (key == "max_backlog") {
       auto v = read_int(node, full, 0, INT64_MAX);
       if (!v) return std::unexpected(v.error());
@@ -96,12 +108,18 @@ Result<void> read_policy(const toml::table& table, const std::string& prefix, Qu
       policy.concurrency_limit = *v;
     } else {
       return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, "
-                           "duplicate_window, max_backlog, max_run_time, rate_limit, rate_burst, concurrency_limit)");
+                           "duplicate_window, history_retention, history_max, max_backlog, max_run_time, rate_limit, rate_burst, concurrency_limit)");
     }
   }
   if (policy.backoff_cap_ms < policy.backoff_base_ms) return bad_key(prefix + "backoff_cap", "must not be below backoff_base");
   if (policy.duplicate_window_ms > policy.done_retention_s * 1000)
     return bad_key(prefix + "duplicate_window", "must not be longer than done_retention (ids are kept that long at most)");
+  if (!history_set) policy.history_retention_s = std::min(policy.history_retention_s, policy.done_retention_s);
+  if (!history_max_set) policy.history_max = std::min(policy.history_max, policy.done_max);
+  if (policy.history_retention_s > policy.done_retention_s)
+    return bad_key(prefix + "history_retention", "must not be longer than done_retention (a document is kept with its id)");
+  if (policy.history_max > policy.done_max)
+    return bad_key(prefix + "history_max", "must not be above done_max (a document is kept with its id)");
   return {};
 }
 

@@ -23,6 +23,15 @@ struct QueuePolicy {
   // 118 B x rate x window (30 s at 100,000 jobs/s: 354 MB).
   int64_t done_max = 1'000'000;
   int64_t duplicate_window_ms = 30'000;
+  // How long and how many (of the done, and of the cancelled) finished
+  // jobs keep their whole document (payload, attempts, errors, start,
+  // worker) for `dueq job`, `dueq list` and the dashboard: `history_max`
+  // newest of each, none older than `history_retention` (0 = no history).
+  // Each costs its payload plus about 70 bytes of Redis beside the id
+  // above (docs/jobs.md); dead letters are kept apart and never trimmed.
+  int64_t history_retention_s = 3'600;
+  int64_t history_max = 1'000;
+  bool keeps_history() const { return history_retention_s > 0 && history_max > 0; }
   // The most unfinished jobs (scheduled + ready + leased) the queue holds;
   // new ones past it are answered overloaded (0 = no limit). The default,
   // about 2.3 GB of Redis at 234 bytes per delayed job, bounds what one

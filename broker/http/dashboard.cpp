@@ -169,7 +169,7 @@ std::string Dashboard::overview_json() const {
          {"failed", c.retried + c.died - c.unconfirmed}, {"cancelled", c.cancelled}, {"stale_results", c.stale_acks},
          {"oldest_ready_due_ms", c.oldest_ready_due_ms}, {"paused_since_ms", c.paused_since_ms},
          {"rate_limit", c.rate_limit}, {"rate_burst", c.rate_burst}, {"concurrency_limit", c.concurrency_limit},
-         {"history", std::move(history)}, {"workers", q.workers},
+         {"history_kept", c.history_kept}, {"history_trimmed", c.history_trimmed}, {"history", std::move(history)}, {"workers", q.workers},
          {"lateness", q.lateness.buckets()}, {"lateness_count", q.lateness.count()}, {"lateness_sum", q.lateness.sum()}});
   }
   return dump_json(out);

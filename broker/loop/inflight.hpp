@@ -3,6 +3,7 @@
 // authoritative lease (token + deadline); this table is what the broker needs
 // in memory: dispatch credit per worker, which worker holds what, and when a
 // lease needs extending.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -69,12 +70,14 @@ class InflightTable {
   }
 
   // Removes the entry when its token matches (a stale result leaves the
-  // current delivery's entry alone).
-  bool remove(const std::string& queue, const std::string& id, uint64_t token) {
+  // current delivery's entry alone); says when that delivery started (0:
+  // no entry removed).
+  int64_t remove(const std::string& queue, const std::string& id, uint64_t token) {
     auto it = jobs_.find(key(queue, id));
-    if (it == jobs_.end() || it->second.token != token) return false;
+    if (it == jobs_.end() || it->second.token != token) return 0;
+    const int64_t delivered_ms = std::max<int64_t>(it->second.delivered_ms, 1);
     erase(it);
-    return true;
+    return delivered_ms;
   }
 
   std::vector<InflightJob> take_held_by(const std::string& worker) {

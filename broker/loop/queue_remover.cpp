@@ -15,7 +15,7 @@ Command delete_queue(const std::string& queue) {
   return script_call(lua::ScriptId::delete_queue,
                      {k.schedule, k.legacy_scheduled, k.ready, k.leased, k.dead, k.stats, k.done, k.cancelled, k.jobs,
                       k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested, k.started, k.unconfirmed,
-                      k.paused, k.rate, k.cron, kQueuesKey})
+                      k.paused, k.rate, k.cron, k.history, kQueuesKey})
       .add(queue);
 }
 

@@ -15,21 +15,26 @@ constexpr size_t kRequeuePerRound = 500;  // lost workers' jobs returned per que
 
 namespace calls {
 
-Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<TokenRef>& items) {
+Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<AckItem>& items,
+            bool keep_history) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::ack, {k.leased, k.stats, k.jobs, k.tokens, k.attempts, k.errors,
-                                                  k.error_logs, k.cancel_requested, k.done, k.started, k.unconfirmed});
-  call.add(now_ms).add(retention_s).add(static_cast<int64_t>(items.size()));
-  for (const auto& item : items) call.add(item.id).add(token_text(item.token));
+                                                  k.error_logs, k.cancel_requested, k.done, k.started, k.unconfirmed,
+                                                  k.history});
+  call.add(now_ms).add(retention_s).add(keep_history ? "1" : "0").add(static_cast<int64_t>(items.size()));
+  for (const auto& item : items) {
+    call.add(item.id).add(token_text(item.token));
+    if (keep_history) call.add(item.started_ms > 0 ? std::to_string(item.started_ms) : std::string()).add(item.worker);
+  }
   return call;
 }
 
 Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
-             const std::vector<NackItem>& items) {
+             const std::vector<NackItem>& items, bool keep_history) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::nack, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens,
                                                    k.attempts, k.errors, k.error_logs, k.cancel_requested, k.cancelled,
-                                                   k.started, k.unconfirmed});
+                                                   k.started, k.unconfirmed, k.history});
   call.add(now_ms).add(base_ms).add(cap_ms).add(retention_s);
   call.add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) {
@@ -48,6 +53,9 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
     call.add(static_cast<int64_t>(schedule_partition(item.id))).add(item.worker);
   }
   for (const auto& item : items) call.add(fmt::format("{:.6f}", item.jitter));
+  call.add(keep_history ? "1" : "0");
+  if (keep_history)
+    for (const auto& item : items) call.add(item.started_ms > 0 ? std::to_string(item.started_ms) : std::string());
   return call;
 }
 
@@ -70,8 +78,8 @@ Result<std::vector<NackOutcome>> parse_nack(const redisReply* r) {
 void Results::on_results(const Peer& worker, std::vector<proto::JobResult>&& items) {
   for (auto& item : items) {
     // Credit comes back now; Redis decides (by token) whether it counts.
-    inflight_.remove(item.queue, item.id, item.token);
-    pending_.push_back(Pending{worker, std::move(item)});
+    const int64_t started_ms = inflight_.remove(item.queue, item.id, item.token);
+    pending_.push_back(Pending{worker, std::move(item), started_ms});
   }
 }
 
@@ -113,10 +121,10 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
   const int64_t now = clock_.wall_ms();
   Command call;
   if (ack) {
-    std::vector<TokenRef> items;
+    std::vector<AckItem> items;
     items.reserve(batch.size());
-    for (const auto& p : batch) items.push_back({p.result.id, p.result.token});
-    call = calls::ack(queue, now, policy.done_retention_s, items);
+    for (const auto& p : batch) items.push_back({p.result.id, p.result.token, p.started_ms, p.worker.routing_id});
+    call = calls::ack(queue, now, policy.done_retention_s, items, policy.keeps_history());
   } else {
     std::vector<NackItem> items;
     std::uniform_real_distribution<double> jitter(0.0, 1.0);
@@ -125,9 +133,11 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
       const auto mode = r.outcome == proto::Outcome::failed_final ? NackMode::dead
                         : r.outcome == proto::Outcome::cancelled  ? NackMode::cancel
                                                                                          : NackMode::retry;
-      items.push_back({r.id, r.token, mode, r.error.empty() ? "failed" : r.error, jitter(rng_), p.worker.routing_id});
+      items.push_back({r.id, r.token, mode, r.error.empty() ? "failed" : r.error, jitter(rng_), p.worker.routing_id,
+                       p.started_ms});
     }
-    call = calls::nack(queue, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, items);
+    call = calls::nack(queue, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, items,
+                       policy.keeps_history());
     // A retry due at once is ready when the round's lease runs.
     queues_.get(queue).ready_this_round = true;
   }
@@ -178,7 +188,8 @@ void Results::add_requeue_calls(Round& round) {
     std::vector<NackItem> chunk(std::make_move_iterator(items.begin()), std::make_move_iterator(items.begin() + take));
     items.erase(items.begin(), items.begin() + take);
     const auto& policy = config_.policy(name);
-    Command call = calls::nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, chunk);
+    Command call = calls::nack(name, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, chunk,
+                               policy.keeps_history());
     round.add(std::move(call), [this, name, chunk = std::move(chunk)](const redisReply* r) mutable {
                 if (r == nullptr) {
                   // Not known to be applied: again next round (a stale token makes a repeat harmless).

@@ -42,6 +42,16 @@ struct NackItem {
   std::string reason;
   double jitter = 0;  // [0, 1]
   std::string worker;  // the worker that held it, for the job's error log ("" when none is known)
+  int64_t started_ms = 0;  // when its delivery started, for its history entry (0: unknown)
+};
+
+// One job that ended done: its delivery, and what its history entry keeps
+// (lua/lib/history.lua) when its queue keeps history.
+struct AckItem {
+  std::string id;
+  uint64_t token = 0;
+  int64_t started_ms = 0;  // when its delivery started (0: unknown)
+  std::string worker;      // the worker that ran it
 };
 
 // lua/nack.lua's status of one job.
@@ -52,11 +62,14 @@ struct NackOutcome {
 };
 
 namespace calls {
-// ack.lua: one status per item, 1 applied, 0 stale.
-Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<TokenRef>& items);
-// nack.lua
+// ack.lua: one status per item, 1 applied, 0 stale. With `keep_history`
+// each job's document goes to the queue's history hash (retention_s > 0).
+Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<AckItem>& items,
+            bool keep_history = false);
+// nack.lua; with `keep_history` a job that ends cancelled keeps its
+// document in the queue's history hash (retention_s > 0).
 Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
-             const std::vector<NackItem>& items);
+             const std::vector<NackItem>& items, bool keep_history = false);
 Result<std::vector<NackOutcome>> parse_nack(const redisReply* reply);
 }  // namespace calls
 
@@ -82,6 +95,7 @@ class Results {
   struct Pending {
     Peer worker;
     proto::JobResult result;
+    int64_t started_ms = 0;  // when its delivery started (lease clock; 0: unknown)
   };
   void add_result_call(Round& round, const std::string& queue, bool ack, std::vector<Pending>&& batch);
   void add_requeue_calls(Round& round);

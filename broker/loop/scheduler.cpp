@@ -32,14 +32,15 @@ Result<PromoteOutcome> parse_promote(const redisReply* r) {
   return PromoteOutcome{(*values)[0], (*values)[1]};
 }
 
-Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s) {
+Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s, bool keep_history) {
   QueueKeys k(queue);
   return script_call(lua::ScriptId::reclaim, {k.leased, k.ready, k.dead, k.stats, k.jobs, k.tokens, k.attempts,
                                               k.errors, k.error_logs, k.cancel_requested, k.cancelled, k.started,
-                                              k.unconfirmed})
+                                              k.unconfirmed, k.history})
       .add(now_ms)
       .add(limit)
-      .add(retention_s);
+      .add(retention_s)
+      .add(keep_history ? "1" : "0");
 }
 
 Result<ReclaimOutcome> parse_reclaim(const redisReply* r) {
@@ -48,20 +49,24 @@ Result<ReclaimOutcome> parse_reclaim(const redisReply* r) {
   return ReclaimOutcome{(*values)[0], (*values)[1], (*values)[2], (*values)[3]};
 }
 
-Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms) {
+Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms,
+              int64_t history_cutoff_ms, int64_t history_max) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::sweep, {k.done, k.cancelled, k.stats})
+  return script_call(lua::ScriptId::sweep, {k.done, k.cancelled, k.stats, k.history})
       .add(cutoff_ms)
       .add(limit)
       .add(max_kept)
-      .add(std::max(cutoff_ms, window_start_ms));
+      .add(std::max(cutoff_ms, window_start_ms))
+      .add(std::max(cutoff_ms, history_cutoff_ms))
+      .add(std::clamp<int64_t>(history_max, 0, max_kept));
 }
 
 Result<SweepOutcome> parse_sweep(const redisReply* r) {
   auto values = reply::integers(r, "sweep");
   if (!values) return std::unexpected(values.error());
-  if (values->size() != 4) return reply::bad(r, "sweep");
-  return SweepOutcome{(*values)[0], (*values)[1], (*values)[2], (*values)[3]};
+  if (values->size() != 7) return reply::bad(r, "sweep");
+  const auto& v = *values;
+  return SweepOutcome{v[0], v[1], v[2], v[3], v[4], v[5], v[6] == 1};
 }
 
 Command align_leases(const std::string& queue, int64_t grace_ms, int limit) {
@@ -140,7 +145,8 @@ void Scheduler::add_reclaim(Round& round, const std::string& name, QueueState& q
   if (!at.inflight_expired)
     inflight_.expire(lease_now, [this](const InflightJob& job) { workers_.on_delivery_expired(job); });
   at.inflight_expired = true;
-  round.add(calls::reclaim(name, lease_now, config_.reclaim_batch, config_.policy(name).done_retention_s),
+  const auto& policy = config_.policy(name);
+  round.add(calls::reclaim(name, lease_now, config_.reclaim_batch, policy.done_retention_s, policy.keeps_history()),
             [this, name, lease_now](const redisReply* r) {
               if (r == nullptr) return;
               QueueState& q = queues_.get(name);
@@ -163,7 +169,11 @@ void Scheduler::add_sweep(Round& round, const std::string& name, QueueState& q, 
   q.next_sweep_ms = std::numeric_limits<int64_t>::max();
   const auto& policy = config_.policy(name);
   const int64_t now = at.wall_ms;
-  round.add(calls::sweep(name, now - policy.done_retention_s * 1000, kSweepLimit, policy.done_max, now - policy.duplicate_window_ms),
+  // A queue that keeps no history trims every entry left (it kept some
+  // before a restart with history turned off).
+  const int64_t history_cutoff = policy.keeps_history() ? now - policy.history_retention_s * 1000 : now;
+  round.add(calls::sweep(name, now - policy.done_retention_s * 1000, kSweepLimit, policy.done_max,
+                         now - policy.duplicate_window_ms, history_cutoff, policy.keeps_history() ? policy.history_max : 0),
             [this, name, steady_now, now](const redisReply* r) {
     QueueState* swept_queue = queues_.find(name);
     if (swept_queue == nullptr) return;  // deleted meanwhile
@@ -180,7 +190,21 @@ void Scheduler::add_sweep(Round& round, const std::string& name, QueueState& q, 
         spdlog::warn("queue '{}': {} finished ids forgotten before done_retention to stay within done_max ({} "
                      "more such sweeps not logged); a resent enqueue of one of them makes a new job",
                      name, swept->forgotten_early, *held_back);
+    if (swept->history_trimmed > 0) log_history_trim(name, swept->history_trimmed, steady_now);
   });
+}
+
+// One line per queue a minute at most, with every trim since the last.
+void Scheduler::log_history_trim(const std::string& name, int64_t trimmed, int64_t steady_now) {
+  int64_t& unlogged = history_trims_unlogged_[name];
+  unlogged += trimmed;
+  if (!history_log_.admit(name, steady_now)) return;
+  const auto& policy = config_.policy(name);
+  spdlog::info("queue '{}': {} finished jobs' documents trimmed from its history (history_retention {} s, "
+               "history_max {}); their ids stay for done_retention",
+               name, unlogged, policy.keeps_history() ? policy.history_retention_s : 0,
+               policy.keeps_history() ? policy.history_max : 0);
+  history_trims_unlogged_.erase(name);
 }
 
 // At once while a call hit its limit (more is past retention). Otherwise
@@ -189,11 +213,16 @@ void Scheduler::add_sweep(Round& round, const std::string& name, QueueState& q, 
 // within [kSweepIntervalMs, kIdleSweepMs]: 20,000 idle queues cost no
 // sweep a second each.
 int64_t Scheduler::ms_until_next_sweep(const std::string& name, const SweepOutcome& swept, int64_t wall_now_ms) const {
-  if (std::max(swept.done, swept.cancelled) == kSweepLimit) return 0;
+  if (std::max(swept.done, swept.cancelled) == kSweepLimit || swept.history_more) return 0;
   if (swept.earliest_finish_ms < 0) return kIdleSweepMs;
   const auto& policy = config_.policy(name);
-  const int64_t removable_at =
+  int64_t removable_at =
       swept.earliest_finish_ms + std::min(policy.done_retention_s * 1000, policy.duplicate_window_ms);
+  // A kept document goes at the end of its history_retention (history_max
+  // is applied as jobs finish: QueueState::sweep_soon).
+  if (swept.earliest_history_ms >= 0)
+    removable_at = std::min(removable_at, swept.earliest_history_ms +
+                                              (policy.keeps_history() ? policy.history_retention_s * 1000 : 0));
   return std::clamp(removable_at - wall_now_ms, kSweepIntervalMs, kIdleSweepMs);
 }
 

@@ -5,6 +5,7 @@
 // it) and removes done/cancelled ids past their retention (sweep.lua). Each
 // reply says when the next one is due, so the loop sleeps until exactly then.
 #include <span>
+#include <unordered_map>
 #include <string>
 
 #include "broker/config/config.hpp"
@@ -34,14 +35,23 @@ struct SweepOutcome {
   int64_t done = 0, cancelled = 0;  // ids removed
   int64_t forgotten_early = 0;      // of those, removed by done_max before their retention
   int64_t earliest_finish_ms = -1;  // of the ids left in either set; -1 when none is
+  int64_t history_trimmed = 0;       // history entries removed
+  int64_t earliest_history_ms = -1;  // finish of the earliest job whose history entry may be left; -1: none
+  bool history_more = false;         // a history trim stopped at the limit
 };
 
 namespace calls {
 Command promote(const std::string& queue, int64_t now_ms, int limit);
 Result<PromoteOutcome> parse_promote(const redisReply* reply);
-Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s);
+// With `keep_history` a job that ends cancelled keeps its document in the
+// queue's history hash (retention_s > 0).
+Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t retention_s, bool keep_history = false);
 Result<ReclaimOutcome> parse_reclaim(const redisReply* reply);
-Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms);
+// History entries of jobs finished before `history_cutoff_ms` (at least
+// `cutoff_ms`), or past the `history_max` newest of their set (0: no count
+// limit), are trimmed too.
+Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms,
+              int64_t history_cutoff_ms = 0, int64_t history_max = 0);
 Result<SweepOutcome> parse_sweep(const redisReply* reply);
 // align_leases.lua: [leases moved to the grace deadline]
 Command align_leases(const std::string& queue, int64_t grace_ms, int limit);
@@ -92,7 +102,11 @@ class Scheduler {
   InflightTable& inflight_;
   Workers& workers_;  // told of deliveries whose lease ran out
   RefusalBackoff& refusals_;
+  void log_history_trim(const std::string& name, int64_t trimmed, int64_t steady_now);
+
   LogLimiter forgotten_log_{60'000, 5, 1'000};
+  LogLimiter history_log_{60'000, 5, 1'000};
+  std::unordered_map<std::string, int64_t> history_trims_unlogged_;  // per queue, since its last line
   std::string cursor_;  // the queue the next round starts from
 };
 

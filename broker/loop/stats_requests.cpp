@@ -12,12 +12,12 @@ namespace calls {
 
 Command stats(const std::string& queue) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.paused});
+  return script_call(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.paused, k.history});
 }
 
 Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* r) {
   auto v = reply::integers(r, "stats");
-  if (!v || v->size() != 17) return reply::bad(r, "stats");
+  if (!v || v->size() != 19) return reply::bad(r, "stats");
   proto::QueueStats s;
   s.queue = queue;
   s.scheduled = (*v)[0];
@@ -37,6 +37,8 @@ Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply
   s.stale_extends = (*v)[14];
   s.oldest_ready_due_ms = std::max<int64_t>(0, (*v)[15]);
   s.paused_since_ms = (*v)[16];
+  s.history_kept = (*v)[17];
+  s.history_trimmed = (*v)[18];
   return s;
 }
 

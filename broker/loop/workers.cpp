@@ -301,12 +301,14 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
     // sent nothing more under its routing id until it heartbeats.
     if (!w->confirmed_receipt(job)) registry_.bar(routing_id);
     if (job.started && started == 1 && (job.alone || held.size() == 1)) {
-      results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::now, "worker died while running it", 0, routing_id});
+      results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::now, "worker died while running it", 0, routing_id,
+                                           job.delivered_ms});
       continue;
     }
     if (job.started) {
       results_.requeue(job.queue, NackItem{job.id, job.token, NackMode::shared,
-                                           "worker died while running it beside other jobs", 0, routing_id});
+                                           "worker died while running it beside other jobs", 0, routing_id,
+                                           job.delivered_ms});
       continue;
     }
     // Buffered, or started without the broker seeing it: no attempt, and its
@@ -314,7 +316,7 @@ void Workers::forget(const std::string& routing_id, const char* reason, int64_t 
     // recorded in Redis is charged only where the same rule names the job:
     // delivered to run alone, or the only job its worker held.
     results_.requeue(job.queue, NackItem{job.id, job.token, job.alone || held.size() == 1 ? NackMode::lost : NackMode::lost_beside,
-                                         "worker lost (no heartbeat)", 0, routing_id});
+                                         "worker lost (no heartbeat)", 0, routing_id, job.delivered_ms});
   }
   const std::vector<std::string> served = w->queues;
   registry_.remove(routing_id);

@@ -33,6 +33,7 @@ struct QueueKeys {
         dead(key(queue, "dead")),
         done(key(queue, "done")),
         cancelled(key(queue, "cancelled")),
+        history(key(queue, "history")),
         stats(key(queue, "stats")),
         jobs(key(queue, "jobs")),
         tokens(key(queue, "tokens")),
@@ -57,6 +58,7 @@ struct QueueKeys {
   std::string dead;              // zset id -> time of death ms
   std::string done;              // zset id -> finished ms, kept for the retention period
   std::string cancelled;         // zset id -> finished ms, kept for the retention period
+  std::string history;           // hash id -> a done or cancelled job's entry (lua/lib/history.lua), kept for history_retention
   std::string stats;             // hash of counters (and the token sequence)
   std::string jobs;              // hash id -> job record (broker/store/job_record.hpp) while not finished
   std::string tokens;            // hash id -> fencing token; present exactly while the job is leased

@@ -69,6 +69,9 @@ struct QueueStats {
   double rate_limit = 0;            // jobs started per second at most; 0 = none
   int64_t rate_burst = 0;
   int64_t concurrency_limit = 0;    // jobs running at once across all workers at most; 0 = none
+  // 0 from a broker older than 0.6:
+  int64_t history_kept = 0;         // finished jobs whose whole document is kept (history_retention)
+  int64_t history_trimmed = 0;      // kept documents removed by age or count, ever
 };
 
 // Every queue's counts, and how many workers the broker has registered

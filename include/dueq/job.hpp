@@ -30,8 +30,9 @@ struct JobDocument {
   std::string queue;
   // scheduled, ready, running, done, dead or cancelled.
   std::string state;
-  // What the stored record holds; a done or cancelled job's record is gone
-  // (its id is kept for the retention period), so these are then empty.
+  // What the stored record holds. A done or cancelled job keeps it while
+  // its queue's history does (history_retention, history_max); after that
+  // only its id is kept, for done_retention, and these are empty.
   bool record_kept = false;
   std::string type;
   std::optional<std::string> payload;       // absent in list rows (payload_bytes says its size)
@@ -40,6 +41,8 @@ struct JobDocument {
   std::optional<int64_t> run_at_ms;         // scheduled or ready: when it is due now (a retry's backoff included)
   std::optional<int64_t> created_ms;
   std::optional<int64_t> lease_deadline_ms; // running: when its lease runs out unless extended
+  std::optional<int64_t> started_ms;        // kept done or cancelled: when its last delivery started (broker clock)
+  std::string worker;                       // kept done or cancelled: the worker that ran it ("" when none did or it is not known)
   std::optional<int64_t> finished_ms;       // done, dead, cancelled
   std::optional<int64_t> attempt;           // attempts used, a running one included
   std::optional<int64_t> max_attempts;

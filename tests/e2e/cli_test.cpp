@@ -110,21 +110,34 @@ TEST(Cli, AFileIsSentSeveralBatchesAtATimeAndAFailureNamesEveryIdSent) {
   std::filesystem::remove_all(dir);
 }
 
-// A done job keeps its id and finish time only: `dueq job` shows those and
-// says so, instead of "attempt 0 of 0" and empty fields.
+// A done job shows its whole document while its queue's history keeps it
+// (who ran it, when it started); in a queue that keeps no history, only its
+// id and finish time, and `dueq job` says so instead of "attempt 0 of 0"
+// and empty fields.
 TEST(Cli, ADoneJobShowsWhatIsKnownOfIt) {
   Cluster cluster;
-  cluster.start_example_worker("q", 1, (cluster.dir() / "starts.txt").string());
+  const auto config = cluster.dir() / "broker.toml";
+  std::ofstream(config) << "[queues.bare]\nhistory_retention = \"0s\"\n";
+  cluster.start_broker({"--config", config.string()});
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "q", "--queue", "bare"});
   ASSERT_TRUE(cluster.wait_for_workers(1));
   ASSERT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue q --type noop --id finished").code, 0);
-  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("q"); return s && s->done == 1; }, std::chrono::seconds(10)));
-  auto shown = dueq_cli(cluster.endpoint(), "job finished");
+  ASSERT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue bare --type noop --id forgotten").code, 0);
+  ASSERT_TRUE(eventually([&] {
+    auto q = cluster.stats("q"), bare = cluster.stats("bare");
+    return q && q->done == 1 && bare && bare->done == 1;
+  }, std::chrono::seconds(10)));
+  auto kept = dueq_cli(cluster.endpoint(), "job finished");
+  EXPECT_EQ(kept.code, 0) << kept.out;
+  for (const char* line : {"state:        done", "type:         noop", "attempt:      1 of 5", "started:", "worker:", "finished:"})
+    EXPECT_NE(kept.out.find(line), std::string::npos) << line << "\n" << kept.out;
+  auto shown = dueq_cli(cluster.endpoint(), "job forgotten");
   EXPECT_EQ(shown.code, 0) << shown.out;
   EXPECT_NE(shown.out.find("state:        done"), std::string::npos) << shown.out;
   EXPECT_NE(shown.out.find("finished:"), std::string::npos) << shown.out;
   EXPECT_EQ(shown.out.find("attempt:"), std::string::npos) << shown.out;
-  EXPECT_NE(shown.out.find("deleted when it finished"), std::string::npos) << shown.out;
-  auto json = nlohmann::json::parse(dueq_cli(cluster.endpoint(), "job finished --json").out);
+  EXPECT_NE(shown.out.find("no longer kept"), std::string::npos) << shown.out;
+  auto json = nlohmann::json::parse(dueq_cli(cluster.endpoint(), "job forgotten --json").out);
   EXPECT_EQ(json["state"], "done");
   EXPECT_TRUE(json["attempt"].is_null()) << json.dump();
   EXPECT_GT(json["finished_ms"].get<int64_t>(), 0);

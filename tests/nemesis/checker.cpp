@@ -45,6 +45,8 @@ class Checking {
       check_late(job);
     }
     check_ticks();
+    // Every queue keeps the documents of its newest done jobs (history_max).
+    if (v_.done > 0 && v_.documents_kept == 0) wrong_run("no done job kept its document (history_retention, history_max)");
     check_settled(last_due_ms);
     check_counters();
     check_memory();
@@ -80,6 +82,7 @@ class Checking {
     }
     if (job.surely) found_++;
     else found_unknown_++;
+    check_kept_document(job, *end);
     const auto& runs = starts_[job.id];
     if (end->state == "done") {
       ++v_.done;
@@ -97,6 +100,18 @@ class Checking {
     } else {
       wrong(job.id, "UNFINISHED: still '" + end->state + "' after the run settled");
     }
+  }
+
+  // A finished job's kept document (its queue's history) is that job's: its
+  // type, and for a done job the attempt one of its starts had.
+  void check_kept_document(const AcceptedJob& job, const FinalState& end) {
+    if (end.type.empty() || (end.state != "done" && end.state != "cancelled")) return;
+    ++v_.documents_kept;
+    if (end.type != job.type) wrong(job.id, fmt::format("its kept document names type '{}', not '{}'", end.type, job.type));
+    if (end.state != "done") return;
+    const auto& runs = starts_[job.id];
+    if (std::none_of(runs.begin(), runs.end(), [&](const Start& s) { return static_cast<int64_t>(s.attempt) == end.attempt; }))
+      wrong(job.id, fmt::format("its kept document says attempt {}, which no start of it had", end.attempt));
   }
 
   // The fault that explains a start again between `before_us` and `after_us`
@@ -285,6 +300,7 @@ std::string Verdict::report() const {
                                 cancelled);
   if (dead_by_reason.empty()) out += " 0";
   for (const auto& [reason, n] : dead_by_reason) out += fmt::format(" [{}: {}]", reason, n);
+  out += fmt::format("; finished jobs whose document is kept {}", documents_kept);
   out += "\nstarted again, by cause:";
   if (duplicates_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : duplicates_by_cause) out += fmt::format(" {} {};", cause, n);

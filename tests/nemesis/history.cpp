@@ -113,9 +113,10 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     h.faults.push_back({*from, *to, f[2], f[3], *shift});
     return true;
   }) && each_line(dir / "final.tsv", error, [&](const std::vector<std::string>& f) {
-    auto finished = f.size() == 4 ? number(f[2]) : std::nullopt;
-    if (!finished) return false;
-    h.finals[f[0]] = FinalState{f[1], *finished, unhex(f[3])};
+    auto finished = f.size() == 6 ? number(f[2]) : std::nullopt;
+    auto attempt = f.size() == 6 ? number(f[5]) : std::nullopt;
+    if (!finished || !attempt) return false;
+    h.finals[f[0]] = FinalState{f[1], *finished, unhex(f[3]), unhex(f[4]), *attempt};
     return true;
   }) && each_line(dir / "ticks.tsv", error, [&](const std::vector<std::string>& f) {
     auto due = f.size() == 3 ? number(f[1]) : std::nullopt;

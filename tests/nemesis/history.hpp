@@ -14,9 +14,11 @@
 //                 a poison job too)
 //   starts-*.txt  each worker's starts: id attempt token start_us ...
 //                 (the example worker writes eight fields, the Python one five)
-//   final.tsv     id, state, finished ms (0: not finished), error (hex):
-//                 each job as the broker showed it after the run settled
-//                 (state "" when it was not found)
+//   final.tsv     id, state, finished ms (0: not finished), error (hex),
+//                 type (hex; "" when a finished job's document is no longer
+//                 kept), attempt (0: not known): each job as the broker
+//                 showed it after the run settled (state "" when it was not
+//                 found)
 //   ticks.tsv     id, due ms, "found" or "missing": each tick the run's
 //                 periodic entry could have enqueued (those found are in
 //                 accepted.tsv too)
@@ -62,6 +64,8 @@ struct FinalState {
   std::string state;  // done, dead, cancelled, ready, ..., or "" (not found)
   int64_t finished_ms = 0;
   std::string error;
+  std::string type;     // "" when not known (a finished job's document no longer kept)
+  int64_t attempt = 0;  // 0 when not known
 };
 
 struct Tick {

@@ -271,7 +271,8 @@ void record_finals(const std::filesystem::path& dir, const std::string& endpoint
       return;
     }
     std::map<std::string, std::string> f = fields->value_or(std::map<std::string, std::string>{});
-    out << job.id << '\t' << f["s"] << '\t' << (f["f"].empty() ? "0" : f["f"]) << '\t' << hex(f["e"]) << '\n';
+    out << job.id << '\t' << f["s"] << '\t' << (f["f"].empty() ? "0" : f["f"]) << '\t' << hex(f["e"]) << '\t'
+        << hex(f["t"]) << '\t' << (f["a"].empty() ? "0" : f["a"]) << '\n';
   }
 }
 

@@ -21,7 +21,7 @@ History healthy() {
   History h;
   h.accepted.push_back({"j1", "noop", kDue, 3, true, kDue - 5});
   h.starts.push_back({"j1", 1, 11, (kDue + 1'000) * 1000, "w0"});
-  h.finals["j1"] = {"done", kDue + 1'010, ""};
+  h.finals["j1"] = {"done", kDue + 1'010, "", "noop", 1};
   h.facts = {{"healed_ms", kDue}, {"settled_ms", kDue + 2'000}, {"audit", 0}, {"stats_done", 1}, {"stats_dead", 0},
              {"stats_cancelled", 0}, {"stats_accepted", 1}, {"stats_in_flight", 0}};
   return h;
@@ -45,6 +45,22 @@ TEST(NemesisChecker, AHealthyHistoryPasses) {
   EXPECT_TRUE(v.violations.empty()) << v.report();
   EXPECT_EQ(v.done, 1U);
   EXPECT_EQ(v.accepted, 1U);
+}
+
+// A done job's kept document must be its own: its type, and the attempt
+// of one of its starts; a run whose done jobs kept none fails.
+TEST(NemesisChecker, AKeptDocumentMustBeTheJobsOwn) {
+  History h = healthy();
+  h.finals["j1"].type = "sleep";
+  EXPECT_TRUE(says(check(h, Bounds{}), "j1: its kept document names type 'sleep', not 'noop'"));
+  h = healthy();
+  h.finals["j1"].attempt = 2;
+  EXPECT_TRUE(says(check(h, Bounds{}), "j1: its kept document says attempt 2"));
+  h = healthy();
+  h.finals["j1"].type = "";
+  const Verdict v = check(h, Bounds{});
+  EXPECT_TRUE(says(v, "run: no done job kept its document")) << v.report();
+  EXPECT_EQ(check(healthy(), Bounds{}).documents_kept, 1U);
 }
 
 // A periodic tick never enqueued is missed; a fault near the lookahead
@@ -237,7 +253,7 @@ TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
   testing::TempDir dir("nemesis-history");
   append_line(dir / "accepted.tsv", {"j\x01", "noop", "5", "3", "accepted", "4"});
   append_line(dir / "faults.tsv", {"1", "2", "clock", "broker0", "-300"});
-  append_line(dir / "final.tsv", {"j\x01", "dead", "7", hex("why\xff\n")});
+  append_line(dir / "final.tsv", {"j\x01", "dead", "7", hex("why\xff\n"), hex("fail"), "2"});
   append_line(dir / "facts.tsv", {"audit", "0"});
   append_line(dir / "starts-worker0.txt", {"j\x01 2 99 6000 5 4 123 -"});
   std::string error;
@@ -245,6 +261,8 @@ TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
   ASSERT_TRUE(h) << error;
   EXPECT_EQ(h->accepted.at(0).id, "j\x01");
   EXPECT_EQ(h->finals.at("j\x01").error, "why\xff\n");
+  EXPECT_EQ(h->finals.at("j\x01").type, "fail");
+  EXPECT_EQ(h->finals.at("j\x01").attempt, 2);
   EXPECT_EQ(h->starts.at(0).token, 99U);
   EXPECT_EQ(h->starts.at(0).worker, "starts-worker0.txt");
   EXPECT_EQ(h->fact("audit"), 0);

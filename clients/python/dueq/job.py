@@ -108,9 +108,10 @@ def job_document(fields: dict[str, str]) -> dict[str, Any]:
         "type": bytes_json(fields.get("t", "")) if kept else None,
         "payload": payload, "payload_bytes": payload_bytes,
     }
-    for name, key in (("due", "d"), ("run_at", "r"), ("created", "c"), ("lease_deadline", "l")):
+    for name, key in (("due", "d"), ("run_at", "r"), ("created", "c"), ("lease_deadline", "l"), ("started", "st")):
         ms = _number(fields, key)
         doc[name], doc[name + "_ms"] = iso_time(ms), ms
+    doc["worker"] = bytes_json(fields["w"]) if fields.get("w") else None
     doc["finished"], doc["finished_ms"] = iso_time(finished), finished
     doc.update({"attempt": _number(fields, "a"), "max_attempts": _number(fields, "m"),
                 "backoff_base_ms": _number(fields, "bb"), "backoff_cap_ms": _number(fields, "bc"),

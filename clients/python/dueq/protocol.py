@@ -280,7 +280,8 @@ def read_enqueue_reply(body: list[Any]) -> tuple[int, list[EnqueueResult], int]:
 
 STATS_FIELDS = ("queue", "scheduled", "waiting", "in_flight", "done", "dead", "accepted", "retried", "stale_acks",
                 "next_due_ms", "cancelled", "purged", "died", "unconfirmed", "replayed", "stale_extends",
-                "oldest_ready_due_ms", "paused_since_ms", "rate_limit", "rate_burst", "concurrency_limit")
+                "oldest_ready_due_ms", "paused_since_ms", "rate_limit", "rate_burst", "concurrency_limit",
+                "history_kept", "history_trimmed")
 
 
 @dataclass(frozen=True)
@@ -307,6 +308,8 @@ class QueueStats:
     rate_limit: float = 0.0
     rate_burst: int = 0
     concurrency_limit: int = 0
+    history_kept: int = 0
+    history_trimmed: int = 0
 
     @staticmethod
     def read(value: Any) -> "QueueStats":
