@@ -22,6 +22,7 @@
 #include "cli/output.hpp"
 #include "cli/top_command.hpp"
 #include "common/build_info.hpp"
+#include "common/clock.hpp"
 #include "common/curve.hpp"
 #include "common/duration.hpp"
 #include "common/ids.hpp"
@@ -80,7 +81,7 @@ struct Invocation {
   std::string keygen_base;
   CLI::App* keygen = nullptr;
   CLI::App *bulk = nullptr, *bulk_run = nullptr, *bulk_status = nullptr;
-  std::string bulk_action, bulk_queue, bulk_since, bulk_until, bulk_rate, bulk_id;
+  std::string bulk_action, bulk_queue, bulk_since, bulk_until, bulk_rate, bulk_id, bulk_at, bulk_in;
   std::map<std::string, std::string> bulk_args;
   bool bulk_dry_run = false, bulk_no_wait = false;
 };
@@ -218,13 +219,20 @@ void add_cron(CLI::App& app, Invocation& v) {
 }
 
 void add_bulk(CLI::App& app, Invocation& v) {
-  v.bulk = app.add_subcommand("bulk", "act on every job a filter selects: cancel, replay, purge; status")->group(kOperate);
+  v.bulk = app.add_subcommand("bulk", "act on every job a filter selects: cancel, replay, purge, run_now, reschedule; status")
+               ->group(kOperate);
   v.bulk->require_subcommand(1);
   auto* run = v.bulk_run = v.bulk->add_subcommand("run", "cancel scheduled or ready jobs, or replay or purge dead ones, that a "
                                                   "filter selects (as dueq list's); resumed by the next leader if the broker goes");
-  run->add_option("action", v.bulk_action, "cancel, replay or purge")->required()->check(CLI::IsMember({"cancel", "replay", "purge"}));
+  run->add_option("action", v.bulk_action, "cancel, replay, purge, run_now or reschedule")
+      ->required()
+      ->check(CLI::IsMember({"cancel", "replay", "purge", "run_now", "reschedule"}));
   run->add_option("queue", v.bulk_queue, "queue")->required();
-  run->add_option("--state", v.bulk_args["state"], "scheduled or ready (cancel), dead (replay, purge)")->required();
+  run->add_option("--state", v.bulk_args["state"],
+                  "scheduled or ready (cancel, reschedule), scheduled (run_now), dead (replay, purge)")
+      ->required();
+  run->add_option("--at", v.bulk_at, "reschedule: the new due time (RFC 3339, or Unix ms)");
+  run->add_option("--in", v.bulk_in, "reschedule: the new due time from now (e.g. 10m)");
   run->add_option("--type", v.bulk_args["type"], "only jobs of this type");
   run->add_option("--since", v.bulk_since, "from this time on (RFC 3339, or Unix ms), as dueq list");
   run->add_option("--until", v.bulk_until, "up to this time (RFC 3339, or Unix ms)");
@@ -306,6 +314,19 @@ std::string arguments_problem(Invocation& v) {
     auto ms = time_ms(*text);
     if (!ms) return fmt::format("{}: {}", flag, ms.error());
     (*args)[name] = std::to_string(*ms);
+  }
+  if (v.bulk_action == "reschedule" && v.bulk_at.empty() == v.bulk_in.empty())
+    return "bulk run reschedule needs the new due time: --at TIME or --in DURATION";
+  if (v.bulk_action != "reschedule" && (!v.bulk_at.empty() || !v.bulk_in.empty())) return "--at and --in are for reschedule";
+  if (!v.bulk_at.empty()) {
+    auto ms = time_ms(v.bulk_at);
+    if (!ms) return "--at: " + ms.error();
+    v.bulk_args["at_ms"] = std::to_string(*ms);
+  }
+  if (!v.bulk_in.empty()) {
+    auto ms = parse_duration_ms(v.bulk_in);
+    if (!ms) return "--in: " + ms.error().message;
+    v.bulk_args["at_ms"] = std::to_string(wall_ms() + *ms);
   }
   if (!v.bulk_rate.empty()) {
     std::string rate = v.bulk_rate;

@@ -88,6 +88,10 @@ void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues,
       q.maybe_ready = true;  // what waited while it was paused
     }
     for (const auto& name : answer.ready_queues) queues.get(name).maybe_ready = true;
+    for (const auto& [name, due_ms] : answer.earliest_due) {
+      QueueState& q = queues.get(name);
+      q.next_due_ms = earliest_known(q.next_due_ms, due_ms);
+    }
     for (auto& entry : answer.cron_put) cron.put(std::move(entry), 0);
     for (const auto& name : answer.cron_removed) cron.remove(name);
     if (answer.silent) continue;
@@ -157,10 +161,11 @@ void Admin::bulk_step() {
     }
     // At its rate: `page` jobs, then the time they take at that rate.
     next_bulk_ms_ = clock_.steady_ms() + ((*action)->rate > 0 ? static_cast<int64_t>(page) * 1000 / (*action)->rate : 0);
-    if (effects.ready_queues.empty()) return;
+    if (effects.ready_queues.empty() && effects.earliest_due.empty()) return;
     Answer answer;
     answer.silent = true;
     answer.ready_queues = std::move(effects.ready_queues);
+    answer.earliest_due = std::move(effects.earliest_due);
     {
       std::lock_guard lock(thread_.mutex());
       answers_.push_back(std::move(answer));
@@ -227,6 +232,7 @@ Admin::Answer Admin::handle(const Peer& peer, const Request& request) {
                                           : Result<proto::AdminReply>(fail(Errc::bad_argument, "unknown admin operation " + admin.op));
     answer.stop_running = std::move(effects.stop_running);
     answer.ready_queues = std::move(effects.ready_queues);
+    answer.earliest_due = std::move(effects.earliest_due);
     answer.paused_queues = std::move(effects.paused_queues);
     answer.resumed_queues = std::move(effects.resumed_queues);
     answer.cron_put = std::move(effects.cron_put);

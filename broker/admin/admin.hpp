@@ -82,6 +82,7 @@ class Admin {
     LocalDone local;  // a local request's: called instead of sending the frame
     std::vector<proto::JobRef> stop_running;  // cancelled while running: tell its worker
     std::vector<std::string> ready_queues;    // replayed into ready
+    std::map<std::string, int64_t> earliest_due;  // rescheduled: a queue's earliest new due ms
     std::vector<std::string> paused_queues;
     std::vector<std::string> resumed_queues;
     std::vector<CronEntry> cron_put;

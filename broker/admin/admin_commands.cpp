@@ -70,6 +70,16 @@ Command purge_call(const std::string& queue) {
 }
 }  // namespace
 
+Command reschedule(const std::string& queue, int64_t now_ms, int64_t due_ms, const std::vector<std::string>& ids) {
+  QueueKeys k(queue);
+  Command call = script_call(lua::ScriptId::reschedule, {k.schedule, k.ready, k.stats, k.jobs})
+                     .add(now_ms)
+                     .add(due_ms)
+                     .add(static_cast<int64_t>(ids.size()));
+  for (const auto& id : ids) call.add(id).add(static_cast<int64_t>(schedule_partition(id)));
+  return call;
+}
+
 Command replay(const std::string& queue, int64_t now_ms, const std::vector<std::string>& ids) {
   Command call = replay_call(queue).add(now_ms).add(static_cast<int64_t>(ids.size()));
   for (const auto& id : ids) call.add(id);

@@ -5,6 +5,7 @@
 // on its own connection; what the event loop must do afterwards (tell a
 // worker to stop a cancelled job, look at a queue's ready jobs) is left in
 // AdminEffects.
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,9 @@ Result<CancelOutcome> parse_cancel(const redisReply* reply);
 Command replay(const std::string& queue, int64_t now_ms, const std::vector<std::string>& ids);
 Command replay_oldest(const std::string& queue, int64_t now_ms, int limit);
 Command purge(const std::string& queue, const std::vector<std::string>& ids);
+// reschedule.lua: `ids` (at most 1,000) due at `due_ms`; one status per id,
+// 1 moved, 0 left alone (reply::integers).
+Command reschedule(const std::string& queue, int64_t now_ms, int64_t due_ms, const std::vector<std::string>& ids);
 Command purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit);
 // pause.lua: whether the call changed the queue's state, and since when it
 // is paused (0 while it runs).
@@ -65,6 +69,7 @@ Result<PauseOutcome> parse_pause(const redisReply* reply);
 struct AdminEffects {
   std::vector<proto::JobRef> stop_running;  // cancelled while running: tell its worker
   std::vector<std::string> ready_queues;    // replayed into ready
+  std::map<std::string, int64_t> earliest_due;  // rescheduled: a queue's earliest new due ms (wall)
   std::vector<std::string> paused_queues;
   std::vector<std::string> resumed_queues;
   std::vector<CronEntry> cron_put;  // added or replaced: ticks start after now

@@ -16,20 +16,53 @@ namespace dueq::broker {
 
 namespace {
 
+constexpr int64_t kMaxDueMs = 253'402'300'799'999;  // 9999-12-31T23:59:59.999Z, exact in a Lua number
+
 const std::set<std::string, std::less<>> kFilterArgs{"state", "type", "since", "until", "error", "id_prefix"};
-const std::set<std::string, std::less<>> kBulkArgs{"action", "rate", "dry_run", "state", "type", "since", "until", "error", "id_prefix"};
+const std::set<std::string, std::less<>> kBulkArgs{"action", "rate", "dry_run", "at_ms", "state", "type", "since", "until",
+                                                    "error", "id_prefix"};
 
 Result<void> check_action(const std::string& action, const ListFilter& f) {
-  if (action == "cancel") {
+  if (action == "cancel" || action == "reschedule") {
     if (f.state != "scheduled" && f.state != "ready")
-      return fail(Errc::bad_argument, "cancel takes --state scheduled or ready (a running job: dueq cancel ID)");
+      return fail(Errc::bad_argument, action + " takes --state scheduled or ready (a running job: dueq cancel ID)");
+    return {};
+  }
+  if (action == "run_now") {
+    if (f.state != "scheduled") return fail(Errc::bad_argument, "run_now takes --state scheduled");
     return {};
   }
   if (action == "replay" || action == "purge") {
     if (f.state != "dead") return fail(Errc::bad_argument, action + " takes --state dead");
     return {};
   }
-  return fail(Errc::bad_argument, "action: one of cancel, replay, purge");
+  return fail(Errc::bad_argument, "action: one of cancel, replay, purge, run_now, reschedule");
+}
+
+// An integer argument in lo..hi; nullopt when absent.
+Result<std::optional<int64_t>> integer_arg(const proto::AdminRequest& request, const char* name, int64_t lo, int64_t hi) {
+  const auto it = request.args.find(name);
+  if (it == request.args.end()) return std::nullopt;
+  const std::string& t = it->second;
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || ec != std::errc() || end != t.data() + t.size() || v < lo || v > hi)
+    return fail(Errc::bad_argument, fmt::format("{}: a whole number in {}..{}", name, lo, hi));
+  return v;
+}
+
+// The action's rate (jobs a second) and, for reschedule, its new due time.
+Result<void> read_numbers(const proto::AdminRequest& request, BulkAction& a) {
+  auto rate = integer_arg(request, "rate", 1, kMaxBulkRate);
+  if (!rate) return fail(Errc::bad_argument, fmt::format("rate: jobs per second, 1..{}", kMaxBulkRate));
+  a.rate = rate->value_or(0);
+  auto at = integer_arg(request, "at_ms", 0, kMaxDueMs);
+  if (!at) return std::unexpected(at.error());
+  if (a.action == "reschedule" && !*at)
+    return fail(Errc::bad_argument, "reschedule takes at_ms: the new due time, ms since the epoch (0..year 9999)");
+  if (a.action != "reschedule" && *at) return fail(Errc::bad_argument, "at_ms: for reschedule only");
+  a.due_ms = at->value_or(0);
+  return {};
 }
 
 Result<ReplyPtr> fenced(RedisClient& redis, Command call) {
@@ -59,6 +92,14 @@ Result<int64_t> apply(RedisClient& redis, const BrokerConfig& config, const Bulk
     }
     return changed;
   }
+  if (a.action == "run_now" || a.action == "reschedule") {
+    const int64_t due_ms = a.action == "run_now" ? now_ms : a.due_ms;
+    auto r = fenced(redis, calls::reschedule(a.queue, now_ms, due_ms, ids));
+    if (!r) return std::unexpected(r.error());
+    auto moved = reply::integers(r->get(), "reschedule");
+    if (!moved) return std::unexpected(moved.error());
+    return static_cast<int64_t>(std::count(moved->begin(), moved->end(), int64_t{1}));
+  }
   auto r = fenced(redis, a.action == "replay" ? calls::replay(a.queue, now_ms, ids) : calls::purge(a.queue, ids));
   if (!r) return std::unexpected(r.error());
   auto moved = reply::strings(r->get(), a.action.c_str());
@@ -86,6 +127,7 @@ Result<void> save(RedisClient& redis, const BulkAction& a) {
 
 std::map<std::string, std::string> status_row(const BulkAction& a) {
   return {{"id", a.id}, {"queue", a.queue}, {"action", a.action}, {"filter", a.filter_text()}, {"rate", std::to_string(a.rate)},
+          {"due_ms", std::to_string(a.action == "reschedule" ? a.due_ms : 0)},
           {"status", a.status}, {"changed", std::to_string(a.changed)}, {"key", a.requester},
           {"started_ms", std::to_string(a.started_ms)}, {"finished_ms", std::to_string(a.finished_ms)},
           {"cursor", a.cursor}, {"error", a.error}};
@@ -94,7 +136,7 @@ std::map<std::string, std::string> status_row(const BulkAction& a) {
 }  // namespace
 
 std::string BulkAction::to_json() const {
-  nlohmann::json j{{"id", id}, {"queue", queue}, {"action", action}, {"filter", bytes_json(filter)}, {"rate", rate},
+  nlohmann::json j{{"id", id}, {"queue", queue}, {"action", action}, {"filter", bytes_json(filter)}, {"rate", rate}, {"due_ms", due_ms},
                    {"requester", bytes_json(requester)}, {"status", status}, {"cursor", bytes_json(cursor)},
                    {"changed", changed}, {"started_ms", started_ms}, {"finished_ms", finished_ms}, {"error", bytes_json(error)}};
   return dump_json(j);
@@ -110,6 +152,7 @@ Result<BulkAction> BulkAction::from_json(std::string_view text) {
     a.action = j.at("action").get<std::string>();
     for (const auto& [k, v] : j.at("filter").items()) a.filter[k] = bytes_from_json(v).value_or("");
     a.rate = j.at("rate").get<int64_t>();
+    a.due_ms = j.value("due_ms", int64_t{0});  // absent from records before reschedule
     a.requester = bytes_from_json(j.at("requester")).value_or("-");
     a.status = j.at("status").get<std::string>();
     a.cursor = bytes_from_json(j.at("cursor")).value_or("");
@@ -140,12 +183,7 @@ Result<proto::AdminReply> bulk_start(AdminContext& c, const proto::AdminRequest&
   auto filter = ListFilter::parse(a.filter);
   if (!filter) return std::unexpected(filter.error());
   if (auto ok = check_action(a.action, *filter); !ok) return std::unexpected(ok.error());
-  if (auto it = request.args.find("rate"); it != request.args.end()) {
-    const auto& t = it->second;
-    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), a.rate);
-    if (t.empty() || ec != std::errc() || end != t.data() + t.size() || a.rate < 1 || a.rate > kMaxBulkRate)
-      return fail(Errc::bad_argument, fmt::format("rate: jobs per second, 1..{}", kMaxBulkRate));
-  }
+  if (auto ok = read_numbers(request, a); !ok) return std::unexpected(ok.error());
   if (auto ok = check_list_queue(c.redis, a.queue); !ok) return std::unexpected(ok.error());
   proto::AdminReply reply;
   if (request.args.contains("dry_run") && request.args.at("dry_run") == "1") {
@@ -221,7 +259,12 @@ Result<void> run_bulk_page(RedisClient& redis, const BrokerConfig& config, BulkA
     auto changed = apply(redis, config, a, ids, now_ms);
     if (!changed) return std::unexpected(changed.error());
     a.changed += *changed;
-    if (a.action == "replay" && *changed > 0) effects.ready_queues.push_back(a.queue);
+    const bool to_ready = a.action == "replay" || a.action == "run_now" || (a.action == "reschedule" && a.due_ms <= now_ms);
+    if (to_ready && *changed > 0) effects.ready_queues.push_back(a.queue);
+    if (a.action == "reschedule" && !to_ready && *changed > 0) {
+      auto [it, added] = effects.earliest_due.emplace(a.queue, a.due_ms);
+      if (!added) it->second = std::min(it->second, a.due_ms);
+    }
     a.cursor = page->next ? page->next->text() : "";
     if (!page->next) a.status = "finished";
   }

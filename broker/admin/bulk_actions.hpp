@@ -1,7 +1,7 @@
 #pragma once
-// Bulk actions by filter (`dueq bulk`): cancel the scheduled or ready jobs,
-// or replay or purge the dead jobs, of one queue that a `dueq list` filter
-// selects, at a rate. A dry run counts them and changes nothing. A started
+// Bulk actions by filter (`dueq bulk`): cancel or reschedule the scheduled
+// or ready jobs, run the scheduled ones now, or replay or purge the dead
+// jobs, of one queue that a `dueq list` filter selects, at a rate. A dry run counts them and changes nothing. A started
 // action is a record in the store (dueq:{leader}:bulk, one JSON value per
 // action) holding its filter and how far it got; the leader's admin thread
 // (broker/admin/admin.cpp), when no request waits, works through the
@@ -29,9 +29,10 @@ inline constexpr int64_t kMaxBulkRate = 100'000;
 struct BulkAction {
   std::string id;
   std::string queue;
-  std::string action;  // cancel, replay, purge
+  std::string action;  // cancel, replay, purge, run_now, reschedule
   std::map<std::string, std::string> filter;  // as `list` takes it (state, type, since, until, error, id_prefix)
   int64_t rate = 0;    // jobs per second (0: as fast as Redis's admin share allows)
+  int64_t due_ms = 0;  // reschedule: the new due time (wall ms)
   std::string requester;
   std::string status = "running";  // running, finished, failed
   std::string cursor;              // ListCursor text: where the next page starts ("" = the start)

@@ -27,9 +27,10 @@ struct QueuePolicy {
   // jobs keep their whole document (payload, attempts, errors, start,
   // worker) for `dueq job`, `dueq list` and the dashboard: `history_max`
   // newest of each, none older than `history_retention` (0 = no history).
-  // Each costs its payload plus about 70 bytes of Redis beside the id
-  // above (docs/jobs.md); dead letters are kept apart and never trimmed.
-  int64_t history_retention_s = 3'600;
+  // Off unless set: keeping them costs Redis a write and a trim per job
+  // (bulk processing 0.67x, docs/jobs.md) and memory (the memory bench);
+  // dead letters are kept apart and never trimmed.
+  int64_t history_retention_s = 0;
   int64_t history_max = 1'000;
   bool keeps_history() const { return history_retention_s > 0 && history_max > 0; }
   // The most unfinished jobs (scheduled + ready + leased) the queue holds;

@@ -6,7 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
+#include <fstream>
+#include <sstream>
 
+#include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace dueq;
@@ -96,4 +99,63 @@ TEST(Bulk, AnActionInterruptedByABrokerKillIsFinishedByTheNextLeader) {
   EXPECT_EQ(cluster.stats("keep")->scheduled, 10) << "another queue is untouched";
   std::printf("[ bulk     ] %lld of 600 cancelled when the broker was killed; the next one finished the rest\n",
               static_cast<long long>(at_kill["changed"].get<int64_t>()));
+}
+
+// run_now sends the scheduled jobs a filter selects to run at once, at its
+// rate; reschedule moves others to a new due time, earlier than the loop
+// knew of, and they run then, not at their old time.
+TEST(Bulk, RunNowRunsTheSelectedScheduledJobsAndRescheduleMovesOthersToTheirNewTime) {
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_example_worker("soon", 4, record.string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 40; ++i)
+    jobs.push_back({"soon", i % 2 == 0 ? "noop" : "sleep", i % 2 == 0 ? "" : "1", fmt::format("s-{:02}", i),
+                    Client::in_ms(3'600'000 + i), 3});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  for (const char* bad : {"bulk run run_now soon --state ready", "bulk run reschedule soon --state scheduled",
+                          "bulk run reschedule soon --state scheduled --in soon", "bulk run run_now soon --state scheduled --in 1s",
+                          "bulk run reschedule soon --state dead --in 1s",
+                          "bulk run reschedule soon --state scheduled --at 2026-13-01T00:00:00Z"}) {
+    const auto run = run_dueq(cluster.endpoint(), bad, true);
+    EXPECT_EQ(run.code, 2) << bad << ": " << run.out;
+  }
+  EXPECT_EQ(cluster.stats("soon")->scheduled, 40) << "bad input changes nothing";
+
+  const auto run_now = run_dueq(cluster.endpoint(), "bulk run run_now soon --state scheduled --type noop --rate 100/s", false);
+  ASSERT_EQ(run_now.code, 0) << run_now.out;
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("soon"); return s && s->done == 20; }, 20s));
+  EXPECT_EQ(cluster.stats("soon")->scheduled, 20);
+  auto untouched = client.job_document("s-01", "soon");
+  ASSERT_TRUE(untouched && *untouched);
+  EXPECT_EQ((*untouched)->state, "scheduled");
+
+  // The loop knew of nothing due before an hour from now: the new time,
+  // 3 s ahead, is what it waits for now.
+  const int64_t asked_ms = dueq::wall_ms();
+  const auto moved = run_dueq(cluster.endpoint(), "bulk run reschedule soon --state scheduled --in 3s", false);
+  ASSERT_EQ(moved.code, 0) << moved.out;
+  EXPECT_NE(moved.out.find("20 jobs changed"), std::string::npos) << moved.out;
+  auto doc = client.job_document("s-01", "soon");
+  ASSERT_TRUE(doc && *doc);
+  EXPECT_EQ((*doc)->state, "scheduled");
+  EXPECT_GE(*(*doc)->run_at_ms, asked_ms + 3000);
+  EXPECT_LT(*(*doc)->run_at_ms, asked_ms + 60'000);
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("soon"); return s && s->done == 40; }, 30s));
+  // None ran before its new due time.
+  std::ifstream starts(record);
+  int counted = 0;
+  for (std::string id, line; starts >> id && std::getline(starts, line);) {
+    if (id.starts_with("s-") && std::stoi(id.substr(2)) % 2 == 1) {
+      std::istringstream fields(line);
+      int64_t attempt = 0, start_us = 0;
+      uint64_t token = 0;
+      fields >> attempt >> token >> start_us;
+      EXPECT_GE(start_us / 1000, asked_ms + 3000) << id;
+      ++counted;
+    }
+  }
+  EXPECT_EQ(counted, 20);
 }

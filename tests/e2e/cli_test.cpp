@@ -117,7 +117,7 @@ TEST(Cli, AFileIsSentSeveralBatchesAtATimeAndAFailureNamesEveryIdSent) {
 TEST(Cli, ADoneJobShowsWhatIsKnownOfIt) {
   Cluster cluster;
   const auto config = cluster.dir() / "broker.toml";
-  std::ofstream(config) << "[queues.bare]\nhistory_retention = \"0s\"\n";
+  std::ofstream(config) << "[defaults]\nhistory_retention = \"1h\"\n[queues.bare]\nhistory_retention = \"0s\"\n";
   cluster.start_broker({"--config", config.string()});
   cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "q", "--queue", "bare"});
   ASSERT_TRUE(cluster.wait_for_workers(1));

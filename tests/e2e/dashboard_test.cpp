@@ -400,3 +400,42 @@ TEST(Dashboard, BulkActionsNeedTheAdminTokenAndReplayWhatTheFilterSelects) {
     return status && status->status == 200 && nlohmann::json::parse(status->body)["rows"][0]["status"] == "finished";
   }, 10s));
 }
+
+// The jobs panel's bulk buttons: with the token typed in, "Run all now"
+// counts the queue's scheduled jobs, its confirmation starts the action,
+// and the panel shows it finished; the jobs then run.
+TEST(Dashboard, TheJobsPanelRunsEveryScheduledJobNowAfterItsCountIsConfirmed) {
+  const int http = free_port();
+  TempDir keys("token");
+  std::ofstream(keys / "token") << kToken << "\n";
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http), "--dashboard-token-file", (keys / "token").string()});
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "reports"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 7; ++i) jobs.push_back({"reports", "noop", "", fmt::format("r-{}", i), Client::in_ms(3'600'000), 3});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  std::filesystem::create_directories(kArtifacts);
+  const auto page = browse(cluster.dir(), nlohmann::json::array({
+      {{"navigate", fmt::format("http://127.0.0.1:{}/", http)}},
+      {{"wait", "document.body.dataset.loaded === 'yes' && document.querySelector('#queues tr[data-queue=reports]') !== null"}},
+      {{"eval", "document.querySelector('#queues tr[data-queue=reports]').click(), true"}},
+      {{"wait", "document.querySelectorAll('#jobs tbody tr[data-id]').length === 7"}},
+      {{"eval", "document.querySelector('#bulk-buttons button[data-bulk=run_now]').disabled"}, {"name", "without_token"}},
+      {{"eval", fmt::format("(() => {{ const t = document.getElementById('token'); t.value = {}; "
+                            "t.dispatchEvent(new Event('input')); return true; }})()", js_string(kToken))}},
+      {{"wait", "!document.querySelector('#bulk-buttons button[data-bulk=run_now]').disabled"}},
+      {{"eval", "document.querySelector('#bulk-buttons button[data-bulk=run_now]').click(), true"}},
+      {{"wait", "document.getElementById('bulk-go') !== null"}},
+      {{"eval", "document.getElementById('bulk-go').textContent"}, {"name", "confirm"}},
+      {{"eval", "document.getElementById('bulk-go').click(), true"}},
+      {{"wait", "document.getElementById('bulk-message').dataset.status === 'finished'"}},
+      {{"screenshot", (kArtifacts / "bulk.png").string()}},
+      {{"eval", "document.getElementById('bulk-message').textContent"}, {"name", "message"}},
+  }));
+  ASSERT_FALSE(page.is_null()) << read_file(cluster.dir() / "browser.log");
+  EXPECT_EQ(page["without_token"], true);
+  EXPECT_EQ(page["confirm"], "Confirm: run now 7 jobs");
+  EXPECT_NE(page["message"].get<std::string>().find("run_now finished, 7 jobs changed"), std::string::npos) << page["message"];
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("reports"); return s && s->done == 7; }, 20s));
+}

@@ -30,7 +30,7 @@ TEST(History, ADoneJobsDocumentIsKeptThenTrimmedByTimeWithNoTrafficCountedAndLog
   Cluster cluster;
   const int http = free_port();
   const auto config = cluster.dir() / "broker.toml";
-  std::ofstream(config) << "[queues.hist]\nhistory_retention = \"4s\"\n[queues.few]\nhistory_max = 2\n";
+  std::ofstream(config) << "[queues.hist]\nhistory_retention = \"4s\"\n[queues.few]\nhistory_retention = \"1h\"\nhistory_max = 2\n";
   cluster.start_broker({"--config", config.string(), "--http", fmt::format("127.0.0.1:{}", http)});
   cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "hist", "--queue", "few"});
   ASSERT_TRUE(cluster.wait_for_workers(1));
@@ -91,6 +91,9 @@ TEST(History, ADoneJobsDocumentIsKeptThenTrimmedByTimeWithNoTrafficCountedAndLog
 // turned off keeps none; turned off after it kept some, those are trimmed.
 TEST(History, ACancelledJobKeepsItsDocumentAndHistoryTurnedOffIsEmptied) {
   Cluster cluster;
+  const auto keeping = cluster.dir() / "keeping.toml";
+  std::ofstream(keeping) << "[defaults]\nhistory_retention = \"1h\"\n";
+  cluster.start_broker({"--config", keeping.string()});
   Client client(cluster.endpoint());
   ASSERT_TRUE(client.enqueue_batch({{"later", "noop", "p", "c-1", Client::in_ms(600'000), 3}}));
   const auto cancel = run_dueq(cluster.endpoint(), "cancel c-1 --queue later");

@@ -179,3 +179,53 @@ TEST_F(Scripts, DeleteQueueRemovesOnlyAnEmptyQueueAndItsNameAtOnce) {
   EXPECT_EQ(redis_->cli("SISMEMBER dueq:{leader}:queues q"), "0");
   EXPECT_EQ(redis_->cli("KEYS 'dueq:{q}:*'"), "dueq:{q}:epoch");
 }
+
+// reschedule.lua (`dueq bulk run_now`, `reschedule`): scheduled and ready
+// jobs move to their new due time, to ready when it has come; leased,
+// finished and unknown jobs, and a ready job asked to run now, are left
+// alone; the schedule's count follows.
+TEST_F(Scripts, RescheduleMovesWaitingJobsAndLeavesTheRestAlone) {
+  enqueue({job("later", 90'000), job("sooner", 90'000), job("now"), job("held")}, 1000);
+  auto held = lease(1, 9000);  // "now" or "held", whichever lease takes first
+  ASSERT_EQ(held.size(), 1u);
+  const std::string ready_one = held[0].id == "now" ? "held" : "now";
+  Round later;
+  later.add(calls::reschedule("q", 2000, 120'000, {"later", ready_one}));
+  EXPECT_EQ(*ints(run(later)), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(field("later", "s"), "scheduled");
+  EXPECT_EQ(field("later", "r"), "120000");
+  EXPECT_EQ(field("later", "d"), "90000");  // its first due time stays in its document
+  EXPECT_EQ(field(ready_one, "s"), "scheduled");
+  EXPECT_EQ(field(ready_one, "t"), "t");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "3");
+  Round now;
+  now.add(calls::reschedule("q", 2000, 2000, {"sooner", held[0].id, "nobody"}));
+  EXPECT_EQ(*ints(run(now)), (std::vector<int64_t>{1, 0, 0}));
+  EXPECT_EQ(field("sooner", "s"), "ready");
+  EXPECT_EQ(field("sooner", "p"), "payload-x");
+  EXPECT_EQ(field(held[0].id, "s"), "leased");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "2");
+  Round again;  // a ready job asked to run now: nothing to do
+  again.add(calls::reschedule("q", 2000, 1500, {"sooner"}));
+  EXPECT_EQ(*ints(run(again)), std::vector<int64_t>{0});
+  // The ones sent back to ready are leased like any other.
+  const auto leased = lease(5, 9000);
+  ASSERT_EQ(leased.size(), 1u);
+  EXPECT_EQ(leased[0].id, "sooner");
+  // And promote finds the rescheduled ones at their new time only.
+  Round early;
+  early.add(calls::promote("q", 119'999, 100));
+  run(early);
+  EXPECT_EQ(field("later", "s"), "scheduled");
+  Round due;
+  due.add(calls::promote("q", 120'000, 100));
+  run(due);
+  EXPECT_EQ(field("later", "s"), "ready");
+  EXPECT_EQ(field(ready_one, "s"), "ready");
+  // Bad arguments change nothing.
+  for (auto bad : {calls::reschedule("q", 2000, -1, {"later"}), calls::reschedule("q", 2000, 5000, {})}) {
+    Round refused;
+    refused.add(std::move(bad));
+    EXPECT_NE(reply_error(run(refused)).find("bad-args reschedule"), std::string_view::npos);
+  }
+}

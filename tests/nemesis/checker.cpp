@@ -41,8 +41,17 @@ class Checking {
     for (const auto& job : h_.accepted) {
       last_due_ms = std::max(last_due_ms, job.due_ms);
       check_end(job);
-      check_starts(job);
-      check_late(job);
+      // A job an operator rescheduled may start from the earlier of its two
+      // due times, and is late only past the later one (whether the move
+      // landed before the job was due is not known).
+      AcceptedJob earliest = job, latest = job;
+      if (auto moved = h_.reschedules.find(job.id); moved != h_.reschedules.end()) {
+        earliest.due_ms = std::min(job.due_ms, moved->second);
+        latest.due_ms = std::max(job.due_ms, moved->second);
+        ++v_.rescheduled;
+      }
+      check_starts(earliest);
+      check_late(latest);
     }
     check_ticks();
     // Every queue keeps the documents of its newest done jobs (history_max).
@@ -300,7 +309,7 @@ std::string Verdict::report() const {
                                 cancelled);
   if (dead_by_reason.empty()) out += " 0";
   for (const auto& [reason, n] : dead_by_reason) out += fmt::format(" [{}: {}]", reason, n);
-  out += fmt::format("; finished jobs whose document is kept {}", documents_kept);
+  out += fmt::format("; finished jobs whose document is kept {}; rescheduled {}", documents_kept, rescheduled);
   out += "\nstarted again, by cause:";
   if (duplicates_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : duplicates_by_cause) out += fmt::format(" {} {};", cause, n);

@@ -43,7 +43,8 @@ struct Verdict {
   std::vector<std::string> violations;  // empty: the run kept every promise
   // Figures, printed whatever the verdict.
   size_t accepted = 0, unknown = 0, done = 0, cancelled = 0, starts = 0;
-  size_t documents_kept = 0;  // done or cancelled jobs whose document the broker still kept
+  size_t documents_kept = 0;
+  size_t rescheduled = 0;     // jobs an operator moved to a new due time  // done or cancelled jobs whose document the broker still kept
   // Ran, in a queue deleted since (only an empty queue can be: it was done).
   size_t gone_with_queue = 0;
   std::map<std::string, size_t> dead_by_reason;

@@ -195,6 +195,8 @@ bool Deployment::start_all(std::string& why) {
     // than a take-over (checker.hpp's Bounds::cron_lookahead_ms).
     config << "cron_lookahead = \"3s\"\n";
     for (const auto& line : topology_.broker_config) config << line << '\n';
+    // Finished jobs keep their documents, which the checker holds to their jobs.
+    config << "[defaults]\nhistory_retention = \"1h\"\n";
   }
   // A broker's wall clock is the host's plus the shift in its file
   // (clock_shift.cpp); ASan is told that its runtime comes after that

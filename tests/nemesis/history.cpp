@@ -102,6 +102,11 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
   }) && each_line(dir / "cancels.tsv", error, [&](const std::vector<std::string>& f) {
     h.cancels.push_back(f[0]);
     return true;
+  }) && each_line(dir / "reschedules.tsv", error, [&](const std::vector<std::string>& f) {
+    auto due = f.size() == 2 ? number(f[1]) : std::nullopt;
+    if (!due) return false;
+    h.reschedules[f[0]] = *due;
+    return true;
   }) && each_line(dir / "deletes.tsv", error, [&](const std::vector<std::string>& f) {
     h.deleted_queues.insert(f[0]);
     return true;

@@ -7,6 +7,8 @@
 //                 answer came (wall ms), and its queue ("" in runs
 //                 before there were several: the run's one queue)
 //   cancels.tsv   ids an operator asked to cancel
+//   reschedules.tsv  id, new due ms: jobs an operator asked to move to a new
+//                 due time (`dueq bulk run reschedule`), before asking
 //   deletes.tsv   queues an operator's `dueq queue delete` removed (the
 //                 done jobs' ids went with them)
 //   faults.tsv    from ms, to ms, kind, target, clock shift ms: each
@@ -77,6 +79,7 @@ struct Tick {
 struct History {
   std::vector<AcceptedJob> accepted;
   std::vector<std::string> cancels;
+  std::map<std::string, int64_t> reschedules;  // id -> the new due ms asked
   std::set<std::string> deleted_queues;  // deletes.tsv: queues a `dueq queue delete` removed
   std::vector<FaultSpan> faults;
   std::vector<Start> starts;

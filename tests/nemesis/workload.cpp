@@ -72,7 +72,8 @@ void Workload::produce(int producer) {
   for (int64_t n = 0; producing_; ++n) {
     std::vector<JobSpec> batch;
     for (int i = 0; i < options_.batch; ++i)
-      batch.push_back(draw_job(rng, options_, options_.queue, fmt::format("p{}-{}", producer, n * options_.batch + i)));
+      // The trailing dot makes an id a prefix of no other (reschedule_one).
+      batch.push_back(draw_job(rng, options_, options_.queue, fmt::format("p{}-{}.", producer, n * options_.batch + i)));
     send(client, std::move(batch));
     std::this_thread::sleep_for(100ms);
   }
@@ -117,6 +118,7 @@ void Workload::operate() {
   std::mt19937_64 rng(options_.seed * 31 + 7);
   while (producing_) {
     if (rng() % 40 == 0) cancel_one(rng);
+    if (rng() % 40 == 0) reschedule_one(rng);
     if (rng() % 3 == 0) delete_transient_queue();
     std::this_thread::sleep_for(100ms);
   }
@@ -137,19 +139,35 @@ void Workload::produce_transient() {
   }
 }
 
+std::optional<Workload::Cancellable> Workload::take_waiting_job(std::mt19937_64& rng, int64_t ahead_ms) {
+  std::lock_guard lock(mutex_);
+  const int64_t soon = wall_ms() + ahead_ms;
+  std::erase_if(cancellable_, [&](const auto& c) { return c.due_ms < soon; });
+  if (cancellable_.empty()) return std::nullopt;
+  const size_t at = rng() % cancellable_.size();
+  Cancellable job = cancellable_[at];
+  cancellable_.erase(cancellable_.begin() + static_cast<std::ptrdiff_t>(at));
+  return job;
+}
+
 void Workload::cancel_one(std::mt19937_64& rng) {
-  Cancellable job;
-  {
-    std::lock_guard lock(mutex_);
-    const int64_t soon = wall_ms() + 1'000;
-    std::erase_if(cancellable_, [&](const auto& c) { return c.due_ms < soon; });
-    if (cancellable_.empty()) return;
-    const size_t at = rng() % cancellable_.size();
-    job = cancellable_[at];
-    cancellable_.erase(cancellable_.begin() + static_cast<std::ptrdiff_t>(at));
-  }
-  append_line(dir_ / "cancels.tsv", {job.id});
-  (void)testing::run_dueq(options_.endpoints, "--timeout 5s cancel --queue " + job.queue + " " + job.id);
+  auto job = take_waiting_job(rng, 1'000);
+  if (!job) return;
+  append_line(dir_ / "cancels.tsv", {job->id});
+  (void)testing::run_dueq(options_.endpoints, "--timeout 5s cancel --queue " + job->queue + " " + job->id);
+}
+
+// A job due 3 s or more from now moved up to 2 s earlier or later (never
+// before 1.5 s from now, nor after the last due time), through a bulk
+// action whose filter selects it alone.
+void Workload::reschedule_one(std::mt19937_64& rng) {
+  auto job = take_waiting_job(rng, 3'000);
+  if (!job) return;
+  const int64_t moved = job->due_ms + static_cast<int64_t>(rng() % 4'001) - 2'000;
+  const int64_t due = std::min(std::max(moved, wall_ms() + 1'500), options_.last_due_ms);
+  append_line(dir_ / "reschedules.tsv", {job->id, std::to_string(due)});
+  (void)testing::run_dueq(options_.endpoints, fmt::format("--timeout 5s bulk run reschedule {} --state scheduled --id-prefix {} --at {}",
+                                                          job->queue, job->id, due));
 }
 
 }  // namespace dueq::nemesis

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -60,6 +61,14 @@ class Workload {
   // answer slow in coming (a broker cut off) delays no fault.
   void operate();
   void cancel_one(std::mt19937_64& rng);
+  void reschedule_one(std::mt19937_64& rng);
+  struct Cancellable {
+    std::string id, queue;
+    int64_t due_ms = 0;
+  };
+  // A job accepted and due `ahead_ms` or more from now, taken from those an
+  // operator may still cancel or reschedule.
+  std::optional<Cancellable> take_waiting_job(std::mt19937_64& rng, int64_t ahead_ms);
   // `dueq queue delete` of the transient queue; deletes.tsv names it when it landed.
   void delete_transient_queue();
   // A job every 400 ms to the transient queue (`<queue>-transient`), due
@@ -79,10 +88,6 @@ class Workload {
   std::atomic<size_t> accepted_count_{0}, rejected_{0};
   std::mutex mutex_;
   std::ofstream accepted_file_;
-  struct Cancellable {
-    std::string id, queue;
-    int64_t due_ms = 0;
-  };
   std::vector<Cancellable> cancellable_;
   std::vector<std::thread> threads_;
 };

@@ -47,6 +47,26 @@ TEST(NemesisChecker, AHealthyHistoryPasses) {
   EXPECT_EQ(v.accepted, 1U);
 }
 
+// A rescheduled job may start from the earlier of its two due times and
+// is late only past the later one; a job nobody moved is held to its own.
+TEST(NemesisChecker, ARescheduledJobIsHeldToTheEarlierDueForEarlyAndTheLaterForLate) {
+  History h = healthy();  // j1 due kDue, started 1 s after it
+  h.starts[0].start_us = (kDue - 2'000) * 1000;
+  h.finals["j1"].finished_ms = kDue - 1'990;
+  EXPECT_TRUE(says(check(h, Bounds{}), "j1: EARLY"));
+  h.reschedules["j1"] = kDue - 2'500;  // moved 2.5 s earlier: the start is on time
+  Verdict v = check(h, Bounds{});
+  EXPECT_TRUE(v.violations.empty()) << v.report();
+  EXPECT_EQ(v.rescheduled, 1U);
+  h = healthy();
+  h.starts[0].start_us = (kDue + 9'000) * 1000;
+  h.finals["j1"].finished_ms = kDue + 9'010;
+  EXPECT_TRUE(says(check(h, Bounds{}), "j1: LATE"));
+  h.reschedules["j1"] = kDue + 8'000;  // moved 8 s later: 1 s after its new time
+  v = check(h, Bounds{});
+  EXPECT_TRUE(v.violations.empty()) << v.report();
+}
+
 // A done job's kept document must be its own: its type, and the attempt
 // of one of its starts; a run whose done jobs kept none fails.
 TEST(NemesisChecker, AKeptDocumentMustBeTheJobsOwn) {
@@ -255,6 +275,7 @@ TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
   append_line(dir / "faults.tsv", {"1", "2", "clock", "broker0", "-300"});
   append_line(dir / "final.tsv", {"j\x01", "dead", "7", hex("why\xff\n"), hex("fail"), "2"});
   append_line(dir / "facts.tsv", {"audit", "0"});
+  append_line(dir / "reschedules.tsv", {"j\x01", "9"});
   append_line(dir / "starts-worker0.txt", {"j\x01 2 99 6000 5 4 123 -"});
   std::string error;
   auto h = read_history(dir.path(), error);
@@ -263,6 +284,7 @@ TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
   EXPECT_EQ(h->finals.at("j\x01").error, "why\xff\n");
   EXPECT_EQ(h->finals.at("j\x01").type, "fail");
   EXPECT_EQ(h->finals.at("j\x01").attempt, 2);
+  EXPECT_EQ(h->reschedules.at("j\x01"), 9);
   EXPECT_EQ(h->starts.at(0).token, 99U);
   EXPECT_EQ(h->starts.at(0).worker, "starts-worker0.txt");
   EXPECT_EQ(h->fact("audit"), 0);
