@@ -75,7 +75,7 @@ local function keep_history()
   for j = 1, done do
     local b = 5 + stride * at[j]
     entries[2 * j - 1] = finished[j]
-    entries[2 * j] = history_entry(records[j] or "", ARGV[b + 2], ARGV[b + 3], (tonumber(attempts[j]) or 0) + 1,
+    entries[2 * j] = history_entry(now, records[j] or "", ARGV[b + 2], ARGV[b + 3], (tonumber(attempts[j]) or 0) + 1,
       errors[j], logs[j])
   end
   call_in_chunks("HSET", KEYS[12], entries, 2000)

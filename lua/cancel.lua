@@ -77,7 +77,7 @@ elseif redis.call("ZREM", KEYS[2], id) == 0 then
 end
 if keep then
   -- Never ran now; the attempts hash counts the deliveries that failed.
-  redis.call("HSET", KEYS[15], id, history_entry(record or redis.call("HGET", KEYS[8], id) or "", "", "",
+  redis.call("HSET", KEYS[15], id, history_entry(now, record or redis.call("HGET", KEYS[8], id) or "", "", "",
     tonumber(redis.call("HGET", KEYS[10], id)) or 0, redis.call("HGET", KEYS[11], id), redis.call("HGET", KEYS[12], id)))
 end
 for k = 8, 12 do redis.call("HDEL", KEYS[k], id) end

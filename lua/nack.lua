@@ -128,7 +128,7 @@ for i = 0, n - 1 do
     if mode == "shared" then unstarted = unstarted_delivery(KEYS[14], id, false, 2) end
     if mode == "cancel" or redis.call("SREM", KEYS[11], id) == 1 then
       if keep then
-        redis.call("HSET", KEYS[15], id, history_entry(record, ARGV[7 + 7 * n + i], worker, attempt,
+        redis.call("HSET", KEYS[15], id, history_entry(now, record, ARGV[7 + 7 * n + i], worker, attempt,
           redis.call("HGET", KEYS[9], id), redis.call("HGET", KEYS[10], id)))
       end
       for k = 6, 10 do redis.call("HDEL", KEYS[k], id) end

@@ -64,7 +64,7 @@ for _, id in ipairs(ids) do
   if record and redis.call("SREM", KEYS[10], id) == 1 then
     if keep then
       -- Its worker is not known here, nor when the delivery started.
-      redis.call("HSET", KEYS[14], id, history_entry(record, "", "", (tonumber(redis.call("HGET", KEYS[7], id)) or 0) + 1,
+      redis.call("HSET", KEYS[14], id, history_entry(now, record, "", "", (tonumber(redis.call("HGET", KEYS[7], id)) or 0) + 1,
         redis.call("HGET", KEYS[8], id), redis.call("HGET", KEYS[9], id)))
     end
     for k = 5, 9 do redis.call("HDEL", KEYS[k], id) end

@@ -55,10 +55,13 @@ else
 end
 if state == "done" or state == "cancelled" then
   local entry = redis.call("HGET", KEYS[12], id)
-  local ok, kept, started, worker, attempt, last_error, error_log = false
-  if entry then ok, kept, started, worker, attempt, last_error, error_log = pcall(cmsgpack.unpack, entry) end
+  local ok, kept, ran_for, worker, attempt, last_error, error_log = false
+  if entry then ok, kept, ran_for, worker, attempt, last_error, error_log = pcall(cmsgpack.unpack, entry) end
   if ok and type(kept) == "string" then
-    return {state, score, kept, tostring(attempt or ""), last_error or "", error_log or "", "0", started or "",
+    -- The entry holds how long before its finish (the score) it started.
+    local started = ""
+    if type(ran_for) == "number" then started = string.format("%d", tonumber(score) - ran_for) end
+    return {state, score, kept, tostring(attempt or ""), last_error or "", error_log or "", "0", started,
       worker or ""}
   end
   return {state, score, "", "", "", "", "0", "", ""}

@@ -15,7 +15,7 @@ Figures memory(const Options& o, Json&) {
   // Queue "finished" keeps every finished job's document, so that its
   // history hash can be weighed.
   const auto config = std::filesystem::temp_directory_path() / fmt::format("dueq-bench-memory-{}.toml", ::getpid());
-  std::ofstream(config) << fmt::format("[queues.finished]\nhistory_max = {}\n", finished);
+  std::ofstream(config) << fmt::format("[queues.finished]\nhistory_retention = \"1h\"\nhistory_max = {}\n", finished);
   Cluster cluster({"--config", config.string()});
   std::filesystem::remove(config);
   Figures f;
