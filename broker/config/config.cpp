@@ -1,6 +1,7 @@
 #include "broker/config/config.hpp"
 
 #include <algorithm>
+#include <array>
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
@@ -46,76 +47,78 @@ Result<int64_t> read_int(const toml::node& node, const std::string& key, int64_t
   return *v;
 }
 
-Result<void> read_policy(const toml::table& table, const std::string& prefix, QueuePolicy& policy) {
-  // Set here, history is checked against done_retention and done_max; left
-  // to its default (or to [defaults]), it is cut to fit them.
-  const bool history_set = table.contains("history_retention"), history_max_set = table.contains("history_max");
-  for (const auto& [k, node] : table) {
-    const std::string key(k.str());
-    const std::string full = prefix + key;
-    if (key == "max_attempts") {
-      auto v = read_int(node, full, 1, 1000);
-      if (!v) return std::unexpected(v.error());
-      policy.max_attempts = static_cast<uint32_t>(*v);
-    } else if (key == "backoff_base") {
-      auto v = read_duration(node, full, 0);
-      if (!v) return std::unexpected(v.error());
-      policy.backoff_base_ms = *v;
-    } else if (key == "backoff_cap") {
-      auto v = read_duration(node, full, 0);
-      if (!v) return std::unexpected(v.error());
-      policy.backoff_cap_ms = *v;
-    } else if (key == "done_retention") {
-      auto v = read_duration(node, full, 0);
-      if (!v) return std::unexpected(v.error());
-      policy.done_retention_s = *v / 1000;
-    } else if (key == "done_max") {
-      auto v = read_int(node, full, 1, 1'000'000'000);
-      if (!v) return std::unexpected(v.error());
-      policy.done_max = *v;
-    } else if (key == "duplicate_window") {
-      auto v = read_duration(node, full, 1'000);
-      if (!v) return std::unexpected(v.error());
-      policy.duplicate_window_ms = *v;
-    } else if (key == "history_retention") {
-      auto v = read_duration(node, full, 0);
-      if (!v) return std::unexpected(v.error());
-      policy.history_retention_s = *v / 1000;
-    } else if (key == "history_max") {
-      auto v = read_int(node, full, 0, 1'000'000'000);
-      if (!v) return std::unexpected(v.error());
-      policy.history_max = *v;
-    } else if (key == "max_backlog") {
-      auto v = read_int(node, full, 0, INT64_MAX);
-      if (!v) return std::unexpected(v.error());
-      policy.max_backlog = *v;
-    } else if (key == "max_run_time") {
-      auto v = read_duration(node, full, 1'000);
-      if (!v) return std::unexpected(v.error());
-      policy.max_run_time_ms = *v;
-    } else if (key == "rate_limit") {
-      // Jobs per second: an integer, or a decimal for fewer than one.
-      auto v = node.value<double>();
-      if (!v || !(*v >= 0 && *v <= 1'000'000)) return bad_key(full, "expected jobs per second in 0..1000000 (0 = none)");
-      policy.rate_limit = *v;
-    } else if (key == "rate_burst") {
-      auto v = read_int(node, full, 1, 1'000'000);
-      if (!v) return std::unexpected(v.error());
-      policy.rate_burst = *v;
-    } else if (key == "concurrency_limit") {
-      auto v = read_int(node, full, 0, 1'000'000);
-      if (!v) return std::unexpected(v.error());
-      policy.concurrency_limit = *v;
-    } else {
-      return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, "
-                           "duplicate_window, history_retention, history_max, max_backlog, max_run_time, rate_limit, rate_burst, concurrency_limit)");
-    }
+// A duration key of [defaults] or [queues.NAME]: its field (in ms, or in s
+// when `seconds`) and the least it may be.
+struct DurationKey {
+  const char* name;
+  int64_t QueuePolicy::*field;
+  int64_t least_ms;
+  bool seconds;
+};
+constexpr std::array kDurationKeys{
+    DurationKey{"backoff_base", &QueuePolicy::backoff_base_ms, 0, false},
+    DurationKey{"backoff_cap", &QueuePolicy::backoff_cap_ms, 0, false},
+    DurationKey{"done_retention", &QueuePolicy::done_retention_s, 0, true},
+    DurationKey{"duplicate_window", &QueuePolicy::duplicate_window_ms, 1'000, false},
+    DurationKey{"history_retention", &QueuePolicy::history_retention_s, 0, true},
+    DurationKey{"max_run_time", &QueuePolicy::max_run_time_ms, 1'000, false},
+};
+// An integer key: its field and range.
+struct IntegerKey {
+  const char* name;
+  int64_t QueuePolicy::*field;
+  int64_t lo, hi;
+};
+constexpr std::array kIntegerKeys{
+    IntegerKey{"done_max", &QueuePolicy::done_max, 1, 1'000'000'000},
+    IntegerKey{"history_max", &QueuePolicy::history_max, 0, 1'000'000'000},
+    IntegerKey{"max_backlog", &QueuePolicy::max_backlog, 0, INT64_MAX},
+    IntegerKey{"rate_burst", &QueuePolicy::rate_burst, 1, 1'000'000},
+    IntegerKey{"concurrency_limit", &QueuePolicy::concurrency_limit, 0, 1'000'000},
+};
+
+Result<void> read_policy_key(const std::string& key, const std::string& full, const toml::node& node, QueuePolicy& policy) {
+  for (const auto& d : kDurationKeys) {
+    if (key != d.name) continue;
+    auto v = read_duration(node, full, d.least_ms);
+    if (!v) return std::unexpected(v.error());
+    policy.*d.field = d.seconds ? *v / 1000 : *v;
+    return {};
   }
+  for (const auto& i : kIntegerKeys) {
+    if (key != i.name) continue;
+    auto v = read_int(node, full, i.lo, i.hi);
+    if (!v) return std::unexpected(v.error());
+    policy.*i.field = *v;
+    return {};
+  }
+  if (key == "max_attempts") {
+    auto v = read_int(node, full, 1, 1000);
+    if (!v) return std::unexpected(v.error());
+    policy.max_attempts = static_cast<uint32_t>(*v);
+  } else if (key == "rate_limit") {
+    // Jobs per second: an integer, or a decimal for fewer than one.
+    auto v = node.value<double>();
+    if (!v || !(*v >= 0 && *v <= 1'000'000)) return bad_key(full, "expected jobs per second in 0..1000000 (0 = none)");
+    policy.rate_limit = *v;
+  } else {
+    return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, "
+                         "duplicate_window, history_retention, history_max, max_backlog, max_run_time, rate_limit, "
+                         "rate_burst, concurrency_limit)");
+  }
+  return {};
+}
+
+Result<void> read_policy(const toml::table& table, const std::string& prefix, QueuePolicy& policy) {
+  for (const auto& [k, node] : table)
+    if (auto ok = read_policy_key(std::string(k.str()), prefix + std::string(k.str()), node, policy); !ok) return ok;
   if (policy.backoff_cap_ms < policy.backoff_base_ms) return bad_key(prefix + "backoff_cap", "must not be below backoff_base");
   if (policy.duplicate_window_ms > policy.done_retention_s * 1000)
     return bad_key(prefix + "duplicate_window", "must not be longer than done_retention (ids are kept that long at most)");
-  if (!history_set) policy.history_retention_s = std::min(policy.history_retention_s, policy.done_retention_s);
-  if (!history_max_set) policy.history_max = std::min(policy.history_max, policy.done_max);
+  // Set here, history is checked against done_retention and done_max; left
+  // to its default (or to [defaults]), it is cut to fit them.
+  if (!table.contains("history_retention")) policy.history_retention_s = std::min(policy.history_retention_s, policy.done_retention_s);
+  if (!table.contains("history_max")) policy.history_max = std::min(policy.history_max, policy.done_max);
   if (policy.history_retention_s > policy.done_retention_s)
     return bad_key(prefix + "history_retention", "must not be longer than done_retention (a document is kept with its id)");
   if (policy.history_max > policy.done_max)

@@ -281,6 +281,32 @@ TEST(ConfigFile, QueueLimitsAreReadAndOutOfRangeOnesRefused) {
   }
 }
 
+// History is off unless set; set under [defaults] it reaches every queue,
+// cut to a queue's shorter done_retention or done_max; set in a queue's own
+// table past those, it is refused.
+TEST(ConfigFile, HistoryIsOffByDefaultAndNeverOutlivesTheIdsItIsKeptWith) {
+  broker::BrokerConfig off;
+  ASSERT_TRUE(load("[queues.q]\nmax_attempts = 3\n", off));
+  EXPECT_FALSE(off.policy("q").keeps_history());
+  broker::BrokerConfig c;
+  auto r = load("[defaults]\nhistory_retention = \"1h\"\nhistory_max = 500\n"
+                "[queues.short]\ndone_retention = \"10m\"\ndone_max = 100\n[queues.none]\nhistory_retention = \"0s\"\n", c);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(c.policy("other").keeps_history());
+  EXPECT_EQ(c.policy("other").history_retention_s, 3600);
+  EXPECT_EQ(c.policy("other").history_max, 500);
+  EXPECT_EQ(c.policy("short").history_retention_s, 600);
+  EXPECT_EQ(c.policy("short").history_max, 100);
+  EXPECT_FALSE(c.policy("none").keeps_history());
+  for (const char* bad : {"done_retention = \"10m\"\nhistory_retention = \"1h\"\n", "done_max = 10\nhistory_max = 11\n",
+                          "history_max = -1\n", "history_retention = 5\n", "history_retention = \"soon\"\n"}) {
+    broker::BrokerConfig d;
+    auto refused = load(std::string("[queues.q]\n") + bad, d);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().message.find("queues.q.history"), std::string::npos) << refused.error().message;
+  }
+}
+
 TEST(ConfigFile, CronEntriesAreReadAndCheckedWhole) {
   broker::BrokerConfig c;
   auto r = load("[cron.nightly]\nschedule = \"0 30 2 * * *\"\ntime_zone = \"Europe/Berlin\"\nqueue = \"reports\"\n"
