@@ -81,7 +81,7 @@ struct Invocation {
   std::string keygen_base;
   CLI::App* keygen = nullptr;
   CLI::App *bulk = nullptr, *bulk_run = nullptr, *bulk_status = nullptr;
-  std::string bulk_action, bulk_queue, bulk_since, bulk_until, bulk_rate, bulk_id, bulk_at, bulk_in;
+  std::string bulk_action, bulk_queue, bulk_since, bulk_until, bulk_rate, bulk_id, bulk_at, bulk_in, bulk_spread;
   std::map<std::string, std::string> bulk_args;
   bool bulk_dry_run = false, bulk_no_wait = false;
 };
@@ -233,6 +233,7 @@ void add_bulk(CLI::App& app, Invocation& v) {
       ->required();
   run->add_option("--at", v.bulk_at, "reschedule: the new due time (RFC 3339, or Unix ms)");
   run->add_option("--in", v.bulk_in, "reschedule: the new due time from now (e.g. 10m)");
+  run->add_option("--spread", v.bulk_spread, "run_now, reschedule: spread the due times over this long (e.g. 10m), each job's by its id");
   run->add_option("--type", v.bulk_args["type"], "only jobs of this type");
   run->add_option("--since", v.bulk_since, "from this time on (RFC 3339, or Unix ms), as dueq list");
   run->add_option("--until", v.bulk_until, "up to this time (RFC 3339, or Unix ms)");
@@ -327,6 +328,12 @@ std::string arguments_problem(Invocation& v) {
     auto ms = parse_duration_ms(v.bulk_in);
     if (!ms) return "--in: " + ms.error().message;
     v.bulk_args["at_ms"] = std::to_string(wall_ms() + *ms);
+  }
+  if (!v.bulk_spread.empty()) {
+    auto ms = parse_duration_ms(v.bulk_spread);
+    if (!ms) return "--spread: " + ms.error().message;
+    if (v.bulk_action != "run_now" && v.bulk_action != "reschedule") return "--spread is for run_now and reschedule";
+    v.bulk_args["spread_ms"] = std::to_string(*ms);
   }
   if (!v.bulk_rate.empty()) {
     std::string rate = v.bulk_rate;

@@ -5,7 +5,8 @@
   due time, `due` in its document) stays as it was. A job that is no
   longer scheduled or ready (leased, finished, gone) is left alone, and so
   is a ready job asked to run now: a page applied twice across a take-over
-  changes nothing twice.
+  changes nothing twice (a scheduled job already at its new due time is
+  not counted).
 
   KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
                              partition P is zset KEYS[1]..":"..P and hash
@@ -16,10 +17,10 @@
   KEYS[4]  jobs        hash  id -> record of ready, leased and dead jobs
 
   ARGV[1]  now ms
-  ARGV[2]  the new due ms (>= 0; at or before now: ready at once)
-  ARGV[3]  N (1..1000)
-  ARGV[4+2i], ARGV[5+2i]  for job i: id, its schedule partition (0..32767
-           in plain decimal)
+  ARGV[2]  N (1..1000)
+  ARGV[3+3i .. 5+3i]  for job i: id, its schedule partition (0..32767 in
+           plain decimal), its new due ms (>= 0; at or before now: ready at
+           once)
 
   Returns  array of N integers: 1 moved, 0 left alone
   Errors   "ERR dueq bad-args <what>"
@@ -33,25 +34,27 @@
 --! include lib/schedule_filter.lua
 --! include lib/schedule_put.lua
 local now = tonumber(ARGV[1])
-local due = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
-if not now or not due or due < 0 or due ~= math.floor(due) or not n or n < 1 or n > 1000 or n ~= math.floor(n)
-    or #ARGV ~= 3 + 2 * n then
-  return redis.error_reply("ERR dueq bad-args reschedule: expected now, a due ms >= 0, N of 1..1000 and N id/partition pairs")
+local n = tonumber(ARGV[2])
+if not now or not n or n < 1 or n > 1000 or n ~= math.floor(n) or #ARGV ~= 2 + 3 * n then
+  return redis.error_reply("ERR dueq bad-args reschedule: expected now, N of 1..1000 and N id/partition/due triples")
 end
 for i = 0, n - 1 do
-  if ARGV[4 + 2 * i] == "" or not is_partition(ARGV[5 + 2 * i]) then
-    return redis.error_reply("ERR dueq bad-args reschedule: job " .. i .. " has no id or a bad partition")
+  local due = tonumber(ARGV[5 + 3 * i])
+  if ARGV[3 + 3 * i] == "" or not is_partition(ARGV[4 + 3 * i]) or not due or due < 0 or due ~= math.floor(due) then
+    return redis.error_reply("ERR dueq bad-args reschedule: job " .. i .. " has no id, a bad partition or a bad due ms")
   end
 end
-local due_text = string.format("%d", due)
-local to_ready = due <= now
 local out, leaving, arriving = {}, filter_slots(), filter_slots()
 for i = 0, n - 1 do
-  local id, partition = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
+  local id, partition, due_text = ARGV[3 + 3 * i], ARGV[4 + 3 * i], ARGV[5 + 3 * i]
+  local to_ready = tonumber(due_text) <= now
   local key = KEYS[1] .. ":" .. partition
   out[i + 1] = 0
-  if redis.call("ZSCORE", key, id) then
+  local current = redis.call("ZSCORE", key, id)
+  if current and not to_ready and tonumber(current) == tonumber(due_text) then
+    -- Already there: a page applied again, or the walk meeting a job it
+    -- moved ahead of itself, changes and counts nothing.
+  elseif current then
     if to_ready then
       redis.call("ZREM", key, id)
       redis.call("HSET", KEYS[4], id, redis.call("HGET", key .. ":jobs", id) or "")

@@ -1,6 +1,7 @@
 #include "broker/admin/admin_commands.hpp"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <charconv>
@@ -70,13 +71,17 @@ Command purge_call(const std::string& queue) {
 }
 }  // namespace
 
-Command reschedule(const std::string& queue, int64_t now_ms, int64_t due_ms, const std::vector<std::string>& ids) {
+Command reschedule(const std::string& queue, int64_t now_ms, int64_t due_ms, const std::vector<std::string>& ids,
+                   int64_t spread_ms) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::reschedule, {k.schedule, k.ready, k.stats, k.jobs})
                      .add(now_ms)
-                     .add(due_ms)
                      .add(static_cast<int64_t>(ids.size()));
-  for (const auto& id : ids) call.add(id).add(static_cast<int64_t>(schedule_partition(id)));
+  for (const auto& id : ids) {
+    // Seeded apart from the schedule partition's hash of the same id.
+    const uint64_t offset = spread_ms > 0 ? XXH3_64bits_withSeed(id.data(), id.size(), 0x5e7ead) % static_cast<uint64_t>(spread_ms) : 0;
+    call.add(id).add(static_cast<int64_t>(schedule_partition(id))).add(due_ms + static_cast<int64_t>(offset));
+  }
   return call;
 }
 

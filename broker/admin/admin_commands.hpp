@@ -49,9 +49,12 @@ Result<CancelOutcome> parse_cancel(const redisReply* reply);
 Command replay(const std::string& queue, int64_t now_ms, const std::vector<std::string>& ids);
 Command replay_oldest(const std::string& queue, int64_t now_ms, int limit);
 Command purge(const std::string& queue, const std::vector<std::string>& ids);
-// reschedule.lua: `ids` (at most 1,000) due at `due_ms`; one status per id,
-// 1 moved, 0 left alone (reply::integers).
-Command reschedule(const std::string& queue, int64_t now_ms, int64_t due_ms, const std::vector<std::string>& ids);
+// reschedule.lua: `ids` (at most 1,000) due at `due_ms`, each plus an
+// offset in [0, spread_ms) drawn from its id (the same on every call, so a
+// page done twice moves nothing twice); one status per id, 1 moved, 0 left
+// alone (reply::integers).
+Command reschedule(const std::string& queue, int64_t now_ms, int64_t due_ms, const std::vector<std::string>& ids,
+                   int64_t spread_ms = 0);
 Command purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit);
 // pause.lua: whether the call changed the queue's state, and since when it
 // is paused (0 while it runs).

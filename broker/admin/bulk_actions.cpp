@@ -17,10 +17,11 @@ namespace dueq::broker {
 namespace {
 
 constexpr int64_t kMaxDueMs = 253'402'300'799'999;  // 9999-12-31T23:59:59.999Z, exact in a Lua number
+constexpr int64_t kMaxSpreadMs = 30LL * 86'400'000;   // 30 days
 
 const std::set<std::string, std::less<>> kFilterArgs{"state", "type", "since", "until", "error", "id_prefix"};
-const std::set<std::string, std::less<>> kBulkArgs{"action", "rate", "dry_run", "at_ms", "state", "type", "since", "until",
-                                                    "error", "id_prefix"};
+const std::set<std::string, std::less<>> kBulkArgs{"action", "rate", "dry_run", "at_ms", "spread_ms", "state", "type", "since",
+                                                    "until", "error", "id_prefix"};
 
 Result<void> check_action(const std::string& action, const ListFilter& f) {
   if (action == "cancel" || action == "reschedule") {
@@ -51,7 +52,8 @@ Result<std::optional<int64_t>> integer_arg(const proto::AdminRequest& request, c
   return v;
 }
 
-// The action's rate (jobs a second) and, for reschedule, its new due time.
+// The action's rate (jobs a second), for reschedule its new due time, and
+// for run_now and reschedule the spread of the due times.
 Result<void> read_numbers(const proto::AdminRequest& request, BulkAction& a) {
   auto rate = integer_arg(request, "rate", 1, kMaxBulkRate);
   if (!rate) return fail(Errc::bad_argument, fmt::format("rate: jobs per second, 1..{}", kMaxBulkRate));
@@ -62,6 +64,11 @@ Result<void> read_numbers(const proto::AdminRequest& request, BulkAction& a) {
     return fail(Errc::bad_argument, "reschedule takes at_ms: the new due time, ms since the epoch (0..year 9999)");
   if (a.action != "reschedule" && *at) return fail(Errc::bad_argument, "at_ms: for reschedule only");
   a.due_ms = at->value_or(0);
+  auto spread = integer_arg(request, "spread_ms", 0, kMaxSpreadMs);
+  if (!spread) return std::unexpected(spread.error());
+  if (*spread && a.action != "reschedule" && a.action != "run_now")
+    return fail(Errc::bad_argument, "spread_ms: for run_now and reschedule only");
+  a.spread_ms = spread->value_or(0);
   return {};
 }
 
@@ -94,7 +101,7 @@ Result<int64_t> apply(RedisClient& redis, const BrokerConfig& config, const Bulk
   }
   if (a.action == "run_now" || a.action == "reschedule") {
     const int64_t due_ms = a.action == "run_now" ? now_ms : a.due_ms;
-    auto r = fenced(redis, calls::reschedule(a.queue, now_ms, due_ms, ids));
+    auto r = fenced(redis, calls::reschedule(a.queue, now_ms, due_ms, ids, a.spread_ms));
     if (!r) return std::unexpected(r.error());
     auto moved = reply::integers(r->get(), "reschedule");
     if (!moved) return std::unexpected(moved.error());
@@ -127,7 +134,7 @@ Result<void> save(RedisClient& redis, const BulkAction& a) {
 
 std::map<std::string, std::string> status_row(const BulkAction& a) {
   return {{"id", a.id}, {"queue", a.queue}, {"action", a.action}, {"filter", a.filter_text()}, {"rate", std::to_string(a.rate)},
-          {"due_ms", std::to_string(a.action == "reschedule" ? a.due_ms : 0)},
+          {"due_ms", std::to_string(a.action == "reschedule" ? a.due_ms : 0)}, {"spread_ms", std::to_string(a.spread_ms)},
           {"status", a.status}, {"changed", std::to_string(a.changed)}, {"key", a.requester},
           {"started_ms", std::to_string(a.started_ms)}, {"finished_ms", std::to_string(a.finished_ms)},
           {"cursor", a.cursor}, {"error", a.error}};
@@ -136,7 +143,7 @@ std::map<std::string, std::string> status_row(const BulkAction& a) {
 }  // namespace
 
 std::string BulkAction::to_json() const {
-  nlohmann::json j{{"id", id}, {"queue", queue}, {"action", action}, {"filter", bytes_json(filter)}, {"rate", rate}, {"due_ms", due_ms},
+  nlohmann::json j{{"id", id}, {"queue", queue}, {"action", action}, {"filter", bytes_json(filter)}, {"rate", rate}, {"due_ms", due_ms}, {"spread_ms", spread_ms},
                    {"requester", bytes_json(requester)}, {"status", status}, {"cursor", bytes_json(cursor)},
                    {"changed", changed}, {"started_ms", started_ms}, {"finished_ms", finished_ms}, {"error", bytes_json(error)}};
   return dump_json(j);
@@ -153,6 +160,7 @@ Result<BulkAction> BulkAction::from_json(std::string_view text) {
     for (const auto& [k, v] : j.at("filter").items()) a.filter[k] = bytes_from_json(v).value_or("");
     a.rate = j.at("rate").get<int64_t>();
     a.due_ms = j.value("due_ms", int64_t{0});  // absent from records before reschedule
+    a.spread_ms = j.value("spread_ms", int64_t{0});
     a.requester = bytes_from_json(j.at("requester")).value_or("-");
     a.status = j.at("status").get<std::string>();
     a.cursor = bytes_from_json(j.at("cursor")).value_or("");
@@ -242,6 +250,23 @@ Result<std::optional<BulkAction>> next_bulk_action(RedisClient& redis) {
   return oldest;
 }
 
+namespace {
+
+// What the loop must learn of a page's moves: ready jobs to lease, or an
+// earlier due time than it knew of (the earliest a moved job may have).
+void note_effects(const BulkAction& a, int64_t changed, int64_t now_ms, AdminEffects& effects) {
+  if (changed == 0) return;
+  const bool moves = a.action == "run_now" || a.action == "reschedule";
+  const int64_t earliest = a.action == "run_now" ? now_ms : a.due_ms;
+  if (a.action == "replay" || (moves && earliest <= now_ms)) effects.ready_queues.push_back(a.queue);
+  if (moves && earliest + a.spread_ms > now_ms) {
+    auto [it, added] = effects.earliest_due.emplace(a.queue, std::max(earliest, now_ms));
+    if (!added) it->second = std::min(it->second, std::max(earliest, now_ms));
+  }
+}
+
+}  // namespace
+
 Result<void> run_bulk_page(RedisClient& redis, const BrokerConfig& config, BulkAction& a, int64_t now_ms, size_t page_size,
                            AdminEffects& effects) {
   auto filter = ListFilter::parse(a.filter);
@@ -259,12 +284,7 @@ Result<void> run_bulk_page(RedisClient& redis, const BrokerConfig& config, BulkA
     auto changed = apply(redis, config, a, ids, now_ms);
     if (!changed) return std::unexpected(changed.error());
     a.changed += *changed;
-    const bool to_ready = a.action == "replay" || a.action == "run_now" || (a.action == "reschedule" && a.due_ms <= now_ms);
-    if (to_ready && *changed > 0) effects.ready_queues.push_back(a.queue);
-    if (a.action == "reschedule" && !to_ready && *changed > 0) {
-      auto [it, added] = effects.earliest_due.emplace(a.queue, a.due_ms);
-      if (!added) it->second = std::min(it->second, a.due_ms);
-    }
+    note_effects(a, *changed, now_ms, effects);
     a.cursor = page->next ? page->next->text() : "";
     if (!page->next) a.status = "finished";
   }

@@ -33,6 +33,7 @@ struct BulkAction {
   std::map<std::string, std::string> filter;  // as `list` takes it (state, type, since, until, error, id_prefix)
   int64_t rate = 0;    // jobs per second (0: as fast as Redis's admin share allows)
   int64_t due_ms = 0;  // reschedule: the new due time (wall ms)
+  int64_t spread_ms = 0;  // run_now, reschedule: each job's due time plus an offset in [0, spread) drawn from its id
   std::string requester;
   std::string status = "running";  // running, finished, failed
   std::string cursor;              // ListCursor text: where the next page starts ("" = the start)

@@ -91,8 +91,8 @@ Result<proto::AdminRequest> change_request(const std::string& op, const std::str
 }
 
 // A bulk body: {"queue", "action", "state", and the optional "type",
-// "since", "until", "error", "id_prefix" (strings), "rate" and "at_ms"
-// (whole numbers), "dry_run" (a boolean)}; the admin thread checks the
+// "since", "until", "error", "id_prefix" (strings), "rate", "at_ms" and
+// "spread_ms" (whole numbers), "dry_run" (a boolean)}; the admin thread checks the
 // values as it does for `dueq bulk run`.
 Result<proto::AdminRequest> bulk_request(const std::string& text) {
   const json body = json::parse(text, nullptr, false);
@@ -101,7 +101,7 @@ Result<proto::AdminRequest> bulk_request(const std::string& text) {
   static constexpr std::array<const char*, 8> kText{"queue", "action", "state", "type", "since", "until", "error", "id_prefix"};
   for (const auto& item : body.items())
     if (std::find_if(kText.begin(), kText.end(), [&](const char* n) { return item.key() == n; }) == kText.end() &&
-        item.key() != "rate" && item.key() != "at_ms" && item.key() != "dry_run")
+        item.key() != "rate" && item.key() != "at_ms" && item.key() != "spread_ms" && item.key() != "dry_run")
       return fail(Errc::bad_argument, "bulk: unknown field " + item.key());
   for (const char* name : kText) {
     if (!body.contains(name)) continue;
@@ -111,7 +111,7 @@ Result<proto::AdminRequest> bulk_request(const std::string& text) {
     if (std::string_view(name) == "queue") request.queue = std::move(text);
     else request.args.insert_or_assign(name, std::move(text));
   }
-  for (const char* name : {"rate", "at_ms"}) {
+  for (const char* name : {"rate", "at_ms", "spread_ms"}) {
     if (!body.contains(name)) continue;
     if (!body[name].is_number_integer()) return fail(Errc::bad_argument, fmt::format("bulk: {} must be a whole number", name));
     request.args.insert_or_assign(name, std::to_string(body[name].get<int64_t>()));

@@ -118,7 +118,10 @@ TEST(Bulk, RunNowRunsTheSelectedScheduledJobsAndRescheduleMovesOthersToTheirNewT
   for (const char* bad : {"bulk run run_now soon --state ready", "bulk run reschedule soon --state scheduled",
                           "bulk run reschedule soon --state scheduled --in soon", "bulk run run_now soon --state scheduled --in 1s",
                           "bulk run reschedule soon --state dead --in 1s",
-                          "bulk run reschedule soon --state scheduled --at 2026-13-01T00:00:00Z"}) {
+                          "bulk run reschedule soon --state scheduled --at 2026-13-01T00:00:00Z",
+                          "bulk run cancel soon --state scheduled --spread 1m",
+                          "bulk run reschedule soon --state scheduled --in 1s --spread 31d",
+                          "bulk run reschedule soon --state scheduled --in 1s --spread often"}) {
     const auto run = run_dueq(cluster.endpoint(), bad, true);
     EXPECT_EQ(run.code, 2) << bad << ": " << run.out;
   }
@@ -135,7 +138,7 @@ TEST(Bulk, RunNowRunsTheSelectedScheduledJobsAndRescheduleMovesOthersToTheirNewT
   // The loop knew of nothing due before an hour from now: the new time,
   // 3 s ahead, is what it waits for now.
   const int64_t asked_ms = dueq::wall_ms();
-  const auto moved = run_dueq(cluster.endpoint(), "bulk run reschedule soon --state scheduled --in 3s", false);
+  const auto moved = run_dueq(cluster.endpoint(), "bulk run reschedule soon --state scheduled --in 3s --spread 2s", false);
   ASSERT_EQ(moved.code, 0) << moved.out;
   EXPECT_NE(moved.out.find("20 jobs changed"), std::string::npos) << moved.out;
   auto doc = client.job_document("s-01", "soon");
@@ -143,6 +146,9 @@ TEST(Bulk, RunNowRunsTheSelectedScheduledJobsAndRescheduleMovesOthersToTheirNewT
   EXPECT_EQ((*doc)->state, "scheduled");
   EXPECT_GE(*(*doc)->run_at_ms, asked_ms + 3000);
   EXPECT_LT(*(*doc)->run_at_ms, asked_ms + 60'000);
+  const auto status = json::parse(run_dueq(cluster.endpoint(), "bulk status --json", false).out, nullptr, false);
+  ASSERT_TRUE(status.is_object());
+  EXPECT_EQ(status["rows"][0]["spread_ms"], "2000") << status.dump();
   ASSERT_TRUE(eventually([&] { auto s = cluster.stats("soon"); return s && s->done == 40; }, 30s));
   // None ran before its new due time.
   std::ifstream starts(record);

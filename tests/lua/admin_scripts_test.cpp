@@ -229,3 +229,30 @@ TEST_F(Scripts, RescheduleMovesWaitingJobsAndLeavesTheRestAlone) {
     EXPECT_NE(reply_error(run(refused)).find("bad-args reschedule"), std::string_view::npos);
   }
 }
+
+// A spread gives each job its own due time in [due, due + spread), drawn
+// from its id: the same on every call, so a page applied again moves and
+// counts nothing.
+TEST_F(Scripts, RescheduleSpreadsDueTimesByIdAndARepeatMovesNothing) {
+  std::vector<proto::NewJob> jobs;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 50; ++i) {
+    ids.push_back("spread-" + std::to_string(i));
+    jobs.push_back(job(ids.back(), 90'000));
+  }
+  enqueue(jobs, 1000);
+  Round moved;
+  moved.add(calls::reschedule("q", 2000, 100'000, ids, 10'000));
+  EXPECT_EQ(*ints(run(moved)), std::vector<int64_t>(50, 1));
+  std::set<std::string> dues;
+  for (const auto& id : ids) {
+    const int64_t run_at = std::stoll(field(id, "r"));
+    EXPECT_GE(run_at, 100'000) << id;
+    EXPECT_LT(run_at, 110'000) << id;
+    dues.insert(field(id, "r"));
+  }
+  EXPECT_GT(dues.size(), 40u) << "the due times are spread, not herded";
+  Round again;
+  again.add(calls::reschedule("q", 2000, 100'000, ids, 10'000));
+  EXPECT_EQ(*ints(run(again)), std::vector<int64_t>(50, 0));
+}
