@@ -180,8 +180,80 @@ class PythonWorkerState(unittest.TestCase):
         self.assertEqual(len(worker._ready), 1)
         newer = dueq.protocol.Task("q", "a", "noop", payload, 0, 2, 3, 8, 0, dueq.protocol.checksum(payload), 0)
         worker._on_tasks(dueq.protocol.Tasks([newer], 3))
-        self.assertEqual([t.token for t in worker._ready], [7, 8])
+        self.assertEqual([t.token for t in worker._ready], [8])  # the older, not started, never runs
         self.assertEqual(worker._held[("q", "a")].token, 8)
+
+    @staticmethod
+    def quiet_worker(concurrency: int = 2) -> dueq.Worker:
+        worker = dueq.Worker("tcp://127.0.0.1:1", ["q"], concurrency=concurrency)
+        worker._send = lambda type_, body: None  # type: ignore[method-assign]
+        return worker
+
+    @staticmethod
+    def task(id_: str, token: int, start_check: int) -> dueq.protocol.Task:
+        payload = b"x"
+        return dueq.protocol.Task("q", id_, "noop", payload, 0, 1, 3, token, 0, dueq.protocol.checksum(payload),
+                                  start_check)
+
+    def run_and_confirm(self, worker: dueq.Worker, task: dueq.protocol.Task) -> None:
+        """What a handler thread and the broker's CONFIRM would do with a started task."""
+        with worker._lock:
+            worker._ready.remove(task)
+        worker._finish(task, dueq.protocol.Result(task.ref, dueq.protocol.Outcome.DONE))
+        worker._send_finished()
+        worker._confirmed(task.ref)
+
+    def test_a_dropped_start_of_a_replaced_delivery_holds_up_nothing(self) -> None:
+        """Seen under nemesis seed 20261207: a Python worker held 8 jobs for minutes and ran none. A start
+        announced for token 7 was dropped by the broker after token 8 of the same job came; the drop was
+        ignored, so the announcement stayed pending forever, and a job that must start alone (start_check
+        2) waited for it, with every other job held back behind that one."""
+        worker = self.quiet_worker()
+        worker._on_tasks(dueq.protocol.Tasks([self.task("a", 7, 1)], 1))
+        worker._announce()
+        self.assertIn(("q", "a"), worker._awaiting_go)
+        alone, newer = self.task("b", 9, 2), self.task("a", 8, 0)
+        worker._on_tasks(dueq.protocol.Tasks([alone, newer], 2))
+        worker._on_start_reply([], [dueq.protocol.JobRef("q", "a", 7)])
+        worker._announce()
+        self.assertEqual(worker._awaiting_go.get(("q", "b")), alone)  # announced, by itself
+        worker._on_start_reply([alone.ref], [])
+        self.assertEqual(list(worker._ready), [alone])
+        self.run_and_confirm(worker, alone)
+        worker._announce()
+        self.assertEqual(list(worker._ready), [newer])  # the rest start once it has run
+
+    def test_a_go_for_a_replaced_delivery_keeps_the_newer_ones_announcement(self) -> None:
+        worker = self.quiet_worker()
+        worker._on_tasks(dueq.protocol.Tasks([self.task("a", 7, 1)], 1))
+        worker._announce()
+        newer = self.task("a", 8, 1)
+        worker._on_tasks(dueq.protocol.Tasks([newer], 2))
+        worker._announce()
+        worker._on_start_reply([dueq.protocol.JobRef("q", "a", 7)], [])
+        self.assertEqual(list(worker._ready), [])  # the older delivery does not run
+        worker._on_start_reply([newer.ref], [])
+        self.assertEqual(list(worker._ready), [newer])
+
+    def test_a_replaced_delivery_that_ran_alone_releases_the_rest_when_it_ends(self) -> None:
+        worker = self.quiet_worker()
+        older = self.task("a", 7, 2)
+        worker._on_tasks(dueq.protocol.Tasks([older], 1))
+        worker._announce()
+        worker._on_start_reply([older.ref], [])
+        with worker._lock:
+            worker._ready.remove(older)  # its handler runs it
+            worker._running.add(("q", "a"))
+        other, newer = self.task("b", 9, 0), self.task("a", 8, 0)
+        worker._on_tasks(dueq.protocol.Tasks([other, newer], 2))
+        worker._announce()
+        self.assertEqual(list(worker._ready), [])  # nothing starts beside a start_check 2 job
+        with worker._lock:
+            worker._running.discard(("q", "a"))
+        worker._finish(older, dueq.protocol.Result(older.ref, dueq.protocol.Outcome.DONE))
+        worker._send_finished()  # stale: a newer delivery holds the job, so no CONFIRM will come
+        worker._announce()
+        self.assertEqual(list(worker._ready), [other, newer])
 
 
 class PythonWorkerLog(unittest.TestCase):

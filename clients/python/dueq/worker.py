@@ -101,7 +101,10 @@ class Worker:
         self._to_announce: collections.deque[Task] = collections.deque()
         self._held_back: collections.deque[Task] = collections.deque()  # unannounced, waiting for a start_check 2 task
         self._awaiting_go: dict[Key, Task] = {}       # STARTING sent, no START_REPLY yet
-        self._announced: dict[Key, int] = {}          # announced (its start_check), result not yet confirmed
+        # Announced deliveries (by job and token: a newer delivery of a job may
+        # come while an older one is announced), with their start_check, until
+        # their result is confirmed, the broker drops them, or they turn stale.
+        self._announced: dict[tuple[Key, int], int] = {}
         self._unconfirmed: dict[Key, Result] = {}     # result sent, no CONFIRM yet
         self._jobs: dict[Key, Job] = {}               # what handlers got, for CANCEL
         self._heartbeat_ms = 1000
@@ -331,7 +334,9 @@ class Worker:
                 # A delivery it holds, or ran, arriving again: started once only (protocol §3.3).
                 log.warning("job %r delivered again with the same token %d: not started twice", task.id, task.token)
                 continue
-            self._held[key] = task  # a newer delivery replaces an older one
+            if held is not None:
+                self._replace(held)
+            self._held[key] = task
             self._unconfirmed.pop(key, None)
             if protocol.checksum(task.payload) != task.payload_checksum:
                 self._finish(task, Result(task.ref, Outcome.FAILED_FINAL,
@@ -347,6 +352,24 @@ class Worker:
                     self._ready_cv.notify()
                 else:
                     self._to_announce.append(task)
+
+    def _replace(self, older: Task) -> None:
+        """A newer delivery of a job replaces the one held: the older one no
+        longer starts (if its handler runs, its result is stale and dropped),
+        and is no longer announced, so nothing waits for its START_REPLY or
+        CONFIRM."""
+        key = (older.queue, older.id)
+        with self._lock:
+            if older in self._ready:
+                self._ready.remove(older)
+            running = key in self._running
+        for waiting in (self._to_announce, self._held_back):
+            if older in waiting:
+                waiting.remove(older)
+        if self._awaiting_go.get(key) is older:
+            del self._awaiting_go[key]
+        if not running:
+            self._announced.pop((key, older.token), None)
 
     def _alone_pending(self) -> bool:
         """A task with `start_check` 2 waits to be announced, or is announced
@@ -376,9 +399,8 @@ class Worker:
                 break
             batch.append(self._to_announce.popleft())
         for task in batch:
-            key = (task.queue, task.id)
-            self._awaiting_go[key] = task
-            self._announced[key] = task.start_check
+            self._awaiting_go[(task.queue, task.id)] = task
+            self._announced[((task.queue, task.id), task.token)] = task.start_check
         if batch:
             self._send_finished()  # what ran before is reported first
             self._send(Type.STARTING, [[t.ref.wire() for t in batch]])
@@ -386,19 +408,22 @@ class Worker:
     def _on_start_reply(self, go: list[JobRef], drop: list[JobRef]) -> None:
         for ref in go:
             key = (ref.queue, ref.id)
-            task = self._awaiting_go.pop(key, None)
+            task = self._awaiting_go.get(key)
             if task is None or task.token != ref.token:
-                continue
+                continue  # an older delivery's answer: the newer one awaits its own
+            del self._awaiting_go[key]
             with self._lock:
                 self._ready.appendleft(task)
                 self._ready_cv.notify()
         for ref in drop:
             key = (ref.queue, ref.id)
+            self._announced.pop((key, ref.token), None)
+            waiting = self._awaiting_go.get(key)
+            if waiting is not None and waiting.token == ref.token:
+                del self._awaiting_go[key]
             task = self._held.get(key)
-            if task is None or task.token != ref.token:
-                continue
-            self._awaiting_go.pop(key, None)
-            self._forget(key)
+            if task is not None and task.token == ref.token:
+                self._forget(task)
 
     def _on_cancel(self, ref: JobRef) -> None:
         key = (ref.queue, ref.id)
@@ -416,7 +441,8 @@ class Worker:
             self._to_announce.remove(task)
         if task in self._held_back:
             self._held_back.remove(task)
-        self._awaiting_go.pop(key, None)
+        if self._awaiting_go.get(key) is task:
+            del self._awaiting_go[key]
         self._finish(task, Result(task.ref, Outcome.CANCELLED, "cancelled before it started"))
 
     def _on_error(self, error: protocol.ErrorReply) -> None:
@@ -442,8 +468,11 @@ class Worker:
             key = (task.queue, task.id)
             current = self._held.get(key)
             if current is None or current.token != task.token:
-                continue  # a newer delivery replaced it
-            self._forget(key, keep_announced=True)
+                # A newer delivery replaced it: its result is not sent, so no
+                # CONFIRM ends its announcement.
+                self._announced.pop((key, task.token), None)
+                continue
+            self._forget(task, keep_announced=True)
             self._unconfirmed[key] = result
             batch.append(result.wire())
         for start in range(0, len(batch), _RESULT_BATCH):
@@ -455,14 +484,15 @@ class Worker:
         result = self._unconfirmed.get(key)
         if result is not None and result.ref.token == ref.token:
             del self._unconfirmed[key]
-            self._announced.pop(key, None)
+        self._announced.pop((key, ref.token), None)
 
-    def _forget(self, key: Key, keep_announced: bool = False) -> None:
+    def _forget(self, task: Task, keep_announced: bool = False) -> None:
+        key = (task.queue, task.id)
         self._held.pop(key, None)
         with self._lock:
             self._jobs.pop(key, None)
         if not keep_announced:
-            self._announced.pop(key, None)
+            self._announced.pop((key, task.token), None)
 
     # -- draining
 
@@ -477,7 +507,7 @@ class Worker:
         self._to_announce.clear()
         self._awaiting_go.clear()
         for task in unstarted:
-            self._forget((task.queue, task.id))
+            self._forget(task)
         log.info("draining: handing back %d jobs not started", len(unstarted))
         self._send(Type.BYE, [[t.ref.wire() for t in unstarted]])
         self._send(Type.HEARTBEAT, [[t.ref.wire() for t in self._held.values()], self._capacity, True])
