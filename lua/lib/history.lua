@@ -1,7 +1,20 @@
+-- history_record(record): the job record a kept document holds: the one
+-- the jobs hash held with its payload checksum 0. The checksum guards a
+-- delivery, and a kept document is never delivered again; as 0 it takes
+-- one byte instead of nine, which brings an entry with a 100-byte payload
+-- into the allocator's 160-byte class instead of its 192-byte one.
+local function history_record(record)
+  if record == "" then return record end
+  local ok, fields = pcall(cmsgpack.unpack, record)
+  if not ok or type(fields) ~= "table" or #fields ~= 9 then return record end
+  fields[9] = 0
+  return cmsgpack.pack(fields)
+end
+
 -- history_entry(now, record, started, worker, attempt, last_error, error_log):
 -- a job's document as kept in the queue's history hash (id -> entry) when
 -- it finished at `now` while its queue keeps history: one msgpack stream of
--- the job record (as the jobs hash held it), how long before `now` it
+-- the job record (history_record), how long before `now` it
 -- started (an integer; "" when unknown: `started` is the start ms as text),
 -- the worker ("" when none ran it), the attempt it ended on (0 when none
 -- ran), and only when it has them its last error and its error log. Small
@@ -10,9 +23,9 @@ local function history_entry(now, record, started, worker, attempt, last_error, 
   local ran_for = ""
   if started and started ~= "" and tonumber(started) then ran_for = now - tonumber(started) end
   if (last_error and last_error ~= "") or (error_log and error_log ~= "") then
-    return cmsgpack.pack(record, ran_for, worker or "", attempt or 0, last_error or "", error_log or "")
+    return cmsgpack.pack(history_record(record), ran_for, worker or "", attempt or 0, last_error or "", error_log or "")
   end
-  return cmsgpack.pack(record, ran_for, worker or "", attempt or 0)
+  return cmsgpack.pack(history_record(record), ran_for, worker or "", attempt or 0)
 end
 
 -- history_read(key, ids): HMGET of `ids` from hash `key` when it exists
