@@ -10,6 +10,29 @@
 
 namespace dueq::broker {
 
+namespace {
+
+// A running job's start and worker are known only to the loop that sent it
+// (Redis holds neither until it finishes, when its history entry does): a
+// lookup or a listing gets them here, as that entry would hold them (the
+// delivery's time on the store's clock, the worker's routing id).
+void add_holder(std::map<std::string, std::string>& fields, const InflightTable& inflight) {
+  const auto state = fields.find("s");
+  if (state == fields.end() || state->second != "leased" || fields.contains("st")) return;
+  const InflightJob* job = inflight.find(fields["queue"], fields["id"]);
+  if (job == nullptr || job->worker.empty()) return;
+  fields["st"] = std::to_string(job->delivered_ms);
+  fields["w"] = job->worker;
+}
+
+void add_holders(Admin::AnswerFrame& frame, const InflightTable& inflight) {
+  if (auto* job = std::get_if<proto::JobReply>(&frame); job != nullptr && job->found) add_holder(job->fields, inflight);
+  if (auto* listed = std::get_if<proto::AdminReply>(&frame))
+    for (auto& row : listed->rows) add_holder(row, inflight);
+}
+
+}  // namespace
+
 Admin::Admin(const BrokerConfig& config, const Clock& clock, RedisAddress address, std::shared_ptr<RedisBudget> budget)
     : config_(config), clock_(clock), redis_(std::move(address)), ready_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   redis_.set_budget(std::move(budget));
@@ -95,6 +118,7 @@ void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues,
     for (auto& entry : answer.cron_put) cron.put(std::move(entry), 0);
     for (const auto& name : answer.cron_removed) cron.remove(name);
     if (answer.silent) continue;
+    add_holders(answer.frame, inflight);
     if (answer.local) answer.local(std::move(answer.frame));
     else std::visit([&](const auto& frame) { outbox.send(answer.peer, frame); }, answer.frame);
   }

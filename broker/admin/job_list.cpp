@@ -228,6 +228,10 @@ Result<ListPage> scan_jobs(RedisClient& redis, const std::string& queue, const L
   ListPage page;
   size_t bytes = 0;
   bool more = true;
+  // A running job's place is its lease deadline, which each heartbeat moves
+  // on: one the page passed may come again further on. It is shown once a
+  // page (a later page may show it again).
+  std::set<std::string, std::less<>> seen;
   while (more && page.examined < examine) {
     auto next = filter.state == "scheduled"
                     ? next_in_schedule(redis, k, cursor, filter.since_ms, kScanStep)
@@ -242,7 +246,8 @@ Result<ListPage> scan_jobs(RedisClient& redis, const std::string& queue, const L
       }
       ++page.examined;
       cursor = ListCursor{e.score, e.id};
-      if (e.score >= filter.since_ms && e.id.starts_with(filter.id_prefix)) candidates.push_back(std::move(e));
+      if (e.score >= filter.since_ms && e.id.starts_with(filter.id_prefix) && seen.insert(e.id).second)
+        candidates.push_back(std::move(e));
     }
     std::optional<ListCursor> row_cursor = cursor;
     auto room = add_rows(redis, queue, filter, candidates, limit, page.rows, bytes, row_cursor);

@@ -68,6 +68,10 @@ class InflightTable {
     auto it = jobs_.find(key(queue, id));
     return it == jobs_.end() ? nullptr : &it->second;
   }
+  const InflightJob* find(const std::string& queue, const std::string& id) const {
+    auto it = jobs_.find(key(queue, id));
+    return it == jobs_.end() ? nullptr : &it->second;
+  }
 
   // Removes the entry when its token matches (a stale result leaves the
   // current delivery's entry alone); says when that delivery started (0:

@@ -208,6 +208,22 @@ TEST(Cli, WorkersListsEachWorkerAndTheJobsItHolds) {
   ASSERT_TRUE(cluster.wait_for_workers(1));
   ASSERT_EQ(dueq_cli(cluster.endpoint(), "enqueue --queue w --type slow --id long-1").code, 0);
   ASSERT_TRUE(eventually([&] { auto s = cluster.stats("w"); return s && s->in_flight == 1; }, 10s));
+  // A running job's document and its row in a listing name its worker and
+  // when it was sent (the leading broker's memory: Redis holds neither).
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto doc = nlohmann::json::parse(dueq_cli(cluster.endpoint(), "job long-1 --json").out, nullptr, false);
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_EQ(doc["state"], "running") << doc.dump();
+  EXPECT_EQ(doc["worker"], "listed-1") << doc.dump();
+  ASSERT_TRUE(doc["started_ms"].is_number()) << doc.dump();
+  EXPECT_GT(doc["started_ms"].get<int64_t>(), now_ms - 60'000) << doc.dump();
+  EXPECT_LE(doc["started_ms"].get<int64_t>(), now_ms + 5'000) << doc.dump();
+  const auto page = nlohmann::json::parse(dueq_cli(cluster.endpoint(), "list w --state running --json").out, nullptr, false);
+  ASSERT_TRUE(page.is_object());
+  ASSERT_EQ(page["rows"].size(), 1u) << page.dump();
+  EXPECT_EQ(page["rows"][0]["worker"], "listed-1") << page.dump();
+  EXPECT_EQ(page["rows"][0]["started_ms"], doc["started_ms"]) << page.dump();
   auto listed = dueq_cli(cluster.endpoint(), "workers");
   EXPECT_EQ(listed.code, 0) << listed.out;
   EXPECT_NE(listed.out.find("listed-1 on "), std::string::npos) << listed.out;

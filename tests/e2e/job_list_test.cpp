@@ -37,7 +37,7 @@ TEST(JobList, PagesWalkEveryJobOfAStateInDueOrderOnceAndFiltersNarrowThem) {
   std::vector<JobSpec> jobs;
   // Due in the reverse of their id order, two at the same millisecond: order is by due time, ties by id.
   for (int i = 0; i < 25; ++i)
-    jobs.push_back({"browse", i % 2 == 0 ? "even" : "odd", "p", fmt::format("job-{:02}", i), base + (24 - i) / 2 * 1000, 3});
+    jobs.push_back({"browse", i % 2 == 0 ? "even" : "odd", "p", fmt::format("job-{:02}", i), base + static_cast<int64_t>((24 - i) / 2) * 1000, 3});
   for (int i = 0; i < 5; ++i) jobs.push_back({"browse", "now", "", fmt::format("ready-{}", i), 0, 3});
   ASSERT_TRUE(client.enqueue_batch(jobs));
 
