@@ -12,6 +12,7 @@ const std::vector<Scenario>& scenarios() {
       {"memory", "Redis bytes per delayed job and per done id", true, memory},
       {"backlog", "steady throughput with 1,000,000 jobs scheduled ahead / with none", true, backlog},
       {"audit", "a full audit of 1,000,000 jobs while 20,000 jobs/s flow: p99 with / without", true, audit_under_load},
+      {"search", "whole searches of a queue of 1,000,000 jobs; 20,000 jobs/s beside a storm of them: p99 with / without", true, search_under_load},
       {"curve", "CurveZMQ / plaintext: throughput and half-load latency", true, curve},
       {"single", "one job per call, 50 outstanding from one process (--single-modes)", true, single},
       {"defaults", "100,000 ready jobs drained at default worker settings", true, defaults},

@@ -35,6 +35,8 @@ Figures memory(const Options& o, Json& table);
 Figures backlog(const Options& o, Json& table);
 // bench/scenarios/audit.cpp
 Figures audit_under_load(const Options& o, Json& table);
+// bench/scenarios/search.cpp
+Figures search_under_load(const Options& o, Json& table);
 // bench/scenarios/curve.cpp
 Figures curve(const Options& o, Json& table);
 // bench/scenarios/single.cpp

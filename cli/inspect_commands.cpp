@@ -135,11 +135,14 @@ std::optional<int64_t> order_time(const JobDocument& job) {
   return job.finished_ms;
 }
 
-void print_list(const AdminResult& result) {
-  fmt::print("{:<28} {:<24} {:<16} {:>7}  {}\n", "ID", "TIME (UTC)", "TYPE", "ATTEMPT", "LAST ERROR");
+// A page of `dueq list` (one state: no column for it) or `dueq search`.
+void print_list(const AdminResult& result, bool with_state) {
+  fmt::print("{:<28} {}{:<24} {:<16} {:>7}  {}\n", "ID", with_state ? "STATE      " : "", "TIME (UTC)", "TYPE", "ATTEMPT",
+             "LAST ERROR");
   for (const auto& row : result.rows) {
     const JobDocument job = job_document(row);
-    fmt::print("{:<28} {:<24} {:<16} {:>7}  {}\n", loggable(job.id), time_or_dash(order_time(job)),
+    fmt::print("{:<28} {}{:<24} {:<16} {:>7}  {}\n", loggable(job.id),
+               with_state ? fmt::format("{:<10} ", job.state) : "", time_or_dash(order_time(job)),
                job.record_kept ? loggable(job.type) : "-", job.attempt ? std::to_string(*job.attempt) : "-",
                job.last_error.empty() ? "-" : loggable(job.last_error, 120));
   }
@@ -187,7 +190,7 @@ int admin(Client& client, const AdminCommand& command, bool json) {
   if (!result) return report(result.error());
   if (json) {
     // Rows that are jobs are job documents (docs/jobs.md).
-    const bool jobs = command.op == "dead_list" || command.op == "list";
+    const bool jobs = command.op == "dead_list" || command.op == "list" || command.op == "search";
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : result->rows) rows.push_back(jobs ? job_to_json(job_document(row)) : bytes_json(row));
     nlohmann::json out{{"summary", bytes_json(result->summary)}, {"rows", std::move(rows)}};
@@ -211,8 +214,8 @@ int admin(Client& client, const AdminCommand& command, bool json) {
     }
   } else if (command.op == "bulk_status") {
     print_bulk(*result, false);
-  } else if (command.op == "list") {
-    print_list(*result);
+  } else if (command.op == "list" || command.op == "search") {
+    print_list(*result, command.op == "search");
   } else if (command.op == "workers") {
     print_workers(*result);
   } else if (command.op == "cancel") {

@@ -60,7 +60,8 @@ struct Invocation {
   EnqueueArgs e;
   CLI::App* enqueue = nullptr;
   CLI::Option *queue = nullptr, *type = nullptr;
-  CLI::App *stats = nullptr, *top = nullptr, *job = nullptr, *audit = nullptr, *workers = nullptr, *list = nullptr;
+  CLI::App *stats = nullptr, *top = nullptr, *job = nullptr, *audit = nullptr, *workers = nullptr, *list = nullptr,
+           *search = nullptr;
   std::string list_queue, list_since, list_until;
   uint32_t list_limit = 0;
   std::map<std::string, std::string> list_args;
@@ -145,6 +146,20 @@ void add_watch(CLI::App& app, Invocation& v) {
   v.list->add_option("--limit", v.list_limit, "at most this many (1..1000, default 100)")->check(CLI::Range(1, 1000));
   v.list->add_option("--after", v.list_args["after"], "go on where a page stopped (the cursor it printed)");
   v.list->add_flag("--json", v.json, "print JSON: {summary, rows (job documents, docs/jobs.md), next}");
+  v.search = app.add_subcommand("search", "find a queue's jobs in every state (or --states) by type, time, error text or "
+                                          "id prefix, page by page")->group(kWatch);
+  v.search->add_option("queue", v.list_queue, "queue")->required();
+  v.search->add_option("--states", v.list_args["states"], "only these states, comma-separated: scheduled, ready, running, "
+                                                          "dead, done, cancelled (default all)");
+  v.search->add_option("--type", v.list_args["type"], "only jobs of this type (a done job whose document is no longer kept "
+                                                      "has none)");
+  v.search->add_option("--since", v.list_since, "from this time on (RFC 3339, or Unix ms) in each state's order");
+  v.search->add_option("--until", v.list_until, "up to this time (RFC 3339, or Unix ms)");
+  v.search->add_option("--error", v.list_args["error"], "only jobs whose last error contains this text");
+  v.search->add_option("--id-prefix", v.list_args["id_prefix"], "only ids that start with this");
+  v.search->add_option("--limit", v.list_limit, "about this many (1..1000, default 100)")->check(CLI::Range(1, 1000));
+  v.search->add_option("--after", v.list_args["after"], "go on where a page stopped (the cursor it printed)");
+  v.search->add_flag("--json", v.json, "print JSON: {summary, rows (job documents, docs/jobs.md), next}");
   v.workers = app.add_subcommand("workers", "every worker: host, pid, key, queues, capacity, the jobs it holds and for how long, "
                                   "when it was last heard from")->group(kWatch);
   v.workers->add_flag("--json", v.json, "print JSON");
@@ -460,6 +475,10 @@ int run_command(Client& client, Invocation& v, std::optional<JobSpec>&& job, boo
   if (*v.list) {
     std::erase_if(v.list_args, [](const auto& kv) { return kv.second.empty(); });
     return admin(client, AdminCommand{"list", v.list_queue, {}, 0, v.list_limit, v.list_args}, v.json);
+  }
+  if (*v.search) {
+    std::erase_if(v.list_args, [](const auto& kv) { return kv.second.empty(); });
+    return admin(client, AdminCommand{"search", v.list_queue, {}, 0, v.list_limit, v.list_args}, v.json);
   }
   if (*v.pause) {
     AdminCommand pause{"pause", v.pause_queue, {}, 0, 0};

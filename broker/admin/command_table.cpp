@@ -6,6 +6,7 @@
 #include "broker/admin/cron_commands.hpp"
 #include "broker/admin/bulk_actions.hpp"
 #include "broker/admin/job_list.hpp"
+#include "broker/admin/job_search.hpp"
 
 namespace dueq::broker {
 
@@ -18,6 +19,7 @@ AdminCommand find_admin_command(std::string_view op) {
       {"audit", audit_queues},
       {"scheduled", list_scheduled},
       {"list", list_jobs},
+      {"search", search_jobs},
       {"bulk", bulk_start},
       {"bulk_status", bulk_status},
       {"pause", [](AdminContext& c, const proto::AdminRequest& r) { return pause_or_resume(c, r, true); }},

@@ -262,6 +262,26 @@ Result<ListPage> scan_jobs(RedisClient& redis, const std::string& queue, const L
   return page;
 }
 
+Result<void> append_job_rows(RedisClient& redis, const std::string& queue, const std::vector<std::string>& ids,
+                             proto::AdminReply& reply) {
+  for (size_t i = 0; i < ids.size(); i += kShowStep) {
+    std::vector<Command> shows;
+    const size_t end = std::min(ids.size(), i + kShowStep);
+    for (size_t j = i; j < end; ++j) shows.push_back(calls::show(queue, ids[j]));
+    auto replies = redis.pipeline(std::move(shows));
+    if (!replies) return std::unexpected(replies.error());
+    for (size_t j = i; j < end; ++j) {
+      auto fields = calls::parse_show((*replies)[j - i].get());
+      if (!fields) return std::unexpected(fields.error());
+      if (fields->empty()) continue;
+      (*fields)["id"] = ids[j];
+      (*fields)["queue"] = queue;
+      reply.rows.push_back(listed_row(std::move(*fields)));
+    }
+  }
+  return {};
+}
+
 Result<void> check_list_queue(RedisClient& redis, const std::string& queue) {
   if (auto ok = validate_queue_name(queue); !ok) return fail(Errc::bad_argument, "a queue is needed: " + ok.error().message);
   auto queues = known_queues(redis);

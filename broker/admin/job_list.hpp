@@ -52,6 +52,10 @@ struct ListPage {
 };
 Result<ListPage> scan_jobs(RedisClient& redis, const std::string& queue, const ListFilter& filter,
                            std::optional<ListCursor> cursor, size_t limit, size_t examine);
+// The rows of `ids` of `queue` as a listing shows them (listed_row),
+// appended to `reply`; an id gone meanwhile is left out.
+Result<void> append_job_rows(RedisClient& redis, const std::string& queue, const std::vector<std::string>& ids,
+                             proto::AdminReply& reply);
 // A valid name of a queue the store knows (bad_argument, not_found).
 Result<void> check_list_queue(RedisClient& redis, const std::string& queue);
 

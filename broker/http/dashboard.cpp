@@ -7,12 +7,15 @@
 #include <charconv>
 #include <fstream>
 #include <optional>
+#include <set>
 
 #include "broker/admin/admin_commands.hpp"
 #include "broker/admin/job_list.hpp"
+#include "broker/admin/job_search.hpp"
 #include "broker/dashboard_page.hpp"  // generated: kDashboardPage, broker/http/dashboard.html
 #include "common/job_document.hpp"
 #include "common/json_bytes.hpp"
+#include "common/logging.hpp"
 #include "common/names.hpp"
 
 namespace dueq::broker {
@@ -217,6 +220,23 @@ void Dashboard::add_routes(httplib::Server& server) {
     if (auto cursor = DeadListCursor::parse(after); !cursor) return bad_request(res, cursor.error().message);
     answer(proto::AdminRequest{0, "dead_list", *queue, {}, 0, *limit, {{"after", after}}}, res, true);
   });
+  add_job_routes(server);
+  server.Get("/api/bulk", [this](const httplib::Request&, httplib::Response& res) {
+    answer(proto::AdminRequest{0, "bulk_status", "", {}, 0, 0}, res);
+  });
+  server.Post("/api/bulk", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!admin_allowed(req, res)) return;
+    auto request = bulk_request(req.body);
+    if (!request) return bad_request(res, request.error().message);
+    answer(std::move(*request), res);
+  });
+  server.Post("/api/dead/replay", [this](const httplib::Request& req, httplib::Response& res) { change("replay", req, res); });
+  server.Post("/api/dead/purge", [this](const httplib::Request& req, httplib::Response& res) { change("purge", req, res); });
+}
+
+// Jobs by filter: a state's page (/api/list), a search of every state
+// (/api/search), one job (/api/job).
+void Dashboard::add_job_routes(httplib::Server& server) {
   server.Get("/api/list", [this](const httplib::Request& req, httplib::Response& res) {
     auto queue = queue_param(req, res, true);
     if (!queue) return;
@@ -229,6 +249,21 @@ void Dashboard::add_routes(httplib::Server& server) {
     if (auto filter = ListFilter::parse(args); !filter) return bad_request(res, filter.error().message);
     answer(proto::AdminRequest{0, "list", *queue, {}, 0, *limit, std::move(args)}, res, true);
   });
+  server.Get("/api/search", [this](const httplib::Request& req, httplib::Response& res) {
+    auto queue = queue_param(req, res, true);
+    if (!queue) return;
+    auto limit = limit_param(req, 50, kListMaxLimit);
+    if (!limit) return bad_request(res, fmt::format("limit: 1..{}", kListMaxLimit));
+    static const std::set<std::string, std::less<>> kFilters{"states", "type", "since", "until", "error", "id_prefix", "after"};
+    std::map<std::string, std::string> args;
+    for (const auto& [name, value] : req.params) {
+      if (name == "queue" || name == "limit") continue;
+      if (!kFilters.contains(name)) return bad_request(res, "search: no parameter " + loggable(name, 64));
+      args[name] = value;
+    }
+    if (auto filter = SearchFilter::parse(args); !filter) return bad_request(res, filter.error().message);
+    answer(proto::AdminRequest{0, "search", *queue, {}, 0, *limit, std::move(args)}, res, true);
+  });
   server.Get("/api/job", [this](const httplib::Request& req, httplib::Response& res) {
     auto queue = queue_param(req, res, false);
     if (!queue) return;
@@ -236,17 +271,6 @@ void Dashboard::add_routes(httplib::Server& server) {
     if (auto ok = validate_job_id(id); !ok) return bad_request(res, ok.error().message);
     answer(proto::JobRequest{0, id, *queue}, res);
   });
-  server.Get("/api/bulk", [this](const httplib::Request&, httplib::Response& res) {
-    answer(proto::AdminRequest{0, "bulk_status", "", {}, 0, 0}, res);
-  });
-  server.Post("/api/bulk", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!admin_allowed(req, res)) return;
-    auto request = bulk_request(req.body);
-    if (!request) return bad_request(res, request.error().message);
-    answer(std::move(*request), res);
-  });
-  server.Post("/api/dead/replay", [this](const httplib::Request& req, httplib::Response& res) { change("replay", req, res); });
-  server.Post("/api/dead/purge", [this](const httplib::Request& req, httplib::Response& res) { change("purge", req, res); });
 }
 
 bool Dashboard::admin_allowed(const httplib::Request& req, httplib::Response& res) const {

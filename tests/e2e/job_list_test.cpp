@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
+#include <fstream>
 #include <set>
 
 #include "tests/support/cluster.hpp"
@@ -128,6 +129,16 @@ TEST(JobList, TheDashboardListsAStateAsJobDocumentsAndRefusesBadParameters) {
   res = web.Get("/api/list?queue=web&state=scheduled&limit=1&after=" + httplib::detail::encode_query_param(next));
   ASSERT_TRUE(res && res->status == 200);
   EXPECT_EQ(json::parse(res->body)["rows"][0]["id"], "w-2");
+  // A search of every state, as `dueq search`.
+  res = web.Get("/api/search?queue=web&type=t&states=scheduled,ready");
+  ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+  EXPECT_EQ(json::parse(res->body)["rows"].size(), 2U) << res->body;
+  for (const char* bad : {"/api/search?queue=web&states=nope", "/api/search?queue=web&state=ready",
+                          "/api/search?queue=web&after=x"}) {
+    res = web.Get(bad);
+    ASSERT_TRUE(res) << bad;
+    EXPECT_EQ(res->status, 400) << bad << ": " << res->body;
+  }
   for (const char* bad : {"/api/list?queue=web&state=nope", "/api/list?queue=web&state=ready&limit=0",
                           "/api/list?queue=web&state=ready&after=x", "/api/list?state=ready",
                           "/api/list?queue=web&state=ready&since=-5"}) {
@@ -138,4 +149,81 @@ TEST(JobList, TheDashboardListsAStateAsJobDocumentsAndRefusesBadParameters) {
   res = web.Get("/api/list?queue=nothere&state=ready");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 404) << res->body;
+}
+
+namespace {
+
+std::set<std::string> found(Cluster& cluster, const std::string& args) {
+  const auto run = run_dueq(cluster.endpoint(), "search s " + args + " --json", false);
+  EXPECT_EQ(run.code, 0) << args << ": " << run.out;
+  const json page = json::parse(run.out, nullptr, false);
+  std::set<std::string> out;
+  if (!page.is_object()) return out;
+  for (const auto& row : page["rows"]) out.insert(row["id"].get<std::string>() + "/" + row["state"].get<std::string>());
+  EXPECT_EQ(page["next"], "") << args << ": one page holds them";
+  return out;
+}
+
+}  // namespace
+
+// Rule: `dueq search` finds a queue's jobs in every state (lua/search.lua),
+// by type, error text, id prefix, time and state, pages with a cursor, and
+// refuses bad filters (exit 2) writing nothing.
+TEST(JobSearch, FindsJobsInEveryStateByTheirFiltersAndPagesThroughThem) {
+  Cluster cluster;
+  const auto config = cluster.dir() / "broker.toml";
+  std::ofstream(config) << "[defaults]\nhistory_retention = \"1h\"\n";
+  cluster.start_broker({"--config", config.string()});
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "s", "--concurrency", "4"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue_batch({{"s", "noop", "", "sched-1", Client::in_ms(3'600'000), 3},
+                                    {"s", "noop", "", "cx-1", Client::in_ms(3'600'000), 3},
+                                    {"s", "sleep", "30000", "run-1", 0, 3},
+                                    {"s", "fail", "x", "dead-1", 0, 1},
+                                    {"s", "noop", "", "done-1", 0, 3}}));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("s"); return s && s->done == 1 && s->dead == 1 && s->in_flight == 1; }, 20s));
+  ASSERT_EQ(run_dueq(cluster.endpoint(), "cancel cx-1", false).code, 0);
+  ASSERT_EQ(run_dueq(cluster.endpoint(), "pause s", false).code, 0);
+  ASSERT_TRUE(client.enqueue_batch({{"s", "noop", "", "ready-1", 0, 3}}));
+
+  const std::set<std::string> every{"sched-1/scheduled", "ready-1/ready", "run-1/running", "dead-1/dead", "done-1/done",
+                                    "cx-1/cancelled"};
+  EXPECT_EQ(found(cluster, ""), every);
+  EXPECT_EQ(found(cluster, "--type noop"),
+            (std::set<std::string>{"sched-1/scheduled", "ready-1/ready", "done-1/done", "cx-1/cancelled"}));
+  EXPECT_EQ(found(cluster, "--states dead,running"), (std::set<std::string>{"run-1/running", "dead-1/dead"}));
+  EXPECT_EQ(found(cluster, "--error 'asked to fail'"), (std::set<std::string>{"dead-1/dead"}));
+  EXPECT_EQ(found(cluster, "--id-prefix d"), (std::set<std::string>{"dead-1/dead", "done-1/done"}));
+  EXPECT_EQ(found(cluster, "--type sleep --states ready,running"), (std::set<std::string>{"run-1/running"}));
+  EXPECT_EQ(found(cluster, fmt::format("--since {} --states scheduled,cancelled", Client::in_ms(1'800'000))),
+            (std::set<std::string>{"sched-1/scheduled"}));
+  EXPECT_TRUE(found(cluster, "--type nothing-like-it").empty());
+
+  // A page of one at a time: every job once, then no cursor.
+  std::set<std::string> paged;
+  std::string after;
+  for (int pages = 0; pages < 20; ++pages) {
+    const auto run = run_dueq(cluster.endpoint(), "search s --limit 1 --json" + (after.empty() ? "" : " --after " + after), false);
+    ASSERT_EQ(run.code, 0) << run.out;
+    const json page = json::parse(run.out);
+    for (const auto& row : page["rows"]) paged.insert(row["id"].get<std::string>() + "/" + row["state"].get<std::string>());
+    after = page["next"].get<std::string>();
+    if (after.empty()) break;
+  }
+  EXPECT_TRUE(after.empty());
+  EXPECT_EQ(paged, every);
+  const auto table = run_dueq(cluster.endpoint(), "search s --states dead", false);
+  EXPECT_NE(table.out.find("dead-1"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("dead "), std::string::npos) << table.out;
+
+  const std::string before = cluster.redis().cli("DBSIZE");
+  for (const char* bad : {"s --states bogus", "s --states dead,", "s --after nonsense", "s --after ready:12x",
+                          "s --after bogus:5", "s --state ready", "s --limit 0", "s --since 2000 --until 1000",
+                          "s --id-prefix 'a b'", "'bad queue'"}) {
+    const auto run = run_dueq(cluster.endpoint(), std::string("search ") + bad, true);
+    EXPECT_EQ(run.code, 2) << bad << ": " << run.out;
+  }
+  EXPECT_EQ(run_dueq(cluster.endpoint(), "search no-such-queue", true).code, 3);
+  EXPECT_EQ(cluster.redis().cli("DBSIZE"), before) << "nothing written";
 }

@@ -1,0 +1,121 @@
+#include "bench/scenarios.hpp"
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+namespace dueq::bench {
+
+using namespace dueq::testing;
+
+namespace {
+
+// One whole search (every page, following `next`); the jobs it found, or -1
+// when a page failed.
+int64_t search_all(const std::string& endpoint, const std::string& args) {
+  int64_t found = 0;
+  std::string after;
+  do {
+    const auto run = run_dueq(endpoint, "--timeout 60s search " + args + " --limit 1000 --json" +
+                                            (after.empty() ? "" : " --after " + after), false);
+    const auto page = nlohmann::json::parse(run.out, nullptr, false);
+    if (run.code != 0 || !page.is_object()) return -1;
+    found += static_cast<int64_t>(page["rows"].size());
+    after = page["next"].get<std::string>();
+  } while (!after.empty());
+  return found;
+}
+
+}  // namespace
+
+// `dueq search` of one queue holding 1,000,000 scheduled jobs (100 of them
+// of the type searched for): how long a whole search takes, by type and by
+// id prefix; then the enqueue-to-start p99 of 20,000 jobs/s through another
+// queue during a storm of such searches (one after another, without pause),
+// beside the same flow without them.
+Figures search_under_load(const Options& o, Json&) {
+  const size_t n = o.smoke ? 5'000 : 1'000'000;
+  const size_t needles = 100;
+  const double rate = o.smoke ? 2'000 : 20'000;
+  const double phase_s = o.smoke ? 1 : 10;
+  const int64_t warm_up_us = o.smoke ? 1'000'000 : 5'000'000;
+  Cluster cluster;
+  {
+    // The reconciler's audits would share the admin budget with the searches.
+    const auto config = cluster.dir() / "broker.toml";
+    std::ofstream(config) << "reconcile_interval = 0\n";
+    cluster.broker().signal(SIGTERM);
+    cluster.broker().wait();
+    cluster.start_broker({"--config", config.string()});
+  }
+  Figures f = redis_baselines(cluster.redis());
+  const auto record = cluster.dir() / "starts.txt";
+  start_workers(cluster, "flow", 1, 64, record.string());
+  cluster.wait_for_workers(1);
+  progress(fmt::format("search: scheduling {} jobs in one queue", n));
+  std::vector<JobSpec> jobs;
+  jobs.reserve(n);
+  const int64_t later = wall_ms() + 86'400'000;
+  for (size_t i = 0; i < n; ++i)
+    jobs.push_back({"store", i % (n / needles) == 0 ? "needle" : "noop", std::string(100, 'x'), fmt::format("job-{}", i), later, 0});
+  enqueue_all(cluster.endpoint(), jobs, 2);
+  jobs.clear();
+
+  Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 3});
+  size_t sent = paced_flow(client, "flow", rate, [end = wall_us() + warm_up_us] { return wall_us() >= end; });
+  // As in the audit scenario: no AOF rewrite (a fork of a large process)
+  // inside either phase.
+  await([&] {
+    return info_field(cluster.redis(), "persistence", "aof_rewrite_in_progress") == 0 &&
+           info_field(cluster.redis(), "persistence", "aof_rewrite_scheduled") == 0;
+  }, 300s);
+  cluster.redis().cli("CONFIG SET auto-aof-rewrite-percentage 0");
+
+  progress("search: whole searches by type and by id prefix, nothing flowing");
+  int64_t t0 = wall_us();
+  f["found_by_type"] = static_cast<double>(search_all(cluster.endpoint(), "store --type needle"));
+  f["search_by_type_s"] = static_cast<double>(wall_us() - t0) / 1e6;
+  t0 = wall_us();
+  f["found_by_prefix"] = static_cast<double>(search_all(cluster.endpoint(), "store --id-prefix job-77777"));
+  f["search_by_prefix_s"] = static_cast<double>(wall_us() - t0) / 1e6;
+
+  progress(fmt::format("search: {:.0f} jobs/s for {} s without searches", rate, phase_s));
+  const int64_t quiet_start = wall_us();
+  const int64_t quiet_end = quiet_start + static_cast<int64_t>(phase_s * 1e6);
+  sent += paced_flow(client, "flow", rate, [&] { return wall_us() >= quiet_end; });
+  progress("search: the same flow beside a storm of searches");
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> searches{0}, failed{0};
+  const int64_t storm_start = wall_us();
+  const int64_t storm_end = storm_start + static_cast<int64_t>(phase_s * 1e6);
+  std::thread storm([&] {
+    while (!stop.load()) {
+      if (search_all(cluster.endpoint(), "store --type needle") < 0) ++failed;
+      else ++searches;
+    }
+  });
+  sent += paced_flow(client, "flow", rate, [&] { return wall_us() >= storm_end; });
+  stop = true;
+  storm.join();
+  await([&] { return done_count(cluster, "flow") >= static_cast<int64_t>(sent); }, 60s);
+
+  std::vector<double> quiet, during;
+  for (const auto& r : read_records(record)) {
+    if (r.payload == "-") continue;
+    const int64_t stamp = std::stoll(r.payload);
+    const double ms = static_cast<double>(r.start_us - stamp) / 1000.0;
+    if (stamp >= quiet_start && stamp < quiet_end) quiet.push_back(ms);
+    else if (stamp >= storm_start && stamp < storm_end) during.push_back(ms);
+  }
+  f["p99_ms_without_searches"] = percentile(quiet, 99);
+  f["p99_ms_during_searches"] = percentile(during, 99);
+  f["ratio_p99"] = f["p99_ms_during_searches"] / f["p99_ms_without_searches"];
+  f["searches_during"] = static_cast<double>(searches.load());
+  f["searches_failed"] = static_cast<double>(failed.load());
+  f["worker_lapses"] = static_cast<double>(cluster.log_count("stopped heartbeating"));
+  return f;
+}
+
+}  // namespace dueq::bench
