@@ -2,6 +2,7 @@
 // dead letters.
 // Run against a real redis-server through the broker's typed calls
 // (docs/protocol.md's state diagram, rule by rule).
+#include "broker/admin/job_search.hpp"
 #include "broker/loop/queue_remover.hpp"
 #include "tests/lua/scripts_fixture.hpp"
 
@@ -255,4 +256,64 @@ TEST_F(Scripts, RescheduleSpreadsDueTimesByIdAndARepeatMovesNothing) {
   Round again;
   again.add(calls::reschedule("q", 2000, 100'000, ids, 10'000));
   EXPECT_EQ(*ints(run(again)), std::vector<int64_t>(50, 0));
+}
+
+// lua/search.lua: a step looks at a bounded number of jobs, the filters are
+// applied in Redis, every job of a state is found once over the steps of a
+// static store, and bad arguments are refused.
+TEST_F(Scripts, SearchStepsAreBoundedAndTogetherFindEveryMatchingJobOnce) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 2'000; ++i) {
+    auto j = job(fmt::format("s-{:04}", i), 100'000 + i);
+    if (i % 7 == 0) j.type = "needle";
+    jobs.push_back(std::move(j));
+  }
+  for (size_t i = 0; i < jobs.size(); i += 500)
+    enqueue(std::vector<proto::NewJob>(jobs.begin() + static_cast<std::ptrdiff_t>(i), jobs.begin() + static_cast<std::ptrdiff_t>(i + 500)), 1000);
+  auto search_all = [&](const char* state, const SearchFilter& f, size_t& steps) {
+    std::multiset<std::string> found;
+    std::string cursor = "0";
+    do {
+      Round step;
+      step.add(calls::search("q", state, f, cursor));
+      auto parsed = calls::parse_search(run(step));
+      EXPECT_TRUE(parsed.has_value());
+      if (!parsed) break;
+      // A step stops once it has looked at 250 jobs: its last ZSCAN step
+      // (8 partitions of a few jobs each) may pass that by a little.
+      EXPECT_LE(parsed->examined, kSearchStep + 100);
+      found.insert(parsed->ids.begin(), parsed->ids.end());
+      cursor = parsed->cursor;
+      ++steps;
+    } while (cursor != "0");
+    return found;
+  };
+  size_t steps = 0;
+  SearchFilter every;
+  EXPECT_EQ(search_all("scheduled", every, steps).size(), 2'000U);
+  EXPECT_GE(steps, 2'000 / kSearchStep);
+  SearchFilter needles;
+  needles.type = "needle";
+  const auto found = search_all("scheduled", needles, steps);
+  EXPECT_EQ(found.size(), 286U);  // i % 7 == 0 for i < 2000
+  EXPECT_EQ(found.count("s-0007"), 1U);
+  EXPECT_EQ(found.count("s-0001"), 0U);
+  SearchFilter window;
+  window.id_prefix = "s-00";
+  window.since_ms = 100'050;
+  EXPECT_EQ(search_all("scheduled", window, steps).size(), 50U);  // s-0050 .. s-0099
+  EXPECT_TRUE(search_all("ready", every, steps).empty());
+
+  for (const auto& args : std::vector<std::vector<std::string>>{{"bogus", "0", "10", "", "", "", "0", "1"},
+                                                                {"live", "x", "10", "", "", "", "0", "1"},
+                                                                {"live", "0", "0", "", "", "", "0", "1"},
+                                                                {"live", "0", "1001", "", "", "", "0", "1"},
+                                                                {"live", "0", "10", "", "", "", "soon", "1"},
+                                                                {"live", "0", "10", "", "", ""}}) {
+    Command bad = script_call(lua::ScriptId::search, {"dueq:{q}:ready", "dueq:{q}:jobs", "dueq:{q}:errors"});
+    for (const auto& a : args) bad.add(a);
+    Round refused;
+    refused.add(std::move(bad));
+    EXPECT_NE(reply_error(run(refused)).find("bad-args search"), std::string_view::npos) << fmt::format("{}", fmt::join(args, " "));
+  }
 }
