@@ -162,4 +162,20 @@ size_t paced_flow(Client& client, const std::string& queue, double rate, const s
   return sent;
 }
 
+void restart_broker_without_reconciler(Cluster& cluster) {
+  const auto config = cluster.dir() / "broker.toml";
+  std::ofstream(config) << "reconcile_interval = 0\n";
+  cluster.broker().signal(SIGTERM);
+  cluster.broker().wait();
+  cluster.start_broker({"--config", config.string()});
+}
+
+void stop_aof_rewrites(RedisServer& redis) {
+  await([&] {
+    return info_field(redis, "persistence", "aof_rewrite_in_progress") == 0 &&
+           info_field(redis, "persistence", "aof_rewrite_scheduled") == 0;
+  }, std::chrono::seconds(300));
+  redis.cli("CONFIG SET auto-aof-rewrite-percentage 0");
+}
+
 }  // namespace dueq::bench

@@ -102,5 +102,12 @@ void start_workers(Cluster& cluster, const std::string& queue, int count, int co
 // `queue`, stamped with their enqueue time, until `until` says stop; returns
 // how many it sent.
 size_t paced_flow(Client& client, const std::string& queue, double rate, const std::function<bool()>& until);
+// The cluster's broker started again without the reconciler, whose audits
+// would share the admin budget with what a scenario measures.
+void restart_broker_without_reconciler(Cluster& cluster);
+// Waits out any AOF rewrite and turns automatic ones off: a fork of a large
+// Redis (a stall of up to a few hundred ms, then a child competing for the
+// cores) must not land in one measured phase and not in the other.
+void stop_aof_rewrites(RedisServer& redis);
 
 }  // namespace dueq::bench

@@ -19,15 +19,9 @@ Figures audit_under_load(const Options& o, Json&) {
   const double quiet_s = o.smoke ? 1 : 10;
   const int64_t warm_up_us = o.smoke ? 1'000'000 : 5'000'000;
   Cluster cluster;
-  {
-    // The reconciler would start audits of its own: off, so that the
-    // measured phases are with and without exactly one audit.
-    const auto config = cluster.dir() / "broker.toml";
-    std::ofstream(config) << "reconcile_interval = 0\n";
-    cluster.broker().signal(SIGTERM);
-    cluster.broker().wait();
-    cluster.start_broker({"--config", config.string()});
-  }
+  // The reconciler would start audits of its own: off, so that the
+  // measured phases are with and without exactly one audit.
+  restart_broker_without_reconciler(cluster);
   Figures f = redis_baselines(cluster.redis());
   const auto record = cluster.dir() / "starts.txt";
   start_workers(cluster, "flow", 1, 64, record.string());
@@ -49,11 +43,7 @@ Figures audit_under_load(const Options& o, Json&) {
   // minutes-long audit phase and not in the 10 s without it, and made the
   // p99 ratio measure them rather than the audit: automatic rewrites are off
   // for both phases (after any running one ends), and forks are counted.
-  await([&] {
-    return info_field(cluster.redis(), "persistence", "aof_rewrite_in_progress") == 0 &&
-           info_field(cluster.redis(), "persistence", "aof_rewrite_scheduled") == 0;
-  }, 300s);
-  cluster.redis().cli("CONFIG SET auto-aof-rewrite-percentage 0");
+  stop_aof_rewrites(cluster.redis());
   const int64_t forks_before = info_field(cluster.redis(), "stats", "total_forks");
   progress(fmt::format("audit: {:.0f} jobs/s for {} s without an audit", rate, quiet_s));
   const int64_t quiet_start = wall_us();

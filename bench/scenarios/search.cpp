@@ -42,14 +42,7 @@ Figures search_under_load(const Options& o, Json&) {
   const double phase_s = o.smoke ? 1 : 10;
   const int64_t warm_up_us = o.smoke ? 1'000'000 : 5'000'000;
   Cluster cluster;
-  {
-    // The reconciler's audits would share the admin budget with the searches.
-    const auto config = cluster.dir() / "broker.toml";
-    std::ofstream(config) << "reconcile_interval = 0\n";
-    cluster.broker().signal(SIGTERM);
-    cluster.broker().wait();
-    cluster.start_broker({"--config", config.string()});
-  }
+  restart_broker_without_reconciler(cluster);
   Figures f = redis_baselines(cluster.redis());
   const auto record = cluster.dir() / "starts.txt";
   start_workers(cluster, "flow", 1, 64, record.string());
@@ -65,13 +58,7 @@ Figures search_under_load(const Options& o, Json&) {
 
   Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 30'000, .attempts = 3});
   size_t sent = paced_flow(client, "flow", rate, [end = wall_us() + warm_up_us] { return wall_us() >= end; });
-  // As in the audit scenario: no AOF rewrite (a fork of a large process)
-  // inside either phase.
-  await([&] {
-    return info_field(cluster.redis(), "persistence", "aof_rewrite_in_progress") == 0 &&
-           info_field(cluster.redis(), "persistence", "aof_rewrite_scheduled") == 0;
-  }, 300s);
-  cluster.redis().cli("CONFIG SET auto-aof-rewrite-percentage 0");
+  stop_aof_rewrites(cluster.redis());
 
   progress("search: whole searches by type and by id prefix, nothing flowing");
   int64_t t0 = wall_us();
