@@ -178,4 +178,14 @@ void stop_aof_rewrites(RedisServer& redis) {
   redis.cli("CONFIG SET auto-aof-rewrite-percentage 0");
 }
 
+std::vector<double> flow_latencies(const std::filesystem::path& record, Window window) {
+  std::vector<double> out;
+  for (const auto& r : read_records(record)) {
+    if (r.payload == "-") continue;
+    const int64_t stamp = std::stoll(r.payload);
+    if (stamp >= window.start_us && stamp < window.end_us) out.push_back(static_cast<double>(r.start_us - stamp) / 1000.0);
+  }
+  return out;
+}
+
 }  // namespace dueq::bench

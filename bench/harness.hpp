@@ -102,6 +102,12 @@ void start_workers(Cluster& cluster, const std::string& queue, int count, int co
 // `queue`, stamped with their enqueue time, until `until` says stop; returns
 // how many it sent.
 size_t paced_flow(Client& client, const std::string& queue, double rate, const std::function<bool()>& until);
+// Enqueue-to-start ms of paced_flow's jobs (their payload is their enqueue
+// time) in `record`: of those sent in [start_us, end_us).
+struct Window {
+  int64_t start_us = 0, end_us = 0;
+};
+std::vector<double> flow_latencies(const std::filesystem::path& record, Window window);
 // The cluster's broker started again without the reconciler, whose audits
 // would share the admin budget with what a scenario measures.
 void restart_broker_without_reconciler(Cluster& cluster);

@@ -65,14 +65,8 @@ Figures audit_under_load(const Options& o, Json&) {
   f["redis_forks_during_audit"] = static_cast<double>(info_field(cluster.redis(), "stats", "total_forks") - forks_quiet);
   await([&] { return done_count(cluster, "flow") >= static_cast<int64_t>(sent); }, 60s);
 
-  std::vector<double> quiet, during;
-  for (const auto& r : read_records(record)) {
-    if (r.payload == "-") continue;
-    const int64_t stamp = std::stoll(r.payload);
-    const double ms = static_cast<double>(r.start_us - stamp) / 1000.0;
-    if (stamp >= quiet_start && stamp < quiet_end) quiet.push_back(ms);
-    else if (stamp >= audit_start && stamp < audit_end) during.push_back(ms);
-  }
+  const auto quiet = flow_latencies(record, {quiet_start, quiet_end});
+  const auto during = flow_latencies(record, {audit_start, audit_end});
   f["p99_ms_without_audit"] = percentile(quiet, 99);
   f["p99_ms_during_audit"] = percentile(during, 99);
   f["p50_ms_without_audit"] = percentile(quiet, 50);

@@ -88,14 +88,8 @@ Figures search_under_load(const Options& o, Json&) {
   storm.join();
   await([&] { return done_count(cluster, "flow") >= static_cast<int64_t>(sent); }, 60s);
 
-  std::vector<double> quiet, during;
-  for (const auto& r : read_records(record)) {
-    if (r.payload == "-") continue;
-    const int64_t stamp = std::stoll(r.payload);
-    const double ms = static_cast<double>(r.start_us - stamp) / 1000.0;
-    if (stamp >= quiet_start && stamp < quiet_end) quiet.push_back(ms);
-    else if (stamp >= storm_start && stamp < storm_end) during.push_back(ms);
-  }
+  const auto quiet = flow_latencies(record, {quiet_start, quiet_end});
+  const auto during = flow_latencies(record, {storm_start, storm_end});
   f["p99_ms_without_searches"] = percentile(quiet, 99);
   f["p99_ms_during_searches"] = percentile(during, 99);
   f["ratio_p99"] = f["p99_ms_during_searches"] / f["p99_ms_without_searches"];
