@@ -51,7 +51,7 @@ Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gatewa
       scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_, refusals_),
       dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_, refusals_, metrics_),
       admin_(config_, clock_, address_, background_budget_),
-      queue_remover_(queues_, workers_.registry(), cron_, outbox_),
+      queue_remover_(queues_, workers_.registry(), [this](const std::string& queue) { return cron_.entry_for(queue); }, outbox_),
       inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, stats_, admin_, queue_remover_),
       sentinel_watch_(address_) {
   // Run times are kept only where /metrics can show them: a lookup per result saved otherwise.

@@ -45,14 +45,34 @@ void QueueRemover::on_request(const Peer& peer, uint64_t request_id, const std::
                   "are in different slots, so no one call can check and remove both)");
   const QueueState* q = queues_.find(queue);
   if (q == nullptr || (!q->registered && !q->written && !q->deleting)) return refuse(request, "not_found", "no queue " + queue);
-  if (const std::string entry = cron_.entry_for(queue); !entry.empty())
+  if (const std::string entry = periodic_entry_(queue); !entry.empty())
     return refuse(request, "bad_argument",
                   fmt::format("the periodic entry '{}' enqueues into queue {}: remove it first (dueq cron remove)", entry, queue));
   if (pending_.size() >= 64) return refuse(request, "overloaded", "64 queue deletes are waiting; retry");
   pending_.push_back(request);
 }
 
+// A delete that got no answer may have gone or not: the registry says.
+// Still there, the queue and what it holds go on (what came due or ran out
+// while the scheduler skipped it is looked at now); gone, it stays
+// unregistered until a write registers it again.
+void QueueRemover::ask_whether_registered(Round& round, const std::string& name) {
+  round.add(Command{"SISMEMBER", kQueuesKey, name}, [this, name](const redisReply* r) {
+    if (r == nullptr) {
+      unsure_.insert(name);  // asked again after the reconnect
+      return;
+    }
+    QueueState* q = queues_.find(name);
+    if (q == nullptr || q->registered || q->deleting || r->type != REDIS_REPLY_INTEGER || r->integer != 1) return;
+    q->registered = true;
+    q->next_due_ms = 0;
+    q->next_deadline_ms = 0;
+    q->maybe_ready = true;
+  });
+}
+
 void QueueRemover::add_to(Round& round) {
+  for (const auto& name : std::exchange(unsure_, {})) ask_whether_registered(round, name);
   std::deque<Request> waiting;
   for (auto& request : std::exchange(pending_, {})) {
     QueueState& q = queues_.get(request.queue);
@@ -71,9 +91,10 @@ void QueueRemover::on_reply(const Request& request, const redisReply* r) {
   QueueState* q = queues_.find(request.queue);
   if (q != nullptr) q->deleting = false;
   if (r == nullptr) {
-    if (q != nullptr) {  // not known whether it went: the next write registers it again, a reconnect looks at it
+    if (q != nullptr) {  // not known whether it went: the next write registers it again, the registry is asked
       q->registered = false;
       q->written = true;
+      unsure_.insert(request.queue);
     }
     return refuse(request, "unavailable", "Redis did not answer; nothing or everything was deleted: ask again");
   }

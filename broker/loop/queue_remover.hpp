@@ -8,9 +8,10 @@
 // entry enqueues into is refused, and so is every delete behind a Redis
 // Cluster (the registry lives in another slot there).
 #include <deque>
+#include <functional>
+#include <set>
 #include <string>
 
-#include "broker/loop/cron_scheduler.hpp"
 #include "broker/loop/outbox.hpp"
 #include "broker/loop/queues.hpp"
 #include "broker/loop/registry.hpp"
@@ -34,12 +35,15 @@ Result<DeleteQueueOutcome> parse_delete_queue(const redisReply* reply);
 
 class QueueRemover {
  public:
-  QueueRemover(QueueTable& queues, const WorkerRegistry& workers, const CronScheduler& cron, Outbox& outbox)
-      : queues_(queues), workers_(workers), cron_(cron), outbox_(outbox) {}
+  // `periodic_entry`: the name of the periodic entry that enqueues into a
+  // queue, "" for none (CronScheduler::entry_for).
+  using PeriodicEntry = std::function<std::string(const std::string& queue)>;
+  QueueRemover(QueueTable& queues, const WorkerRegistry& workers, PeriodicEntry periodic_entry, Outbox& outbox)
+      : queues_(queues), workers_(workers), periodic_entry_(std::move(periodic_entry)), outbox_(outbox) {}
 
   void use_cluster(bool cluster) { cluster_ = cluster; }
   void on_request(const Peer& peer, uint64_t request_id, const std::string& queue);
-  bool has_work() const { return !pending_.empty(); }
+  bool has_work() const { return !pending_.empty() || !unsure_.empty(); }
   void add_to(Round& round);
 
  private:
@@ -49,14 +53,19 @@ class QueueRemover {
     std::string queue;
   };
   void on_reply(const Request& request, const redisReply* reply);
+  void ask_whether_registered(Round& round, const std::string& name);
   void refuse(const Request& request, const char* code, const std::string& why);
 
   QueueTable& queues_;
   const WorkerRegistry& workers_;
-  const CronScheduler& cron_;
+  PeriodicEntry periodic_entry_;
   Outbox& outbox_;
   bool cluster_ = false;
   std::deque<Request> pending_;
+  // Queues whose delete call got no answer: whether it went is not known,
+  // so each is unregistered (the scheduler skips it; a write registers it
+  // again) until the registry, asked in the next round, says it is there.
+  std::set<std::string> unsure_;
 };
 
 }  // namespace dueq::broker
