@@ -40,23 +40,23 @@ bool RequestTracker::answer(proto::Frame reply) {
 }
 
 size_t RequestTracker::expire(int64_t now_ms, const std::function<ClientError()>& timeout_error) {
-  size_t again = 0;
+  size_t timed_out = 0;
   while (!deadlines_.empty() && deadlines_.front().first <= now_ms) {
     const uint64_t id = deadlines_.front().second;
     deadlines_.pop_front();
     auto it = pending_by_id_.find(id);
     if (it == pending_by_id_.end()) continue;
     Pending& pending = it->second;
+    ++timed_out;
     if (--pending.attempts_left > 0) {
       deadlines_.emplace_back(now_ms + timeout_ms_, id);
       if (pending.sent) ++unsent_;
       pending.sent = false;
-      ++again;
       continue;
     }
     finish(it)(std::unexpected(timeout_error()));
   }
-  return again;
+  return timed_out;
 }
 
 void RequestTracker::send_all_again() {

@@ -36,8 +36,9 @@ class RequestTracker {
   bool answer(proto::Frame reply);
 
   // Requests past their deadline are sent again, or fail with
-  // `timeout_error()` once their attempts are spent. Returns how many are
-  // to be sent again.
+  // `timeout_error()` once their attempts are spent. Returns how many timed
+  // out, either way: each says the broker did not answer in time, also a
+  // request's last attempt (with one attempt, the only one).
   size_t expire(int64_t now_ms, const std::function<ClientError()>& timeout_error);
 
   // Every request waiting for an answer is sent again, without using an

@@ -150,6 +150,27 @@ TEST(Client, AnUnansweredRequestIsSentAgainUnderItsIdThenFailsWithTimeout) {
   EXPECT_FALSE(broker.receive(600ms)) << "no fourth attempt";
 }
 
+// A broker that lets a request's only attempt time out is left like one
+// that let any attempt lapse: the next request goes to the next endpoint
+// (before, a client with one attempt stayed for good with a broker that
+// accepts connections and never answers, or one whose packets are dropped).
+TEST(Client, ARequestsOnlyAttemptTimingOutSendsTheNextToTheNextBroker) {
+  FakeBroker silent, next;
+  Client client(silent.endpoint() + "," + next.endpoint(), ClientOptions{.timeout_ms = 300, .attempts = 1});
+  auto first = client.enqueue_async({"q", "t", "p", "first", 0, 0});
+  ASSERT_TRUE(silent.receive()) << "the first request goes to the first endpoint";
+  auto result = first.get();
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().code, "timeout");
+  auto second = client.enqueue_async({"q", "t", "p", "second", 0, 0});
+  auto received = next.receive();
+  ASSERT_TRUE(received) << "the request after a timeout never reached the next broker";
+  auto* enqueue = std::get_if<proto::Enqueue>(&received->frame);
+  ASSERT_NE(enqueue, nullptr);
+  EXPECT_EQ(enqueue->jobs.at(0).id, "second");
+  EXPECT_FALSE(silent.receive(300ms)) << "nothing more to the silent broker";
+}
+
 TEST(Client, DestroyingTheClientAnswersItsPendingRequests) {
   FakeBroker broker;
   std::future<std::expected<EnqueueResult, ClientError>> pending;

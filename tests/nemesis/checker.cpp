@@ -55,7 +55,7 @@ class Checking {
     }
     check_ticks();
     // Every queue keeps the documents of its newest done jobs (history_max).
-    if (v_.done > 0 && v_.documents_kept == 0) wrong_run("no done job kept its document (history_retention, history_max)");
+    if (b_.documents_kept && v_.done > 0 && v_.documents_kept == 0) wrong_run("no done job kept its document (history_retention, history_max)");
     check_settled(last_due_ms);
     check_counters();
     check_memory();

@@ -37,14 +37,17 @@ struct Bounds {
   int64_t cron_lookahead_ms = 3'000;
   int64_t broker_rss_kb = 1'048'576;   // peak resident set of any broker process
   int64_t redis_bytes = 268'435'456;   // peak used_memory of any Redis
+  // Done jobs keep their documents (history_retention); not so for another
+  // build's broker (--broker-bin), which may not know that key.
+  bool documents_kept = true;
 };
 
 struct Verdict {
   std::vector<std::string> violations;  // empty: the run kept every promise
   // Figures, printed whatever the verdict.
   size_t accepted = 0, unknown = 0, done = 0, cancelled = 0, starts = 0;
-  size_t documents_kept = 0;
-  size_t rescheduled = 0;     // jobs an operator moved to a new due time  // done or cancelled jobs whose document the broker still kept
+  size_t documents_kept = 0;  // done or cancelled jobs whose document the broker still kept
+  size_t rescheduled = 0;     // jobs an operator moved to a new due time
   // Ran, in a queue deleted since (only an empty queue can be: it was done).
   size_t gone_with_queue = 0;
   std::map<std::string, size_t> dead_by_reason;

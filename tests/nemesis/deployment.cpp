@@ -195,8 +195,9 @@ bool Deployment::start_all(std::string& why) {
     // than a take-over (checker.hpp's Bounds::cron_lookahead_ms).
     config << "cron_lookahead = \"3s\"\n";
     for (const auto& line : topology_.broker_config) config << line << '\n';
-    // Finished jobs keep their documents, which the checker holds to their jobs.
-    config << "[defaults]\nhistory_retention = \"1h\"\n";
+    // Finished jobs keep their documents, which the checker holds to their
+    // jobs (another build's broker may not know the key: it keeps none).
+    if (topology_.broker_bin.empty()) config << "[defaults]\nhistory_retention = \"1h\"\n";
   }
   // A broker's wall clock is the host's plus the shift in its file
   // (clock_shift.cpp); ASan is told that its runtime comes after that
@@ -294,10 +295,12 @@ void Deployment::slow_links(const std::string& node, int64_t delay_ms, int64_t j
     it->second->set_link(std::chrono::milliseconds(delay_ms), std::chrono::milliseconds(jitter_ms), loss_permille);
 }
 
-void Deployment::hold_links(const std::string& node, bool held) {
+void Deployment::hold_links(const std::string& node, bool held, const std::string& marker) {
   auto it = proxies_.find(node);
   if (it == proxies_.end()) return;
-  if (held) {
+  if (held && !marker.empty()) {
+    it->second->hold_from(marker);
+  } else if (held) {
     it->second->hold();
   } else {
     it->second->release();

@@ -80,9 +80,10 @@ class Deployment {
 
   // A node's links (Nodes::linked) run through a LinkProxy in its
   // namespace: slowed (0, 0, 0 heals them), or its bytes held in them
-  // until released. heal_links() undoes both on every node.
+  // until released (with a marker: from the first bytes that carry it on).
+  // heal_links() undoes both on every node.
   void slow_links(const std::string& node, int64_t delay_ms, int64_t jitter_ms, int loss_permille);
-  void hold_links(const std::string& node, bool held);
+  void hold_links(const std::string& node, bool held, const std::string& marker = "");
   void heal_links();
 
   // Fills the data directory of a Redis node or an embedded store (each a

@@ -57,8 +57,10 @@ struct Run {
     }
   }
 
-  // A role (kLeader, kStandby) named as the fault begins, as the lease on
-  // the master says; a node name stays as it is.
+  // A role (kLeader, kStandby) named just before the fault begins
+  // (kResolveAheadMs), as the lease on the master says; a node name stays
+  // as it is.
+  static constexpr int64_t kResolveAheadMs = 200;
   std::string resolve(const std::string& target) const {
     if (target != kLeader && target != kStandby) return target;
     std::string leader = deployment.leader();
@@ -79,7 +81,7 @@ struct Run {
       case FaultKind::failover: deployment.fail_over(); break;
       case FaultKind::clock: deployment.shift_clock(f.target, f.shift_ms); break;
       case FaultKind::slow: deployment.slow_links(f.target, f.delay_ms, f.jitter_ms, f.loss_permille); break;
-      case FaultKind::hold: deployment.hold_links(f.target, true); break;
+      case FaultKind::hold: deployment.hold_links(f.target, true, f.marker); break;
       case FaultKind::disk: deployment.fill_disk(f.target); break;
       case FaultKind::move: deployment.move_master(f.target); break;
       case FaultKind::demote: {
@@ -133,8 +135,16 @@ struct Run {
     std::vector<Fault> played = schedule;
     std::vector<int64_t> from(schedule.size(), 0);
     for (const auto& step : steps) {
-      wait_until(started_ms + step.at_ms);
       Fault& f = played[step.fault];
+      if (step.begins) {
+        // Roles are looked up (asking the brokers) before the fault's
+        // time, so that it begins on time.
+        wait_until(started_ms + step.at_ms - kResolveAheadMs);
+        f.target = resolve(f.target);
+        for (auto* side : {&f.side_a, &f.side_b})
+          for (auto& node : *side) node = resolve(node);
+      }
+      wait_until(started_ms + step.at_ms);
       const bool hits_nothing = f.target.empty() && targets_a_node(f.kind);
       if (!step.begins) {
         if (!hits_nothing) end(f);
@@ -142,9 +152,6 @@ struct Run {
                                          f.describe(), std::to_string(f.shift_ms)});
         continue;
       }
-      f.target = resolve(f.target);
-      for (auto* side : {&f.side_a, &f.side_b})
-        for (auto& node : *side) node = resolve(node);
       from[step.fault] = wall_ms();
       fmt::print("{:7.1f} s  {} for {} ms\n", static_cast<double>(f.at_ms) / 1000, f.describe(), f.for_ms);
       std::fflush(stdout);
@@ -458,19 +465,23 @@ int main(int argc, char** argv) {
   // Ticks after the add returned are owed (it enqueues those after the
   // broker's "now" as it ran); those since it was asked may exist.
   const int64_t ticks_added_ms = wall_ms();
-  // A schedule's new queues on the clock its faults start on.
+  // A schedule's new queues on the clock its faults start on (the
+  // workload's threads take some ms to start: the same instant for both).
+  const int64_t started_steady_ms = steady_ms();
+  const int64_t started_wall_ms = wall_ms();
   if (named != nullptr)
-    for (const auto& q : named->new_queues) work.new_queues.push_back({ticks_added_ms + q.at_ms, q.name});
+    for (const auto& q : named->new_queues) work.new_queues.push_back({started_wall_ms + q.at_ms, q.name, q.asked_once});
   Workload workload(dir, work);
   Run run{deployment, net, workload, dir, {}};
-  run.play(schedule, steady_ms(), *length_ms);
+  run.play(schedule, started_steady_ms, *length_ms);
   workload.stop();
   run.heal_all();
   const int64_t healed_ms = wall_ms();
   const int64_t ticks_remove_asked_ms = wall_ms();
   const bool ticks_removed = dueq_until_done(deployment.broker_endpoints(), fmt::format("cron remove {}", kTickEntry));
   const int64_t ticks_removed_ms = wall_ms();
-  const Bounds bounds = bounds_for(schedule_name);
+  Bounds bounds = bounds_for(schedule_name);
+  bounds.documents_kept = topology.broker_bin.empty();
   const int64_t settled_ms = wait_settled(deployment, topology.queues(), std::chrono::milliseconds(bounds.settle_ms + 60'000));
 
   int64_t ahead_ms = 3'000;  // the lookahead, and the furthest a leader's clock ran ahead

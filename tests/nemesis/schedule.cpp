@@ -142,7 +142,8 @@ std::string Fault::describe() const {
     case FaultKind::slow:
       return fmt::format("slow links of {} ({} ms + up to {} ms, {}.{}% stalled)", target, delay_ms, jitter_ms,
                          loss_permille / 10, loss_permille % 10);
-    case FaultKind::hold: return "hold bytes from " + target;
+    case FaultKind::hold:
+      return "hold bytes from " + target + (marker.empty() ? "" : " (from the first that carry '" + marker + "')");
     case FaultKind::disk: return "fill the disk of " + target;
     case FaultKind::move: return "move the master and its address to " + target;
   }
@@ -213,6 +214,14 @@ Fault slow_links_of(std::string target, int64_t at_ms, int64_t for_ms, int64_t d
   return f;
 }
 
+// The leader's bytes held from its first round that carries a job of
+// `queue` (workload.cpp names a new queue's jobs QUEUE:N.).
+Fault hold_from_first_job_of(const std::string& queue, int64_t at_ms, int64_t for_ms) {
+  Fault f = fault_on(FaultKind::hold, kLeader, at_ms, for_ms);
+  f.marker = queue + ":";
+  return f;
+}
+
 // `a` and `b` cut from each other (a node, a role, or "host": the producers
 // and the operator).
 Fault cut_off(std::string a, std::string b, int64_t at_ms, int64_t for_ms) {
@@ -277,26 +286,30 @@ const std::vector<NamedSchedule>& named_schedules() {
        {},
        false,
        true},
-      // The leader's bytes to Redis are held in its link for 8 s (its 2 s
-      // lease lapses and the standby takes over) while a producer sends one
-      // batch to a queue no job went to before: its registration and first
-      // writes sit among the held bytes and reach Redis, when released,
-      // after the successor read the queue list (a job due now is leased at
-      // once in that round, to the worker of the new queues). The producers
-      // cannot reach the standby until 1 s after the release, so the
-      // retries of that batch come to the successor only then, and nothing
-      // else goes to that queue. Twice, with a second new queue.
+      // A producer sends one batch to a queue no job went to before, and
+      // the leader's bytes to Redis are held in its link from the round that
+      // carries it (its registration and first writes) for about 8 s: its
+      // 2 s lease lapses and the standby takes over, and the held round
+      // reaches Redis, when released, after the successor read the queue
+      // list (a job due now would be leased at once in that round, to the
+      // worker of the new queues). The producers cannot reach the standby
+      // until 1 s after the release, so a retry of that batch comes to the
+      // successor only then, and nothing else goes to that queue. Twice:
+      // the second new queue's producer gives up after its one try (as one
+      // that died would), so no retry writes to that queue and a job the
+      // held round left there runs only if the successor finds the queue.
       {"late-bytes-new-queue",
        "a cut-off leader's held round registered a new queue and leased a job in it after its successor had read the "
-       "queue list; the producer's retry was answered duplicate and no leader ever ran that job",
+       "queue list, and no leader ever ran the jobs it left there",
        40'000,
-       {fault_on(FaultKind::hold, kLeader, 8'000, 8'000), cut_off(kStandby, "host", 8'000, 9'000),
-        fault_on(FaultKind::hold, kLeader, 24'000, 8'000), cut_off(kStandby, "host", 24'000, 9'000)},
+       {hold_from_first_job_of("nemesis-late1", 9'000, 8'000), cut_off(kStandby, "host", 9'000, 9'000),
+        fault_on(FaultKind::stop, "worker3", 24'000, 12'000), hold_from_first_job_of("nemesis-late2", 25'000, 8'000),
+        cut_off(kStandby, "host", 25'000, 9'000)},
        {},
        {},
        false,
        false,
-       {{9'500, "nemesis-late1"}, {25'500, "nemesis-late2"}}},
+       {{9'500, "nemesis-late1"}, {25'500, "nemesis-late2", true}}},
       // 20,000 queues in the store, both brokers' links to Redis 1 ms
       // slower each way, and the leader killed: the standby must take over
       // (read every queue) without letting its 2 s lease lapse, and serve

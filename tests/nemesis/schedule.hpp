@@ -43,6 +43,7 @@ struct Fault {
   int64_t shift_ms = 0;                    // clock: forward (> 0) or back
   int64_t delay_ms = 0, jitter_ms = 0;     // slow: each chunk's delay, and up to this more
   int loss_permille = 0;                   // slow: chunks stalled as long as a retransmission
+  std::string marker;                      // hold: from the first bytes that carry it, not at once
   std::string describe() const;
 };
 
@@ -93,6 +94,7 @@ struct NamedSchedule {
   struct NewQueue {
     int64_t at_ms = 0;
     std::string name;
+    bool asked_once = false;  // its producer gives up after one unanswered try
   };
   std::vector<NewQueue> new_queues;
   // Queues registered in the store before the run (names only, no job), so

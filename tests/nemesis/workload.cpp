@@ -42,7 +42,7 @@ JobSpec draw_job(std::mt19937_64& rng, const WorkloadOptions& o, const std::stri
 Workload::Workload(std::filesystem::path dir, WorkloadOptions options)
     : dir_(std::move(dir)), options_(std::move(options)), accepted_file_(dir_ / "accepted.tsv", std::ios::app) {
   for (int p = 0; p < options_.producers; ++p) threads_.emplace_back([this, p] { produce(p); });
-  if (!options_.new_queues.empty()) threads_.emplace_back([this] { produce_new_queues(); });
+  for (size_t q = 0; q < options_.new_queues.size(); ++q) threads_.emplace_back([this, q] { produce_new_queue(q); });
   threads_.emplace_back([this] { operate(); });
   threads_.emplace_back([this] { produce_transient(); });
 }
@@ -79,22 +79,27 @@ void Workload::produce(int producer) {
   }
 }
 
-void Workload::produce_new_queues() {
-  std::mt19937_64 rng(options_.seed * 7919 + 104'729);
+void Workload::produce_new_queue(size_t q) {
+  const auto& [at_ms, name, asked_once] = options_.new_queues[q];
+  std::mt19937_64 rng(options_.seed * 7919 + 104'729 + q);
   Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
-  for (size_t q = 0; q < options_.new_queues.size(); ++q) {
-    const auto& [at_ms, name] = options_.new_queues[q];
-    while (producing_ && wall_ms() < at_ms) std::this_thread::sleep_for(10ms);
-    if (!producing_) return;
-    std::vector<JobSpec> batch;
-    for (int i = 0; i < options_.batch; ++i) batch.push_back(draw_job(rng, options_, name, fmt::format("q{}-{}", q, i)));
-    send(client, std::move(batch));
-  }
+  // A client begins with its first endpoint: one that asks once must be
+  // with the leader by then (a standby answers not_leader, and the client
+  // moves to the broker it names).
+  while (producing_ && wall_ms() < at_ms - 1'000) std::this_thread::sleep_for(10ms);
+  if (asked_once) (void)client.broker_stats();
+  while (producing_ && wall_ms() < at_ms) std::this_thread::sleep_for(10ms);
+  if (!producing_) return;
+  std::vector<JobSpec> batch;
+  // QUEUE:N. (the dot ends an id, reschedule_one): a schedule may hold a
+  // broker's bytes from the first that carry "QUEUE:".
+  for (int i = 0; i < options_.batch; ++i) batch.push_back(draw_job(rng, options_, name, fmt::format("{}:{}.", name, i)));
+  send(client, std::move(batch), asked_once ? 0 : kAskAgainMs);
 }
 
-void Workload::send(Client& client, std::vector<JobSpec> batch) {
-  const int64_t give_up_at = steady_ms() + 20'000;
-  while (!batch.empty() && steady_ms() < give_up_at) {
+void Workload::send(Client& client, std::vector<JobSpec> batch, int64_t ask_again_ms) {
+  const int64_t give_up_at = steady_ms() + ask_again_ms;
+  for (bool first = true; !batch.empty() && (first || steady_ms() < give_up_at); first = false) {
     auto results = client.enqueue_batch(batch);
     std::vector<JobSpec> again;
     for (size_t i = 0; results && i < results->size(); ++i) {

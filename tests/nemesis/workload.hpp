@@ -36,6 +36,10 @@ struct WorkloadOptions {
   struct NewQueue {
     int64_t at_ms = 0;  // wall ms
     std::string name;
+    // The batch is sent once and not asked again (a producer that died or
+    // gave up): what is unanswered is of unknown outcome at once, so no
+    // retry through the successor writes to the queue.
+    bool asked_once = false;
   };
   std::vector<NewQueue> new_queues;
 };
@@ -76,10 +80,13 @@ class Workload {
   // and the operator's deletes race its enqueues.
   void produce_transient();
   std::string transient_queue() const { return options_.queue + "-transient"; }
-  // One batch to each new queue, at its time.
-  void produce_new_queues();
-  // Asks `batch` until each job is answered, for at most 20 s; records each.
-  void send(Client& client, std::vector<JobSpec> batch);
+  // One batch to new queue `q`, at its time (a thread and a connection of
+  // its own, so that batches due a few ms apart go out so).
+  void produce_new_queue(size_t q);
+  // Asks `batch` until each job is answered, asking again for at most
+  // `ask_again_ms` after the first try; records each.
+  static constexpr int64_t kAskAgainMs = 20'000;
+  void send(Client& client, std::vector<JobSpec> batch, int64_t ask_again_ms = kAskAgainMs);
   void record(const JobSpec& job, bool surely);
 
   std::filesystem::path dir_;

@@ -302,6 +302,27 @@ class PythonProtocol(unittest.TestCase):
 
 
 class PythonProducer(unittest.TestCase):
+    def test_a_request_timing_out_sends_the_next_to_the_next_broker(self) -> None:
+        import zmq
+        context = zmq.Context()
+        silent, other = context.socket(zmq.ROUTER), context.socket(zmq.ROUTER)
+        try:
+            silent_port = silent.bind_to_random_port("tcp://127.0.0.1")
+            other_port = other.bind_to_random_port("tcp://127.0.0.1")
+            endpoints = [f"tcp://127.0.0.1:{silent_port}", f"tcp://127.0.0.1:{other_port}"]
+            # Shorter than a resend: the only try times out.
+            with dueq.Producer(endpoints, timeout=0.5, context=context) as producer:
+                with self.assertRaises(TimeoutError):
+                    producer.enqueue("q", "t", b"first")
+                self.assertTrue(silent.poll(1000), "the first request went to the first endpoint")
+                with self.assertRaises(TimeoutError):
+                    producer.enqueue("q", "t", b"second")
+                self.assertTrue(other.poll(1000), "the request after a timeout never reached the next broker")
+        finally:
+            silent.close(0)
+            other.close(0)
+            context.term()
+
     def test_a_job_document_is_the_one_the_cli_prints_whatever_bytes_it_holds(self) -> None:
         d = Deployment(self)
         payload = b"\xff\xfe not utf-8 \x80"

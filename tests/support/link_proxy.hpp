@@ -84,7 +84,17 @@ class LinkProxy {
   // still flow) until release(); a client that closes meanwhile has them
   // delivered then, and its server side closed after them.
   void hold() { holding_ = true; }
-  void release() { holding_ = false; }
+  // As hold(), from the first chunk a client sends that carries `marker`
+  // (that chunk included): the write of one round, caught as it goes out.
+  // Bytes before it pass as usual.
+  void hold_from(std::string marker) {
+    const std::lock_guard lock(marker_mutex_);
+    marker_ = std::move(marker);
+  }
+  void release() {
+    hold_from("");
+    holding_ = false;
+  }
   // New connections to `from` (an IPv4 address) go on to `to` instead, as
   // when a virtual address or a DNS name moves to another host; those open
   // stay where they are. `to` equal to `from` undoes it.
@@ -212,12 +222,22 @@ class LinkProxy {
       const ssize_t n = ::read(from, buffer, sizeof buffer);
       if (n > 0) {
         dir.chunks.push_back(Chunk{due_from(Clock::now(), dir), std::string(buffer, static_cast<size_t>(n))});
-        if (from_client) held_bytes_ += static_cast<size_t>(n);
+        if (from_client) {
+          held_bytes_ += static_cast<size_t>(n);
+          hold_if_marked(dir.chunks.back().bytes);
+        }
         continue;
       }
       if (n == 0) return false;
       return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     }
+  }
+
+  void hold_if_marked(const std::string& bytes) {
+    const std::lock_guard lock(marker_mutex_);
+    if (marker_.empty() || bytes.find(marker_) == std::string::npos) return;
+    holding_ = true;
+    marker_.clear();
   }
 
   // Writes the chunks of `dir` that are due to `to`; false if `to` failed.
@@ -247,9 +267,9 @@ class LinkProxy {
 
   void serve(Link& link, const std::vector<pollfd>& fds, size_t at) {
     if (link.connecting) finish_connect(link, fds[at + 1].revents);
-    const bool held = holding_ || link.connecting;
     if (!link.up.closed && (fds[at].revents & (POLLIN | POLLHUP | POLLERR)) && !take_in(link.client, link.up, true))
       link.up.closed = true;
+    const bool held = holding_ || link.connecting;  // after take_in: a marked chunk holds itself
     if (!link.connecting && !link.down.closed && (fds[at + 1].revents & (POLLIN | POLLHUP | POLLERR)) &&
         !take_in(link.server, link.down, false))
       link.down.closed = true;
@@ -313,6 +333,8 @@ class LinkProxy {
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> holding_{false};
+  std::mutex marker_mutex_;
+  std::string marker_;  // hold_from's, until a chunk carries it
   mutable std::mutex repointed_mutex_;
   std::map<in_addr_t, in_addr_t> repointed_;  // network byte order, as in sockaddr_in
   std::atomic<size_t> held_bytes_{0};

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -47,6 +48,16 @@ class Sink {
     return out;
   }
   // Everything the peer sends until it closes.
+  // The next `n` bytes (fewer if the connection ends first).
+  std::string read_n(size_t n) {
+    if (peer_ < 0) peer_ = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    std::string out;
+    char buffer[4096];
+    for (ssize_t got; out.size() < n && (got = ::read(peer_, buffer, std::min(sizeof buffer, n - out.size()))) > 0;)
+      out.append(buffer, static_cast<size_t>(got));
+    return out;
+  }
+
   std::string read_all() {
     if (peer_ < 0) peer_ = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     std::string out;
@@ -98,6 +109,26 @@ TEST(LinkProxy, HeldBytesOfAClosedConnectionArriveWhenReleasedAndThenTheClose) {
   proxy.release();
   EXPECT_EQ(sink.read_all(), "late");
   EXPECT_EQ(proxy.held_bytes(), 0U);
+}
+
+// hold_from: what goes before the marked chunk passes; that chunk and all
+// after it (on any connection) wait for release().
+TEST(LinkProxy, BytesFromTheFirstChunkCarryingTheMarkerOnAreHeld) {
+  Sink sink;
+  LinkProxy proxy(sink.port(), 0us);
+  proxy.hold_from("MARK");
+  const int client = connect_to(proxy.port());
+  ASSERT_EQ(::write(client, "before;", 7), 7);
+  EXPECT_EQ(sink.read_n(7), "before;");
+  ASSERT_EQ(::write(client, "a MARK;", 7), 7);
+  ASSERT_TRUE(eventually([&] { return proxy.held_bytes() == 7; }, 5s));
+  ASSERT_EQ(::write(client, "after", 5), 5);
+  ASSERT_TRUE(eventually([&] { return proxy.held_bytes() == 12; }, 5s));
+  ::close(client);
+  std::this_thread::sleep_for(300ms);  // longer than the close delay: held bytes must not go by then
+  EXPECT_EQ(proxy.held_bytes(), 12U);
+  proxy.release();
+  EXPECT_EQ(sink.read_all(), "a MARK;after");
 }
 
 // As a virtual address that moves to another host: new connections go to

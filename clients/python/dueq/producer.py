@@ -177,10 +177,14 @@ class Producer:
                     raise DueqError(error.code, error.message)
                 break
             else:
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(f"no answer from {self._endpoints.current} in {self._timeout} s")
+                silent = self._endpoints.current
+                # Left also when the deadline passed: the next request
+                # starts with the next broker, not the one that let this
+                # one time out.
                 if len(self._endpoints.all) > 1:
                     self._move("")
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"no answer from {silent} in {self._timeout} s")
 
     def _pause(self, retry_after_ms: int, deadline: float) -> None:
         time.sleep(max(0.0, min(max(retry_after_ms, 10) / 1000, deadline - time.monotonic())))
