@@ -290,13 +290,19 @@ Result<void> check_list_queue(RedisClient& redis, const std::string& queue) {
   return {};
 }
 
+Result<size_t> page_limit(const proto::AdminRequest& request) {
+  const size_t limit = request.limit == 0 ? 100 : request.limit;
+  if (limit > kListMaxLimit) return fail(Errc::bad_argument, fmt::format("limit: 1..{}", kListMaxLimit));
+  return limit;
+}
+
 Result<proto::AdminReply> list_jobs(AdminContext& c, const proto::AdminRequest& request) {
   auto filter = ListFilter::parse(request.args);
   if (!filter) return std::unexpected(filter.error());
-  const size_t limit = request.limit == 0 ? 100 : request.limit;
-  if (limit > kListMaxLimit) return fail(Errc::bad_argument, fmt::format("limit: 1..{}", kListMaxLimit));
+  const auto limit = page_limit(request);
+  if (!limit) return std::unexpected(limit.error());
   if (auto ok = check_list_queue(c.redis, request.queue); !ok) return std::unexpected(ok.error());
-  auto page = scan_jobs(c.redis, request.queue, *filter, filter->after, limit, kListExamined);
+  auto page = scan_jobs(c.redis, request.queue, *filter, filter->after, *limit, kListExamined);
   if (!page) return std::unexpected(page.error());
   proto::AdminReply reply = std::move(page->rows);
   reply.next = page->next ? page->next->text() : "";

@@ -58,6 +58,8 @@ Result<void> append_job_rows(RedisClient& redis, const std::string& queue, const
                              proto::AdminReply& reply);
 // A valid name of a queue the store knows (bad_argument, not_found).
 Result<void> check_list_queue(RedisClient& redis, const std::string& queue);
+// A page's size as asked (0: 100), at most kListMaxLimit.
+Result<size_t> page_limit(const proto::AdminRequest& request);
 
 Result<proto::AdminReply> list_jobs(AdminContext& c, const proto::AdminRequest& request);
 

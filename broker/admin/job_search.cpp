@@ -138,8 +138,9 @@ Result<SearchStep> parse_search(const redisReply* r) {
 Result<proto::AdminReply> search_jobs(AdminContext& c, const proto::AdminRequest& request) {
   auto f = SearchFilter::parse(request.args);
   if (!f) return std::unexpected(f.error());
-  const size_t limit = request.limit == 0 ? 100 : request.limit;
-  if (limit > kListMaxLimit) return fail(Errc::bad_argument, fmt::format("limit: 1..{}", kListMaxLimit));
+  const auto page = page_limit(request);
+  if (!page) return std::unexpected(page.error());
+  const size_t limit = *page;
   if (auto ok = check_list_queue(c.redis, request.queue); !ok) return std::unexpected(ok.error());
   std::vector<std::string> matches;
   std::set<std::string, std::less<>> seen;  // ZSCAN may name one twice
