@@ -104,7 +104,10 @@ struct AdminResult {
 
 struct ClientOptions {
   int64_t timeout_ms = 5'000;  // per attempt
-  int attempts = 3;            // a request unanswered in time is sent again (safe: same job ids)
+  // A request unanswered in time is sent again (safe: same job ids). With
+  // several endpoints, each timeout (a request's last attempt too) moves
+  // the connection to the next one.
+  int attempts = 3;
   // CurveZMQ (docs/security.md): the broker's public key (40 Z85 characters,
   // or the path of its .pub file) and this client's key file from `dueq
   // keygen`. Both empty: plaintext. The constructor throws
