@@ -23,6 +23,22 @@ namespace dueq::broker {
 namespace {
 constexpr int64_t kMaxSleepMs = 5'000;  // upper bound on one wait; nothing relies on it
 constexpr int64_t kMaxReconnectViaSentinelMs = 400;
+
+// Every queue in the store's registry counted registered, as a take-over
+// does: a store that came back (a fail-over to a replica that had not
+// seen the last writes, a Redis restarted from an older file) may hold a
+// queue this broker forgot, its delete applied only where it was lost,
+// and the scheduler skips a queue it does not count registered. Unread
+// (the link broke again), the next reconnect reads it.
+void register_stored_queues(QueueTable& queues, RedisClient& redis) {
+  auto stored = known_queues(redis);
+  if (!stored) {
+    spdlog::warn("the registry of queues could not be read after the reconnect: {}", stored.error().message);
+    return;
+  }
+  for (const auto& name : *stored)
+    if (validate_queue_name(name)) queues.get(name).registered = true;
+}
 }  // namespace
 
 Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gateway, const Clock& clock)
@@ -387,7 +403,9 @@ void Broker::reconnect() {
   spdlog::info("Redis connection restored");
   reconnect_backoff_ms_ = 100;
   // Whatever happened while away (a restart, a failover) the replies of the
-  // next round bring the schedule and lease times up to date.
+  // next round bring the schedule and lease times up to date, of every
+  // queue the store registers.
+  register_stored_queues(queues_, redis_);
   queues_.forget_times();
 }
 

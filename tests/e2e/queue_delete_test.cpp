@@ -175,3 +175,36 @@ TEST(QueueDelete, ADelayedJobEnqueuedBesideADeleteRunsWhenDue) {
   std::printf("[ race     ] 60 delayed enqueues beside a delete: %d deletes landed\n", deleted);
   EXPECT_GT(deleted, 0);
 }
+
+// The store comes back as it was before a delete (a fail-over to a replica
+// that had not seen the cancel and the delete, a Redis restarted from an
+// older file): the broker, which had let the deleted queue go, reads the
+// registry again after it reconnects and runs the job the queue holds
+// there. Before, it skipped that queue until a write named it again.
+TEST(QueueDelete, AQueueTheStoreHoldsAgainAfterAReconnectRunsItsJobs) {
+  Cluster cluster;
+  const auto runs = cluster.dir() / "runs.txt";
+  cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "back", "--exec",
+                        "t=echo $DUEQ_JOB_ID >> " + runs.string()});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({"back", "t", "", "kept", Client::in_ms(6'000), 3}));
+  const auto keys = lines_of(cluster.redis().cli("KEYS 'dueq:{back}:*'"));
+  ASSERT_FALSE(keys.empty());
+  for (const auto& key : keys) ASSERT_EQ(cluster.redis().cli(fmt::format("COPY {0} saved:{0}", key)), "1") << key;
+
+  ASSERT_EQ(run_dueq(cluster.endpoint(), "cancel --queue back kept").code, 0);
+  const auto deleted = run_dueq(cluster.endpoint(), "queue delete back", true);
+  ASSERT_EQ(deleted.code, 0) << deleted.out;
+  ASSERT_EQ(cluster.redis().cli("SISMEMBER dueq:{leader}:queues back"), "0");
+
+  for (const auto& key : keys) ASSERT_EQ(cluster.redis().cli(fmt::format("COPY saved:{0} {0} REPLACE", key)), "1") << key;
+  ASSERT_EQ(cluster.redis().cli("SADD dueq:{leader}:queues back"), "1");
+  const auto job = [&] { return run_dueq(cluster.endpoint(), "job kept --queue back --json", true).out; };
+  ASSERT_NE(job().find("\"scheduled\""), std::string::npos) << job();
+  cluster.redis().cli("CLIENT KILL TYPE normal");  // the broker reconnects
+
+  ASSERT_TRUE(eventually([&] { return lines_of(read_file(runs)).contains("kept"); }, 30s))
+      << "the job of a queue the store registers again never ran: " << job();
+  EXPECT_TRUE(cluster.broker().running());
+}
