@@ -52,27 +52,7 @@ void QueueRemover::on_request(const Peer& peer, uint64_t request_id, const std::
   pending_.push_back(request);
 }
 
-// A delete that got no answer may have gone or not: the registry says.
-// Still there, the queue and what it holds go on (what came due or ran out
-// while the scheduler skipped it is looked at now); gone, it stays
-// unregistered until a write registers it again.
-void QueueRemover::ask_whether_registered(Round& round, const std::string& name) {
-  round.add(Command{"SISMEMBER", kQueuesKey, name}, [this, name](const redisReply* r) {
-    if (r == nullptr) {
-      unsure_.insert(name);  // asked again after the reconnect
-      return;
-    }
-    QueueState* q = queues_.find(name);
-    if (q == nullptr || q->registered || q->deleting || r->type != REDIS_REPLY_INTEGER || r->integer != 1) return;
-    q->registered = true;
-    q->next_due_ms = 0;
-    q->next_deadline_ms = 0;
-    q->maybe_ready = true;
-  });
-}
-
 void QueueRemover::add_to(Round& round) {
-  for (const auto& name : std::exchange(unsure_, {})) ask_whether_registered(round, name);
   std::deque<Request> waiting;
   for (auto& request : std::exchange(pending_, {})) {
     QueueState& q = queues_.get(request.queue);
@@ -91,10 +71,12 @@ void QueueRemover::on_reply(const Request& request, const redisReply* r) {
   QueueState* q = queues_.find(request.queue);
   if (q != nullptr) q->deleting = false;
   if (r == nullptr) {
-    if (q != nullptr) {  // not known whether it went: the next write registers it again, the registry is asked
+    // Not known whether it went: the next write registers it again, and
+    // so does the broker's reconnect (a failed round closes the link) if
+    // the registry still has it.
+    if (q != nullptr) {
       q->registered = false;
       q->written = true;
-      unsure_.insert(request.queue);
     }
     return refuse(request, "unavailable", "Redis did not answer; nothing or everything was deleted: ask again");
   }

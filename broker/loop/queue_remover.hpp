@@ -9,7 +9,6 @@
 // Cluster (the registry lives in another slot there).
 #include <deque>
 #include <functional>
-#include <set>
 #include <string>
 
 #include "broker/loop/outbox.hpp"
@@ -43,7 +42,7 @@ class QueueRemover {
 
   void use_cluster(bool cluster) { cluster_ = cluster; }
   void on_request(const Peer& peer, uint64_t request_id, const std::string& queue);
-  bool has_work() const { return !pending_.empty() || !unsure_.empty(); }
+  bool has_work() const { return !pending_.empty(); }
   void add_to(Round& round);
 
  private:
@@ -53,7 +52,6 @@ class QueueRemover {
     std::string queue;
   };
   void on_reply(const Request& request, const redisReply* reply);
-  void ask_whether_registered(Round& round, const std::string& name);
   void refuse(const Request& request, const char* code, const std::string& why);
 
   QueueTable& queues_;
@@ -62,10 +60,6 @@ class QueueRemover {
   Outbox& outbox_;
   bool cluster_ = false;
   std::deque<Request> pending_;
-  // Queues whose delete call got no answer: whether it went is not known,
-  // so each is unregistered (the scheduler skips it; a write registers it
-  // again) until the registry, asked in the next round, says it is there.
-  std::set<std::string> unsure_;
 };
 
 }  // namespace dueq::broker
