@@ -134,6 +134,20 @@ class Checking {
     return nullptr;
   }
 
+  // Whether a delete of the job's queue may have landed after its start at
+  // `before_ms` and a producer asked for the job again after the delete
+  // began and before its start at `after_ms`. A delete succeeds only on a
+  // queue holding nothing, so the first run had ended, and its id went with
+  // the queue: that ask made a new job of the same id.
+  bool asked_again_after_delete(const AcceptedJob& job, int64_t before_ms, int64_t after_ms) const {
+    auto asks = h_.asks.find(job.id);
+    if (asks == h_.asks.end()) return false;
+    return std::any_of(h_.deletes.begin(), h_.deletes.end(), [&](const QueueDelete& d) {
+      return d.queue == job.queue && d.to_ms >= before_ms &&
+             std::any_of(asks->second.begin(), asks->second.end(), [&](int64_t at) { return at >= d.from_ms && at <= after_ms; });
+    });
+  }
+
   // Whether a broker's clock ran at least `early_ms` ahead around `start_ms`.
   bool clock_ahead(int64_t start_ms, int64_t early_ms) const {
     return std::any_of(h_.faults.begin(), h_.faults.end(), [&](const FaultSpan& f) {
@@ -163,7 +177,9 @@ class Checking {
       // A retry of a job that fails is its next attempt, not a duplicate.
       if (always_fails(job.type) && runs[i].attempt > runs[i - 1].attempt) continue;
       v_.longest_rerun_gap_ms = std::max(v_.longest_rerun_gap_ms, (runs[i].start_us - runs[i - 1].start_us) / 1000);
-      if (const FaultSpan* f = blame(runs[i - 1].start_us, runs[i].start_us)) {
+      if (asked_again_after_delete(job, runs[i - 1].start_us / 1000, runs[i].start_us / 1000)) {
+        ++v_.duplicates_by_cause[kAskedAgainAfterDelete];
+      } else if (const FaultSpan* f = blame(runs[i - 1].start_us, runs[i].start_us)) {
         ++v_.duplicates_by_cause[f->kind];
       } else {
         ++v_.duplicates_by_cause["(none: a violation)"];

@@ -42,6 +42,10 @@ struct Bounds {
   bool documents_kept = true;
 };
 
+// The cause of a start again that no fault made: a producer asked for the
+// job again after a delete of its (then empty) queue took its id along.
+inline constexpr const char* kAskedAgainAfterDelete = "asked again after its queue was deleted";
+
 struct Verdict {
   std::vector<std::string> violations;  // empty: the run kept every promise
   // Figures, printed whatever the verdict.
@@ -51,7 +55,8 @@ struct Verdict {
   // Ran, in a queue deleted since (only an empty queue can be: it was done).
   size_t gone_with_queue = 0;
   std::map<std::string, size_t> dead_by_reason;
-  std::map<std::string, size_t> duplicates_by_cause;  // fault kind -> starts again
+  // Fault kind (or kAskedAgainAfterDelete) -> starts again.
+  std::map<std::string, size_t> duplicates_by_cause;
   // Starts before the due time while a broker's clock ran ahead by at least
   // that much (docs/failure-modes.md: a clock stepped forward runs jobs early).
   size_t early_by_clock_step = 0;

@@ -108,7 +108,16 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     h.reschedules[f[0]] = *due;
     return true;
   }) && each_line(dir / "deletes.tsv", error, [&](const std::vector<std::string>& f) {
+    auto from = f.size() == 3 ? number(f[1]) : std::optional<int64_t>(0);
+    auto to = f.size() == 3 ? number(f[2]) : std::optional<int64_t>(0);
+    if (!from || !to || (f.size() != 1 && f.size() != 3)) return false;
     h.deleted_queues.insert(f[0]);
+    h.deletes.push_back({f[0], *from, *to});
+    return true;
+  }) && each_line(dir / "asks.tsv", error, [&](const std::vector<std::string>& f) {
+    auto at = f.size() == 2 ? number(f[1]) : std::nullopt;
+    if (!at) return false;
+    h.asks[f[0]].push_back(*at);
     return true;
   }) && each_line(dir / "faults.tsv", error, [&](const std::vector<std::string>& f) {
     auto from = f.size() == 5 ? number(f[0]) : std::nullopt;

@@ -9,8 +9,12 @@
 //   cancels.tsv   ids an operator asked to cancel
 //   reschedules.tsv  id, new due ms: jobs an operator asked to move to a new
 //                 due time (`dueq bulk run reschedule`), before asking
-//   deletes.tsv   queues an operator's `dueq queue delete` removed (the
-//                 done jobs' ids went with them)
+//   deletes.tsv   queue, from ms, to ms: each `dueq queue delete` that
+//                 removed its queue (the done jobs' ids went with it), and
+//                 when the command began and ended (wall ms; "" in runs
+//                 before they were recorded)
+//   asks.tsv      id, wall ms: each time a producer asked for a job again
+//                 after its first try had no answer that it was accepted
 //   faults.tsv    from ms, to ms, kind, target, clock shift ms: each
 //                 fault's span on the wall clock (a worker that crashed on
 //                 a poison job too)
@@ -76,11 +80,20 @@ struct Tick {
   bool found = false;
 };
 
+// A `dueq queue delete` that removed its queue, landing somewhere in
+// [from_ms, to_ms] (both 0 when the run did not record when).
+struct QueueDelete {
+  std::string queue;
+  int64_t from_ms = 0, to_ms = 0;
+};
+
 struct History {
   std::vector<AcceptedJob> accepted;
   std::vector<std::string> cancels;
   std::map<std::string, int64_t> reschedules;  // id -> the new due ms asked
   std::set<std::string> deleted_queues;  // deletes.tsv: queues a `dueq queue delete` removed
+  std::vector<QueueDelete> deletes;      // deletes.tsv, each line
+  std::map<std::string, std::vector<int64_t>> asks;  // asks.tsv: id -> when it was asked for again
   std::vector<FaultSpan> faults;
   std::vector<Start> starts;
   std::map<std::string, FinalState> finals;

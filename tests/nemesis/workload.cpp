@@ -100,6 +100,8 @@ void Workload::produce_new_queue(size_t q) {
 void Workload::send(Client& client, std::vector<JobSpec> batch, int64_t ask_again_ms) {
   const int64_t give_up_at = steady_ms() + ask_again_ms;
   for (bool first = true; !batch.empty() && (first || steady_ms() < give_up_at); first = false) {
+    if (!first)
+      for (const auto& job : batch) append_line(dir_ / "asks.tsv", {job.id, std::to_string(wall_ms())});
     auto results = client.enqueue_batch(batch);
     std::vector<JobSpec> again;
     for (size_t i = 0; results && i < results->size(); ++i) {
@@ -130,8 +132,9 @@ void Workload::operate() {
 }
 
 void Workload::delete_transient_queue() {
+  const int64_t from_ms = wall_ms();
   const auto run = testing::run_dueq(options_.endpoints, "--timeout 5s queue delete " + transient_queue());
-  if (run.code == 0) append_line(dir_ / "deletes.tsv", {transient_queue()});
+  if (run.code == 0) append_line(dir_ / "deletes.tsv", {transient_queue(), std::to_string(from_ms), std::to_string(wall_ms())});
 }
 
 void Workload::produce_transient() {

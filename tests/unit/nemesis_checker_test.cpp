@@ -129,6 +129,32 @@ TEST(NemesisChecker, AJobGoneWithItsDeletedQueueMustHaveStarted) {
   EXPECT_TRUE(says(check(h, Bounds{}), "LOST")) << "it never ran";
 }
 
+// A producer that asks again for a job its first try did not hear accepted,
+// after a delete of the job's queue took the id along, makes a new job of
+// it: that start again is explained only when the delete may have landed
+// after the first start and the ask came after the delete began.
+TEST(NemesisChecker, AStartAgainAfterADeleteOfItsQueueNeedsTheProducerToHaveAskedAgainAfterIt) {
+  History h = healthy();
+  h.accepted[0].queue = "t";
+  h.starts.push_back({"j1", 1, 12, (kDue + 3'000) * 1000, "w1"});
+  h.facts["stats_done"] = 1;
+  h.deleted_queues.insert("t");
+  h.deletes.push_back({"t", kDue + 1'500, kDue + 1'600});
+  EXPECT_TRUE(says(check(h, Bounds{}), "no fault to explain it")) << "nobody asked again";
+  h.asks["j1"] = {kDue + 1'400};
+  EXPECT_TRUE(says(check(h, Bounds{}), "no fault to explain it")) << "asked before the delete began";
+  h.asks["j1"] = {kDue + 2'000};
+  const Verdict asked = check(h, Bounds{});
+  EXPECT_TRUE(asked.violations.empty()) << asked.report();
+  EXPECT_EQ(asked.duplicates_by_cause.at(kAskedAgainAfterDelete), 1U);
+  h.deletes[0] = {"t", kDue + 500, kDue + 600};
+  h.asks["j1"] = {kDue + 700};
+  EXPECT_TRUE(says(check(h, Bounds{}), "no fault to explain it")) << "the delete ended before the first start";
+  h.deletes[0] = {"other", kDue + 1'500, kDue + 1'600};
+  h.asks["j1"] = {kDue + 2'000};
+  EXPECT_TRUE(says(check(h, Bounds{}), "no fault to explain it")) << "another queue was deleted";
+}
+
 TEST(NemesisChecker, AStartBeforeTheDueTimeIsEarly) {
   History h = healthy();
   h.starts[0].start_us = kDue * 1000 - 1;
@@ -276,6 +302,9 @@ TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
   append_line(dir / "final.tsv", {"j\x01", "dead", "7", hex("why\xff\n"), hex("fail"), "2"});
   append_line(dir / "facts.tsv", {"audit", "0"});
   append_line(dir / "reschedules.tsv", {"j\x01", "9"});
+  append_line(dir / "deletes.tsv", {"q\xff", "10", "12"});
+  append_line(dir / "deletes.tsv", {"old"});
+  append_line(dir / "asks.tsv", {"j\x01", "11"});
   append_line(dir / "starts-worker0.txt", {"j\x01 2 99 6000 5 4 123 -"});
   std::string error;
   auto h = read_history(dir.path(), error);
@@ -285,6 +314,11 @@ TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
   EXPECT_EQ(h->finals.at("j\x01").type, "fail");
   EXPECT_EQ(h->finals.at("j\x01").attempt, 2);
   EXPECT_EQ(h->reschedules.at("j\x01"), 9);
+  EXPECT_EQ(h->deletes.at(0).queue, "q\xff");
+  EXPECT_EQ(h->deletes.at(0).to_ms, 12);
+  EXPECT_EQ(h->deletes.at(1).from_ms, 0) << "a run before deletes had times";
+  EXPECT_TRUE(h->deleted_queues.contains("old"));
+  EXPECT_EQ(h->asks.at("j\x01").at(0), 11);
   EXPECT_EQ(h->starts.at(0).token, 99U);
   EXPECT_EQ(h->starts.at(0).worker, "starts-worker0.txt");
   EXPECT_EQ(h->fact("audit"), 0);
