@@ -82,6 +82,7 @@ for i = 0, n - 1 do
     else
       schedule_put(KEYS[2], KEYS[4], partition, id, ARGV[b], record)
       filter_slot_add(slots, partition, id)
+      type_slot_add(slots, partition, record)
     end
     written = written + 1
     last = tick

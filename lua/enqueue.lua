@@ -214,6 +214,7 @@ for i = 1, n do
       p.hset[#p.hset + 1] = argv[b + 2]
       if due < p.earliest then p.earliest, p.earliest_text = due, argv[b + 1] end
       filter_slot_add(scheduled_slots, partition, id)
+      type_slot_add(scheduled_slots, partition, argv[b + 2])
     end
     accepted = accepted + 1
     out[i] = candidate and 3 or 1

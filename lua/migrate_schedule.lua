@@ -46,6 +46,7 @@ for i = 1, #ARGV, 2 do
       schedule_put(KEYS[2], KEYS[3], partition, id, due, record)
       moved = moved + 1
       filter_slot_add(moved_slots, partition, id)
+      type_slot_add(moved_slots, partition, record)
     end
   end
 end

@@ -177,6 +177,7 @@ for i = 0, n - 1 do
           local partition = ARGV[10 + 6 * i]
           schedule_put(KEYS[1], KEYS[6], partition, id, string.format("%d", due), record)
           filter_slot_add(scheduled_slots, partition, id)
+          type_slot_add(scheduled_slots, partition, record)
         end
         redis.call("HSET", KEYS[9], id, reason)
         retried = retried + 1

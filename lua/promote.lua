@@ -8,7 +8,9 @@
   KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms;
                              partition P is zset KEYS[1]..":"..P (id -> due
                              ms) and hash KEYS[1]..":"..P..":jobs";
-                             KEYS[1]..":filter:"..C are the schedule filter's chunks
+                             KEYS[1]..":filter:"..C are the schedule filter's chunks,
+                             KEYS[1]..":type:"..T the type index's bitmaps
+                             (a partition it empties loses its bits)
   KEYS[2]  ready       zset  id -> due ms
   KEYS[3]  jobs        hash  id -> job record
   KEYS[4]  stats       hash  ("scheduled" is lowered by the jobs moved)
@@ -35,6 +37,7 @@ if not now or not limit or limit < 1 or limit > 5000 then
 end
 local partitions = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
 local moved, removed, removed_slots = 0, 0, filter_slots()
+local registered = {}  -- the type index's types, read once if a partition empties
 for _, partition in ipairs(partitions) do
   if removed >= limit then break end
   local key = KEYS[1] .. ":" .. partition
@@ -72,6 +75,7 @@ for _, partition in ipairs(partitions) do
     redis.call("ZADD", KEYS[1], head[2], partition)
   else
     redis.call("ZREM", KEYS[1], partition)
+    types_partition_emptied(KEYS[1], partition, registered)
   end
 end
 schedule_counted_out(KEYS[1], KEYS[4], removed_slots)

@@ -70,8 +70,10 @@ for i = 0, n - 1 do
     end
     out[i + 1] = 1
   elseif not to_ready and redis.call("ZREM", KEYS[2], id) == 1 then
-    schedule_put(KEYS[1], KEYS[4], partition, id, due_text, redis.call("HGET", KEYS[4], id) or "")
+    local record = redis.call("HGET", KEYS[4], id) or ""
+    schedule_put(KEYS[1], KEYS[4], partition, id, due_text, record)
     filter_slot_add(arriving, partition, id)
+    type_slot_add(arriving, partition, record)
     out[i + 1] = 1
   end
 end

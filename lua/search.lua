@@ -6,11 +6,15 @@
   search of a large store sends Redis's time on looking, not on replies.
   Like SCAN, a job present for the whole search is looked at at least
   once; one that changes state meanwhile may be seen twice or not at all.
+  A search of scheduled jobs by a type the type index holds
+  (lib/schedule_filter.lua) reads only the partitions its bitmap names.
 
   KEYS[1]  set       zset  the state's: schedule (partition -> lower bound
                            of its earliest due; partition P is zset
                            KEYS[1]..":"..P, its records hash
-                           KEYS[1]..":"..P..":jobs"), or ready, leased,
+                           KEYS[1]..":"..P..":jobs"; the type index
+                           KEYS[1]..":types" and KEYS[1]..":type:"..T),
+                           or ready, leased,
                            dead, done or cancelled (id -> score)
   KEYS[2]  records   hash  id -> job record (jobs) for ready, leased and
                            dead; id -> kept entry (history, lib/history.lua)
@@ -18,10 +22,12 @@
   KEYS[3]  errors    hash  id -> last error (live and dead jobs)
 
   ARGV[1]  how records are kept: "scheduled", "live" or "finished"
-  ARGV[2]  ZSCAN cursor ("0" to start)
+  ARGV[2]  cursor ("0" to start): ZSCAN's, or by the type index the
+           partition to go on from
   ARGV[3]  jobs a step looks at (1..1000): a ZSCAN COUNT for the zsets;
-           for scheduled, up to 64 ZSCAN steps of 8 partitions (each read
-           whole) until this many jobs were looked at
+           for scheduled, up to 512 partitions (each read whole; by 64
+           ZSCAN steps of 8, or those the type index names) until this
+           many jobs were looked at
   ARGV[4]  id prefix ("" = any)
   ARGV[5]  type ("" = any; a finished job whose document is not kept has
            no type and does not match one)
@@ -35,6 +41,7 @@
   Reads only: not fenced.
 ]]
 --! include lib/encoding_pin.lua
+--! include lib/schedule_filter.lua
 local how, cursor, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local prefix, want_type, want_error = ARGV[4], ARGV[5], ARGV[6]
 local since, till = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -62,13 +69,6 @@ local function str_at(s, pos)
   end
   if not len then return nil end
   return s:sub(start, start + len - 1)
-end
-
--- A record is [version (a positive fixint), type, ...]
--- (broker/store/job_record.cpp): its type is read without the payload.
-local function record_type(record)
-  if not record or record:byte(1) ~= 0x99 then return nil end
-  return str_at(record, 3)
 end
 
 local function type_of(id, record)
@@ -136,10 +136,25 @@ local function keep_matches(flat, records_key, out)
   return looked
 end
 
+-- How far the scheduled state is read per call: partitions hold ~30 jobs
+-- each at a million, so a call reads several, to do as much as one of the
+-- other states.
+local most_partitions = 512
+
 local reply, looked_at = {"0", 0}, 0
-if how == "scheduled" then
-  -- Partitions hold ~30 jobs each at a million: several ZSCAN steps per
-  -- call, so that a call does as much as one of the other states.
+if how == "scheduled" and want_type ~= "" and redis.call("SISMEMBER", KEYS[1] .. ":types", want_type) == 1 then
+  -- The type index names the partitions that may hold the type; the
+  -- cursor is the partition to go on from.
+  local index, from, read = KEYS[1] .. ":type:" .. want_type, tonumber(cursor), 0
+  while from <= 32767 and looked_at < count and read < most_partitions do
+    local p = redis.call("BITPOS", index, 1, from, 32767, "BIT")
+    if p < 0 then break end
+    local partition = KEYS[1] .. ":" .. p
+    looked_at = looked_at + keep_matches(redis.call("ZRANGE", partition, 0, -1, "WITHSCORES"), partition .. ":jobs", reply)
+    read, from = read + 1, p + 1
+  end
+  if looked_at >= count or read >= most_partitions then reply[1] = from <= 32767 and string.format("%d", from) or "0" end
+elseif how == "scheduled" then
   local scans = 0
   repeat
     scans = scans + 1
@@ -150,7 +165,7 @@ if how == "scheduled" then
       local partition = KEYS[1] .. ":" .. entries[i]
       looked_at = looked_at + keep_matches(redis.call("ZRANGE", partition, 0, -1, "WITHSCORES"), partition .. ":jobs", reply)
     end
-  until cursor == "0" or looked_at >= count or scans >= 64
+  until cursor == "0" or looked_at >= count or scans >= most_partitions / 8
   reply[1] = cursor
 else
   local step = redis.call("ZSCAN", KEYS[1], cursor, "COUNT", count)

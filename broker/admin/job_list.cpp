@@ -16,7 +16,10 @@ namespace dueq::broker {
 namespace {
 
 constexpr size_t kScanStep = 500;       // entries read per step
-constexpr size_t kShowStep = 100;       // lookups per round trip
+// Lookups per round trip: Redis runs a pipeline's calls back to back, and the
+// event loop's rounds wait behind them (100 of them put the flow's p99
+// beside a storm of searches at 1.60 x without, 10 at 1.38 x).
+constexpr size_t kShowStep = 10;
 constexpr size_t kReplyBytes = size_t{4} << 20;
 constexpr size_t kMaxFilterBytes = 1'024;
 constexpr size_t kPartitionsPerTrip = 256;

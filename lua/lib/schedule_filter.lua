@@ -1,5 +1,6 @@
--- Schedule filter, included (by embed.cmake) in every script that puts ids
--- into the schedule, takes them out, or asks whether one is there.
+-- Schedule filter and type index, included (by embed.cmake) in every script
+-- that puts ids into the schedule, takes them out, or asks whether one is
+-- there (and in search.lua, which reads the type index).
 --
 -- One 8-bit counter per bucket: bucket (P, T) counts the ids in schedule
 -- partition P whose tail is T, T = (a*961 + b*31 + c) % 100 over the bytes
@@ -146,13 +147,116 @@ local function filter_rows(filter_prefix, first, count)
   return table.concat(parts)
 end
 
+-- Type index: for up to types_max job types per queue, a bitmap
+-- <schedule key>..":type:"..TYPE whose bit P is set while partition P may
+-- hold a job of that type, so that a search by type reads those partitions
+-- only. <schedule key>..":types" is the set of the types indexed. A type is
+-- indexed only while <schedule key>..":typed" exists, which the put that
+-- finds the schedule empty sets: from then on every put of an indexed type
+-- sets its bit, so an indexed type's bitmap misses no partition (a store
+-- whose schedule was filled before the index existed is indexed once its
+-- schedule has emptied). A bit may outlive its jobs (one cancelled, moved,
+-- or promoted from a partition that keeps others): a search then reads a
+-- partition for nothing. Promote clears a partition's bits when it empties
+-- it, and all of these keys go when the schedule empties. At most
+-- types_max bitmaps of 4 KB each, so that a producer's types cannot make a
+-- queue's index grow without bound; a type past them is found by a scan.
+local types_max = 64
+local types_bits_per_call = 250  -- BITFIELD SET arguments: 4 per bit
+
+-- The type of a job record ([version, type, ...], broker/store/job_record.cpp),
+-- read without its payload, or nil.
+local function record_type(record)
+  if not record then return nil end
+  local head, version, b = string.byte(record, 1, 3)
+  if (head ~= 0x99 and head ~= 0x98) or not version or version > 0x7f or not b then return nil end
+  if b >= 0xa0 and b <= 0xbf then return string.sub(record, 4, 3 + b - 0xa0) end
+  local len_at, len_bytes = 4, ({[0xd9] = 1, [0xda] = 2, [0xdb] = 4})[b]
+  if not len_bytes then return nil end
+  local len = 0
+  for i = len_at, len_at + len_bytes - 1 do len = len * 256 + (string.byte(record, i) or 0) end
+  return string.sub(record, len_at + len_bytes, len_at + len_bytes + len - 1)
+end
+
+-- Notes that the job whose record is RECORD went into partition
+-- PARTITION_TEXT, for schedule_counted_in to index.
+local function type_slot_add(slots, partition_text, record)
+  local t = record_type(record)
+  if not t then return end
+  local types = slots.types
+  if not types then
+    types = {}
+    slots.types = types
+  end
+  local marks = types[t]
+  if not marks then
+    marks = {n = 0}
+    types[t] = marks
+  end
+  marks.n = marks.n + 1
+  marks[marks.n] = partition_text
+end
+
+-- Sets (VALUE 1) or clears (0) the bits of PARTITIONS (n of them) in
+-- TYPE's bitmap.
+local function type_bits(schedule_key, t, partitions, n, value)
+  local key = schedule_key .. ":type:" .. t
+  for first = 1, n, types_bits_per_call do
+    local args, k = {}, 0
+    for i = first, math.min(n, first + types_bits_per_call - 1) do
+      args[k + 1], args[k + 2], args[k + 3], args[k + 4] = "SET", "u1", partitions[i], value
+      k = k + 4
+    end
+    redis.call("BITFIELD", key, unpack(args))
+  end
+end
+
+local function types_marked(schedule_key, slots)
+  if not slots.types then return end
+  local registry = schedule_key .. ":types"
+  local room = nil  -- how many more types may be indexed, asked once
+  for t, marks in pairs(slots.types) do
+    local indexed = redis.call("SISMEMBER", registry, t) == 1
+    if not indexed then
+      if room == nil then
+        room = 0
+        if redis.call("EXISTS", schedule_key .. ":typed") == 1 then room = types_max - redis.call("SCARD", registry) end
+      end
+      if room > 0 then
+        redis.call("SADD", registry, t)
+        room, indexed = room - 1, true
+      end
+    end
+    if indexed then type_bits(schedule_key, t, marks, marks.n, 1) end
+  end
+end
+
+-- Partition PARTITION_TEXT holds no job any more: its bits are cleared.
+-- REGISTERED caches the indexed types over one call ({} to start).
+local function types_partition_emptied(schedule_key, partition_text, registered)
+  if not registered.types then registered.types = redis.call("SMEMBERS", schedule_key .. ":types") end
+  for _, t in ipairs(registered.types) do type_bits(schedule_key, t, {partition_text}, 1, 0) end
+end
+
+local function types_dropped(schedule_key)
+  local registry = schedule_key .. ":types"
+  local keys = {registry, schedule_key .. ":typed"}
+  for _, t in ipairs(redis.call("SMEMBERS", registry)) do keys[#keys + 1] = schedule_key .. ":type:" .. t end
+  redis.call("DEL", unpack(keys))
+end
+
 -- Counts jobs into and out of the schedule: the filter's counters of SLOTS
 -- (one per job) and the `scheduled` counter of STATS_KEY always change
--- together.
+-- together, and so do the type index's bits of the types in SLOTS
+-- (type_slot_add).
 local function schedule_counted_in(schedule_key, stats_key, slots)
   if slots.n == 0 then return end
   filter_change(schedule_key .. ":filter", slots, 1)
-  redis.call("HINCRBY", stats_key, "scheduled", slots.n)
+  if redis.call("HINCRBY", stats_key, "scheduled", slots.n) == slots.n then
+    -- The schedule was empty: the type index starts complete.
+    redis.call("SET", schedule_key .. ":typed", "1")
+  end
+  types_marked(schedule_key, slots)
 end
 
 local function schedule_counted_out(schedule_key, stats_key, slots)
@@ -171,5 +275,6 @@ local function schedule_counted_out(schedule_key, stats_key, slots)
     local chunk_keys = {}
     for chunk = 0, filter_chunks - 1 do chunk_keys[chunk + 1] = filter_prefix .. ":" .. chunk end
     redis.call("DEL", unpack(chunk_keys))
+    types_dropped(schedule_key)
   end
 end

@@ -353,6 +353,8 @@ TEST(EndToEnd, TheBrokersUserInDeployUsersAclIsRefusedNothingInAWholeRun) {
     EXPECT_EQ(run.code, 0) << args << ": " << run.out;
   }
   ASSERT_TRUE(client.enqueue({"acl-empty", "noop", "", "gone", wall_ms() + 3'600'000, 3}));
+  const auto by_type = run_dueq(endpoint, "search acl-empty --type noop --json");  // the type index
+  EXPECT_NE(by_type.out.find("\"gone\""), std::string::npos) << by_type.out;
   EXPECT_EQ(run_dueq(endpoint, "cancel --queue acl-empty gone").code, 0);
   EXPECT_EQ(run_dueq(endpoint, "queue delete acl-empty").code, 0);
   EXPECT_EQ(redis.cli("ACL LOG"), "") << "commands the broker's user was refused";

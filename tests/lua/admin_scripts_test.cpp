@@ -270,39 +270,21 @@ TEST_F(Scripts, SearchStepsAreBoundedAndTogetherFindEveryMatchingJobOnce) {
   }
   for (size_t i = 0; i < jobs.size(); i += 500)
     enqueue(std::vector<proto::NewJob>(jobs.begin() + static_cast<std::ptrdiff_t>(i), jobs.begin() + static_cast<std::ptrdiff_t>(i + 500)), 1000);
-  auto search_all = [&](const char* state, const SearchFilter& f, size_t& steps) {
-    std::multiset<std::string> found;
-    std::string cursor = "0";
-    do {
-      Round step;
-      step.add(calls::search("q", state, f, cursor));
-      auto parsed = calls::parse_search(run(step));
-      EXPECT_TRUE(parsed.has_value());
-      if (!parsed) break;
-      // A step stops once it has looked at 250 jobs: its last ZSCAN step
-      // (8 partitions of a few jobs each) may pass that by a little.
-      EXPECT_LE(parsed->examined, kSearchStep + 100);
-      found.insert(parsed->ids.begin(), parsed->ids.end());
-      cursor = parsed->cursor;
-      ++steps;
-    } while (cursor != "0");
-    return found;
-  };
-  size_t steps = 0;
+  size_t steps = 0, examined = 0;
   SearchFilter every;
-  EXPECT_EQ(search_all("scheduled", every, steps).size(), 2'000U);
-  EXPECT_GE(steps, 2'000 / kSearchStep);
+  EXPECT_EQ(search_all("scheduled", every, steps, examined).size(), 2'000U);
+  EXPECT_GE(steps, 2'000 / (kSearchStep + 100));  // each step looks at kSearchStep, and a little more
   SearchFilter needles;
   needles.type = "needle";
-  const auto found = search_all("scheduled", needles, steps);
+  const auto found = search_all("scheduled", needles, steps, examined);
   EXPECT_EQ(found.size(), 286U);  // i % 7 == 0 for i < 2000
   EXPECT_EQ(found.count("s-0007"), 1U);
   EXPECT_EQ(found.count("s-0001"), 0U);
   SearchFilter window;
   window.id_prefix = "s-00";
   window.since_ms = 100'050;
-  EXPECT_EQ(search_all("scheduled", window, steps).size(), 50U);  // s-0050 .. s-0099
-  EXPECT_TRUE(search_all("ready", every, steps).empty());
+  EXPECT_EQ(search_all("scheduled", window, steps, examined).size(), 50U);  // s-0050 .. s-0099
+  EXPECT_TRUE(search_all("ready", every, steps, examined).empty());
 
   for (const auto& args : std::vector<std::vector<std::string>>{{"bogus", "0", "10", "", "", "", "0", "1"},
                                                                 {"live", "x", "10", "", "", "", "0", "1"},
@@ -316,6 +298,91 @@ TEST_F(Scripts, SearchStepsAreBoundedAndTogetherFindEveryMatchingJobOnce) {
     refused.add(std::move(bad));
     EXPECT_NE(reply_error(run(refused)).find("bad-args search"), std::string_view::npos) << fmt::format("{}", fmt::join(args, " "));
   }
+}
+
+proto::NewJob typed(std::string id, int64_t due, std::string type) {
+  auto j = job(std::move(id), due, 5);
+  j.type = std::move(type);
+  return j;
+}
+
+// The type index (lua/lib/schedule_filter.lua): a search of scheduled jobs
+// by an indexed type reads only the partitions that may hold it, whichever
+// script put the jobs there, and a partition promote empties loses its bits.
+TEST_F(Scripts, ASearchByTypeReadsOnlyThePartitionsTheTypeIndexNames) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 2'000; ++i) jobs.push_back(typed(fmt::format("s-{:04}", i), 100'000 + i, i % 200 == 0 ? "needle" : "hay"));
+  for (size_t i = 0; i < jobs.size(); i += 500)
+    enqueue(std::vector<proto::NewJob>(jobs.begin() + static_cast<std::ptrdiff_t>(i), jobs.begin() + static_cast<std::ptrdiff_t>(i + 500)), 1000);
+  // One needle retried with a backoff (nack.lua), one moved from ready
+  // (reschedule.lua).
+  enqueue({typed("retried", 0, "needle")}, 1000);
+  auto l = lease(1, 5000);
+  ASSERT_EQ(l.size(), 1U);
+  Round nack;
+  nack.add(calls::nack("q", 2000, 50'000, 50'000, 60, {{"retried", l[0].token, NackMode::retry, "again", 1.0}}));
+  ASSERT_EQ(calls::parse_nack(run(nack))->at(0).status, NackStatus::retried);
+  enqueue({typed("moved", 0, "needle")}, 1000);
+  Round moved;
+  moved.add(calls::reschedule("q", 3000, 99'000, {"moved"}));
+  ASSERT_EQ(*ints(run(moved)), std::vector<int64_t>{1});
+
+  size_t steps = 0, examined = 0;
+  SearchFilter needles;
+  needles.type = "needle";
+  const auto found = search_all("scheduled", needles, steps, examined);
+  EXPECT_EQ(found.size(), 12U);
+  EXPECT_EQ(found.count("retried") + found.count("moved") + found.count("s-0200"), 3U);
+  // 2,002 jobs in 32,768 partitions: a partition the index names holds the
+  // needle and seldom another job; without the index all 2,002 are read.
+  EXPECT_LE(examined, 24U);
+  EXPECT_EQ(redis_->cli("SMEMBERS 'dueq:{q}:schedule:types'").find("needle") != std::string::npos, true);
+
+  // Promote takes the needles due by 100,000 (retried, moved, s-0000) out
+  // of partitions that hold no other job (the ids are fixed, and so are
+  // their partitions): their bits go.
+  const auto before = std::stoll(redis_->cli("BITCOUNT 'dueq:{q}:schedule:type:needle'"));
+  Round promote;
+  promote.add(calls::promote("q", 100'000, 100));
+  run(promote);
+  EXPECT_EQ(std::stoll(redis_->cli("BITCOUNT 'dueq:{q}:schedule:type:needle'")), before - 3);
+  // The schedule emptied: the index goes with it.
+  Round all;
+  all.add(calls::promote("q", 200'000, 5'000));
+  run(all);
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' scheduled"), "0");
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:schedule:types' 'dueq:{q}:schedule:typed' 'dueq:{q}:schedule:type:needle' "
+                        "'dueq:{q}:schedule:type:hay'"),
+            "0");
+}
+
+// A type is indexed only while the index is complete (the put that found
+// the schedule empty began it) and while fewer than 64 are: any other is
+// found by reading every partition, and found all the same.
+TEST_F(Scripts, ASearchByATypeTheIndexDoesNotHoldReadsEveryPartition) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 70; ++i) {
+    jobs.push_back(typed(fmt::format("k-{:02}", i), 100'000, fmt::format("kind-{:02}", i)));
+    if (i == 63 || i == 69) enqueue(std::exchange(jobs, {}), 1000);  // the first 64 types in one call
+  }
+  EXPECT_EQ(redis_->cli("SCARD 'dueq:{q}:schedule:types'"), "64");
+  size_t steps = 0, indexed = 0, unindexed = 0;
+  SearchFilter first, last;
+  first.type = "kind-00";
+  last.type = "kind-69";
+  EXPECT_EQ(search_all("scheduled", first, steps, indexed).count("k-00"), 1U);
+  EXPECT_EQ(search_all("scheduled", last, steps, unindexed).count("k-69"), 1U);
+  EXPECT_EQ(indexed, 1U);
+  EXPECT_EQ(unindexed, 70U);
+
+  // A store whose schedule was filled before the index existed: no marker,
+  // so a new type is not indexed while old jobs of it may be unindexed.
+  ASSERT_EQ(redis_->cli("DEL 'dueq:{q}:schedule:typed' 'dueq:{q}:schedule:types'"), "2");
+  enqueue({typed("late", 100'000, "kind-00"), typed("new", 100'000, "fresh")}, 1000);
+  EXPECT_EQ(redis_->cli("SCARD 'dueq:{q}:schedule:types'"), "0");
+  size_t scanned = 0;
+  EXPECT_EQ(search_all("scheduled", first, steps, scanned).size(), 2U);
+  EXPECT_EQ(scanned, 72U);
 }
 
 // Rule: a queue whose delete call got no answer (its round failed: the

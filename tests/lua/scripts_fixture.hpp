@@ -22,6 +22,7 @@
 #include "broker/loop/cron_scheduler.hpp"
 #include "broker/admin/cron_commands.hpp"
 #include "broker/admin/job_lookup.hpp"
+#include "broker/admin/job_search.hpp"
 #include "broker/loop/dispatcher.hpp"
 #include "broker/loop/enqueuer.hpp"
 #include "broker/loop/leadership.hpp"
@@ -108,6 +109,29 @@ class Scripts : public ::testing::Test {
     Round round;
     round.add(calls::nack("q", 2000, 0, 0, 60, {{"a", a.token, mode, "worker lost", 0}, {"b", b.token, mode, "worker lost", 0}}));
     return *calls::parse_nack(run(round));
+  }
+
+  // Every step of a search of one state of queue "q" (lua/search.lua) from
+  // the start to its end: the ids found, and the steps and the jobs looked
+  // at added to `steps` and `examined`.
+  std::multiset<std::string> search_all(const char* state, const SearchFilter& f, size_t& steps, size_t& examined) {
+    std::multiset<std::string> found;
+    std::string cursor = "0";
+    do {
+      Round step;
+      step.add(calls::search("q", state, f, cursor));
+      auto parsed = calls::parse_search(run(step));
+      EXPECT_TRUE(parsed.has_value());
+      if (!parsed) break;
+      // A step stops once it has looked at kSearchStep jobs: its last partitions
+      // (8 of a few jobs each) may pass that by a little.
+      EXPECT_LE(parsed->examined, kSearchStep + 100);
+      found.insert(parsed->ids.begin(), parsed->ids.end());
+      examined += parsed->examined;
+      cursor = parsed->cursor;
+      ++steps;
+    } while (cursor != "0");
+    return found;
   }
 
   // A job field as `dueq job` reports it ("" when absent or the job is unknown).
