@@ -54,6 +54,7 @@ class Checking {
       check_late(latest);
     }
     check_ticks();
+    check_searches();
     // Every queue keeps the documents of its newest done jobs (history_max).
     if (b_.documents_kept && v_.done > 0 && v_.documents_kept == 0) wrong_run("no done job kept its document (history_retention, history_max)");
     check_settled(last_due_ms);
@@ -146,6 +147,24 @@ class Checking {
       return d.queue == job.queue && d.to_ms >= before_ms &&
              std::any_of(asks->second.begin(), asks->second.end(), [&](int64_t at) { return at >= d.from_ms && at <= after_ms; });
     });
+  }
+
+  // A search by type of the scheduled state finds a job due 3 s or more
+  // after it was asked that no operator touched, unless a broker whose
+  // clock ran ahead by the time left may have promoted it.
+  void check_searches() {
+    std::map<std::string, int64_t> due;
+    for (const auto& job : h_.accepted) due[job.id] = job.due_ms;
+    for (const auto& s : h_.searches) {
+      ++v_.searches;
+      const auto it = due.find(s.id);
+      if (it == due.end()) {
+        wrong(s.id, "searched for, but never accepted");
+      } else if (!s.found && !clock_ahead(s.at_ms, it->second - s.at_ms)) {
+        wrong(s.id, fmt::format("MISSED BY SEARCH: scheduled, due {} ms after a search by its type that did not find it",
+                                it->second - s.at_ms));
+      }
+    }
   }
 
   // Whether a broker's clock ran at least `early_ms` ahead around `start_ms`.
@@ -325,7 +344,8 @@ std::string Verdict::report() const {
                                 cancelled);
   if (dead_by_reason.empty()) out += " 0";
   for (const auto& [reason, n] : dead_by_reason) out += fmt::format(" [{}: {}]", reason, n);
-  out += fmt::format("; finished jobs whose document is kept {}; rescheduled {}", documents_kept, rescheduled);
+  out += fmt::format("; finished jobs whose document is kept {}; rescheduled {}; searched for by type {}", documents_kept,
+                     rescheduled, searches);
   out += "\nstarted again, by cause:";
   if (duplicates_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : duplicates_by_cause) out += fmt::format(" {} {};", cause, n);

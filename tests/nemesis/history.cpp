@@ -114,6 +114,11 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     h.deleted_queues.insert(f[0]);
     h.deletes.push_back({f[0], *from, *to});
     return true;
+  }) && each_line(dir / "searches.tsv", error, [&](const std::vector<std::string>& f) {
+    auto at = f.size() == 3 ? number(f[1]) : std::nullopt;
+    if (!at || (f[2] != "found" && f[2] != "missing")) return false;
+    h.searches.push_back({f[0], *at, f[2] == "found"});
+    return true;
   }) && each_line(dir / "asks.tsv", error, [&](const std::vector<std::string>& f) {
     auto at = f.size() == 2 ? number(f[1]) : std::nullopt;
     if (!at) return false;

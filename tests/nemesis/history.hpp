@@ -15,6 +15,9 @@
 //                 before they were recorded)
 //   asks.tsv      id, wall ms: each time a producer asked for a job again
 //                 after its first try had no answer that it was accepted
+//   searches.tsv  id, wall ms, "found" or "missing": an operator's search
+//                 by type of the scheduled state for a job due 3 s or more
+//                 later that no operator touched, and what its answer held
 //   faults.tsv    from ms, to ms, kind, target, clock shift ms: each
 //                 fault's span on the wall clock (a worker that crashed on
 //                 a poison job too)
@@ -87,6 +90,12 @@ struct QueueDelete {
   int64_t from_ms = 0, to_ms = 0;
 };
 
+struct SearchSeen {
+  std::string id;
+  int64_t at_ms = 0;
+  bool found = false;
+};
+
 struct History {
   std::vector<AcceptedJob> accepted;
   std::vector<std::string> cancels;
@@ -94,6 +103,7 @@ struct History {
   std::set<std::string> deleted_queues;  // deletes.tsv: queues a `dueq queue delete` removed
   std::vector<QueueDelete> deletes;      // deletes.tsv, each line
   std::map<std::string, std::vector<int64_t>> asks;  // asks.tsv: id -> when it was asked for again
+  std::vector<SearchSeen> searches;                  // searches.tsv
   std::vector<FaultSpan> faults;
   std::vector<Start> starts;
   std::map<std::string, FinalState> finals;

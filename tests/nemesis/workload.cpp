@@ -62,7 +62,7 @@ void Workload::record(const JobSpec& job, bool surely) {
   accepted_file_.flush();
   if (surely) {
     ++accepted_count_;
-    if (job.due_ms > 0) cancellable_.push_back({job.id, job.queue, job.due_ms});
+    if (job.due_ms > 0) cancellable_.push_back({job.id, job.queue, job.type, job.due_ms});
   }
 }
 
@@ -127,8 +127,21 @@ void Workload::operate() {
     if (rng() % 40 == 0) cancel_one(rng);
     if (rng() % 40 == 0) reschedule_one(rng);
     if (rng() % 3 == 0) delete_transient_queue();
+    if (rng() % 20 == 0) search_one(rng);
     std::this_thread::sleep_for(100ms);
   }
+}
+
+void Workload::search_one(std::mt19937_64& rng) {
+  auto job = waiting_job(rng, 3'000, false);
+  if (!job) return;
+  const int64_t at_ms = wall_ms();
+  const auto run = testing::run_dueq(
+      options_.endpoints,
+      fmt::format("--timeout 5s search {} --states scheduled --type {} --id-prefix {} --json", job->queue, job->type, job->id));
+  if (run.code != 0) return;  // unanswered (a fault): nothing learned
+  const bool found = run.out.find('"' + job->id + '"') != std::string::npos;
+  append_line(dir_ / "searches.tsv", {job->id, std::to_string(at_ms), found ? "found" : "missing"});
 }
 
 void Workload::delete_transient_queue() {
@@ -147,19 +160,19 @@ void Workload::produce_transient() {
   }
 }
 
-std::optional<Workload::Cancellable> Workload::take_waiting_job(std::mt19937_64& rng, int64_t ahead_ms) {
+std::optional<Workload::Cancellable> Workload::waiting_job(std::mt19937_64& rng, int64_t ahead_ms, bool take) {
   std::lock_guard lock(mutex_);
   const int64_t soon = wall_ms() + ahead_ms;
   std::erase_if(cancellable_, [&](const auto& c) { return c.due_ms < soon; });
   if (cancellable_.empty()) return std::nullopt;
   const size_t at = rng() % cancellable_.size();
   Cancellable job = cancellable_[at];
-  cancellable_.erase(cancellable_.begin() + static_cast<std::ptrdiff_t>(at));
+  if (take) cancellable_.erase(cancellable_.begin() + static_cast<std::ptrdiff_t>(at));
   return job;
 }
 
 void Workload::cancel_one(std::mt19937_64& rng) {
-  auto job = take_waiting_job(rng, 1'000);
+  auto job = waiting_job(rng, 1'000);
   if (!job) return;
   append_line(dir_ / "cancels.tsv", {job->id});
   (void)testing::run_dueq(options_.endpoints, "--timeout 5s cancel --queue " + job->queue + " " + job->id);
@@ -169,7 +182,7 @@ void Workload::cancel_one(std::mt19937_64& rng) {
 // before 1.5 s from now, nor after the last due time), through a bulk
 // action whose filter selects it alone.
 void Workload::reschedule_one(std::mt19937_64& rng) {
-  auto job = take_waiting_job(rng, 3'000);
+  auto job = waiting_job(rng, 3'000);
   if (!job) return;
   const int64_t moved = job->due_ms + static_cast<int64_t>(rng() % 4'001) - 2'000;
   const int64_t due = std::min(std::max(moved, wall_ms() + 1'500), options_.last_due_ms);

@@ -66,13 +66,18 @@ class Workload {
   void operate();
   void cancel_one(std::mt19937_64& rng);
   void reschedule_one(std::mt19937_64& rng);
+  // A search of the scheduled state by type (the type index) for a job
+  // waiting 3 s or more ahead that no operator touched; searches.tsv
+  // records whether an answered search found it.
+  void search_one(std::mt19937_64& rng);
   struct Cancellable {
-    std::string id, queue;
+    std::string id, queue, type;
     int64_t due_ms = 0;
   };
-  // A job accepted and due `ahead_ms` or more from now, taken from those an
-  // operator may still cancel or reschedule.
-  std::optional<Cancellable> take_waiting_job(std::mt19937_64& rng, int64_t ahead_ms);
+  // A job accepted and due `ahead_ms` or more from now, of those an
+  // operator may still cancel or reschedule: taken from them (`take`), or
+  // left there.
+  std::optional<Cancellable> waiting_job(std::mt19937_64& rng, int64_t ahead_ms, bool take = true);
   // `dueq queue delete` of the transient queue; deletes.tsv names it when it landed.
   void delete_transient_queue();
   // A job every 400 ms to the transient queue (`<queue>-transient`), due

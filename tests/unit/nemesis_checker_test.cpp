@@ -155,6 +155,24 @@ TEST(NemesisChecker, AStartAgainAfterADeleteOfItsQueueNeedsTheProducerToHaveAske
   EXPECT_TRUE(says(check(h, Bounds{}), "no fault to explain it")) << "another queue was deleted";
 }
 
+// A search by type that did not find a waiting job no operator touched is a
+// violation, but while a broker's clock ran ahead by the time left.
+TEST(NemesisChecker, AWaitingJobASearchByItsTypeDidNotFindIsAViolation) {
+  History h = healthy();
+  h.searches.push_back({"j1", kDue - 4'000, true});
+  const Verdict found = check(h, Bounds{});
+  EXPECT_TRUE(found.violations.empty()) << found.report();
+  EXPECT_EQ(found.searches, 1U);
+  h.searches[0].found = false;
+  EXPECT_TRUE(says(check(h, Bounds{}), "MISSED BY SEARCH"));
+  h.faults.push_back({kDue - 5'000, kDue - 3'000, "clock", "broker0", 3'000});
+  EXPECT_TRUE(says(check(h, Bounds{}), "MISSED BY SEARCH")) << "a step of 3 s does not reach a job 4 s ahead";
+  h.faults[0].shift_ms = 5'000;
+  EXPECT_TRUE(check(h, Bounds{}).violations.empty());
+  h.searches[0].id = "nobody";
+  EXPECT_TRUE(says(check(h, Bounds{}), "never accepted"));
+}
+
 TEST(NemesisChecker, AStartBeforeTheDueTimeIsEarly) {
   History h = healthy();
   h.starts[0].start_us = kDue * 1000 - 1;
@@ -305,6 +323,7 @@ TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
   append_line(dir / "deletes.tsv", {"q\xff", "10", "12"});
   append_line(dir / "deletes.tsv", {"old"});
   append_line(dir / "asks.tsv", {"j\x01", "11"});
+  append_line(dir / "searches.tsv", {"j\x01", "8", "missing"});
   append_line(dir / "starts-worker0.txt", {"j\x01 2 99 6000 5 4 123 -"});
   std::string error;
   auto h = read_history(dir.path(), error);
@@ -319,6 +338,7 @@ TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
   EXPECT_EQ(h->deletes.at(1).from_ms, 0) << "a run before deletes had times";
   EXPECT_TRUE(h->deleted_queues.contains("old"));
   EXPECT_EQ(h->asks.at("j\x01").at(0), 11);
+  EXPECT_FALSE(h->searches.at(0).found);
   EXPECT_EQ(h->starts.at(0).token, 99U);
   EXPECT_EQ(h->starts.at(0).worker, "starts-worker0.txt");
   EXPECT_EQ(h->fact("audit"), 0);
