@@ -159,9 +159,10 @@ end
 -- or promoted from a partition that keeps others): a search then reads a
 -- partition for nothing. Promote clears a partition's bits when it empties
 -- it, and all of these keys go when the schedule empties. At most
--- types_max bitmaps of 4 KB each, so that a producer's types cannot make a
--- queue's index grow without bound; a type past them is found by a scan.
-local types_max = 64
+-- types_max bitmaps of 4 KB each (64 KB, less than one chunk of the
+-- filter), so that a producer's types cannot make a queue's index grow
+-- without bound; a type past them is found by a scan.
+local types_max = 16
 local types_bits_per_call = 250  -- BITFIELD SET arguments: 4 per bit
 
 -- The type of a job record ([version, type, ...], broker/store/job_record.cpp),
