@@ -7,7 +7,10 @@
   Like SCAN, a job present for the whole search is looked at at least
   once; one that changes state meanwhile may be seen twice or not at all.
   A search of scheduled jobs by a type the type index holds
-  (lib/schedule_filter.lua) reads only the partitions its bitmap names.
+  (lib/schedule_filter.lua) reads only the partitions its bitmap names. A
+  type joins the index at its first job in the schedule and leaves it when
+  the schedule empties, so a cursor read as the other kind between two
+  pages misses only jobs scheduled since the search began.
 
   KEYS[1]  set       zset  the state's: schedule (partition -> lower bound
                            of its earliest due; partition P is zset
