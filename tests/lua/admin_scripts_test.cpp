@@ -268,8 +268,7 @@ TEST_F(Scripts, SearchStepsAreBoundedAndTogetherFindEveryMatchingJobOnce) {
     if (i % 7 == 0) j.type = "needle";
     jobs.push_back(std::move(j));
   }
-  for (size_t i = 0; i < jobs.size(); i += 500)
-    enqueue(std::vector<proto::NewJob>(jobs.begin() + static_cast<std::ptrdiff_t>(i), jobs.begin() + static_cast<std::ptrdiff_t>(i + 500)), 1000);
+  enqueue_in_batches(jobs, 1000);
   size_t steps = 0, examined = 0;
   SearchFilter every;
   EXPECT_EQ(search_all("scheduled", every, steps, examined).size(), 2'000U);
@@ -312,8 +311,7 @@ proto::NewJob typed(std::string id, int64_t due, std::string type) {
 TEST_F(Scripts, ASearchByTypeReadsOnlyThePartitionsTheTypeIndexNames) {
   std::vector<proto::NewJob> jobs;
   for (int i = 0; i < 2'000; ++i) jobs.push_back(typed(fmt::format("s-{:04}", i), 100'000 + i, i % 200 == 0 ? "needle" : "hay"));
-  for (size_t i = 0; i < jobs.size(); i += 500)
-    enqueue(std::vector<proto::NewJob>(jobs.begin() + static_cast<std::ptrdiff_t>(i), jobs.begin() + static_cast<std::ptrdiff_t>(i + 500)), 1000);
+  enqueue_in_batches(jobs, 1000);
   // One needle retried with a backoff (nack.lua), one moved from ready
   // (reschedule.lua).
   enqueue({typed("retried", 0, "needle")}, 1000);
@@ -336,7 +334,7 @@ TEST_F(Scripts, ASearchByTypeReadsOnlyThePartitionsTheTypeIndexNames) {
   // 2,002 jobs in 32,768 partitions: a partition the index names holds the
   // needle and seldom another job; without the index all 2,002 are read.
   EXPECT_LE(examined, 24U);
-  EXPECT_EQ(redis_->cli("SMEMBERS 'dueq:{q}:schedule:types'").find("needle") != std::string::npos, true);
+  EXPECT_NE(redis_->cli("SMEMBERS 'dueq:{q}:schedule:types'").find("needle"), std::string::npos);
 
   // Promote takes the needles due by 100,000 (retried, moved, s-0000) out
   // of partitions that hold no other job (the ids are fixed, and so are

@@ -4,6 +4,7 @@
 // typed calls and readers the tests share.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -78,6 +79,14 @@ class Scripts : public ::testing::Test {
     auto statuses = ints(r);
     EXPECT_TRUE(statuses) << reply_error(r);
     return statuses ? *statuses : std::vector<int64_t>{};
+  }
+
+  // `jobs` in calls of at most 500.
+  void enqueue_in_batches(const std::vector<proto::NewJob>& jobs, int64_t now) {
+    for (size_t i = 0; i < jobs.size(); i += 500) {
+      const auto end = jobs.begin() + static_cast<std::ptrdiff_t>(std::min(jobs.size(), i + 500));
+      enqueue(std::vector<proto::NewJob>(jobs.begin() + static_cast<std::ptrdiff_t>(i), end), now);
+    }
   }
 
   std::vector<LeasedJob> lease(int count, int64_t deadline) {
