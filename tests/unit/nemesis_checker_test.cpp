@@ -169,6 +169,13 @@ TEST(NemesisChecker, AWaitingJobASearchByItsTypeDidNotFindIsAViolation) {
   EXPECT_TRUE(says(check(h, Bounds{}), "MISSED BY SEARCH")) << "a step of 3 s does not reach a job 4 s ahead";
   h.faults[0].shift_ms = 5'000;
   EXPECT_TRUE(check(h, Bounds{}).violations.empty());
+  // A read of a demoted master during a move (a documented stale read).
+  h.faults[0] = {kDue - 5'000, kDue - 4'500, "move", "move the master and its address to redis1", 0};
+  const Verdict moving = check(h, Bounds{});
+  EXPECT_TRUE(moving.violations.empty()) << moving.report();
+  EXPECT_EQ(moving.searches_stale, 1U);
+  h.faults[0] = {kDue - 60'000, kDue - 50'000, "move", "move the master and its address to redis1", 0};
+  EXPECT_TRUE(says(check(h, Bounds{}), "MISSED BY SEARCH")) << "a move long healed excuses nothing";
   h.searches[0].id = "nobody";
   EXPECT_TRUE(says(check(h, Bounds{}), "never accepted"));
 }
