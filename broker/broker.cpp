@@ -402,6 +402,7 @@ void Broker::reconnect() {
   }
   spdlog::info("Redis connection restored");
   reconnect_backoff_ms_ = 100;
+  admin_.store_reconnected();
   // Whatever happened while away (a restart, a failover) the replies of the
   // next round bring the schedule and lease times up to date, of every
   // queue the store registers.

@@ -37,6 +37,7 @@ Admin::Admin(const BrokerConfig& config, const Clock& clock, RedisAddress addres
     : config_(config), clock_(clock), redis_(std::move(address)), ready_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   redis_.set_budget(std::move(budget));
   redis_.set_stop_flag(thread_.stop_flag());
+  redis_.set_reads_from_master_only(true);
 }
 
 void Admin::submit(const Peer& peer, proto::JobRequest&& request) {
@@ -160,8 +161,7 @@ void Admin::bulk_step() {
   constexpr int64_t kLookEveryMs = 1'000;
   constexpr size_t kPage = 500;
   next_bulk_ms_ = clock_.steady_ms() + kLookEveryMs;
-  if (!redis_.connected())
-    if (auto ok = redis_.connect(); !ok) return;
+  if (auto ok = open_connection(); !ok) return;
   try {
     auto action = next_bulk_action(redis_);
     if (!action) {
@@ -201,6 +201,16 @@ void Admin::bulk_step() {
   }
 }
 
+// Opened anew when the loop's connection was since (store_reconnected) or
+// when it broke; kept otherwise.
+Result<void> Admin::open_connection() {
+  const uint64_t loop_connects = loop_connects_.load(std::memory_order_relaxed);
+  if (loop_connects != connects_seen_) redis_.disconnect();
+  if (redis_.connected()) return {};
+  connects_seen_ = loop_connects;
+  return redis_.connect();
+}
+
 // Nothing a client sends may end the admin thread (and with it the broker):
 // an exception from any command becomes an `internal` answer, and the
 // connection, in an unknown state, is opened anew for the next request.
@@ -229,21 +239,18 @@ Admin::Answer Admin::handle(const Peer& peer, const Request& request) {
     if (down) redis_.disconnect();
     answer.frame = proto::ErrorFrame{answer.request_id, errc_name(error.code), error.message, down ? 1000u : 0u};
   };
-  if (!redis_.connected())
-    if (auto ok = redis_.connect(); !ok) {
-      unavailable(Error{Errc::unavailable, "Redis is unavailable: " + ok.error().message});
-      return answer;
-    }
+  // The connection kept since the last request may lead to a server that
+  // restarted or was demoted meanwhile (a demoted master still answers
+  // reads, without the newest writes): a PING, which carries the ROLE
+  // check of every admin call, finds out before the request runs, and the
+  // request runs whole on a new connection to the master instead.
+  if (redis_.connected() && !redis_.call(Command{"PING"})) redis_.disconnect();
+  if (auto ok = open_connection(); !ok) {
+    unavailable(Error{Errc::unavailable, "Redis is unavailable: " + ok.error().message});
+    return answer;
+  }
   if (const auto* job = std::get_if<proto::JobRequest>(&request)) {
     auto reply = lookup_job(redis_, *job);
-    // The connection kept since the last request finds out only now that
-    // Redis restarted meanwhile: a lookup reads only, so it is tried again
-    // once on a new connection instead of failing the first user after a
-    // restart.
-    if (!reply && reply.error().code == Errc::unavailable) {
-      redis_.disconnect();
-      if (redis_.connect()) reply = lookup_job(redis_, *job);
-    }
     if (reply) answer.frame = std::move(*reply);
     else unavailable(reply.error());
   } else {

@@ -10,6 +10,7 @@
 // The loop delivers the answers and applies their effects on its state
 // (tell the worker running a cancelled job to stop; replayed queues may have
 // ready jobs).
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -69,6 +70,11 @@ class Admin {
   // Any thread (the dashboard's): queue a request answered through `done`;
   // false when kMaxLocal wait already or kMaxQueued in all.
   bool submit_local(Request request, LocalDone done);
+  // Event loop: its own connection to Redis was opened anew (a restart, a
+  // fail-over, a move): the admin thread leaves its connection before its
+  // next request too, so that it reads the server the loop writes to and
+  // not one the loop has left (which may still say it is a master).
+  void store_reconnected() { loop_connects_.fetch_add(1, std::memory_order_relaxed); }
   // Event loop: readable when answers are ready.
   int ready_fd() const { return ready_fd_.get(); }
   // Event loop: sends the ready answers and applies their effects.
@@ -97,6 +103,7 @@ class Admin {
   Answer handle(const Peer& peer, const Request& request);
   Answer handle_guarded(const Peer& peer, const Request& request);
   void bulk_step();
+  Result<void> open_connection();
 
   const BrokerConfig& config_;
   const Clock& clock_;
@@ -114,6 +121,8 @@ class Admin {
   LogLimiter failure_log_{10'000, 1, 1};  // admin thread only
   int64_t next_bulk_ms_ = 0;              // admin thread only: steady ms of the next bulk page
   bool bulk_may_run_ = true;              // admin thread only: a bulk action may be running
+  std::atomic<uint64_t> loop_connects_{0};  // store_reconnected() calls
+  uint64_t connects_seen_ = 0;              // admin thread only: loop_connects_ when its connection was opened
 
   std::set<std::pair<std::string, uint64_t>> in_progress_;  // event loop only: (routing id, request id)
   std::map<std::string, size_t> waiting_by_requester_;      // event loop only: requests not yet answered

@@ -165,10 +165,20 @@ Result<std::vector<ReplyPtr>> RedisClient::pipeline(std::vector<Command> command
   if (!outstanding_.empty()) return fail(Errc::internal, "pipeline while rounds are outstanding");
   if (stop_ != nullptr && stop_->load()) return fail(Errc::unavailable, "the broker is stopping");
   const RedisBudget::Turn turn(budget_.get());
+  const bool ask_role = reads_from_master_only_ && !in_cluster();
   Round round;
+  if (ask_role) round.add(Command{"ROLE"});
   for (auto& command : commands) round.add(std::move(command));
   if (auto ok = send(round); !ok) return std::unexpected(ok.error());
-  return receive();
+  auto replies = receive();
+  if (!replies || !ask_role) return replies;
+  if (const auto role = role_of(replies->front().get()); role != "master") {
+    disconnect();
+    return fail(Errc::not_master, "the Redis server this connection holds is now a " + std::string(role) +
+                                      " (a master demoted under it), whose reads may lack the newest writes: reconnecting");
+  }
+  replies->erase(replies->begin());
+  return replies;
 }
 
 Result<ReplyPtr> RedisClient::call(Command command) {

@@ -64,6 +64,14 @@ class RedisClient {
   // work ends at its next step when the broker stops.
   void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
 
+  // Reads must come from a master (the admin thread's: a search or a lookup
+  // on a master demoted under the open connection, a replica that may lag,
+  // would answer without the newest writes, and only writes are refused
+  // READONLY): each pipeline() then sends ROLE first, in the same round
+  // trip, and fails (Errc::not_master, disconnected) when the server is no
+  // longer a master. Not in a Redis Cluster, whose replicas answer MOVED.
+  void set_reads_from_master_only(bool on) { reads_from_master_only_ = on; }
+
   // Every call of a script that writes goes out with the queue's epoch key
   // and this leader epoch appended (lua/lib/fence.lua); before it is set
   // (0) such calls fail in Redis and write nothing.
@@ -91,6 +99,7 @@ class RedisClient {
   const std::atomic<bool>* stop_ = nullptr;
   uint64_t epoch_ = 0;
   bool fenced_ = false;
+  bool reads_from_master_only_ = false;
 };
 
 }  // namespace dueq::broker

@@ -27,6 +27,12 @@ std::string_view reply_error(const redisReply* reply) {
   return std::string_view(reply->str, reply->len);
 }
 
+std::string_view role_of(const redisReply* reply) {
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements == 0 || reply->element[0]->type != REDIS_REPLY_STRING)
+    return "unknown";
+  return {reply->element[0]->str, reply->element[0]->len};
+}
+
 Result<RedisAddress> RedisConnection::ask_sentinels(const RedisAddress& address, int timeout_ms) {
   std::string failures;
   for (const auto& sentinel : address.sentinels) {
@@ -81,10 +87,7 @@ Result<RedisConnection> RedisConnection::connect(const RedisAddress& address, in
   if (!conn) return std::unexpected(conn.error());
   auto role = conn->run(Command{"ROLE"});
   if (!role) return std::unexpected(role.error());
-  const redisReply* r = role->get();
-  const std::string_view said = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING
-                                    ? std::string_view(r->element[0]->str, r->element[0]->len)
-                                    : std::string_view("unknown");
+  const std::string_view said = role_of(role->get());
   if (said == "master") return conn;
   if (address.via_sentinel())
     return fail(Errc::not_master, "the sentinels name " + server.describe() + " as master '" + address.master_name +

@@ -87,5 +87,8 @@ class RedisConnection {
 
 // Short text of an error reply, or "" when the reply is not an error.
 std::string_view reply_error(const redisReply* reply);
+// What a ROLE reply says the server is ("master", "slave", "sentinel"), or
+// "unknown" for any other reply.
+std::string_view role_of(const redisReply* reply);
 
 }  // namespace dueq::broker

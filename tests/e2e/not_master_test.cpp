@@ -9,6 +9,7 @@
 #include <httplib.h>
 
 #include <set>
+#include <sstream>
 
 #include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
@@ -158,6 +159,106 @@ TEST(NotMaster, ABrokerBehindAnAddressRepointedToTheNewMasterFollowsIt) {
   EXPECT_EQ(r2.cli("ROLE").substr(0, 6), "master");
   ASSERT_TRUE(eventually([&] { return all_started(record, accepted); }, 30s))
       << "accepted " << accepted.size() << ", started " << started_ids(record).size();
+}
+
+// The admin thread's reads follow a move too. Its connection, kept from an
+// earlier lookup, leads to the old master, which is demoted to follow a
+// server that is not there (it never gets another write), while the
+// address now leads to the new master. A job accepted after the move is
+// found by a lookup and a search: the admin thread checks ROLE before each
+// request and leaves the demoted master instead of reading from it.
+TEST(NotMaster, LookupsAndSearchesAfterAMoveReadTheNewMasterNotTheDemotedOne) {
+  TempDir dir("not-master");
+  const auto sock1 = dir.path() / "r1.sock", sock2 = dir.path() / "r2.sock", link = dir.path() / "redis.sock";
+  RedisServer r1({"--unixsocket", sock1.string(), "--unixsocketperm", "700"});
+  RedisServer r2({"--unixsocket", sock2.string(), "--unixsocketperm", "700"});
+  ASSERT_EQ(r2.cli(fmt::format("REPLICAOF 127.0.0.1 {}", r1.port())), "OK");
+  std::filesystem::create_symlink(sock1, link);
+  BrokerProcess broker(dir.path(), "broker", "unix://" + link.string());
+  ASSERT_TRUE(eventually([&] { return broker.readyz() == 200; }, 20s)) << read_file(broker.log);
+  Client client(broker.endpoint, ClientOptions{.timeout_ms = 1000, .attempts = 1});
+  const int64_t later = wall_ms() + 3'600'000;
+  ASSERT_TRUE(all_accepted(client, {{"q", "noop", "", "before-move", later, 0}}));
+  auto before = client.job_document("before-move", "q");  // opens the admin thread's connection to r1
+  ASSERT_TRUE(before && before->has_value());
+
+  ASSERT_TRUE(eventually([&] { return replica_in_sync(r2) && r1.cli("WAIT 1 5000") == "1"; }, 20s));
+  ASSERT_EQ(r2.cli("REPLICAOF NO ONE"), "OK");
+  RedisServer nowhere;
+  const int nowhere_port = nowhere.port();
+  nowhere.kill(SIGKILL);
+  ASSERT_EQ(r1.cli(fmt::format("REPLICAOF 127.0.0.1 {}", nowhere_port)), "OK");
+  const auto tmp = dir.path() / "redis.sock.new";
+  std::filesystem::create_symlink(sock2, tmp);
+  std::filesystem::rename(tmp, link);  // the address now leads to r2
+
+  // The loop leaves r1 at its first READONLY; the job is accepted on r2.
+  ASSERT_TRUE(eventually([&] { return all_accepted(client, {{"q", "noop", "", "after-move", later, 0}}); }, 30s))
+      << read_file(broker.log);
+  // The schedule's partitions hold a delayed job's record.
+  const std::string holds = "EVAL \"local n = 0 for _, k in ipairs(redis.call('KEYS', 'dueq:{q}:schedule:*:jobs')) do "
+                            "n = n + redis.call('HEXISTS', k, ARGV[1]) end return n\" 0 ";
+  EXPECT_EQ(r2.cli(holds + "before-move"), "1");
+  EXPECT_EQ(r2.cli(holds + "after-move"), "1");
+  EXPECT_EQ(r1.cli(holds + "after-move"), "0") << "the demoted master never got it";
+  EXPECT_EQ(r1.cli("ROLE").substr(0, 5), "slave");
+  auto found = client.job_document("after-move", "q");
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_TRUE(found->has_value()) << "the lookup read the demoted master";
+  const auto search = run_dueq(broker.endpoint, "search q --states scheduled --id-prefix after-move --json", false);
+  EXPECT_EQ(search.code, 0) << search.out;
+  EXPECT_NE(search.out.find("\"after-move\""), std::string::npos) << search.out;
+}
+
+// A move that leaves the old server a master (a fail-over it did not hear
+// of: it still says master, and PING and ROLE cannot tell): the loop's
+// connection to it breaks and reopens through the address, at the new
+// master, and the admin thread follows the loop there before its next
+// request instead of reading from the server the loop left.
+TEST(NotMaster, TheAdminThreadFollowsTheLoopToTheServerItReconnectedTo) {
+  TempDir dir("not-master");
+  const auto sock1 = dir.path() / "r1.sock", sock2 = dir.path() / "r2.sock", link = dir.path() / "redis.sock";
+  RedisServer r1({"--unixsocket", sock1.string(), "--unixsocketperm", "700"});
+  RedisServer r2({"--unixsocket", sock2.string(), "--unixsocketperm", "700"});
+  ASSERT_EQ(r2.cli(fmt::format("REPLICAOF 127.0.0.1 {}", r1.port())), "OK");
+  std::filesystem::create_symlink(sock1, link);
+  BrokerProcess broker(dir.path(), "broker", "unix://" + link.string());
+  ASSERT_TRUE(eventually([&] { return broker.readyz() == 200; }, 20s)) << read_file(broker.log);
+  // The unix-socket clients on r1 before any admin request: the loop's.
+  auto socket_clients = [&] {
+    std::set<std::string> ids;
+    std::istringstream lines(r1.cli("CLIENT LIST"));
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("addr=/") != std::string::npos || line.find("laddr=" + sock1.string()) != std::string::npos)
+        ids.insert(line.substr(3, line.find(' ') - 3));
+    return ids;
+  };
+  const auto loop_clients = socket_clients();
+  ASSERT_FALSE(loop_clients.empty()) << r1.cli("CLIENT LIST");
+  Client client(broker.endpoint, ClientOptions{.timeout_ms = 1000, .attempts = 1});
+  const int64_t later = wall_ms() + 3'600'000;
+  ASSERT_TRUE(all_accepted(client, {{"q", "noop", "", "before-move", later, 0}}));
+  auto before = client.job_document("before-move", "q");  // opens the admin thread's connection to r1
+  ASSERT_TRUE(before && before->has_value());
+  ASSERT_GT(socket_clients().size(), loop_clients.size()) << "the admin thread's connection is there too";
+
+  ASSERT_TRUE(eventually([&] { return replica_in_sync(r2) && r1.cli("WAIT 1 5000") == "1"; }, 20s));
+  ASSERT_EQ(r2.cli("REPLICAOF NO ONE"), "OK");  // r1 stays a master
+  const auto tmp = dir.path() / "redis.sock.new";
+  std::filesystem::create_symlink(sock2, tmp);
+  std::filesystem::rename(tmp, link);
+  for (const auto& id : loop_clients) r1.cli("CLIENT KILL ID " + id);
+
+  ASSERT_TRUE(eventually([&] { return all_accepted(client, {{"q", "noop", "", "after-move", later, 0}}); }, 30s))
+      << read_file(broker.log);
+  const std::string holds = "EVAL \"local n = 0 for _, k in ipairs(redis.call('KEYS', 'dueq:{q}:schedule:*:jobs')) do "
+                            "n = n + redis.call('HEXISTS', k, ARGV[1]) end return n\" 0 ";
+  ASSERT_EQ(r2.cli(holds + "after-move"), "1");
+  ASSERT_EQ(r1.cli(holds + "after-move"), "0") << "the loop left r1";
+  EXPECT_EQ(r1.cli("ROLE").substr(0, 6), "master");
+  auto found = client.job_document("after-move", "q");
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_TRUE(found->has_value()) << "the lookup read the server the loop left";
 }
 
 // The leader's old master is demoted and follows nothing the leader can

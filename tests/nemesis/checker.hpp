@@ -53,7 +53,6 @@ struct Verdict {
   size_t documents_kept = 0;  // done or cancelled jobs whose document the broker still kept
   size_t rescheduled = 0;     // jobs an operator moved to a new due time
   size_t searches = 0;        // searches by type for a waiting job (searches.tsv)
-  size_t searches_stale = 0;  // of them, missing the job while the store's master moved
   // Ran, in a queue deleted since (only an empty queue can be: it was done).
   size_t gone_with_queue = 0;
   std::map<std::string, size_t> dead_by_reason;
