@@ -30,7 +30,9 @@
   ARGV[3]  jobs a step looks at (1..1000): a ZSCAN COUNT for the zsets;
            for scheduled, up to 512 partitions (each read whole; by 64
            ZSCAN steps of 8, or those the type index names) until this
-           many jobs were looked at
+           many jobs were looked at (with a prefix, which ZSCAN's MATCH
+           applies to a partition in C, each counts two fifths: 2.5 times
+           as many)
   ARGV[4]  id prefix ("" = any)
   ARGV[5]  type ("" = any; a finished job whose document is not kept has
            no type and does not match one)
@@ -93,6 +95,7 @@ end
 
 local any_time = since <= 0 and till >= 9e18
 local plen = #prefix
+local reply, looked_at, spent = {"0", 0}, 0, 0
 
 -- Of the jobs in `flat` (id, score, id, score, ...; the encoding pin
 -- left out), those that pass every filter, appended to `out`; records_key
@@ -144,19 +147,45 @@ end
 -- other states.
 local most_partitions = 512
 
-local reply, looked_at = {"0", 0}, 0
+-- With an id prefix, a partition is read by ZSCAN's MATCH, which passes
+-- over its ids in C: only the matches reach Lua (and their records). A job
+-- so looked at costs Redis about two fifths of one read into Lua (0.22
+-- against 0.58 us, a million jobs scheduled, 100-byte payloads), and is
+-- counted so against the step's bound: a step looks at more jobs for the
+-- same time.
+local match_cost = 0.4
+local pattern = plen > 0 and (prefix:gsub("[%*%?%[%]\\]", "\\%0")) .. "*" or nil
+
+-- Looks into schedule partition `partition` (its key): the matches go to
+-- the reply. Returns the jobs looked at and what they cost the step.
+local function look_into(partition)
+  if not pattern then
+    local looked = keep_matches(redis.call("ZRANGE", partition, 0, -1, "WITHSCORES"), partition .. ":jobs", reply)
+    return looked, looked
+  end
+  local flat, at = {}, "0"
+  repeat
+    local step = redis.call("ZSCAN", partition, at, "MATCH", pattern, "COUNT", 1000)
+    at = step[1]
+    for i = 1, #step[2] do flat[#flat + 1] = step[2][i] end
+  until at == "0"
+  keep_matches(flat, partition .. ":jobs", reply)
+  local looked = redis.call("ZCARD", partition)
+  return looked, looked * match_cost
+end
+
 if how == "scheduled" and want_type ~= "" and redis.call("SISMEMBER", KEYS[1] .. ":types", want_type) == 1 then
   -- The type index names the partitions that may hold the type; the
   -- cursor is the partition to go on from.
   local index, from, read = KEYS[1] .. ":type:" .. want_type, tonumber(cursor), 0
-  while from <= 32767 and looked_at < count and read < most_partitions do
+  while from <= 32767 and spent < count and read < most_partitions do
     local p = redis.call("BITPOS", index, 1, from, 32767, "BIT")
     if p < 0 then break end
-    local partition = KEYS[1] .. ":" .. p
-    looked_at = looked_at + keep_matches(redis.call("ZRANGE", partition, 0, -1, "WITHSCORES"), partition .. ":jobs", reply)
+    local looked, cost = look_into(KEYS[1] .. ":" .. p)
+    looked_at, spent = looked_at + looked, spent + cost
     read, from = read + 1, p + 1
   end
-  if looked_at >= count or read >= most_partitions then reply[1] = from <= 32767 and string.format("%d", from) or "0" end
+  if spent >= count or read >= most_partitions then reply[1] = from <= 32767 and string.format("%d", from) or "0" end
 elseif how == "scheduled" then
   local scans = 0
   repeat
@@ -165,10 +194,10 @@ elseif how == "scheduled" then
     cursor = step[1]
     local entries = step[2]
     for i = 1, #entries, 2 do
-      local partition = KEYS[1] .. ":" .. entries[i]
-      looked_at = looked_at + keep_matches(redis.call("ZRANGE", partition, 0, -1, "WITHSCORES"), partition .. ":jobs", reply)
+      local looked, cost = look_into(KEYS[1] .. ":" .. entries[i])
+      looked_at, spent = looked_at + looked, spent + cost
     end
-  until cursor == "0" or looked_at >= count or scans >= most_partitions / 8
+  until cursor == "0" or spent >= count or scans >= most_partitions / 8
   reply[1] = cursor
 else
   local step = redis.call("ZSCAN", KEYS[1], cursor, "COUNT", count)

@@ -305,6 +305,38 @@ proto::NewJob typed(std::string id, int64_t due, std::string type) {
   return j;
 }
 
+// A prefix is matched byte for byte, though the scheduled state is read
+// with ZSCAN's MATCH (a glob): the glob's own characters and bytes that are
+// not UTF-8 in it match only themselves, and the other filters still apply.
+TEST_F(Scripts, ASearchByIdPrefixMatchesGlobCharactersAndAnyBytesLiterally) {
+  const std::vector<std::string> ids = {"a*b", "a*c", "axb", "a?b", "a[b]", "ab]", "a\\b", "a\\", "ab", "\xff\xfe-1", "\xff-2"};
+  std::vector<proto::NewJob> jobs;
+  for (const auto& id : ids) jobs.push_back(typed(id, 100'000, id == "a*c" ? "needle" : "hay"));
+  enqueue_in_batches(jobs, 1000);
+  auto by_prefix = [&](const std::string& prefix, const std::string& type = "") {
+    SearchFilter f;
+    f.id_prefix = prefix;
+    f.type = type;
+    size_t steps = 0, examined = 0;
+    const auto found = search_all("scheduled", f, steps, examined);
+    if (type.empty()) {
+      EXPECT_EQ(examined, ids.size()) << "every scheduled job is looked at once";
+    }
+    return std::set<std::string>(found.begin(), found.end());
+  };
+  EXPECT_EQ(by_prefix("a*"), (std::set<std::string>{"a*b", "a*c"}));
+  EXPECT_EQ(by_prefix("a?"), (std::set<std::string>{"a?b"}));
+  EXPECT_EQ(by_prefix("a["), (std::set<std::string>{"a[b]"}));
+  EXPECT_EQ(by_prefix("a[b"), (std::set<std::string>{"a[b]"}));
+  EXPECT_EQ(by_prefix("ab]"), (std::set<std::string>{"ab]"}));
+  EXPECT_EQ(by_prefix("a\\"), (std::set<std::string>{"a\\b", "a\\"}));
+  EXPECT_EQ(by_prefix("\xff\xfe"), (std::set<std::string>{"\xff\xfe-1"}));
+  EXPECT_EQ(by_prefix("\xff"), (std::set<std::string>{"\xff\xfe-1", "\xff-2"}));
+  EXPECT_EQ(by_prefix("a"), (std::set<std::string>{"a*b", "a*c", "axb", "a?b", "a[b]", "ab]", "a\\b", "a\\", "ab"}));
+  EXPECT_EQ(by_prefix("a*", "needle"), (std::set<std::string>{"a*c"}));
+  EXPECT_TRUE(by_prefix("b").empty());
+}
+
 // The type index (lua/lib/schedule_filter.lua): a search of scheduled jobs
 // by an indexed type reads only the partitions that may hold it, whichever
 // script put the jobs there, and a partition promote empties loses its bits.
