@@ -4,7 +4,10 @@
   sorted sets or their record hashes), the schedule filter counters of
   those partitions that disagree with their sorted sets, as filter_check's
   "check" reports them, and the partitions the schedule index does not name
-  by their earliest due time (promote would never look at them). Read-only. An empty partition with zero counters
+  by their earliest due time (promote would never look at them), and the
+  types of the jobs they hold that the type index registers but whose
+  bitmap does not name the partition (a search by that type would skip
+  it). Read-only. An empty partition with zero counters
   costs one EXISTS, so a walk over a queue's 32,768 partitions is cheap when
   the queue holds few scheduled jobs; the broker picks COUNT so that a step
   stays near 0.3 ms (about 64 ids, at most 64 partitions).
@@ -18,11 +21,12 @@
   ARGV[1]  first partition (0..32767, plain decimal)
   ARGV[2]  count, 1..512, with first + count <= 32768
 
-  Returns  {ids, wrong, unindexed}: ids, each once; wrong, 4 values per
-           wrong counter: partition, tail, counter, ids counted (a counter at
-           255 is saturated, not wrong); unindexed, 2 values per partition
-           whose index entry is missing or later than its earliest due:
-           partition, earliest due ms
+  Returns  {ids, wrong, unindexed, untyped}: ids, each once; wrong, 4
+           values per wrong counter: partition, tail, counter, ids counted (a
+           counter at 255 is saturated, not wrong); unindexed, 2 values per
+           partition whose index entry is missing or later than its earliest
+           due: partition, earliest due ms; untyped, 2 strings per (partition,
+           type) the type index misses: partition (decimal), type
   Errors   "ERR dueq bad-args <what>"
 ]]
 --! include lib/partition.lua
@@ -36,7 +40,12 @@ if count == nil or ARGV[2] ~= string.format("%d", count) or count < 1 or count >
 end
 -- The counters of these partitions, 100 bytes each (one GETRANGE per chunk).
 local rows = filter_rows(KEYS[2], first, count)
-local ids, seen, wrong, unindexed = {}, {}, {}, {}
+local ids, seen, wrong, unindexed, untyped = {}, {}, {}, {}, {}
+-- The registered types (the type index), read once: most queues have none,
+-- and then no record is read.
+local registered = {}
+for _, t in ipairs(redis.call("SMEMBERS", KEYS[1] .. ":types")) do registered[t] = true end
+local any_registered = next(registered) ~= nil
 -- Lua strings are interned: comparing a row with this one is a pointer test,
 -- so only rows that are not all zero are searched byte by byte.
 local zero_row = string.rep("\0", 100)
@@ -64,10 +73,20 @@ for p = first, first + count - 1 do
         ids[#ids + 1] = id
       end
     end
-    for _, id in ipairs(redis.call("HKEYS", key .. ":jobs")) do
+    local fields = redis.call(any_registered and "HGETALL" or "HKEYS", key .. ":jobs")
+    local stride = any_registered and 2 or 1
+    local missed = {}
+    for i = 1, #fields, stride do
+      local id = fields[i]
       if not seen[id] then
         seen[id] = true
         ids[#ids + 1] = id
+      end
+      local t = any_registered and record_type(fields[i + 1])
+      if t and registered[t] and not missed[t] and redis.call("BITPOS", KEYS[1] .. ":type:" .. t, 1, p, p, "BIT") ~= p then
+        missed[t] = true
+        untyped[#untyped + 1] = string.format("%d", p)
+        untyped[#untyped + 1] = t
       end
     end
     local at = string.find(row, "[^%z]")
@@ -86,4 +105,4 @@ for p = first, first + count - 1 do
     end
   end
 end
-return {ids, wrong, unindexed}
+return {ids, wrong, unindexed, untyped}

@@ -1,6 +1,7 @@
 #include "broker/admin/auditor.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <set>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include "broker/store/encoding_pin.hpp"
 #include "broker/store/keys.hpp"
 #include "broker/store/schedule_partition.hpp"
+#include "common/logging.hpp"
 
 namespace dueq::broker {
 
@@ -109,16 +111,26 @@ Command audit_schedule(const std::string& queue, uint32_t first, uint32_t count)
 }
 
 Result<ScheduleStep> parse_audit_schedule(const redisReply* r) {
-  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 3) return reply::bad(r, "audit_schedule");
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 4) return reply::bad(r, "audit_schedule");
   auto ids = reply::strings(r->element[0], "audit_schedule");
   if (!ids) return std::unexpected(ids.error());
   auto wrong = parse_filter_check(r->element[1]);
   if (!wrong) return std::unexpected(wrong.error());
   auto unindexed = reply::integers(r->element[2], "audit_schedule");
   if (!unindexed || unindexed->size() % 2 != 0) return reply::bad(r, "audit_schedule");
-  ScheduleStep step{std::move(*ids), std::move(*wrong), {}};
+  auto untyped = reply::strings(r->element[3], "audit_schedule");
+  if (!untyped || untyped->size() % 2 != 0) return reply::bad(r, "audit_schedule");
+  ScheduleStep step{std::move(*ids), std::move(*wrong), {}, {}};
   for (size_t i = 0; i < unindexed->size(); i += 2)
     step.unindexed.push_back({static_cast<uint32_t>((*unindexed)[i]), (*unindexed)[i + 1]});
+  for (size_t i = 0; i < untyped->size(); i += 2) {
+    uint32_t partition = 0;
+    const auto& text = (*untyped)[i];
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), partition);
+    if (ec != std::errc{} || end != text.data() + text.size() || partition >= kSchedulePartitions)
+      return reply::bad(r, "audit_schedule");
+    step.untyped.push_back({partition, std::move((*untyped)[i + 1])});
+  }
   return step;
 }
 
@@ -178,6 +190,7 @@ class QueueAudit {
     if (auto ok = check_schedule(); !ok) return std::unexpected(ok.error());
     if (auto ok = settle_filter(); !ok) return std::unexpected(ok.error());
     if (auto ok = settle_index(); !ok) return std::unexpected(ok.error());
+    if (auto ok = settle_type_index(); !ok) return std::unexpected(ok.error());
     for (const auto& key : {keys_.ready, keys_.leased, keys_.dead})
       if (auto ok = walk_state_set(redis_, key, kSlice, [this](const auto& ids) { return check_all(ids); }); !ok)
         return std::unexpected(ok.error());
@@ -237,6 +250,7 @@ class QueueAudit {
       if (!step) return std::unexpected(step.error());
       wrong_.insert(wrong_.end(), step->wrong.begin(), step->wrong.end());
       unindexed_.insert(unindexed_.end(), step->unindexed.begin(), step->unindexed.end());
+      untyped_.insert(untyped_.end(), std::make_move_iterator(step->untyped.begin()), std::make_move_iterator(step->untyped.end()));
       unchecked.insert(unchecked.end(), std::make_move_iterator(step->ids.begin()), std::make_move_iterator(step->ids.end()));
       const bool last = first + count == kSchedulePartitions;
       if (static_cast<int64_t>(unchecked.size()) < kSlice && !last) continue;
@@ -297,6 +311,26 @@ class QueueAudit {
     return {};
   }
 
+  // The type index: a partition its type's bitmap does not name is skipped
+  // by a search by that type. Repair sets the bit (a bit too many only
+  // costs a search a look).
+  Result<void> settle_type_index() {
+    for (const auto& u : untyped_) {
+      const std::string partition = fmt::format("schedule partition {}", u.partition);
+      if (!repair_) {
+        report_.problems.emplace_back(partition, "holds jobs of type '" + loggable(u.type, 64) +
+                                                     "' that the type index does not name (a search by that type would skip them)");
+        continue;
+      }
+      auto r = redis_.call(Command{"BITFIELD", keys_.schedule + ":type:" + u.type, "SET", "u1", std::to_string(u.partition), "1"});
+      if (!r) return std::unexpected(r.error());
+      if (auto err = reply_error(r->get()); !err.empty())
+        return fail(Errc::internal, "repairing the type index: " + std::string(err));
+      report_.repaired.push_back(partition + " type " + loggable(u.type, 64));
+    }
+    return {};
+  }
+
   // Entries whose job record is gone: removed with repair (they can never
   // be delivered), else reported with the other problems.
   Result<void> settle_dangling() {
@@ -324,6 +358,7 @@ class QueueAudit {
   std::set<std::pair<std::string, std::string>> problems_;  // (id, what) found by audit.lua
   std::vector<FilterBucket> wrong_;
   std::vector<UnindexedPartition> unindexed_;
+  std::vector<UntypedPartition> untyped_;
 };
 
 }  // namespace

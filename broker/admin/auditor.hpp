@@ -42,10 +42,18 @@ struct UnindexedPartition {
   int64_t earliest_due_ms = 0;
 };
 
+// A partition holding jobs of an indexed type whose bitmap does not name
+// it: a search by that type would skip them.
+struct UntypedPartition {
+  uint32_t partition = 0;
+  std::string type;
+};
+
 struct ScheduleStep {
   std::vector<std::string> ids;                // held by the partitions, each once
   std::vector<FilterBucket> wrong;             // filter counters that disagree with them
   std::vector<UnindexedPartition> unindexed;  // partitions missing from the index
+  std::vector<UntypedPartition> untyped;      // (partition, type) the type index misses
 };
 
 namespace calls {

@@ -135,6 +135,45 @@ TEST_F(Scripts, TheAuditorWalksEverySchedulePartition) {
   EXPECT_EQ(dirty->repaired[0].rfind("schedule filter " + partition + ":", 0), 0u) << dirty->repaired[0];
 }
 
+// The audit checks the type index: a partition holding a job of a
+// registered type that the type's bitmap does not name (a search by the
+// type would skip it) is reported, and repair sets its bit; a search by
+// the type then finds the job again.
+TEST_F(Scripts, TheAuditFindsAndRepairsAPartitionTheTypeIndexMisses) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 200; ++i) {
+    auto j = qjob("t" + std::to_string(i), 9000 + i);
+    j.type = i % 50 == 0 ? "needle" : "hay";
+    jobs.push_back(std::move(j));
+  }
+  enqueue(jobs, 1000);
+  auto clean = audit_queue(*store_, "q", /*repair=*/false);
+  ASSERT_TRUE(clean) << clean.error().message;
+  EXPECT_TRUE(clean->clean()) << (clean->problems.empty() ? "" : clean->problems[0].second);
+  const std::string partition = std::to_string(schedule_partition("t50"));
+  redis_->cli("SETBIT 'dueq:{q}:schedule:type:needle' " + partition + " 0");
+  SearchFilter needles;
+  needles.type = "needle";
+  size_t steps = 0, examined = 0;
+  EXPECT_EQ(search_all("scheduled", needles, steps, examined).count("t50"), 0U) << "the search skips the partition";
+
+  auto found = audit_queue(*store_, "q", /*repair=*/false);
+  ASSERT_TRUE(found) << found.error().message;
+  ASSERT_EQ(found->problems.size(), 1U);
+  EXPECT_EQ(found->problems[0].first, "schedule partition " + partition);
+  EXPECT_NE(found->problems[0].second.find("type 'needle'"), std::string::npos) << found->problems[0].second;
+  EXPECT_EQ(redis_->cli("GETBIT 'dueq:{q}:schedule:type:needle' " + partition), "0") << "an audit without repair changes nothing";
+
+  auto repaired = audit_queue(*store_, "q", /*repair=*/true);
+  ASSERT_TRUE(repaired) << repaired.error().message;
+  ASSERT_EQ(repaired->repaired.size(), 1U);
+  EXPECT_EQ(repaired->repaired[0], "schedule partition " + partition + " type needle");
+  EXPECT_EQ(search_all("scheduled", needles, steps, examined).count("t50"), 1U);
+  auto after = audit_queue(*store_, "q", /*repair=*/false);
+  ASSERT_TRUE(after) << after.error().message;
+  EXPECT_TRUE(after->clean());
+}
+
 // Rule: the audit's walk of a state set misses no id that stays in it,
 // whatever leaves the set meanwhile. 20,000 dead entries without records
 // leave one by one (ZPOPMIN, lowest first) while the audit runs; the last
