@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/command_suggestion.hpp"
 #include "cli/enqueue_command.hpp"
 #include "cli/inspect_commands.hpp"
 #include "cli/output.hpp"
@@ -380,46 +381,6 @@ std::expected<int64_t, std::string> positive_duration(const char* flag, const st
   return std::unexpected(fmt::format("{}: {}", flag, min_ms > 1 ? fmt::format("at least {}ms", min_ms) : "must be positive"));
 }
 
-// Edits (insertions, deletions, substitutions) that turn `a` into `b`.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// When the first word that is not an option names no command: what to say,
-// with the nearest command when one is close (a typo); nullopt otherwise.
-std::optional<std::string> nearest_command(const CLI::App& app, int argc, char** argv) {
-  std::vector<std::string> names;
-  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
-  for (int i = 1; i < argc; ++i) {
-    const std::string word = argv[i];
-    if (word.starts_with("-")) {
-      // A connection option's value follows it unless given as --flag=value.
-      if (word.find('=') == std::string::npos && word != "--help" && word != "-h" && word != "--version") ++i;
-      continue;
-    }
-    if (std::find(names.begin(), names.end(), word) != names.end()) return std::nullopt;
-    std::string best;
-    size_t best_distance = SIZE_MAX;
-    for (const auto& name : names)
-      if (const size_t d = edit_distance(word, name); d < best_distance) best_distance = d, best = name;
-    if (best_distance <= std::max<size_t>(1, best.size() / 3))
-      return fmt::format("no command '{}'; did you mean '{}'? (dueq --help lists them)", word, best);
-    return fmt::format("no command '{}' (dueq --help lists them)", word);
-  }
-  return std::nullopt;
-}
-
 // `dueq bulk run` (a dry run, or the action started and followed until it
 // ends) and `dueq bulk status`.
 int bulk(Client& client, Invocation& v) {
@@ -512,7 +473,9 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& ex) {
-    if (auto near = nearest_command(app, argc, argv)) return usage(*near);
+    std::vector<std::string> commands;
+    for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) commands.push_back(sub->get_name());
+    if (auto near = nearest_command(commands, {argv + 1, argv + argc})) return usage(*near);
     const int code = app.exit(ex);  // prints help or the error
     return code == 0 ? 0 : kExitUsage;
   }
