@@ -42,6 +42,34 @@ struct BrokerProcess {
   Process process;
 };
 
+// Two servers on unix sockets and the address a broker is given: a link to
+// r1's socket, which repoint() moves to r2's at once (as a virtual address
+// or a DNS name moves to a new master).
+struct RepointableAddress {
+  explicit RepointableAddress(const std::filesystem::path& dir)
+      : sock1(dir / "r1.sock"), sock2(dir / "r2.sock"), link(dir / "redis.sock"),
+        r1({"--unixsocket", sock1.string(), "--unixsocketperm", "700"}),
+        r2({"--unixsocket", sock2.string(), "--unixsocketperm", "700"}) {
+    std::filesystem::create_symlink(sock1, link);
+  }
+  std::string url() const { return "unix://" + link.string(); }
+  void repoint() {
+    const auto tmp = link.string() + ".new";
+    std::filesystem::create_symlink(sock2, tmp);
+    std::filesystem::rename(tmp, link);  // atomic
+  }
+
+  std::filesystem::path sock1, sock2, link;
+  RedisServer r1, r2;
+};
+
+// Whether `server` holds the record of delayed job `id` of queue q (in one
+// of the schedule's partitions).
+bool holds_scheduled(const RedisServer& server, const std::string& id) {
+  return server.cli("EVAL \"local n = 0 for _, k in ipairs(redis.call('KEYS', 'dueq:{q}:schedule:*:jobs')) do "
+                    "n = n + redis.call('HEXISTS', k, ARGV[1]) end return n\" 0 " + id) == "1";
+}
+
 bool replica_in_sync(const RedisServer& replica) {
   return replica.cli("INFO replication").find("master_link_status:up") != std::string::npos;
 }
@@ -122,12 +150,10 @@ TEST(NotMaster, ALoneBrokerWhoseMasterIsDemotedStepsDownAndLeadsAgainOnceItIsAMa
 // lost.
 TEST(NotMaster, ABrokerBehindAnAddressRepointedToTheNewMasterFollowsIt) {
   TempDir dir("not-master");
-  const auto sock1 = dir.path() / "r1.sock", sock2 = dir.path() / "r2.sock", link = dir.path() / "redis.sock";
-  RedisServer r1({"--unixsocket", sock1.string(), "--unixsocketperm", "700"});
-  RedisServer r2({"--unixsocket", sock2.string(), "--unixsocketperm", "700"});
+  RepointableAddress address(dir.path());
+  RedisServer &r1 = address.r1, &r2 = address.r2;
   ASSERT_EQ(r2.cli(fmt::format("REPLICAOF 127.0.0.1 {}", r1.port())), "OK");
-  std::filesystem::create_symlink(sock1, link);
-  BrokerProcess broker(dir.path(), "broker", "unix://" + link.string());
+  BrokerProcess broker(dir.path(), "broker", address.url());
   ASSERT_TRUE(eventually([&] { return broker.readyz() == 200; }, 20s)) << read_file(broker.log);
   const auto record = dir.path() / "starts.txt";
   Process worker({bin("dueq-example-worker"), "--broker", broker.endpoint, "--queue", "q", "--record", record.string()},
@@ -148,9 +174,7 @@ TEST(NotMaster, ABrokerBehindAnAddressRepointedToTheNewMasterFollowsIt) {
   ASSERT_TRUE(eventually([&] { return accepted_count() >= 200; }, 20s));
 
   fail_over(r1, r2);
-  const auto tmp = dir.path() / "redis.sock.new";
-  std::filesystem::create_symlink(sock2, tmp);
-  std::filesystem::rename(tmp, link);  // atomic: the address now leads to r2
+  address.repoint();  // the address now leads to r2
   const size_t at_failover = accepted_count();
   ASSERT_TRUE(eventually([&] { return accepted_count() >= at_failover + 200; }, 30s)) << read_file(broker.log);
   producer.request_stop();
@@ -169,12 +193,10 @@ TEST(NotMaster, ABrokerBehindAnAddressRepointedToTheNewMasterFollowsIt) {
 // request and leaves the demoted master instead of reading from it.
 TEST(NotMaster, LookupsAndSearchesAfterAMoveReadTheNewMasterNotTheDemotedOne) {
   TempDir dir("not-master");
-  const auto sock1 = dir.path() / "r1.sock", sock2 = dir.path() / "r2.sock", link = dir.path() / "redis.sock";
-  RedisServer r1({"--unixsocket", sock1.string(), "--unixsocketperm", "700"});
-  RedisServer r2({"--unixsocket", sock2.string(), "--unixsocketperm", "700"});
+  RepointableAddress address(dir.path());
+  RedisServer &r1 = address.r1, &r2 = address.r2;
   ASSERT_EQ(r2.cli(fmt::format("REPLICAOF 127.0.0.1 {}", r1.port())), "OK");
-  std::filesystem::create_symlink(sock1, link);
-  BrokerProcess broker(dir.path(), "broker", "unix://" + link.string());
+  BrokerProcess broker(dir.path(), "broker", address.url());
   ASSERT_TRUE(eventually([&] { return broker.readyz() == 200; }, 20s)) << read_file(broker.log);
   Client client(broker.endpoint, ClientOptions{.timeout_ms = 1000, .attempts = 1});
   const int64_t later = wall_ms() + 3'600'000;
@@ -188,19 +210,14 @@ TEST(NotMaster, LookupsAndSearchesAfterAMoveReadTheNewMasterNotTheDemotedOne) {
   const int nowhere_port = nowhere.port();
   nowhere.kill(SIGKILL);
   ASSERT_EQ(r1.cli(fmt::format("REPLICAOF 127.0.0.1 {}", nowhere_port)), "OK");
-  const auto tmp = dir.path() / "redis.sock.new";
-  std::filesystem::create_symlink(sock2, tmp);
-  std::filesystem::rename(tmp, link);  // the address now leads to r2
+  address.repoint();  // the address now leads to r2
 
   // The loop leaves r1 at its first READONLY; the job is accepted on r2.
   ASSERT_TRUE(eventually([&] { return all_accepted(client, {{"q", "noop", "", "after-move", later, 0}}); }, 30s))
       << read_file(broker.log);
-  // The schedule's partitions hold a delayed job's record.
-  const std::string holds = "EVAL \"local n = 0 for _, k in ipairs(redis.call('KEYS', 'dueq:{q}:schedule:*:jobs')) do "
-                            "n = n + redis.call('HEXISTS', k, ARGV[1]) end return n\" 0 ";
-  EXPECT_EQ(r2.cli(holds + "before-move"), "1");
-  EXPECT_EQ(r2.cli(holds + "after-move"), "1");
-  EXPECT_EQ(r1.cli(holds + "after-move"), "0") << "the demoted master never got it";
+  EXPECT_TRUE(holds_scheduled(r2, "before-move"));
+  EXPECT_TRUE(holds_scheduled(r2, "after-move"));
+  EXPECT_FALSE(holds_scheduled(r1, "after-move")) << "the demoted master never got it";
   EXPECT_EQ(r1.cli("ROLE").substr(0, 5), "slave");
   auto found = client.job_document("after-move", "q");
   ASSERT_TRUE(found) << found.error().message;
@@ -217,19 +234,17 @@ TEST(NotMaster, LookupsAndSearchesAfterAMoveReadTheNewMasterNotTheDemotedOne) {
 // request instead of reading from the server the loop left.
 TEST(NotMaster, TheAdminThreadFollowsTheLoopToTheServerItReconnectedTo) {
   TempDir dir("not-master");
-  const auto sock1 = dir.path() / "r1.sock", sock2 = dir.path() / "r2.sock", link = dir.path() / "redis.sock";
-  RedisServer r1({"--unixsocket", sock1.string(), "--unixsocketperm", "700"});
-  RedisServer r2({"--unixsocket", sock2.string(), "--unixsocketperm", "700"});
+  RepointableAddress address(dir.path());
+  RedisServer &r1 = address.r1, &r2 = address.r2;
   ASSERT_EQ(r2.cli(fmt::format("REPLICAOF 127.0.0.1 {}", r1.port())), "OK");
-  std::filesystem::create_symlink(sock1, link);
-  BrokerProcess broker(dir.path(), "broker", "unix://" + link.string());
+  BrokerProcess broker(dir.path(), "broker", address.url());
   ASSERT_TRUE(eventually([&] { return broker.readyz() == 200; }, 20s)) << read_file(broker.log);
   // The unix-socket clients on r1 before any admin request: the loop's.
   auto socket_clients = [&] {
     std::set<std::string> ids;
     std::istringstream lines(r1.cli("CLIENT LIST"));
     for (std::string line; std::getline(lines, line);)
-      if (line.find("addr=/") != std::string::npos || line.find("laddr=" + sock1.string()) != std::string::npos)
+      if (line.find("addr=/") != std::string::npos || line.find("laddr=" + address.sock1.string()) != std::string::npos)
         ids.insert(line.substr(3, line.find(' ') - 3));
     return ids;
   };
@@ -244,17 +259,13 @@ TEST(NotMaster, TheAdminThreadFollowsTheLoopToTheServerItReconnectedTo) {
 
   ASSERT_TRUE(eventually([&] { return replica_in_sync(r2) && r1.cli("WAIT 1 5000") == "1"; }, 20s));
   ASSERT_EQ(r2.cli("REPLICAOF NO ONE"), "OK");  // r1 stays a master
-  const auto tmp = dir.path() / "redis.sock.new";
-  std::filesystem::create_symlink(sock2, tmp);
-  std::filesystem::rename(tmp, link);
+  address.repoint();  // the address now leads to r2
   for (const auto& id : loop_clients) r1.cli("CLIENT KILL ID " + id);
 
   ASSERT_TRUE(eventually([&] { return all_accepted(client, {{"q", "noop", "", "after-move", later, 0}}); }, 30s))
       << read_file(broker.log);
-  const std::string holds = "EVAL \"local n = 0 for _, k in ipairs(redis.call('KEYS', 'dueq:{q}:schedule:*:jobs')) do "
-                            "n = n + redis.call('HEXISTS', k, ARGV[1]) end return n\" 0 ";
-  ASSERT_EQ(r2.cli(holds + "after-move"), "1");
-  ASSERT_EQ(r1.cli(holds + "after-move"), "0") << "the loop left r1";
+  ASSERT_TRUE(holds_scheduled(r2, "after-move"));
+  ASSERT_FALSE(holds_scheduled(r1, "after-move")) << "the loop left r1";
   EXPECT_EQ(r1.cli("ROLE").substr(0, 6), "master");
   auto found = client.job_document("after-move", "q");
   ASSERT_TRUE(found) << found.error().message;
