@@ -42,15 +42,16 @@ struct BrokerProcess {
   Process process;
 };
 
-// Two servers on unix sockets and the address a broker is given: a link to
-// r1's socket, which repoint() moves to r2's at once (as a virtual address
-// or a DNS name moves to a new master).
+// Two servers on unix sockets, r2 r1's replica, and the address a broker is
+// given: a link to r1's socket, which repoint() moves to r2's at once (as a
+// virtual address or a DNS name moves to a new master).
 struct RepointableAddress {
   explicit RepointableAddress(const std::filesystem::path& dir)
       : sock1(dir / "r1.sock"), sock2(dir / "r2.sock"), link(dir / "redis.sock"),
         r1({"--unixsocket", sock1.string(), "--unixsocketperm", "700"}),
         r2({"--unixsocket", sock2.string(), "--unixsocketperm", "700"}) {
     std::filesystem::create_symlink(sock1, link);
+    r2.cli(fmt::format("REPLICAOF 127.0.0.1 {}", r1.port()));
   }
   std::string url() const { return "unix://" + link.string(); }
   void repoint() {
@@ -152,7 +153,7 @@ TEST(NotMaster, ABrokerBehindAnAddressRepointedToTheNewMasterFollowsIt) {
   TempDir dir("not-master");
   RepointableAddress address(dir.path());
   RedisServer &r1 = address.r1, &r2 = address.r2;
-  ASSERT_EQ(r2.cli(fmt::format("REPLICAOF 127.0.0.1 {}", r1.port())), "OK");
+  ASSERT_EQ(r2.cli("ROLE").substr(0, 5), "slave");
   BrokerProcess broker(dir.path(), "broker", address.url());
   ASSERT_TRUE(eventually([&] { return broker.readyz() == 200; }, 20s)) << read_file(broker.log);
   const auto record = dir.path() / "starts.txt";
@@ -195,7 +196,7 @@ TEST(NotMaster, LookupsAndSearchesAfterAMoveReadTheNewMasterNotTheDemotedOne) {
   TempDir dir("not-master");
   RepointableAddress address(dir.path());
   RedisServer &r1 = address.r1, &r2 = address.r2;
-  ASSERT_EQ(r2.cli(fmt::format("REPLICAOF 127.0.0.1 {}", r1.port())), "OK");
+  ASSERT_EQ(r2.cli("ROLE").substr(0, 5), "slave");
   BrokerProcess broker(dir.path(), "broker", address.url());
   ASSERT_TRUE(eventually([&] { return broker.readyz() == 200; }, 20s)) << read_file(broker.log);
   Client client(broker.endpoint, ClientOptions{.timeout_ms = 1000, .attempts = 1});
@@ -236,7 +237,7 @@ TEST(NotMaster, TheAdminThreadFollowsTheLoopToTheServerItReconnectedTo) {
   TempDir dir("not-master");
   RepointableAddress address(dir.path());
   RedisServer &r1 = address.r1, &r2 = address.r2;
-  ASSERT_EQ(r2.cli(fmt::format("REPLICAOF 127.0.0.1 {}", r1.port())), "OK");
+  ASSERT_EQ(r2.cli("ROLE").substr(0, 5), "slave");
   BrokerProcess broker(dir.path(), "broker", address.url());
   ASSERT_TRUE(eventually([&] { return broker.readyz() == 200; }, 20s)) << read_file(broker.log);
   // The unix-socket clients on r1 before any admin request: the loop's.
