@@ -10,7 +10,8 @@
   it). Read-only. An empty partition with zero counters
   costs one EXISTS, so a walk over a queue's 32,768 partitions is cheap when
   the queue holds few scheduled jobs; the broker picks COUNT so that a step
-  stays near 0.3 ms (about 64 ids, at most 64 partitions).
+  stays near 0.3 ms (about 64 ids, at most 64 partitions; reading the
+  records for the type index makes it about a third longer).
 
   KEYS[1]  schedule  zset partition -> lower bound of its earliest due ms
                      (the index); partition P is KEYS[1]..":"..P (id -> due) and
@@ -41,8 +42,9 @@ end
 -- The counters of these partitions, 100 bytes each (one GETRANGE per chunk).
 local rows = filter_rows(KEYS[2], first, count)
 local ids, seen, wrong, unindexed, untyped = {}, {}, {}, {}, {}
--- The registered types (the type index), read once: most queues have none,
--- and then no record is read.
+-- The registered types (the type index), read once: a queue with none (its
+-- schedule emptied since, or its types past types_max from the start) has
+-- no record read, only its ids.
 local registered = {}
 for _, t in ipairs(redis.call("SMEMBERS", KEYS[1] .. ":types")) do registered[t] = true end
 local any_registered = next(registered) ~= nil
