@@ -72,6 +72,7 @@ Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gatewa
       sentinel_watch_(address_) {
   // Run times are kept only where /metrics can show them: a lookup per result saved otherwise.
   if (!config_.http.empty()) workers_.measure_into(metrics_);
+  redis_.count_commands_in(background_budget_);
 }
 
 Broker::~Broker() {

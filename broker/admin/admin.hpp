@@ -26,6 +26,7 @@
 #include "broker/loop/inflight.hpp"
 #include "broker/loop/outbox.hpp"
 #include "broker/loop/queues.hpp"
+#include "broker/store/background_share.hpp"
 #include "broker/store/round.hpp"
 #include "broker/store/redis_client.hpp"
 #include "common/clock.hpp"
@@ -37,8 +38,11 @@ namespace dueq::broker {
 
 class Admin {
  public:
-  // Share of Redis's time admin work and the reconciler take together.
-  static constexpr double kRedisShare = 0.2;
+  // Share of Redis's time admin work and the reconciler take together: a
+  // fifth while the event loop sends Redis work, half while it is quiet
+  // (at most 50 commands in 100 ms; an idle broker sends about one a 100 ms).
+  static constexpr BackgroundShare::Settings kRedisShare{
+      .busy = 0.2, .quiet = 0.5, .quiet_commands = 50, .window = std::chrono::milliseconds(100)};
   static constexpr size_t kMaxQueued = 64;
   // Of those, at most this many from one requester (one key with CURVE, one
   // connection without): a producer's flood of lookups leaves room for the

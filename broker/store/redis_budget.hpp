@@ -3,11 +3,16 @@
 // (admin requests, the reconciler's audits): their synchronous calls take
 // turns, and after each one the next waits so that together they keep Redis
 // busy at most `share` of the time. Each call is bounded, so the event
-// loop's rounds wait behind at most one of them.
+// loop's rounds wait behind at most one of them. The share is larger while
+// the loop is quiet (broker/store/background_share.hpp): the loop's client
+// counts the commands it sends here.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+
+#include "broker/store/background_share.hpp"
 
 namespace dueq::broker {
 
@@ -15,13 +20,18 @@ class RedisBudget {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit RedisBudget(double share) : share_(share) {}
+  // One share whatever the loop does.
+  explicit RedisBudget(double share) : share_({.busy = share, .quiet = share}) {}
+  explicit RedisBudget(BackgroundShare::Settings share) : share_(share) {}
 
   // The pause after a call that kept Redis busy `spent`: the call and its
   // pause take spent / share.
-  Clock::duration pause_after(Clock::duration spent) const {
-    return std::chrono::duration_cast<Clock::duration>(spent * (1.0 / share_ - 1.0));
+  static Clock::duration pause_after(Clock::duration spent, double share) {
+    return std::chrono::duration_cast<Clock::duration>(spent * (1.0 / share - 1.0));
   }
+
+  // The event loop's client: `n` more commands sent (any thread).
+  void count_loop_commands(uint64_t n) { loop_commands_.fetch_add(n, std::memory_order_relaxed); }
 
   // A call in progress: begun when no other call of the budget is, and the
   // pause after the last one is over; ended (and the next pause set) when
@@ -57,13 +67,14 @@ class RedisBudget {
       std::lock_guard lock(mutex_);
       const auto now = Clock::now();
       calling_ = false;
-      next_call_ = now + pause_after(now - start);
+      next_call_ = now + pause_after(now - start, share_.at(now, loop_commands_.load(std::memory_order_relaxed)));
     }
     turn_.notify_all();
   }
 
-  const double share_;
+  std::atomic<uint64_t> loop_commands_{0};
   std::mutex mutex_;
+  BackgroundShare share_;  // guarded by mutex_
   std::condition_variable turn_;
   bool calling_ = false;
   Clock::time_point next_call_{};

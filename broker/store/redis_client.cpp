@@ -75,6 +75,7 @@ Result<void> RedisClient::send(Round& round) {
     disconnect();
     return ok;
   }
+  if (counted_in_) counted_in_->count_loop_commands(sent.commands.size());
   outstanding_.push_back(std::move(sent));
   return {};
 }
@@ -149,10 +150,12 @@ Result<void> RedisClient::execute(Round& round) {
     round.fail();
     return fail(Errc::unavailable, "the broker is stopping");
   }
-  std::optional<RedisBudget::Turn> turn(std::in_place, budget_.get());
-  auto sent = send(round);
-  auto replies = sent ? receive() : std::unexpected(sent.error());
-  turn.reset();
+  auto replies = [&]() -> Result<std::vector<ReplyPtr>> {
+    const RedisBudget::Turn turn(budget_.get());  // over before the continuations run
+    auto sent = send(round);
+    if (!sent) return std::unexpected(sent.error());
+    return receive();
+  }();
   if (!replies) {
     round.fail();
     return std::unexpected(replies.error());

@@ -60,6 +60,9 @@ class RedisClient {
   // connections together (broker/store/redis_budget.hpp). Without one, calls are
   // not paced.
   void set_budget(std::shared_ptr<RedisBudget> budget) { budget_ = std::move(budget); }
+  // The event loop's client: every command it sends is counted in `budget`,
+  // whose background work takes a larger share while the loop is quiet.
+  void count_commands_in(std::shared_ptr<RedisBudget> budget) { counted_in_ = std::move(budget); }
   // Once `*stop` is set, every call fails at once ("stopping"): long admin
   // work ends at its next step when the broker stops.
   void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
@@ -96,6 +99,7 @@ class RedisClient {
   std::unique_ptr<RedisTransport> transport_;  // one server, or a Redis Cluster
   std::deque<OutstandingRound> outstanding_;
   std::shared_ptr<RedisBudget> budget_;
+  std::shared_ptr<RedisBudget> counted_in_;
   const std::atomic<bool>* stop_ = nullptr;
   uint64_t epoch_ = 0;
   bool fenced_ = false;
