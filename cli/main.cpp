@@ -498,10 +498,10 @@ int run(int argc, char** argv) {
   if (const std::string problem = arguments_problem(v); !problem.empty()) return usage(problem);
 
   // Audits and bulk dead-letter work run on the broker's admin thread at a
-  // share of Redis's time and answer when done: wait for them up to 10
-  // minutes, asking again every --timeout (the broker ignores a resend of a
-  // request it is still working on).
-  constexpr int64_t kLongWaitMs = 600'000;
+  // share of Redis's time (a twentieth while jobs flow fast) and answer
+  // when done: wait for them up to 30 minutes, asking again every --timeout
+  // (the broker ignores a resend of a request it is still working on).
+  constexpr int64_t kLongWaitMs = 1'800'000;
   const bool long_running = *v.audit || *v.list || *v.bulk || (*v.dead && (*v.dead_list || *v.dead_replay || *v.dead_purge));
   const int attempts = long_running ? static_cast<int>(std::max<int64_t>(3, kLongWaitMs / *timeout_ms)) : 3;
   std::optional<Client> connected;

@@ -3,9 +3,9 @@
 // (admin requests, the reconciler's audits): their synchronous calls take
 // turns, and after each one the next waits so that together they keep Redis
 // busy at most `share` of the time. Each call is bounded, so the event
-// loop's rounds wait behind at most one of them. The share is larger while
-// the loop is quiet (broker/store/background_share.hpp): the loop's client
-// counts the commands it sends here.
+// loop's rounds wait behind at most one of them. The share falls as the
+// loop keeps Redis busier (broker/store/background_share.hpp): the loop's
+// client counts the commands it sends here.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -21,7 +21,7 @@ class RedisBudget {
   using Clock = std::chrono::steady_clock;
 
   // One share whatever the loop does.
-  explicit RedisBudget(double share) : share_({.busy = share, .quiet = share}) {}
+  explicit RedisBudget(double share) : share_({.quiet = share, .floor = share}) {}
   explicit RedisBudget(BackgroundShare::Settings share) : share_(share) {}
 
   // The pause after a call that kept Redis busy `spent`: the call and its

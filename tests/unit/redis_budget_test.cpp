@@ -45,18 +45,31 @@ TEST(RedisBudget, ThePauseAfterACallKeepsTheShare) {
 namespace {
 
 using Share = BackgroundShare;
-const Share::Settings kShare{.busy = 0.2, .quiet = 0.5, .quiet_commands = 50, .window = 100ms};
+const Share::Settings kShare{.quiet = 0.5, .floor = 0.05, .quiet_commands = 50, .window = 100ms};
 const Share::Clock::time_point kT0{};
 
 }  // namespace
 
-// Rule: until a whole window has shown the loop quiet, background work
-// takes the busy share: a broker just started has not seen its loop yet.
-TEST(BackgroundShare, TheFirstWindowIsBusy) {
+// Rule: half of Redis while the loop sends at most the quiet count a
+// window; above it, less in inverse proportion to the loop's rate; never
+// under the floor.
+TEST(BackgroundShare, TheShareFallsAsTheLoopSendsMore) {
+  const Share share(kShare);
+  EXPECT_EQ(share.share_for(0), 0.5);
+  EXPECT_EQ(share.share_for(50), 0.5);
+  EXPECT_DOUBLE_EQ(share.share_for(125), 0.2);
+  EXPECT_DOUBLE_EQ(share.share_for(250), 0.1);
+  EXPECT_DOUBLE_EQ(share.share_for(500), 0.05);
+  EXPECT_DOUBLE_EQ(share.share_for(2'000), 0.05);
+}
+
+// Rule: until a whole window has shown the loop's rate, background work
+// takes the floor: a broker just started has not seen its loop yet.
+TEST(BackgroundShare, TheFirstWindowTakesTheFloor) {
   Share share(kShare);
-  EXPECT_EQ(share.at(kT0, 0), 0.2);
-  EXPECT_EQ(share.at(kT0 + 50ms, 10), 0.2);
-  EXPECT_EQ(share.at(kT0 + 99ms, 10), 0.2);
+  EXPECT_EQ(share.at(kT0, 0), 0.05);
+  EXPECT_EQ(share.at(kT0 + 50ms, 10), 0.05);
+  EXPECT_EQ(share.at(kT0 + 99ms, 10), 0.05);
 }
 
 // Rule: a window in which the loop sent at most the quiet count makes the
@@ -70,15 +83,17 @@ TEST(BackgroundShare, AQuietWindowRaisesTheShare) {
 }
 
 // Rule: the loop's commands passing the quiet count within a window bring
-// the busy share back at once, not at the window's end.
+// the share down at once, by the rate so far, not at the window's end.
 TEST(BackgroundShare, TheLoopGettingBusyLowersTheShareAtOnce) {
   Share share(kShare);
   share.at(kT0, 0);
   ASSERT_EQ(share.at(kT0 + 100ms, 5), 0.5);
-  EXPECT_EQ(share.at(kT0 + 101ms, 56), 0.2);
-  // and a window of it does not count as quiet
-  EXPECT_EQ(share.at(kT0 + 150ms, 80), 0.2);
-  EXPECT_EQ(share.at(kT0 + 201ms, 100), 0.5);  // 44 since 101 ms
+  EXPECT_DOUBLE_EQ(share.at(kT0 + 150ms, 130), 0.1);  // 125 in 50 ms: 250 a window
+  // and the rest of that window does not count as quiet
+  EXPECT_DOUBLE_EQ(share.at(kT0 + 200ms, 150), 0.1);
+  EXPECT_EQ(share.at(kT0 + 251ms, 170), 0.5);  // 40 since 150 ms
+  // a burst within the first tenth of a window is taken over that tenth
+  EXPECT_DOUBLE_EQ(share.at(kT0 + 252ms, 270), 0.05);
 }
 
 // Rule: after a long gap between background calls, the loop's rate over
@@ -86,13 +101,13 @@ TEST(BackgroundShare, TheLoopGettingBusyLowersTheShareAtOnce) {
 TEST(BackgroundShare, AfterALongGapTheRateOverTheGapDecides) {
   Share share(kShare);
   share.at(kT0, 0);
-  EXPECT_EQ(share.at(kT0 + 10s, 300), 0.5);      // 3 a window
-  EXPECT_EQ(share.at(kT0 + 20s, 20'300), 0.2);  // 200 a window
+  EXPECT_EQ(share.at(kT0 + 10s, 300), 0.5);                 // 3 a window
+  EXPECT_DOUBLE_EQ(share.at(kT0 + 20s, 25'300), 0.1);  // 250 a window
 }
 
 // Rule: a budget made with one share keeps it whatever the loop does.
 TEST(BackgroundShare, OneShareForBothIsOneShare) {
-  Share share({.busy = 0.3, .quiet = 0.3});
+  Share share({.quiet = 0.3, .floor = 0.3});
   share.at(kT0, 0);
   EXPECT_EQ(share.at(kT0 + 1s, 0), 0.3);
   EXPECT_EQ(share.at(kT0 + 2s, 1'000'000), 0.3);
