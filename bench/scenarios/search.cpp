@@ -50,7 +50,8 @@ int64_t search_all(Client& client, const std::string& type) {
 // id prefix (each page a `dueq search` run); then the enqueue-to-start p99
 // of 20,000 jobs/s through another queue during a storm of searches by type
 // (one after another, without pause, through one kept connection), beside
-// the same flow without them, in ten alternating 1 s blocks each way.
+// the same flow without them, in ten alternating 1 s blocks each way; last,
+// one whole search by id prefix beside that flow.
 Figures search_under_load(const Options& o, Json&) {
   const size_t n = o.smoke ? 5'000 : 1'000'000;
   const size_t needles = 100;
@@ -122,6 +123,19 @@ Figures search_under_load(const Options& o, Json&) {
     windows.push_back({{storm_start, wall_us()}, true});
     flow_for(settle_us);
   }
+  // What yielding to the flow costs an operator: the same search by id
+  // prefix with the flow going on.
+  progress("search: a whole search by id prefix beside the flow");
+  std::atomic<int64_t> prefix_done_us{0}, prefix_found{0};
+  t0 = wall_us();
+  std::thread prefix([&] {
+    prefix_found = search_all(cluster.endpoint(), "store --id-prefix job-77777");
+    prefix_done_us = wall_us();
+  });
+  sent += paced_flow(client, "flow", rate, [&] { return prefix_done_us.load() != 0; });
+  prefix.join();
+  f["found_by_prefix_beside_flow"] = static_cast<double>(prefix_found.load());
+  f["search_by_prefix_beside_flow_s"] = static_cast<double>(prefix_done_us.load() - t0) / 1e6;
   await([&] { return done_count(cluster, "flow") >= static_cast<int64_t>(sent); }, 60s);
 
   std::vector<double> block_p99_quiet, block_p99_during;  // each block's own p99
