@@ -24,6 +24,7 @@ Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms) {
       job.backoff_cap_ms > kMaxBackoffMs)
     return fail(Errc::bad_argument, "backoff must be between 0 and 30 days");
   if (job.payload.data.size() > proto::kMaxPayloadBytes) return fail(Errc::bad_argument, "payload exceeds 1 MiB");
+  if (job.key.data.size() > proto::kMaxKeyBytes) return fail(Errc::bad_argument, "key exceeds 128 bytes");
   return {};
 }
 

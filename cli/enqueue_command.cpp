@@ -15,6 +15,7 @@
 #include "cli/output.hpp"
 #include "common/duration.hpp"
 #include "common/ids.hpp"
+#include "common/json_bytes.hpp"
 #include "common/names.hpp"
 #include "common/protocol.hpp"
 
@@ -30,6 +31,8 @@ std::optional<std::string> job_problem(const JobSpec& job) {
     if (auto ok = validate_job_id(job.id); !ok) return ok.error().message;
   if (job.payload.size() > proto::kMaxPayloadBytes)
     return fmt::format("payload of {} bytes; at most {}", job.payload.size(), proto::kMaxPayloadBytes);
+  if (job.key.size() > proto::kMaxKeyBytes)
+    return fmt::format("key of {} bytes; at most {}", job.key.size(), proto::kMaxKeyBytes);
   return std::nullopt;
 }
 
@@ -41,7 +44,7 @@ void print_outcome(const std::string& id, const char* status, bool json) {
 }  // namespace
 
 std::expected<JobSpec, std::string> job_from_args(const EnqueueArgs& a) {
-  JobSpec job{a.queue, a.type, a.payload, a.id, 0, a.max_attempts, 0, 0};
+  JobSpec job{a.queue, a.type, a.payload, a.id, 0, a.max_attempts, 0, 0, a.key};
   for (auto [text, target, flag] : {std::tuple{&a.backoff_base, &job.backoff_base_ms, "--backoff-base"},
                                      std::tuple{&a.backoff_cap, &job.backoff_cap_ms, "--backoff-cap"}}) {
     if (text->empty()) continue;
@@ -108,7 +111,7 @@ JobSpec job_from_line(const std::string& line) {
   if (!j.is_object()) throw std::runtime_error("not a JSON object");
   for (const auto& [key, value] : j.items())
     if (key != "queue" && key != "type" && key != "payload" && key != "delay_ms" && key != "at_ms" && key != "id" &&
-        key != "max_attempts" && key != "backoff_base_ms" && key != "backoff_cap_ms")
+        key != "max_attempts" && key != "backoff_base_ms" && key != "backoff_cap_ms" && key != "key")
       throw std::runtime_error("unknown field '" + key + "'");
   JobSpec job;
   job.queue = j.at("queue").get<std::string>();
@@ -121,6 +124,11 @@ JobSpec job_from_line(const std::string& line) {
   if (j.contains("max_attempts")) job.max_attempts = j["max_attempts"].get<uint32_t>();
   if (j.contains("backoff_base_ms")) job.backoff_base_ms = j["backoff_base_ms"].get<int64_t>();
   if (j.contains("backoff_cap_ms")) job.backoff_cap_ms = j["backoff_cap_ms"].get<int64_t>();
+  if (j.contains("key")) {
+    auto key = bytes_from_json(j["key"]);
+    if (!key) throw std::runtime_error("key must be a string or {\"encoding\": \"base64\", \"data\": ...}");
+    job.key = std::move(*key);
+  }
   if (auto problem = job_problem(job)) throw std::runtime_error(*problem);
   return job;
 }

@@ -212,6 +212,14 @@ int admin(Client& client, const AdminCommand& command, bool json) {
       fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", field(row, "name"), field(row, "schedule"),
                  field(row, "time_zone"), field(row, "queue"), field(row, "type"), field(row, "source"), next);
     }
+  } else if (command.op == "key_limit") {
+    fmt::print("{}\n", result->summary);
+  } else if (command.op == "key_list") {
+    fmt::print("{:<40} {:>8} {:>8}\n", "KEY", "RUNNING", "LIMIT");
+    for (const auto& row : result->rows)
+      fmt::print("{:<40} {:>8} {:>8}\n", loggable(field(row, "key")), field(row, "running"), field(row, "limit"));
+    fmt::print("{}\n", result->summary);
+    if (!result->next.empty()) fmt::print("the next page: --after {}\n", result->next);
   } else if (command.op == "bulk_status") {
     print_bulk(*result, false);
   } else if (command.op == "list" || command.op == "search") {

@@ -86,6 +86,10 @@ struct Invocation {
   std::string bulk_action, bulk_queue, bulk_since, bulk_until, bulk_rate, bulk_id, bulk_at, bulk_in, bulk_spread;
   std::map<std::string, std::string> bulk_args;
   bool bulk_dry_run = false, bulk_no_wait = false;
+  CLI::App *key_cmd = nullptr, *key_limit = nullptr, *key_list = nullptr;
+  std::string key_queue;
+  std::map<std::string, std::string> key_args;
+  bool key_list_limits = false;
 };
 
 void add_connection_options(CLI::App& app, Invocation& v) {
@@ -120,6 +124,8 @@ void add_enqueue(CLI::App& app, Invocation& v) {
       ->excludes(from)->check(CLI::Range(1, 1000));
   enqueue->add_option("--backoff-base", e.backoff_base, "this job's retry backoff base, e.g. 5s (default: the queue's)")->excludes(from);
   enqueue->add_option("--backoff-cap", e.backoff_cap, "this job's retry backoff cap, e.g. 1h (default: the queue's)")->excludes(from);
+  enqueue->add_option("--key", e.key, "the job's key (a tenant, an account...): per-key order and limits, docs/keys.md")
+      ->excludes(from);
   enqueue->add_flag("--json", v.json, "print JSON: {\"id\", \"status\"} (with --from: the counts)");
 }
 
@@ -211,6 +217,23 @@ void add_operate(CLI::App& app, Invocation& v) {
   v.resume = app.add_subcommand("resume", "dispatch a paused queue's jobs again")->group(kOperate);
   v.resume->add_option("queue", v.pause_queue, "queue")->required();
   v.resume->add_flag("--json", v.json, "print JSON");
+}
+
+void add_keys(CLI::App& app, Invocation& v) {
+  v.key_cmd = app.add_subcommand("key", "per-key limits (docs/keys.md): limit, list")->group(kOperate);
+  v.key_cmd->require_subcommand(1);
+  v.key_limit = v.key_cmd->add_subcommand("limit", "run at most LIMIT jobs of KEY at a time, over the queue's "
+                                                   "key_concurrency (held in Redis: across restarts and take-overs)");
+  v.key_limit->add_option("queue", v.key_queue, "queue")->required();
+  v.key_limit->add_option("key", v.key_args["key"], "the key")->required();
+  v.key_limit->add_option("limit", v.key_args["limit"], "1..1000000, or clear (the queue's limit again)")->required();
+  v.key_limit->add_flag("--json", v.json, "print JSON");
+  v.key_list = v.key_cmd->add_subcommand("list", "the keys holding turns now (jobs running, or an ordered queue's retries)");
+  v.key_list->add_option("queue", v.key_queue, "queue")->required();
+  v.key_list->add_flag("--limits", v.key_list_limits, "list the keys with a limit of their own instead");
+  v.key_list->add_option("--after", v.key_args["after"], "where the page starts (the next page's cursor a listing printed)");
+  v.key_list->add_option("--limit", v.list_limit, "rows at most (default 100, at most 1000)");
+  v.key_list->add_flag("--json", v.json, "print JSON");
 }
 
 void add_cron(CLI::App& app, Invocation& v) {
@@ -452,6 +475,12 @@ int run_command(Client& client, Invocation& v, std::optional<JobSpec>&& job, boo
     return admin(client, AdminCommand{op, "", {}, 0, 0, v.cron_args}, v.json);
   }
   if (*v.bulk) return bulk(client, v);
+  if (*v.key_cmd) {
+    std::erase_if(v.key_args, [](const auto& kv) { return kv.second.empty(); });
+    if (*v.key_list && v.key_list_limits) v.key_args["of"] = "limits";
+    return admin(client, AdminCommand{*v.key_limit ? "key_limit" : "key_list", v.key_queue, {}, 0, v.list_limit, v.key_args},
+                 v.json);
+  }
   if (*v.queue_cmd) return admin(client, AdminCommand{"queue_delete", v.delete_queue, {}, 0, 0}, v.json);
   if (*v.resume) return admin(client, AdminCommand{"resume", v.pause_queue, {}, 0, 0}, v.json);
   if (*v.job) return show_job(client, v.job_id, v.job_queue, v.json);
@@ -467,6 +496,7 @@ int run(int argc, char** argv) {
   add_dead(app, v);
   add_operate(app, v);
   add_cron(app, v);
+  add_keys(app, v);
   add_bulk(app, v);
   add_keygen(app, v);
   app.set_version_flag("--version", version_text("dueq"));

@@ -128,6 +128,7 @@ JobDocument job_document(const std::map<std::string, std::string>& f) {
   job.state = public_state(text(f, "s"));
   job.record_kept = f.contains("t");
   job.type = text(f, "t");
+  job.key = text(f, "k");
   if (auto it = f.find("p"); it != f.end()) {
     job.payload = it->second;
     job.payload_bytes = it->second.size();
@@ -152,6 +153,7 @@ JobDocument job_document(const std::map<std::string, std::string>& f) {
   job.last_error = text(f, "e");
   job.errors = parse_error_log(text(f, "el"));
   job.cancel_requested = text(f, "cx") == "1";
+  job.waiting_for_key = text(f, "pk") == "1";
   const std::string also = text(f, "also_in");
   for (size_t at = 0; at < also.size();) {
     const size_t comma = std::min(also.find(',', at), also.size());
@@ -178,6 +180,7 @@ nlohmann::json job_to_json(const JobDocument& job) {
            {"queue", bytes_json(job.queue)},
            {"state", job.state},
            {"type", text_or_null(job.type)},
+           {"key", job.key.empty() ? json(nullptr) : bytes_json(job.key)},
            {"payload", job.payload ? bytes_json(*job.payload) : json(nullptr)},
            {"payload_bytes", job.payload_bytes ? json(*job.payload_bytes) : json(nullptr)},
            {"due", optional_time(job.due_ms)},
@@ -200,6 +203,7 @@ nlohmann::json job_to_json(const JobDocument& job) {
            {"last_error", job.last_error.empty() ? json(nullptr) : bytes_json(job.last_error)},
            {"errors", std::move(errors)},
            {"cancel_requested", job.cancel_requested},
+           {"waiting_for_key", job.waiting_for_key},
            {"record_kept", job.record_kept},
            {"also_in", std::move(also)}};
   return out;

@@ -22,6 +22,8 @@ inline constexpr size_t kMaxFrameBytes = 16u << 20;
 inline constexpr size_t kMaxBatch = 10'000;
 inline constexpr size_t kMaxPayloadBytes = 1u << 20;
 inline constexpr size_t kMaxErrorText = 4096;
+// A job's key (NewJob::key): any bytes, at most this many.
+inline constexpr size_t kMaxKeyBytes = 128;
 // A worker lists every job it holds in each heartbeat, so what it may hold is
 // bounded by the batch limit.
 inline constexpr uint32_t kMaxWorkerCapacity = kMaxBatch;
@@ -78,6 +80,23 @@ inline void require_fields(const msgpack::object& o, size_t need) {
   void msgpack_unpack(const msgpack::object& msgpack_o) {                                 \
     ::dueq::proto::detail::require_fields(msgpack_o, min_fields);                         \
     msgpack::type::make_define_array(__VA_ARGS__).msgpack_unpack(msgpack_o);              \
+  }
+
+// The same, but the last field, `key` (a Bytes), is left out when it is
+// empty: a job without a key is sent byte for byte as before keys, and a
+// peer that predates them reads it as it always did.
+#define DUEQ_FIELDS_KEY_LAST(min_fields, ...)                                              \
+  template <typename Packer>                                                              \
+  void msgpack_pack(Packer& msgpack_pk) const {                                           \
+    if (key.data.empty()) {                                                               \
+      msgpack::type::make_define_array(__VA_ARGS__).msgpack_pack(msgpack_pk);             \
+    } else {                                                                              \
+      msgpack::type::make_define_array(__VA_ARGS__, key).msgpack_pack(msgpack_pk);        \
+    }                                                                                     \
+  }                                                                                       \
+  void msgpack_unpack(const msgpack::object& msgpack_o) {                                 \
+    ::dueq::proto::detail::require_fields(msgpack_o, min_fields);                         \
+    msgpack::type::make_define_array(__VA_ARGS__, key).msgpack_unpack(msgpack_o);         \
   }
 
 // Every field is required.
@@ -160,7 +179,10 @@ struct Task {
   // the broker's go in START_REPLY (docs/protocol.md 3.3): a job that kills
   // its worker is charged for it, and its never-started neighbours are not.
   StartCheck start_check = StartCheck::none;
-  DUEQ_FIELDS(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms, payload_checksum, start_check)
+  Bytes key;  // the job's key, as bin: any bytes; left out when empty (so a broker before 0.7 sends 11 fields)
+  static constexpr size_t kFieldsBefore07 = 11;
+  DUEQ_FIELDS_KEY_LAST(kFieldsBefore07, queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms,
+                       payload_checksum, start_check)
 };
 
 
@@ -288,7 +310,12 @@ struct NewJob {
   uint32_t max_attempts = 0;   // 0 = the queue's default
   int64_t backoff_base_ms = 0; // 0 = the queue's default
   int64_t backoff_cap_ms = 0;  // 0 = the queue's default
-  DUEQ_FIELDS(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms)
+  // Groups the job with others for per-key ordering and limits
+  // (docs/keys.md): any bytes, up to kMaxKeyBytes; "" = none, and then not
+  // sent. Appended in 0.7: a producer before it sends 8 fields.
+  Bytes key;
+  static constexpr size_t kFieldsBefore07 = 8;
+  DUEQ_FIELDS_KEY_LAST(kFieldsBefore07, queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms)
 };
 
 struct Enqueue {
@@ -424,9 +451,9 @@ using Frame = std::variant<Hello, Welcome, Tasks, Received, Heartbeat, Pong, Res
 
 // The most values (array elements and map keys and values, nested ones
 // included) a frame may hold. A full ENQUEUE of 10,000 jobs holds about
-// 90,000; replies to clients get more: a STATS_REPLY of max_queues' most,
+// 90,000, or 100,000 when every job has a key; replies to clients get more: a STATS_REPLY of max_queues' most,
 // 100,000 queues, holds about 2.2 million (unit-tested).
-inline constexpr size_t kMaxFrameValues = 100'000;
+inline constexpr size_t kMaxFrameValues = 110'000;
 inline constexpr size_t kMaxReplyValues = 4'000'000;
 
 // The checks decode() makes of a frame's fields, for a sender to make

@@ -71,7 +71,9 @@ def pack(frame: Any) -> bytes:
 
 
 def unpack(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    # JOB_REPLY values are str holding the job's bytes (payload, key), which
+    # need not be UTF-8: carried as surrogates rather than failing the frame.
+    return msgpack.unpackb(data, raw=False, strict_map_key=False, unicode_errors="surrogateescape")
 
 
 def checksum(data: bytes) -> int:
@@ -489,7 +491,10 @@ class WorkerCase:
         for i in range(spec.get("count", 1)):
             job_id = f"{spec.get('prefix', 'job')}-{len(self.job_ids)}"
             self.job_ids.append(job_id)
-            jobs.append([self.queue, job_id, spec["type"], str(spec.get("payload", "")).encode(), 0, 0, 0, 0])
+            job = [self.queue, job_id, spec["type"], str(spec.get("payload", "")).encode(), 0, 0, 0, 0]
+            if "key_hex" in spec:  # sent as the job's key: the broker passes it on as the task's twelfth field
+                job.append(bytes.fromhex(spec["key_hex"]))
+            jobs.append(job)
         reply = self.admin.request("ENQUEUE", [jobs], "ENQUEUE_REPLY")
         if any(r[1] != 0 for r in reply[1]):
             raise CaseFailed(f"the runner's ENQUEUE was not accepted: {reply}")

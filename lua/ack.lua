@@ -17,6 +17,8 @@
   KEYS[10] started           set   leased ids whose start the broker recorded
   KEYS[11] unconfirmed       hash  id -> deliveries that ended unstarted
   KEYS[12] history           hash  id -> finished job's entry (lib/history.lua)
+  KEYS[13..16] held, running, parked, ready: per-key turns the finished
+           jobs release (lib/keys.lua)
 
   ARGV[1]  now ms
   ARGV[2]  retention seconds for the done entry (0 = keep none)
@@ -38,6 +40,7 @@
 --! include lib/fence.lua
 --! include lib/chunked.lua
 --! include lib/history.lua
+--! include lib/keys.lua
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
 local keep = ARGV[3] == "1"
@@ -106,6 +109,7 @@ if done > 0 then
     end
   end
   redis.call("HINCRBY", KEYS[2], "done", done)
+  key_release_all({held = KEYS[13], running = KEYS[14], parked = KEYS[15], ready = KEYS[16]}, finished)
 end
 if done < n then redis.call("HINCRBY", KEYS[2], "stale_acks", n - done) end
 return out

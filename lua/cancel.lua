@@ -24,6 +24,9 @@
   KEYS[13] cancel requested  set
   KEYS[14] unconfirmed       hash  id -> deliveries that ended unstarted
   KEYS[15] history           hash  id -> finished job's entry (lib/history.lua)
+  KEYS[16..18] held, running, parked: per-key turns (lib/keys.lua); a job
+           of an ordered queue waiting for a retry holds its key's, and
+           releases it here
 
   ARGV[1]  now ms
   ARGV[2]  job id
@@ -45,6 +48,7 @@
 --! include lib/partition.lua
 --! include lib/schedule_filter.lua
 --! include lib/history.lua
+--! include lib/keys.lua
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[3])
 local keep = ARGV[5] == "1"
@@ -82,6 +86,9 @@ if keep then
 end
 for k = 8, 12 do redis.call("HDEL", KEYS[k], id) end
 redis.call("HDEL", KEYS[14], id)
+if redis.call("EXISTS", KEYS[16]) == 1 then
+  key_release({held = KEYS[16], running = KEYS[17], parked = KEYS[18], ready = KEYS[2]}, id, false)
+end
 if retention > 0 then redis.call("ZADD", KEYS[6], now, id) end
 redis.call("HINCRBY", KEYS[7], "cancelled", 1)
 return {1, 0}

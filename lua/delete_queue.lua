@@ -14,10 +14,11 @@
   KEYS[4]  leased            zset  (its encoding pin, at +inf, is not a job)
   KEYS[5]  dead              zset
   KEYS[6]  stats             hash  ("scheduled" counts the schedule)
-  KEYS[7..20] deleted with it: done, cancelled, jobs, tokens, attempts,
+  KEYS[7..24] deleted with it: done, cancelled, jobs, tokens, attempts,
            errors, error logs, cancel requested, started, unconfirmed,
-           paused, rate, cron, history
-  KEYS[21] queues            set   every known queue's name (dueq:{leader}:queues)
+           paused, rate, cron, history, and the per-key held, running,
+           parked and limits (lib/keys.lua)
+  KEYS[25] queues            set   every known queue's name (dueq:{leader}:queues)
 
   ARGV[1]  the queue's name
 
@@ -31,8 +32,8 @@
 ]]
 --! include lib/fence.lua
 local name = ARGV[1]
-if #ARGV ~= 1 or #KEYS ~= 21 or not name or name == "" or KEYS[21] ~= "dueq:{leader}:queues" then
-  return redis.error_reply("ERR dueq bad-args delete_queue: expected 21 keys and the queue's name")
+if #ARGV ~= 1 or #KEYS ~= 25 or not name or name == "" or KEYS[25] ~= "dueq:{leader}:queues" then
+  return redis.error_reply("ERR dueq bad-args delete_queue: expected 25 keys and the queue's name")
 end
 local scheduled = (tonumber(redis.call("HGET", KEYS[6], "scheduled")) or 0) + redis.call("ZCARD", KEYS[2])
 local ready = redis.call("ZCARD", KEYS[3])
@@ -43,6 +44,6 @@ if scheduled == 0 and redis.call("ZCARD", KEYS[1]) > 0 then scheduled = 1 end
 if scheduled + ready + running + dead > 0 then
   return {0, scheduled, ready, running, dead}
 end
-for k = 1, 20 do redis.call("DEL", KEYS[k]) end
-redis.call("SREM", KEYS[21], name)
+for k = 1, 24 do redis.call("DEL", KEYS[k]) end
+redis.call("SREM", KEYS[25], name)
 return {1}

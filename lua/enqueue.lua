@@ -29,6 +29,9 @@
   KEYS[8]  tokens      hash  id -> fencing token of the current lease
   KEYS[9]  paused      string present while the queue is paused: nothing is
                              leased at once (lease.lua holds the rest back)
+  KEYS[10] key limits  hash  present while some key has a limit of its own
+                             (lib/keys.lua): a job with a key is then not
+                             leased at once (lease.lua applies the limits)
 
   ARGV[1]  now ms
   ARGV[2]  max backlog: the most unfinished jobs (scheduled + ready +
@@ -36,7 +39,8 @@
            answered 2, duplicates still 0 (0 = no limit)
   ARGV[3]  N, number of jobs (1..1000)
   ARGV[4+4i .. 7+4i] for job i: id, due ms (>= 0), job record (a msgpack
-           array of 9 starting with version 2, see broker/store/job_record.hpp),
+           array of 9 starting with version 2, or of 10 starting with
+           version 3 when the job has a key: broker/store/job_record.hpp),
            schedule partition (0..32767 in plain decimal: it is part of a key)
   ARGV[4+4N+3i .. 6+4N+3i] for job i, or none for any job (F = 3 or 0):
            "GET", "u8", the bit offset of the job's schedule filter bucket
@@ -99,8 +103,10 @@ for i = 0, n - 1 do
   local array, version = byte(argv[b + 2], 1, 2)
   local partition = argv[b + 3]
   if not valid_partitions[partition] and is_partition(partition) then valid_partitions[partition] = true end
-  -- 0x99 = msgpack fixarray of 9, then the record version 2.
-  if argv[b] == "" or not due or due < 0 or array ~= 0x99 or version ~= 2 or not valid_partitions[partition] then
+  -- 0x99 = msgpack fixarray of 9, then the record version 2, or 0x9a
+  -- (of 10) and version 3 for a job with a key.
+  if argv[b] == "" or not due or due < 0 or not ((array == 0x99 and version == 2) or (array == 0x9a and version == 3))
+      or not valid_partitions[partition] then
     return redis.error_reply("ERR dueq bad-args enqueue: job " .. i
       .. " has an empty id, a bad due, a bad record or a bad partition")
   end
@@ -166,6 +172,7 @@ elseif scheduled_now > 0 then
 end
 -- Older ready jobs are leased first, by lease.lua: new ones then wait in line.
 if candidates > 0 and (redis.call("ZCARD", KEYS[2]) > 0 or redis.call("EXISTS", KEYS[9]) == 1) then candidates = 0 end
+local key_limits_set = nil  -- whether KEYS[10] exists, looked up for the first keyed candidate
 local due_now_seen = 0  -- jobs due now so far, in argument order: a job's candidate number
 local seen = {}
 -- Appended through counters: Lua 5.1's # is a search, and this runs per job.
@@ -180,6 +187,11 @@ for i = 1, n do
   if due <= now then
     due_now_seen = due_now_seen + 1
     if due_now_seen <= candidates then candidate = due_now_seen end
+    -- 0x9a: a record with a key (version 3).
+    if candidate and byte(argv[b + 2]) == 0x9a then
+      if key_limits_set == nil then key_limits_set = redis.call("EXISTS", KEYS[10]) == 1 end
+      if key_limits_set then candidate = nil end
+    end
   end
   if live[i] or done[i] or cancelled[i] or seen[id]
       or (maybe_scheduled and maybe_scheduled[i] > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. argv[b + 3], id)) then

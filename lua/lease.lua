@@ -17,6 +17,7 @@
                              only; lib/lost_delivery.lua)
   KEYS[7]  paused      string present while the queue is paused (`dueq pause`)
   KEYS[8]  rate        hash  the rate limit's bucket: tokens, at (ms)
+  KEYS[9..12]  held, running, parked, limits: per-key state (lib/keys.lua)
 
   ARGV[1]  lease deadline ms
   ARGV[2]  count (1..1000)
@@ -28,6 +29,11 @@
   ARGV[5]  concurrency limit: the most jobs leased at once (0 = none)
   ARGV[6]  rate limit, jobs per second (0 = none; decimals allowed)
   ARGV[7]  rate burst: the bucket's size (>= 1)
+  ARGV[8]  key limit: the most jobs of one key leased at once, unless the
+           limits hash names the key (0 = none)
+  ARGV[9]  "1": the queue is ordered: one job of a key at a time, in due
+           then id order, and a job waiting for a retry keeps its key's
+           turn; "0": not
 
   Returns  flat array, 5 values per leased job: id, job record, attempt,
            token, start check: 0 none, 1 after one delivery that ended
@@ -40,6 +46,10 @@
              2, 0   the concurrency limit: COUNT was cut to the room left
              3, W   the rate limit: COUNT was cut to the bucket's whole
                     tokens; the next token comes in W ms
+             4, 1   per-key limits: jobs whose key had no turn free were
+                    parked (lib/keys.lua); others may wait behind them
+             4, 0   per-key limits: the first ready job is parked, so is
+                    every one: nothing runs before a turn is released
   Errors   "ERR dueq bad-args <what>"
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
            leader's epoch counter) and ARGV the sender's leader epoch, last
@@ -48,9 +58,10 @@
 ]]
 --! include lib/fence.lua
 --! include lib/encoding_pin.lua
+--! include lib/keys.lua
 local deadline = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
-if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 7 or #ARGV[3] ~= 16 * count then
+if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 9 or #ARGV[3] ~= 16 * count then
   return redis.error_reply("ERR dueq bad-args lease: expected a deadline, a count of 1..1000, count tokens, now "
     .. "and the limits")
 end
@@ -63,6 +74,13 @@ if not now or now < 0 or not max_leased or max_leased < 0 or not rate or rate < 
   return redis.error_reply("ERR dueq bad-args lease: now, concurrency limit, rate and burst must be numbers "
     .. "(>= 0, rate <= 1000000, burst >= 1)")
 end
+local key_default = tonumber(ARGV[8])
+local ordered = ARGV[9] == "1"
+if not key_default or key_default < 0 or key_default ~= math.floor(key_default) or (ARGV[9] ~= "0" and not ordered) then
+  return redis.error_reply("ERR dueq bad-args lease: the key limit must be an integer >= 0 and ordered 0 or 1")
+end
+local keys = {held = KEYS[9], running = KEYS[10], parked = KEYS[11], ready = KEYS[1]}
+local keyed = ordered or key_default > 0 or redis.call("EXISTS", KEYS[12]) == 1
 if redis.call("EXISTS", KEYS[7]) == 1 then return {1, 0} end
 local held_by, wait_ms = 0, 0
 if max_leased > 0 then
@@ -97,8 +115,54 @@ local function bad_token(k)
 end
 -- ZRANGE + ZREMRANGEBYRANK rather than ZPOPMIN: Redis would format every
 -- score as text for the reply, which costs more than the rest of the lease.
-local ids = redis.call("ZRANGE", KEYS[1], 0, count - 1)
-if #ids == 0 then return {0, 0} end
+local ids
+local parked_some, turns = false, nil
+if keyed then
+  -- Scores too, to park with; never past the first parked job: all after it are.
+  local entries = redis.call("ZRANGE", KEYS[1], 0, count - 1, "WITHSCORES")
+  ids = {}
+  local dues = {}
+  for i = 1, #entries, 2 do
+    local score = tonumber(entries[i + 1])
+    if score >= key_parked_offset then break end
+    ids[#ids + 1], dues[#ids + 1] = entries[i], score
+  end
+  if #ids == 0 then return #entries > 0 and {4, 0} or {0, 0} end
+  local records = redis.call("HMGET", KEYS[3], unpack(ids))
+  local held = redis.call("HMGET", keys.held, unpack(ids))
+  local running = {}  -- key -> turns held, as this call changed them
+  turns = {}          -- i -> nil (lease), or false (park)
+  for i = 1, #ids do
+    local key = records[i] and record_key(records[i])
+    if key and (held[i] == nil or held[i] == false) then
+      local limit = ordered and 1 or key_limit_of(KEYS[12], key, key_default)
+      if limit > 0 then
+        local now_running = running[key] or tonumber(redis.call("HGET", keys.running, key)) or 0
+        if now_running < limit then
+          running[key] = now_running + 1
+          redis.call("HSET", keys.held, ids[i], (ordered and "o" or "l") .. key)
+          redis.call("HINCRBY", keys.running, key, 1)
+        else
+          running[key] = now_running
+          turns[i] = false
+          redis.call("ZADD", KEYS[1], "XX", dues[i] + key_parked_offset, ids[i])
+          redis.call("ZADD", keys.parked, 0, key_member(key, dues[i], ids[i]))
+          parked_some = true
+        end
+      end
+    end
+  end
+  if parked_some then
+    -- Only the jobs to lease go on; the parked ones stay in the ready set.
+    local kept_ids = {}
+    for i = 1, #ids do if turns[i] ~= false then kept_ids[#kept_ids + 1] = ids[i] end end
+    ids = kept_ids
+    if #ids == 0 then return {4, 1} end
+  end
+else
+  ids = redis.call("ZRANGE", KEYS[1], 0, count - 1)
+  if #ids == 0 then return {0, 0} end
+end
 local records = redis.call("HMGET", KEYS[3], unpack(ids))
 local found = 0
 for i = 1, #ids do
@@ -109,8 +173,8 @@ for k = 1, found do
     return redis.error_reply("ERR dueq bad-args lease: token " .. k .. " is not 16 hex digits or is zero")
   end
 end
-redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1)
-if found == 0 then return {0, 0} end
+if keyed then redis.call("ZREM", KEYS[1], unpack(ids)) else redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1) end
+if found == 0 then return parked_some and {4, 1} or {0, 0} end
 local attempts = redis.call("HMGET", KEYS[5], unpack(ids))
 local unstarted = redis.call("HMGET", KEYS[6], unpack(ids))
 local out, leases, token_args = {}, {}, {}
@@ -138,6 +202,7 @@ redis.call("ZADD", KEYS[2], unpack(leases))
 redis.call("HSET", KEYS[4], unpack(token_args))
 if rate > 0 then redis.call("HSET", KEYS[8], "tokens", tostring(tokens - taken), "at", now) end
 if #ids < count then held_by, wait_ms = 0, 0 end  -- the ready set ran out before any limit
+if parked_some and held_by == 0 then held_by, wait_ms = 4, 1 end
 out[#out + 1] = held_by
 out[#out + 1] = wait_ms
 return out

@@ -27,6 +27,9 @@
   KEYS[14] unconfirmed       hash  id -> deliveries that ended unstarted (the
                                     next worker must announce the start)
   KEYS[15] history           hash  id -> finished job's entry (lib/history.lua)
+  KEYS[16..18] held, running, parked: per-key turns (lib/keys.lua): a job
+           that ends releases its key's turn, and so does one that goes
+           back to wait unless its queue is ordered
 
   ARGV[1]  now ms
   ARGV[2]  backoff base ms (>= 0), unless the job has its own
@@ -77,6 +80,7 @@
 --! include lib/schedule_filter.lua
 --! include lib/lost_delivery.lua
 --! include lib/history.lua
+--! include lib/keys.lua
 local now = tonumber(ARGV[1])
 local base = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
@@ -101,6 +105,8 @@ end
 
 local out = {}
 local retried, dead, stale, cancelled, not_counted, scheduled_slots = 0, 0, 0, 0, 0, filter_slots()
+local key_state = {held = KEYS[16], running = KEYS[17], parked = KEYS[18], ready = KEYS[2]}
+local holds_turns = redis.call("EXISTS", KEYS[16]) == 1  -- one look for a queue without keys
 for i = 0, n - 1 do
   local id = ARGV[6 + 6 * i]
   local mode = ARGV[8 + 6 * i]
@@ -114,8 +120,7 @@ for i = 0, n - 1 do
   else
     -- A record that cannot be read makes the job dead (kept for a look),
     -- never lost: max attempts 1.
-    local ok, r = pcall(cmsgpack.unpack, record)
-    if not ok or type(r) ~= "table" then r = {} end
+    local r = job_record_fields(record) or {}
     local max_attempts = tonumber(r[5]) or 1
     -- The attempts hash counts failed deliveries; this one is the next.
     local attempt = (tonumber(redis.call("HGET", KEYS[8], id)) or 0) + 1
@@ -134,11 +139,13 @@ for i = 0, n - 1 do
       for k = 6, 10 do redis.call("HDEL", KEYS[k], id) end
       redis.call("HDEL", KEYS[14], id)
       if retention > 0 then redis.call("ZADD", KEYS[12], now, id) end
+      if holds_turns then key_release(key_state, id, false) end
       cancelled = cancelled + 1
       out[#out + 1] = 3
       out[#out + 1] = 0
     elseif mode == "return" then
       redis.call("ZADD", KEYS[2], ARGV[1], id)  -- not counted: the failed attempts stay as they were
+      if holds_turns then key_release(key_state, id, true) end
       retried = retried + 1
       out[#out + 1] = 1
       out[#out + 1] = now
@@ -146,6 +153,7 @@ for i = 0, n - 1 do
       append_error_log(KEYS[10], id, "unstarted", unstarted, now, worker, reason)
       redis.call("ZADD", KEYS[2], ARGV[1], id)
       redis.call("HSET", KEYS[9], id, reason)
+      if holds_turns then key_release(key_state, id, true) end
       retried = retried + 1
       not_counted = not_counted + 1
       out[#out + 1] = 1
@@ -158,6 +166,7 @@ for i = 0, n - 1 do
         if mode ~= "dead" then why = "attempts exhausted (" .. attempt .. "): " .. reason end
         redis.call("ZADD", KEYS[4], now, id)
         redis.call("HSET", KEYS[9], id, why)
+        if holds_turns then key_release(key_state, id, false) end
         dead = dead + 1
         out[#out + 1] = 2
         out[#out + 1] = 0
@@ -180,6 +189,7 @@ for i = 0, n - 1 do
           type_slot_add(scheduled_slots, partition, record)
         end
         redis.call("HSET", KEYS[9], id, reason)
+        if holds_turns then key_release(key_state, id, true) end
         retried = retried + 1
         out[#out + 1] = 1
         out[#out + 1] = due

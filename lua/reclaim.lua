@@ -22,6 +22,8 @@
   KEYS[12] started           set   leased ids whose start the broker recorded
   KEYS[13] unconfirmed       hash  id -> deliveries that ended unstarted
   KEYS[14] history           hash  id -> finished job's entry (lib/history.lua)
+  KEYS[15..17] held, running, parked: per-key turns (lib/keys.lua), as
+           nack.lua releases them
 
   ARGV[1]  now ms
   ARGV[2]  limit (1..5000)
@@ -42,6 +44,7 @@
 --! include lib/lost_delivery.lua
 --! include lib/encoding_pin.lua
 --! include lib/history.lua
+--! include lib/keys.lua
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local retention = tonumber(ARGV[3])
@@ -57,7 +60,10 @@ if #ids > 0 then
   redis.call("HDEL", KEYS[6], unpack(ids))
 end
 local reason = "lease expired (worker lost, hung or unreachable)"
+local key_state = {held = KEYS[15], running = KEYS[16], parked = KEYS[17], ready = KEYS[2]}
+local holds_turns = redis.call("EXISTS", KEYS[15]) == 1
 for _, id in ipairs(ids) do
+  local waits_again = false
   local record = redis.call("HGET", KEYS[5], id)
   local started = redis.call("SREM", KEYS[12], id) == 1
   local unstarted = nil
@@ -79,11 +85,11 @@ for _, id in ipairs(ids) do
     append_error_log(KEYS[9], id, "unstarted", unstarted, now, "", reason .. " before a handler was seen to start it")
     redis.call("ZADD", KEYS[2], ARGV[1], id)
     redis.call("HSET", KEYS[8], id, reason .. " before a handler was seen to start it")
+    waits_again = true
     requeued = requeued + 1
     not_counted = not_counted + 1
   elseif record then
-    local ok, r = pcall(cmsgpack.unpack, record)
-    if not ok or type(r) ~= "table" then r = {} end
+    local r = job_record_fields(record) or {}
     local attempt = (tonumber(redis.call("HGET", KEYS[7], id)) or 0) + 1  -- the expired delivery
     redis.call("HSET", KEYS[7], id, attempt)
     append_error_log(KEYS[9], id, "attempt", attempt, now, "", reason)
@@ -94,9 +100,11 @@ for _, id in ipairs(ids) do
     else
       redis.call("ZADD", KEYS[2], ARGV[1], id)
       redis.call("HSET", KEYS[8], id, reason)
+      waits_again = true
       requeued = requeued + 1
     end
   end
+  if holds_turns then key_release(key_state, id, waits_again) end
 end
 if requeued > 0 then redis.call("HINCRBY", KEYS[4], "retried", requeued) end
 if dead > 0 then redis.call("HINCRBY", KEYS[4], "dead", dead) end

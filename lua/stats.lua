@@ -34,6 +34,8 @@ if head[2] then next_due = tonumber(head[2]) end
 local oldest = redis.call("ZRANGE", KEYS[2], 0, 0, "WITHSCORES")
 local oldest_ready_due = -1
 if oldest[2] then oldest_ready_due = tonumber(oldest[2]) end
+-- Only parked jobs wait (lib/keys.lua): the first one's due time.
+if oldest_ready_due >= 4503599627370496 then oldest_ready_due = oldest_ready_due - 4503599627370496 end
 local c = redis.call("HMGET", KEYS[5], "scheduled", "accepted", "done", "retried", "stale_acks", "cancelled", "purged",
   "dead", "unconfirmed", "replayed", "stale_extends", "history_trimmed")
 return {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), count_leases(KEYS[3]), redis.call("ZCARD", KEYS[4]),

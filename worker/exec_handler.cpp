@@ -105,6 +105,9 @@ std::vector<std::string> job_environment(const Job& job) {
   env.push_back("DUEQ_MAX_ATTEMPTS=" + std::to_string(job.max_attempts));
   env.push_back("DUEQ_DUE_AT_MS=" + std::to_string(job.due_ms));
   env.push_back("DUEQ_RECEIVED_AT_MS=" + std::to_string(job.received_ms));
+  // An environment string ends at its first NUL: a key holding one is not
+  // passed, rather than passed cut short (it is in the job document).
+  if (!job.key.empty() && job.key.find('\0') == std::string::npos) env.push_back("DUEQ_JOB_KEY=" + job.key);
   return env;
 }
 

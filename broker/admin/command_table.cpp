@@ -7,6 +7,7 @@
 #include "broker/admin/bulk_actions.hpp"
 #include "broker/admin/job_list.hpp"
 #include "broker/admin/job_search.hpp"
+#include "broker/admin/key_commands.hpp"
 
 namespace dueq::broker {
 
@@ -27,6 +28,8 @@ AdminCommand find_admin_command(std::string_view op) {
       {"cron_add", cron_add},
       {"cron_list", cron_list},
       {"cron_remove", cron_remove},
+      {"key_limit", key_limit},
+      {"key_list", key_list},
   };
   auto it = table.find(op);
   return it == table.end() ? nullptr : it->second;

@@ -30,6 +30,12 @@ Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
   out["s"] = state;
   if (state == "dead" || state == "done" || state == "cancelled") out["f"] = str(r->element[1]);
   if (state == "scheduled" || state == "ready") out["r"] = str(r->element[1]);
+  // A ready job parked behind its key's limit sorts after every other
+  // (lua/lib/keys.lua): its score is its due time plus the offset.
+  if (state == "ready" && reply::num(r->element[1]) >= kKeyParkedOffset) {
+    out["r"] = std::to_string(reply::num(r->element[1]) - kKeyParkedOffset);
+    out["pk"] = "1";
+  }
   if (state == "leased") out["l"] = str(r->element[1]);
   if (const std::string bytes = str(r->element[2]); !bytes.empty()) {
     auto record = decode_job_record(bytes);
@@ -45,6 +51,7 @@ Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
       out["c"] = std::to_string(record->created_ms);
       if (record->backoff_base_ms != 0) out["bb"] = std::to_string(record->backoff_base_ms);
       if (record->backoff_cap_ms != 0) out["bc"] = std::to_string(record->backoff_cap_ms);
+      if (!record->key.empty()) out["k"] = record->key;
     }
   }
   // A finished job's attempts were deleted with it: not known, not 0.

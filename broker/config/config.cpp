@@ -75,6 +75,7 @@ constexpr std::array kIntegerKeys{
     IntegerKey{"max_backlog", &QueuePolicy::max_backlog, 0, INT64_MAX},
     IntegerKey{"rate_burst", &QueuePolicy::rate_burst, 1, 1'000'000},
     IntegerKey{"concurrency_limit", &QueuePolicy::concurrency_limit, 0, 1'000'000},
+    IntegerKey{"key_concurrency", &QueuePolicy::key_concurrency, 0, 1'000'000},
 };
 
 Result<void> read_policy_key(const std::string& key, const std::string& full, const toml::node& node, QueuePolicy& policy) {
@@ -101,10 +102,14 @@ Result<void> read_policy_key(const std::string& key, const std::string& full, co
     auto v = node.value<double>();
     if (!v || !(*v >= 0 && *v <= 1'000'000)) return bad_key(full, "expected jobs per second in 0..1000000 (0 = none)");
     policy.rate_limit = *v;
+  } else if (key == "ordered") {
+    auto v = node.value_exact<bool>();
+    if (!v) return bad_key(full, "expected true or false");
+    policy.ordered = *v;
   } else {
     return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, "
                          "duplicate_window, history_retention, history_max, max_backlog, max_run_time, rate_limit, "
-                         "rate_burst, concurrency_limit)");
+                         "rate_burst, concurrency_limit, key_concurrency, ordered)");
   }
   return {};
 }

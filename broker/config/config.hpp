@@ -52,7 +52,13 @@ struct QueuePolicy {
   double rate_limit = 0;
   int64_t rate_burst = 1;
   int64_t concurrency_limit = 0;
-  bool limited() const { return rate_limit > 0 || concurrency_limit > 0; }
+  // Per-key limits (docs/keys.md): at most `key_concurrency` jobs of one
+  // key leased at once (0 = none, unless `dueq key limit` gave the key its
+  // own); `ordered`: one job of a key at a time, in due then id order, and
+  // a job waiting for a retry keeps its key's turn.
+  int64_t key_concurrency = 0;
+  bool ordered = false;
+  bool limited() const { return rate_limit > 0 || concurrency_limit > 0 || key_concurrency > 0 || ordered; }
 };
 
 struct BrokerConfig {

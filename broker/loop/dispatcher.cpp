@@ -49,12 +49,19 @@ namespace calls {
 Command lease(const std::string& queue, int64_t deadline_ms, int count, const LeaseLimits& limits) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::lease,
-                             {k.ready, k.leased, k.jobs, k.tokens, k.attempts, k.unconfirmed, k.paused, k.rate});
+                             {k.ready, k.leased, k.jobs, k.tokens, k.attempts, k.unconfirmed, k.paused, k.rate,
+                              k.key_held, k.key_running, k.key_parked, k.key_limits});
   call.add(deadline_ms).add(count);
   std::string tokens;
   tokens.reserve(16 * static_cast<size_t>(count));
   for (const uint64_t token : random_tokens(static_cast<size_t>(count))) tokens += token_text(token);
-  return call.add(tokens).add(limits.now_ms).add(limits.concurrency).add(fmt::format("{}", limits.rate)).add(limits.burst);
+  return call.add(tokens)
+      .add(limits.now_ms)
+      .add(limits.concurrency)
+      .add(fmt::format("{}", limits.rate))
+      .add(limits.burst)
+      .add(limits.per_key)
+      .add(limits.ordered ? "1" : "0");
 }
 
 Result<LeaseBatch> parse_lease(const redisReply* r) {
@@ -63,7 +70,7 @@ Result<LeaseBatch> parse_lease(const redisReply* r) {
     return reply::bad(r, "lease");
   LeaseBatch out;
   const int64_t held_by = reply::num(r->element[r->elements - 2]);
-  if (held_by < 0 || held_by > static_cast<int64_t>(LeaseHold::rate)) return reply::bad(r, "lease");
+  if (held_by < 0 || held_by > static_cast<int64_t>(LeaseHold::keys)) return reply::bad(r, "lease");
   out.held_by = static_cast<LeaseHold>(held_by);
   out.wait_ms = reply::num(r->element[r->elements - 1]);
   const size_t job_values = r->elements - kTrailer;
@@ -280,6 +287,12 @@ void Dispatcher::note_hold(QueueState& q, const LeaseBatch& batch, int count) {
       if (taken == 0) q.lease_after_ms = lease_clock_.now_ms() + kLimitRecheckMs;
       break;
     case LeaseHold::rate: q.lease_after_ms = lease_clock_.now_ms() + std::clamp<int64_t>(batch.wait_ms, 1, 60'000); break;
+    case LeaseHold::keys:
+      // Parked jobs wait for a turn their key's running jobs release: an
+      // ack or nack of this queue asks again (Results).
+      q.keys_parked = true;
+      q.maybe_ready = batch.wait_ms == 1 || static_cast<int>(taken) == count;
+      break;
   }
 }
 
@@ -344,7 +357,7 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
     frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size();
     frame.items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},
                                       r.due_ms, job.attempt, r.max_attempts, job.token, r.created_ms,
-                                      r.payload_checksum, job.start_check});
+                                      r.payload_checksum, job.start_check, proto::Bytes{std::move(r.key)}});
     if (frame.items.size() == proto::kMaxBatch || frame_bytes[slot] >= proto::kMaxTasksFrameBytes)
       send_frame(q, slots[slot], frame, frame_bytes[slot], now_ms);
   }

@@ -36,7 +36,9 @@ struct LeasedJob {
 // "unreadable record"; the rest of the batch is delivered).
 // What held a lease call back (lua/lease.lua): nothing (the ready set ran
 // out), a pause, or one of the queue's limits.
-enum class LeaseHold { none = 0, paused = 1, concurrency = 2, rate = 3 };
+// keys: jobs were parked behind their key's limit (wait_ms 1: others may
+// wait behind them), or (wait_ms 0) every ready job is parked.
+enum class LeaseHold { none = 0, paused = 1, concurrency = 2, rate = 3, keys = 4 };
 
 struct LeaseBatch {
   std::vector<LeasedJob> jobs;
@@ -51,8 +53,11 @@ struct LeaseLimits {
   int64_t concurrency = 0;  // 0 = none
   double rate = 0;          // jobs per second, 0 = none
   int64_t burst = 1;
+  int64_t per_key = 0;   // jobs of one key at once, unless the key has its own limit; 0 = none
+  bool ordered = false;  // one job of a key at a time, in order; a retry keeps its key's turn
   static LeaseLimits of(const QueuePolicy& policy, int64_t now_ms) {
-    return {now_ms, policy.concurrency_limit, policy.rate_limit, policy.rate_burst};
+    return {now_ms, policy.concurrency_limit, policy.rate_limit, policy.rate_burst, policy.key_concurrency,
+            policy.ordered};
   }
 };
 

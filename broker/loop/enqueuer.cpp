@@ -29,7 +29,8 @@ JobRecord new_job_record(const proto::NewJob& job, int64_t now_ms, uint32_t defa
                    now_ms,
                    job.backoff_base_ms,
                    job.backoff_cap_ms,
-                   proto::payload_checksum(job.payload.data)};
+                   proto::payload_checksum(job.payload.data),
+                   job.key.data};
 }
 
 Result<std::vector<EnqueueReply>> parse_enqueue(const redisReply* r, size_t jobs) {
@@ -46,7 +47,8 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
                 const std::string& lease_tokens, bool filter_args) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::enqueue,
-                             {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.paused});
+                             {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.paused,
+                              k.key_limits});
   call.add(now_ms).add(max_backlog).add(static_cast<int64_t>(jobs.size()));
   std::vector<uint32_t> partitions;
   partitions.reserve(jobs.size());

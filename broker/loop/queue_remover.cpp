@@ -15,7 +15,8 @@ Command delete_queue(const std::string& queue) {
   return script_call(lua::ScriptId::delete_queue,
                      {k.schedule, k.legacy_scheduled, k.ready, k.leased, k.dead, k.stats, k.done, k.cancelled, k.jobs,
                       k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested, k.started, k.unconfirmed,
-                      k.paused, k.rate, k.cron, k.history, kQueuesKey})
+                      k.paused, k.rate, k.cron, k.history, k.key_held, k.key_running, k.key_parked, k.key_limits,
+                      kQueuesKey})
       .add(queue);
 }
 

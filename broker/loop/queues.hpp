@@ -15,6 +15,9 @@ struct QueueState {
   int64_t next_due_ms = -1;       // earliest scheduled due time known (wall clock), -1 none
   int64_t next_deadline_ms = -1;  // earliest lease deadline known (lease clock), -1 none
   bool maybe_ready = false;       // the ready list may hold jobs
+  // A lease parked jobs behind their key's limit (lua/lib/keys.lua): every
+  // ack or nack may release a turn, so each makes the queue lease again.
+  bool keys_parked = false;
   bool ready_this_round = false;  // a call in the round being built may make jobs ready
   bool registered = false;        // name written to the queue registry
   // Behind a Redis Cluster: its registration is in a round (registering),

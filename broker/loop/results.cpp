@@ -20,7 +20,7 @@ Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::ack, {k.leased, k.stats, k.jobs, k.tokens, k.attempts, k.errors,
                                                   k.error_logs, k.cancel_requested, k.done, k.started, k.unconfirmed,
-                                                  k.history});
+                                                  k.history, k.key_held, k.key_running, k.key_parked, k.ready});
   call.add(now_ms).add(retention_s).add(keep_history ? "1" : "0").add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) {
     call.add(item.id).add(token_text(item.token));
@@ -34,7 +34,8 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::nack, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens,
                                                    k.attempts, k.errors, k.error_logs, k.cancel_requested, k.cancelled,
-                                                   k.started, k.unconfirmed, k.history});
+                                                   k.started, k.unconfirmed, k.history, k.key_held, k.key_running,
+                                                   k.key_parked});
   call.add(now_ms).add(base_ms).add(cap_ms).add(retention_s);
   call.add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) {
@@ -141,6 +142,8 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
     // A retry due at once is ready when the round's lease runs.
     queues_.get(queue).ready_this_round = true;
   }
+  // A finished job's key may have a parked job its turn lets run.
+  if (queues_.get(queue).keys_parked) queues_.get(queue).ready_this_round = true;
   round.add(std::move(call), [this, queue, ack, now, batch = std::move(batch)](const redisReply* r) mutable {
     if (r == nullptr || !reply_error(r).empty()) {
       // Not applied: kept (the worker resends until CONFIRM anyway).
@@ -152,6 +155,7 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
     }
     refusals_.succeeded();
     queues_.get(queue).sweep_soon(clock_.steady_ms());
+    if (queues_.get(queue).keys_parked) queues_.get(queue).maybe_ready = true;
     if (!ack) {
       QueueState& q = queues_.get(queue);
       if (auto outcomes = calls::parse_nack(r))

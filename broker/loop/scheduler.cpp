@@ -36,7 +36,7 @@ Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t ret
   QueueKeys k(queue);
   return script_call(lua::ScriptId::reclaim, {k.leased, k.ready, k.dead, k.stats, k.jobs, k.tokens, k.attempts,
                                               k.errors, k.error_logs, k.cancel_requested, k.cancelled, k.started,
-                                              k.unconfirmed, k.history})
+                                              k.unconfirmed, k.history, k.key_held, k.key_running, k.key_parked})
       .add(now_ms)
       .add(limit)
       .add(retention_s)
@@ -157,7 +157,7 @@ void Scheduler::add_reclaim(Round& round, const std::string& name, QueueState& q
                 spdlog::info("queue '{}': {} expired leases re-queued ({} never seen to start, no attempt "
                              "used), {} dead-lettered",
                              name, c->requeued, c->not_counted, c->dead);
-              if (c->requeued > 0) q.maybe_ready = true;
+              if (c->requeued > 0 || (q.keys_parked && c->dead > 0)) q.maybe_ready = true;
               q.next_deadline_ms = c->requeued + c->dead == config_.reclaim_batch ? lease_now : c->next_deadline_ms;
             });
 }

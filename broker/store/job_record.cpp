@@ -17,9 +17,14 @@ std::unexpected<Error> bad(std::string what) { return fail(Errc::internal, "job 
 std::string encode_job_record(const JobRecord& r) {
   msgpack::sbuffer buffer(64 + r.type.size() + r.payload.size());
   msgpack::packer<msgpack::sbuffer> pk(buffer);
-  pk.pack_array(9);
-  pk.pack(kJobRecordVersion);
+  const bool keyed = !r.key.empty();
+  pk.pack_array(keyed ? 10 : 9);
+  pk.pack(keyed ? kKeyedJobRecordVersion : kJobRecordVersion);
   pk.pack(r.type);
+  if (keyed) {
+    pk.pack_str(static_cast<uint32_t>(r.key.size()));
+    pk.pack_str_body(r.key.data(), static_cast<uint32_t>(r.key.size()));
+  }
   pk.pack_str(static_cast<uint32_t>(r.payload.size()));
   pk.pack_str_body(r.payload.data(), static_cast<uint32_t>(r.payload.size()));
   pk.pack(r.due_ms);
@@ -32,7 +37,7 @@ std::string encode_job_record(const JobRecord& r) {
 }
 
 Result<JobRecord> decode_job_record(std::string_view bytes) {
-  static const msgpack::unpack_limit limits(/*array=*/9, /*map=*/0, /*str=*/proto::kMaxPayloadBytes,
+  static const msgpack::unpack_limit limits(/*array=*/10, /*map=*/0, /*str=*/proto::kMaxPayloadBytes,
                                             /*bin=*/0, /*ext=*/0, /*depth=*/2);
   try {
     std::size_t offset = 0;
@@ -40,15 +45,21 @@ Result<JobRecord> decode_job_record(std::string_view bytes) {
         msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, limits);
     if (offset != bytes.size()) return bad("trailing bytes");
     const msgpack::object& o = handle.get();
-    if (o.type != msgpack::type::ARRAY || o.via.array.size < 8) return bad("not an array of 8 or 9");
+    if (o.type != msgpack::type::ARRAY || o.via.array.size < 8) return bad("not an array of 8 to 10");
     const msgpack::object* f = o.via.array.ptr;
     const int version = f[0].as<int>();
-    if (version != 1 && version != kJobRecordVersion) return bad(fmt::format("unknown version {}", version));
-    if (o.via.array.size != (version == 1 ? 8u : 9u))
+    if (version < 1 || version > kKeyedJobRecordVersion) return bad(fmt::format("unknown version {}", version));
+    if (o.via.array.size != static_cast<uint32_t>(7 + version))
       return bad(fmt::format("version {} with {} fields", version, o.via.array.size));
-    if (f[1].type != msgpack::type::STR || f[2].type != msgpack::type::STR) return bad("type and payload must be str");
     JobRecord r;
+    if (f[1].type != msgpack::type::STR) return bad("type must be str");
     r.type.assign(f[1].via.str.ptr, f[1].via.str.size);
+    if (version == kKeyedJobRecordVersion) {
+      if (f[2].type != msgpack::type::STR || f[2].via.str.size == 0) return bad("key must be a str, not empty");
+      r.key.assign(f[2].via.str.ptr, f[2].via.str.size);
+      ++f;  // the rest as in version 2
+    }
+    if (f[2].type != msgpack::type::STR) return bad("payload must be str");
     r.payload.assign(f[2].via.str.ptr, f[2].via.str.size);
     r.due_ms = f[3].as<int64_t>();
     r.max_attempts = f[4].as<uint32_t>();

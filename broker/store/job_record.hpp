@@ -9,6 +9,13 @@
 //    backoff_base_ms (0 = queue's), backoff_cap_ms (0 = queue's),
 //    payload_checksum (proto::payload_checksum of the payload at enqueue)]
 //
+// A job with a key (NewJob::key) is written as version 3, with the key
+// right after the type, where Lua reads it without unpacking the payload
+// (lua/lib/record.lua):
+//
+//   [version=3, type, key, payload, due_ms, ... as version 2]
+//
+// A job without one stays version 2, byte for byte as before keys.
 // Version 1 records (written before the checksum) have the first 8 fields;
 // they are read with the checksum of the payload as read.
 #include <cstdint>
@@ -20,6 +27,7 @@
 namespace dueq::broker {
 
 inline constexpr int kJobRecordVersion = 2;
+inline constexpr int kKeyedJobRecordVersion = 3;
 
 struct JobRecord {
   std::string type;
@@ -30,6 +38,7 @@ struct JobRecord {
   int64_t backoff_base_ms = 0;
   int64_t backoff_cap_ms = 0;
   uint64_t payload_checksum = 0;
+  std::string key;  // "" = none
   bool operator==(const JobRecord&) const = default;
 };
 

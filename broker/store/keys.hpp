@@ -46,7 +46,11 @@ struct QueueKeys {
         epoch(key(queue, "epoch")),
         paused(key(queue, "paused")),
         rate(key(queue, "rate")),
-        cron(key(queue, "cron")) {}
+        cron(key(queue, "cron")),
+        key_held(key(queue, "keys:held")),
+        key_running(key(queue, "keys:running")),
+        key_parked(key(queue, "keys:parked")),
+        key_limits(key(queue, "keys:limits")) {}
 
   static std::string key(const std::string& queue, const char* what) { return "dueq:{" + queue + "}:" + what; }
 
@@ -72,10 +76,18 @@ struct QueueKeys {
   std::string paused;            // string: ms when `dueq pause` paused the queue; absent while it runs
   std::string rate;              // hash: the rate limit's token bucket (tokens, at ms; lua/lease.lua)
   std::string cron;              // hash: periodic entry -> "<last tick enqueued ms>:<fingerprint>" (lua/cron_tick.lua)
+  // Per-key limits (lua/lib/keys.lua):
+  std::string key_held;          // hash id -> "o"|"l" + key: jobs holding a turn of their key
+  std::string key_running;       // hash key -> turns held
+  std::string key_parked;        // zset (scores 0) of parked ready jobs: key, due, id
+  std::string key_limits;        // hash key -> its own limit (`dueq key limit`)
 
   std::string schedule_partition_key(uint32_t partition) const { return schedule + ":" + std::to_string(partition); }
   std::string schedule_jobs_key(uint32_t partition) const { return schedule_partition_key(partition) + ":jobs"; }
 };
+
+// What lua/lib/keys.lua adds to a parked job's ready score (2^52 ms).
+inline constexpr int64_t kKeyParkedOffset = int64_t{1} << 52;
 
 // A chunk of the schedule filter (broker/store/schedule_partition.hpp):
 // <filter prefix>:C.

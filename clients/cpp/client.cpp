@@ -67,7 +67,7 @@ std::expected<proto::Enqueue, ClientError> enqueue_request(std::vector<JobSpec>&
   // resend would drop it again: such a batch is refused here.
   size_t frame_bytes = 64;
   for (const auto& job : jobs)
-    frame_bytes += job.payload.size() + job.id.size() + job.type.size() + job.queue.size() + kJobFrameOverhead;
+    frame_bytes += job.payload.size() + job.id.size() + job.type.size() + job.queue.size() + job.key.size() + kJobFrameOverhead;
   if (frame_bytes > proto::kMaxFrameBytes)
     return std::unexpected(ClientError{"bad_argument", "a batch of " + std::to_string(jobs.size()) + " jobs takes up to " +
                                                            std::to_string(frame_bytes) + " bytes, over the broker's " +
@@ -80,7 +80,7 @@ std::expected<proto::Enqueue, ClientError> enqueue_request(std::vector<JobSpec>&
     if (job.id.empty()) job.id = new_job_id();
     request.jobs.push_back(proto::NewJob{std::move(job.queue), std::move(job.id), std::move(job.type),
                                          proto::Bytes{std::move(job.payload)}, job.due_ms, job.max_attempts,
-                                         job.backoff_base_ms, job.backoff_cap_ms});
+                                         job.backoff_base_ms, job.backoff_cap_ms, proto::Bytes{std::move(job.key)}});
   }
   return request;
 }

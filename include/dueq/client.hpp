@@ -37,6 +37,10 @@ struct JobSpec {
   uint32_t max_attempts = 0;  // 0 = the queue's default
   int64_t backoff_base_ms = 0;  // retry n waits random(0, min(cap, base * 2^(n-1))); 0 = the queue's
   int64_t backoff_cap_ms = 0;   // 0 = the queue's
+  // The job's key (docs/keys.md): a tenant, an account, a document; up to
+  // 128 bytes of any kind. A queue with key limits runs at most so many
+  // jobs of one key at a time (one, in order, when it is ordered). "" = none.
+  std::string key;
 };
 
 struct EnqueueResult {

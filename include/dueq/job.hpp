@@ -35,6 +35,7 @@ struct JobDocument {
   // only its id is kept, for done_retention, and these are empty.
   bool record_kept = false;
   std::string type;
+  std::string key;                          // the job's key ("" = none: docs/keys.md)
   std::optional<std::string> payload;       // absent in list rows (payload_bytes says its size)
   std::optional<uint64_t> payload_bytes;
   std::optional<int64_t> due_ms;            // when it was first due
@@ -51,6 +52,7 @@ struct JobDocument {
   std::string last_error;
   std::vector<JobError> errors;             // oldest first (the last 8 KiB of them)
   bool cancel_requested = false;            // running, and a user asked to cancel it
+  bool waiting_for_key = false;             // ready, and parked until its key has a turn free (docs/keys.md)
   std::vector<std::string> also_in;         // other queues holding a job with this id
 };
 

@@ -31,6 +31,7 @@ struct Job {
   // Fencing token of this delivery: distinct for every delivery of a job,
   // useful as an idempotency key for side effects.
   uint64_t token = 0;
+  std::string key;  // the key it was enqueued with ("" = none; docs/keys.md)
 };
 
 struct HandlerResult {

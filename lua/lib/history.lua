@@ -1,3 +1,18 @@
+-- job_record_fields(record): a job record (broker/store/job_record.hpp)
+-- unpacked, as version 2 numbers its fields whatever its version: [1]
+-- version, [2] type, [3] payload, [4] due, [5] max attempts, [6] created,
+-- [7] backoff base, [8] backoff cap, [9] checksum, and .key (nil when the
+-- job has none; version 3 carries it after the type). nil when it does
+-- not unpack.
+local function job_record_fields(record)
+  local ok, fields = pcall(cmsgpack.unpack, record)
+  if not ok or type(fields) ~= "table" then return nil end
+  if fields[1] == 3 and #fields == 10 then
+    fields.key = table.remove(fields, 3)
+  end
+  return fields
+end
+
 -- history_record(record): the job record a kept document holds: the one
 -- the jobs hash held with its payload checksum 0. The checksum guards a
 -- delivery, and a kept document is never delivered again; as 0 it takes
@@ -6,8 +21,10 @@
 local function history_record(record)
   if record == "" then return record end
   local ok, fields = pcall(cmsgpack.unpack, record)
-  if not ok or type(fields) ~= "table" or #fields ~= 9 then return record end
-  fields[9] = 0
+  if not ok or type(fields) ~= "table" or #fields ~= 7 + (tonumber(fields[1]) or 0) or #fields < 9 then
+    return record
+  end
+  fields[#fields] = 0
   return cmsgpack.pack(fields)
 end
 

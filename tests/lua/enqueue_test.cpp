@@ -46,7 +46,7 @@ TEST_F(Scripts, EnqueueWithoutFilterArgumentsStillFindsAScheduledDuplicate) {
   round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 0, "", /*filter_args=*/false));
   const auto sent = round.take_commands();
   ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0].args().size(), 3 + 9 + 3 + 4 * jobs.size() + 2) << "EVALSHA, sha, 9, 9 keys, 3, 4 per job, lease pair";
+  EXPECT_EQ(sent[0].args().size(), 3 + 10 + 3 + 4 * jobs.size() + 2) << "EVALSHA, sha, 10, 10 keys, 3, 4 per job, lease pair";
   auto replies = store_->pipeline(sent);
   ASSERT_TRUE(replies);
   EXPECT_EQ(*ints(replies->at(0).get()), (std::vector<int64_t>{0, 1, 0}));
@@ -79,7 +79,7 @@ TEST_F(Scripts, EnqueueWithBadArgumentsWritesNothing) {
   const std::string record = encode_job_record(JobRecord{"t", "p", 1000, 3, 1000, 0, 0});
   auto eval = [&](const std::vector<std::string>& argv) {
     // EVAL, not sent through the registry: the fence (lua/lib/fence.lua) is appended here.
-    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "10", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.paused, k.epoch};
+    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "11", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.paused, k.key_limits, k.epoch};
     for (auto& a : argv) cmd.add(a);
     cmd.add("0").add("").add("1");  // no lease; epoch 1
     round.add(std::move(cmd));
@@ -116,7 +116,7 @@ TEST_F(Scripts, EnqueueWithFilterArgumentsOtherThanTheJobsBucketWritesNothing) {
                                              {"GET", "i8", std::to_string(offset)},
                                              {"SET", "u8", std::to_string(offset)},
                                              {"GET", "u8", " " + std::to_string(offset)}}) {
-    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "10", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.paused, k.epoch};
+    Command cmd{"EVAL", lua::script(lua::ScriptId::enqueue).source, "11", k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.paused, k.key_limits, k.epoch};
     for (const auto& a : {std::string("1000"), std::string("0"), std::string("1"), std::string("a"), std::string("0"), record, partition})
       cmd.add(a);
     for (const auto& a : filter) cmd.add(a);

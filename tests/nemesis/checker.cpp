@@ -1,5 +1,7 @@
 #include "tests/nemesis/checker.hpp"
 
+#include "tests/nemesis/key_order.hpp"
+
 #include <fmt/format.h>
 
 #include "tests/nemesis/schedule.hpp"
@@ -55,6 +57,7 @@ class Checking {
     }
     check_ticks();
     check_searches();
+    check_keys();
     // Every queue keeps the documents of its newest done jobs (history_max).
     if (b_.documents_kept && v_.done > 0 && v_.documents_kept == 0) wrong_run("no done job kept its document (history_retention, history_max)");
     check_settled(last_due_ms);
@@ -122,6 +125,15 @@ class Checking {
     const auto& runs = starts_[job.id];
     if (std::none_of(runs.begin(), runs.end(), [&](const Start& s) { return static_cast<int64_t>(s.attempt) == end.attempt; }))
       wrong(job.id, fmt::format("its kept document says attempt {}, which no start of it had", end.attempt));
+  }
+
+  // The ordered queue's jobs (key_order.hpp).
+  void check_keys() {
+    auto found = check_key_order(h_, [this](int64_t before_us, int64_t after_us) { return blame(before_us, after_us); });
+    v_.keyed_jobs = found.keyed_jobs;
+    v_.keys = found.keys;
+    v_.key_turns_excused = found.excused;
+    for (auto& what : found.violations) v_.violations.push_back(std::move(what));
   }
 
   // The fault that explains a start again between `before_us` and `after_us`
@@ -352,6 +364,8 @@ std::string Verdict::report() const {
   out += "\nstarted again, by cause:";
   if (duplicates_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : duplicates_by_cause) out += fmt::format(" {} {};", cause, n);
+  out += fmt::format("\nordered queue: {} jobs of {} keys; overlaps or turns out of order a fault explains {}", keyed_jobs,
+                     keys, key_turns_excused);
   out += fmt::format("\nperiodic ticks enqueued {}, missed by cause:", ticks_found);
   if (ticks_missed_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : ticks_missed_by_cause) out += fmt::format(" {} {};", cause, n);

@@ -58,6 +58,7 @@ std::vector<std::string> Topology::queues() const {
   // The main queue first (wait_settled waits to see it); the transient one
   // an operator deletes now and then may be gone at the end.
   std::vector<std::string> out = {queue, queue + "-transient"};
+  if (!ordered_queue().empty()) out.push_back(ordered_queue());
   out.insert(out.end(), new_queues.begin(), new_queues.end());
   return out;
 }
@@ -198,6 +199,7 @@ bool Deployment::start_all(std::string& why) {
     // Finished jobs keep their documents, which the checker holds to their
     // jobs (another build's broker may not know the key: it keeps none).
     if (topology_.broker_bin.empty()) config << "[defaults]\nhistory_retention = \"1h\"\n";
+    if (!topology_.ordered_queue().empty()) config << "[queues." << topology_.ordered_queue() << "]\nordered = true\n";
   }
   // A broker's wall clock is the host's plus the shift in its file
   // (clock_shift.cpp); ASan is told that its runtime comes after that
@@ -233,6 +235,7 @@ bool Deployment::start_all(std::string& why) {
       std::vector<std::string> argv = {topology_.bin_dir + "/dueq-example-worker", "--broker", broker_endpoints(), "--concurrency",
                                        "8", "--record", (dir_ / ("starts-" + name + ".txt")).string()};
       argv.insert(argv.end(), {"--queue", topology_.queue, "--queue", topology_.queue + "-transient"});
+      if (!topology_.ordered_queue().empty()) argv.insert(argv.end(), {"--queue", topology_.ordered_queue()});
       return argv;
     });
   }

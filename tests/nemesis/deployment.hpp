@@ -45,7 +45,11 @@ struct Topology {
   // each (no sentinels), brokers given redis+cluster:// and min_replicas 1.
   bool cluster = false;
 
-  // queue, then new_queues.
+  // `<queue>-ordered`, set `ordered = true` (docs/keys.md), served by the
+  // C++ workers; none for another build's broker (it may not know the key).
+  std::string ordered_queue() const { return broker_bin.empty() ? queue + "-ordered" : std::string(); }
+
+  // queue, the transient one, the ordered one, then new_queues.
   std::vector<std::string> queues() const;
 };
 

@@ -114,6 +114,10 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     h.deleted_queues.insert(f[0]);
     h.deletes.push_back({f[0], *from, *to});
     return true;
+  }) && each_line(dir / "keys.tsv", error, [&](const std::vector<std::string>& f) {
+    if (f.size() != 2 || f[1].empty()) return false;
+    h.keys[f[0]] = f[1];
+    return true;
   }) && each_line(dir / "searches.tsv", error, [&](const std::vector<std::string>& f) {
     auto at = f.size() == 3 ? number(f[1]) : std::nullopt;
     if (!at || (f[2] != "found" && f[2] != "missing")) return false;

@@ -15,6 +15,9 @@
 //                 before they were recorded)
 //   asks.tsv      id, wall ms: each time a producer asked for a job again
 //                 after its first try had no answer that it was accepted
+//   keys.tsv      id, key: each job sent to the ordered queue (`ordered =
+//                 true`, docs/keys.md) with its key, before it was asked;
+//                 such a job sleeps kOrderedRunMs in its handler
 //   searches.tsv  id, wall ms, "found" or "missing": an operator's search
 //                 by type of the scheduled state for a job due 3 s or more
 //                 later that no operator touched, and what its answer held
@@ -96,8 +99,13 @@ struct SearchSeen {
   bool found = false;
 };
 
+// How long a job of the ordered queue runs (the example worker's "sleep"
+// handler): what the checker takes as a run's length.
+inline constexpr int64_t kOrderedRunMs = 40;
+
 struct History {
   std::vector<AcceptedJob> accepted;
+  std::map<std::string, std::string> keys;  // keys.tsv: id -> key, jobs of the ordered queue
   std::vector<std::string> cancels;
   std::map<std::string, int64_t> reschedules;  // id -> the new due ms asked
   std::set<std::string> deleted_queues;  // deletes.tsv: queues a `dueq queue delete` removed

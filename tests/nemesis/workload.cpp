@@ -45,6 +45,7 @@ Workload::Workload(std::filesystem::path dir, WorkloadOptions options)
   for (size_t q = 0; q < options_.new_queues.size(); ++q) threads_.emplace_back([this, q] { produce_new_queue(q); });
   threads_.emplace_back([this] { operate(); });
   threads_.emplace_back([this] { produce_transient(); });
+  if (!options_.ordered_queue.empty()) threads_.emplace_back([this] { produce_ordered(); });
 }
 
 Workload::~Workload() { stop(); }
@@ -76,6 +77,23 @@ void Workload::produce(int producer) {
       batch.push_back(draw_job(rng, options_, options_.queue, fmt::format("p{}-{}.", producer, n * options_.batch + i)));
     send(client, std::move(batch));
     std::this_thread::sleep_for(100ms);
+  }
+}
+
+void Workload::produce_ordered() {
+  std::mt19937_64 rng(options_.seed * 7919 + 15'485'863);
+  Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  for (int64_t n = 0; producing_; ++n) {
+    std::vector<JobSpec> batch;
+    for (int i = 0; i < 3; ++i) {
+      JobSpec job{options_.ordered_queue, "sleep", std::to_string(kOrderedRunMs), fmt::format("o{}.", n * 3 + i), 0, 3};
+      job.key = fmt::format("acct-{}", rng() % 6);
+      if (rng() % 2 == 0) job.due_ms = std::min(wall_ms() + static_cast<int64_t>(rng() % 3'000), options_.last_due_ms);
+      append_line(dir_ / "keys.tsv", {job.id, job.key});
+      batch.push_back(std::move(job));
+    }
+    send(client, std::move(batch));
+    std::this_thread::sleep_for(150ms);
   }
 }
 

@@ -42,6 +42,9 @@ struct WorkloadOptions {
     bool asked_once = false;
   };
   std::vector<NewQueue> new_queues;
+  // An ordered queue (docs/keys.md), "" for none: a producer of its own
+  // sends it batches of jobs with keys (keys.tsv).
+  std::string ordered_queue;
 };
 
 class Workload {
@@ -88,6 +91,10 @@ class Workload {
   // One batch to new queue `q`, at its time (a thread and a connection of
   // its own, so that batches due a few ms apart go out so).
   void produce_new_queue(size_t q);
+  // Every 150 ms, three jobs of the ordered queue, each with one of six
+  // keys, running kOrderedRunMs (history.hpp), due now or within 3 s; each
+  // id's key goes to keys.tsv before the batch is asked.
+  void produce_ordered();
   // Asks `batch` until each job is answered, asking again for at most
   // `ask_again_ms` after the first try; records each.
   static constexpr int64_t kAskAgainMs = 20'000;

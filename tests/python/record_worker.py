@@ -1,6 +1,7 @@
 """A Python worker for the tests: handlers noop, sleep (payload = ms), fail and
 crash, like dueq-example-worker; each start appends `id attempt token
-start_us pid` to --record (start_us: the wall clock in microseconds)."""
+start_us pid key` to --record (start_us: the wall clock in microseconds;
+key: the job's key in hex, - for none)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def main() -> None:
 
     def note(job: dueq.Job) -> None:
         with lock:
-            record.write(f"{job.id} {job.attempt} {job.token} {time.time_ns() // 1000} {os.getpid()}\n")
+            record.write(f"{job.id} {job.attempt} {job.token} {time.time_ns() // 1000} {os.getpid()} {job.key.hex() or '-'}\n")
 
     @worker.handle("noop")
     def noop(job: dueq.Job) -> None:

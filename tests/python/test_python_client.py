@@ -59,6 +59,28 @@ class PythonWorker(unittest.TestCase):
         audit = d.dueq("audit")
         self.assertEqual(audit.returncode, 0, audit.stdout + audit.stderr)
 
+    def test_keys_of_any_bytes_reach_the_python_worker_and_the_job_document(self) -> None:
+        d = Deployment(self)
+        record = d.dir / "keys.rec"
+        d.python_worker("--queue", "k", "--record", str(record))
+        with dueq.Producer(d.endpoint) as producer:
+            producer.enqueue("k", "noop", id="text-key", key="tenant é")
+            producer.enqueue("k", "noop", id="raw-key", key=b"\xff\x00a")
+            producer.enqueue("k", "noop", id="no-key")
+            producer.enqueue("k", "noop", id="later", key=b"\xff\x00a", delay=60)
+            self.assertTrue(eventually(lambda: len(read_records(record)) == 3, 10))
+            keys = {r[0]: r[5] for r in read_records(record)}
+            self.assertEqual(keys, {"text-key": "tenant é".encode().hex(), "raw-key": "ff0061", "no-key": "-"})
+            later = producer.job("later", "k")
+            assert later is not None
+            self.assertEqual(later["key"], {"encoding": "base64", "data": base64.b64encode(b"\xff\x00a").decode()})
+            shown = subprocess.run([str(support.BIN / "dueq"), "--broker", d.endpoint, "job", "later", "--queue", "k",
+                                    "--json"], check=True, capture_output=True)
+            self.assertEqual(later, json.loads(shown.stdout), "one document in every view")
+            with self.assertRaises(dueq.Rejected) as refused:
+                producer.enqueue("k", "noop", key=b"k" * 129)
+            self.assertIn("key exceeds 128 bytes", str(refused.exception))
+
     def test_sigkill_of_a_python_worker_redelivers_what_it_held(self) -> None:
         d = Deployment(self, ["--heartbeat", "200ms", "--worker-timeout", "1s"])
         py_rec, cpp_rec = d.dir / "py.rec", d.dir / "cpp.rec"

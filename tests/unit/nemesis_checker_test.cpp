@@ -453,5 +453,57 @@ TEST(NemesisSchedule, AFullDiskHitsAStoreOnly) {
   EXPECT_TRUE(draw_schedule(5, 600'000, embedded, false, {FaultKind::disk}).empty());
 }
 
+
+// Two jobs of key "acct" in the ordered queue, a due 1 s before b, each
+// started once and done, b after a's run: the rule holds.
+History ordered_pair() {
+  History h;
+  h.accepted.push_back({"a", "sleep", kDue, 3, true, kDue - 5'000, "o"});
+  h.accepted.push_back({"b", "sleep", kDue + 1'000, 3, true, kDue - 5'000, "o"});
+  h.keys = {{"a", "acct"}, {"b", "acct"}};
+  h.starts.push_back({"a", 1, 11, (kDue + 1'000) * 1000, "w0"});
+  h.starts.push_back({"b", 1, 12, (kDue + 1'000 + kOrderedRunMs + 5) * 1000, "w1"});
+  h.finals["a"] = {"done", kDue + 1'100, "", "sleep", 1};
+  h.finals["b"] = {"done", kDue + 1'200, "", "sleep", 1};
+  h.facts = {{"healed_ms", kDue}, {"settled_ms", kDue + 3'000}, {"audit", 0}, {"stats_done", 2}, {"stats_dead", 0},
+             {"stats_cancelled", 0}, {"stats_accepted", 2}, {"stats_in_flight", 0}};
+  return h;
+}
+
+TEST(NemesisChecker, AnOrderedKeysJobsOneAtATimeInDueOrderPass) {
+  const Verdict v = check(ordered_pair(), Bounds{});
+  EXPECT_TRUE(v.violations.empty()) << v.report();
+  EXPECT_EQ(v.keyed_jobs, 2U);
+  EXPECT_EQ(v.keys, 1U);
+}
+
+TEST(NemesisChecker, AKeysJobStartedWhileAnotherRanFails) {
+  History h = ordered_pair();
+  h.starts[1].start_us = (kDue + 1'010) * 1000;  // 10 ms into a's run
+  EXPECT_TRUE(says(check(h, Bounds{}), "b: key acct: started 10000 us after a started, while it ran"));
+  h.keys["b"] = "other";  // another key: no rule between them
+  EXPECT_TRUE(check(h, Bounds{}).violations.empty());
+}
+
+TEST(NemesisChecker, AJobStartedAgainAfterALaterOneTookTheTurnFails) {
+  History h = ordered_pair();
+  h.starts.push_back({"a", 2, 13, (kDue + 1'500) * 1000, "w0"});
+  const Verdict v = check(h, Bounds{});
+  EXPECT_TRUE(says(v, "a: key acct: started again after b had taken the key's turn")) << v.report();
+}
+
+TEST(NemesisChecker, AKeysLaterDueJobFirstFailsUnlessAFaultOrTheSlackExplainsIt) {
+  History h = ordered_pair();
+  std::swap(h.starts[0].start_us, h.starts[1].start_us);
+  EXPECT_TRUE(says(check(h, Bounds{}), "b: key acct: started before a, due 1000 ms earlier and waiting"));
+  h.faults.push_back({kDue, kDue + 500, "failover", "redis0"});
+  const Verdict excused = check(h, Bounds{});
+  EXPECT_FALSE(says(excused, "key acct")) << excused.report();
+  EXPECT_GT(excused.key_turns_excused, 0U);
+  h.faults.clear();
+  h.accepted[0].due_ms = kDue + 500;  // a due 500 ms before b's start: still within the promote slack
+  h.finals["a"].finished_ms = kDue + 1'300;
+  EXPECT_FALSE(says(check(h, Bounds{}), "key acct"));
+}
 }  // namespace
 }  // namespace dueq::nemesis

@@ -106,6 +106,7 @@ def job_document(fields: dict[str, str]) -> dict[str, Any]:
         "id": bytes_json(fields.get("id", "")), "queue": bytes_json(fields.get("queue", "")),
         "state": "running" if fields.get("s") == "leased" else fields.get("s", ""),
         "type": bytes_json(fields.get("t", "")) if kept else None,
+        "key": bytes_json(fields["k"]) if fields.get("k") else None,
         "payload": payload, "payload_bytes": payload_bytes,
     }
     for name, key in (("due", "d"), ("run_at", "r"), ("created", "c"), ("lease_deadline", "l"), ("started", "st")):
@@ -116,6 +117,7 @@ def job_document(fields: dict[str, str]) -> dict[str, Any]:
     doc.update({"attempt": _number(fields, "a"), "max_attempts": _number(fields, "m"),
                 "backoff_base_ms": _number(fields, "bb"), "backoff_cap_ms": _number(fields, "bc"),
                 "last_error": bytes_json(fields["e"]) if fields.get("e") else None,
-                "errors": errors, "cancel_requested": fields.get("cx") == "1", "record_kept": kept,
+                "errors": errors, "cancel_requested": fields.get("cx") == "1",
+                "waiting_for_key": fields.get("pk") == "1", "record_kept": kept,
                 "also_in": [bytes_json(q) for q in fields["also_in"].split(",")] if fields.get("also_in") else []})
     return doc

@@ -38,7 +38,9 @@ class Rejected(DueqError):
 @dataclass
 class Job:
     """A job to enqueue. `due_ms` is milliseconds since the Unix epoch (UTC),
-    0 for now; 0 for `max_attempts` and the backoffs takes the queue's defaults."""
+    0 for now; 0 for `max_attempts` and the backoffs takes the queue's defaults.
+    `key` (up to 128 bytes; a str is sent as its UTF-8) groups the job with
+    others of its key for per-key order and limits (docs/keys.md); empty: none."""
     queue: str
     type: str
     payload: bytes = b""
@@ -47,10 +49,14 @@ class Job:
     max_attempts: int = 0
     backoff_base_ms: int = 0
     backoff_cap_ms: int = 0
+    key: Union[str, bytes] = b""
 
     def wire(self) -> list[Any]:
-        return [self.queue, self.id, self.type, self.payload, self.due_ms, self.max_attempts, self.backoff_base_ms,
-                self.backoff_cap_ms]
+        fields = [self.queue, self.id, self.type, self.payload, self.due_ms, self.max_attempts, self.backoff_base_ms,
+                  self.backoff_cap_ms]
+        if self.key:  # left out without one: a broker before 0.7 reads exactly 8 fields the same
+            fields.append(self.key.encode() if isinstance(self.key, str) else bytes(self.key))
+        return fields
 
 
 # One ENQUEUE stays within the broker's limits: 10,000 jobs, and 8 MiB of
@@ -79,13 +85,14 @@ class Producer:
         self.close()
 
     def enqueue(self, queue: str, type: str, payload: Union[bytes, str] = b"", *, id: Optional[str] = None,
-                due_ms: int = 0, delay: Optional[float] = None, max_attempts: int = 0) -> EnqueueResult:
+                due_ms: int = 0, delay: Optional[float] = None, max_attempts: int = 0,
+                key: Union[str, bytes] = b"") -> EnqueueResult:
         """Enqueues one job, due at `due_ms` or after `delay` seconds; raises Rejected when refused.
-        The result is `accepted`, or `duplicate` when a job with this id exists."""
+        The result is `accepted`, or `duplicate` when a job with this id exists. `key`: see Job."""
         if delay is not None:
             due_ms = int(time.time() * 1000 + delay * 1000)
         job = Job(queue, type, payload.encode() if isinstance(payload, str) else payload, id or uuid.uuid4().hex,
-                  due_ms, max_attempts)
+                  due_ms, max_attempts, key=key)
         result = self.enqueue_many([job])[0]
         if result.status == EnqueueStatus.REJECTED:
             raise Rejected("rejected", result.reason)

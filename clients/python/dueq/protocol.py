@@ -186,6 +186,7 @@ class Task:
     created_ms: int
     payload_checksum: int
     start_check: int
+    key: bytes = b""  # empty: none, or a broker before 0.7 (11 fields)
 
     @property
     def ref(self) -> JobRef:
@@ -198,7 +199,7 @@ class Task:
         return Task(_str(f[0], "queue"), _str(f[1], "id"), _str(f[2], "type"), _bytes(f[3], "payload"),
                     _int(f[4], "due_ms"), _uint(f[5], "attempt", U32), _uint(f[6], "max_attempts", U32),
                     _uint(f[7], "token", low=1), _int(f[8], "created_ms"), _uint(f[9], "payload_checksum"),
-                    start_check)
+                    start_check, _bytes(f[11], "key") if len(f) > 11 else b"")
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ class Job:
     due_ms: int
     created_ms: int
     token: int
+    key: bytes = b""  # the key it was enqueued with (empty: none)
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
@@ -344,7 +345,7 @@ class Worker:
                 continue
             with self._lock:
                 self._jobs[key] = Job(task.queue, task.id, task.type, task.payload, task.attempt, task.max_attempts,
-                                      task.due_ms, task.created_ms, task.token)
+                                      task.due_ms, task.created_ms, task.token, task.key)
                 if task.start_check == 0 and self._alone_pending():
                     self._held_back.append(task)
                 elif task.start_check == 0:

@@ -1,0 +1,137 @@
+#include "broker/admin/key_commands.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "broker/store/keys.hpp"
+#include "common/logging.hpp"
+#include "common/names.hpp"
+#include "common/protocol.hpp"
+
+namespace dueq::broker {
+
+namespace {
+constexpr int64_t kMaxKeyLimit = 1'000'000;
+constexpr uint32_t kDefaultRows = 100;
+constexpr uint32_t kMaxRows = 1'000;
+
+std::optional<int64_t> whole_number(const std::string& text) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+std::string arg(const proto::AdminRequest& request, const char* name) {
+  auto it = request.args.find(name);
+  return it == request.args.end() ? std::string() : it->second;
+}
+}  // namespace
+
+namespace calls {
+
+Command key_limit(const std::string& queue, const std::string& key, int64_t limit) {
+  QueueKeys k(queue);
+  Command call = script_call(lua::ScriptId::key_limit, {k.key_limits, k.key_running});
+  call.add(key);
+  return limit == 0 ? call.add("clear") : call.add(limit);
+}
+
+Result<KeyLimitOutcome> parse_key_limit(const redisReply* r) {
+  static constexpr std::array kKnown{KeyLimitChange::set, KeyLimitChange::too_many_keys};
+  auto values = reply::integers(r, "key_limit");
+  if (!values) return std::unexpected(values.error());
+  if (values->size() != 3) return reply::bad(r, "key_limit");
+  const auto change = reply::code((*values)[0], kKnown);
+  if (!change) return reply::bad(r, "key_limit");
+  return KeyLimitOutcome{*change, (*values)[1], (*values)[2]};
+}
+
+Command key_list(const std::string& queue, bool limits, const std::string& cursor, int count) {
+  QueueKeys k(queue);
+  return script_call(lua::ScriptId::key_list, {k.key_running, k.key_limits})
+      .add(limits ? "limits" : "running")
+      .add(cursor)
+      .add(static_cast<int64_t>(count));
+}
+
+Result<KeyPage> parse_key_list(const redisReply* r) {
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements < 1 || (r->elements - 1) % 3 != 0 ||
+      r->element[0]->type != REDIS_REPLY_STRING)
+    return reply::bad(r, "key_list");
+  KeyPage page{reply::str(r->element[0]), {}};
+  for (size_t i = 1; i < r->elements; i += 3) {
+    if (r->element[i]->type != REDIS_REPLY_STRING || r->element[i + 1]->type != REDIS_REPLY_INTEGER ||
+        r->element[i + 2]->type != REDIS_REPLY_INTEGER)
+      return reply::bad(r, "key_list");
+    page.rows.push_back({reply::str(r->element[i]), r->element[i + 1]->integer, r->element[i + 2]->integer});
+  }
+  return page;
+}
+
+}  // namespace calls
+
+Result<proto::AdminReply> key_limit(AdminContext& c, const proto::AdminRequest& request) {
+  if (auto valid = validate_queue_name(request.queue); !valid) return std::unexpected(valid.error());
+  const std::string key = arg(request, "key");
+  if (key.empty() || key.size() > proto::kMaxKeyBytes) return fail(Errc::bad_argument, "args.key: 1..128 bytes");
+  const std::string limit_text = arg(request, "limit");
+  int64_t limit = 0;
+  if (limit_text != "clear") {
+    auto parsed = whole_number(limit_text);
+    if (!parsed || *parsed < 1 || *parsed > kMaxKeyLimit)
+      return fail(Errc::bad_argument, "args.limit: a whole number of 1..1000000, or \"clear\"");
+    limit = *parsed;
+  }
+  auto r = c.redis.call(calls::key_limit(request.queue, key, limit));
+  if (!r) return std::unexpected(r.error());
+  if (auto err = reply_error(r->get()); !err.empty()) return fail(Errc::internal, std::string(err));
+  auto outcome = calls::parse_key_limit(r->get());
+  if (!outcome) return std::unexpected(outcome.error());
+  if (outcome->change == KeyLimitChange::too_many_keys)
+    return fail(Errc::bad_argument, fmt::format("queue '{}' has 10000 keys with a limit of their own: clear some first",
+                                                loggable(request.queue)));
+  proto::AdminReply out;
+  out.rows.push_back({{"queue", request.queue},
+                      {"key", key},
+                      {"limit", limit == 0 ? "default" : std::to_string(limit)},
+                      {"previous", outcome->previous == 0 ? "default" : std::to_string(outcome->previous)},
+                      {"running", std::to_string(outcome->running)}});
+  out.summary = limit == 0 ? fmt::format("key '{}' of '{}' takes the queue's limit", loggable(key), request.queue)
+                           : fmt::format("key '{}' of '{}' runs at most {} at a time", loggable(key), request.queue, limit);
+  return out;
+}
+
+Result<proto::AdminReply> key_list(AdminContext& c, const proto::AdminRequest& request) {
+  if (auto valid = validate_queue_name(request.queue); !valid) return std::unexpected(valid.error());
+  const std::string of = arg(request, "of");
+  if (!of.empty() && of != "running" && of != "limits")
+    return fail(Errc::bad_argument, "args.of: \"running\" or \"limits\"");
+  const std::string after = arg(request, "after");
+  std::string cursor = after.empty() ? std::string("0") : after;
+  if (!whole_number(cursor)) return fail(Errc::bad_argument, "args.after: the `next` of an earlier page");
+  if (request.limit > kMaxRows) return fail(Errc::bad_argument, "limit: at most 1000 rows");
+  const auto rows = request.limit == 0 ? kDefaultRows : request.limit;
+  proto::AdminReply out;
+  // HSCAN's COUNT is a hint: pages are asked for until `rows` are in or the
+  // scan ends, each call bounded.
+  while (out.rows.size() < rows) {
+    auto r = c.redis.call(calls::key_list(request.queue, of == "limits", cursor, static_cast<int>(rows - out.rows.size())));
+    if (!r) return std::unexpected(r.error());
+    if (auto err = reply_error(r->get()); !err.empty()) return fail(Errc::internal, std::string(err));
+    auto page = calls::parse_key_list(r->get());
+    if (!page) return std::unexpected(page.error());
+    for (auto& row : page->rows)
+      out.rows.push_back({{"key", std::move(row.key)},
+                          {"running", std::to_string(row.running)},
+                          {"limit", row.own_limit == 0 ? "default" : std::to_string(row.own_limit)}});
+    cursor = page->next;
+    if (cursor == "0") break;
+  }
+  out.next = cursor == "0" ? "" : cursor;
+  out.summary = fmt::format("{} keys {}", out.rows.size(), of == "limits" ? "with a limit of their own" : "holding turns");
+  return out;
+}
+
+}  // namespace dueq::broker

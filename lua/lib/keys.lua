@@ -1,0 +1,100 @@
+-- Per-key limits (docs/keys.md), included (by embed.cmake) in every script
+-- that leases a job or ends a lease. A queue with a key limit runs at most
+-- LIMIT jobs of one key at a time; an ordered queue runs one, and a job
+-- that goes back to wait for a retry keeps its key's turn.
+--
+-- State, all of it in the queue's slot:
+--   held     hash  id -> "o" or "l", then its key: the jobs that hold a
+--                  turn of their key (leased, or with "o", of an ordered
+--                  queue, also while it waits for a retry)
+--   running  hash  key -> turns held; a key without any has no field, so
+--                  an idle key costs nothing
+--   parked   zset  every score 0, members key_member(key, due, id): ready
+--                  jobs whose key had no turn free, in key, then due, then
+--                  id order (ZRANGEBYLEX finds a key's first)
+--   limits   hash  key -> its own limit (`dueq key limit`), over the
+--                  queue's default
+-- A parked job stays in the ready set, with key_parked_offset added to its
+-- score: it sorts behind every job that can run, every view of the ready
+-- set still counts it, and cancelling or purging it needs nothing here (its
+-- parked member is dropped when it comes up, key_unpark).
+
+-- 2^52 ms: above any due time (year 142,000), and a due time plus it is
+-- still exact in a double.
+local key_parked_offset = 4503599627370496
+
+-- The key of a job record (broker/store/job_record.hpp): version 3 carries
+-- it right after the type. nil for a job without one.
+local function record_key(record)
+  if not record then return nil end
+  local head, version, b = string.byte(record, 1, 3)
+  if head ~= 0x9a or version ~= 3 or not b then return nil end
+  local at  -- where the key's str header starts: after the type
+  if b >= 0xa0 and b <= 0xbf then
+    at = 4 + b - 0xa0
+  elseif b == 0xd9 then
+    at = 5 + string.byte(record, 4)
+  else
+    return nil  -- types are at most 128 bytes: fixstr or str8
+  end
+  local k = string.byte(record, at)
+  if not k then return nil end
+  if k >= 0xa0 and k <= 0xbf then return string.sub(record, at + 1, at + k - 0xa0) end
+  if k == 0xd9 then
+    local len = string.byte(record, at + 1) or 0
+    return string.sub(record, at + 2, at + 1 + len)
+  end
+  return nil  -- keys are at most 128 bytes
+end
+
+-- A parked job's member: its key length-prefixed (so that no key is a
+-- prefix of another's members), its due ms in 16 digits, then its id.
+local function key_prefix(key)
+  return string.format("%03d", #key) .. key
+end
+local function key_member(key, due, id)
+  return key_prefix(key) .. string.format("%016d", due) .. id
+end
+
+-- The turns KEY may hold: its own limit, else the queue's default.
+local function key_limit_of(limits_key, key, default_limit)
+  return tonumber(redis.call("HGET", limits_key, key)) or default_limit
+end
+
+-- Moves KEY's first parked job back into line in the ready set. Members
+-- of jobs no longer parked (cancelled, purged, leased through a repair)
+-- are dropped on the way, at most 16 of them per call.
+local function key_unpark(k, key)
+  local prefix = key_prefix(key)
+  for _ = 1, 16 do
+    local first = redis.call("ZRANGEBYLEX", k.parked, "[" .. prefix, "(" .. prefix .. ":", "LIMIT", 0, 1)[1]
+    if not first then return end
+    redis.call("ZREM", k.parked, first)
+    local id = string.sub(first, #prefix + 17)
+    local score = tonumber(redis.call("ZSCORE", k.ready, id))
+    if score and score >= key_parked_offset then
+      redis.call("ZADD", k.ready, "XX", score - key_parked_offset, id)
+      return
+    end
+  end
+end
+
+-- Ends ID's turn of its key, if it holds one, and lets the key's next
+-- parked job run. K: {held, running, parked, ready} key names. WAITS_AGAIN:
+-- the job goes back to wait (a retry, a delivery that ended unstarted),
+-- and an ordered queue's job keeps its turn then.
+local function key_release(k, id, waits_again)
+  local held = redis.call("HGET", k.held, id)
+  if not held or (waits_again and string.byte(held) == 111) then return end  -- 111: "o"
+  local key = string.sub(held, 2)
+  redis.call("HDEL", k.held, id)
+  if redis.call("HINCRBY", k.running, key, -1) <= 0 then redis.call("HDEL", k.running, key) end
+  key_unpark(k, key)
+end
+
+-- key_release for each of IDS, when the queue holds any turn at all (one
+-- EXISTS for a queue without keys).
+local function key_release_all(k, ids)
+  if #ids == 0 or redis.call("EXISTS", k.held) == 0 then return end
+  for i = 1, #ids do key_release(k, ids[i], false) end
+end

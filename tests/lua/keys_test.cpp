@@ -1,0 +1,189 @@
+// Per-key limits (lua/lib/keys.lua): keyed records, ordered queues, limits
+// per key, parking and releasing turns through ack, nack, reclaim and
+// cancel. Run against a real redis-server through the broker's typed calls.
+#include "tests/lua/scripts_fixture.hpp"
+
+using namespace dueq;
+using namespace dueq::broker;
+using namespace dueq::testing::scripts;
+
+namespace {
+
+proto::NewJob keyed(std::string id, std::string key, int64_t due = 0, uint32_t max = 0) {
+  return proto::NewJob{"q", std::move(id), "t", proto::Bytes{"p"}, due, max, 0, 0, proto::Bytes{std::move(key)}};
+}
+
+LeaseLimits ordered_limits(int64_t now) { return {now, 0, 0, 1, 0, true}; }
+LeaseLimits per_key(int64_t now, int64_t limit) { return {now, 0, 0, 1, limit, false}; }
+
+std::vector<std::string> ids_of(const LeaseBatch& batch) {
+  std::vector<std::string> ids;
+  for (const auto& j : batch.jobs) ids.push_back(j.id);
+  return ids;
+}
+
+}  // namespace
+
+class Keys : public Scripts {
+ protected:
+  LeaseBatch lease_with(int count, const LeaseLimits& limits) {
+    Round round;
+    round.add(calls::lease("q", 60'000, count, limits));
+    auto batch = calls::parse_lease(run(round));
+    EXPECT_TRUE(batch) << (batch ? "" : batch.error().message);
+    return batch ? *batch : LeaseBatch{};
+  }
+  void ack(const LeasedJob& job, int64_t now = 2000) {
+    Round round;
+    round.add(calls::ack("q", now, 60, {{job.id, job.token}}));
+    EXPECT_EQ(*ints(run(round)), std::vector<int64_t>{1}) << job.id;
+  }
+  NackOutcome nack(const LeasedJob& job, NackMode mode, double jitter = 0) {
+    Round round;
+    round.add(calls::nack("q", 2000, 1000, 1000, 60, {{job.id, job.token, mode, "failed", jitter}}));
+    auto out = calls::parse_nack(run(round));
+    EXPECT_TRUE(out && out->size() == 1u);
+    return out && !out->empty() ? out->front() : NackOutcome{};
+  }
+  std::string cli(const std::string& command) { return redis_->cli(command); }
+};
+
+TEST_F(Keys, AKeyedRecordCarriesItsKeyAndAKeylessOneIsVersion2AsBefore) {
+  JobRecord r{"send", "payload", 1000, 3, 900, 0, 0, 42, std::string("tenant\0\xff", 8)};
+  const std::string bytes = encode_job_record(r);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[0]), 0x9a);
+  EXPECT_EQ(bytes[1], 3);
+  EXPECT_EQ(*decode_job_record(bytes), r);
+  r.key.clear();
+  const std::string plain = encode_job_record(r);
+  EXPECT_EQ(static_cast<uint8_t>(plain[0]), 0x99);
+  EXPECT_EQ(plain[1], 2);
+  EXPECT_EQ(*decode_job_record(plain), r);
+}
+
+TEST_F(Keys, AnOrderedQueueRunsOneJobPerKeyInDueOrderAndOthersAreNotHeldUp) {
+  enqueue({keyed("a2", "A", 200), keyed("a1", "A", 100), keyed("b1", "B", 150), job("free", 120), keyed("a3", "A", 300)},
+          1000);
+  auto first = lease_with(10, ordered_limits(1000));
+  std::vector<std::string> ids = ids_of(first);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"a1", "b1", "free"})) << "one per key, the earliest due; no key: no limit";
+  EXPECT_EQ(first.held_by, LeaseHold::keys);
+  EXPECT_EQ(first.wait_ms, 1) << "jobs were parked in this call";
+  EXPECT_EQ(cli("ZCARD 'dueq:{q}:ready'"), "2") << "parked jobs are still ready";
+  auto none = lease_with(10, ordered_limits(1000));
+  EXPECT_TRUE(none.jobs.empty());
+  EXPECT_EQ(none.held_by, LeaseHold::keys);
+  EXPECT_EQ(none.wait_ms, 0) << "every ready job is parked";
+  const LeasedJob& a1 = first.jobs[0].id == "a1" ? first.jobs[0] : first.jobs[1].id == "a1" ? first.jobs[1] : first.jobs[2];
+  ASSERT_EQ(a1.id, "a1");
+  EXPECT_EQ(a1.record.key, "A");
+  ack(a1);
+  auto second = lease_with(10, ordered_limits(1000));
+  EXPECT_EQ(ids_of(second), std::vector<std::string>{"a2"}) << "a1's ack gave A's turn to the next due";
+  ack(second.jobs[0]);
+  auto third = lease_with(10, ordered_limits(1000));
+  EXPECT_EQ(ids_of(third), std::vector<std::string>{"a3"});
+}
+
+TEST_F(Keys, AnOrderedJobWaitingForARetryKeepsItsKeysTurnUntilItDies) {
+  enqueue({keyed("a1", "A", 100, 2), keyed("a2", "A", 200)}, 1000);
+  auto first = lease_with(10, ordered_limits(1000));
+  ASSERT_EQ(ids_of(first), std::vector<std::string>{"a1"});
+  auto retry = nack(first.jobs[0], NackMode::retry);
+  EXPECT_EQ(retry.status, NackStatus::retried);
+  EXPECT_EQ(cli("HGET 'dueq:{q}:keys:held' a1"), "oA");
+  // Back in the ready set at once (a jitter of 0): a1 goes again, a2 waits.
+  auto second = lease_with(10, ordered_limits(3000));
+  EXPECT_EQ(ids_of(second), std::vector<std::string>{"a1"}) << "the retry holds A's turn";
+  EXPECT_EQ(second.jobs.at(0).attempt, 2u);
+  EXPECT_EQ(nack(second.jobs[0], NackMode::retry).status, NackStatus::dead) << "its last attempt";
+  auto third = lease_with(10, ordered_limits(3000));
+  EXPECT_EQ(ids_of(third), std::vector<std::string>{"a2"}) << "a dead job releases its key";
+}
+
+TEST_F(Keys, ARetryInAQueueWithKeyLimitsGivesUpItsTurn) {
+  enqueue({keyed("a1", "A", 100, 3), keyed("a2", "A", 200)}, 1000);
+  auto first = lease_with(10, per_key(1000, 1));
+  ASSERT_EQ(ids_of(first), std::vector<std::string>{"a1"});
+  nack(first.jobs[0], NackMode::retry);
+  auto second = lease_with(10, per_key(3000, 1));
+  ASSERT_EQ(second.jobs.size(), 1u) << "one of A at a time";
+  EXPECT_EQ(second.jobs[0].id, "a2") << "a2 went first: not ordered, the retry waits behind it";
+}
+
+TEST_F(Keys, KeyLimitsTakeTheKeysOwnLimitOverTheQueueDefault) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 5; ++i) jobs.push_back(keyed("big" + std::to_string(i), "big", 100 + i));
+  for (int i = 0; i < 5; ++i) jobs.push_back(keyed("small" + std::to_string(i), "small", 200 + i));
+  enqueue(jobs, 1000);
+  cli("HSET 'dueq:{q}:keys:limits' big 3");
+  auto batch = lease_with(100, per_key(1000, 2));
+  std::vector<std::string> ids = ids_of(batch);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"big0", "big1", "big2", "small0", "small1"}));
+  EXPECT_EQ(cli("HGET 'dueq:{q}:keys:running' big"), "3");
+  EXPECT_EQ(cli("HGET 'dueq:{q}:keys:running' small"), "2");
+  EXPECT_EQ(cli("ZCARD 'dueq:{q}:keys:parked'"), "5");
+}
+
+TEST_F(Keys, AnIdleKeyLeavesNothingBehindEvenAfterACancelledParkedJob) {
+  enqueue({keyed("a1", "A", 100), keyed("a2", "A", 200), keyed("a3", "A", 300)}, 1000);
+  auto first = lease_with(10, ordered_limits(1000));
+  ASSERT_EQ(ids_of(first), std::vector<std::string>{"a1"});
+  Round cancel;
+  cancel.add(calls::cancel("q", 1500, "a2", 60));
+  EXPECT_EQ(calls::parse_cancel(run(cancel))->status, CancelStatus::cancelled);
+  ack(first.jobs[0]);
+  auto second = lease_with(10, ordered_limits(1000));
+  EXPECT_EQ(ids_of(second), std::vector<std::string>{"a3"}) << "the cancelled a2 is passed over";
+  ack(second.jobs[0]);
+  for (const char* key : {"held", "running", "parked"})
+    EXPECT_EQ(cli(fmt::format("EXISTS 'dueq:{{q}}:keys:{}'", key)), "0") << key;
+}
+
+TEST_F(Keys, AnExpiredLeaseOfAnOrderedQueueKeepsItsTurnAndOneOfLimitsDoesNot) {
+  enqueue({keyed("a1", "A", 100, 5), keyed("a2", "A", 200)}, 1000);
+  auto first = lease_with(10, ordered_limits(1000));
+  ASSERT_EQ(ids_of(first), std::vector<std::string>{"a1"});
+  Round reclaim;
+  reclaim.add(calls::reclaim("q", 70'000, 100, 60));
+  ASSERT_TRUE(calls::parse_reclaim(run(reclaim)));
+  auto second = lease_with(10, ordered_limits(70'000));
+  EXPECT_EQ(ids_of(second), std::vector<std::string>{"a1"}) << "a1 is redelivered before a2";
+}
+
+TEST_F(Keys, ACancelledRetryReleasesItsKey) {
+  enqueue({keyed("a1", "A", 100, 5), keyed("a2", "A", 200)}, 1000);
+  auto first = lease_with(10, ordered_limits(1000));
+  ASSERT_EQ(ids_of(first), std::vector<std::string>{"a1"});
+  // Waits for its retry in the schedule, holding A.
+  EXPECT_EQ(nack(first.jobs[0], NackMode::retry, 1.0).status, NackStatus::retried);
+  EXPECT_TRUE(lease_with(10, ordered_limits(1000)).jobs.empty());
+  Round cancel;
+  cancel.add(calls::cancel("q", 2500, "a1", 60));
+  EXPECT_EQ(calls::parse_cancel(run(cancel))->status, CancelStatus::cancelled);
+  EXPECT_EQ(ids_of(lease_with(10, ordered_limits(2500))), std::vector<std::string>{"a2"});
+}
+
+TEST_F(Keys, AKeyedJobIsNotLeasedAtEnqueueWhileAKeyHasItsOwnLimit) {
+  cli("HSET 'dueq:{q}:keys:limits' A 1");
+  std::vector<proto::NewJob> jobs = {keyed("a1", "A"), job("free")};
+  std::vector<const proto::NewJob*> ptrs = {&jobs[0], &jobs[1]};
+  Round round;
+  round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 60'000, "00000000000000010000000000000002"));
+  EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{1, 3})) << "a1 waits for lease.lua; free is leased at once";
+}
+
+TEST_F(Keys, LeaseRefusesBadKeyLimits) {
+  const auto args = calls::lease("q", 5000, 1).args();
+  for (const auto& [limit, ordered] : std::vector<std::pair<std::string, std::string>>{{"-1", "0"}, {"1.5", "0"}, {"x", "0"}, {"0", "2"}, {"0", ""}}) {
+    Command call;
+    call.mark_fenced();
+    for (size_t i = 0; i + 2 < args.size(); ++i) call.add(args[i]);
+    call.add(limit).add(ordered);
+    Round round;
+    round.add(std::move(call));
+    EXPECT_NE(std::string(reply_error(run(round))).find("bad-args"), std::string::npos) << limit << "/" << ordered;
+  }
+}
