@@ -80,7 +80,8 @@ if not key_default or key_default < 0 or key_default ~= math.floor(key_default) 
   return redis.error_reply("ERR dueq bad-args lease: the key limit must be an integer >= 0 and ordered 0 or 1")
 end
 local keys = {held = KEYS[9], running = KEYS[10], parked = KEYS[11], ready = KEYS[1]}
-local keyed = ordered or key_default > 0 or redis.call("EXISTS", KEYS[12]) == 1
+local has_own_limits = redis.call("EXISTS", KEYS[12]) == 1
+local keyed = ordered or key_default > 0 or has_own_limits
 if redis.call("EXISTS", KEYS[7]) == 1 then return {1, 0} end
 local held_by, wait_ms = 0, 0
 if max_leased > 0 then
@@ -115,55 +116,96 @@ local function bad_token(k)
 end
 -- ZRANGE + ZREMRANGEBYRANK rather than ZPOPMIN: Redis would format every
 -- score as text for the reply, which costs more than the rest of the lease.
-local ids
-local parked_some, turns = false, nil
-if keyed then
-  -- Scores too, to park with; never past the first parked job: all after it are.
-  local entries = redis.call("ZRANGE", KEYS[1], 0, count - 1, "WITHSCORES")
-  ids = {}
-  local dues = {}
+-- A keyed queue's candidates (lib/keys.lua): the ready jobs before the first
+-- parked one; those whose key has a turn free take it, the others are
+-- parked. Reads first, then checks the tokens the jobs to lease will take,
+-- then writes, each in one call per key hash.
+local function take_turns(entries)
+  local ids, dues, keys_of = {}, {}, {}
   for i = 1, #entries, 2 do
     local score = tonumber(entries[i + 1])
     if score >= key_parked_offset then break end
     ids[#ids + 1], dues[#ids + 1] = entries[i], score
   end
-  if #ids == 0 then return #entries > 0 and {4, 0} or {0, 0} end
+  if #ids == 0 then return nil end
   local records = redis.call("HMGET", KEYS[3], unpack(ids))
   local held = redis.call("HMGET", keys.held, unpack(ids))
-  local running = {}  -- key -> turns held, as this call changed them
-  turns = {}          -- i -> nil (lease), or false (park)
+  local distinct, n_distinct = {}, 0
   for i = 1, #ids do
-    local key = records[i] and record_key(records[i])
-    if key and (held[i] == nil or held[i] == false) then
-      local limit = ordered and 1 or key_limit_of(KEYS[12], key, key_default)
-      if limit > 0 then
-        local now_running = running[key] or tonumber(redis.call("HGET", keys.running, key)) or 0
-        if now_running < limit then
-          running[key] = now_running + 1
-          redis.call("HSET", keys.held, ids[i], (ordered and "o" or "l") .. key)
-          redis.call("HINCRBY", keys.running, key, 1)
-        else
-          running[key] = now_running
-          turns[i] = false
-          redis.call("ZADD", KEYS[1], "XX", dues[i] + key_parked_offset, ids[i])
-          redis.call("ZADD", keys.parked, 0, key_member(key, dues[i], ids[i]))
-          parked_some = true
-        end
-      end
+    local key = records[i] and not held[i] and record_key(records[i])
+    keys_of[i] = key or nil
+    if key and not distinct[key] then
+      n_distinct = n_distinct + 1
+      distinct[key], distinct[n_distinct] = n_distinct, key
     end
   end
-  if parked_some then
-    -- Only the jobs to lease go on; the parked ones stay in the ready set.
-    local kept_ids = {}
-    for i = 1, #ids do if turns[i] ~= false then kept_ids[#kept_ids + 1] = ids[i] end end
-    ids = kept_ids
-    if #ids == 0 then return {4, 1} end
+  local running, limits = {}, {}
+  if n_distinct > 0 then
+    local listed = {unpack(distinct, 1, n_distinct)}
+    local counts = redis.call("HMGET", keys.running, unpack(listed))
+    local own = has_own_limits and redis.call("HMGET", KEYS[12], unpack(listed)) or {}
+    for j = 1, n_distinct do
+      running[listed[j]] = tonumber(counts[j]) or 0
+      limits[listed[j]] = ordered and 1 or tonumber(own[j]) or key_default
+    end
   end
+  local lease_ids, lease_records, parked = {}, {}, {}
+  local new_held, changed = {}, {}
+  local mark = ordered and "o" or "l"
+  for i = 1, #ids do
+    local key = keys_of[i]
+    if key and limits[key] > 0 and running[key] >= limits[key] then
+      parked[#parked + 1] = i
+    else
+      if key and limits[key] > 0 then
+        running[key] = running[key] + 1
+        changed[key] = true
+        new_held[#new_held + 1], new_held[#new_held + 2] = ids[i], mark .. key
+      end
+      local n = #lease_ids + 1
+      lease_ids[n], lease_records[n] = ids[i], records[i]
+    end
+  end
+  local found = 0
+  for i = 1, #lease_ids do if lease_records[i] then found = found + 1 end end
+  for k = 1, found do
+    if bad_token(k) then
+      return redis.error_reply("ERR dueq bad-args lease: token " .. k .. " is not 16 hex digits or is zero")
+    end
+  end
+  if #new_held > 0 then
+    redis.call("HSET", keys.held, unpack(new_held))
+    local counts = {}
+    for key in pairs(changed) do counts[#counts + 1], counts[#counts + 2] = key, running[key] end
+    redis.call("HSET", keys.running, unpack(counts))
+  end
+  if #parked > 0 then
+    local rescored, members = {}, {}
+    for _, i in ipairs(parked) do
+      rescored[#rescored + 1], rescored[#rescored + 2] = string.format("%d", dues[i] + key_parked_offset), ids[i]
+      members[#members + 1], members[#members + 2] = 0, key_member(keys_of[i], dues[i], ids[i])
+    end
+    redis.call("ZADD", KEYS[1], "XX", unpack(rescored))
+    redis.call("ZADD", keys.parked, unpack(members))
+  end
+  return {ids = lease_ids, records = lease_records, parked = #parked > 0}
+end
+
+local ids, records
+local parked_some = false
+if keyed then
+  local entries = redis.call("ZRANGE", KEYS[1], 0, count - 1, "WITHSCORES")
+  if #entries == 0 then return {0, 0} end
+  local taken_turns = take_turns(entries)
+  if taken_turns == nil then return {4, 0} end  -- the first ready job is parked: so is every one
+  if taken_turns.err then return taken_turns end
+  ids, records, parked_some = taken_turns.ids, taken_turns.records, taken_turns.parked
+  if #ids == 0 then return {4, 1} end
 else
   ids = redis.call("ZRANGE", KEYS[1], 0, count - 1)
   if #ids == 0 then return {0, 0} end
+  records = redis.call("HMGET", KEYS[3], unpack(ids))
 end
-local records = redis.call("HMGET", KEYS[3], unpack(ids))
 local found = 0
 for i = 1, #ids do
   if records[i] then found = found + 1 end

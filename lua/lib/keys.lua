@@ -61,22 +61,23 @@ local function key_limit_of(limits_key, key, default_limit)
   return tonumber(redis.call("HGET", limits_key, key)) or default_limit
 end
 
--- Moves KEY's first parked job back into line in the ready set. Members
--- of jobs no longer parked (cancelled, purged, leased through a repair)
--- are dropped on the way, at most 16 of them per call.
+-- Moves KEY's first parked job back into line in the ready set; false when
+-- the key has none. Members of jobs no longer parked (cancelled, purged,
+-- leased through a repair) are dropped on the way, at most 16 per call.
 local function key_unpark(k, key)
   local prefix = key_prefix(key)
   for _ = 1, 16 do
     local first = redis.call("ZRANGEBYLEX", k.parked, "[" .. prefix, "(" .. prefix .. ":", "LIMIT", 0, 1)[1]
-    if not first then return end
+    if not first then return false end
     redis.call("ZREM", k.parked, first)
     local id = string.sub(first, #prefix + 17)
     local score = tonumber(redis.call("ZSCORE", k.ready, id))
     if score and score >= key_parked_offset then
-      redis.call("ZADD", k.ready, "XX", score - key_parked_offset, id)
-      return
+      redis.call("ZADD", k.ready, "XX", string.format("%d", score - key_parked_offset), id)
+      return true
     end
   end
+  return true
 end
 
 -- Ends ID's turn of its key, if it holds one, and lets the key's next
@@ -92,9 +93,37 @@ local function key_release(k, id, waits_again)
   key_unpark(k, key)
 end
 
--- key_release for each of IDS, when the queue holds any turn at all (one
--- EXISTS for a queue without keys).
+-- key_release of IDS, all finished, in one call per hash: one EXISTS for a
+-- queue without keys.
 local function key_release_all(k, ids)
   if #ids == 0 or redis.call("EXISTS", k.held) == 0 then return end
-  for i = 1, #ids do key_release(k, ids[i], false) end
+  local held = redis.call("HMGET", k.held, unpack(ids))
+  local gone, released, keys_list = {}, {}, {}
+  for i = 1, #ids do
+    if held[i] then
+      gone[#gone + 1] = ids[i]
+      local key = string.sub(held[i], 2)
+      if not released[key] then
+        released[key] = 0
+        keys_list[#keys_list + 1] = key
+      end
+      released[key] = released[key] + 1
+    end
+  end
+  if #gone == 0 then return end
+  redis.call("HDEL", k.held, unpack(gone))
+  local counts = redis.call("HMGET", k.running, unpack(keys_list))
+  local left, idle = {}, {}
+  for j, key in ipairs(keys_list) do
+    local n = (tonumber(counts[j]) or 0) - released[key]
+    if n > 0 then left[#left + 1], left[#left + 2] = key, n else idle[#idle + 1] = key end
+  end
+  if #left > 0 then redis.call("HSET", k.running, unpack(left)) end
+  if #idle > 0 then redis.call("HDEL", k.running, unpack(idle)) end
+  if redis.call("EXISTS", k.parked) == 0 then return end
+  for _, key in ipairs(keys_list) do
+    for _ = 1, released[key] do
+      if not key_unpark(k, key) then break end
+    end
+  end
 end

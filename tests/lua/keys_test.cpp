@@ -187,3 +187,18 @@ TEST_F(Keys, LeaseRefusesBadKeyLimits) {
     EXPECT_NE(std::string(reply_error(run(round))).find("bad-args"), std::string::npos) << limit << "/" << ordered;
   }
 }
+
+TEST_F(Keys, ALeaseRefusedForABadTokenTakesNoTurnAndParksNothing) {
+  enqueue({keyed("a1", "A", 100), keyed("a2", "A", 200)}, 1000);
+  auto args = calls::lease("q", 5000, 2, ordered_limits(1000)).args();
+  Command call;
+  call.mark_fenced();
+  const size_t tokens_at = args.size() - 7;
+  for (size_t i = 0; i < args.size(); ++i) call.add(i == tokens_at ? std::string(32, '0') : args[i]);
+  Round round;
+  round.add(std::move(call));
+  EXPECT_NE(std::string(reply_error(run(round))).find("bad-args"), std::string::npos);
+  for (const char* key : {"held", "running", "parked"})
+    EXPECT_EQ(cli(fmt::format("EXISTS 'dueq:{{q}}:keys:{}'", key)), "0") << key;
+  EXPECT_EQ(cli("ZSCORE 'dueq:{q}:ready' a2"), "200") << "a2 was not parked";
+}
