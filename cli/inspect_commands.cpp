@@ -185,6 +185,25 @@ void print_bulk(const AdminResult& result, bool json) {
   fmt::print("{}\n", loggable(result.summary, 1024));
 }
 
+namespace {
+
+// `dueq key list`: each key's turns, waiting jobs and limit, most waiting
+// first within what the broker sent.
+void print_keys(const AdminResult& result) {
+  auto rows = result.rows;
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return std::stoll("0" + field(a, "waiting")) > std::stoll("0" + field(b, "waiting"));
+  });
+  fmt::print("{:<40} {:>8} {:>8} {:>8}\n", "KEY", "RUNNING", "WAITING", "LIMIT");
+  for (const auto& row : rows)
+    fmt::print("{:<40} {:>8} {:>8} {:>8}\n", loggable(field(row, "key")), field(row, "running"), field(row, "waiting"),
+               field(row, "limit"));
+  fmt::print("{}\n", result.summary);
+  if (!result.next.empty()) fmt::print("the next page: --after {}\n", result.next);
+}
+
+}  // namespace
+
 int admin(Client& client, const AdminCommand& command, bool json) {
   auto result = client.admin(command);
   if (!result) return report(result.error());
@@ -202,7 +221,7 @@ int admin(Client& client, const AdminCommand& command, bool json) {
       fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", field(row, "id"), field(row, "queue"), field(row, "t"),
                  field(row, "a"), format_time(std::stoll("0" + field(row, "died_ms"))), field(row, "e"));
     if (!result->next.empty()) fmt::print("{}; the next page: dueq dead list --after {}\n", result->summary, result->next);
-  } else if (command.op == "pause" || command.op == "resume" || command.op == "queue_delete" || command.op == "cron_add" || command.op == "cron_remove") {
+  } else if (command.op == "pause" || command.op == "resume" || command.op == "queue_delete" || command.op == "cron_add" || command.op == "cron_remove" || command.op == "key_limit") {
     fmt::print("{}\n", result->summary);
   } else if (command.op == "cron_list") {
     fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", "NAME", "SCHEDULE", "TIME_ZONE", "QUEUE", "TYPE", "SOURCE", "NEXT TICKS (UTC)");
@@ -212,14 +231,8 @@ int admin(Client& client, const AdminCommand& command, bool json) {
       fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", field(row, "name"), field(row, "schedule"),
                  field(row, "time_zone"), field(row, "queue"), field(row, "type"), field(row, "source"), next);
     }
-  } else if (command.op == "key_limit") {
-    fmt::print("{}\n", result->summary);
   } else if (command.op == "key_list") {
-    fmt::print("{:<40} {:>8} {:>8}\n", "KEY", "RUNNING", "LIMIT");
-    for (const auto& row : result->rows)
-      fmt::print("{:<40} {:>8} {:>8}\n", loggable(field(row, "key")), field(row, "running"), field(row, "limit"));
-    fmt::print("{}\n", result->summary);
-    if (!result->next.empty()) fmt::print("the next page: --after {}\n", result->next);
+    print_keys(*result);
   } else if (command.op == "bulk_status") {
     print_bulk(*result, false);
   } else if (command.op == "list" || command.op == "search") {

@@ -114,8 +114,6 @@ local function bad_token(k)
   local t = token(k)
   return not string.find(t, "^[0-9a-f]+$") or t == "0000000000000000"
 end
--- ZRANGE + ZREMRANGEBYRANK rather than ZPOPMIN: Redis would format every
--- score as text for the reply, which costs more than the rest of the lease.
 -- A keyed queue's candidates (lib/keys.lua): the ready jobs before the first
 -- parked one; those whose key has a turn free take it, the others are
 -- parked. Reads first, then checks the tokens the jobs to lease will take,
@@ -202,6 +200,8 @@ if keyed then
   ids, records, parked_some = taken_turns.ids, taken_turns.records, taken_turns.parked
   if #ids == 0 then return {4, 1} end
 else
+  -- ZRANGE + ZREMRANGEBYRANK rather than ZPOPMIN: Redis would format every
+  -- score as text for the reply, which costs more than the rest of the lease.
   ids = redis.call("ZRANGE", KEYS[1], 0, count - 1)
   if #ids == 0 then return {0, 0} end
   records = redis.call("HMGET", KEYS[3], unpack(ids))

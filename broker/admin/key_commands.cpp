@@ -50,22 +50,23 @@ Result<KeyLimitOutcome> parse_key_limit(const redisReply* r) {
 
 Command key_list(const std::string& queue, bool limits, const std::string& cursor, int count) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::key_list, {k.key_running, k.key_limits})
+  return script_call(lua::ScriptId::key_list, {k.key_running, k.key_limits, k.key_parked})
       .add(limits ? "limits" : "running")
       .add(cursor)
       .add(static_cast<int64_t>(count));
 }
 
 Result<KeyPage> parse_key_list(const redisReply* r) {
-  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements < 1 || (r->elements - 1) % 3 != 0 ||
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements < 1 || (r->elements - 1) % 4 != 0 ||
       r->element[0]->type != REDIS_REPLY_STRING)
     return reply::bad(r, "key_list");
   KeyPage page{reply::str(r->element[0]), {}};
-  for (size_t i = 1; i < r->elements; i += 3) {
+  for (size_t i = 1; i < r->elements; i += 4) {
     if (r->element[i]->type != REDIS_REPLY_STRING || r->element[i + 1]->type != REDIS_REPLY_INTEGER ||
-        r->element[i + 2]->type != REDIS_REPLY_INTEGER)
+        r->element[i + 2]->type != REDIS_REPLY_INTEGER || r->element[i + 3]->type != REDIS_REPLY_INTEGER)
       return reply::bad(r, "key_list");
-    page.rows.push_back({reply::str(r->element[i]), r->element[i + 1]->integer, r->element[i + 2]->integer});
+    page.rows.push_back({reply::str(r->element[i]), r->element[i + 1]->integer, r->element[i + 2]->integer,
+                         r->element[i + 3]->integer});
   }
   return page;
 }
@@ -125,6 +126,7 @@ Result<proto::AdminReply> key_list(AdminContext& c, const proto::AdminRequest& r
     for (auto& row : page->rows)
       out.rows.push_back({{"key", std::move(row.key)},
                           {"running", std::to_string(row.running)},
+                          {"waiting", std::to_string(row.parked)},
                           {"limit", row.own_limit == 0 ? "default" : std::to_string(row.own_limit)}});
     cursor = page->next;
     if (cursor == "0") break;

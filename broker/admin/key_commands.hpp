@@ -18,6 +18,7 @@ struct KeyRow {
   std::string key;
   int64_t running = 0;
   int64_t own_limit = 0;  // 0: the queue's key_concurrency
+  int64_t parked = 0;     // ready jobs waiting for a turn of the key
 };
 struct KeyPage {
   std::string next;  // HSCAN cursor, "0" when done
@@ -35,7 +36,8 @@ Result<KeyPage> parse_key_list(const redisReply* reply);
 // args: key, limit (1..1000000, or "clear").
 Result<proto::AdminReply> key_limit(AdminContext& c, const proto::AdminRequest& request);
 // args: of ("running", the default, or "limits"), after (the `next` of the
-// page before); `limit` rows at most (default 100, at most 1,000).
+// page before); `limit` rows at most (default 100, at most 1,000). Rows:
+// key, running, waiting (jobs parked for a turn), limit.
 Result<proto::AdminReply> key_list(AdminContext& c, const proto::AdminRequest& request);
 
 }  // namespace dueq::broker

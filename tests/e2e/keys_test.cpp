@@ -90,6 +90,7 @@ TEST(Keys, AnOrderedQueueRunsEachKeyOneAtATimeInOrderThroughKills) {
   start_worker();
   ASSERT_TRUE(cluster.wait_for_workers(2));
   constexpr int kKeys = 8, kPerKey = 12;
+  constexpr size_t kJobs = static_cast<size_t>(kKeys) * kPerKey;
   Client client(cluster.endpoint());
   const int64_t base = wall_ms();
   std::vector<JobSpec> jobs;
@@ -116,9 +117,9 @@ TEST(Keys, AnOrderedQueueRunsEachKeyOneAtATimeInOrderThroughKills) {
   ASSERT_TRUE(eventually([&] { return ended() >= 60; }, 30s));
   cluster.worker(1).signal(SIGKILL);
   start_worker();
-  ASSERT_TRUE(eventually([&] { return ended() == kKeys * kPerKey; }, 60s)) << ended() << " jobs ended";
+  ASSERT_TRUE(eventually([&] { return ended() == kJobs; }, 60s)) << ended() << " jobs ended";
   std::optional<QueueStats> stats;
-  ASSERT_TRUE(eventually([&] { return (stats = cluster.stats("o")) && stats->done == kKeys * kPerKey; }, 10s));
+  ASSERT_TRUE(eventually([&] { return (stats = cluster.stats("o")) && stats->done == static_cast<int64_t>(kJobs); }, 10s));
 
   const auto by_key = runs_by_key(read_events(spans));
   ASSERT_EQ(by_key.size(), static_cast<size_t>(kKeys)) << "each job saw its key in DUEQ_JOB_KEY";

@@ -1,6 +1,7 @@
 // Per-key limits (lua/lib/keys.lua): keyed records, ordered queues, limits
 // per key, parking and releasing turns through ack, nack, reclaim and
 // cancel. Run against a real redis-server through the broker's typed calls.
+#include "broker/admin/key_commands.hpp"
 #include "tests/lua/scripts_fixture.hpp"
 
 using namespace dueq;
@@ -201,4 +202,38 @@ TEST_F(Keys, ALeaseRefusedForABadTokenTakesNoTurnAndParksNothing) {
   for (const char* key : {"held", "running", "parked"})
     EXPECT_EQ(cli(fmt::format("EXISTS 'dueq:{{q}}:keys:{}'", key)), "0") << key;
   EXPECT_EQ(cli("ZSCORE 'dueq:{q}:ready' a2"), "200") << "a2 was not parked";
+}
+
+TEST_F(Keys, KeyListShowsEachKeysTurnsAndWaitingJobsAndKeyLimitIsBounded) {
+  enqueue({keyed("a1", "A", 100), keyed("a2", "A", 200), keyed("a3", "A", 300), keyed("b1", "B", 100)}, 1000);
+  lease_with(10, ordered_limits(1000));
+  Round list;
+  list.add(calls::key_list("q", false, "0", 100));
+  auto page = calls::parse_key_list(run(list));
+  ASSERT_TRUE(page);
+  std::map<std::string, std::pair<int64_t, int64_t>> rows;
+  for (const auto& r : page->rows) rows[r.key] = {r.running, r.parked};
+  EXPECT_EQ(rows["A"], (std::pair<int64_t, int64_t>{1, 2}));
+  EXPECT_EQ(rows["B"], (std::pair<int64_t, int64_t>{1, 0}));
+
+  Round set;
+  set.add(calls::key_limit("q", "A", 4));
+  auto first = calls::parse_key_limit(run(set));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->change, KeyLimitChange::set);
+  EXPECT_EQ(first->previous, 0);
+  EXPECT_EQ(first->running, 1);
+  EXPECT_EQ(cli("HGET 'dueq:{q}:keys:limits' A"), "4");
+  cli("EVAL \"for i = 1, 9999 do redis.call('HSET', KEYS[1], 'k' .. i, 1) end\" 1 'dueq:{q}:keys:limits'");
+  Round past;
+  past.add(calls::key_limit("q", "one-too-many", 2));
+  EXPECT_EQ(calls::parse_key_limit(run(past))->change, KeyLimitChange::too_many_keys);
+  EXPECT_EQ(cli("HEXISTS 'dueq:{q}:keys:limits' one-too-many"), "0");
+  Round again;
+  again.add(calls::key_limit("q", "A", 2));  // a key that has one may change it
+  EXPECT_EQ(calls::parse_key_limit(run(again))->previous, 4);
+  Round clear;
+  clear.add(calls::key_limit("q", "A", 0));
+  EXPECT_EQ(calls::parse_key_limit(run(clear))->change, KeyLimitChange::set);
+  EXPECT_EQ(cli("HEXISTS 'dueq:{q}:keys:limits' A"), "0");
 }
