@@ -132,7 +132,8 @@ class Checking {
     auto found = check_key_order(h_, [this](int64_t before_us, int64_t after_us) { return blame(before_us, after_us); });
     v_.keyed_jobs = found.keyed_jobs;
     v_.keys = found.keys;
-    v_.key_turns_excused = found.excused;
+    v_.key_turns_excused = found.excused_turns;
+    v_.key_order_excused = found.excused_order;
     for (auto& what : found.violations) v_.violations.push_back(std::move(what));
   }
 
@@ -364,8 +365,9 @@ std::string Verdict::report() const {
   out += "\nstarted again, by cause:";
   if (duplicates_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : duplicates_by_cause) out += fmt::format(" {} {};", cause, n);
-  out += fmt::format("\nordered queue: {} jobs of {} keys; overlaps or turns out of order a fault explains {}", keyed_jobs,
-                     keys, key_turns_excused);
+  out += fmt::format("\nordered queue: {} jobs of {} keys; a fault explains {} overlaps or runs again after a later "
+                     "job's turn, and {} starts before an earlier-due job of the key", keyed_jobs, keys, key_turns_excused,
+                     key_order_excused);
   out += fmt::format("\nperiodic ticks enqueued {}, missed by cause:", ticks_found);
   if (ticks_missed_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : ticks_missed_by_cause) out += fmt::format(" {} {};", cause, n);

@@ -53,9 +53,9 @@ struct Verdict {
   size_t documents_kept = 0;  // done or cancelled jobs whose document the broker still kept
   size_t rescheduled = 0;     // jobs an operator moved to a new due time
   size_t searches = 0;        // searches by type for a waiting job (searches.tsv)
-  // The ordered queue (key_order.hpp): its jobs, their keys, and the
-  // overlaps or turns out of order a fault explained.
-  size_t keyed_jobs = 0, keys = 0, key_turns_excused = 0;
+  // The ordered queue (key_order.hpp): its jobs, their keys, and what a
+  // fault explained: overlaps or turns out of order, and starts out of due order.
+  size_t keyed_jobs = 0, keys = 0, key_turns_excused = 0, key_order_excused = 0;
   // Ran, in a queue deleted since (only an empty queue can be: it was done).
   size_t gone_with_queue = 0;
   std::map<std::string, size_t> dead_by_reason;

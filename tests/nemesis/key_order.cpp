@@ -40,8 +40,8 @@ class KeyChecking {
   }
 
  private:
-  void violation_unless_excused(int64_t before_us, int64_t after_us, const std::string& what) {
-    if (blame_(before_us, after_us) != nullptr) ++out_.excused;
+  void violation_unless_excused(int64_t before_us, int64_t after_us, const std::string& what, size_t& excused) {
+    if (blame_(before_us, after_us) != nullptr) ++excused;
     else out_.violations.push_back(what);
   }
 
@@ -56,10 +56,12 @@ class KeyChecking {
       if (b.start_us < a.start_us + kOrderedRunMs * 1000)
         violation_unless_excused(a.start_us, b.start_us,
                                  fmt::format("{}: key {}: started {} us after {} started, while it ran", b.id, key,
-                                             b.start_us - a.start_us, a.id));
+                                             b.start_us - a.start_us, a.id),
+                                 out_.excused_turns);
       if (passed.contains(b.id))
         violation_unless_excused(a.start_us, b.start_us,
-                                 fmt::format("{}: key {}: started again after {} had taken the key's turn", b.id, key, a.id));
+                                 fmt::format("{}: key {}: started again after {} had taken the key's turn", b.id, key, a.id),
+                                 out_.excused_turns);
     }
   }
 
@@ -81,7 +83,8 @@ class KeyChecking {
         if (x->answered_ms + slack_ms_ > y_start_ms || x->due_ms + slack_ms_ > y_start_ms) continue;
         violation_unless_excused(first[i].second, first[j].second,
                                  fmt::format("{}: key {}: started before {}, due {} ms earlier and waiting", y->id, key,
-                                             x->id, y->due_ms - x->due_ms));
+                                             x->id, y->due_ms - x->due_ms),
+                                 out_.excused_order);
       }
     }
   }
