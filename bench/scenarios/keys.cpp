@@ -1,7 +1,5 @@
 #include "bench/scenarios.hpp"
 
-#include <fstream>
-
 namespace dueq::bench {
 
 using namespace dueq::testing;
@@ -21,8 +19,7 @@ struct KeyedVariant {
 double drain(const Options& o, const KeyedVariant& variant) {
   const size_t n = o.smoke ? 5'000 : 100'000;
   const std::filesystem::path dir = make_temp_dir("bench-keys");
-  const auto config = dir / "broker.toml";
-  std::ofstream(config) << "[queues.k]\n" << variant.config << "\n";
+  const auto config = write_config(dir, std::string("[queues.k]\n") + variant.config + "\n");
   double rate = 0;
   {
     Cluster cluster({"--config", config.string()});

@@ -19,12 +19,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::filesystem::path write_config(const std::filesystem::path& dir, const std::string& text) {
-  auto path = dir / "broker.toml";
-  std::ofstream(path) << text;
-  return path;
-}
-
 // One line an exec handler appended: "ID s|e NS KEY".
 struct SpanEvent {
   std::string id;

@@ -20,12 +20,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::filesystem::path write_config(const std::filesystem::path& dir, const std::string& text) {
-  auto path = dir / "broker.toml";
-  std::ofstream(path) << text;
-  return path;
-}
-
 bool enqueue_now(Client& client, const std::string& queue, const std::string& prefix, int count, int64_t due_ms = 0,
                  const std::string& type = "noop") {
   std::vector<JobSpec> jobs;

@@ -86,6 +86,13 @@ bool eventually(F condition, std::chrono::milliseconds timeout, std::chrono::mil
   return condition();
 }
 
+// `text` as DIR/broker.toml, for a broker's --config.
+inline std::filesystem::path write_config(const std::filesystem::path& dir, const std::string& text) {
+  auto path = dir / "broker.toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
 class Cluster {
  public:
   // `admin` is how the cluster's own probe and stats reach the broker (its
