@@ -58,6 +58,10 @@ bool read_starts(const std::filesystem::path& file, std::vector<Start>& out, std
       error = fmt::format("{}:{}: cannot read '{}'", file.string(), n, line);
       return false;
     }
+    // The example worker's eight fields go on with the due time it was sent.
+    std::string pid_or_due;
+    int64_t due = 0, created = 0;
+    if (fields >> due >> created >> pid_or_due) s.due_ms = due;
     s.worker = file.filename().string();
     out.push_back(std::move(s));
   }

@@ -25,7 +25,8 @@
 //                 fault's span on the wall clock (a worker that crashed on
 //                 a poison job too)
 //   starts-*.txt  each worker's starts: id attempt token start_us ...
-//                 (the example worker writes eight fields, the Python one five)
+//                 (the example worker writes eight fields, the fifth the
+//                 due ms it was sent; the Python one six)
 //   final.tsv     id, state, finished ms (0: not finished), error (hex),
 //                 type (hex; "" when a finished job's document is no longer
 //                 kept), attempt (0: not known): each job as the broker
@@ -70,6 +71,7 @@ struct Start {
   uint64_t token = 0;
   int64_t start_us = 0;
   std::string worker;  // the file it came from
+  int64_t due_ms = 0;  // the due time the broker sent (the example worker records it), 0 when not recorded
 };
 
 struct FinalState {

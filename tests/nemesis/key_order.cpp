@@ -13,6 +13,7 @@ namespace {
 struct KeyedStart {
   std::string id;
   int64_t start_us = 0;
+  int64_t due_ms = 0;  // as the broker sent it, 0 when the worker did not record it
 };
 
 class KeyChecking {
@@ -28,7 +29,10 @@ class KeyChecking {
   KeyOrderFindings run() {
     std::map<std::string, std::vector<KeyedStart>> by_key;
     for (const auto& s : h_.starts)
-      if (auto it = h_.keys.find(s.id); it != h_.keys.end()) by_key[it->second].push_back({s.id, s.start_us});
+      if (auto it = h_.keys.find(s.id); it != h_.keys.end()) {
+        by_key[it->second].push_back({s.id, s.start_us, s.due_ms});
+        if (s.due_ms > 0) sent_due_[s.id] = s.due_ms;
+      }
     out_.keyed_jobs = jobs_.size();
     out_.keys = by_key.size();
     for (auto& [key, starts] : by_key) {
@@ -67,7 +71,9 @@ class KeyChecking {
 
   // A key's jobs first start in due order: a job that started first while
   // another of its key, due earlier, had been accepted and due for the
-  // slack, broke it (jobs an operator moved or cancelled are left out).
+  // slack, broke it (jobs an operator moved or cancelled are left out). A
+  // job's due time is the one the broker sent with it: a job asked due now
+  // is due when the broker took it, which its producer does not know.
   void check_due_order(const std::string& key, const std::vector<KeyedStart>& starts) {
     std::vector<std::pair<std::string, int64_t>> first;  // id, first start us, in start order
     std::set<std::string> seen;
@@ -78,15 +84,23 @@ class KeyChecking {
       if (y == nullptr) continue;
       for (size_t j = i + 1; j < first.size(); ++j) {
         const AcceptedJob* x = job(first[j].first);
-        if (x == nullptr || x->due_ms >= y->due_ms || !x->surely) continue;
+        if (x == nullptr || !x->surely) continue;
+        const int64_t x_due = due_of(*x), y_due = due_of(*y);
+        if (x_due == 0 || y_due == 0 || x_due >= y_due) continue;
         const int64_t y_start_ms = first[i].second / 1000;
-        if (x->answered_ms + slack_ms_ > y_start_ms || x->due_ms + slack_ms_ > y_start_ms) continue;
+        if (x->answered_ms + slack_ms_ > y_start_ms || x_due + slack_ms_ > y_start_ms) continue;
         violation_unless_excused(first[i].second, first[j].second,
                                  fmt::format("{}: key {}: started before {}, due {} ms earlier and waiting", y->id, key,
-                                             x->id, y->due_ms - x->due_ms),
+                                             x->id, y_due - x_due),
                                  out_.excused_order);
       }
     }
+  }
+
+  // The due time the broker sent, else the one asked (0: now, not known).
+  int64_t due_of(const AcceptedJob& job) const {
+    auto it = sent_due_.find(job.id);
+    return it != sent_due_.end() ? it->second : job.due_ms;
   }
 
   const AcceptedJob* job(const std::string& id) const {
@@ -100,6 +114,7 @@ class KeyChecking {
   int64_t slack_ms_;
   std::map<std::string, const AcceptedJob*> jobs_;
   std::set<std::string> touched_;
+  std::map<std::string, int64_t> sent_due_;  // id -> the due ms a start of it was sent with
   KeyOrderFindings out_;
 };
 

@@ -506,5 +506,20 @@ TEST(NemesisChecker, AKeysLaterDueJobFirstFailsUnlessAFaultOrTheSlackExplainsIt)
   h.finals["a"].finished_ms = kDue + 1'300;
   EXPECT_FALSE(says(check(h, Bounds{}), "key acct"));
 }
+
+// A job asked due now is due when the broker took it: the due time its
+// start was sent with counts, not the 0 its producer asked for.
+TEST(NemesisChecker, AJobAskedDueNowIsHeldToTheDueTimeTheBrokerSentIt) {
+  History h = ordered_pair();
+  h.accepted[1].due_ms = 0;                // b asked due now ...
+  h.accepted[1].answered_ms = kDue + 990;  // (and answered then)
+  h.starts[1].due_ms = kDue + 1'000;       // ... which the broker made kDue + 1 s
+  h.starts[0].due_ms = kDue;
+  std::swap(h.starts[0].start_us, h.starts[1].start_us);  // b first: out of order
+  EXPECT_TRUE(says(check(h, Bounds{}), "b: key acct: started before a, due 1000 ms earlier and waiting"));
+  std::swap(h.starts[0].start_us, h.starts[1].start_us);  // a first: in order, though b's asked due is 0
+  const Verdict v = check(h, Bounds{});
+  EXPECT_TRUE(v.violations.empty()) << v.report();
+}
 }  // namespace
 }  // namespace dueq::nemesis
