@@ -378,10 +378,14 @@ struct QueueStats {
   // Appended in 0.6 (absent from older brokers' replies: read as 0).
   int64_t history_kept = 0;         // finished jobs whose document is kept (history_retention)
   int64_t history_trimmed = 0;      // kept documents trimmed by age or count, ever
+  // Appended in 0.7 (docs/keys.md).
+  int64_t keys_running = 0;         // keys holding a turn
+  int64_t waiting_for_key = 0;      // of `waiting`, jobs parked until their key has a turn
   static constexpr size_t kFieldsBefore02 = 12;
   DUEQ_FIELDS_SINCE(kFieldsBefore02, queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks,
                     next_due_ms, cancelled, purged, died, unconfirmed, replayed, stale_extends, oldest_ready_due_ms,
-                    paused_since_ms, rate_limit, rate_burst, concurrency_limit, history_kept, history_trimmed)
+                    paused_since_ms, rate_limit, rate_burst, concurrency_limit, history_kept, history_trimmed,
+                    keys_running, waiting_for_key)
 };
 
 struct StatsReply {

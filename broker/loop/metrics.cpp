@@ -168,6 +168,10 @@ constexpr QueueFamily kQueueFamilies[] = {
      [](const proto::QueueStats& c) -> int64_t { return c.paused_since_ms > 0 ? 1 : 0; }},
     {"dueq_queue_concurrency_limit", "gauge", "The most jobs of the queue running at once (0: no limit).",
      [](const proto::QueueStats& c) { return c.concurrency_limit; }},
+    {"dueq_queue_keys_running", "gauge", "Keys holding a turn (docs/keys.md): jobs of theirs running, or retrying in an ordered queue.",
+     [](const proto::QueueStats& c) { return c.keys_running; }},
+    {"dueq_queue_waiting_for_key", "gauge", "Ready jobs waiting until their key has a turn free (dueq key list names the keys).",
+     [](const proto::QueueStats& c) { return c.waiting_for_key; }},
     {"dueq_queue_rate_burst", "gauge", "Jobs the rate limit lets start at once after a quiet spell (0: no rate limit).",
      [](const proto::QueueStats& c) { return c.rate_burst; }},
 };

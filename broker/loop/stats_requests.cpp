@@ -12,12 +12,13 @@ namespace calls {
 
 Command stats(const std::string& queue) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::stats, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.paused, k.history});
+  return script_call(lua::ScriptId::stats,
+                     {k.schedule, k.ready, k.leased, k.dead, k.stats, k.paused, k.history, k.key_running, k.key_parked});
 }
 
 Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* r) {
   auto v = reply::integers(r, "stats");
-  if (!v || v->size() != 19) return reply::bad(r, "stats");
+  if (!v || v->size() != 21) return reply::bad(r, "stats");
   proto::QueueStats s;
   s.queue = queue;
   s.scheduled = (*v)[0];
@@ -39,6 +40,8 @@ Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply
   s.paused_since_ms = (*v)[16];
   s.history_kept = (*v)[17];
   s.history_trimmed = (*v)[18];
+  s.keys_running = (*v)[19];
+  s.waiting_for_key = (*v)[20];
   return s;
 }
 

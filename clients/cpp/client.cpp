@@ -156,7 +156,8 @@ std::expected<BrokerStats, ClientError> Client::broker_stats() {
       out.queues.push_back(QueueStats{q.queue, q.scheduled, q.waiting, q.in_flight, q.done, q.dead, q.accepted,
                                       q.retried, q.stale_acks, q.next_due_ms, q.cancelled, q.purged, q.died,
                                       q.unconfirmed, q.replayed, q.stale_extends, q.oldest_ready_due_ms, q.paused_since_ms,
-                                      q.rate_limit, q.rate_burst, q.concurrency_limit, q.history_kept, q.history_trimmed});
+                                      q.rate_limit, q.rate_burst, q.concurrency_limit, q.history_kept, q.history_trimmed,
+                                      q.keys_running, q.waiting_for_key});
     return out;
   }).get();
 }

@@ -76,6 +76,9 @@ struct QueueStats {
   // 0 from a broker older than 0.6:
   int64_t history_kept = 0;         // finished jobs whose whole document is kept (history_retention)
   int64_t history_trimmed = 0;      // kept documents removed by age or count, ever
+  // 0 from a broker older than 0.7 (docs/keys.md):
+  int64_t keys_running = 0;         // keys holding a turn
+  int64_t waiting_for_key = 0;      // of `waiting`, jobs parked until their key has a turn
 };
 
 // Every queue's counts, and how many workers the broker has registered

@@ -4,6 +4,7 @@
 // limit` holds across workers; keys of any bytes show in the job document.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <algorithm>
 #include <fstream>
@@ -152,11 +153,12 @@ TEST(Keys, AnOrderedQueueRunsEachKeyOneAtATimeInOrderThroughKills) {
 TEST(Keys, AKeysOwnLimitHoldsAcrossWorkersBesideTheQueueDefault) {
   TempDir dir("keys");
   const auto config = write_config(dir.path(), "[queues.l]\nkey_concurrency = 1\n");
-  Cluster cluster({"--config", config.string()});
+  const int http_port = free_port();
+  Cluster cluster({"--config", config.string(), "--http", fmt::format("127.0.0.1:{}", http_port)});
   const auto spans = cluster.dir() / "spans.txt";
   for (int w = 0; w < 2; ++w)
     cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "l", "--concurrency", "4",
-                          "--exec", span_command(spans, 0.2)});
+                          "--exec", span_command(spans, 0.6)});
   ASSERT_TRUE(cluster.wait_for_workers(2));
   auto set = run_dueq(cluster.endpoint(), "key limit l big 3");
   ASSERT_EQ(set.code, 0) << set.out;
@@ -169,10 +171,21 @@ TEST(Keys, AKeysOwnLimitHoldsAcrossWorkersBesideTheQueueDefault) {
   EXPECT_EQ(run_dueq(cluster.endpoint(), "key limit l big lots").code, 2);
   Client client(cluster.endpoint());
   std::vector<JobSpec> jobs;
-  for (int i = 0; i < 12; ++i) jobs.push_back({.queue = "l", .type = "t", .id = fmt::format("big-{}", i), .key = "big"});
+  for (int i = 0; i < 15; ++i) jobs.push_back({.queue = "l", .type = "t", .id = fmt::format("big-{}", i), .key = "big"});
   for (int i = 0; i < 4; ++i) jobs.push_back({.queue = "l", .type = "t", .id = fmt::format("small-{}", i), .key = "small"});
   ASSERT_TRUE(client.enqueue_batch(jobs));
-  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("l"); return s && s->done == 16; }, 30s));
+  // While big's jobs wait for its turns, the metrics say so.
+  auto gauge = [&](const std::string& name) {
+    httplib::Client http("127.0.0.1", http_port);
+    auto res = http.Get("/metrics");
+    const std::string needle = name + "{queue=\"l\"} ";
+    const size_t at = res && res->status == 200 ? res->body.find(needle) : std::string::npos;
+    return at == std::string::npos ? int64_t{-1} : std::stoll(res->body.substr(at + needle.size()));
+  };
+  EXPECT_TRUE(eventually([&] { return gauge("dueq_queue_waiting_for_key") > 0 && gauge("dueq_queue_keys_running") == 2; }, 10s))
+      << gauge("dueq_queue_waiting_for_key") << " waiting, " << gauge("dueq_queue_keys_running") << " keys running";
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("l"); return s && s->done == 19; }, 30s));
+  EXPECT_TRUE(eventually([&] { return gauge("dueq_queue_waiting_for_key") == 0 && gauge("dueq_queue_keys_running") == 0; }, 10s));
   for (const auto& [key, runs] : runs_by_key(read_events(spans))) {
     std::vector<std::pair<int64_t, int>> edges;
     for (const auto& r : runs) edges.insert(edges.end(), {{r.from, 1}, {r.to, -1}});

@@ -237,3 +237,17 @@ TEST_F(Keys, KeyListShowsEachKeysTurnsAndWaitingJobsAndKeyLimitIsBounded) {
   EXPECT_EQ(calls::parse_key_limit(run(clear))->change, KeyLimitChange::set);
   EXPECT_EQ(cli("HEXISTS 'dueq:{q}:keys:limits' A"), "0");
 }
+
+TEST_F(Keys, StatsCountTheKeysHoldingTurnsAndTheJobsWaitingForOne) {
+  enqueue({keyed("a1", "A", 100), keyed("a2", "A", 200), keyed("a3", "A", 300), keyed("b1", "B", 100), job("free", 100)},
+          1000);
+  lease_with(10, ordered_limits(1000));
+  Round round;
+  round.add(calls::stats("q"));
+  auto s = calls::parse_stats("q", run(round));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->keys_running, 2);
+  EXPECT_EQ(s->waiting_for_key, 2);
+  EXPECT_EQ(s->waiting, 2) << "parked jobs are ready jobs";
+  EXPECT_EQ(s->oldest_ready_due_ms, 200) << "the first parked job's due time, without the offset";
+}

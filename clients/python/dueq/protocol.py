@@ -282,7 +282,7 @@ def read_enqueue_reply(body: list[Any]) -> tuple[int, list[EnqueueResult], int]:
 STATS_FIELDS = ("queue", "scheduled", "waiting", "in_flight", "done", "dead", "accepted", "retried", "stale_acks",
                 "next_due_ms", "cancelled", "purged", "died", "unconfirmed", "replayed", "stale_extends",
                 "oldest_ready_due_ms", "paused_since_ms", "rate_limit", "rate_burst", "concurrency_limit",
-                "history_kept", "history_trimmed")
+                "history_kept", "history_trimmed", "keys_running", "waiting_for_key")
 
 
 @dataclass(frozen=True)
@@ -311,6 +311,8 @@ class QueueStats:
     concurrency_limit: int = 0
     history_kept: int = 0
     history_trimmed: int = 0
+    keys_running: int = 0
+    waiting_for_key: int = 0
 
     @staticmethod
     def read(value: Any) -> "QueueStats":
