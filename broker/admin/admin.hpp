@@ -93,7 +93,7 @@ class Admin {
     AnswerFrame frame;
     LocalDone local;  // a local request's: called instead of sending the frame
     std::vector<proto::JobRef> stop_running;  // cancelled while running: tell its worker
-    std::vector<std::string> ready_queues;    // replayed into ready
+    std::vector<std::string> ready_queues;    // replayed into ready, or a cancel that may have freed a key's turn
     std::map<std::string, int64_t> earliest_due;  // rescheduled: a queue's earliest new due ms
     std::vector<std::string> paused_queues;
     std::vector<std::string> resumed_queues;

@@ -164,7 +164,12 @@ Result<proto::AdminReply> cancel_jobs(AdminContext& c, const proto::AdminRequest
     auto outcome = calls::parse_cancel(r->get());
     if (!outcome) return std::unexpected(outcome.error());
     switch (outcome->status) {
-      case CancelStatus::cancelled: row["result"] = "cancelled"; break;
+      case CancelStatus::cancelled:
+        row["result"] = "cancelled";
+        // It may have held its key's turn (an ordered queue's retry): the
+        // key's next job was put back in line, and the loop leases again.
+        c.effects.ready_queues.push_back(*queue_name);
+        break;
       case CancelStatus::cancel_requested:
         row["result"] = "cancelling: it is running; its worker was told to stop";
         c.effects.stop_running.push_back({*queue_name, id, outcome->token});

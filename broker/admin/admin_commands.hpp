@@ -71,7 +71,7 @@ Result<PauseOutcome> parse_pause(const redisReply* reply);
 
 struct AdminEffects {
   std::vector<proto::JobRef> stop_running;  // cancelled while running: tell its worker
-  std::vector<std::string> ready_queues;    // replayed into ready
+  std::vector<std::string> ready_queues;    // replayed into ready, or a cancel that may have freed a key's turn
   std::map<std::string, int64_t> earliest_due;  // rescheduled: a queue's earliest new due ms (wall)
   std::vector<std::string> paused_queues;
   std::vector<std::string> resumed_queues;

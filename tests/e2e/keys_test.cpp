@@ -221,3 +221,26 @@ TEST(Keys, AKeyOfAnyBytesIsCarriedToTheJobDocument) {
   EXPECT_EQ(too_long.code, 2) << too_long.out;
   EXPECT_NE(too_long.out.find("key of 129 bytes; at most 128"), std::string::npos) << too_long.out;
 }
+
+// Rule: cancelling an ordered queue's job that waits for its retry frees
+// its key, and the key's next job runs without anything else happening in
+// the queue (the broker leases again after the cancel).
+TEST(Keys, CancellingARetryingOrderedJobLetsItsKeysNextJobRun) {
+  TempDir dir("keys");
+  const auto config =
+      write_config(dir.path(), "[queues.o]\nordered = true\nbackoff_base = \"10m\"\nbackoff_cap = \"10m\"\n");
+  Cluster cluster({"--config", config.string()});
+  cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "o", "--exec", "fail=false",
+                        "--exec", "t=true"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  const int64_t now = wall_ms();
+  ASSERT_TRUE(client.enqueue_batch({{.queue = "o", .type = "fail", .id = "hold-1", .due_ms = now, .max_attempts = 3, .key = "k"},
+                                    {.queue = "o", .type = "t", .id = "next-1", .due_ms = now + 1, .key = "k"}}));
+  // hold-1 failed once and waits 10 minutes for its retry, holding k.
+  ASSERT_TRUE(eventually([&] { return run_dueq(cluster.endpoint(), "job next-1 --json").out.find("\"waiting_for_key\":true") != std::string::npos; }, 10s))
+      << run_dueq(cluster.endpoint(), "job next-1 --json").out;
+  auto cancelled = run_dueq(cluster.endpoint(), "cancel hold-1");
+  ASSERT_EQ(cancelled.code, 0) << cancelled.out;
+  EXPECT_TRUE(eventually([&] { auto s = cluster.stats("o"); return s && s->done == 1 && s->cancelled == 1; }, 10s));
+}

@@ -15,8 +15,10 @@ namespace dueq::nemesis {
 struct KeyOrderFindings {
   size_t keyed_jobs = 0, keys = 0;
   // What a fault explains: runs of a key that overlapped or a job run
-  // again after a later one took the turn (only a store that lost writes
-  // should make these), and jobs that started before an earlier-due one.
+  // again after a later one took the turn (a store that lost writes, or a
+  // delivery a fault held back or cut off that starts after the job was
+  // handed out again: any job may run twice so), and jobs that started
+  // before an earlier-due one.
   size_t excused_turns = 0, excused_order = 0;
   std::vector<std::string> violations;
 };
