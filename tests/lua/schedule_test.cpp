@@ -538,3 +538,99 @@ TEST_F(Scripts, PinEncodingRefusesAPinThatCouldBeAJobId) {
   }
   EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:jobs' 'dueq:{q}:tokens' 'dueq:{q}:leased'"), "0");
 }
+
+// The type index under a random mix of every script that puts jobs into
+// the schedule or takes them out (enqueue, promote, lease then ack or a
+// retry with backoff, cancel, reschedule both ways): after each step the
+// `scheduled` counter is the jobs in the partitions, and while the index
+// is complete every partition holding a job of an indexed type has that
+// type's bit, so a search by type misses none (checked by searching).
+TEST_F(Scripts, TheTypeIndexNamesEveryPartitionHoldingItsTypeThroughRandomOperations) {
+  const QueueKeys k("q");
+  std::mt19937_64 rng(20261129);
+  const std::vector<std::string> types = {"noop", "sleep", "fail"};
+  std::map<std::string, std::string> type_of;  // every id ever enqueued
+  int64_t now = 1'000'000;
+  auto draw_id = [&] { return fmt::format("p{}-{}.", rng() % 2, rng() % 600); };
+  auto scheduled_jobs = [&] {
+    std::map<std::string, uint32_t> out;  // id -> partition
+    std::string cursor = "0";
+    do {
+      auto r = store_->call(Command{"SCAN", cursor, "MATCH", k.schedule + ":*", "COUNT", "1000"});
+      EXPECT_TRUE(r);
+      if (!r) break;
+      cursor = reply::str((*r)->element[0]);
+      for (size_t i = 0; i < (*r)->element[1]->elements; ++i) {
+        const std::string key = reply::str((*r)->element[1]->element[i]);
+        const std::string tail = key.substr(k.schedule.size() + 1);
+        if (tail.empty() || !std::all_of(tail.begin(), tail.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+        auto ids = strs(store_->call(Command{"ZRANGE", key, "0", "-1"})->get());
+        for (const auto& id : *ids)
+          if (!is_encoding_pin(id)) out[id] = static_cast<uint32_t>(std::stoul(tail));
+      }
+    } while (cursor != "0");
+    return out;
+  };
+  for (int step = 0; step < 1500; ++step) {
+    const uint64_t op = rng() % 10;
+    now += static_cast<int64_t>(rng() % 400);
+    if (op < 3) {
+      std::vector<proto::NewJob> jobs;
+      for (uint64_t i = 0, n = 1 + rng() % 20; i < n; ++i) {
+        auto j = job(draw_id(), rng() % 4 == 0 ? 0 : now + static_cast<int64_t>(rng() % 20'000), 3);
+        j.type = type_of.emplace(j.id, types[rng() % types.size()]).first->second;
+        jobs.push_back(std::move(j));
+      }
+      enqueue(jobs, now);
+    } else if (op < 5) {
+      Round promote;
+      promote.add(calls::promote("q", now, static_cast<int>(1 + rng() % 50)));
+      run(promote);
+    } else if (op < 7) {
+      auto leased = lease(static_cast<int>(1 + rng() % 10), now + 30'000);
+      std::vector<AckItem> acks;
+      std::vector<NackItem> retries;
+      for (const auto& l : leased) {
+        if (rng() % 2 == 0) acks.push_back({l.id, l.token});
+        else retries.push_back({l.id, l.token, NackMode::retry, "again", 1.0});
+      }
+      Round finish;
+      if (!acks.empty()) finish.add(calls::ack("q", now, 60, acks));
+      if (!retries.empty()) finish.add(calls::nack("q", now, 1'000, 10'000, 60, retries));
+      if (finish.calls() > 0) run(finish);
+    } else if (op < 8) {
+      Round cancel;
+      cancel.add(calls::cancel("q", now, draw_id(), 60));
+      run(cancel);
+    } else {
+      std::vector<std::string> ids;
+      for (uint64_t i = 0, n = 1 + rng() % 5; i < n; ++i) ids.push_back(draw_id());
+      Round moved;
+      moved.add(calls::reschedule("q", now, rng() % 3 == 0 ? now - 1 : now + static_cast<int64_t>(rng() % 20'000), ids));
+      run(moved);
+    }
+    const auto scheduled = scheduled_jobs();
+    auto text = [&](Command c) {
+      auto r = store_->call(std::move(c));
+      if (!r || (*r)->type == REDIS_REPLY_NIL) return std::string();
+      return (*r)->type == REDIS_REPLY_INTEGER ? std::to_string((*r)->integer) : reply::str(r->get());
+    };
+    const std::string counted = text(Command{"HGET", k.stats, "scheduled"});
+    ASSERT_EQ(counted.empty() ? 0 : std::stoll(counted), static_cast<int64_t>(scheduled.size())) << "step " << step;
+    if (text(Command{"EXISTS", k.schedule + ":typed"}) != "1") continue;
+    for (const auto& [id, partition] : scheduled) {
+      const std::string& t = type_of.at(id);
+      if (text(Command{"SISMEMBER", k.schedule + ":types", t}) != "1") continue;
+      ASSERT_EQ(text(Command{"GETBIT", k.schedule + ":type:" + t, std::to_string(partition)}), "1")
+          << "step " << step << ": " << id << " of type " << t << " in partition " << partition;
+    }
+    if (step % 50 == 0 && !scheduled.empty()) {
+      const auto& [id, partition] = *std::next(scheduled.begin(), static_cast<std::ptrdiff_t>(rng() % scheduled.size()));
+      SearchFilter f;
+      f.type = type_of.at(id);
+      f.id_prefix = id;
+      size_t steps = 0, examined = 0;
+      EXPECT_EQ(search_all("scheduled", f, steps, examined).count(id), 1U) << "step " << step << ": " << id;
+    }
+  }
+}

@@ -177,8 +177,10 @@ class Checking {
       if (it == due.end()) {
         wrong(s.id, "searched for, but never accepted");
       } else if (!s.found && !clock_ahead(s.at_ms, it->second - s.at_ms)) {
-        wrong(s.id, fmt::format("MISSED BY SEARCH: scheduled, due {} ms after a search by its type that did not find it",
-                                it->second - s.at_ms));
+        wrong(s.id, fmt::format("MISSED BY SEARCH: scheduled, due {} ms after a search by its type at wall ms {} "
+                                "that did not find it (answered after {} ms: \"{}\"; a lookup right after: {})",
+                                it->second - s.at_ms, s.at_ms, s.answered_ms - s.at_ms, s.summary,
+                                s.state_after.empty() ? "none" : s.state_after));
       }
     }
   }

@@ -123,9 +123,17 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     h.keys[f[0]] = f[1];
     return true;
   }) && each_line(dir / "searches.tsv", error, [&](const std::vector<std::string>& f) {
-    auto at = f.size() == 3 ? number(f[1]) : std::nullopt;
+    auto at = f.size() == 3 || f.size() == 6 ? number(f[1]) : std::nullopt;
     if (!at || (f[2] != "found" && f[2] != "missing")) return false;
-    h.searches.push_back({f[0], *at, f[2] == "found"});
+    SearchSeen seen{f[0], *at, f[2] == "found"};
+    if (f.size() == 6) {
+      auto answered = number(f[3]);
+      if (!answered) return false;
+      seen.answered_ms = *answered;
+      seen.summary = f[4];
+      seen.state_after = f[5];
+    }
+    h.searches.push_back(std::move(seen));
     return true;
   }) && each_line(dir / "asks.tsv", error, [&](const std::vector<std::string>& f) {
     auto at = f.size() == 2 ? number(f[1]) : std::nullopt;

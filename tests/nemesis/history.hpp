@@ -19,6 +19,8 @@
 //                 true`, docs/keys.md) with its key, before it was asked;
 //                 such a job sleeps kOrderedRunMs in its handler
 //   searches.tsv  id, wall ms, "found" or "missing": an operator's search
+//                 (a miss adds the wall ms of its answer, its summary and
+//                 the job's state in a lookup right after)
 //                 by type of the scheduled state for a job due 3 s or more
 //                 later that no operator touched, and what its answer held
 //   faults.tsv    from ms, to ms, kind, target, clock shift ms: each
@@ -99,6 +101,11 @@ struct SearchSeen {
   std::string id;
   int64_t at_ms = 0;
   bool found = false;
+  // Of a miss: when its answer came, its summary, and the state a lookup
+  // right after found the job in.
+  int64_t answered_ms = 0;
+  std::string summary = {};
+  std::string state_after = {};
 };
 
 // How long a job of the ordered queue runs (the example worker's "sleep"

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "common/clock.hpp"
 #include "tests/nemesis/history.hpp"
@@ -150,16 +153,50 @@ void Workload::operate() {
   }
 }
 
+namespace {
+
+// The string field `name` of the JSON object in `text`, with tabs and line
+// breaks made spaces (a history line holds it), or "(no NAME)".
+std::string json_field(const std::string& text, const std::string& name) {
+  const auto doc = nlohmann::json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains(name) || !doc[name].is_string()) return "(no " + name + ")";
+  std::string value = doc[name].get<std::string>();
+  std::replace_if(value.begin(), value.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
+  return value;
+}
+
+}  // namespace
+
 void Workload::search_one(std::mt19937_64& rng) {
   auto job = waiting_job(rng, 3'000, false);
   if (!job) return;
   const int64_t at_ms = wall_ms();
   const auto run = testing::run_dueq(
       options_.endpoints,
-      fmt::format("--timeout 5s search {} --states scheduled --type {} --id-prefix {} --json", job->queue, job->type, job->id));
+      fmt::format("--timeout 5s search {} --states scheduled --type {} --id-prefix {} --json", job->queue, job->type, job->id),
+      false);
   if (run.code != 0) return;  // unanswered (a fault): nothing learned
   const bool found = run.out.find('"' + job->id + '"') != std::string::npos;
-  append_line(dir_ / "searches.tsv", {job->id, std::to_string(at_ms), found ? "found" : "missing"});
+  if (found) {
+    append_line(dir_ / "searches.tsv", {job->id, std::to_string(at_ms), "found"});
+    return;
+  }
+  // A miss is a violation unless a fault excuses it: what the search said
+  // and where a lookup finds the job right after go with it, to tell a
+  // search that passed over a scheduled job from one that was right.
+  const int64_t answered_ms = wall_ms();
+  const auto lookup = testing::run_dueq(options_.endpoints, fmt::format("--timeout 5s job --queue {} {} --json", job->queue, job->id), false);
+  // The audit names partitions the schedule's index or its type index
+  // misses (search-misses.txt, kept with the run's history).
+  const auto audit = testing::run_dueq(options_.endpoints, "--timeout 10s audit --queue " + job->queue);
+  {
+    std::ofstream out(dir_ / "search-misses.txt", std::ios::app);
+    out << "search for " << job->id << " at wall ms " << at_ms << ":\n" << run.out << "lookup:\n" << lookup.out
+        << "audit (exit " << audit.code << "):\n" << audit.out << "\n";
+  }
+  append_line(dir_ / "searches.tsv", {job->id, std::to_string(at_ms), "missing", std::to_string(answered_ms),
+                                      json_field(run.out, "summary"),
+                                      lookup.code == 0 ? json_field(lookup.out, "state") : fmt::format("(lookup exit {})", lookup.code)});
 }
 
 void Workload::delete_transient_queue() {

@@ -329,6 +329,7 @@ TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
   append_line(dir / "deletes.tsv", {"old"});
   append_line(dir / "asks.tsv", {"j\x01", "11"});
   append_line(dir / "searches.tsv", {"j\x01", "8", "missing"});
+  append_line(dir / "searches.tsv", {"j\x01", "9", "missing", "10", "0 jobs found; 3 looked at", "scheduled"});
   append_line(dir / "starts-worker0.txt", {"j\x01 2 99 6000 5 4 123 -"});
   std::string error;
   auto h = read_history(dir.path(), error);
@@ -344,6 +345,9 @@ TEST(NemesisHistory, FilesWrittenByTheRunReadBackAndABadLineIsNamed) {
   EXPECT_TRUE(h->deleted_queues.contains("old"));
   EXPECT_EQ(h->asks.at("j\x01").at(0), 11);
   EXPECT_FALSE(h->searches.at(0).found);
+  EXPECT_EQ(h->searches.at(1).answered_ms, 10);
+  EXPECT_EQ(h->searches.at(1).summary, "0 jobs found; 3 looked at");
+  EXPECT_EQ(h->searches.at(1).state_after, "scheduled");
   EXPECT_EQ(h->starts.at(0).token, 99U);
   EXPECT_EQ(h->starts.at(0).worker, "starts-worker0.txt");
   EXPECT_EQ(h->fact("audit"), 0);
