@@ -30,13 +30,17 @@ int stats(Client& client, bool json) {
   if (!result) return report(result.error());
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& q : result->queues)
+    for (const auto& q : result->queues) {
+      nlohmann::json top = nlohmann::json::array();
+      for (const auto& [key, waiting] : q.top_keys) top.push_back({{"key", bytes_json(key)}, {"waiting", waiting}});
       out.push_back({{"queue", q.queue}, {"scheduled", q.scheduled}, {"waiting", q.waiting}, {"in_flight", q.in_flight},
                      {"done", q.done}, {"dead", q.dead}, {"accepted", q.accepted}, {"retried", q.retried},
                      {"stale_acks", q.stale_acks}, {"next_due_ms", q.next_due_ms},
                      {"oldest_ready_due_ms", q.oldest_ready_due_ms}, {"paused_since_ms", q.paused_since_ms},
                      {"rate_limit", q.rate_limit}, {"rate_burst", q.rate_burst}, {"concurrency_limit", q.concurrency_limit},
-                     {"history_kept", q.history_kept}, {"history_trimmed", q.history_trimmed}});
+                     {"history_kept", q.history_kept}, {"history_trimmed", q.history_trimmed},
+                     {"keys_running", q.keys_running}, {"waiting_for_key", q.waiting_for_key}, {"top_keys", std::move(top)}});
+    }
     fmt::print("{}\n", dump_json(out));
     return 0;
   }

@@ -351,6 +351,13 @@ struct StatsRequest {
   DUEQ_FIELDS(request_id)
 };
 
+// A key and how many jobs wait for a turn of it (docs/keys.md).
+struct KeyWaiting {
+  Bytes key;
+  int64_t waiting = 0;
+  DUEQ_FIELDS(key, waiting)
+};
+
 struct QueueStats {
   std::string queue;
   int64_t scheduled = 0;   // waiting for a future due time
@@ -381,11 +388,12 @@ struct QueueStats {
   // Appended in 0.7 (docs/keys.md).
   int64_t keys_running = 0;         // keys holding a turn
   int64_t waiting_for_key = 0;      // of `waiting`, jobs parked until their key has a turn
+  std::vector<KeyWaiting> top_keys; // the (at most 10) keys with the most jobs waiting for a turn, most first
   static constexpr size_t kFieldsBefore02 = 12;
   DUEQ_FIELDS_SINCE(kFieldsBefore02, queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks,
                     next_due_ms, cancelled, purged, died, unconfirmed, replayed, stale_extends, oldest_ready_due_ms,
                     paused_since_ms, rate_limit, rate_burst, concurrency_limit, history_kept, history_trimmed,
-                    keys_running, waiting_for_key)
+                    keys_running, waiting_for_key, top_keys)
 };
 
 struct StatsReply {

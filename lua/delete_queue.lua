@@ -17,7 +17,8 @@
   KEYS[7..24] deleted with it: done, cancelled, jobs, tokens, attempts,
            errors, error logs, cancel requested, started, unconfirmed,
            paused, rate, cron, history, and the per-key held, running,
-           parked and limits (lib/keys.lua)
+           parked (and its counts per key, KEYS[23]..":per_key") and
+           limits (lib/keys.lua)
   KEYS[25] queues            set   every known queue's name (dueq:{leader}:queues)
 
   ARGV[1]  the queue's name
@@ -45,5 +46,6 @@ if scheduled + ready + running + dead > 0 then
   return {0, scheduled, ready, running, dead}
 end
 for k = 1, 24 do redis.call("DEL", KEYS[k]) end
+redis.call("DEL", KEYS[23] .. ":per_key")  -- the parked jobs' counts per key (lib/keys.lua)
 redis.call("SREM", KEYS[25], name)
 return {1}

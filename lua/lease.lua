@@ -178,13 +178,20 @@ local function take_turns(entries)
     redis.call("HSET", keys.running, unpack(counts))
   end
   if #parked > 0 then
-    local rescored, members = {}, {}
-    for _, i in ipairs(parked) do
+    local rescored, members, names = {}, {}, {}
+    for j, i in ipairs(parked) do
       rescored[#rescored + 1], rescored[#rescored + 2] = string.format("%d", dues[i] + key_parked_offset), ids[i]
-      members[#members + 1], members[#members + 2] = 0, key_member(keys_of[i], dues[i], ids[i])
+      names[j] = key_member(keys_of[i], dues[i], ids[i])
+      members[#members + 1], members[#members + 2] = 0, names[j]
+    end
+    -- Each key's count goes up by its members new to the set.
+    local present, added = redis.call("ZMSCORE", keys.parked, unpack(names)), {}
+    for j, i in ipairs(parked) do
+      if not present[j] then added[keys_of[i]] = (added[keys_of[i]] or 0) + 1 end
     end
     redis.call("ZADD", KEYS[1], "XX", unpack(rescored))
     redis.call("ZADD", keys.parked, unpack(members))
+    for key, n in pairs(added) do redis.call("ZINCRBY", key_per_key(keys.parked), n, key) end
   end
   return {ids = lease_ids, records = lease_records, parked = #parked > 0}
 end

@@ -9,14 +9,16 @@
   KEYS[6]  paused      string ms when the queue was paused; absent while it runs
   KEYS[7]  history     hash  id -> finished job's entry (lib/history.lua)
   KEYS[8]  key running hash  key -> turns held (lib/keys.lua)
-  KEYS[9]  key parked  zset  ready jobs waiting for a turn of their key
+  KEYS[9]  key parked  zset  ready jobs waiting for a turn of their key;
+                             KEYS[9]..":per_key" (key -> its members)
 
   ARGV     none
 
   Returns  {scheduled, waiting, in_flight, dead, next_due, accepted, done,
             retried, stale_acks, cancelled, purged, died, unconfirmed,
             replayed, stale_extends, oldest_ready_due, paused_since,
-            history_kept, history_trimmed, keys_running, waiting_for_key}
+            history_kept, history_trimmed, keys_running, waiting_for_key,
+            top_keys}
            scheduled = in the schedule (due later, or due this instant and
            not yet promoted); waiting = ready, not leased; next_due = a
            lower bound of the earliest scheduled due ms, or -1; died =
@@ -28,11 +30,15 @@
            history_trimmed = documents the sweep trimmed, ever;
            keys_running = keys holding a turn (docs/keys.md);
            waiting_for_key = ready jobs parked until their key has a turn
-           (members: a cancelled one's until its key passes it)
+           (members: a cancelled one's until its key passes it);
+           top_keys = {key, waiting, ...} of the 10 keys with the most
+           members in key parked, most first (ties: the later key first)
   Errors   "ERR dueq bad-args <what>"
 ]]
 --! include lib/encoding_pin.lua
 if #ARGV ~= 0 then return redis.error_reply("ERR dueq bad-args stats: expected no arguments") end
+-- The keys with the most jobs waiting for a turn that the reply names.
+local top_keys = 10
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = -1
 if head[2] then next_due = tonumber(head[2]) end
@@ -47,4 +53,5 @@ return {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), count_leases(KEYS[3])
   next_due, tonumber(c[2] or 0), tonumber(c[3] or 0), tonumber(c[4] or 0), tonumber(c[5] or 0),
   tonumber(c[6] or 0), tonumber(c[7] or 0), tonumber(c[8] or 0), tonumber(c[9] or 0), tonumber(c[10] or 0),
   tonumber(c[11] or 0), oldest_ready_due, tonumber(redis.call("GET", KEYS[6]) or "0"), redis.call("HLEN", KEYS[7]),
-  tonumber(c[12] or 0), redis.call("HLEN", KEYS[8]), redis.call("ZCARD", KEYS[9])}
+  tonumber(c[12] or 0), redis.call("HLEN", KEYS[8]), redis.call("ZCARD", KEYS[9]),
+  redis.call("ZREVRANGE", KEYS[9] .. ":per_key", 0, top_keys - 1, "WITHSCORES")}

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/build_info.hpp"
+#include "common/json_bytes.hpp"
 
 namespace dueq::broker {
 
@@ -85,6 +86,13 @@ std::string label(std::string_view value) {
     else out += c;
   }
   return out;
+}
+
+// A job key as labels: itself when it is UTF-8, else its base64 and
+// key_encoding="base64" (a label value is UTF-8 text).
+std::string key_labels(std::string_view key) {
+  if (is_utf8(key)) return fmt::format("key=\"{}\"", label(key));
+  return fmt::format("key=\"{}\",key_encoding=\"base64\"", base64_encode(key));
 }
 
 std::string number(double value) { return fmt::format("{}", value); }
@@ -185,6 +193,13 @@ void write_queue_families(Writer& w, const MetricsSnapshot& s) {
   w.family("dueq_queue_rate_limit", "gauge", "Jobs started per second at most (0: no rate limit).");
   for (const auto& [name, q] : s.queues)
     if (q.counted) w.sample("dueq_queue_rate_limit", fmt::format("queue=\"{}\"", label(name)), q.counters.rate_limit);
+  w.family("dueq_key_waiting", "gauge",
+           "Jobs waiting for a turn of their key, for the 10 keys of a queue with the most (dueq key list names "
+           "them all); a key that is not UTF-8 is labeled by its base64, with key_encoding=\"base64\".");
+  for (const auto& [name, q] : s.queues)
+    if (q.counted)
+      for (const auto& top : q.counters.top_keys)
+        w.sample("dueq_key_waiting", fmt::format("queue=\"{}\",{}", label(name), key_labels(top.key.data)), static_cast<double>(top.waiting));
   w.family("dueq_queue_lateness_seconds", "gauge",
            "How long the longest-waiting ready job has been due, when the counters were read (0: none waits).");
   for (const auto& [name, q] : s.queues)

@@ -19,6 +19,10 @@
 
 namespace dueq::broker {
 
+// The keys with the most jobs waiting for a turn that stats.lua names per
+// queue (its top_keys).
+inline constexpr size_t kStatsTopKeys = 10;
+
 namespace calls {
 // stats.lua
 Command stats(const std::string& queue);

@@ -152,12 +152,14 @@ std::expected<BrokerStats, ClientError> Client::broker_stats() {
     auto* reply = std::get_if<proto::StatsReply>(&frame);
     if (reply == nullptr) return std::unexpected(unexpected_reply("stats"));
     BrokerStats out{.workers = reply->workers};
-    for (const auto& q : reply->queues)
+    for (const auto& q : reply->queues) {
       out.queues.push_back(QueueStats{q.queue, q.scheduled, q.waiting, q.in_flight, q.done, q.dead, q.accepted,
                                       q.retried, q.stale_acks, q.next_due_ms, q.cancelled, q.purged, q.died,
                                       q.unconfirmed, q.replayed, q.stale_extends, q.oldest_ready_due_ms, q.paused_since_ms,
                                       q.rate_limit, q.rate_burst, q.concurrency_limit, q.history_kept, q.history_trimmed,
-                                      q.keys_running, q.waiting_for_key});
+                                      q.keys_running, q.waiting_for_key, {}});
+      for (const auto& top : q.top_keys) out.queues.back().top_keys.emplace_back(top.key.data, top.waiting);
+    }
     return out;
   }).get();
 }

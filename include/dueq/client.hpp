@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dueq/job.hpp"
@@ -79,6 +80,9 @@ struct QueueStats {
   // 0 from a broker older than 0.7 (docs/keys.md):
   int64_t keys_running = 0;         // keys holding a turn
   int64_t waiting_for_key = 0;      // of `waiting`, jobs parked until their key has a turn
+  // The (at most 10) keys with the most jobs waiting for a turn, most
+  // first: key (any bytes) and how many.
+  std::vector<std::pair<std::string, int64_t>> top_keys;
 };
 
 // Every queue's counts, and how many workers the broker has registered

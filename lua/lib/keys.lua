@@ -14,6 +14,9 @@
 --                  id order (ZRANGEBYLEX finds a key's first)
 --   limits   hash  key -> its own limit (`dueq key limit`), over the
 --                  queue's default
+--   parked..":per_key"  zset  key -> its members in parked: how many jobs
+--                  wait for a turn of each key, for the top keys of the
+--                  stats and metrics; a key with none has no member
 -- A parked job stays in the ready set, with key_parked_offset added to its
 -- score: it sorts behind every job that can run, every view of the ready
 -- set still counts it, and cancelling or purging it needs nothing here (its
@@ -56,6 +59,11 @@ local function key_member(key, due, id)
   return key_prefix(key) .. string.format("%016d", due) .. id
 end
 
+-- The key -> parked members zset beside PARKED (same slot).
+local function key_per_key(parked)
+  return parked .. ":per_key"
+end
+
 -- The turns KEY may hold: its own limit, else the queue's default.
 local function key_limit_of(limits_key, key, default_limit)
   return tonumber(redis.call("HGET", limits_key, key)) or default_limit
@@ -70,6 +78,9 @@ local function key_unpark(k, key)
     local first = redis.call("ZRANGEBYLEX", k.parked, "[" .. prefix, "(" .. prefix .. ":", "LIMIT", 0, 1)[1]
     if not first then return false end
     redis.call("ZREM", k.parked, first)
+    if tonumber(redis.call("ZINCRBY", key_per_key(k.parked), -1, key)) <= 0 then
+      redis.call("ZREM", key_per_key(k.parked), key)
+    end
     local id = string.sub(first, #prefix + 17)
     local score = tonumber(redis.call("ZSCORE", k.ready, id))
     if score and score >= key_parked_offset then

@@ -315,9 +315,12 @@ TEST(EndToEnd, TheBrokersUserInDeployUsersAclIsRefusedNothingInAWholeRun) {
   RedisServer redis({"--aclfile", (dir / "users.acl").string()});
   const std::string url = "redis://dueq:acl-t3st@127.0.0.1:" + std::to_string(redis.port());
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
+  // An ordered queue: its jobs of one key wait for their turn (lib/keys.lua).
+  const auto config = write_config(dir, "[queues.acl-keys]\nordered = true\n");
   auto start_broker = [&](const std::string& log) {
-    return std::make_unique<Process>(std::vector<std::string>{bin("dueq-broker"), "--redis", url, "--listen", endpoint},
-                                     (dir / log).string());
+    return std::make_unique<Process>(
+        std::vector<std::string>{bin("dueq-broker"), "--redis", url, "--listen", endpoint, "--config", config.string()},
+        (dir / log).string());
   };
   auto broker = start_broker("broker.log");
   Client client(endpoint, ClientOptions{.timeout_ms = 1'000, .attempts = 10});
@@ -327,12 +330,21 @@ TEST(EndToEnd, TheBrokersUserInDeployUsersAclIsRefusedNothingInAWholeRun) {
     jobs.push_back({"acl", "noop", "later", "later-" + std::to_string(i), wall_ms() + 1'000, 3});
   }
   jobs.push_back({"acl", "fail", "x", "willfail", 0, 1});
+  for (int i = 0; i < 6; ++i) jobs.push_back({.queue = "acl-keys", .type = "noop", .id = "keyed-" + std::to_string(i), .key = "k"});
   jobs.push_back({"acl", "noop", "never", "tocancel", wall_ms() + 3'600'000, 3});
   ASSERT_TRUE(client.enqueue_batch(jobs));
-  Process worker({bin("dueq-example-worker"), "--broker", endpoint, "--queue", "acl", "--concurrency", "4"},
+  Process worker({bin("dueq-example-worker"), "--broker", endpoint, "--queue", "acl", "--queue", "acl-keys", "--concurrency", "4"},
                  (dir / "worker.log").string());
-  ASSERT_TRUE(eventually([&] { auto s = client.stats(); return s && !s->empty() && (*s)[0].done == 40 && (*s)[0].dead == 1; }, 20s))
+  auto queue_stats = [&](const std::string& name) -> std::optional<QueueStats> {
+    auto s = client.stats();
+    if (!s) return std::nullopt;
+    for (const auto& q : *s)
+      if (q.queue == name) return q;
+    return std::nullopt;
+  };
+  ASSERT_TRUE(eventually([&] { auto q = queue_stats("acl"); return q && q->done == 40 && q->dead == 1; }, 20s))
       << read_file(dir / "broker.log");
+  ASSERT_TRUE(eventually([&] { auto q = queue_stats("acl-keys"); return q && q->done == 6; }, 20s)) << read_file(dir / "broker.log");
   auto cancelled = run_dueq(endpoint, "cancel tocancel");
   EXPECT_EQ(cancelled.code, 0) << cancelled.out;
   auto replayed = run_dueq(endpoint, "dead replay --queue acl --all");
@@ -341,14 +353,15 @@ TEST(EndToEnd, TheBrokersUserInDeployUsersAclIsRefusedNothingInAWholeRun) {
   broker->signal(SIGTERM);
   EXPECT_EQ(broker->wait(10s), 0);
   broker = start_broker("broker2.log");
-  ASSERT_TRUE(eventually([&] { auto s = client.stats(); return s && !s->empty() && (*s)[0].dead == 1 && (*s)[0].waiting == 0 && (*s)[0].in_flight == 0; }, 20s));
+  ASSERT_TRUE(eventually([&] { auto q = queue_stats("acl"); return q && q->dead == 1 && q->waiting == 0 && q->in_flight == 0; }, 20s));
   auto audit = run_dueq(endpoint, "audit");
   EXPECT_EQ(audit.code, 0) << audit.out;
   EXPECT_NE(audit.out.find("audit: clean"), std::string::npos) << audit.out;
   // Browsing, bulk actions and deleting a queue use commands of their own.
   for (const char* args : {"list acl --state done --limit 5", "list acl --state done --limit 5 --after 1:now-1",
                            "list acl --state scheduled", "bulk run cancel acl --state scheduled --dry-run",
-                           "bulk run purge acl --state dead --id-prefix nothing-matches", "bulk status"}) {
+                           "bulk run purge acl --state dead --id-prefix nothing-matches", "bulk status", "key list acl-keys",
+                           "key limit acl-keys k 2", "key list acl-keys --limits", "key limit acl-keys k clear"}) {
     const auto run = run_dueq(endpoint, args);
     EXPECT_EQ(run.code, 0) << args << ": " << run.out;
   }

@@ -173,19 +173,30 @@ TEST(Keys, AKeysOwnLimitHoldsAcrossWorkersBesideTheQueueDefault) {
   std::vector<JobSpec> jobs;
   for (int i = 0; i < 15; ++i) jobs.push_back({.queue = "l", .type = "t", .id = fmt::format("big-{}", i), .key = "big"});
   for (int i = 0; i < 4; ++i) jobs.push_back({.queue = "l", .type = "t", .id = fmt::format("small-{}", i), .key = "small"});
+  for (int i = 0; i < 8; ++i) jobs.push_back({.queue = "l", .type = "t", .id = fmt::format("raw-{}", i), .key = "\xffk"});
   ASSERT_TRUE(client.enqueue_batch(jobs));
   // While big's jobs wait for its turns, the metrics say so.
-  auto gauge = [&](const std::string& name) {
+  auto gauge = [&](const std::string& name, const std::string& labels = "queue=\"l\"") {
     httplib::Client http("127.0.0.1", http_port);
     auto res = http.Get("/metrics");
-    const std::string needle = name + "{queue=\"l\"} ";
+    const std::string needle = name + "{" + labels + "} ";
     const size_t at = res && res->status == 200 ? res->body.find(needle) : std::string::npos;
     return at == std::string::npos ? int64_t{-1} : std::stoll(res->body.substr(at + needle.size()));
   };
-  EXPECT_TRUE(eventually([&] { return gauge("dueq_queue_waiting_for_key") > 0 && gauge("dueq_queue_keys_running") == 2; }, 10s))
+  EXPECT_TRUE(eventually([&] { return gauge("dueq_queue_waiting_for_key") > 0 && gauge("dueq_queue_keys_running") == 3; }, 10s))
       << gauge("dueq_queue_waiting_for_key") << " waiting, " << gauge("dueq_queue_keys_running") << " keys running";
-  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("l"); return s && s->done == 19; }, 30s));
+  // big leads the top keys (one series per key of the 10 with the most
+  // waiting); a key that is not UTF-8 is labeled by its base64.
+  std::string stats;
+  EXPECT_TRUE(eventually([&] {
+    stats = run_dueq(cluster.endpoint(), "stats --json").out;
+    return stats.find("\"top_keys\":[{\"key\":\"big\",\"waiting\":") != std::string::npos;
+  }, 10s)) << stats;
+  EXPECT_TRUE(eventually([&] { return gauge("dueq_key_waiting", "queue=\"l\",key=\"big\"") > 0; }, 10s));
+  EXPECT_TRUE(eventually([&] { return gauge("dueq_key_waiting", "queue=\"l\",key=\"/2s=\",key_encoding=\"base64\"") > 0; }, 10s));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("l"); return s && s->done == 27; }, 30s));
   EXPECT_TRUE(eventually([&] { return gauge("dueq_queue_waiting_for_key") == 0 && gauge("dueq_queue_keys_running") == 0; }, 10s));
+  EXPECT_EQ(gauge("dueq_key_waiting", "queue=\"l\",key=\"big\""), -1) << "a key with nothing waiting has no series";
   for (const auto& [key, runs] : runs_by_key(read_events(spans))) {
     std::vector<std::pair<int64_t, int>> edges;
     for (const auto& r : runs) edges.insert(edges.end(), {{r.from, 1}, {r.to, -1}});

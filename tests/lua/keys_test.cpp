@@ -139,7 +139,7 @@ TEST_F(Keys, AnIdleKeyLeavesNothingBehindEvenAfterACancelledParkedJob) {
   auto second = lease_with(10, ordered_limits(1000));
   EXPECT_EQ(ids_of(second), std::vector<std::string>{"a3"}) << "the cancelled a2 is passed over";
   ack(second.jobs[0]);
-  for (const char* key : {"held", "running", "parked"})
+  for (const char* key : {"held", "running", "parked", "parked:per_key"})
     EXPECT_EQ(cli(fmt::format("EXISTS 'dueq:{{q}}:keys:{}'", key)), "0") << key;
 }
 
@@ -250,4 +250,61 @@ TEST_F(Keys, StatsCountTheKeysHoldingTurnsAndTheJobsWaitingForOne) {
   EXPECT_EQ(s->waiting_for_key, 2);
   EXPECT_EQ(s->waiting, 2) << "parked jobs are ready jobs";
   EXPECT_EQ(s->oldest_ready_due_ms, 200) << "the first parked job's due time, without the offset";
+  ASSERT_EQ(s->top_keys.size(), 1U) << "B has a turn and nothing waiting";
+  EXPECT_EQ(s->top_keys[0].key.data, "A");
+  EXPECT_EQ(s->top_keys[0].waiting, 2);
+}
+
+// The parked jobs' count per key (keys:parked:per_key) is the key's
+// members in keys:parked through parking, the turn passing on, a parked
+// job cancelled and a lease that meets an already parked job; the stats
+// name the 10 keys with the most, most first, whatever bytes they hold.
+TEST_F(Keys, TheTopKeysAreTheTenWithTheMostJobsWaitingAndTheirCountsFollowTheParkedJobs) {
+  std::vector<proto::NewJob> jobs;
+  std::vector<std::string> keys;
+  for (int k = 0; k < 12; ++k) {
+    keys.push_back(k == 11 ? std::string("\xff\x00k", 3) : fmt::format("key-{:02}", k));
+    for (int j = 0; j <= k; ++j) jobs.push_back(keyed(fmt::format("{}-{}", k, j), keys.back(), 100 + j));
+  }
+  enqueue_in_batches(jobs, 1000);
+  auto counts_match = [&] {
+    for (const auto& key : keys) {
+      const std::string prefix = fmt::format("{:03}", key.size()) + key;
+      Round r;
+      r.add(Command{"ZLEXCOUNT", "dueq:{q}:keys:parked", "[" + prefix, "(" + prefix + ":"});
+      r.add(Command{"ZSCORE", "dueq:{q}:keys:parked:per_key", key});
+      run(r);
+      const int64_t members = replies_[0]->integer;
+      const int64_t counted = replies_[1]->type == REDIS_REPLY_NIL ? 0 : std::stoll(reply::str(replies_[1].get()));
+      if (members != counted) {
+        ADD_FAILURE() << "key " << key << ": " << members << " parked, counted " << counted;
+        return false;
+      }
+    }
+    return true;
+  };
+  auto first = lease_with(1000, ordered_limits(1000));
+  EXPECT_EQ(first.jobs.size(), 12U) << "one job per key";
+  EXPECT_TRUE(counts_match());
+  EXPECT_EQ(lease_with(1000, ordered_limits(1000)).jobs.size(), 0U) << "the head is parked: nothing new";
+  EXPECT_TRUE(counts_match());
+  Round stats;
+  stats.add(calls::stats("q"));
+  auto s = calls::parse_stats("q", run(stats));
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->top_keys.size(), 10U);
+  EXPECT_EQ(s->top_keys[0].key.data, keys[11]) << "11 waiting";
+  EXPECT_EQ(s->top_keys[0].waiting, 11);
+  EXPECT_EQ(s->top_keys[9].key.data, "key-02");
+  EXPECT_EQ(s->top_keys[9].waiting, 2);
+  // A parked job cancelled stays a member until its key's turn passes it.
+  Round cancel;
+  cancel.add(calls::cancel("q", 1500, "11-1", 60));
+  EXPECT_EQ(calls::parse_cancel(run(cancel))->status, CancelStatus::cancelled);
+  for (const auto& job : first.jobs) ack(job);
+  EXPECT_TRUE(counts_match());
+  for (int round = 0; round < 12; ++round)
+    for (const auto& job : lease_with(1000, ordered_limits(1000)).jobs) ack(job);
+  EXPECT_TRUE(counts_match());
+  EXPECT_EQ(cli("EXISTS 'dueq:{q}:keys:parked:per_key'"), "0") << "no key waits: nothing is left";
 }

@@ -322,6 +322,18 @@ class PythonProtocol(unittest.TestCase):
         with self.assertRaises(dueq.protocol.BadFrame):
             dueq.protocol.decode(frame)  # a worker's frame stays within two batches
 
+    def test_a_stats_row_carries_its_top_keys_and_an_older_row_reads_none(self) -> None:
+        """The documented STATS_REPLY names one key; a row of 25 fields (before top_keys) has none."""
+        frame = (support.ROOT / "conformance" / "frames" / "13-STATS_REPLY.msgpack").read_bytes()
+        _, body = dueq.protocol.decode(frame, reply=True)
+        request_id, rows, _ = dueq.protocol.read_stats_reply(body)
+        self.assertEqual(rows[0].top_keys, ((b"account-17", 3),))
+        self.assertEqual(rows[0].waiting_for_key, 3)
+        older = dueq.protocol.QueueStats.read(["q"] + [0] * 24)
+        self.assertEqual(older.top_keys, ())
+        with self.assertRaises(dueq.protocol.BadFrame):
+            dueq.protocol.QueueStats.read(["q"] + [0] * 24 + [[[b"k", 1]] * 11])
+
 
 class PythonProducer(unittest.TestCase):
     def test_a_request_timing_out_sends_the_next_to_the_next_broker(self) -> None:

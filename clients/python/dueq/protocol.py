@@ -282,7 +282,7 @@ def read_enqueue_reply(body: list[Any]) -> tuple[int, list[EnqueueResult], int]:
 STATS_FIELDS = ("queue", "scheduled", "waiting", "in_flight", "done", "dead", "accepted", "retried", "stale_acks",
                 "next_due_ms", "cancelled", "purged", "died", "unconfirmed", "replayed", "stale_extends",
                 "oldest_ready_due_ms", "paused_since_ms", "rate_limit", "rate_burst", "concurrency_limit",
-                "history_kept", "history_trimmed", "keys_running", "waiting_for_key")
+                "history_kept", "history_trimmed", "keys_running", "waiting_for_key", "top_keys")
 
 
 @dataclass(frozen=True)
@@ -313,13 +313,19 @@ class QueueStats:
     history_trimmed: int = 0
     keys_running: int = 0
     waiting_for_key: int = 0
+    # The (at most 10) keys with the most jobs waiting for a turn, most
+    # first: (key, jobs waiting).
+    top_keys: tuple[tuple[bytes, int], ...] = ()
 
     @staticmethod
     def read(value: Any) -> "QueueStats":
         row = _fields(value, 12, "stats row")[:len(STATS_FIELDS)]
         values: dict[str, Any] = {"queue": _str(row[0], "queue")}
         for name, v in zip(STATS_FIELDS[1:], row[1:]):
-            if name == "rate_limit":
+            if name == "top_keys":
+                pairs = [_fields(p, 2, "top key") for p in _list(v, "top_keys", 10)]
+                values[name] = tuple((_bytes(p[0], "key"), _int(p[1], "waiting")) for p in pairs)
+            elif name == "rate_limit":
                 if not isinstance(v, (int, float)) or isinstance(v, bool):
                     raise BadFrame("rate_limit: not a number")
                 values[name] = float(v)
