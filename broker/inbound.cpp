@@ -25,6 +25,22 @@ Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms) {
     return fail(Errc::bad_argument, "backoff must be between 0 and 30 days");
   if (job.payload.data.size() > proto::kMaxPayloadBytes) return fail(Errc::bad_argument, "payload exceeds 1 MiB");
   if (job.key.data.size() > proto::kMaxKeyBytes) return fail(Errc::bad_argument, "key exceeds 128 bytes");
+  return validate_unique(job);
+}
+
+Result<void> validate_unique(const proto::NewJob& job) {
+  using proto::UniqueUntil;
+  if (job.unique_until == UniqueUntil::none) {
+    if (!job.unique_key.data.empty() || job.unique_for_ms != 0)
+      return fail(Errc::bad_argument, "unique_key and unique_for_ms need a unique_until");
+    return {};
+  }
+  if (job.unique_until > UniqueUntil::period) return fail(Errc::bad_argument, "unique_until: 0..4 (none, waiting, started, done, period)");
+  if (job.unique_key.data.empty() || job.unique_key.data.size() > proto::kMaxKeyBytes)
+    return fail(Errc::bad_argument, "unique_key: 1..128 bytes");
+  if (job.unique_until == UniqueUntil::period ? job.unique_for_ms < 1 || job.unique_for_ms > kFarFutureMs
+                                              : job.unique_for_ms != 0)
+    return fail(Errc::bad_argument, "unique_for_ms: 1 ms to 10 years with until period, else 0");
   return {};
 }
 

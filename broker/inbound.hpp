@@ -26,6 +26,9 @@ namespace dueq::broker {
 
 // Checks one enqueued job; the error says which field is wrong.
 Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms);
+// The unique fields of a job (docs/keys.md): all or none, a key of 1..128
+// bytes, a period only with until period.
+Result<void> validate_unique(const proto::NewJob& job);
 
 class Inbound {
  public:

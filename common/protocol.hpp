@@ -301,6 +301,18 @@ struct HandBack {
   DUEQ_FIELDS(unstarted)
 };
 
+// How long a unique job holds its unique key (docs/keys.md).
+enum class UniqueUntil : uint8_t {
+  none = 0,     // not unique
+  waiting = 1,  // until it is first leased (scheduled or ready)
+  started = 2,  // until a worker announces its start
+  done = 3,     // until it is done, dead or cancelled
+  period = 4,   // for unique_for_ms after its enqueue, unless it dies or is cancelled first (a throttle)
+};
+}  // namespace dueq::proto
+MSGPACK_ADD_ENUM(dueq::proto::UniqueUntil);
+namespace dueq::proto {
+
 struct NewJob {
   std::string queue;
   std::string id;
@@ -314,8 +326,34 @@ struct NewJob {
   // (docs/keys.md): any bytes, up to kMaxKeyBytes; "" = none, and then not
   // sent. Appended in 0.7: a producer before it sends 8 fields.
   Bytes key;
+  // Unique jobs (docs/keys.md): while this job holds `unique_key`, a new job
+  // of the queue with the same one is answered duplicate with this one's id.
+  // Sent (after `key`, empty or not) only when unique_until is not none.
+  Bytes unique_key;
+  UniqueUntil unique_until = UniqueUntil::none;
+  int64_t unique_for_ms = 0;  // period: how long after the enqueue the hold lasts
   static constexpr size_t kFieldsBefore07 = 8;
-  DUEQ_FIELDS_KEY_LAST(kFieldsBefore07, queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms)
+  template <typename Packer>
+  void msgpack_pack(Packer& pk) const {
+    if (unique_until != UniqueUntil::none)
+      msgpack::type::make_define_array(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms,
+                                       key, unique_key, unique_until, unique_for_ms)
+          .msgpack_pack(pk);
+    else if (!key.data.empty())
+      msgpack::type::make_define_array(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms, key)
+          .msgpack_pack(pk);
+    else
+      msgpack::type::make_define_array(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms)
+          .msgpack_pack(pk);
+  }
+  void msgpack_unpack(const msgpack::object& o) {
+    detail::require_fields(o, kFieldsBefore07);
+    // The three unique fields come together or not at all.
+    if (o.type == msgpack::type::ARRAY && o.via.array.size > 9 && o.via.array.size < 12) throw detail::MissingFields(o.via.array.size, 12);
+    msgpack::type::make_define_array(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms, key,
+                                     unique_key, unique_until, unique_for_ms)
+        .msgpack_unpack(o);
+  }
 };
 
 struct Enqueue {
@@ -334,7 +372,18 @@ struct EnqueueOutcome {
   std::string id;
   EnqueueStatus status = EnqueueStatus::accepted;
   std::string reason;
-  DUEQ_FIELDS(id, status, reason)
+  // duplicate by a unique key: the job that holds it (appended; sent only
+  // then, so other outcomes keep their 3 fields).
+  std::string existing_id;
+  template <typename Packer>
+  void msgpack_pack(Packer& pk) const {
+    if (existing_id.empty()) msgpack::type::make_define_array(id, status, reason).msgpack_pack(pk);
+    else msgpack::type::make_define_array(id, status, reason, existing_id).msgpack_pack(pk);
+  }
+  void msgpack_unpack(const msgpack::object& o) {
+    detail::require_fields(o, 3);
+    msgpack::type::make_define_array(id, status, reason, existing_id).msgpack_unpack(o);
+  }
 };
 
 struct EnqueueReply {

@@ -19,6 +19,8 @@
   KEYS[12] history           hash  id -> finished job's entry (lib/history.lua)
   KEYS[13..16] held, running, parked, ready: per-key turns the finished
            jobs release (lib/keys.lua)
+  KEYS[17] unique            hash  unique jobs' holds (lib/unique.lua): a job
+                                   done lets its unique key go (a period's stays)
 
   ARGV[1]  now ms
   ARGV[2]  retention seconds for the done entry (0 = keep none)
@@ -41,6 +43,7 @@
 --! include lib/chunked.lua
 --! include lib/history.lua
 --! include lib/keys.lua
+--! include lib/unique.lua
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
 local keep = ARGV[3] == "1"
@@ -110,6 +113,7 @@ if done > 0 then
   end
   redis.call("HINCRBY", KEYS[2], "done", done)
   key_release_all({held = KEYS[13], running = KEYS[14], parked = KEYS[15], ready = KEYS[16]}, finished)
+  unique_release(KEYS[17], finished, "done")
 end
 if done < n then redis.call("HINCRBY", KEYS[2], "stale_acks", n - done) end
 return out

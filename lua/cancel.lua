@@ -27,6 +27,8 @@
   KEYS[16..18] held, running, parked: per-key turns (lib/keys.lua); a job
            of an ordered queue waiting for a retry holds its key's, and
            releases it here
+  KEYS[19] unique            hash  unique jobs' holds (lib/unique.lua): a job
+                                   cancelled lets its unique key go
 
   ARGV[1]  now ms
   ARGV[2]  job id
@@ -49,6 +51,7 @@
 --! include lib/schedule_filter.lua
 --! include lib/history.lua
 --! include lib/keys.lua
+--! include lib/unique.lua
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[3])
 local keep = ARGV[5] == "1"
@@ -89,6 +92,7 @@ redis.call("HDEL", KEYS[14], id)
 if redis.call("EXISTS", KEYS[16]) == 1 then
   key_release({held = KEYS[16], running = KEYS[17], parked = KEYS[18], ready = KEYS[2]}, id, false)
 end
+unique_release(KEYS[19], {id}, "gone")
 if retention > 0 then redis.call("ZADD", KEYS[6], now, id) end
 redis.call("HINCRBY", KEYS[7], "cancelled", 1)
 return {1, 0}

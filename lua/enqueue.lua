@@ -32,6 +32,10 @@
   KEYS[10] key limits  hash  present while some key has a limit of its own
                              (lib/keys.lua): a job with a key is then not
                              leased at once (lease.lua applies the limits)
+  KEYS[11] unique      hash  id -> mode and unique key of the jobs holding
+                             one; KEYS[11]..":"..K is the holder of unique
+                             key K (lib/unique.lua)
+  KEYS[12] dead        zset  (read: a dead holder holds nothing)
 
   ARGV[1]  now ms
   ARGV[2]  max backlog: the most unfinished jobs (scheduled + ready +
@@ -54,10 +58,18 @@
   ARGV[5+(4+F)N]  their tokens: 16 lowercase hex digits each, not all zero,
               one per lease candidate (L = length / 16, at most N; "" with a
               deadline of 0)
+  ARGV[6+(4+F)N+4u .. 9+(4+F)N+4u] for the u-th unique job (U of them, in
+              job order): its job number (1..N), its unique key (1..128
+              bytes), how long it holds it ("w" until first leased, "s"
+              until started, "d" until done, "p" for a period) and the
+              period in ms (1.. with "p", else 0)
+  ARGV[last] U (0..N)
 
   Returns  array of N integers: 1 accepted, 0 duplicate, 2 refused (backlog),
            3 accepted and leased under the token of its candidate number
-           (the c-th job due now in argument order has the c-th token)
+           (the c-th job due now in argument order has the c-th token),
+           4 duplicate by its unique key; then, for each 4 in job order,
+           the id of the job holding that key
   Errors   "ERR dueq bad-args <what>"; nothing is written then
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
            leader's epoch counter) and ARGV the sender's leader epoch, last
@@ -68,18 +80,33 @@
 --! include lib/partition.lua
 --! include lib/schedule_filter.lua
 --! include lib/encoding_pin.lua
+--! include lib/unique.lua
 local now = tonumber(ARGV[1])
 local max_backlog = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
-if not now or not max_backlog or max_backlog < 0 or not n or n < 1 or n > 1000
-    or (#ARGV ~= 5 + 7 * n and #ARGV ~= 5 + 4 * n) then
+local n_unique = tonumber(ARGV[#ARGV])
+local last = n_unique and #ARGV - 1 - 4 * n_unique  -- the lease tokens' place
+if not now or not max_backlog or max_backlog < 0 or not n or n < 1 or n > 1000 or not n_unique or n_unique < 0
+    or n_unique > n or n_unique % 1 ~= 0 or (last ~= 5 + 7 * n and last ~= 5 + 4 * n) then
   return redis.error_reply("ERR dueq bad-args enqueue: expected now, max_backlog, N, 4 or 7 values per job, "
-    .. "a lease deadline and lease tokens")
+    .. "a lease deadline, lease tokens, 4 values per unique job and their number")
 end
-local with_filter_args = #ARGV == 5 + 7 * n
-local lease_deadline_text = ARGV[#ARGV - 1]
+local with_filter_args = last == 5 + 7 * n
+local lease_deadline_text = ARGV[last - 1]
 local lease_deadline = tonumber(lease_deadline_text)
-local lease_tokens = ARGV[#ARGV]
+local lease_tokens = ARGV[last]
+-- Job number -> {key, mode, period ms} of its unique key.
+local unique_of = {}
+for u = 0, n_unique - 1 do
+  local at = last + 1 + 4 * u
+  local job, ukey, mode, period = tonumber(ARGV[at]), ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3])
+  if not job or job < 1 or job > n or job % 1 ~= 0 or unique_of[job] or #ukey < 1 or #ukey > 128
+      or (mode ~= "w" and mode ~= "s" and mode ~= "d" and mode ~= "p") or not period or period % 1 ~= 0
+      or (mode == "p") ~= (period >= 1) or period < 0 then
+    return redis.error_reply("ERR dueq bad-args enqueue: unique job " .. u .. " has a bad job number, key, mode or period")
+  end
+  unique_of[job] = {key = ukey, mode = mode, period = ARGV[at + 3]}
+end
 local candidates = #lease_tokens / 16
 if not lease_deadline or lease_deadline < 0 or #lease_tokens % 16 ~= 0 or candidates > n
     or (lease_deadline == 0) ~= (candidates == 0) then
@@ -179,6 +206,21 @@ local seen = {}
 local records, ready, leases, tokens, nr, nready, nl = {}, {}, {}, {}, 0, 0, 0
 local partitions = {}  -- partition number -> {zadd args, hset args, earliest due}
 local accepted, scheduled_slots = 0, filter_slots()
+local taken, holds, holders = {}, {}, {}  -- unique key -> id taken in this call; HSET args; ids of 4s
+-- The id of the job holding unique key U.key, or nil: one taken earlier in
+-- this call, a period's holder (its string expires with the period), or a
+-- holder still scheduled, ready, leased or retrying (not dead; a hold left
+-- by a job gone otherwise holds nothing).
+local function unique_held_by(u)
+  if taken[u.key] then return taken[u.key] end
+  local holder, mode, partition = unique_holder(redis.call("GET", unique_string(KEYS[11], u.key)))
+  if not holder then return nil end
+  if mode == "p" or redis.call("ZSCORE", KEYS[1] .. ":" .. partition, holder)
+      or (redis.call("HEXISTS", KEYS[5], holder) == 1 and not redis.call("ZSCORE", KEYS[12], holder)) then
+    return holder
+  end
+  return nil
+end
 for i = 1, n do
   local id = ids[i]
   local b = 4 * i
@@ -193,9 +235,19 @@ for i = 1, n do
       if key_limits_set then candidate = nil end
     end
   end
+  local u = unique_of[i]
+  local holder = nil
   if live[i] or done[i] or cancelled[i] or seen[id]
       or (maybe_scheduled and maybe_scheduled[i] > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. argv[b + 3], id)) then
     out[i] = 0
+  elseif u then
+    holder = unique_held_by(u)
+  end
+  if holder then
+    out[i] = 4
+    holders[#holders + 1] = holder
+  elseif out[i] then
+    -- a duplicate by its id
   elseif accepted >= room then
     out[i] = 2
   else
@@ -230,8 +282,17 @@ for i = 1, n do
     end
     accepted = accepted + 1
     out[i] = candidate and 3 or 1
+    -- A job leased at once no longer waits: "w" holds nothing.
+    if u and not (u.mode == "w" and candidate) then
+      local s = unique_string(KEYS[11], u.key)
+      local value = u.mode .. argv[b + 3] .. ":" .. id
+      if u.mode == "p" then redis.call("SET", s, value, "PX", u.period) else redis.call("SET", s, value) end
+      holds[#holds + 1], holds[#holds + 2] = id, u.mode .. u.key
+      taken[u.key] = id
+    end
   end
 end
+if #holds > 0 then redis.call("HSET", KEYS[11], unpack(holds)) end
 if nr > 0 then redis.call("HSET", KEYS[5], unpack(records)) end
 if nready > 0 then redis.call("ZADD", KEYS[2], unpack(ready)) end
 if nl > 0 then
@@ -246,4 +307,5 @@ for partition, p in pairs(partitions) do
 end
 schedule_counted_in(KEYS[1], KEYS[4], scheduled_slots)
 if accepted > 0 then redis.call("HINCRBY", KEYS[4], "accepted", accepted) end
+for h = 1, #holders do out[n + h] = holders[h] end
 return out

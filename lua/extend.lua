@@ -10,6 +10,8 @@
   KEYS[2]  stats       hash
   KEYS[3]  tokens      hash
   KEYS[4]  started     set   leased ids whose start the broker recorded
+  KEYS[5]  unique      hash  unique jobs' holds (lib/unique.lua): a job held
+                             "until started" lets its unique key go
 
   ARGV[1]  new deadline ms
   ARGV[2]  "held" or "started"
@@ -24,6 +26,7 @@
            the sender was deposed
 ]]
 --! include lib/fence.lua
+--! include lib/unique.lua
 local deadline = tonumber(ARGV[1])
 local what = ARGV[2]
 local n = tonumber(ARGV[3])
@@ -53,6 +56,7 @@ end
 if what == "started" then
   for i = 1, #started, 2000 do
     redis.call("SADD", KEYS[4], unpack(started, i, math.min(i + 1999, #started)))
+    unique_release(KEYS[5], {unpack(started, i, math.min(i + 1999, #started))}, "start")
   end
 end
 if stale > 0 then redis.call("HINCRBY", KEYS[2], "stale_extends", stale) end

@@ -18,6 +18,8 @@
   KEYS[7]  paused      string present while the queue is paused (`dueq pause`)
   KEYS[8]  rate        hash  the rate limit's bucket: tokens, at (ms)
   KEYS[9..12]  held, running, parked, limits: per-key state (lib/keys.lua)
+  KEYS[13] unique      hash  unique jobs' holds (lib/unique.lua): a job held
+                             "until first leased" lets its unique key go
 
   ARGV[1]  lease deadline ms
   ARGV[2]  count (1..1000)
@@ -59,6 +61,7 @@
 --! include lib/fence.lua
 --! include lib/encoding_pin.lua
 --! include lib/keys.lua
+--! include lib/unique.lua
 local deadline = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
 if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 9 or #ARGV[3] ~= 16 * count then
@@ -249,6 +252,7 @@ for i = 1, #ids do
 end
 redis.call("ZADD", KEYS[2], unpack(leases))
 redis.call("HSET", KEYS[4], unpack(token_args))
+unique_release(KEYS[13], ids, "lease")
 if rate > 0 then redis.call("HSET", KEYS[8], "tokens", tostring(tokens - taken), "at", now) end
 if #ids < count then held_by, wait_ms = 0, 0 end  -- the ready set ran out before any limit
 if parked_some and held_by == 0 then held_by, wait_ms = 4, 1 end

@@ -30,6 +30,9 @@
   KEYS[16..18] held, running, parked: per-key turns (lib/keys.lua): a job
            that ends releases its key's turn, and so does one that goes
            back to wait unless its queue is ordered
+  KEYS[19] unique            hash  unique jobs' holds (lib/unique.lua): a job
+                                   that dies or ends cancelled lets its unique
+                                   key go
 
   ARGV[1]  now ms
   ARGV[2]  backoff base ms (>= 0), unless the job has its own
@@ -81,6 +84,7 @@
 --! include lib/lost_delivery.lua
 --! include lib/history.lua
 --! include lib/keys.lua
+--! include lib/unique.lua
 local now = tonumber(ARGV[1])
 local base = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
@@ -107,6 +111,7 @@ local out = {}
 local retried, dead, stale, cancelled, not_counted, scheduled_slots = 0, 0, 0, 0, 0, filter_slots()
 local key_state = {held = KEYS[16], running = KEYS[17], parked = KEYS[18], ready = KEYS[2]}
 local holds_turns = redis.call("EXISTS", KEYS[16]) == 1  -- one look for a queue without keys
+local gone = {}  -- dead or cancelled: their unique keys go (lib/unique.lua)
 for i = 0, n - 1 do
   local id = ARGV[6 + 6 * i]
   local mode = ARGV[8 + 6 * i]
@@ -140,6 +145,7 @@ for i = 0, n - 1 do
       redis.call("HDEL", KEYS[14], id)
       if retention > 0 then redis.call("ZADD", KEYS[12], now, id) end
       if holds_turns then key_release(key_state, id, false) end
+      gone[#gone + 1] = id
       cancelled = cancelled + 1
       out[#out + 1] = 3
       out[#out + 1] = 0
@@ -167,6 +173,7 @@ for i = 0, n - 1 do
         redis.call("ZADD", KEYS[4], now, id)
         redis.call("HSET", KEYS[9], id, why)
         if holds_turns then key_release(key_state, id, false) end
+        gone[#gone + 1] = id
         dead = dead + 1
         out[#out + 1] = 2
         out[#out + 1] = 0
@@ -198,6 +205,7 @@ for i = 0, n - 1 do
   end
 end
 schedule_counted_in(KEYS[1], KEYS[5], scheduled_slots)
+unique_release(KEYS[19], gone, "gone")
 if retried > 0 then redis.call("HINCRBY", KEYS[5], "retried", retried) end
 if dead > 0 then redis.call("HINCRBY", KEYS[5], "dead", dead) end
 if stale > 0 then redis.call("HINCRBY", KEYS[5], "stale_acks", stale) end

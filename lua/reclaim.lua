@@ -24,6 +24,9 @@
   KEYS[14] history           hash  id -> finished job's entry (lib/history.lua)
   KEYS[15..17] held, running, parked: per-key turns (lib/keys.lua), as
            nack.lua releases them
+  KEYS[18] unique            hash  unique jobs' holds (lib/unique.lua): a job
+                                   that dies or ends cancelled lets its unique
+                                   key go
 
   ARGV[1]  now ms
   ARGV[2]  limit (1..5000)
@@ -45,6 +48,7 @@
 --! include lib/encoding_pin.lua
 --! include lib/history.lua
 --! include lib/keys.lua
+--! include lib/unique.lua
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local retention = tonumber(ARGV[3])
@@ -62,6 +66,7 @@ end
 local reason = "lease expired (worker lost, hung or unreachable)"
 local key_state = {held = KEYS[15], running = KEYS[16], parked = KEYS[17], ready = KEYS[2]}
 local holds_turns = redis.call("EXISTS", KEYS[15]) == 1
+local gone = {}  -- dead, cancelled or vanished: their unique keys go (lib/unique.lua)
 for _, id in ipairs(ids) do
   local waits_again = false
   local record = redis.call("HGET", KEYS[5], id)
@@ -105,7 +110,9 @@ for _, id in ipairs(ids) do
     end
   end
   if holds_turns then key_release(key_state, id, waits_again) end
+  if not waits_again then gone[#gone + 1] = id end
 end
+unique_release(KEYS[18], gone, "gone")
 if requeued > 0 then redis.call("HINCRBY", KEYS[4], "retried", requeued) end
 if dead > 0 then redis.call("HINCRBY", KEYS[4], "dead", dead) end
 if cancelled > 0 then redis.call("HINCRBY", KEYS[4], "cancelled", cancelled) end

@@ -50,7 +50,7 @@ Command lease(const std::string& queue, int64_t deadline_ms, int count, const Le
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::lease,
                              {k.ready, k.leased, k.jobs, k.tokens, k.attempts, k.unconfirmed, k.paused, k.rate,
-                              k.key_held, k.key_running, k.key_parked, k.key_limits});
+                              k.key_held, k.key_running, k.key_parked, k.key_limits, k.unique});
   call.add(deadline_ms).add(count);
   std::string tokens;
   tokens.reserve(16 * static_cast<size_t>(count));

@@ -33,13 +33,42 @@ JobRecord new_job_record(const proto::NewJob& job, int64_t now_ms, uint32_t defa
                    job.key.data};
 }
 
+namespace {
+// lib/unique.lua's letter for how long a job holds its unique key.
+std::string_view unique_mode(proto::UniqueUntil until) {
+  switch (until) {
+    case proto::UniqueUntil::waiting: return "w";
+    case proto::UniqueUntil::started: return "s";
+    case proto::UniqueUntil::done: return "d";
+    default: return "p";
+  }
+}
+}  // namespace
+
 Result<std::vector<EnqueueReply>> parse_enqueue(const redisReply* r, size_t jobs) {
   static constexpr std::array kKnown{EnqueueReply::duplicate, EnqueueReply::accepted, EnqueueReply::backlog_full,
-                                     EnqueueReply::accepted_and_leased};
-  auto replies = reply::codes(r, "enqueue", kKnown);
-  if (replies && replies->size() != jobs)
-    return fail(Errc::internal, fmt::format("enqueue: {} replies for {} jobs", replies->size(), jobs));
-  return replies;
+                                     EnqueueReply::accepted_and_leased, EnqueueReply::unique_held};
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY) return reply::bad(r, "enqueue");
+  if (r->elements < jobs) return fail(Errc::internal, fmt::format("enqueue: {} replies for {} jobs", r->elements, jobs));
+  std::vector<EnqueueReply> out;
+  out.reserve(jobs);
+  size_t held = 0;
+  for (size_t i = 0; i < jobs; ++i) {
+    const auto c = r->element[i]->type == REDIS_REPLY_INTEGER ? reply::code(r->element[i]->integer, kKnown) : std::nullopt;
+    if (!c) return reply::bad(r, "enqueue");
+    held += *c == EnqueueReply::unique_held ? 1 : 0;
+    out.push_back(*c);
+  }
+  if (r->elements != jobs + held) return fail(Errc::internal, fmt::format("enqueue: {} replies for {} jobs", r->elements, jobs));
+  for (size_t i = jobs; i < r->elements; ++i)
+    if (r->element[i]->type != REDIS_REPLY_STRING) return reply::bad(r, "enqueue");
+  return out;
+}
+
+std::vector<std::string> enqueue_holders(const redisReply* r, size_t jobs) {
+  std::vector<std::string> out;
+  for (size_t i = jobs; r != nullptr && i < r->elements; ++i) out.push_back(reply::str(r->element[i]));
+  return out;
 }
 
 Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
@@ -48,7 +77,7 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::enqueue,
                              {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.paused,
-                              k.key_limits});
+                              k.key_limits, k.unique, k.dead});
   call.add(now_ms).add(max_backlog).add(static_cast<int64_t>(jobs.size()));
   std::vector<uint32_t> partitions;
   partitions.reserve(jobs.size());
@@ -60,7 +89,15 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
   }
   for (size_t i = 0; filter_args && i < jobs.size(); ++i)
     call.add("GET").add("u8").add(static_cast<int64_t>(schedule_filter_bit_offset(partitions[i], jobs[i]->id)));
-  return call.add(lease_deadline_ms).add(lease_tokens);
+  call.add(lease_deadline_ms).add(lease_tokens);
+  int64_t unique = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const proto::NewJob& job = *jobs[i];
+    if (job.unique_until == proto::UniqueUntil::none) continue;
+    call.add(static_cast<int64_t>(i + 1)).add(job.unique_key.data).add(unique_mode(job.unique_until)).add(job.unique_for_ms);
+    ++unique;
+  }
+  return call.add(unique);
 }
 
 Command register_queue(const std::string& queue) {
@@ -319,9 +356,16 @@ void Enqueuer::on_enqueued(const redisReply* r, Dispatcher& dispatcher, RoundAns
     dispatcher.deliver(sent.queue, sent.reservation, std::move(leased));
     return;
   }
+  const auto holders = calls::enqueue_holders(r, sent.slots.size());
+  size_t next_holder = 0;
   for (size_t j = 0; j < sent.slots.size(); ++j) {
     auto& outcome = answers.requests[sent.slots[j].first].outcomes[sent.slots[j].second];
     switch ((*statuses)[j]) {
+      case calls::EnqueueReply::unique_held:
+        outcome.status = proto::EnqueueStatus::duplicate;
+        outcome.existing_id = holders.at(next_holder++);
+        outcome.reason = "another job holds its unique key (existing_id)";
+        break;
       case calls::EnqueueReply::backlog_full:
         outcome.status = proto::EnqueueStatus::overloaded;
         outcome.reason = backlog_reason(sent.queue);

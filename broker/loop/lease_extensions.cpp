@@ -14,7 +14,7 @@ namespace calls {
 
 Command extend(const std::string& queue, int64_t deadline_ms, LeaseReport report, const std::vector<TokenRef>& items) {
   QueueKeys k(queue);
-  Command call = script_call(lua::ScriptId::extend, {k.leased, k.stats, k.tokens, k.started});
+  Command call = script_call(lua::ScriptId::extend, {k.leased, k.stats, k.tokens, k.started, k.unique});
   call.add(deadline_ms).add(report == LeaseReport::started ? "started" : "held").add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) call.add(item.id).add(token_text(item.token));
   return call;

@@ -36,7 +36,8 @@ Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t ret
   QueueKeys k(queue);
   return script_call(lua::ScriptId::reclaim, {k.leased, k.ready, k.dead, k.stats, k.jobs, k.tokens, k.attempts,
                                               k.errors, k.error_logs, k.cancel_requested, k.cancelled, k.started,
-                                              k.unconfirmed, k.history, k.key_held, k.key_running, k.key_parked})
+                                              k.unconfirmed, k.history, k.key_held, k.key_running, k.key_parked,
+                                               k.unique})
       .add(now_ms)
       .add(limit)
       .add(retention_s)

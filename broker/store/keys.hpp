@@ -50,7 +50,8 @@ struct QueueKeys {
         key_held(key(queue, "keys:held")),
         key_running(key(queue, "keys:running")),
         key_parked(key(queue, "keys:parked")),
-        key_limits(key(queue, "keys:limits")) {}
+        key_limits(key(queue, "keys:limits")),
+        unique(key(queue, "unique")) {}
 
   static std::string key(const std::string& queue, const char* what) { return "dueq:{" + queue + "}:" + what; }
 
@@ -81,6 +82,9 @@ struct QueueKeys {
   std::string key_running;       // hash key -> turns held
   std::string key_parked;        // zset (scores 0) of parked ready jobs: key, due, id
   std::string key_limits;        // hash key -> its own limit (`dueq key limit`)
+  // Unique jobs (lua/lib/unique.lua): hash id -> mode + unique key of the
+  // jobs holding one; unique + ":" + K, the holder of unique key K.
+  std::string unique;
 
   std::string schedule_partition_key(uint32_t partition) const { return schedule + ":" + std::to_string(partition); }
   std::string schedule_jobs_key(uint32_t partition) const { return schedule_partition_key(partition) + ":jobs"; }
