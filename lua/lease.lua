@@ -181,20 +181,27 @@ local function take_turns(entries)
     redis.call("HSET", keys.running, unpack(counts))
   end
   if #parked > 0 then
-    local rescored, members, names = {}, {}, {}
-    for j, i in ipairs(parked) do
+    local rescored, members = {}, {}
+    for _, i in ipairs(parked) do
       rescored[#rescored + 1], rescored[#rescored + 2] = string.format("%d", dues[i] + key_parked_offset), ids[i]
-      names[j] = key_member(keys_of[i], dues[i], ids[i])
-      members[#members + 1], members[#members + 2] = 0, names[j]
-    end
-    -- Each key's count goes up by its members new to the set.
-    local present, added = redis.call("ZMSCORE", keys.parked, unpack(names)), {}
-    for j, i in ipairs(parked) do
-      if not present[j] then added[keys_of[i]] = (added[keys_of[i]] or 0) + 1 end
+      members[#members + 1], members[#members + 2] = 0, key_member(keys_of[i], dues[i], ids[i])
     end
     redis.call("ZADD", KEYS[1], "XX", unpack(rescored))
-    redis.call("ZADD", keys.parked, unpack(members))
-    for key, n in pairs(added) do redis.call("ZINCRBY", key_per_key(keys.parked), n, key) end
+    local added = redis.call("ZADD", keys.parked, unpack(members))
+    local per_key = {}
+    for _, i in ipairs(parked) do per_key[keys_of[i]] = (per_key[keys_of[i]] or 0) + 1 end
+    for key, n in pairs(per_key) do
+      if added == #parked then
+        redis.call("ZINCRBY", key_per_key(keys.parked), n, key)
+      else
+        -- A member was there already (a job cancelled while parked, enqueued
+        -- again since with the same due time): each key's count is read
+        -- whole instead. Rare, and bounded by the keys of this call.
+        local prefix = key_prefix(key)
+        redis.call("ZADD", key_per_key(keys.parked),
+          redis.call("ZLEXCOUNT", keys.parked, "[" .. prefix, "(" .. prefix .. ":"), key)
+      end
+    end
   end
   return {ids = lease_ids, records = lease_records, parked = #parked > 0}
 end

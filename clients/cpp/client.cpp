@@ -52,7 +52,8 @@ std::expected<std::vector<EnqueueResult>, ClientError> enqueue_results(proto::Fr
   out.reserve(jobs);
   for (auto& r : reply->results)
     out.push_back(EnqueueResult{std::move(r.id), static_cast<EnqueueResult::Status>(r.status), std::move(r.reason),
-                                r.status == proto::EnqueueStatus::overloaded ? reply->retry_after_ms : 0});
+                                r.status == proto::EnqueueStatus::overloaded ? reply->retry_after_ms : 0,
+                                std::move(r.existing_id)});
   return out;
 }
 
@@ -67,7 +68,8 @@ std::expected<proto::Enqueue, ClientError> enqueue_request(std::vector<JobSpec>&
   // resend would drop it again: such a batch is refused here.
   size_t frame_bytes = 64;
   for (const auto& job : jobs)
-    frame_bytes += job.payload.size() + job.id.size() + job.type.size() + job.queue.size() + job.key.size() + kJobFrameOverhead;
+    frame_bytes += job.payload.size() + job.id.size() + job.type.size() + job.queue.size() + job.key.size() +
+                   job.unique_key.size() + kJobFrameOverhead;
   if (frame_bytes > proto::kMaxFrameBytes)
     return std::unexpected(ClientError{"bad_argument", "a batch of " + std::to_string(jobs.size()) + " jobs takes up to " +
                                                            std::to_string(frame_bytes) + " bytes, over the broker's " +
@@ -80,7 +82,9 @@ std::expected<proto::Enqueue, ClientError> enqueue_request(std::vector<JobSpec>&
     if (job.id.empty()) job.id = new_job_id();
     request.jobs.push_back(proto::NewJob{std::move(job.queue), std::move(job.id), std::move(job.type),
                                          proto::Bytes{std::move(job.payload)}, job.due_ms, job.max_attempts,
-                                         job.backoff_base_ms, job.backoff_cap_ms, proto::Bytes{std::move(job.key)}});
+                                         job.backoff_base_ms, job.backoff_cap_ms, proto::Bytes{std::move(job.key)},
+                                         proto::Bytes{std::move(job.unique_key)},
+                                         static_cast<proto::UniqueUntil>(job.unique_until), job.unique_for_ms});
   }
   return request;
 }

@@ -28,6 +28,15 @@
 
 namespace dueq {
 
+// How long a unique job holds its unique key (docs/keys.md).
+enum class UniqueUntil {
+  none,     // not unique
+  waiting,  // while scheduled or ready: until it is first leased
+  started,  // until a worker announces its start
+  done,     // until it is done (or dead, or cancelled)
+  period,   // for unique_for_ms after its enqueue (at most one per period), unless it dies or is cancelled first
+};
+
 struct JobSpec {
   std::string queue;
   std::string type;
@@ -42,6 +51,12 @@ struct JobSpec {
   // 128 bytes of any kind. A queue with key limits runs at most so many
   // jobs of one key at a time (one, in order, when it is ordered). "" = none.
   std::string key;
+  // A unique job (docs/keys.md): while it holds `unique_key` (1..128 bytes
+  // of any kind), a new job of the queue with the same unique key is
+  // answered duplicate with this job's id (EnqueueResult::existing_id).
+  std::string unique_key;
+  UniqueUntil unique_until = UniqueUntil::none;
+  int64_t unique_for_ms = 0;  // with UniqueUntil::period: how long the hold lasts
 };
 
 struct EnqueueResult {
@@ -50,6 +65,7 @@ struct EnqueueResult {
   Status status = Status::accepted;
   std::string reason;            // for rejected and overloaded
   uint32_t retry_after_ms = 0;   // for overloaded: when to try again
+  std::string existing_id;       // duplicate by a unique key: the job that holds it
 };
 
 struct ClientError {

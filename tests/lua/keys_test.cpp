@@ -308,3 +308,24 @@ TEST_F(Keys, TheTopKeysAreTheTenWithTheMostJobsWaitingAndTheirCountsFollowThePar
   EXPECT_TRUE(counts_match());
   EXPECT_EQ(cli("EXISTS 'dueq:{q}:keys:parked:per_key'"), "0") << "no key waits: nothing is left";
 }
+
+// A job cancelled while parked leaves its member until its key's turn
+// passes it; enqueued again meanwhile (no cancelled entry kept) with the
+// same due time, its member is the same one, and parking it again counts
+// the key's members whole rather than once more.
+TEST_F(Keys, AJobParkedAgainUnderTheMemberItLeftCountsOnce) {
+  enqueue({keyed("a1", "A", 100), keyed("a2", "A", 200)}, 1000);
+  auto first = lease_with(10, ordered_limits(1000));
+  ASSERT_EQ(ids_of(first), std::vector<std::string>{"a1"});
+  Round cancel;
+  cancel.add(calls::cancel("q", 1500, "a2", 0));
+  EXPECT_EQ(calls::parse_cancel(run(cancel))->status, CancelStatus::cancelled);
+  enqueue({keyed("a2", "A", 200)}, 1000);
+  EXPECT_EQ(lease_with(10, ordered_limits(1000)).jobs.size(), 0U);
+  EXPECT_EQ(cli("ZCARD 'dueq:{q}:keys:parked'"), "1");
+  EXPECT_EQ(cli("ZSCORE 'dueq:{q}:keys:parked:per_key' A"), "1");
+  ack(first.jobs[0]);
+  auto second = lease_with(10, ordered_limits(1000));
+  EXPECT_EQ(ids_of(second), std::vector<std::string>{"a2"});
+  EXPECT_EQ(cli("EXISTS 'dueq:{q}:keys:parked' 'dueq:{q}:keys:parked:per_key'"), "0");
+}
