@@ -16,6 +16,7 @@
 #include "common/duration.hpp"
 #include "common/ids.hpp"
 #include "common/json_bytes.hpp"
+#include "common/logging.hpp"
 #include "common/names.hpp"
 #include "common/protocol.hpp"
 
@@ -33,7 +34,40 @@ std::optional<std::string> job_problem(const JobSpec& job) {
     return fmt::format("payload of {} bytes; at most {}", job.payload.size(), proto::kMaxPayloadBytes);
   if (job.key.size() > proto::kMaxKeyBytes)
     return fmt::format("key of {} bytes; at most {}", job.key.size(), proto::kMaxKeyBytes);
+  if (job.unique_until == UniqueUntil::none) return std::nullopt;
+  if (job.unique_key.empty() || job.unique_key.size() > proto::kMaxKeyBytes)
+    return fmt::format("unique key of {} bytes; 1 to {}", job.unique_key.size(), proto::kMaxKeyBytes);
+  if ((job.unique_until == UniqueUntil::period) != (job.unique_for_ms > 0))
+    return "a unique period (--unique-for, unique_for_ms) goes with unique_until period, and only with it";
   return std::nullopt;
+}
+
+// "waiting", "started", "done" or "period".
+std::optional<UniqueUntil> unique_until_named(const std::string& name) {
+  if (name == "waiting") return UniqueUntil::waiting;
+  if (name == "started") return UniqueUntil::started;
+  if (name == "done") return UniqueUntil::done;
+  if (name == "period") return UniqueUntil::period;
+  return std::nullopt;
+}
+
+// The unique fields from their flags or JSON fields: a key alone holds it
+// until done, a period alone is "period".
+std::expected<void, std::string> set_unique(JobSpec& job, std::string key, const std::string& until, int64_t for_ms) {
+  if (key.empty()) {
+    if (!until.empty() || for_ms != 0) return std::unexpected("unique_until and unique_for need a unique key");
+    return {};
+  }
+  job.unique_key = std::move(key);
+  job.unique_for_ms = for_ms;
+  if (until.empty()) {
+    job.unique_until = for_ms > 0 ? UniqueUntil::period : UniqueUntil::done;
+  } else if (auto named = unique_until_named(until)) {
+    job.unique_until = *named;
+  } else {
+    return std::unexpected("unique_until: waiting, started, done or period, not '" + until + "'");
+  }
+  return {};
 }
 
 void print_outcome(const std::string& id, const char* status, bool json) {
@@ -70,6 +104,13 @@ std::expected<JobSpec, std::string> job_from_args(const EnqueueArgs& a) {
   } else if (a.at_ms >= 0) {
     job.due_ms = a.at_ms;
   }
+  int64_t unique_for_ms = 0;
+  if (!a.unique_for.empty()) {
+    auto ms = parse_duration_ms(a.unique_for);
+    if (!ms || *ms <= 0) return std::unexpected("--unique-for: a duration of 1 ms or more, e.g. 1m");
+    unique_for_ms = *ms;
+  }
+  if (auto ok = set_unique(job, a.unique_key, a.unique_until, unique_for_ms); !ok) return std::unexpected("--" + ok.error());
   if (auto problem = job_problem(job)) return std::unexpected(*problem);
   return job;
 }
@@ -88,6 +129,13 @@ int enqueue_one(Client& client, JobSpec job, bool generated, bool json) {
   switch (result->status) {
     case EnqueueResult::Status::accepted: print_outcome(result->id, "accepted", json); return 0;
     case EnqueueResult::Status::duplicate:
+      if (!result->existing_id.empty()) {
+        if (json) fmt::print("{}\n", dump_json({{"id", bytes_json(result->id)}, {"status", "duplicate"},
+                                                 {"existing_id", bytes_json(result->existing_id)}}));
+        else fmt::print("{}\n", result->id);
+        fmt::print(stderr, "dueq: job {} holds its unique key; nothing new was enqueued\n", loggable(result->existing_id, 200));
+        return 0;
+      }
       print_outcome(result->id, "duplicate", json);
       fmt::print(stderr, "dueq: job {} already existed; nothing new was enqueued\n", result->id);
       return 0;
@@ -111,7 +159,8 @@ JobSpec job_from_line(const std::string& line) {
   if (!j.is_object()) throw std::runtime_error("not a JSON object");
   for (const auto& [key, value] : j.items())
     if (key != "queue" && key != "type" && key != "payload" && key != "delay_ms" && key != "at_ms" && key != "id" &&
-        key != "max_attempts" && key != "backoff_base_ms" && key != "backoff_cap_ms" && key != "key")
+        key != "max_attempts" && key != "backoff_base_ms" && key != "backoff_cap_ms" && key != "key" &&
+        key != "unique_key" && key != "unique_until" && key != "unique_for_ms")
       throw std::runtime_error("unknown field '" + key + "'");
   JobSpec job;
   job.queue = j.at("queue").get<std::string>();
@@ -129,6 +178,18 @@ JobSpec job_from_line(const std::string& line) {
     if (!key) throw std::runtime_error("key must be a string or {\"encoding\": \"base64\", \"data\": ...}");
     job.key = std::move(*key);
   }
+  std::string unique_key;
+  if (j.contains("unique_key")) {
+    auto bytes = bytes_from_json(j["unique_key"]);
+    if (!bytes) throw std::runtime_error("unique_key must be a string or {\"encoding\": \"base64\", \"data\": ...}");
+    unique_key = std::move(*bytes);
+  }
+  const int64_t unique_for_ms = j.contains("unique_for_ms") ? j["unique_for_ms"].get<int64_t>() : 0;
+  if (unique_for_ms < 0) throw std::runtime_error("unique_for_ms: 1 or more");
+  if (auto ok = set_unique(job, std::move(unique_key), j.contains("unique_until") ? j["unique_until"].get<std::string>() : "",
+                           unique_for_ms);
+      !ok)
+    throw std::runtime_error(ok.error());
   if (auto problem = job_problem(job)) throw std::runtime_error(*problem);
   return job;
 }

@@ -126,6 +126,13 @@ void add_enqueue(CLI::App& app, Invocation& v) {
   enqueue->add_option("--backoff-cap", e.backoff_cap, "this job's retry backoff cap, e.g. 1h (default: the queue's)")->excludes(from);
   enqueue->add_option("--key", e.key, "the job's key (a tenant, an account...): per-key order and limits, docs/keys.md")
       ->excludes(from);
+  auto* unique_key = enqueue->add_option("--unique-key", e.unique_key,
+                                         "while this job holds this unique key, a job with the same one is answered "
+                                         "duplicate with this job's id (docs/keys.md)")->excludes(from);
+  enqueue->add_option("--unique-until", e.unique_until, "how long it holds it: waiting, started, done (default) or period")
+      ->check(CLI::IsMember({"waiting", "started", "done", "period"}))->needs(unique_key);
+  enqueue->add_option("--unique-for", e.unique_for, "hold it this long after the enqueue, e.g. 1m (until period)")
+      ->needs(unique_key);
   enqueue->add_flag("--json", v.json, "print JSON: {\"id\", \"status\"} (with --from: the counts)");
 }
 

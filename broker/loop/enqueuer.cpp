@@ -249,8 +249,12 @@ namespace {
 
 // Jobs of one schedule filter chunk side by side: the script reads each
 // chunk's counters of the batch in one call (the answers follow the slots).
+// Not a call with a unique job: of two jobs with one unique key, the first
+// sent takes it, and the script goes by argument order.
 template <class Call>
 Call in_filter_chunk_order(Call&& call) {
+  if (std::any_of(call.jobs.begin(), call.jobs.end(), [](const auto* job) { return job->unique_until != proto::UniqueUntil::none; }))
+    return std::forward<Call>(call);
   std::vector<uint32_t> chunk;
   chunk.reserve(call.jobs.size());
   for (const auto* job : call.jobs) chunk.push_back(schedule_partition(job->id) / kPartitionsPerFilterChunk);

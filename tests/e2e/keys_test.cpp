@@ -255,3 +255,42 @@ TEST(Keys, CancellingARetryingOrderedJobLetsItsKeysNextJobRun) {
   ASSERT_EQ(cancelled.code, 0) << cancelled.out;
   EXPECT_TRUE(eventually([&] { auto s = cluster.stats("o"); return s && s->done == 1 && s->cancelled == 1; }, 10s));
 }
+
+// Rule: a unique job answers a new job with its unique key duplicate, with
+// its own id, through the C++ client and the CLI alike; until done lets the
+// key go when the job is done, a period holds it past the job's end; bad
+// unique flags are refused before anything is sent.
+TEST(Keys, AUniqueJobHoldsItsKeyAgainstOthersUntilDoneOrForItsPeriod) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  const int64_t later = wall_ms() + 1'500;
+  auto first = client.enqueue({.queue = "u", .type = "noop", .id = "report-1", .due_ms = later, .unique_key = "report:7",
+                               .unique_until = UniqueUntil::done});
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, EnqueueResult::Status::accepted);
+  auto second = client.enqueue({.queue = "u", .type = "noop", .id = "report-2", .unique_key = "report:7",
+                                .unique_until = UniqueUntil::done});
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, EnqueueResult::Status::duplicate);
+  EXPECT_EQ(second->existing_id, "report-1");
+  auto by_cli = run_dueq(cluster.endpoint(), "enqueue --queue u --type noop --id report-3 --unique-key report:7 --json", false);
+  EXPECT_EQ(by_cli.code, 0);
+  EXPECT_EQ(by_cli.out, "{\"existing_id\":\"report-1\",\"id\":\"report-3\",\"status\":\"duplicate\"}\n");
+  ASSERT_TRUE(client.enqueue({.queue = "u", .type = "noop", .id = "tick-1", .unique_key = "tick", .unique_until = UniqueUntil::period,
+                              .unique_for_ms = 3'600'000}));
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "u"});
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("u"); return s && s->done == 2; }, 15s));
+  auto after = client.enqueue({.queue = "u", .type = "noop", .id = "report-4", .unique_key = "report:7",
+                               .unique_until = UniqueUntil::done});
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, EnqueueResult::Status::accepted) << "report-1 is done: the key is free";
+  auto throttled = run_dueq(cluster.endpoint(), "enqueue --queue u --type noop --id tick-2 --unique-key tick --unique-for 1h --json", false);
+  EXPECT_EQ(throttled.out, "{\"existing_id\":\"tick-1\",\"id\":\"tick-2\",\"status\":\"duplicate\"}\n") << "one per period";
+  for (const char* bad : {"--unique-key k --unique-until period", "--unique-key k --unique-until done --unique-for 1m",
+                          "--unique-until done", "--unique-key k --unique-until later", "--unique-key k --unique-for soon"}) {
+    auto refused = run_dueq(cluster.endpoint(), std::string("enqueue --queue u --type noop ") + bad);
+    EXPECT_NE(refused.code, 0) << bad << ": " << refused.out;
+  }
+  EXPECT_TRUE(eventually([&] { auto s = cluster.stats("u"); return s && s->done == 3 && s->accepted == 3; }, 15s))
+      << "the refused and the duplicates made no job";
+}

@@ -394,6 +394,24 @@ class PythonProducer(unittest.TestCase):
             self.assertEqual((stats["q"].scheduled, stats["q"].accepted), (1, 1))
             self.assertEqual((stats["bulk"].waiting, stats["bulk"].accepted), (12_000, 12_000))
 
+    def test_a_unique_job_answers_another_with_its_unique_key_duplicate_with_its_id(self) -> None:
+        d = Deployment(self)
+        with dueq.Producer(d.endpoint) as producer:
+            first = producer.enqueue("u", "noop", id="sync-1", delay=60, unique_key=b"account-\xff")
+            self.assertEqual((first.status, first.existing_id), (dueq.EnqueueStatus.ACCEPTED, ""))
+            second = producer.enqueue("u", "noop", id="sync-2", unique_key=b"account-\xff", unique_until="waiting")
+            self.assertEqual((second.status, second.existing_id), (dueq.EnqueueStatus.DUPLICATE, "sync-1"))
+            other = producer.enqueue("u", "noop", id="sync-3", unique_key="account-7", unique_for=3600)
+            self.assertEqual(other.status, dueq.EnqueueStatus.ACCEPTED)
+            with self.assertRaises(ValueError):
+                producer.enqueue("u", "noop", unique_until="done")
+            with self.assertRaises(ValueError):
+                producer.enqueue("u", "noop", unique_key="k", unique_until="later")
+            with self.assertRaises(dueq.Rejected):
+                producer.enqueue("u", "noop", unique_key="k", unique_until="period")  # no period: the broker refuses
+            stats = {s.queue: s for s in producer.stats()}
+            self.assertEqual(stats["u"].accepted, 2)
+
 
 class Readme(unittest.TestCase):
     def test_the_readmes_python_worker_and_producer_run_as_printed(self) -> None:

@@ -40,7 +40,12 @@ class Job:
     """A job to enqueue. `due_ms` is milliseconds since the Unix epoch (UTC),
     0 for now; 0 for `max_attempts` and the backoffs takes the queue's defaults.
     `key` (up to 128 bytes; a str is sent as its UTF-8) groups the job with
-    others of its key for per-key order and limits (docs/keys.md); empty: none."""
+    others of its key for per-key order and limits (docs/keys.md); empty: none.
+    `unique_key` makes the job unique (docs/keys.md): while it holds the key, a
+    new job with the same one is answered duplicate with this job's id
+    (EnqueueResult.existing_id). `unique_until`: "waiting", "started", "done"
+    (the default) or "period"; `unique_for` (seconds) holds it that long after
+    the enqueue and makes "period" the default."""
     queue: str
     type: str
     payload: bytes = b""
@@ -50,13 +55,29 @@ class Job:
     backoff_base_ms: int = 0
     backoff_cap_ms: int = 0
     key: Union[str, bytes] = b""
+    unique_key: Union[str, bytes] = b""
+    unique_until: str = ""
+    unique_for: float = 0.0
 
     def wire(self) -> list[Any]:
         fields = [self.queue, self.id, self.type, self.payload, self.due_ms, self.max_attempts, self.backoff_base_ms,
                   self.backoff_cap_ms]
-        if self.key:  # left out without one: a broker before 0.7 reads exactly 8 fields the same
-            fields.append(self.key.encode() if isinstance(self.key, str) else bytes(self.key))
+        key = self.key.encode() if isinstance(self.key, str) else bytes(self.key)
+        if self.unique_key:
+            until = self.unique_until or ("period" if self.unique_for else "done")
+            if until not in _UNIQUE_UNTIL:
+                raise ValueError(f"unique_until: waiting, started, done or period, not {until!r}")
+            ukey = self.unique_key.encode() if isinstance(self.unique_key, str) else bytes(self.unique_key)
+            fields += [key, ukey, _UNIQUE_UNTIL[until], int(self.unique_for * 1000)]
+        elif self.unique_until or self.unique_for:
+            raise ValueError("unique_until and unique_for need a unique_key")
+        elif key:  # left out without one: a broker before 0.7 reads exactly 8 fields the same
+            fields.append(key)
         return fields
+
+
+# The wire's unique_until (docs/protocol.md).
+_UNIQUE_UNTIL = {"waiting": 1, "started": 2, "done": 3, "period": 4}
 
 
 # One ENQUEUE stays within the broker's limits: 10,000 jobs, and 8 MiB of
@@ -86,13 +107,16 @@ class Producer:
 
     def enqueue(self, queue: str, type: str, payload: Union[bytes, str] = b"", *, id: Optional[str] = None,
                 due_ms: int = 0, delay: Optional[float] = None, max_attempts: int = 0,
-                key: Union[str, bytes] = b"") -> EnqueueResult:
+                key: Union[str, bytes] = b"", unique_key: Union[str, bytes] = b"", unique_until: str = "",
+                unique_for: float = 0.0) -> EnqueueResult:
         """Enqueues one job, due at `due_ms` or after `delay` seconds; raises Rejected when refused.
-        The result is `accepted`, or `duplicate` when a job with this id exists. `key`: see Job."""
+        The result is `accepted`, or `duplicate` when a job with this id exists (or, with
+        `existing_id`, one holds its unique key). `key` and the unique fields: see Job."""
         if delay is not None:
             due_ms = int(time.time() * 1000 + delay * 1000)
         job = Job(queue, type, payload.encode() if isinstance(payload, str) else payload, id or uuid.uuid4().hex,
-                  due_ms, max_attempts, key=key)
+                  due_ms, max_attempts, key=key, unique_key=unique_key, unique_until=unique_until,
+                  unique_for=unique_for)
         result = self.enqueue_many([job])[0]
         if result.status == EnqueueStatus.REJECTED:
             raise Rejected("rejected", result.reason)

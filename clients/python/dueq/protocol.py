@@ -267,6 +267,7 @@ class EnqueueResult:
     id: str
     status: EnqueueStatus
     reason: str
+    existing_id: str = ""  # duplicate by a unique key: the job that holds it
 
 
 def read_enqueue_reply(body: list[Any]) -> tuple[int, list[EnqueueResult], int]:
@@ -275,7 +276,8 @@ def read_enqueue_reply(body: list[Any]) -> tuple[int, list[EnqueueResult], int]:
     for item in _list(f[1], "results"):
         r = _fields(item, 3, "enqueue result")
         status = _uint(r[1], "status", 3)
-        results.append(EnqueueResult(_str(r[0], "id"), EnqueueStatus(status), _str(r[2], "reason")))
+        existing = _str(r[3], "existing_id") if len(r) > 3 else ""
+        results.append(EnqueueResult(_str(r[0], "id"), EnqueueStatus(status), _str(r[2], "reason"), existing))
     return _uint(f[0], "request_id"), results, _uint(f[2], "retry_after_ms", U32)
 
 
