@@ -1,6 +1,7 @@
 #include "tests/nemesis/checker.hpp"
 
 #include "tests/nemesis/key_order.hpp"
+#include "tests/nemesis/unique_holds.hpp"
 
 #include <fmt/format.h>
 
@@ -58,6 +59,7 @@ class Checking {
     check_ticks();
     check_searches();
     check_keys();
+    check_unique();
     // Every queue keeps the documents of its newest done jobs (history_max).
     if (b_.documents_kept && v_.done > 0 && v_.documents_kept == 0) wrong_run("no done job kept its document (history_retention, history_max)");
     check_settled(last_due_ms);
@@ -135,6 +137,24 @@ class Checking {
     v_.key_turns_excused = found.excused_turns;
     v_.key_order_excused = found.excused_order;
     for (auto& what : found.violations) v_.violations.push_back(std::move(what));
+  }
+
+  // Unique jobs (unique_holds.hpp).
+  void check_unique() {
+    auto found = check_unique_holds(h_, [this](int64_t from_ms, int64_t to_ms) { return fault_near(from_ms, to_ms); });
+    v_.unique_accepted = found.accepted;
+    v_.unique_held = found.held;
+    v_.unique_keys = found.keys;
+    v_.unique_excused = found.excused;
+    for (auto& what : found.violations) v_.violations.push_back(std::move(what));
+  }
+
+  // A fault of any kind between `from_ms` and `to_ms`, or so close before
+  // or after that its effects may reach them.
+  const FaultSpan* fault_near(int64_t from_ms, int64_t to_ms) const {
+    for (const auto& f : h_.faults)
+      if (f.from_ms - b_.blame_before_ms <= to_ms && f.to_ms + b_.blame_after_ms >= from_ms) return &f;
+    return nullptr;
   }
 
   // The fault that explains a start again between `before_us` and `after_us`
@@ -370,6 +390,8 @@ std::string Verdict::report() const {
   out += fmt::format("\nordered queue: {} jobs of {} keys; a fault explains {} overlaps or runs again after a later "
                      "job's turn, and {} starts before an earlier-due job of the key", keyed_jobs, keys, key_turns_excused,
                      key_order_excused);
+  out += fmt::format("\nunique jobs: {} accepted with {} unique keys, {} answered held by another; a fault or a "
+                     "holder run again explains {}", unique_accepted, unique_keys, unique_held, unique_excused);
   out += fmt::format("\nperiodic ticks enqueued {}, missed by cause:", ticks_found);
   if (ticks_missed_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : ticks_missed_by_cause) out += fmt::format(" {} {};", cause, n);

@@ -135,6 +135,13 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     }
     h.searches.push_back(std::move(seen));
     return true;
+  }) && each_line(dir / "unique.tsv", error, [&](const std::vector<std::string>& f) {
+    auto sent = f.size() == 6 ? number(f[3]) : std::nullopt;
+    auto answered = f.size() == 6 ? number(f[4]) : std::nullopt;
+    if (!sent || !answered || (f[2] != "accepted" && f[2] != "held" && f[2] != "unknown") || (f[2] == "held") == f[5].empty())
+      return false;
+    h.uniques.push_back({f[0], f[1], f[2], *sent, *answered, f[5]});
+    return true;
   }) && each_line(dir / "asks.tsv", error, [&](const std::vector<std::string>& f) {
     auto at = f.size() == 2 ? number(f[1]) : std::nullopt;
     if (!at) return false;

@@ -21,6 +21,8 @@
 //   searches.tsv  id, wall ms, "found" or "missing": an operator's search
 //                 (a miss adds the wall ms of its answer, its summary and
 //                 the job's state in a lookup right after)
+//   unique.tsv    id, unique key, accepted|held|unknown, wall ms sent and
+//                 answered, the holder the broker named (held)
 //                 by type of the scheduled state for a job due 3 s or more
 //                 later that no operator touched, and what its answer held
 //   faults.tsv    from ms, to ms, kind, target, clock shift ms: each
@@ -97,6 +99,15 @@ struct QueueDelete {
   int64_t from_ms = 0, to_ms = 0;
 };
 
+// A unique job asked for (unique.tsv): how it was answered, between when.
+struct UniqueAsk {
+  std::string id;
+  std::string unique_key;
+  std::string outcome;  // accepted, held (duplicate by its unique key) or unknown
+  int64_t sent_ms = 0, answered_ms = 0;
+  std::string holder;   // held: the job the broker named
+};
+
 struct SearchSeen {
   std::string id;
   int64_t at_ms = 0;
@@ -121,6 +132,7 @@ struct History {
   std::vector<QueueDelete> deletes;      // deletes.tsv, each line
   std::map<std::string, std::vector<int64_t>> asks;  // asks.tsv: id -> when it was asked for again
   std::vector<SearchSeen> searches;                  // searches.tsv
+  std::vector<UniqueAsk> uniques;                    // unique.tsv
   std::vector<FaultSpan> faults;
   std::vector<Start> starts;
   std::map<std::string, FinalState> finals;

@@ -95,6 +95,7 @@ class Workload {
   // keys, running kOrderedRunMs (history.hpp), due now or within 3 s; each
   // id's key goes to keys.tsv before the batch is asked.
   void produce_ordered();
+  void produce_unique();
   // Asks `batch` until each job is answered, asking again for at most
   // `ask_again_ms` after the first try; records each.
   static constexpr int64_t kAskAgainMs = 20'000;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "tests/nemesis/checker.hpp"
+#include "tests/nemesis/unique_holds.hpp"
 #include "tests/nemesis/schedule.hpp"
 #include "tests/support/redis_server.hpp"
 
@@ -525,5 +526,62 @@ TEST(NemesisChecker, AJobAskedDueNowIsHeldToTheDueTimeTheBrokerSentIt) {
   const Verdict v = check(h, Bounds{});
   EXPECT_TRUE(v.violations.empty()) << v.report();
 }
+// The unique jobs' rule (unique_holds.hpp): a job accepted with a unique key
+// while its holder was surely unfinished, or answered held by a job that had
+// surely finished, is a violation, unless a fault was near or the holder ran
+// again; a holder the broker names must be a job accepted with that key.
+TEST(NemesisUniqueHolds, TwoHoldersOrAFinishedHolderAreViolationsAFaultNearExcuses) {
+  History h;
+  h.uniques = {{"u1", "k", "accepted", 1'000, 1'010, ""},
+               {"u2", "k", "held", 1'100, 1'110, "u1"},
+               {"u3", "k", "accepted", 2'000, 2'010, ""}};
+  h.finals["u1"] = {"done", 1'500, "", "sleep", 1};
+  h.finals["u3"] = {"done", 2'500, "", "sleep", 1};
+  h.starts = {{"u1", 1, 1, 1'100'000, "w0"}, {"u3", 1, 2, 2'100'000, "w0"}};
+  auto no_fault = [](int64_t, int64_t) -> const FaultSpan* { return nullptr; };
+  auto found = check_unique_holds(h, no_fault);
+  EXPECT_TRUE(found.violations.empty()) << found.violations.front();
+  EXPECT_EQ(found.accepted, 2U);
+  EXPECT_EQ(found.held, 1U);
+  EXPECT_EQ(found.keys, 1U);
+
+  h.finals["u1"].finished_ms = 2'100;  // u3 was accepted while u1 still held k
+  found = check_unique_holds(h, no_fault);
+  ASSERT_EQ(found.violations.size(), 1U);
+  EXPECT_NE(found.violations[0].find("UNIQUE KEY HELD TWICE"), std::string::npos) << found.violations[0];
+  const FaultSpan failover{1'900, 2'000, "failover", "", 0};
+  EXPECT_TRUE(check_unique_holds(h, [&](int64_t, int64_t) { return &failover; }).violations.empty());
+  h.starts.push_back({"u1", 2, 3, 2'050'000, "w1"});
+  found = check_unique_holds(h, no_fault);
+  EXPECT_TRUE(found.violations.empty()) << "u1 ran again: a lost ack held k again";
+  EXPECT_EQ(found.excused, 1U);
+
+  h.starts.pop_back();
+  h.finals["u1"].finished_ms = 1'050;  // u2 was asked 50 ms after u1 finished
+  found = check_unique_holds(h, no_fault);
+  ASSERT_EQ(found.violations.size(), 1U);
+  EXPECT_NE(found.violations[0].find("HELD BY A FINISHED JOB"), std::string::npos) << found.violations[0];
+
+  h.finals["u1"].finished_ms = 1'500;
+  h.uniques[1].holder = "u9";
+  found = check_unique_holds(h, no_fault);
+  ASSERT_EQ(found.violations.size(), 1U);
+  EXPECT_NE(found.violations[0].find("not a job accepted with unique key k"), std::string::npos);
+}
+
+TEST(NemesisHistory, UniqueAsksReadBackAndABadLineIsRefused) {
+  testing::TempDir dir("nemesis-unique");
+  append_line(dir / "unique.tsv", {"u1", "k\xff", "accepted", "1", "2", ""});
+  append_line(dir / "unique.tsv", {"u2", "k\xff", "held", "3", "4", "u1"});
+  std::string error;
+  auto h = read_history(dir.path(), error);
+  ASSERT_TRUE(h) << error;
+  ASSERT_EQ(h->uniques.size(), 2U);
+  EXPECT_EQ(h->uniques[1].holder, "u1");
+  EXPECT_EQ(h->uniques[0].unique_key, "k\xff");
+  append_line(dir / "unique.tsv", {"u3", "k", "held", "5", "6", ""});
+  EXPECT_FALSE(read_history(dir.path(), error)) << "held names its holder";
+}
+
 }  // namespace
 }  // namespace dueq::nemesis
