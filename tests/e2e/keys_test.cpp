@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "common/clock.hpp"
 #include "tests/support/cluster.hpp"
@@ -293,4 +295,47 @@ TEST(Keys, AUniqueJobHoldsItsKeyAgainstOthersUntilDoneOrForItsPeriod) {
   }
   EXPECT_TRUE(eventually([&] { auto s = cluster.stats("u"); return s && s->done == 3 && s->accepted == 3; }, 15s))
       << "the refused and the duplicates made no job";
+}
+
+// Rule: producers racing for one unique key held for a period, with jobs
+// due now and just after (the lease at enqueue and the promotion racing the
+// enqueues), let at most one job in per period of Redis's time (so no more
+// than the whole periods between the first ask and the last answer, plus
+// one), each answered duplicate names a job let in, and each job let in runs
+// once.
+TEST(Keys, ProducersRacingForOneUniqueKeyLetInAtMostOneJobAPeriodAndEachRunsOnce) {
+  constexpr int64_t kPeriodMs = 100;
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "race", "--record", record.string()});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  std::mutex mutex;
+  std::set<std::string> accepted, holders;
+  const int64_t begin_ms = wall_ms();
+  std::vector<std::thread> producers;
+  for (int p = 0; p < 3; ++p)
+    producers.emplace_back([&, p] {
+      Client client(cluster.endpoint());
+      for (int i = 0; wall_ms() < begin_ms + 1'500; ++i) {
+        auto r = client.enqueue({.queue = "race", .type = "noop", .id = fmt::format("p{}-{}", p, i),
+                                 .due_ms = i % 2 == 0 ? 0 : wall_ms() + 30, .unique_key = "edge",
+                                 .unique_until = UniqueUntil::period, .unique_for_ms = kPeriodMs});
+        std::lock_guard lock(mutex);
+        if (!r || r->status == EnqueueResult::Status::rejected || r->status == EnqueueResult::Status::overloaded) continue;
+        // A duplicate by its own id is a resend of a job let in.
+        if (r->status == EnqueueResult::Status::accepted || r->existing_id.empty()) accepted.insert(r->id);
+        else holders.insert(r->existing_id);
+      }
+    });
+  for (auto& t : producers) t.join();
+  const int64_t bound = (wall_ms() - begin_ms) / kPeriodMs + 1;
+  EXPECT_GE(accepted.size(), 1U);
+  EXPECT_LE(static_cast<int64_t>(accepted.size()), bound);
+  EXPECT_FALSE(holders.empty());
+  for (const auto& holder : holders) EXPECT_TRUE(accepted.contains(holder)) << holder << " was named but never let in";
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("race"); return s && s->done == static_cast<int64_t>(accepted.size()); }, 20s));
+  std::map<std::string, int> runs;
+  for (const auto& r : read_records(record)) ++runs[r.id];
+  EXPECT_EQ(runs.size(), accepted.size());
+  for (const auto& [id, n] : runs) EXPECT_EQ(n, 1) << id;
 }
