@@ -35,12 +35,13 @@ Result<void> validate_unique(const proto::NewJob& job) {
       return fail(Errc::bad_argument, "unique_key and unique_for_ms need a unique_until");
     return {};
   }
-  if (job.unique_until > UniqueUntil::period) return fail(Errc::bad_argument, "unique_until: 0..4 (none, waiting, started, done, period)");
+  if (job.unique_until > UniqueUntil::debounce)
+    return fail(Errc::bad_argument, "unique_until: 0..5 (none, waiting, started, done, period, debounce)");
   if (job.unique_key.data.empty() || job.unique_key.data.size() > proto::kMaxKeyBytes)
     return fail(Errc::bad_argument, "unique_key: 1..128 bytes");
-  if (job.unique_until == UniqueUntil::period ? job.unique_for_ms < 1 || job.unique_for_ms > kFarFutureMs
-                                              : job.unique_for_ms != 0)
-    return fail(Errc::bad_argument, "unique_for_ms: 1 ms to 10 years with until period, else 0");
+  const bool timed = job.unique_until == UniqueUntil::period || job.unique_until == UniqueUntil::debounce;
+  if (timed ? job.unique_for_ms < 1 || job.unique_for_ms > kFarFutureMs : job.unique_for_ms != 0)
+    return fail(Errc::bad_argument, "unique_for_ms: 1 ms to 10 years with until period or debounce, else 0");
   return {};
 }
 

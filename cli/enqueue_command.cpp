@@ -37,8 +37,8 @@ std::optional<std::string> job_problem(const JobSpec& job) {
   if (job.unique_until == UniqueUntil::none) return std::nullopt;
   if (job.unique_key.empty() || job.unique_key.size() > proto::kMaxKeyBytes)
     return fmt::format("unique key of {} bytes; 1 to {}", job.unique_key.size(), proto::kMaxKeyBytes);
-  if ((job.unique_until == UniqueUntil::period) != (job.unique_for_ms > 0))
-    return "a unique period (--unique-for, unique_for_ms) goes with unique_until period, and only with it";
+  if ((job.unique_until == UniqueUntil::period || job.unique_until == UniqueUntil::debounce) != (job.unique_for_ms > 0))
+    return "a unique period (--unique-for, unique_for_ms) goes with unique_until period or debounce, and only with them";
   return std::nullopt;
 }
 
@@ -48,6 +48,7 @@ std::optional<UniqueUntil> unique_until_named(const std::string& name) {
   if (name == "started") return UniqueUntil::started;
   if (name == "done") return UniqueUntil::done;
   if (name == "period") return UniqueUntil::period;
+  if (name == "debounce") return UniqueUntil::debounce;
   return std::nullopt;
 }
 
@@ -65,7 +66,7 @@ std::expected<void, std::string> set_unique(JobSpec& job, std::string key, const
   } else if (auto named = unique_until_named(until)) {
     job.unique_until = *named;
   } else {
-    return std::unexpected("unique_until: waiting, started, done or period, not '" + until + "'");
+    return std::unexpected("unique_until: waiting, started, done, period or debounce, not '" + until + "'");
   }
   return {};
 }

@@ -129,9 +129,12 @@ void add_enqueue(CLI::App& app, Invocation& v) {
   auto* unique_key = enqueue->add_option("--unique-key", e.unique_key,
                                          "while this job holds this unique key, a job with the same one is answered "
                                          "duplicate with this job's id (docs/keys.md)")->excludes(from);
-  enqueue->add_option("--unique-until", e.unique_until, "how long it holds it: waiting, started, done (default) or period")
-      ->check(CLI::IsMember({"waiting", "started", "done", "period"}))->needs(unique_key);
-  enqueue->add_option("--unique-for", e.unique_for, "hold it this long after the enqueue, e.g. 1m (until period)")
+  enqueue->add_option("--unique-until", e.unique_until,
+                      "how long it holds it: waiting, started, done (default), period, or debounce (while scheduled, "
+                      "a job with the key gives it its payload and due time instead)")
+      ->check(CLI::IsMember({"waiting", "started", "done", "period", "debounce"}))->needs(unique_key);
+  enqueue->add_option("--unique-for", e.unique_for,
+                      "period: hold it this long after the enqueue; debounce: the most a debounce may delay it (e.g. 1m)")
       ->needs(unique_key);
   enqueue->add_flag("--json", v.json, "print JSON: {\"id\", \"status\"} (with --from: the counts)");
 }

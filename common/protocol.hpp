@@ -308,6 +308,10 @@ enum class UniqueUntil : uint8_t {
   started = 2,  // until a worker announces its start
   done = 3,     // until it is done, dead or cancelled
   period = 4,   // for unique_for_ms after its enqueue, unless it dies or is cancelled first (a throttle)
+  // While scheduled; a new job with its unique key gives it its record
+  // (payload...) and due time instead, at most unique_for_ms after its first
+  // enqueue (run once, after the last of a burst).
+  debounce = 5,
 };
 }  // namespace dueq::proto
 MSGPACK_ADD_ENUM(dueq::proto::UniqueUntil);

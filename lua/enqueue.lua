@@ -61,14 +61,18 @@
   ARGV[6+(4+F)N+4u .. 9+(4+F)N+4u] for the u-th unique job (U of them, in
               job order): its job number (1..N), its unique key (1..128
               bytes), how long it holds it ("w" until first leased, "s"
-              until started, "d" until done, "p" for a period) and the
-              period in ms (1.. with "p", else 0)
+              until started, "d" until done, "p" for a period, "b"
+              debounced: while scheduled) and the period in ms (1.. with
+              "p"; with "b" the most a debounce may delay the job past its
+              first enqueue; else 0)
   ARGV[last] U (0..N)
 
   Returns  array of N integers: 1 accepted, 0 duplicate, 2 refused (backlog),
            3 accepted and leased under the token of its candidate number
            (the c-th job due now in argument order has the c-th token),
-           4 duplicate by its unique key; then, for each 4 in job order,
+           4 duplicate by its unique key, 5 debounced (the scheduled job
+           holding its unique key took its record and its due time, at
+           most that job's deadline); then, for each 4 or 5 in job order,
            the id of the job holding that key
   Errors   "ERR dueq bad-args <what>"; nothing is written then
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
@@ -101,8 +105,8 @@ for u = 0, n_unique - 1 do
   local at = last + 1 + 4 * u
   local job, ukey, mode, period = tonumber(ARGV[at]), ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3])
   if not job or job < 1 or job > n or job % 1 ~= 0 or unique_of[job] or #ukey < 1 or #ukey > 128
-      or (mode ~= "w" and mode ~= "s" and mode ~= "d" and mode ~= "p") or not period or period % 1 ~= 0
-      or (mode == "p") ~= (period >= 1) or period < 0 then
+      or (mode ~= "w" and mode ~= "s" and mode ~= "d" and mode ~= "p" and mode ~= "b") or not period or period % 1 ~= 0
+      or (mode == "p" or mode == "b") ~= (period >= 1) or period < 0 then
     return redis.error_reply("ERR dueq bad-args enqueue: unique job " .. u .. " has a bad job number, key, mode or period")
   end
   unique_of[job] = {key = ukey, mode = mode, period = ARGV[at + 3]}
@@ -206,7 +210,8 @@ local seen = {}
 local records, ready, leases, tokens, nr, nready, nl = {}, {}, {}, {}, 0, 0, 0
 local partitions = {}  -- partition number -> {zadd args, hset args, earliest due}
 local accepted, scheduled_slots = 0, filter_slots()
-local taken, holds, holders = {}, {}, {}  -- unique key -> id taken in this call; HSET args; ids of 4s
+local taken, holds, holders = {}, {}, {}  -- unique key -> id taken in this call; HSET args; ids of 4s and 5s
+local debounce_pending = {}  -- unique key -> its holder's entry in `partitions`, taken in this call (debounce)
 -- The id of the job holding unique key U.key, or nil: one taken earlier in
 -- this call, a period's holder (its string expires with the period), or a
 -- holder still scheduled, ready, leased or retrying (not dead; a hold left
@@ -215,11 +220,40 @@ local function unique_held_by(u)
   if taken[u.key] then return taken[u.key] end
   local holder, mode, partition = unique_holder(redis.call("GET", unique_string(KEYS[11], u.key)))
   if not holder then return nil end
+  if mode == "b" then
+    -- A debounced job holds its key while it is scheduled.
+    if redis.call("ZSCORE", KEYS[1] .. ":" .. partition, holder) then return holder, partition end
+    return nil
+  end
   if mode == "p" or redis.call("ZSCORE", KEYS[1] .. ":" .. partition, holder)
       or (redis.call("HEXISTS", KEYS[5], holder) == 1 and not redis.call("ZSCORE", KEYS[12], holder)) then
     return holder
   end
   return nil
+end
+
+-- Debounce: the scheduled job HOLDER (in PARTITION, or taken in this call)
+-- takes job B's record (payload, type...) and B's due time, but no later
+-- than the deadline its first enqueue set (its unique entry).
+local function debounce_into(holder, partition, u, b)
+  local pending = debounce_pending[u.key]
+  if pending then
+    local due = math.min(dues[b / 4], pending.deadline)
+    pending.p.zadd[pending.zi] = string.format("%d", due)
+    pending.p.hset[pending.hi] = argv[b + 2]
+    if due < pending.p.earliest then pending.p.earliest, pending.p.earliest_text = due, string.format("%d", due) end
+    return
+  end
+  local entry = redis.call("HGET", KEYS[11], holder) or ""
+  local deadline = tonumber(string.sub(entry, 2, 17)) or 0
+  local due_text = string.format("%d", math.min(dues[b / 4], deadline))
+  local key = KEYS[1] .. ":" .. partition
+  redis.call("HSET", key .. ":jobs", holder, argv[b + 2])
+  redis.call("ZADD", key, "XX", due_text, holder)
+  redis.call("ZADD", KEYS[1], "LT", due_text, partition)
+  local typed = {}
+  type_slot_add(typed, partition, argv[b + 2])
+  types_marked(KEYS[1], typed)
 end
 for i = 1, n do
   local id = ids[i]
@@ -236,14 +270,18 @@ for i = 1, n do
     end
   end
   local u = unique_of[i]
-  local holder = nil
+  local holder, holder_partition = nil, nil
   if live[i] or done[i] or cancelled[i] or seen[id]
       or (maybe_scheduled and maybe_scheduled[i] > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. argv[b + 3], id)) then
     out[i] = 0
   elseif u then
-    holder = unique_held_by(u)
+    holder, holder_partition = unique_held_by(u)
   end
-  if holder then
+  if holder and u.mode == "b" and (debounce_pending[u.key] or holder_partition) then
+    debounce_into(holder, holder_partition, u, b)
+    out[i] = 5
+    holders[#holders + 1] = holder
+  elseif holder then
     out[i] = 4
     holders[#holders + 1] = holder
   elseif out[i] then
@@ -282,12 +320,20 @@ for i = 1, n do
     end
     accepted = accepted + 1
     out[i] = candidate and 3 or 1
-    -- A job leased at once no longer waits: "w" holds nothing.
-    if u and not (u.mode == "w" and candidate) then
+    -- A job leased at once no longer waits: "w" holds nothing; nor does a
+    -- debounced job that is not scheduled.
+    if u and not (u.mode == "w" and candidate) and not (u.mode == "b" and due <= now) then
       local s = unique_string(KEYS[11], u.key)
       local value = u.mode .. argv[b + 3] .. ":" .. id
       if u.mode == "p" then redis.call("SET", s, value, "PX", u.period) else redis.call("SET", s, value) end
-      holds[#holds + 1], holds[#holds + 2] = id, u.mode .. u.key
+      local entry = u.mode .. u.key
+      if u.mode == "b" then
+        -- Its deadline: the latest a debounce may move it to.
+        entry = "b" .. string.format("%016d", now + tonumber(u.period)) .. u.key
+        local p = partitions[argv[b + 3]]
+        debounce_pending[u.key] = {p = p, zi = #p.zadd - 1, hi = #p.hset, deadline = now + tonumber(u.period)}
+      end
+      holds[#holds + 1], holds[#holds + 2] = id, entry
       taken[u.key] = id
     end
   end

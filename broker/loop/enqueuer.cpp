@@ -40,6 +40,7 @@ std::string_view unique_mode(proto::UniqueUntil until) {
     case proto::UniqueUntil::waiting: return "w";
     case proto::UniqueUntil::started: return "s";
     case proto::UniqueUntil::done: return "d";
+    case proto::UniqueUntil::debounce: return "b";
     default: return "p";
   }
 }
@@ -47,7 +48,8 @@ std::string_view unique_mode(proto::UniqueUntil until) {
 
 Result<std::vector<EnqueueReply>> parse_enqueue(const redisReply* r, size_t jobs) {
   static constexpr std::array kKnown{EnqueueReply::duplicate, EnqueueReply::accepted, EnqueueReply::backlog_full,
-                                     EnqueueReply::accepted_and_leased, EnqueueReply::unique_held};
+                                     EnqueueReply::accepted_and_leased, EnqueueReply::unique_held,
+                                     EnqueueReply::debounced};
   if (r == nullptr || r->type != REDIS_REPLY_ARRAY) return reply::bad(r, "enqueue");
   if (r->elements < jobs) return fail(Errc::internal, fmt::format("enqueue: {} replies for {} jobs", r->elements, jobs));
   std::vector<EnqueueReply> out;
@@ -56,7 +58,7 @@ Result<std::vector<EnqueueReply>> parse_enqueue(const redisReply* r, size_t jobs
   for (size_t i = 0; i < jobs; ++i) {
     const auto c = r->element[i]->type == REDIS_REPLY_INTEGER ? reply::code(r->element[i]->integer, kKnown) : std::nullopt;
     if (!c) return reply::bad(r, "enqueue");
-    held += *c == EnqueueReply::unique_held ? 1 : 0;
+    held += *c == EnqueueReply::unique_held || *c == EnqueueReply::debounced ? 1 : 0;
     out.push_back(*c);
   }
   if (r->elements != jobs + held) return fail(Errc::internal, fmt::format("enqueue: {} replies for {} jobs", r->elements, jobs));
@@ -369,6 +371,11 @@ void Enqueuer::on_enqueued(const redisReply* r, Dispatcher& dispatcher, RoundAns
         outcome.status = proto::EnqueueStatus::duplicate;
         outcome.existing_id = holders.at(next_holder++);
         outcome.reason = "another job holds its unique key (existing_id)";
+        break;
+      case calls::EnqueueReply::debounced:
+        outcome.status = proto::EnqueueStatus::duplicate;
+        outcome.existing_id = holders.at(next_holder++);
+        outcome.reason = "debounced: the waiting job holding its unique key (existing_id) took its payload and due time";
         break;
       case calls::EnqueueReply::backlog_full:
         outcome.status = proto::EnqueueStatus::overloaded;

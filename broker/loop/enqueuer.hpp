@@ -39,10 +39,17 @@ JobRecord new_job_record(const proto::NewJob& job, int64_t now_ms, uint32_t defa
 // `filter_args`: send each job's schedule filter arguments; without them the
 // script works them out itself if anything is scheduled (slower then).
 // lua/enqueue.lua's answer for each job (not the wire's EnqueueStatus).
-enum class EnqueueReply : int64_t { duplicate = 0, accepted = 1, backlog_full = 2, accepted_and_leased = 3, unique_held = 4 };
+enum class EnqueueReply : int64_t {
+  duplicate = 0,
+  accepted = 1,
+  backlog_full = 2,
+  accepted_and_leased = 3,
+  unique_held = 4,
+  debounced = 5,
+};
 // One reply per job sent, or an error (a refused call, a reply of another size).
 Result<std::vector<EnqueueReply>> parse_enqueue(const redisReply* reply, size_t jobs);
-// The ids of the jobs holding the unique keys, one per unique_held in job
+// The ids of the jobs holding the unique keys, one per unique_held or debounced in job
 // order (parse_enqueue first checked the reply).
 std::vector<std::string> enqueue_holders(const redisReply* reply, size_t jobs);
 Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,

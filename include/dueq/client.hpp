@@ -35,6 +35,8 @@ enum class UniqueUntil {
   started,  // until a worker announces its start
   done,     // until it is done (or dead, or cancelled)
   period,   // for unique_for_ms after its enqueue (at most one per period), unless it dies or is cancelled first
+  debounce, // while scheduled: a new job with its unique key gives it its payload and due time instead, at most
+            // unique_for_ms after this job's enqueue (run once, after the last of a burst)
 };
 
 struct JobSpec {

@@ -5,13 +5,15 @@
 --
 -- State, all of it in the queue's slot:
 --   unique         hash    id -> its mode ("w" waiting, "s" started, "d"
---                          done, "p" period), then its unique key: the jobs
---                          that hold, or (period) held, a unique key
+--                          done, "p" period, "b" debounced: then the
+--                          latest due time a debounce may give it, 16
+--                          digits), then its unique key: the jobs that hold,
+--                          or (period) held, a unique key
 --   unique..":"..K string  "MP:ID": mode, schedule partition and id of the
 --                          job holding unique key K; with period, it
 --                          expires with the period (PX), so an idle key
 --                          costs nothing
--- The hold ends, by mode: "w" when the job is first leased, "s" when a
+-- The hold ends, by mode: "w" and "b" when the job is first leased, "s" when a
 -- worker announces its start, "d" when it is done; any of them when the job
 -- dies or is cancelled (`gone`). A period's string outlives a job that is
 -- done (a throttle: one per period), not one that dies or is cancelled.
@@ -40,10 +42,11 @@ local function unique_release(unique, ids, event)
     if hold then
       local mode = string.sub(hold, 1, 1)
       local ends = event == "gone" or event == "done" or (event == "start" and mode ~= "d" and mode ~= "p")
-        or (event == "lease" and mode == "w")
+        or (event == "lease" and (mode == "w" or mode == "b"))
       if ends then
         if mode ~= "p" or event == "gone" then
-          local s = unique_string(unique, string.sub(hold, 2))
+          -- "b" entries carry the debounce deadline (16 digits) before the key.
+          local s = unique_string(unique, string.sub(hold, mode == "b" and 18 or 2))
           if unique_holder(redis.call("GET", s)) == ids[i] then redis.call("DEL", s) end
         end
         redis.call("HDEL", unique, ids[i])

@@ -339,3 +339,30 @@ TEST(Keys, ProducersRacingForOneUniqueKeyLetInAtMostOneJobAPeriodAndEachRunsOnce
   EXPECT_EQ(runs.size(), accepted.size());
   for (const auto& [id, n] : runs) EXPECT_EQ(n, 1) << id;
 }
+
+// Rule: a debounced job (dueq enqueue --unique-until debounce) takes the
+// payload and due time of each job enqueued with its unique key while it
+// waits in the schedule, and runs once, with the last payload.
+TEST(Keys, ADebouncedJobRunsOnceWithTheLastPayloadOfItsBurst) {
+  Cluster cluster;
+  const auto record = cluster.dir() / "starts.txt";
+  auto first = run_dueq(cluster.endpoint(), "enqueue --queue d --type noop --id sync-1 --payload one --delay 2s "
+                                            "--unique-key doc-9 --unique-until debounce --unique-for 1m --json", false);
+  ASSERT_EQ(first.code, 0) << first.out;
+  for (const char* payload : {"two", "three"}) {
+    auto next = run_dueq(cluster.endpoint(), fmt::format("enqueue --queue d --type noop --payload {} --delay 1s --unique-key doc-9 "
+                                                         "--unique-until debounce --unique-for 1m --json", payload), false);
+    EXPECT_NE(next.out.find("\"existing_id\":\"sync-1\""), std::string::npos) << next.out;
+  }
+  auto doc = run_dueq(cluster.endpoint(), "job sync-1 --json", false);
+  EXPECT_NE(doc.out.find("\"payload\":\"three\""), std::string::npos) << doc.out;
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "d", "--record", record.string()});
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("d"); return s && s->done == 1; }, 15s));
+  auto runs = read_records(record);
+  ASSERT_EQ(runs.size(), 1U);
+  EXPECT_EQ(runs[0].id, "sync-1");
+  EXPECT_EQ(runs[0].payload, "three");
+  auto s = cluster.stats("d");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->accepted, 1);
+}

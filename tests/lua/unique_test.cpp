@@ -150,9 +150,55 @@ TEST_F(Unique, AJobLeasedAtItsEnqueueHoldsNoKeyUntilWaitingButHoldsOneUntilDone)
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:unique' b"), "dD");
 }
 
+// Debounce: while the job holding the key is scheduled, a new job with the
+// key gives it its record (payload) and due time instead, at most the max
+// wait after its first enqueue; in one call too; a job no longer scheduled
+// holds nothing, and its lease ends its hold.
+TEST_F(Unique, ADebouncedJobTakesTheLatestPayloadAndDueTimeUpToItsDeadline) {
+  auto with = [](std::string id, std::string payload, int64_t due) {
+    auto j = unique_job(std::move(id), "D", UniqueUntil::debounce, due, 10'000);
+    j.payload.data = std::move(payload);
+    return j;
+  };
+  EXPECT_EQ(one(with("a", "first", 6'000), 1'000).first, kAccepted);  // deadline 11,000
+  EXPECT_EQ(one(with("b", "second", 7'000), 2'000), std::make_pair(calls::EnqueueReply::debounced, std::string("a")));
+  EXPECT_EQ(field("a", "r"), "7000");
+  EXPECT_EQ(field("a", "p"), "second");
+  EXPECT_EQ(field("b", "s"), "") << "b was not made a job";
+  EXPECT_EQ(one(with("c", "third", 20'000), 3'000).first, calls::EnqueueReply::debounced);
+  EXPECT_EQ(field("a", "r"), "11000") << "no later than its deadline";
+  EXPECT_EQ(field("a", "p"), "third");
+  auto batch = put({unique_job("x", "E", UniqueUntil::debounce, 6'000, 10'000), with("y", "later", 8'000)});
+  EXPECT_EQ(batch.codes.size(), 2U);  // another key: ADebouncedJobsFirstCall... below
+  Round promote;
+  promote.add(calls::promote("q", 11'000, 100));
+  run(promote);
+  EXPECT_EQ(field("a", "s"), "ready");
+  EXPECT_EQ(one(with("d", "fourth", 30'000), 11'000).first, kAccepted) << "a is ready: it holds nothing";
+  EXPECT_EQ(one(with("now", "fifth", 0), 11'000).first, calls::EnqueueReply::debounced) << "into d, due now";
+  EXPECT_EQ(field("d", "r"), "11000");
+  Round promote_d;
+  promote_d.add(calls::promote("q", 11'000, 100));
+  run(promote_d);
+  EXPECT_EQ(redis_->cli("HLEN 'dueq:{q}:unique'"), "3") << "a and x (ready: holding nothing) and d keep entries until leased";
+  EXPECT_EQ(lease(10, 60'000).size(), 3U);  // a, x and d
+  EXPECT_TRUE(nothing_held()) << "a lease ends a debounced job's hold";
+}
+
+TEST_F(Unique, ADebouncedJobsFirstCallSharesItsKeyWithTheNextJobOfTheCall) {
+  auto b = unique_job("y", "E", UniqueUntil::debounce, 8'000, 10'000);
+  b.payload.data = "later";
+  auto batch = put({unique_job("x", "E", UniqueUntil::debounce, 6'000, 10'000), b});
+  EXPECT_EQ(batch.codes, (std::vector{kAccepted, calls::EnqueueReply::debounced}));
+  EXPECT_EQ(batch.holders, std::vector<std::string>{"x"});
+  EXPECT_EQ(field("x", "r"), "8000");
+  EXPECT_EQ(field("x", "p"), "later");
+  EXPECT_EQ(field("y", "s"), "");
+}
+
 TEST_F(Unique, BadUniqueArgumentsWriteNothing) {
   const std::vector<std::vector<std::string>> bad = {
-      {"1", "U", "x", "0"}, {"1", "U", "p", "0"}, {"1", "U", "d", "5"}, {"2", "U", "d", "0"}, {"0", "U", "d", "0"},
+      {"1", "U", "x", "0"}, {"1", "U", "p", "0"}, {"1", "U", "b", "0"}, {"1", "U", "d", "5"}, {"2", "U", "d", "0"}, {"0", "U", "d", "0"},
       {"1", "", "d", "0"},  {"1", std::string(129, 'k'), "d", "0"}};
   for (const auto& u : bad) {
     std::vector<proto::NewJob> jobs = {job("a", 5000)};

@@ -409,8 +409,14 @@ class PythonProducer(unittest.TestCase):
                 producer.enqueue("u", "noop", unique_key="k", unique_until="later")
             with self.assertRaises(dueq.Rejected):
                 producer.enqueue("u", "noop", unique_key="k", unique_until="period")  # no period: the broker refuses
+            burst = [producer.enqueue("u", "noop", payload, delay=60, unique_key="doc", unique_until="debounce",
+                                      unique_for=600) for payload in (b"one", b"two")]
+            self.assertEqual([r.existing_id for r in burst], ["", burst[0].id])
+            job = producer.job(burst[0].id)
+            assert job is not None
+            self.assertEqual(job["payload"], "two")
             stats = {s.queue: s for s in producer.stats()}
-            self.assertEqual(stats["u"].accepted, 2)
+            self.assertEqual(stats["u"].accepted, 3)
 
 
 class Readme(unittest.TestCase):

@@ -44,8 +44,10 @@ class Job:
     `unique_key` makes the job unique (docs/keys.md): while it holds the key, a
     new job with the same one is answered duplicate with this job's id
     (EnqueueResult.existing_id). `unique_until`: "waiting", "started", "done"
-    (the default) or "period"; `unique_for` (seconds) holds it that long after
-    the enqueue and makes "period" the default."""
+    (the default), "period" or "debounce"; `unique_for` (seconds) holds it that
+    long after the enqueue ("period", the default with it) or bounds how long
+    debounces may delay it ("debounce": while it is scheduled, a new job with
+    its unique key gives it its payload and due time instead)."""
     queue: str
     type: str
     payload: bytes = b""
@@ -66,7 +68,7 @@ class Job:
         if self.unique_key:
             until = self.unique_until or ("period" if self.unique_for else "done")
             if until not in _UNIQUE_UNTIL:
-                raise ValueError(f"unique_until: waiting, started, done or period, not {until!r}")
+                raise ValueError(f"unique_until: waiting, started, done, period or debounce, not {until!r}")
             ukey = self.unique_key.encode() if isinstance(self.unique_key, str) else bytes(self.unique_key)
             fields += [key, ukey, _UNIQUE_UNTIL[until], int(self.unique_for * 1000)]
         elif self.unique_until or self.unique_for:
@@ -77,7 +79,7 @@ class Job:
 
 
 # The wire's unique_until (docs/protocol.md).
-_UNIQUE_UNTIL = {"waiting": 1, "started": 2, "done": 3, "period": 4}
+_UNIQUE_UNTIL = {"waiting": 1, "started": 2, "done": 3, "period": 4, "debounce": 5}
 
 
 # One ENQUEUE stays within the broker's limits: 10,000 jobs, and 8 MiB of
