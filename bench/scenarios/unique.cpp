@@ -42,6 +42,7 @@ Figures dedup_race(const Options& o) {
   std::atomic<int64_t> asked{0}, accepted{0};
   const int64_t begin_ms = wall_ms(), end_ms = begin_ms + run_ms;
   std::vector<std::thread> producers;
+  producers.reserve(4);
   for (int p = 0; p < 4; ++p)
     producers.emplace_back([&, p] {
       Client client(cluster.endpoint());
