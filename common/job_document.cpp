@@ -154,6 +154,8 @@ JobDocument job_document(const std::map<std::string, std::string>& f) {
   job.errors = parse_error_log(text(f, "el"));
   job.cancel_requested = text(f, "cx") == "1";
   job.waiting_for_key = text(f, "pk") == "1";
+  job.unique_key = text(f, "uk");
+  job.unique_until = text(f, "uu");
   const std::string also = text(f, "also_in");
   for (size_t at = 0; at < also.size();) {
     const size_t comma = std::min(also.find(',', at), also.size());
@@ -181,6 +183,8 @@ nlohmann::json job_to_json(const JobDocument& job) {
            {"state", job.state},
            {"type", text_or_null(job.type)},
            {"key", job.key.empty() ? json(nullptr) : bytes_json(job.key)},
+           {"unique_key", job.unique_key.empty() ? json(nullptr) : bytes_json(job.unique_key)},
+           {"unique_until", job.unique_until.empty() ? json(nullptr) : json(job.unique_until)},
            {"payload", job.payload ? bytes_json(*job.payload) : json(nullptr)},
            {"payload_bytes", job.payload_bytes ? json(*job.payload_bytes) : json(nullptr)},
            {"due", optional_time(job.due_ms)},

@@ -18,12 +18,15 @@
   KEYS[10] error logs        hash
   KEYS[11] cancel requested  set
   KEYS[12] history           hash  id -> finished job's entry (lib/history.lua)
+  KEYS[13] unique            hash  id -> the unique key it holds, with its mode
+                                   (lib/unique.lua)
 
   ARGV[1]  job id
   ARGV[2]  its schedule partition (0..32767 in plain decimal)
 
   Returns  {state, score, record, attempts (a running delivery included), error, error log,
-            cancel requested, started ms, worker}; state is one of
+            cancel requested, started ms, worker, unique hold (mode letter
+            and unique key, lib/unique.lua's entry, or "")}; state is one of
            scheduled, ready, leased, dead, done, cancelled, or "" when the
            job is unknown; score is the state set's score (due, lease
            deadline or finished ms); a done or cancelled job's record,
@@ -62,12 +65,12 @@ if state == "done" or state == "cancelled" then
     local started = ""
     if type(ran_for) == "number" then started = string.format("%d", tonumber(score) - ran_for) end
     return {state, score, kept, tostring(attempt or ""), last_error or "", error_log or "", "0", started,
-      worker or ""}
+      worker or "", ""}
   end
-  return {state, score, "", "", "", "", "0", "", ""}
+  return {state, score, "", "", "", "", "0", "", "", ""}
 end
 -- The attempts hash counts failed deliveries; a running one is counted too.
 local attempts = tonumber(get(8)) or 0
 if state == "leased" then attempts = attempts + 1 end
 return {state, score, record, tostring(attempts), get(9), get(10),
-  tostring(redis.call("SISMEMBER", KEYS[11], id)), "", ""}
+  tostring(redis.call("SISMEMBER", KEYS[11], id)), "", "", get(13)}

@@ -16,13 +16,29 @@ namespace calls {
 Command show(const std::string& queue, const std::string& id) {
   QueueKeys k(queue);
   return script_call(lua::ScriptId::show, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs,
-                                           k.attempts, k.errors, k.error_logs, k.cancel_requested, k.history})
+                                           k.attempts, k.errors, k.error_logs, k.cancel_requested, k.history, k.unique})
       .add(id)
       .add(static_cast<int64_t>(schedule_partition(id)));
 }
 
+namespace {
+// lib/unique.lua's entry of a job holding a unique key: its mode letter
+// (a debounced job's deadline after it), then the key; shown as `uk` and
+// `uu` (docs/protocol.md, JOB_REPLY).
+void add_unique_hold(const std::string& entry, std::map<std::string, std::string>& out) {
+  if (entry.empty()) return;
+  static const std::map<char, std::string> kModes = {
+      {'w', "waiting"}, {'s', "started"}, {'d', "done"}, {'p', "period"}, {'b', "debounce"}};
+  const auto mode = kModes.find(entry[0]);
+  const size_t key_at = entry[0] == 'b' ? 17 : 1;
+  if (mode == kModes.end() || entry.size() <= key_at) return;
+  out["uu"] = mode->second;
+  out["uk"] = entry.substr(key_at);
+}
+}  // namespace
+
 Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
-  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 9) return reply::bad(r, "show");
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 10) return reply::bad(r, "show");
   using reply::str;
   std::map<std::string, std::string> out;
   const std::string state = str(r->element[0]);
@@ -62,6 +78,7 @@ Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
   if (auto el = str(r->element[5]); !el.empty()) out["el"] = el;
   if (str(r->element[6]) == "1") out["cx"] = "1";
   if (auto started = str(r->element[7]); !started.empty()) out["st"] = started;
+  add_unique_hold(str(r->element[9]), out);
   if (auto worker = str(r->element[8]); !worker.empty()) out["w"] = worker;
   return out;
 }

@@ -53,6 +53,8 @@ struct JobDocument {
   std::vector<JobError> errors;             // oldest first (the last 8 KiB of them)
   bool cancel_requested = false;            // running, and a user asked to cancel it
   bool waiting_for_key = false;             // ready, and parked until its key has a turn free (docs/keys.md)
+  std::string unique_key;                   // the unique key it holds now ("" when none; docs/keys.md)
+  std::string unique_until;                 // how long it holds it: waiting, started, done, period or debounce
   std::vector<std::string> also_in;         // other queues holding a job with this id
 };
 

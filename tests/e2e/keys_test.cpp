@@ -275,6 +275,8 @@ TEST(Keys, AUniqueJobHoldsItsKeyAgainstOthersUntilDoneOrForItsPeriod) {
   ASSERT_TRUE(second);
   EXPECT_EQ(second->status, EnqueueResult::Status::duplicate);
   EXPECT_EQ(second->existing_id, "report-1");
+  auto doc = run_dueq(cluster.endpoint(), "job report-1 --json", false);
+  EXPECT_NE(doc.out.find("\"unique_key\":\"report:7\",\"unique_until\":\"done\""), std::string::npos) << doc.out;
   auto by_cli = run_dueq(cluster.endpoint(), "enqueue --queue u --type noop --id report-3 --unique-key report:7 --json", false);
   EXPECT_EQ(by_cli.code, 0);
   EXPECT_EQ(by_cli.out, "{\"existing_id\":\"report-1\",\"id\":\"report-3\",\"status\":\"duplicate\"}\n");
@@ -282,6 +284,8 @@ TEST(Keys, AUniqueJobHoldsItsKeyAgainstOthersUntilDoneOrForItsPeriod) {
                               .unique_for_ms = 3'600'000}));
   cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "u"});
   ASSERT_TRUE(eventually([&] { auto s = cluster.stats("u"); return s && s->done == 2; }, 15s));
+  EXPECT_NE(run_dueq(cluster.endpoint(), "job report-1 --json", false).out.find("\"unique_key\":null"), std::string::npos)
+      << "a job done holds its key no more";
   auto after = client.enqueue({.queue = "u", .type = "noop", .id = "report-4", .unique_key = "report:7",
                                .unique_until = UniqueUntil::done});
   ASSERT_TRUE(after);

@@ -414,7 +414,10 @@ class PythonProducer(unittest.TestCase):
             self.assertEqual([r.existing_id for r in burst], ["", burst[0].id])
             job = producer.job(burst[0].id)
             assert job is not None
-            self.assertEqual(job["payload"], "two")
+            self.assertEqual((job["payload"], job["unique_key"], job["unique_until"]), ("two", "doc", "debounce"))
+            first_job = producer.job("sync-1")
+            assert first_job is not None
+            self.assertEqual(first_job["unique_key"], {"encoding": "base64", "data": "YWNjb3VudC3/"})
             stats = {s.queue: s for s in producer.stats()}
             self.assertEqual(stats["u"].accepted, 3)
 

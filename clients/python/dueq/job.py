@@ -107,6 +107,8 @@ def job_document(fields: dict[str, str]) -> dict[str, Any]:
         "state": "running" if fields.get("s") == "leased" else fields.get("s", ""),
         "type": bytes_json(fields.get("t", "")) if kept else None,
         "key": bytes_json(fields["k"]) if fields.get("k") else None,
+        "unique_key": bytes_json(fields["uk"]) if fields.get("uk") else None,
+        "unique_until": fields.get("uu") or None,
         "payload": payload, "payload_bytes": payload_bytes,
     }
     for name, key in (("due", "d"), ("run_at", "r"), ("created", "c"), ("lease_deadline", "l"), ("started", "st")):
