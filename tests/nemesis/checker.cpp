@@ -144,6 +144,7 @@ class Checking {
     auto found = check_unique_holds(h_, [this](int64_t from_ms, int64_t to_ms) { return fault_near(from_ms, to_ms); });
     v_.unique_accepted = found.accepted;
     v_.unique_held = found.held;
+    v_.unique_debounced = found.debounced;
     v_.unique_keys = found.keys;
     v_.unique_excused = found.excused;
     for (auto& what : found.violations) v_.violations.push_back(std::move(what));
@@ -390,8 +391,9 @@ std::string Verdict::report() const {
   out += fmt::format("\nordered queue: {} jobs of {} keys; a fault explains {} overlaps or runs again after a later "
                      "job's turn, and {} starts before an earlier-due job of the key", keyed_jobs, keys, key_turns_excused,
                      key_order_excused);
-  out += fmt::format("\nunique jobs: {} accepted with {} unique keys, {} answered held by another; a fault or a "
-                     "holder run again explains {}", unique_accepted, unique_keys, unique_held, unique_excused);
+  out += fmt::format("\nunique jobs: {} accepted with {} unique keys, {} answered held by another ({} of them debounced "
+                     "into it); a fault or a holder run again explains {}", unique_accepted, unique_keys, unique_held,
+                     unique_debounced, unique_excused);
   out += fmt::format("\nperiodic ticks enqueued {}, missed by cause:", ticks_found);
   if (ticks_missed_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : ticks_missed_by_cause) out += fmt::format(" {} {};", cause, n);

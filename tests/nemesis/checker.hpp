@@ -58,7 +58,7 @@ struct Verdict {
   size_t keyed_jobs = 0, keys = 0, key_turns_excused = 0, key_order_excused = 0;
   // Unique jobs (unique_holds.hpp): accepted, answered held by another, their
   // unique keys, and what a fault near (or a holder run again) explained.
-  size_t unique_accepted = 0, unique_held = 0, unique_keys = 0, unique_excused = 0;
+  size_t unique_accepted = 0, unique_held = 0, unique_keys = 0, unique_excused = 0, unique_debounced = 0;
   // Ran, in a queue deleted since (only an empty queue can be: it was done).
   size_t gone_with_queue = 0;
   std::map<std::string, size_t> dead_by_reason;

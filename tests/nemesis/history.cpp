@@ -61,7 +61,10 @@ bool read_starts(const std::filesystem::path& file, std::vector<Start>& out, std
     // The example worker's eight fields go on with the due time it was sent.
     std::string pid_or_due;
     int64_t due = 0, created = 0;
-    if (fields >> due >> created >> pid_or_due) s.due_ms = due;
+    if (fields >> due >> created >> pid_or_due) {
+      s.due_ms = due;
+      fields >> s.payload;
+    }
     s.worker = file.filename().string();
     out.push_back(std::move(s));
   }
@@ -136,11 +139,12 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     h.searches.push_back(std::move(seen));
     return true;
   }) && each_line(dir / "unique.tsv", error, [&](const std::vector<std::string>& f) {
-    auto sent = f.size() == 6 ? number(f[3]) : std::nullopt;
-    auto answered = f.size() == 6 ? number(f[4]) : std::nullopt;
-    if (!sent || !answered || (f[2] != "accepted" && f[2] != "held" && f[2] != "unknown") || (f[2] == "held") == f[5].empty())
+    auto sent = f.size() == 6 || f.size() == 8 ? number(f[3]) : std::nullopt;
+    auto answered = f.size() == 6 || f.size() == 8 ? number(f[4]) : std::nullopt;
+    if (!sent || !answered || (f[2] != "accepted" && f[2] != "held" && f[2] != "unknown") || (f[2] == "held") == f[5].empty() ||
+        (f.size() == 8 && f[6] != "done" && f[6] != "debounce"))
       return false;
-    h.uniques.push_back({f[0], f[1], f[2], *sent, *answered, f[5]});
+    h.uniques.push_back({f[0], f[1], f[2], *sent, *answered, f[5], f.size() == 8 ? f[6] : "done", f.size() == 8 ? f[7] : ""});
     return true;
   }) && each_line(dir / "asks.tsv", error, [&](const std::vector<std::string>& f) {
     auto at = f.size() == 2 ? number(f[1]) : std::nullopt;

@@ -22,7 +22,8 @@
 //                 (a miss adds the wall ms of its answer, its summary and
 //                 the job's state in a lookup right after)
 //   unique.tsv    id, unique key, accepted|held|unknown, wall ms sent and
-//                 answered, the holder the broker named (held)
+//                 answered, the holder the broker named (held), done or
+//                 debounce, the payload (a run before these had 6 fields)
 //                 by type of the scheduled state for a job due 3 s or more
 //                 later that no operator touched, and what its answer held
 //   faults.tsv    from ms, to ms, kind, target, clock shift ms: each
@@ -76,6 +77,7 @@ struct Start {
   int64_t start_us = 0;
   std::string worker;  // the file it came from
   int64_t due_ms = 0;  // the due time the broker sent (the example worker records it), 0 when not recorded
+  std::string payload; // the payload it ran with, "" when not recorded ("-" when long or empty)
 };
 
 struct FinalState {
@@ -105,7 +107,9 @@ struct UniqueAsk {
   std::string unique_key;
   std::string outcome;  // accepted, held (duplicate by its unique key) or unknown
   int64_t sent_ms = 0, answered_ms = 0;
-  std::string holder;   // held: the job the broker named
+  std::string holder;   // held: the job the broker named (debounce: the job it went into)
+  std::string mode = "done";  // done or debounce
+  std::string payload;        // its payload (a sleep's ms)
 };
 
 struct SearchSeen {

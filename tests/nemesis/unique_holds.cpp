@@ -18,6 +18,7 @@ struct Checker {
   const std::function<const FaultSpan*(int64_t, int64_t)>& fault_near;
   UniqueFindings out;
   std::map<std::string, size_t> starts_of;
+  std::map<std::string, int64_t> first_start_ms;
 
   // When `id` surely finished, or -1 (not finished, not known).
   int64_t finished_ms(const std::string& id) const {
@@ -62,8 +63,41 @@ struct Checker {
                       b.holder, b.sent_ms - end));
   }
 
+  // A job debounced into X: X was a debounced job of the key that had not
+  // surely started (it was scheduled) when the job was asked.
+  void debounced_into(const UniqueAsk& b, const std::map<std::string, const UniqueAsk*>& asked) {
+    auto holder = asked.find(b.holder);
+    if (holder == asked.end() || holder->second->outcome == "held" || holder->second->unique_key != b.unique_key ||
+        holder->second->mode != "debounce") {
+      out.violations.push_back(fmt::format("{}: answered debounced into {}, not a debounced job of unique key {}", b.id,
+                                           b.holder, b.unique_key));
+      return;
+    }
+    auto first = first_start_ms.find(b.holder);
+    if (first == first_start_ms.end() || b.sent_ms <= first->second + kClockSlackMs) return;
+    judge(ran_again(b.holder) || fault_near(first->second, b.answered_ms) != nullptr, b.id,
+          fmt::format("DEBOUNCED INTO A STARTED JOB: answered debounced into {}, which started {} ms before it was asked",
+                      b.holder, b.sent_ms - first->second));
+  }
+
+  // A debounced job runs with the payload of the last job debounced into it.
+  void runs_last_payload(const UniqueAsk& x, const std::vector<const UniqueAsk*>& into) {
+    const Start* last = nullptr;
+    for (const auto& s : h.starts)
+      if (s.id == x.id && (last == nullptr || s.start_us > last->start_us)) last = &s;
+    if (last == nullptr || last->payload.empty() || last->payload == "-" || x.payload.empty()) return;
+    const std::string& want = into.empty() ? x.payload : into.back()->payload;
+    if (last->payload == want) return;
+    judge(ran_again(x.id) || fault_near(into.empty() ? x.sent_ms : into.back()->sent_ms, last->start_us / 1000) != nullptr,
+          x.id, fmt::format("DEBOUNCED PAYLOAD LOST: ran with payload {}, the last debounced into it was {}", last->payload, want));
+  }
+
   void run() {
-    for (const auto& s : h.starts) ++starts_of[s.id];
+    for (const auto& s : h.starts) {
+      ++starts_of[s.id];
+      auto [it, fresh] = first_start_ms.try_emplace(s.id, s.start_us / 1000);
+      if (!fresh) it->second = std::min(it->second, s.start_us / 1000);
+    }
     std::map<std::string, const UniqueAsk*> asked;
     std::map<std::string, std::vector<const UniqueAsk*>> by_key;
     for (const auto& u : h.uniques) {
@@ -76,12 +110,25 @@ struct Checker {
       }
     }
     out.keys = by_key.size();
+    // A debounced job holds its key only while scheduled: two may run at once.
     for (const auto& [key, jobs] : by_key)
       for (size_t i = 0; i < jobs.size(); ++i)
         for (size_t j = i + 1; j < jobs.size(); ++j)
-          if (jobs[i]->outcome == "accepted" && jobs[j]->outcome == "accepted") held_twice(*jobs[i], *jobs[j]);
+          if (jobs[i]->outcome == "accepted" && jobs[j]->outcome == "accepted" && jobs[i]->mode == "done")
+            held_twice(*jobs[i], *jobs[j]);
+    std::map<std::string, std::vector<const UniqueAsk*>> debounced;  // holder -> jobs debounced into it, in order
+    for (const auto& u : h.uniques) {
+      if (u.outcome != "held") continue;
+      if (u.mode == "debounce") {
+        ++out.debounced;
+        debounced_into(u, asked);
+        debounced[u.holder].push_back(&u);
+      } else {
+        held_by(u, asked);
+      }
+    }
     for (const auto& u : h.uniques)
-      if (u.outcome == "held") held_by(u, asked);
+      if (u.mode == "debounce" && u.outcome == "accepted") runs_last_payload(u, debounced[u.id]);
   }
 };
 

@@ -84,18 +84,23 @@ void Workload::produce(int producer) {
   }
 }
 
-// Unique jobs of the main queue (docs/keys.md), held until done, with a few
-// unique keys between them: one job a request, each asked again with its id
-// until answered (a retry of an accepted one is answered duplicate by its
-// id); unique.tsv says how each was answered.
+// Unique jobs of the main queue (docs/keys.md): three in four held until
+// done, with four unique keys between them, the fourth debounced (due 1 to
+// 2 s on, at most 1.5 s past its first enqueue) with two keys of its own:
+// one job a request, each asked again with its id until answered (a retry
+// of an accepted one is answered duplicate by its id); unique.tsv says how
+// each was answered.
 void Workload::produce_unique() {
   std::mt19937_64 rng(options_.seed * 7919 + 32'452'843);
   Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
   for (int64_t n = 0; producing_; ++n) {
     JobSpec job{options_.queue, "sleep", std::to_string(100 + rng() % 300), fmt::format("u{}.", n), 0, 3};
-    job.unique_key = fmt::format("uk-{}", rng() % 4);
-    job.unique_until = UniqueUntil::done;
-    if (rng() % 2 == 0) job.due_ms = std::min(wall_ms() + static_cast<int64_t>(rng() % 2'000), options_.last_due_ms);
+    const bool debounced = n % 4 == 3;
+    job.unique_key = debounced ? fmt::format("db-{}", rng() % 2) : fmt::format("uk-{}", rng() % 4);
+    job.unique_until = debounced ? UniqueUntil::debounce : UniqueUntil::done;
+    job.unique_for_ms = debounced ? 1'500 : 0;
+    if (debounced) job.due_ms = std::min(wall_ms() + 1'000 + static_cast<int64_t>(rng() % 1'000), options_.last_due_ms);
+    else if (rng() % 2 == 0) job.due_ms = std::min(wall_ms() + static_cast<int64_t>(rng() % 2'000), options_.last_due_ms);
     const int64_t sent_ms = wall_ms(), give_up_at = steady_ms() + kAskAgainMs;
     std::optional<EnqueueResult> answer;
     for (bool first = true; !answer && (first || steady_ms() < give_up_at); first = false) {
@@ -106,18 +111,19 @@ void Workload::produce_unique() {
       auto r = client.enqueue(job);
       if (r && r->status != EnqueueResult::Status::overloaded) answer = *r;
     }
-    const std::string at = std::to_string(wall_ms());
+    const std::string at = std::to_string(wall_ms()), mode = debounced ? "debounce" : "done";
     if (!answer) {
       record(job, false);
-      append_line(dir_ / "unique.tsv", {job.id, job.unique_key, "unknown", std::to_string(sent_ms), at, ""});
+      append_line(dir_ / "unique.tsv", {job.id, job.unique_key, "unknown", std::to_string(sent_ms), at, "", mode, job.payload});
     } else if (answer->status == EnqueueResult::Status::duplicate && !answer->existing_id.empty()) {
-      append_line(dir_ / "unique.tsv", {job.id, job.unique_key, "held", std::to_string(sent_ms), at, answer->existing_id});
+      append_line(dir_ / "unique.tsv",
+                  {job.id, job.unique_key, "held", std::to_string(sent_ms), at, answer->existing_id, mode, job.payload});
     } else if (answer->status == EnqueueResult::Status::rejected) {
       ++rejected_;
       fmt::print("REJECTED {}: {}\n", job.id, answer->reason);
     } else {
       record(job, true);
-      append_line(dir_ / "unique.tsv", {job.id, job.unique_key, "accepted", std::to_string(sent_ms), at, ""});
+      append_line(dir_ / "unique.tsv", {job.id, job.unique_key, "accepted", std::to_string(sent_ms), at, "", mode, job.payload});
     }
     std::this_thread::sleep_for(200ms);
   }

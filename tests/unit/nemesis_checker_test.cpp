@@ -569,6 +569,31 @@ TEST(NemesisUniqueHolds, TwoHoldersOrAFinishedHolderAreViolationsAFaultNearExcus
   EXPECT_NE(found.violations[0].find("not a job accepted with unique key k"), std::string::npos);
 }
 
+// Debounced jobs: two may hold one key in turn and run at once; a job
+// debounced into one that had started, or that ran with another payload
+// than the last debounced into it, is a violation.
+TEST(NemesisUniqueHolds, ADebounceIntoAStartedJobOrALostPayloadIsAViolation) {
+  History h;
+  h.uniques = {{"d1", "db", "accepted", 1'000, 1'010, "", "debounce", "100"},
+               {"d2", "db", "held", 1'100, 1'110, "d1", "debounce", "200"},
+               {"d3", "db", "accepted", 2'000, 2'010, "", "debounce", "300"}};
+  h.finals["d1"] = {"done", 2'600, "", "sleep", 1};
+  h.finals["d3"] = {"done", 3'600, "", "sleep", 1};
+  h.starts = {{"d1", 1, 1, 1'900'000, "w0", 0, "200"}, {"d3", 1, 2, 3'000'000, "w0", 0, "300"}};
+  auto no_fault = [](int64_t, int64_t) -> const FaultSpan* { return nullptr; };
+  auto found = check_unique_holds(h, no_fault);
+  EXPECT_TRUE(found.violations.empty()) << found.violations.front() << " (d3 may run while d1 does)";
+  EXPECT_EQ(found.debounced, 1U);
+  h.starts[0].payload = "100";
+  found = check_unique_holds(h, no_fault);
+  ASSERT_EQ(found.violations.size(), 1U);
+  EXPECT_NE(found.violations[0].find("DEBOUNCED PAYLOAD LOST"), std::string::npos) << found.violations[0];
+  h.starts[0] = {"d1", 1, 1, 1'050'000, "w0", 0, "200"};  // d1 started before d2 was asked
+  found = check_unique_holds(h, no_fault);
+  ASSERT_EQ(found.violations.size(), 1U);
+  EXPECT_NE(found.violations[0].find("DEBOUNCED INTO A STARTED JOB"), std::string::npos) << found.violations[0];
+}
+
 TEST(NemesisHistory, UniqueAsksReadBackAndABadLineIsRefused) {
   testing::TempDir dir("nemesis-unique");
   append_line(dir / "unique.tsv", {"u1", "k\xff", "accepted", "1", "2", ""});
