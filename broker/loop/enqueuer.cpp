@@ -376,6 +376,9 @@ void Enqueuer::on_enqueued(const redisReply* r, Dispatcher& dispatcher, RoundAns
         outcome.status = proto::EnqueueStatus::duplicate;
         outcome.existing_id = holders.at(next_holder++);
         outcome.reason = "debounced: the waiting job holding its unique key (existing_id) took its payload and due time";
+        // That job's due time moved, maybe before any the loop knows of: the
+        // next round promotes, and its answer says when the schedule is due.
+        q.next_due_ms = earliest_known(q.next_due_ms, sent.now);
         break;
       case calls::EnqueueReply::backlog_full:
         outcome.status = proto::EnqueueStatus::overloaded;
