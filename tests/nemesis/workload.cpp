@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -93,6 +94,7 @@ void Workload::produce(int producer) {
 void Workload::produce_unique() {
   std::mt19937_64 rng(options_.seed * 7919 + 32'452'843);
   Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  std::map<std::string, int64_t> debounce_deadline;  // a debounced job let in -> the latest a debounce may move it to (at most)
   for (int64_t n = 0; producing_; ++n) {
     JobSpec job{options_.queue, "sleep", std::to_string(100 + rng() % 300), fmt::format("u{}.", n), 0, 3};
     const bool debounced = n % 4 == 3;
@@ -118,12 +120,19 @@ void Workload::produce_unique() {
     } else if (answer->status == EnqueueResult::Status::duplicate && !answer->existing_id.empty()) {
       append_line(dir_ / "unique.tsv",
                   {job.id, job.unique_key, "held", std::to_string(sent_ms), at, answer->existing_id, mode, job.payload});
+      // A debounce moves the holder to this job's due time, capped by its
+      // deadline (the broker's clock when it let it in, plus the max wait:
+      // at least its ask plus the max wait): told as a reschedule, so that
+      // the checker takes its start from the earlier one.
+      if (auto d = debounce_deadline.find(answer->existing_id); debounced && d != debounce_deadline.end())
+        append_line(dir_ / "reschedules.tsv", {answer->existing_id, std::to_string(std::min(job.due_ms, d->second))});
     } else if (answer->status == EnqueueResult::Status::rejected) {
       ++rejected_;
       fmt::print("REJECTED {}: {}\n", job.id, answer->reason);
     } else {
       record(job, true);
       append_line(dir_ / "unique.tsv", {job.id, job.unique_key, "accepted", std::to_string(sent_ms), at, "", mode, job.payload});
+      if (debounced) debounce_deadline[job.id] = sent_ms + job.unique_for_ms;
     }
     std::this_thread::sleep_for(200ms);
   }
