@@ -244,8 +244,10 @@ local function debounce_into(holder, partition, u, b)
     if due < pending.p.earliest then pending.p.earliest, pending.p.earliest_text = due, string.format("%d", due) end
     return
   end
+  -- Without its entry (a store edited by hand) the holder has no deadline
+  -- to keep: the new due time stands, never 0.
   local entry = redis.call("HGET", KEYS[11], holder) or ""
-  local deadline = tonumber(string.sub(entry, 2, 17)) or 0
+  local deadline = tonumber(string.sub(entry, 2, 17)) or dues[b / 4]
   local due_text = string.format("%d", math.min(dues[b / 4], deadline))
   local key = KEYS[1] .. ":" .. partition
   redis.call("HSET", key .. ":jobs", holder, argv[b + 2])

@@ -196,6 +196,15 @@ TEST_F(Unique, ADebouncedJobsFirstCallSharesItsKeyWithTheNextJobOfTheCall) {
   EXPECT_EQ(field("y", "s"), "");
 }
 
+// A debounced holder whose entry is gone (a store edited by hand) takes the
+// new job's due time uncapped, never a due time of 0.
+TEST_F(Unique, ADebouncedHolderWithoutItsEntryTakesTheNewDueTime) {
+  EXPECT_EQ(one(unique_job("a", "D", UniqueUntil::debounce, 6'000, 10'000), 1'000).first, kAccepted);
+  redis_->cli("HDEL 'dueq:{q}:unique' a");
+  EXPECT_EQ(one(unique_job("b", "D", UniqueUntil::debounce, 30'000, 10'000), 2'000).first, calls::EnqueueReply::debounced);
+  EXPECT_EQ(field("a", "r"), "30000");
+}
+
 TEST_F(Unique, BadUniqueArgumentsWriteNothing) {
   const std::vector<std::vector<std::string>> bad = {
       {"1", "U", "x", "0"}, {"1", "U", "p", "0"}, {"1", "U", "b", "0"}, {"1", "U", "d", "5"}, {"2", "U", "d", "0"}, {"0", "U", "d", "0"},
