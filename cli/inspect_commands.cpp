@@ -191,17 +191,18 @@ void print_bulk(const AdminResult& result, bool json) {
 
 namespace {
 
-// `dueq key list`: each key's turns, waiting jobs and limit, most waiting
-// first within what the broker sent.
+// `dueq key list`: each key's turns, waiting jobs and limit (or weight),
+// most waiting first within what the broker sent.
 void print_keys(const AdminResult& result) {
   auto rows = result.rows;
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
     return std::stoll("0" + field(a, "waiting")) > std::stoll("0" + field(b, "waiting"));
   });
-  fmt::print("{:<40} {:>8} {:>8} {:>8}\n", "KEY", "RUNNING", "WAITING", "LIMIT");
+  const bool weights = !rows.empty() && rows.front().contains("weight");
+  fmt::print("{:<40} {:>8} {:>8} {:>8}\n", "KEY", "RUNNING", "WAITING", weights ? "WEIGHT" : "LIMIT");
   for (const auto& row : rows)
     fmt::print("{:<40} {:>8} {:>8} {:>8}\n", loggable(field(row, "key")), field(row, "running"), field(row, "waiting"),
-               field(row, "limit"));
+               field(row, weights ? "weight" : "limit"));
   fmt::print("{}\n", result.summary);
   if (!result.next.empty()) fmt::print("the next page: --after {}\n", result.next);
 }
@@ -225,7 +226,8 @@ int admin(Client& client, const AdminCommand& command, bool json) {
       fmt::print("{:<28} {:<14} {:<14} {:>8}  {:<24} {}\n", field(row, "id"), field(row, "queue"), field(row, "t"),
                  field(row, "a"), format_time(std::stoll("0" + field(row, "died_ms"))), field(row, "e"));
     if (!result->next.empty()) fmt::print("{}; the next page: dueq dead list --after {}\n", result->summary, result->next);
-  } else if (command.op == "pause" || command.op == "resume" || command.op == "queue_delete" || command.op == "cron_add" || command.op == "cron_remove" || command.op == "key_limit") {
+  } else if (command.op == "pause" || command.op == "resume" || command.op == "queue_delete" || command.op == "cron_add" || command.op == "cron_remove" || command.op == "key_limit" ||
+             command.op == "key_weight") {
     fmt::print("{}\n", result->summary);
   } else if (command.op == "cron_list") {
     fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", "NAME", "SCHEDULE", "TIME_ZONE", "QUEUE", "TYPE", "SOURCE", "NEXT TICKS (UTC)");

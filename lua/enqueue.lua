@@ -36,6 +36,9 @@
                              one; KEYS[11]..":"..K is the holder of unique
                              key K (lib/unique.lua)
   KEYS[12] dead        zset  (read: a dead holder holds nothing)
+  KEYS[13] fair        string the virtual time of fair dispatch, and its
+                             flows' finish tags beside it (lib/fair.lua)
+  KEYS[14] weights     hash  key -> its weight in fair dispatch (read)
 
   ARGV[1]  now ms
   ARGV[2]  max backlog: the most unfinished jobs (scheduled + ready +
@@ -65,7 +68,10 @@
               debounced: while scheduled) and the period in ms (1.. with
               "p"; with "b" the most a debounce may delay the job past its
               first enqueue; else 0)
-  ARGV[last] U (0..N)
+  ARGV[last - 1]  U (0..N)
+  ARGV[last]  "1": the queue is fair: the jobs put in the ready set are
+              scored by their fair tags (lib/fair.lua), and the virtual time
+              starts now if it had not; "0": by their due times
 
   Returns  array of N integers: 1 accepted, 0 duplicate, 2 refused (backlog),
            3 accepted and leased under the token of its candidate number
@@ -85,15 +91,19 @@
 --! include lib/schedule_filter.lua
 --! include lib/encoding_pin.lua
 --! include lib/unique.lua
+--! include lib/keys.lua
+--! include lib/fair.lua
 local now = tonumber(ARGV[1])
 local max_backlog = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
-local n_unique = tonumber(ARGV[#ARGV])
-local last = n_unique and #ARGV - 1 - 4 * n_unique  -- the lease tokens' place
+local n_unique = tonumber(ARGV[#ARGV - 1])
+local fair = ARGV[#ARGV] == "1"
+local last = n_unique and #ARGV - 2 - 4 * n_unique  -- the lease tokens' place
 if not now or not max_backlog or max_backlog < 0 or not n or n < 1 or n > 1000 or not n_unique or n_unique < 0
-    or n_unique > n or n_unique % 1 ~= 0 or (last ~= 5 + 7 * n and last ~= 5 + 4 * n) then
+    or n_unique > n or n_unique % 1 ~= 0 or (last ~= 5 + 7 * n and last ~= 5 + 4 * n)
+    or (ARGV[#ARGV] ~= "0" and not fair) then
   return redis.error_reply("ERR dueq bad-args enqueue: expected now, max_backlog, N, 4 or 7 values per job, "
-    .. "a lease deadline, lease tokens, 4 values per unique job and their number")
+    .. "a lease deadline, lease tokens, 4 values per unique job, their number and fair 0 or 1")
 end
 local with_filter_args = last == 5 + 7 * n
 local lease_deadline_text = ARGV[last - 1]
@@ -208,6 +218,7 @@ local due_now_seen = 0  -- jobs due now so far, in argument order: a job's candi
 local seen = {}
 -- Appended through counters: Lua 5.1's # is a search, and this runs per job.
 local records, ready, leases, tokens, nr, nready, nl = {}, {}, {}, {}, 0, 0, 0
+local ready_at = {}  -- where each job put in the ready set is in ARGV, for a fair queue's tags
 local partitions = {}  -- partition number -> {zadd args, hset args, earliest due}
 local accepted, scheduled_slots = 0, filter_slots()
 local taken, holds, holders = {}, {}, {}  -- unique key -> id taken in this call; HSET args; ids of 4s and 5s
@@ -304,6 +315,7 @@ for i = 1, n do
       else
         ready[nready + 1], ready[nready + 2] = argv[b + 1], id
         nready = nready + 2
+        ready_at[nready / 2] = b
       end
     else
       local partition = argv[b + 3]
@@ -342,7 +354,15 @@ for i = 1, n do
 end
 if #holds > 0 then redis.call("HSET", KEYS[11], unpack(holds)) end
 if nr > 0 then redis.call("HSET", KEYS[5], unpack(records)) end
-if nready > 0 then redis.call("ZADD", KEYS[2], unpack(ready)) end
+if nready > 0 then
+  if fair then
+    local flows = {}
+    for j = 1, nready / 2 do flows[j] = record_key(argv[ready_at[j] + 2]) or "" end
+    local tags = fair_tags(KEYS[13], KEYS[14], flows, now)
+    for j = 1, #tags do ready[2 * j - 1] = tags[j] end
+  end
+  redis.call("ZADD", KEYS[2], unpack(ready))
+end
 if nl > 0 then
   redis.call("ZADD", KEYS[3], unpack(leases))
   redis.call("HSET", KEYS[8], unpack(tokens))

@@ -20,6 +20,8 @@
   KEYS[9..12]  held, running, parked, limits: per-key state (lib/keys.lua)
   KEYS[13] unique      hash  unique jobs' holds (lib/unique.lua): a job held
                              "until first leased" lets its unique key go
+  KEYS[14] fair        string the virtual time of fair dispatch (lib/fair.lua),
+                             and its flows' finish tags beside it
 
   ARGV[1]  lease deadline ms
   ARGV[2]  count (1..1000)
@@ -36,6 +38,10 @@
   ARGV[9]  "1": the queue is ordered: one job of a key at a time, in due
            then id order, and a job waiting for a retry keeps its key's
            turn; "0": not
+  ARGV[10] "1": the queue is fair: the ready set is ordered by fair tags
+           (lib/fair.lua), and a call that leases sets the virtual time
+           going or raises it to the highest tag leased; "0": not (a call
+           that leases removes fair state left from an earlier setting)
 
   Returns  flat array, 5 values per leased job: id, job record, attempt,
            token, start check: 0 none, 1 after one delivery that ended
@@ -62,9 +68,10 @@
 --! include lib/encoding_pin.lua
 --! include lib/keys.lua
 --! include lib/unique.lua
+--! include lib/fair.lua
 local deadline = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
-if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 9 or #ARGV[3] ~= 16 * count then
+if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 10 or #ARGV[3] ~= 16 * count then
   return redis.error_reply("ERR dueq bad-args lease: expected a deadline, a count of 1..1000, count tokens, now "
     .. "and the limits")
 end
@@ -79,13 +86,16 @@ if not now or now < 0 or not max_leased or max_leased < 0 or not rate or rate < 
 end
 local key_default = tonumber(ARGV[8])
 local ordered = ARGV[9] == "1"
-if not key_default or key_default < 0 or key_default ~= math.floor(key_default) or (ARGV[9] ~= "0" and not ordered) then
-  return redis.error_reply("ERR dueq bad-args lease: the key limit must be an integer >= 0 and ordered 0 or 1")
+if not key_default or key_default < 0 or key_default ~= math.floor(key_default) or (ARGV[9] ~= "0" and not ordered)
+    or (ARGV[10] ~= "0" and ARGV[10] ~= "1") then
+  return redis.error_reply("ERR dueq bad-args lease: the key limit must be an integer >= 0, ordered and fair 0 or 1")
 end
 local keys = {held = KEYS[9], running = KEYS[10], parked = KEYS[11], ready = KEYS[1]}
 local has_own_limits = redis.call("EXISTS", KEYS[12]) == 1
-local keyed = ordered or key_default > 0 or has_own_limits
 if redis.call("EXISTS", KEYS[7]) == 1 then return {1, 0} end
+local fair = ARGV[10] == "1"
+-- A fair queue takes the path that reads scores: they are its tags.
+local keyed = ordered or key_default > 0 or has_own_limits or fair
 local held_by, wait_ms = 0, 0
 if max_leased > 0 then
   local room = max_leased - count_leases(KEYS[2])
@@ -151,6 +161,7 @@ local function take_turns(entries)
     end
   end
   local lease_ids, lease_records, parked = {}, {}, {}
+  local highest = nil  -- the highest score leased: a fair queue's virtual time follows it
   local new_held, changed = {}, {}
   local mark = ordered and "o" or "l"
   for i = 1, #ids do
@@ -165,6 +176,7 @@ local function take_turns(entries)
       end
       local n = #lease_ids + 1
       lease_ids[n], lease_records[n] = ids[i], records[i]
+      if not highest or dues[i] > highest then highest = dues[i] end
     end
   end
   local found = 0
@@ -203,10 +215,10 @@ local function take_turns(entries)
       end
     end
   end
-  return {ids = lease_ids, records = lease_records, parked = #parked > 0}
+  return {ids = lease_ids, records = lease_records, parked = #parked > 0, highest = highest}
 end
 
-local ids, records
+local ids, records, highest
 local parked_some = false
 if keyed then
   local entries = redis.call("ZRANGE", KEYS[1], 0, count - 1, "WITHSCORES")
@@ -214,7 +226,7 @@ if keyed then
   local taken_turns = take_turns(entries)
   if taken_turns == nil then return {4, 0} end  -- the first ready job is parked: so is every one
   if taken_turns.err then return taken_turns end
-  ids, records, parked_some = taken_turns.ids, taken_turns.records, taken_turns.parked
+  ids, records, parked_some, highest = taken_turns.ids, taken_turns.records, taken_turns.parked, taken_turns.highest
   if #ids == 0 then return {4, 1} end
 else
   -- ZRANGE + ZREMRANGEBYRANK rather than ZPOPMIN: Redis would format every
@@ -260,6 +272,7 @@ end
 redis.call("ZADD", KEYS[2], unpack(leases))
 redis.call("HSET", KEYS[4], unpack(token_args))
 unique_release(KEYS[13], ids, "lease")
+if fair_set(KEYS[14], fair, now) then fair_advance(KEYS[14], highest, KEYS[1]) end
 if rate > 0 then redis.call("HSET", KEYS[8], "tokens", tostring(tokens - taken), "at", now) end
 if #ids < count then held_by, wait_ms = 0, 0 end  -- the ready set ran out before any limit
 if parked_some and held_by == 0 then held_by, wait_ms = 4, 1 end

@@ -14,9 +14,15 @@
   KEYS[2]  ready       zset  id -> due ms
   KEYS[3]  jobs        hash  id -> job record
   KEYS[4]  stats       hash  ("scheduled" is lowered by the jobs moved)
+  KEYS[5]  fair        string the virtual time of fair dispatch, and its
+                             flows' finish tags beside it (lib/fair.lua)
+  KEYS[6]  weights     hash  key -> its weight in fair dispatch (read)
 
   ARGV[1]  now ms
   ARGV[2]  limit (1..5000): jobs moved, and partitions looked at, per call
+  ARGV[3]  "1": the queue is fair: the jobs moved are scored by their fair
+           tags, given in due then id order, and the virtual time starts
+           now if it had not (lib/fair.lua); "0": by their due times
 
   Returns  {moved, next_due}: next_due is a lower bound of the earliest due
            ms left in the schedule (exact unless a cancel took that job), or
@@ -30,14 +36,19 @@
 --! include lib/fence.lua
 --! include lib/schedule_filter.lua
 --! include lib/chunked.lua
+--! include lib/keys.lua
+--! include lib/fair.lua
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
-if not now or not limit or limit < 1 or limit > 5000 then
-  return redis.error_reply("ERR dueq bad-args promote: expected now and a limit of 1..5000")
+if #ARGV ~= 3 or not now or not limit or limit < 1 or limit > 5000 or (ARGV[3] ~= "0" and ARGV[3] ~= "1") then
+  return redis.error_reply("ERR dueq bad-args promote: expected now, a limit of 1..5000 and fair 0 or 1")
 end
 local partitions = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
 local moved, removed, removed_slots = 0, 0, filter_slots()
 local registered = {}  -- the type index's types, read once if a partition empties
+-- A fair queue's jobs are put in line once all are read: their tags follow
+-- due order across partitions.
+local fair = ARGV[3] == "1" and {} or nil
 for _, partition in ipairs(partitions) do
   if removed >= limit then break end
   local key = KEYS[1] .. ":" .. partition
@@ -66,7 +77,13 @@ for _, partition in ipairs(partitions) do
     end
     -- Up to 2 x limit values each: in chunks.
     call_in_chunks("HSET", KEYS[3], records_args, 2000)
-    call_in_chunks("ZADD", KEYS[2], ready, 2000)
+    if fair then
+      for j = 1, #ready, 2 do
+        fair[#fair + 1] = {due = tonumber(ready[j]), id = ready[j + 1], record = records_args[j + 1]}
+      end
+    else
+      call_in_chunks("ZADD", KEYS[2], ready, 2000)
+    end
     moved = moved + #ready / 2
     removed = removed + count
   end
@@ -77,6 +94,15 @@ for _, partition in ipairs(partitions) do
     redis.call("ZREM", KEYS[1], partition)
     types_partition_emptied(KEYS[1], partition, registered)
   end
+end
+if fair and #fair > 0 then
+  table.sort(fair, function(a, b) return a.due < b.due or (a.due == b.due and a.id < b.id) end)
+  local flows = {}
+  for j, job in ipairs(fair) do flows[j] = record_key(job.record) or "" end
+  local tags = fair_tags(KEYS[5], KEYS[6], flows, now)
+  local ready = {}
+  for j, job in ipairs(fair) do ready[2 * j - 1], ready[2 * j] = tags[j], job.id end
+  call_in_chunks("ZADD", KEYS[2], ready, 2000)
 end
 schedule_counted_out(KEYS[1], KEYS[4], removed_slots)
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")

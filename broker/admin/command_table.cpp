@@ -29,6 +29,7 @@ AdminCommand find_admin_command(std::string_view op) {
       {"cron_list", cron_list},
       {"cron_remove", cron_remove},
       {"key_limit", key_limit},
+      {"key_weight", key_weight},
       {"key_list", key_list},
   };
   auto it = table.find(op);

@@ -13,6 +13,7 @@ namespace dueq::broker {
 
 namespace {
 constexpr int64_t kMaxKeyLimit = 1'000'000;
+constexpr int64_t kMaxKeyWeight = 1'000;
 constexpr uint32_t kDefaultRows = 100;
 constexpr uint32_t kMaxRows = 1'000;
 
@@ -31,11 +32,13 @@ std::string arg(const proto::AdminRequest& request, const char* name) {
 
 namespace calls {
 
-Command key_limit(const std::string& queue, const std::string& key, int64_t limit) {
+Command key_limit(const std::string& queue, const std::string& key, int64_t value, KeySetting setting) {
   QueueKeys k(queue);
-  Command call = script_call(lua::ScriptId::key_limit, {k.key_limits, k.key_running});
+  const bool weight = setting == KeySetting::weight;
+  Command call = script_call(lua::ScriptId::key_limit, {weight ? k.key_weights : k.key_limits, k.key_running});
   call.add(key);
-  return limit == 0 ? call.add("clear") : call.add(limit);
+  (value == 0 ? call.add("clear") : call.add(value));
+  return call.add(weight ? kMaxKeyWeight : kMaxKeyLimit);
 }
 
 Result<KeyLimitOutcome> parse_key_limit(const redisReply* r) {
@@ -48,10 +51,13 @@ Result<KeyLimitOutcome> parse_key_limit(const redisReply* r) {
   return KeyLimitOutcome{*change, (*values)[1], (*values)[2]};
 }
 
-Command key_list(const std::string& queue, bool limits, const std::string& cursor, int count) {
+Command key_list(const std::string& queue, std::optional<KeySetting> listed, const std::string& cursor, int count) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::key_list, {k.key_running, k.key_limits, k.key_parked})
-      .add(limits ? "limits" : "running")
+  // The script reads own values from its second key: the weights stand in
+  // for the limits when they are listed.
+  const bool weights = listed == KeySetting::weight;
+  return script_call(lua::ScriptId::key_list, {k.key_running, weights ? k.key_weights : k.key_limits, k.key_parked})
+      .add(listed ? "limits" : "running")
       .add(cursor)
       .add(static_cast<int64_t>(count));
 }
@@ -73,42 +79,81 @@ Result<KeyPage> parse_key_list(const redisReply* r) {
 
 }  // namespace calls
 
-Result<proto::AdminReply> key_limit(AdminContext& c, const proto::AdminRequest& request) {
+namespace {
+
+struct SettingWords {
+  const char* arg;      // the ADMIN argument: "limit" or "weight"
+  int64_t max;          // its highest value
+  const char* own;      // what a key has of its own, for the refusal
+};
+SettingWords words_of(KeySetting setting) {
+  return setting == KeySetting::weight ? SettingWords{"weight", kMaxKeyWeight, "a weight"}
+                                       : SettingWords{"limit", kMaxKeyLimit, "a limit"};
+}
+
+// `dueq key limit` and `dueq key weight`: the value 1..max, or 0 for "clear".
+Result<int64_t> setting_value(const proto::AdminRequest& request, const SettingWords& w) {
+  const std::string text = arg(request, w.arg);
+  if (text == "clear") return 0;
+  auto parsed = whole_number(text);
+  if (!parsed || *parsed < 1 || *parsed > w.max)
+    return fail(Errc::bad_argument, fmt::format("args.{}: a whole number of 1..{}, or \"clear\"", w.arg, w.max));
+  return *parsed;
+}
+
+std::string setting_summary(const proto::AdminRequest& request, const std::string& key, KeySetting setting,
+                            int64_t value) {
+  if (value == 0)
+    return fmt::format("key '{}' of '{}' takes the queue's {}", loggable(key), request.queue,
+                       setting == KeySetting::weight ? "weight, 1" : "limit");
+  if (setting == KeySetting::weight)
+    return fmt::format("key '{}' of '{}' has weight {} in fair dispatch", loggable(key), request.queue, value);
+  return fmt::format("key '{}' of '{}' runs at most {} at a time", loggable(key), request.queue, value);
+}
+
+Result<proto::AdminReply> set_key_value(AdminContext& c, const proto::AdminRequest& request, KeySetting setting) {
   if (auto valid = validate_queue_name(request.queue); !valid) return std::unexpected(valid.error());
   const std::string key = arg(request, "key");
   if (key.empty() || key.size() > proto::kMaxKeyBytes) return fail(Errc::bad_argument, "args.key: 1..128 bytes");
-  const std::string limit_text = arg(request, "limit");
-  int64_t limit = 0;
-  if (limit_text != "clear") {
-    auto parsed = whole_number(limit_text);
-    if (!parsed || *parsed < 1 || *parsed > kMaxKeyLimit)
-      return fail(Errc::bad_argument, "args.limit: a whole number of 1..1000000, or \"clear\"");
-    limit = *parsed;
-  }
-  auto r = c.redis.call(calls::key_limit(request.queue, key, limit));
+  const SettingWords w = words_of(setting);
+  auto value = setting_value(request, w);
+  if (!value) return std::unexpected(value.error());
+  auto r = c.redis.call(calls::key_limit(request.queue, key, *value, setting));
   if (!r) return std::unexpected(r.error());
   if (auto err = reply_error(r->get()); !err.empty()) return fail(Errc::internal, std::string(err));
   auto outcome = calls::parse_key_limit(r->get());
   if (!outcome) return std::unexpected(outcome.error());
   if (outcome->change == KeyLimitChange::too_many_keys)
-    return fail(Errc::bad_argument, fmt::format("queue '{}' has 10000 keys with a limit of their own: clear some first",
-                                                loggable(request.queue)));
+    return fail(Errc::bad_argument, fmt::format("queue '{}' has 10000 keys with {} of their own: clear some first",
+                                                loggable(request.queue), w.own));
   proto::AdminReply out;
   out.rows.push_back({{"queue", request.queue},
                       {"key", key},
-                      {"limit", limit == 0 ? "default" : std::to_string(limit)},
+                      {w.arg, *value == 0 ? "default" : std::to_string(*value)},
                       {"previous", outcome->previous == 0 ? "default" : std::to_string(outcome->previous)},
                       {"running", std::to_string(outcome->running)}});
-  out.summary = limit == 0 ? fmt::format("key '{}' of '{}' takes the queue's limit", loggable(key), request.queue)
-                           : fmt::format("key '{}' of '{}' runs at most {} at a time", loggable(key), request.queue, limit);
+  out.summary = setting_summary(request, key, setting, *value);
   return out;
+}
+
+}  // namespace
+
+Result<proto::AdminReply> key_limit(AdminContext& c, const proto::AdminRequest& request) {
+  return set_key_value(c, request, KeySetting::limit);
+}
+
+Result<proto::AdminReply> key_weight(AdminContext& c, const proto::AdminRequest& request) {
+  return set_key_value(c, request, KeySetting::weight);
 }
 
 Result<proto::AdminReply> key_list(AdminContext& c, const proto::AdminRequest& request) {
   if (auto valid = validate_queue_name(request.queue); !valid) return std::unexpected(valid.error());
   const std::string of = arg(request, "of");
-  if (!of.empty() && of != "running" && of != "limits")
-    return fail(Errc::bad_argument, "args.of: \"running\" or \"limits\"");
+  if (!of.empty() && of != "running" && of != "limits" && of != "weights")
+    return fail(Errc::bad_argument, "args.of: \"running\", \"limits\" or \"weights\"");
+  std::optional<KeySetting> listed;
+  if (of == "limits") listed = KeySetting::limit;
+  if (of == "weights") listed = KeySetting::weight;
   const std::string after = arg(request, "after");
   std::string cursor = after.empty() ? std::string("0") : after;
   if (!whole_number(cursor)) return fail(Errc::bad_argument, "args.after: the `next` of an earlier page");
@@ -118,7 +163,7 @@ Result<proto::AdminReply> key_list(AdminContext& c, const proto::AdminRequest& r
   // HSCAN's COUNT is a hint: pages are asked for until `rows` are in or the
   // scan ends, each call bounded.
   while (out.rows.size() < rows) {
-    auto r = c.redis.call(calls::key_list(request.queue, of == "limits", cursor, static_cast<int>(rows - out.rows.size())));
+    auto r = c.redis.call(calls::key_list(request.queue, listed, cursor, static_cast<int>(rows - out.rows.size())));
     if (!r) return std::unexpected(r.error());
     if (auto err = reply_error(r->get()); !err.empty()) return fail(Errc::internal, std::string(err));
     auto page = calls::parse_key_list(r->get());
@@ -127,12 +172,15 @@ Result<proto::AdminReply> key_list(AdminContext& c, const proto::AdminRequest& r
       out.rows.push_back({{"key", std::move(row.key)},
                           {"running", std::to_string(row.running)},
                           {"waiting", std::to_string(row.parked)},
-                          {"limit", row.own_limit == 0 ? "default" : std::to_string(row.own_limit)}});
+                          {listed == KeySetting::weight ? "weight" : "limit",
+                           row.own_limit == 0 ? "default" : std::to_string(row.own_limit)}});
     cursor = page->next;
     if (cursor == "0") break;
   }
   out.next = cursor == "0" ? "" : cursor;
-  out.summary = fmt::format("{} keys {}", out.rows.size(), of == "limits" ? "with a limit of their own" : "holding turns");
+  out.summary = fmt::format("{} keys {}", out.rows.size(),
+                            !listed ? "holding turns" : listed == KeySetting::limit ? "with a limit of their own"
+                                                                                   : "with a weight of their own");
   return out;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
-// The ADMIN operations on per-key limits (docs/keys.md): `dueq key limit`
-// gives one key of a queue a limit of its own or takes it away
-// (lua/key_limit.lua), `dueq key list` pages through the keys that hold
-// turns now or have their own limit (lua/key_list.lua).
+// The ADMIN operations on keys (docs/keys.md): `dueq key limit` and `dueq
+// key weight` give one key of a queue a limit or a weight of its own or take
+// it away (lua/key_limit.lua), `dueq key list` pages through the keys that
+// hold turns now or have their own limit or weight (lua/key_list.lua).
 #include "broker/admin/admin_commands.hpp"
 
 namespace dueq::broker {
@@ -25,19 +25,27 @@ struct KeyPage {
   std::vector<KeyRow> rows;
 };
 
+// What a key may have of its own: a limit (over key_concurrency) or a weight
+// in fair dispatch.
+enum class KeySetting { limit, weight };
+
 namespace calls {
-// `limit` 0 clears the key's own limit.
-Command key_limit(const std::string& queue, const std::string& key, int64_t limit);
+// `value` 0 clears the key's own.
+Command key_limit(const std::string& queue, const std::string& key, int64_t value, KeySetting setting = KeySetting::limit);
 Result<KeyLimitOutcome> parse_key_limit(const redisReply* reply);
-Command key_list(const std::string& queue, bool limits, const std::string& cursor, int count);
+// `listed`: which hash to page through; nullopt: the keys holding turns.
+Command key_list(const std::string& queue, std::optional<KeySetting> listed, const std::string& cursor, int count);
 Result<KeyPage> parse_key_list(const redisReply* reply);
 }  // namespace calls
 
 // args: key, limit (1..1000000, or "clear").
 Result<proto::AdminReply> key_limit(AdminContext& c, const proto::AdminRequest& request);
-// args: of ("running", the default, or "limits"), after (the `next` of the
-// page before); `limit` rows at most (default 100, at most 1,000). Rows:
-// key, running, waiting (jobs parked for a turn), limit.
+// args: key, weight (1..1000, or "clear").
+Result<proto::AdminReply> key_weight(AdminContext& c, const proto::AdminRequest& request);
+// args: of ("running", the default, "limits" or "weights"), after (the
+// `next` of the page before); `limit` rows at most (default 100, at most
+// 1,000). Rows: key, running, waiting (jobs parked for a turn), and limit
+// (weight with "weights").
 Result<proto::AdminReply> key_list(AdminContext& c, const proto::AdminRequest& request);
 
 }  // namespace dueq::broker

@@ -102,14 +102,14 @@ Result<void> read_policy_key(const std::string& key, const std::string& full, co
     auto v = node.value<double>();
     if (!v || !(*v >= 0 && *v <= 1'000'000)) return bad_key(full, "expected jobs per second in 0..1000000 (0 = none)");
     policy.rate_limit = *v;
-  } else if (key == "ordered") {
+  } else if (key == "ordered" || key == "fair") {
     auto v = node.value_exact<bool>();
     if (!v) return bad_key(full, "expected true or false");
-    policy.ordered = *v;
+    (key == "ordered" ? policy.ordered : policy.fair) = *v;
   } else {
     return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, "
                          "duplicate_window, history_retention, history_max, max_backlog, max_run_time, rate_limit, "
-                         "rate_burst, concurrency_limit, key_concurrency, ordered)");
+                         "rate_burst, concurrency_limit, key_concurrency, ordered, fair)");
   }
   return {};
 }

@@ -58,6 +58,10 @@ struct QueuePolicy {
   // a job waiting for a retry keeps its key's turn.
   int64_t key_concurrency = 0;
   bool ordered = false;
+  // Fair dispatch (docs/keys.md): keys with jobs ready share the queue's
+  // leases by weight (`dueq key weight`, 1 by default), whatever their
+  // backlogs, instead of the earliest due going first.
+  bool fair = false;
   bool limited() const { return rate_limit > 0 || concurrency_limit > 0 || key_concurrency > 0 || ordered; }
 };
 

@@ -50,7 +50,7 @@ Command lease(const std::string& queue, int64_t deadline_ms, int count, const Le
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::lease,
                              {k.ready, k.leased, k.jobs, k.tokens, k.attempts, k.unconfirmed, k.paused, k.rate,
-                              k.key_held, k.key_running, k.key_parked, k.key_limits, k.unique});
+                              k.key_held, k.key_running, k.key_parked, k.key_limits, k.unique, k.fair});
   call.add(deadline_ms).add(count);
   std::string tokens;
   tokens.reserve(16 * static_cast<size_t>(count));
@@ -61,7 +61,8 @@ Command lease(const std::string& queue, int64_t deadline_ms, int count, const Le
       .add(fmt::format("{}", limits.rate))
       .add(limits.burst)
       .add(limits.per_key)
-      .add(limits.ordered ? "1" : "0");
+      .add(limits.ordered ? "1" : "0")
+      .add(limits.fair ? "1" : "0");
 }
 
 Result<LeaseBatch> parse_lease(const redisReply* r) {

@@ -55,9 +55,10 @@ struct LeaseLimits {
   int64_t burst = 1;
   int64_t per_key = 0;   // jobs of one key at once, unless the key has its own limit; 0 = none
   bool ordered = false;  // one job of a key at a time, in order; a retry keeps its key's turn
+  bool fair = false;     // keys share the leases by weight (lua/lib/fair.lua)
   static LeaseLimits of(const QueuePolicy& policy, int64_t now_ms) {
     return {now_ms, policy.concurrency_limit, policy.rate_limit, policy.rate_burst, policy.key_concurrency,
-            policy.ordered};
+            policy.ordered, policy.fair};
   }
 };
 

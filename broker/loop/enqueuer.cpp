@@ -75,11 +75,11 @@ std::vector<std::string> enqueue_holders(const redisReply* r, size_t jobs) {
 
 Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
                 uint32_t default_max_attempts, int64_t max_backlog, int64_t lease_deadline_ms,
-                const std::string& lease_tokens, bool filter_args) {
+                const std::string& lease_tokens, bool filter_args, bool fair) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::enqueue,
                              {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.paused,
-                              k.key_limits, k.unique, k.dead});
+                              k.key_limits, k.unique, k.dead, k.fair, k.key_weights});
   call.add(now_ms).add(max_backlog).add(static_cast<int64_t>(jobs.size()));
   std::vector<uint32_t> partitions;
   partitions.reserve(jobs.size());
@@ -99,7 +99,7 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
     call.add(static_cast<int64_t>(i + 1)).add(job.unique_key.data).add(unique_mode(job.unique_until)).add(job.unique_for_ms);
     ++unique;
   }
-  return call.add(unique);
+  return call.add(unique).add(fair ? "1" : "0");
 }
 
 Command register_queue(const std::string& queue) {
@@ -336,7 +336,7 @@ void Enqueuer::add_call(Round& round, Dispatcher& dispatcher, const std::string&
   // Built before the continuation takes `sent`: the order in which a
   // call's arguments are evaluated is unspecified.
   Command command = calls::enqueue(name, call.jobs, now, policy.max_attempts, policy.max_backlog,
-                                   sent.reservation.deadline_ms, lease_tokens, maybe_scheduled);
+                                   sent.reservation.deadline_ms, lease_tokens, maybe_scheduled, policy.fair);
   round.add(std::move(command),
             [this, &dispatcher, answers, sent = std::move(sent)](const redisReply* r) mutable {
               on_enqueued(r, dispatcher, *answers, sent);

@@ -54,7 +54,7 @@ Result<std::vector<EnqueueReply>> parse_enqueue(const redisReply* reply, size_t 
 std::vector<std::string> enqueue_holders(const redisReply* reply, size_t jobs);
 Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*>& jobs, int64_t now_ms,
                 uint32_t default_max_attempts, int64_t max_backlog, int64_t lease_deadline_ms = 0,
-                const std::string& lease_tokens = {}, bool filter_args = true);
+                const std::string& lease_tokens = {}, bool filter_args = true, bool fair = false);
 // pin_encoding.lua: the encoding pins of a queue's jobs, tokens and leased
 // keys (broker/store/encoding_pin.hpp), where they are missing; `pin_bytes` from
 // encoding_pin_bytes (broker/store/redis_settings.hpp).

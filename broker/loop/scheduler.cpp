@@ -21,9 +21,12 @@ constexpr int64_t kIdleSweepMs = 30'000;
 
 namespace calls {
 
-Command promote(const std::string& queue, int64_t now_ms, int limit) {
+Command promote(const std::string& queue, int64_t now_ms, int limit, bool fair) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::promote, {k.schedule, k.ready, k.jobs, k.stats}).add(now_ms).add(limit);
+  return script_call(lua::ScriptId::promote, {k.schedule, k.ready, k.jobs, k.stats, k.fair, k.key_weights})
+      .add(now_ms)
+      .add(limit)
+      .add(fair ? "1" : "0");
 }
 
 Result<PromoteOutcome> parse_promote(const redisReply* r) {
@@ -127,7 +130,7 @@ void Scheduler::add_to(Round& round) {
 void Scheduler::add_promote(Round& round, const std::string& name, QueueState& q, const RoundTimes& at) {
   q.ready_this_round = true;
   const int64_t now = at.wall_ms;
-  round.add(calls::promote(name, now, config_.promote_batch), [this, name, now](const redisReply* r) {
+  round.add(calls::promote(name, now, config_.promote_batch, config_.policy(name).fair), [this, name, now](const redisReply* r) {
     if (r == nullptr) return;  // a reconnect promotes every queue again
     QueueState& q = queues_.get(name);
     auto p = calls::parse_promote(r);

@@ -41,7 +41,7 @@ struct SweepOutcome {
 };
 
 namespace calls {
-Command promote(const std::string& queue, int64_t now_ms, int limit);
+Command promote(const std::string& queue, int64_t now_ms, int limit, bool fair = false);
 Result<PromoteOutcome> parse_promote(const redisReply* reply);
 // With `keep_history` a job that ends cancelled keeps its document in the
 // queue's history hash (retention_s > 0).

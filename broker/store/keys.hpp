@@ -51,7 +51,9 @@ struct QueueKeys {
         key_running(key(queue, "keys:running")),
         key_parked(key(queue, "keys:parked")),
         key_limits(key(queue, "keys:limits")),
-        unique(key(queue, "unique")) {}
+        unique(key(queue, "unique")),
+        fair(key(queue, "fair")),
+        key_weights(key(queue, "keys:weights")) {}
 
   static std::string key(const std::string& queue, const char* what) { return "dueq:{" + queue + "}:" + what; }
 
@@ -85,6 +87,11 @@ struct QueueKeys {
   // Unique jobs (lua/lib/unique.lua): hash id -> mode + unique key of the
   // jobs holding one; unique + ":" + K, the holder of unique key K.
   std::string unique;
+  // Fair dispatch (lua/lib/fair.lua): string, the virtual time, present while
+  // the queue is fair (fair + ":finish", zset flow -> finish tag); hash key ->
+  // its own weight (`dueq key weight`).
+  std::string fair;
+  std::string key_weights;
 
   std::string schedule_partition_key(uint32_t partition) const { return schedule + ":" + std::to_string(partition); }
   std::string schedule_jobs_key(uint32_t partition) const { return schedule_partition_key(partition) + ":jobs"; }

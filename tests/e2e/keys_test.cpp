@@ -373,3 +373,47 @@ TEST(Keys, ADebouncedJobRunsOnceWithTheLastPayloadOfItsBurst) {
   ASSERT_TRUE(s);
   EXPECT_EQ(s->accepted, 1);
 }
+
+// Rule: in a fair queue, keys with jobs waiting share the leases by weight:
+// light keys' jobs enqueued behind a heavy key's backlog start within a few
+// rounds, not after the backlog; the heavy key, weighed 2 with `dueq key
+// weight`, starts two jobs a round.
+TEST(Keys, AFairQueueRunsLightKeysJobsAheadOfAHeavyKeysBacklogByWeight) {
+  TempDir dir("keys");
+  const auto config = write_config(dir.path(), "[queues.f]\nfair = true\n");
+  Cluster cluster({"--config", config.string()});
+  const auto spans = cluster.dir() / "spans.txt";
+  auto weighed = run_dueq(cluster.endpoint(), "key weight f heavy 2");
+  ASSERT_EQ(weighed.code, 0) << weighed.out;
+  EXPECT_EQ(weighed.out, "key 'heavy' of 'f' has weight 2 in fair dispatch\n");
+  auto listed = run_dueq(cluster.endpoint(), "key list f --weights --json");
+  EXPECT_NE(listed.out.find("\"weight\":\"2\""), std::string::npos) << listed.out;
+  EXPECT_EQ(run_dueq(cluster.endpoint(), "key weight f heavy 1001").code, 2);
+  EXPECT_EQ(run_dueq(cluster.endpoint(), "key list f --weights --limits").code, 2) << "one listing at a time";
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> heavy;
+  for (int i = 0; i < 300; ++i) heavy.push_back({.queue = "f", .type = "t", .id = fmt::format("heavy-{:03}", i), .key = "heavy"});
+  ASSERT_TRUE(client.enqueue_batch(heavy));
+  cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "f", "--concurrency", "2",
+                        "--exec", span_command(spans, 0.01)});
+  ASSERT_TRUE(eventually([&] { return read_events(spans).size() >= 20; }, 30s)) << "the heavy key's jobs run";
+  std::vector<JobSpec> light;
+  for (int k = 0; k < 3; ++k)
+    for (int i = 0; i < 4; ++i)
+      light.push_back({.queue = "f", .type = "t", .id = fmt::format("light-{}-{}", k, i), .key = fmt::format("light-{}", k)});
+  ASSERT_TRUE(client.enqueue_batch(light));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("f"); return s && s->done == 312; }, 60s));
+  std::vector<std::string> starts;  // keys, in start order
+  for (const auto& e : read_events(spans))
+    if (e.start) starts.push_back(e.key);
+  const auto first_light = std::find_if(starts.begin(), starts.end(), [](const auto& k) { return k != "heavy"; });
+  const auto last_light = std::find_if(starts.rbegin(), starts.rend(), [](const auto& k) { return k != "heavy"; }).base();
+  ASSERT_NE(first_light, starts.end());
+  const auto heavy_between = std::count(first_light, last_light, std::string("heavy"));
+  const auto heavy_after = std::count(last_light, starts.end(), std::string("heavy"));
+  // Four rounds of three light jobs and two heavy ones: 8 heavy starts
+  // between the first light start and the last, give or take a round.
+  EXPECT_GE(heavy_between, 4) << "the heavy key kept its share";
+  EXPECT_LE(heavy_between, 14) << "light keys waited behind the heavy key";
+  EXPECT_GE(heavy_after, 200) << "the light keys were done long before the backlog";
+}

@@ -46,8 +46,8 @@ TEST_F(Scripts, EnqueueWithoutFilterArgumentsStillFindsAScheduledDuplicate) {
   round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 0, "", /*filter_args=*/false));
   const auto sent = round.take_commands();
   ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0].args().size(), 3 + 12 + 3 + 4 * jobs.size() + 3)
-      << "EVALSHA, sha, 12, 12 keys, 3, 4 per job, lease pair, no unique jobs";
+  EXPECT_EQ(sent[0].args().size(), 3 + 14 + 3 + 4 * jobs.size() + 4)
+      << "EVALSHA, sha, 14, 14 keys, 3, 4 per job, lease pair, no unique jobs, not fair";
   auto replies = store_->pipeline(sent);
   ASSERT_TRUE(replies);
   EXPECT_EQ(*ints(replies->at(0).get()), (std::vector<int64_t>{0, 1, 0}));
@@ -173,9 +173,9 @@ TEST_F(Scripts, PromoteMovesItsWholeLimitOutOfOnePartition) {
     for (auto& j : jobs) ptrs.push_back(&j);
     // Every job into partition 7, as if all their ids hashed alike.
     const auto args = calls::enqueue("q", ptrs, 1000, 3, 0).args();
-    // ... 7 values per job, then the two lease arguments and the count of
-    // unique jobs (none).
-    const size_t lease_args = args.size() - 3;
+    // ... 7 values per job, then the two lease arguments, the count of
+    // unique jobs (none) and the fair flag.
+    const size_t lease_args = args.size() - 4;
     const size_t first_job = lease_args - 7 * jobs.size(), first_filter = lease_args - 3 * jobs.size();
     Command same;
     for (size_t a = 0; a < args.size(); ++a) {

@@ -178,11 +178,13 @@ TEST_F(Keys, AKeyedJobIsNotLeasedAtEnqueueWhileAKeyHasItsOwnLimit) {
 
 TEST_F(Keys, LeaseRefusesBadKeyLimits) {
   const auto args = calls::lease("q", 5000, 1).args();
-  for (const auto& [limit, ordered] : std::vector<std::pair<std::string, std::string>>{{"-1", "0"}, {"1.5", "0"}, {"x", "0"}, {"0", "2"}, {"0", ""}}) {
+  using Limits = std::tuple<std::string, std::string, std::string>;  // key limit, ordered, fair
+  for (const auto& [limit, ordered, fair] : std::vector<Limits>{
+           {"-1", "0", "0"}, {"1.5", "0", "0"}, {"x", "0", "0"}, {"0", "2", "0"}, {"0", "", "0"}, {"0", "0", "2"}, {"0", "0", ""}}) {
     Command call;
     call.mark_fenced();
-    for (size_t i = 0; i + 2 < args.size(); ++i) call.add(args[i]);
-    call.add(limit).add(ordered);
+    for (size_t i = 0; i + 3 < args.size(); ++i) call.add(args[i]);
+    call.add(limit).add(ordered).add(fair);
     Round round;
     round.add(std::move(call));
     EXPECT_NE(std::string(reply_error(run(round))).find("bad-args"), std::string::npos) << limit << "/" << ordered;
@@ -194,7 +196,7 @@ TEST_F(Keys, ALeaseRefusedForABadTokenTakesNoTurnAndParksNothing) {
   auto args = calls::lease("q", 5000, 2, ordered_limits(1000)).args();
   Command call;
   call.mark_fenced();
-  const size_t tokens_at = args.size() - 7;
+  const size_t tokens_at = args.size() - 8;
   for (size_t i = 0; i < args.size(); ++i) call.add(i == tokens_at ? std::string(32, '0') : args[i]);
   Round round;
   round.add(std::move(call));
@@ -208,7 +210,7 @@ TEST_F(Keys, KeyListShowsEachKeysTurnsAndWaitingJobsAndKeyLimitIsBounded) {
   enqueue({keyed("a1", "A", 100), keyed("a2", "A", 200), keyed("a3", "A", 300), keyed("b1", "B", 100)}, 1000);
   lease_with(10, ordered_limits(1000));
   Round list;
-  list.add(calls::key_list("q", false, "0", 100));
+  list.add(calls::key_list("q", std::nullopt, "0", 100));
   auto page = calls::parse_key_list(run(list));
   ASSERT_TRUE(page);
   std::map<std::string, std::pair<int64_t, int64_t>> rows;
