@@ -11,6 +11,10 @@
   KEYS[8]  key running hash  key -> turns held (lib/keys.lua)
   KEYS[9]  key parked  zset  ready jobs waiting for a turn of their key;
                              KEYS[9]..":per_key" (key -> its members)
+  KEYS[10] fair        string present while the queue is fair (lib/fair.lua):
+                             its ready set is ordered by tags, not due times
+  KEYS[11] jobs        hash  id -> job record (read for a fair queue's first
+                             ready job)
 
   ARGV     none
 
@@ -24,7 +28,8 @@
            lower bound of the earliest scheduled due ms, or -1; died =
            jobs that went to the dead-letter set ever; unconfirmed = of
            retried, deliveries that went back unstarted; oldest_ready_due =
-           the due ms of the longest-waiting ready job, or -1;
+           the due ms of the longest-waiting ready job (in a fair queue:
+           of the job next in line), or -1;
            paused_since = ms when `dueq pause` paused it, or 0;
            history_kept = finished jobs whose document is kept now;
            history_trimmed = documents the sweep trimmed, ever;
@@ -47,6 +52,13 @@ local oldest_ready_due = -1
 if oldest[2] then oldest_ready_due = tonumber(oldest[2]) end
 -- Only parked jobs wait (lib/keys.lua): the first one's due time.
 if oldest_ready_due >= 4503599627370496 then oldest_ready_due = oldest_ready_due - 4503599627370496 end
+-- A fair queue's scores are tags: the first job's due time is in its record
+-- (broker/store/job_record.hpp: the due ms follows the payload).
+if oldest[1] and redis.call("EXISTS", KEYS[10]) == 1 then
+  local ok, record = pcall(cmsgpack.unpack, redis.call("HGET", KEYS[11], oldest[1]) or "")
+  local due = ok and type(record) == "table" and (record[1] == 2 and record[4] or record[1] == 3 and record[5]) or nil
+  oldest_ready_due = type(due) == "number" and due or -1
+end
 local c = redis.call("HMGET", KEYS[5], "scheduled", "accepted", "done", "retried", "stale_acks", "cancelled", "purged",
   "dead", "unconfirmed", "replayed", "stale_extends", "history_trimmed")
 return {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), count_leases(KEYS[3]), redis.call("ZCARD", KEYS[4]),

@@ -118,6 +118,9 @@ Result<void> read_policy(const toml::table& table, const std::string& prefix, Qu
   for (const auto& [k, node] : table)
     if (auto ok = read_policy_key(std::string(k.str()), prefix + std::string(k.str()), node, policy); !ok) return ok;
   if (policy.backoff_cap_ms < policy.backoff_base_ms) return bad_key(prefix + "backoff_cap", "must not be below backoff_base");
+  // A fair queue lines a key's jobs up as they come due or arrive, not by
+  // due time, so it cannot keep an ordered queue's promise.
+  if (policy.fair && policy.ordered) return bad_key(prefix + "fair", "cannot be set with ordered = true");
   if (policy.duplicate_window_ms > policy.done_retention_s * 1000)
     return bad_key(prefix + "duplicate_window", "must not be longer than done_retention (ids are kept that long at most)");
   // Set here, history is checked against done_retention and done_max; left

@@ -13,7 +13,8 @@ namespace calls {
 Command stats(const std::string& queue) {
   QueueKeys k(queue);
   return script_call(lua::ScriptId::stats,
-                     {k.schedule, k.ready, k.leased, k.dead, k.stats, k.paused, k.history, k.key_running, k.key_parked});
+                     {k.schedule, k.ready, k.leased, k.dead, k.stats, k.paused, k.history, k.key_running, k.key_parked,
+                      k.fair, k.jobs});
 }
 
 Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* r) {

@@ -59,6 +59,7 @@ std::vector<std::string> Topology::queues() const {
   // an operator deletes now and then may be gone at the end.
   std::vector<std::string> out = {queue, queue + "-transient"};
   if (!ordered_queue().empty()) out.push_back(ordered_queue());
+  if (!fair_queue().empty()) out.push_back(fair_queue());
   out.insert(out.end(), new_queues.begin(), new_queues.end());
   return out;
 }
@@ -200,6 +201,7 @@ bool Deployment::start_all(std::string& why) {
     // jobs (another build's broker may not know the key: it keeps none).
     if (topology_.broker_bin.empty()) config << "[defaults]\nhistory_retention = \"1h\"\n";
     if (!topology_.ordered_queue().empty()) config << "[queues." << topology_.ordered_queue() << "]\nordered = true\n";
+    if (!topology_.fair_queue().empty()) config << "[queues." << topology_.fair_queue() << "]\nfair = true\n";
   }
   // A broker's wall clock is the host's plus the shift in its file
   // (clock_shift.cpp); ASan is told that its runtime comes after that
@@ -236,6 +238,7 @@ bool Deployment::start_all(std::string& why) {
                                        "8", "--record", (dir_ / ("starts-" + name + ".txt")).string()};
       argv.insert(argv.end(), {"--queue", topology_.queue, "--queue", topology_.queue + "-transient"});
       if (!topology_.ordered_queue().empty()) argv.insert(argv.end(), {"--queue", topology_.ordered_queue()});
+      if (!topology_.fair_queue().empty()) argv.insert(argv.end(), {"--queue", topology_.fair_queue()});
       return argv;
     });
   }

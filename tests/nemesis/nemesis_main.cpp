@@ -456,7 +456,7 @@ int main(int argc, char** argv) {
   // soon after the last fault heals.
   WorkloadOptions work{.endpoints = deployment.broker_endpoints(), .queue = topology.queue, .seed = seed, .batch = batch,
                        .due_horizon_ms = std::min<int64_t>(20'000, *length_ms / 3), .last_due_ms = wall_ms() + *length_ms,
-                       .ordered_queue = topology.ordered_queue()};
+                       .ordered_queue = topology.ordered_queue(), .fair_queue = topology.fair_queue()};
   const int64_t ticks_asked_ms = wall_ms();
   if (!dueq_until_done(deployment.broker_endpoints(),
                        fmt::format("cron add {} --schedule '*/2 * * * * *' --queue {} --type noop", kTickEntry, topology.queue))) {

@@ -50,6 +50,7 @@ Workload::Workload(std::filesystem::path dir, WorkloadOptions options)
   threads_.emplace_back([this] { operate(); });
   threads_.emplace_back([this] { produce_transient(); });
   if (!options_.ordered_queue.empty()) threads_.emplace_back([this] { produce_ordered(); });
+  if (!options_.fair_queue.empty()) threads_.emplace_back([this] { produce_fair(); });
   threads_.emplace_back([this] { produce_unique(); });
 }
 
@@ -148,6 +149,24 @@ void Workload::produce_ordered() {
       job.key = fmt::format("acct-{}", rng() % 6);
       if (rng() % 2 == 0) job.due_ms = std::min(wall_ms() + static_cast<int64_t>(rng() % 3'000), options_.last_due_ms);
       append_line(dir_ / "keys.tsv", {job.id, job.key});
+      batch.push_back(std::move(job));
+    }
+    send(client, std::move(batch));
+    std::this_thread::sleep_for(150ms);
+  }
+}
+
+// Half of the fair queue's jobs are of one key, the rest of five light
+// ones; some due now (tagged by the enqueue), some later (by a promote).
+void Workload::produce_fair() {
+  std::mt19937_64 rng(options_.seed * 7919 + 32'452'843);
+  Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  for (int64_t n = 0; producing_; ++n) {
+    std::vector<JobSpec> batch;
+    for (int i = 0; i < 4; ++i) {
+      JobSpec job{options_.fair_queue, "sleep", "10", fmt::format("f{}.", n * 4 + i), 0, 3};
+      job.key = i < 2 ? std::string("busy") : fmt::format("light-{}", rng() % 5);
+      if (rng() % 2 == 0) job.due_ms = std::min(wall_ms() + static_cast<int64_t>(rng() % 3'000), options_.last_due_ms);
       batch.push_back(std::move(job));
     }
     send(client, std::move(batch));

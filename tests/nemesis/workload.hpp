@@ -45,6 +45,9 @@ struct WorkloadOptions {
   // An ordered queue (docs/keys.md), "" for none: a producer of its own
   // sends it batches of jobs with keys (keys.tsv).
   std::string ordered_queue;
+  // A fair queue (docs/keys.md), "" for none: a producer of its own sends
+  // it jobs of one busy key and a few light ones.
+  std::string fair_queue;
 };
 
 class Workload {
@@ -95,6 +98,7 @@ class Workload {
   // keys, running kOrderedRunMs (history.hpp), due now or within 3 s; each
   // id's key goes to keys.tsv before the batch is asked.
   void produce_ordered();
+  void produce_fair();
   void produce_unique();
   // Asks `batch` until each job is answered, asking again for at most
   // `ask_again_ms` after the first try; records each.

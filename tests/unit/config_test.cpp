@@ -281,6 +281,21 @@ TEST(ConfigFile, QueueLimitsAreReadAndOutOfRangeOnesRefused) {
   }
 }
 
+TEST(ConfigFile, AFairQueueIsReadAndCannotAlsoBeOrdered) {
+  broker::BrokerConfig c;
+  auto r = load("[queues.tenants]\nfair = true\nkey_concurrency = 2\n", c);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(c.policy("tenants").fair);
+  EXPECT_FALSE(c.policy("other").fair);
+  broker::BrokerConfig d;
+  auto both = load("[queues.q]\nfair = true\nordered = true\n", d);
+  ASSERT_FALSE(both);
+  EXPECT_EQ(both.error().message, "config key 'queues.q.fair': cannot be set with ordered = true");
+  auto not_bool = load("[queues.q]\nfair = 1\n", d);
+  ASSERT_FALSE(not_bool);
+  EXPECT_NE(not_bool.error().message.find("queues.q.fair"), std::string::npos) << not_bool.error().message;
+}
+
 // History is off unless set; set under [defaults] it reaches every queue,
 // cut to a queue's shorter done_retention or done_max; set in a queue's own
 // table past those, it is refused.
