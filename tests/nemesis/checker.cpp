@@ -82,6 +82,7 @@ class Checking {
 
   void check_end(const AcceptedJob& job) {
     ++(job.surely ? v_.accepted : v_.unknown);
+    if (job.surely) ++v_.accepted_by_queue[job.queue];
     const FinalState* end = final_of(job.id);
     if (end == nullptr) {
       // A queue is deleted only when it holds nothing scheduled, ready,
@@ -385,6 +386,8 @@ std::string Verdict::report() const {
   for (const auto& [reason, n] : dead_by_reason) out += fmt::format(" [{}: {}]", reason, n);
   out += fmt::format("; finished jobs whose document is kept {}; rescheduled {}; searched for by type {}", documents_kept,
                      rescheduled, searches);
+  out += "\naccepted by queue:";
+  for (const auto& [queue, n] : accepted_by_queue) out += fmt::format(" {} {};", queue.empty() ? "(the one queue)" : queue, n);
   out += "\nstarted again, by cause:";
   if (duplicates_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : duplicates_by_cause) out += fmt::format(" {} {};", cause, n);

@@ -50,6 +50,7 @@ struct Verdict {
   std::vector<std::string> violations;  // empty: the run kept every promise
   // Figures, printed whatever the verdict.
   size_t accepted = 0, unknown = 0, done = 0, cancelled = 0, starts = 0;
+  std::map<std::string, size_t> accepted_by_queue;  // surely accepted, per queue
   size_t documents_kept = 0;  // done or cancelled jobs whose document the broker still kept
   size_t rescheduled = 0;     // jobs an operator moved to a new due time
   size_t searches = 0;        // searches by type for a waiting job (searches.tsv)
