@@ -42,8 +42,9 @@ double drain(const Options& o, const KeyedVariant& variant) {
 
 // The same drain without keys, with a key per job and no limit, with a key
 // per job and a limit of one per key (100,000 keys each holding a turn
-// once: the cost of the accounting), and an ordered queue of 1,000 keys of
-// 100 jobs each (the parking and releasing of turns), in one run.
+// once: the cost of the accounting), an ordered queue of 1,000 keys of
+// 100 jobs each (the parking and releasing of turns), and a fair queue of
+// 100,000 keys (the tags), in one run.
 Figures keyed_throughput(const Options& o, Json&) {
   const size_t keys = o.smoke ? 5'000 : 100'000;
   const KeyedVariant variants[] = {
@@ -51,6 +52,7 @@ Figures keyed_throughput(const Options& o, Json&) {
       {"keys_no_limit", "", keys},
       {"keys_limit_1", "key_concurrency = 1", keys},
       {"ordered_1000_keys", "ordered = true", o.smoke ? size_t{50} : size_t{1'000}},
+      {"fair_keys", "fair = true", keys},
   };
   Figures f;
   for (const auto& v : variants) f[std::string(v.name) + "_jobs_per_s"] = drain(o, v);
