@@ -198,11 +198,15 @@ void print_keys(const AdminResult& result) {
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
     return std::stoll("0" + field(a, "waiting")) > std::stoll("0" + field(b, "waiting"));
   });
-  const bool weights = !rows.empty() && rows.front().contains("weight");
-  fmt::print("{:<40} {:>8} {:>8} {:>8}\n", "KEY", "RUNNING", "WAITING", weights ? "WEIGHT" : "LIMIT");
+  std::string own = "limit";
+  for (const char* name : {"rate", "weight"})
+    if (!rows.empty() && rows.front().contains(name)) own = name;
+  std::string title = own;
+  std::transform(title.begin(), title.end(), title.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+  fmt::print("{:<40} {:>8} {:>8} {:>8}\n", "KEY", "RUNNING", "WAITING", title);
   for (const auto& row : rows)
     fmt::print("{:<40} {:>8} {:>8} {:>8}\n", loggable(field(row, "key")), field(row, "running"), field(row, "waiting"),
-               field(row, weights ? "weight" : "limit"));
+               field(row, own.c_str()));
   fmt::print("{}\n", result.summary);
   if (!result.next.empty()) fmt::print("the next page: --after {}\n", result.next);
 }
@@ -227,7 +231,7 @@ int admin(Client& client, const AdminCommand& command, bool json) {
                  field(row, "a"), format_time(std::stoll("0" + field(row, "died_ms"))), field(row, "e"));
     if (!result->next.empty()) fmt::print("{}; the next page: dueq dead list --after {}\n", result->summary, result->next);
   } else if (command.op == "pause" || command.op == "resume" || command.op == "queue_delete" || command.op == "cron_add" || command.op == "cron_remove" || command.op == "key_limit" ||
-             command.op == "key_weight") {
+             command.op == "key_rate" || command.op == "key_weight") {
     fmt::print("{}\n", result->summary);
   } else if (command.op == "cron_list") {
     fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", "NAME", "SCHEDULE", "TIME_ZONE", "QUEUE", "TYPE", "SOURCE", "NEXT TICKS (UTC)");

@@ -86,10 +86,10 @@ struct Invocation {
   std::string bulk_action, bulk_queue, bulk_since, bulk_until, bulk_rate, bulk_id, bulk_at, bulk_in, bulk_spread;
   std::map<std::string, std::string> bulk_args;
   bool bulk_dry_run = false, bulk_no_wait = false;
-  CLI::App *key_cmd = nullptr, *key_limit = nullptr, *key_weight = nullptr, *key_list = nullptr;
+  CLI::App *key_cmd = nullptr, *key_limit = nullptr, *key_rate = nullptr, *key_weight = nullptr, *key_list = nullptr;
   std::string key_queue;
   std::map<std::string, std::string> key_args;
-  bool key_list_limits = false, key_list_weights = false;
+  bool key_list_limits = false, key_list_rates = false, key_list_weights = false;
 };
 
 void add_connection_options(CLI::App& app, Invocation& v) {
@@ -230,7 +230,7 @@ void add_operate(CLI::App& app, Invocation& v) {
 }
 
 void add_keys(CLI::App& app, Invocation& v) {
-  v.key_cmd = app.add_subcommand("key", "per-key limits and weights (docs/keys.md): limit, weight, list")->group(kOperate);
+  v.key_cmd = app.add_subcommand("key", "per-key limits and weights (docs/keys.md): limit, rate, weight, list")->group(kOperate);
   v.key_cmd->require_subcommand(1);
   v.key_limit = v.key_cmd->add_subcommand("limit", "run at most LIMIT jobs of KEY at a time, over the queue's "
                                                    "key_concurrency (held in Redis: across restarts and take-overs)");
@@ -238,6 +238,13 @@ void add_keys(CLI::App& app, Invocation& v) {
   v.key_limit->add_option("key", v.key_args["key"], "the key")->required();
   v.key_limit->add_option("limit", v.key_args["limit"], "1..1000000, or clear (the queue's limit again)")->required();
   v.key_limit->add_flag("--json", v.json, "print JSON");
+  v.key_rate = v.key_cmd->add_subcommand("rate", "start at most RATE jobs of KEY a second, over the queue's key_rate "
+                                                 "(held in Redis: across restarts and take-overs)");
+  v.key_rate->add_option("queue", v.key_queue, "queue")->required();
+  v.key_rate->add_option("key", v.key_args["key"], "the key")->required();
+  v.key_rate->add_option("rate", v.key_args["rate"], "jobs per second, 0.001..1000000, or clear (the queue's key_rate again)")
+      ->required();
+  v.key_rate->add_flag("--json", v.json, "print JSON");
   v.key_weight = v.key_cmd->add_subcommand("weight", "give KEY WEIGHT shares of a fair queue's leases while it has jobs "
                                                      "ready (1 by default; held in Redis)");
   v.key_weight->add_option("queue", v.key_queue, "queue")->required();
@@ -247,7 +254,11 @@ void add_keys(CLI::App& app, Invocation& v) {
   v.key_list = v.key_cmd->add_subcommand("list", "the keys holding turns now (jobs running, or an ordered queue's retries)");
   v.key_list->add_option("queue", v.key_queue, "queue")->required();
   auto* limits = v.key_list->add_flag("--limits", v.key_list_limits, "list the keys with a limit of their own instead");
-  v.key_list->add_flag("--weights", v.key_list_weights, "list the keys with a weight of their own instead")->excludes(limits);
+  auto* rates = v.key_list->add_flag("--rates", v.key_list_rates, "list the keys with a rate limit of their own instead")
+                    ->excludes(limits);
+  v.key_list->add_flag("--weights", v.key_list_weights, "list the keys with a weight of their own instead")
+      ->excludes(limits)
+      ->excludes(rates);
   v.key_list->add_option("--after", v.key_args["after"], "where the page starts (the next page's cursor a listing printed)");
   v.key_list->add_option("--limit", v.list_limit, "rows at most (default 100, at most 1000)");
   v.key_list->add_flag("--json", v.json, "print JSON");
@@ -495,8 +506,9 @@ int run_command(Client& client, Invocation& v, std::optional<JobSpec>&& job, boo
   if (*v.key_cmd) {
     std::erase_if(v.key_args, [](const auto& kv) { return kv.second.empty(); });
     if (*v.key_list && v.key_list_limits) v.key_args["of"] = "limits";
+    if (*v.key_list && v.key_list_rates) v.key_args["of"] = "rates";
     if (*v.key_list && v.key_list_weights) v.key_args["of"] = "weights";
-    const char* op = *v.key_limit ? "key_limit" : *v.key_weight ? "key_weight" : "key_list";
+    const char* op = *v.key_limit ? "key_limit" : *v.key_rate ? "key_rate" : *v.key_weight ? "key_weight" : "key_list";
     return admin(client, AdminCommand{op, v.key_queue, {}, 0, v.list_limit, v.key_args}, v.json);
   }
   if (*v.queue_cmd) return admin(client, AdminCommand{"queue_delete", v.delete_queue, {}, 0, 0}, v.json);

@@ -161,17 +161,17 @@ Result<void> validate(const JobReply&) { return {}; }
 Result<void> validate(const AdminRequest& f) {
   static const std::set<std::string> kOps = {"cancel", "dead_list", "replay", "purge", "audit", "scheduled", "pause",
                                              "resume", "cron_add", "cron_list", "cron_remove", "workers", "list", "search", "queue_delete",
-                                             "bulk", "bulk_status", "key_limit", "key_weight", "key_list"};
+                                             "bulk", "bulk_status", "key_limit", "key_rate", "key_weight", "key_list"};
   if (!kOps.contains(f.op))
     return bad("unknown admin op '" + f.op + "' (cancel, dead_list, replay, purge, audit, scheduled, pause, resume, "
                "cron_add, cron_list, cron_remove, workers, list, search, queue_delete, bulk, bulk_status, key_limit, "
-               "key_weight, key_list)");
+               "key_rate, key_weight, key_list)");
   if (f.args.size() > 16) return bad("at most 16 args");
   for (const auto& [k, v] : f.args)
     if (k.size() > 64 || v.size() > 65'536) return bad("an arg name is at most 64 bytes, its value 64 KiB");
   if (!f.queue.empty())
     if (auto ok = validate_queue_name(f.queue); !ok) return ok;
-  if ((f.op == "pause" || f.op == "resume" || f.op == "scheduled" || f.op == "list" || f.op == "search" || f.op == "queue_delete" || f.op == "bulk" || f.op == "key_limit" || f.op == "key_weight" || f.op == "key_list") && f.queue.empty()) return bad(f.op + " needs a queue");
+  if ((f.op == "pause" || f.op == "resume" || f.op == "scheduled" || f.op == "list" || f.op == "search" || f.op == "queue_delete" || f.op == "bulk" || f.op == "key_limit" || f.op == "key_rate" || f.op == "key_weight" || f.op == "key_list") && f.queue.empty()) return bad(f.op + " needs a queue");
   if (f.ids.size() > 1000) return bad("at most 1000 ids per admin request");
   for (const auto& id : f.ids)
     if (auto ok = validate_job_id(id); !ok) return ok;

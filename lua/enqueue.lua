@@ -39,6 +39,9 @@
   KEYS[13] fair        string the virtual time of fair dispatch, and its
                              flows' finish tags beside it (lib/fair.lua)
   KEYS[14] weights     hash  key -> its weight in fair dispatch (read)
+  KEYS[15] key rates   hash  present while some key has a rate limit of its
+                             own: a job with a key is then not leased at
+                             once, as with KEYS[10]
 
   ARGV[1]  now ms
   ARGV[2]  max backlog: the most unfinished jobs (scheduled + ready +
@@ -278,7 +281,7 @@ for i = 1, n do
     if due_now_seen <= candidates then candidate = due_now_seen end
     -- 0x9a: a record with a key (version 3).
     if candidate and byte(argv[b + 2]) == 0x9a then
-      if key_limits_set == nil then key_limits_set = redis.call("EXISTS", KEYS[10]) == 1 end
+      if key_limits_set == nil then key_limits_set = redis.call("EXISTS", KEYS[10], KEYS[15]) > 0 end
       if key_limits_set then candidate = nil end
     end
   end

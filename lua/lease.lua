@@ -22,6 +22,13 @@
                              "until first leased" lets its unique key go
   KEYS[14] fair        string the virtual time of fair dispatch (lib/fair.lua),
                              and its flows' finish tags beside it
+  KEYS[15] key rates   hash  key -> its own rate limit, jobs per second
+                             (`dueq key rate`), over ARGV[11]
+  KEYS[16] key tats    zset  key -> when its token bucket is full again (ms,
+                             GCRA's theoretical arrival time); a key whose
+                             bucket is full has no member
+  KEYS[17] key wakes   zset  key -> ms when a job of the key parked for its
+                             rate may run: its next token
 
   ARGV[1]  lease deadline ms
   ARGV[2]  count (1..1000)
@@ -38,6 +45,10 @@
   ARGV[9]  "1": the queue is ordered: one job of a key at a time, in due
            then id order, and a job waiting for a retry keeps its key's
            turn; "0": not
+  ARGV[11] key rate: jobs of one key started per second (decimals allowed;
+           0 = none), unless KEYS[15] names the key
+  ARGV[12] key rate burst: the most jobs of one key started at once after a
+           quiet spell (>= 1)
   ARGV[10] "1": the queue is fair: the ready set is ordered by fair tags
            (lib/fair.lua), and a call that leases sets the virtual time
            going or raises it to the highest tag leased; "0": not (a call
@@ -58,6 +69,8 @@
                     parked (lib/keys.lua); others may wait behind them
              4, 0   per-key limits: the first ready job is parked, so is
                     every one: nothing runs before a turn is released
+           then 1 value: ms until the earliest job parked for its key's
+           rate may run (0: none is)
   Errors   "ERR dueq bad-args <what>"
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
            leader's epoch counter) and ARGV the sender's leader epoch, last
@@ -71,7 +84,7 @@
 --! include lib/fair.lua
 local deadline = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
-if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 10 or #ARGV[3] ~= 16 * count then
+if not deadline or not count or count < 1 or count > 1000 or #ARGV ~= 12 or #ARGV[3] ~= 16 * count then
   return redis.error_reply("ERR dueq bad-args lease: expected a deadline, a count of 1..1000, count tokens, now "
     .. "and the limits")
 end
@@ -92,14 +105,26 @@ if not key_default or key_default < 0 or key_default ~= math.floor(key_default) 
 end
 local keys = {held = KEYS[9], running = KEYS[10], parked = KEYS[11], ready = KEYS[1]}
 local has_own_limits = redis.call("EXISTS", KEYS[12]) == 1
-if redis.call("EXISTS", KEYS[7]) == 1 then return {1, 0} end
 local fair = ARGV[10] == "1"
+local key_rate, key_burst = tonumber(ARGV[11]), tonumber(ARGV[12])
+if not key_rate or key_rate < 0 or key_rate > 1000000 or not key_burst or key_burst < 1 or key_burst > 1000000
+    or key_burst ~= math.floor(key_burst) then
+  return redis.error_reply("ERR dueq bad-args lease: the key rate must be 0..1000000 and its burst 1..1000000")
+end
+local rates = {own = KEYS[15], tats = KEYS[16], wakes = KEYS[17], default = key_rate, burst = key_burst}
+local rated = key_rate > 0 or redis.call("EXISTS", KEYS[15]) == 1
 -- A fair queue takes the path that reads scores: they are its tags.
-local keyed = ordered or key_default > 0 or has_own_limits or fair
+local keyed = ordered or key_default > 0 or has_own_limits or fair or rated
+-- The trailer of every answer: ms until the first job parked for its key's
+-- rate may run.
+local function held(code, ms)
+  return {code, ms, rated and key_wake_in(rates, now) or 0}
+end
+if redis.call("EXISTS", KEYS[7]) == 1 then return held(1, 0) end
 local held_by, wait_ms = 0, 0
 if max_leased > 0 then
   local room = max_leased - count_leases(KEYS[2])
-  if room <= 0 then return {2, 0} end
+  if room <= 0 then return held(2, 0) end
   if room < count then count, held_by = room, 2 end
 end
 -- Token bucket: refilled at `rate` per second up to `burst`, one token per
@@ -113,7 +138,7 @@ if rate > 0 then
   tokens = math.min(tokens, burst)
   if tokens < 1 then
     redis.call("HSET", KEYS[8], "tokens", tostring(tokens), "at", now)
-    return {3, math.ceil((1 - tokens) * 1000 / rate)}
+    return held(3, math.ceil((1 - tokens) * 1000 / rate))
   end
   if math.floor(tokens) < count then
     count, held_by = math.floor(tokens), 3
@@ -150,7 +175,7 @@ local function take_turns(entries)
       distinct[key], distinct[n_distinct] = n_distinct, key
     end
   end
-  local running, limits = {}, {}
+  local running, limits, buckets = {}, {}, nil
   if n_distinct > 0 then
     local listed = {unpack(distinct, 1, n_distinct)}
     local counts = redis.call("HMGET", keys.running, unpack(listed))
@@ -159,6 +184,7 @@ local function take_turns(entries)
       running[listed[j]] = tonumber(counts[j]) or 0
       limits[listed[j]] = ordered and 1 or tonumber(own[j]) or key_default
     end
+    if rated then buckets = key_buckets(rates, listed) end
   end
   local lease_ids, lease_records, parked = {}, {}, {}
   local highest = nil  -- the highest score leased: a fair queue's virtual time follows it
@@ -166,7 +192,9 @@ local function take_turns(entries)
   local mark = ordered and "o" or "l"
   for i = 1, #ids do
     local key = keys_of[i]
-    if key and limits[key] > 0 and running[key] >= limits[key] then
+    -- A job runs when its key has a turn free and then a token (taken only
+    -- by a job that runs).
+    if (key and limits[key] > 0 and running[key] >= limits[key]) or (buckets and key and not key_token(buckets, key, now)) then
       parked[#parked + 1] = i
     else
       if key and limits[key] > 0 then
@@ -186,6 +214,7 @@ local function take_turns(entries)
       return redis.error_reply("ERR dueq bad-args lease: token " .. k .. " is not 16 hex digits or is zero")
     end
   end
+  if buckets then key_buckets_write(rates, keys, buckets, now) end
   if #new_held > 0 then
     redis.call("HSET", keys.held, unpack(new_held))
     local counts = {}
@@ -220,19 +249,20 @@ end
 
 local ids, records, highest
 local parked_some = false
+if rated then key_rate_wake(rates, keys, now) end
 if keyed then
   local entries = redis.call("ZRANGE", KEYS[1], 0, count - 1, "WITHSCORES")
-  if #entries == 0 then return {0, 0} end
+  if #entries == 0 then return held(0, 0) end
   local taken_turns = take_turns(entries)
-  if taken_turns == nil then return {4, 0} end  -- the first ready job is parked: so is every one
+  if taken_turns == nil then return held(4, 0) end  -- the first ready job is parked: so is every one
   if taken_turns.err then return taken_turns end
   ids, records, parked_some, highest = taken_turns.ids, taken_turns.records, taken_turns.parked, taken_turns.highest
-  if #ids == 0 then return {4, 1} end
+  if #ids == 0 then return held(4, 1) end
 else
   -- ZRANGE + ZREMRANGEBYRANK rather than ZPOPMIN: Redis would format every
   -- score as text for the reply, which costs more than the rest of the lease.
   ids = redis.call("ZRANGE", KEYS[1], 0, count - 1)
-  if #ids == 0 then return {0, 0} end
+  if #ids == 0 then return held(0, 0) end
   records = redis.call("HMGET", KEYS[3], unpack(ids))
 end
 local found = 0
@@ -245,7 +275,7 @@ for k = 1, found do
   end
 end
 if keyed then redis.call("ZREM", KEYS[1], unpack(ids)) else redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1) end
-if found == 0 then return parked_some and {4, 1} or {0, 0} end
+if found == 0 then return parked_some and held(4, 1) or held(0, 0) end
 local attempts = redis.call("HMGET", KEYS[5], unpack(ids))
 local unstarted = redis.call("HMGET", KEYS[6], unpack(ids))
 local out, leases, token_args = {}, {}, {}
@@ -278,4 +308,5 @@ if #ids < count then held_by, wait_ms = 0, 0 end  -- the ready set ran out befor
 if parked_some and held_by == 0 then held_by, wait_ms = 4, 1 end
 out[#out + 1] = held_by
 out[#out + 1] = wait_ms
+out[#out + 1] = rated and key_wake_in(rates, now) or 0
 return out

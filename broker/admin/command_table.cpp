@@ -30,6 +30,7 @@ AdminCommand find_admin_command(std::string_view op) {
       {"cron_remove", cron_remove},
       {"key_limit", key_limit},
       {"key_weight", key_weight},
+      {"key_rate", key_rate},
       {"key_list", key_list},
   };
   auto it = table.find(op);

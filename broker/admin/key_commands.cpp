@@ -12,8 +12,6 @@
 namespace dueq::broker {
 
 namespace {
-constexpr int64_t kMaxKeyLimit = 1'000'000;
-constexpr int64_t kMaxKeyWeight = 1'000;
 constexpr uint32_t kDefaultRows = 100;
 constexpr uint32_t kMaxRows = 1'000;
 
@@ -28,35 +26,53 @@ std::string arg(const proto::AdminRequest& request, const char* name) {
   auto it = request.args.find(name);
   return it == request.args.end() ? std::string() : it->second;
 }
+
+// What each setting is called, where it is kept and what it may be.
+struct SettingWords {
+  const char* arg;    // the ADMIN argument and the script's name for it
+  const char* range;  // for the refusal
+  double least, most;
+  bool decimals;
+  const char* own;  // what a key has of its own
+};
+SettingWords words_of(KeySetting setting) {
+  switch (setting) {
+    case KeySetting::weight: return {"weight", "a whole number of 1..1000", 1, 1'000, false, "a weight"};
+    case KeySetting::rate: return {"rate", "jobs per second, 0.001..1000000", 0.001, 1'000'000, true, "a rate limit"};
+    case KeySetting::limit: break;
+  }
+  return {"limit", "a whole number of 1..1000000", 1, 1'000'000, false, "a limit"};
+}
+const std::string& setting_hash(const QueueKeys& k, KeySetting setting) {
+  return setting == KeySetting::weight ? k.key_weights : setting == KeySetting::rate ? k.key_rates : k.key_limits;
+}
 }  // namespace
 
 namespace calls {
 
-Command key_limit(const std::string& queue, const std::string& key, int64_t value, KeySetting setting) {
+Command key_limit(const std::string& queue, const std::string& key, const std::string& value, KeySetting setting) {
   QueueKeys k(queue);
-  const bool weight = setting == KeySetting::weight;
-  Command call = script_call(lua::ScriptId::key_limit, {weight ? k.key_weights : k.key_limits, k.key_running});
-  call.add(key);
-  (value == 0 ? call.add("clear") : call.add(value));
-  return call.add(weight ? kMaxKeyWeight : kMaxKeyLimit);
+  return script_call(lua::ScriptId::key_limit, {setting_hash(k, setting), k.key_running})
+      .add(key)
+      .add(value)
+      .add(words_of(setting).arg);
 }
 
 Result<KeyLimitOutcome> parse_key_limit(const redisReply* r) {
   static constexpr std::array kKnown{KeyLimitChange::set, KeyLimitChange::too_many_keys};
-  auto values = reply::integers(r, "key_limit");
-  if (!values) return std::unexpected(values.error());
-  if (values->size() != 3) return reply::bad(r, "key_limit");
-  const auto change = reply::code((*values)[0], kKnown);
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != REDIS_REPLY_INTEGER ||
+      r->element[1]->type != REDIS_REPLY_STRING || r->element[2]->type != REDIS_REPLY_INTEGER)
+    return reply::bad(r, "key_limit");
+  const auto change = reply::code(r->element[0]->integer, kKnown);
   if (!change) return reply::bad(r, "key_limit");
-  return KeyLimitOutcome{*change, (*values)[1], (*values)[2]};
+  return KeyLimitOutcome{*change, reply::str(r->element[1]), r->element[2]->integer};
 }
 
 Command key_list(const std::string& queue, std::optional<KeySetting> listed, const std::string& cursor, int count) {
   QueueKeys k(queue);
-  // The script reads own values from its second key: the weights stand in
-  // for the limits when they are listed.
-  const bool weights = listed == KeySetting::weight;
-  return script_call(lua::ScriptId::key_list, {k.key_running, weights ? k.key_weights : k.key_limits, k.key_parked})
+  // The script reads own values from its second key: the rates or weights
+  // stand in for the limits when they are listed.
+  return script_call(lua::ScriptId::key_list, {k.key_running, setting_hash(k, listed.value_or(KeySetting::limit)), k.key_parked})
       .add(listed ? "limits" : "running")
       .add(cursor)
       .add(static_cast<int64_t>(count));
@@ -69,9 +85,9 @@ Result<KeyPage> parse_key_list(const redisReply* r) {
   KeyPage page{reply::str(r->element[0]), {}};
   for (size_t i = 1; i < r->elements; i += 4) {
     if (r->element[i]->type != REDIS_REPLY_STRING || r->element[i + 1]->type != REDIS_REPLY_INTEGER ||
-        r->element[i + 2]->type != REDIS_REPLY_INTEGER || r->element[i + 3]->type != REDIS_REPLY_INTEGER)
+        r->element[i + 2]->type != REDIS_REPLY_STRING || r->element[i + 3]->type != REDIS_REPLY_INTEGER)
       return reply::bad(r, "key_list");
-    page.rows.push_back({reply::str(r->element[i]), r->element[i + 1]->integer, r->element[i + 2]->integer,
+    page.rows.push_back({reply::str(r->element[i]), r->element[i + 1]->integer, reply::str(r->element[i + 2]),
                          r->element[i + 3]->integer});
   }
   return page;
@@ -81,33 +97,29 @@ Result<KeyPage> parse_key_list(const redisReply* r) {
 
 namespace {
 
-struct SettingWords {
-  const char* arg;      // the ADMIN argument: "limit" or "weight"
-  int64_t max;          // its highest value
-  const char* own;      // what a key has of its own, for the refusal
-};
-SettingWords words_of(KeySetting setting) {
-  return setting == KeySetting::weight ? SettingWords{"weight", kMaxKeyWeight, "a weight"}
-                                       : SettingWords{"limit", kMaxKeyLimit, "a limit"};
-}
-
-// `dueq key limit` and `dueq key weight`: the value 1..max, or 0 for "clear".
-Result<int64_t> setting_value(const proto::AdminRequest& request, const SettingWords& w) {
+// `dueq key limit`, `rate` and `weight`: the value as sent, or "clear".
+Result<std::string> setting_value(const proto::AdminRequest& request, const SettingWords& w) {
   const std::string text = arg(request, w.arg);
-  if (text == "clear") return 0;
-  auto parsed = whole_number(text);
-  if (!parsed || *parsed < 1 || *parsed > w.max)
-    return fail(Errc::bad_argument, fmt::format("args.{}: a whole number of 1..{}, or \"clear\"", w.arg, w.max));
-  return *parsed;
+  if (text == "clear") return text;
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, std::chars_format::fixed);
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [&](char ch) {
+    return (ch >= '0' && ch <= '9') || (w.decimals && ch == '.');
+  });
+  if (ec != std::errc() || end != text.data() + text.size() || !plain || !(value >= w.least && value <= w.most))
+    return fail(Errc::bad_argument, fmt::format("args.{}: {}, or \"clear\"", w.arg, w.range));
+  return text;
 }
 
 std::string setting_summary(const proto::AdminRequest& request, const std::string& key, KeySetting setting,
-                            int64_t value) {
-  if (value == 0)
+                            const std::string& value) {
+  if (value == "clear")
     return fmt::format("key '{}' of '{}' takes the queue's {}", loggable(key), request.queue,
-                       setting == KeySetting::weight ? "weight, 1" : "limit");
+                       setting == KeySetting::weight ? "weight, 1" : setting == KeySetting::rate ? "key_rate" : "limit");
   if (setting == KeySetting::weight)
     return fmt::format("key '{}' of '{}' has weight {} in fair dispatch", loggable(key), request.queue, value);
+  if (setting == KeySetting::rate)
+    return fmt::format("key '{}' of '{}' starts at most {} jobs a second", loggable(key), request.queue, value);
   return fmt::format("key '{}' of '{}' runs at most {} at a time", loggable(key), request.queue, value);
 }
 
@@ -129,8 +141,8 @@ Result<proto::AdminReply> set_key_value(AdminContext& c, const proto::AdminReque
   proto::AdminReply out;
   out.rows.push_back({{"queue", request.queue},
                       {"key", key},
-                      {w.arg, *value == 0 ? "default" : std::to_string(*value)},
-                      {"previous", outcome->previous == 0 ? "default" : std::to_string(outcome->previous)},
+                      {w.arg, *value == "clear" ? "default" : *value},
+                      {"previous", outcome->previous.empty() ? "default" : outcome->previous},
                       {"running", std::to_string(outcome->running)}});
   out.summary = setting_summary(request, key, setting, *value);
   return out;
@@ -146,13 +158,18 @@ Result<proto::AdminReply> key_weight(AdminContext& c, const proto::AdminRequest&
   return set_key_value(c, request, KeySetting::weight);
 }
 
+Result<proto::AdminReply> key_rate(AdminContext& c, const proto::AdminRequest& request) {
+  return set_key_value(c, request, KeySetting::rate);
+}
+
 Result<proto::AdminReply> key_list(AdminContext& c, const proto::AdminRequest& request) {
   if (auto valid = validate_queue_name(request.queue); !valid) return std::unexpected(valid.error());
   const std::string of = arg(request, "of");
-  if (!of.empty() && of != "running" && of != "limits" && of != "weights")
-    return fail(Errc::bad_argument, "args.of: \"running\", \"limits\" or \"weights\"");
+  if (!of.empty() && of != "running" && of != "limits" && of != "rates" && of != "weights")
+    return fail(Errc::bad_argument, "args.of: \"running\", \"limits\", \"rates\" or \"weights\"");
   std::optional<KeySetting> listed;
   if (of == "limits") listed = KeySetting::limit;
+  if (of == "rates") listed = KeySetting::rate;
   if (of == "weights") listed = KeySetting::weight;
   const std::string after = arg(request, "after");
   std::string cursor = after.empty() ? std::string("0") : after;
@@ -172,15 +189,13 @@ Result<proto::AdminReply> key_list(AdminContext& c, const proto::AdminRequest& r
       out.rows.push_back({{"key", std::move(row.key)},
                           {"running", std::to_string(row.running)},
                           {"waiting", std::to_string(row.parked)},
-                          {listed == KeySetting::weight ? "weight" : "limit",
-                           row.own_limit == 0 ? "default" : std::to_string(row.own_limit)}});
+                          {listed ? words_of(*listed).arg : "limit", row.own.empty() ? "default" : row.own}});
     cursor = page->next;
     if (cursor == "0") break;
   }
   out.next = cursor == "0" ? "" : cursor;
   out.summary = fmt::format("{} keys {}", out.rows.size(),
-                            !listed ? "holding turns" : listed == KeySetting::limit ? "with a limit of their own"
-                                                                                   : "with a weight of their own");
+                            listed ? fmt::format("with {} of their own", words_of(*listed).own) : "holding turns");
   return out;
 }
 

@@ -10,14 +10,14 @@ namespace dueq::broker {
 enum class KeyLimitChange : int64_t { set = 1, too_many_keys = 2 };
 struct KeyLimitOutcome {
   KeyLimitChange change = KeyLimitChange::set;
-  int64_t previous = 0;  // the key's own limit before (0: none)
+  std::string previous;  // the key's own value before, as it was set ("": none)
   int64_t running = 0;   // turns it holds now
 };
 
 struct KeyRow {
   std::string key;
   int64_t running = 0;
-  int64_t own_limit = 0;  // 0: the queue's key_concurrency
+  std::string own;        // its own limit, rate or weight as set; "": the queue's
   int64_t parked = 0;     // ready jobs waiting for a turn of the key
 };
 struct KeyPage {
@@ -25,13 +25,14 @@ struct KeyPage {
   std::vector<KeyRow> rows;
 };
 
-// What a key may have of its own: a limit (over key_concurrency) or a weight
-// in fair dispatch.
-enum class KeySetting { limit, weight };
+// What a key may have of its own: a limit (over key_concurrency), a rate
+// limit (over key_rate) or a weight in fair dispatch.
+enum class KeySetting { limit, rate, weight };
 
 namespace calls {
-// `value` 0 clears the key's own.
-Command key_limit(const std::string& queue, const std::string& key, int64_t value, KeySetting setting = KeySetting::limit);
+// `value` "clear" clears the key's own.
+Command key_limit(const std::string& queue, const std::string& key, const std::string& value,
+                  KeySetting setting = KeySetting::limit);
 Result<KeyLimitOutcome> parse_key_limit(const redisReply* reply);
 // `listed`: which hash to page through; nullopt: the keys holding turns.
 Command key_list(const std::string& queue, std::optional<KeySetting> listed, const std::string& cursor, int count);
@@ -42,10 +43,12 @@ Result<KeyPage> parse_key_list(const redisReply* reply);
 Result<proto::AdminReply> key_limit(AdminContext& c, const proto::AdminRequest& request);
 // args: key, weight (1..1000, or "clear").
 Result<proto::AdminReply> key_weight(AdminContext& c, const proto::AdminRequest& request);
-// args: of ("running", the default, "limits" or "weights"), after (the
-// `next` of the page before); `limit` rows at most (default 100, at most
-// 1,000). Rows: key, running, waiting (jobs parked for a turn), and limit
-// (weight with "weights").
+// args: key, rate (jobs per second, 0.001..1000000, or "clear").
+Result<proto::AdminReply> key_rate(AdminContext& c, const proto::AdminRequest& request);
+// args: of ("running", the default, "limits", "rates" or "weights"), after
+// (the `next` of the page before); `limit` rows at most (default 100, at
+// most 1,000). Rows: key, running, waiting (jobs parked for a turn or a
+// token), and limit (rate or weight with those).
 Result<proto::AdminReply> key_list(AdminContext& c, const proto::AdminRequest& request);
 
 }  // namespace dueq::broker

@@ -76,6 +76,7 @@ constexpr std::array kIntegerKeys{
     IntegerKey{"rate_burst", &QueuePolicy::rate_burst, 1, 1'000'000},
     IntegerKey{"concurrency_limit", &QueuePolicy::concurrency_limit, 0, 1'000'000},
     IntegerKey{"key_concurrency", &QueuePolicy::key_concurrency, 0, 1'000'000},
+    IntegerKey{"key_rate_burst", &QueuePolicy::key_rate_burst, 1, 1'000'000},
 };
 
 Result<void> read_policy_key(const std::string& key, const std::string& full, const toml::node& node, QueuePolicy& policy) {
@@ -97,11 +98,11 @@ Result<void> read_policy_key(const std::string& key, const std::string& full, co
     auto v = read_int(node, full, 1, 1000);
     if (!v) return std::unexpected(v.error());
     policy.max_attempts = static_cast<uint32_t>(*v);
-  } else if (key == "rate_limit") {
+  } else if (key == "rate_limit" || key == "key_rate") {
     // Jobs per second: an integer, or a decimal for fewer than one.
     auto v = node.value<double>();
     if (!v || !(*v >= 0 && *v <= 1'000'000)) return bad_key(full, "expected jobs per second in 0..1000000 (0 = none)");
-    policy.rate_limit = *v;
+    (key == "rate_limit" ? policy.rate_limit : policy.key_rate) = *v;
   } else if (key == "ordered" || key == "fair") {
     auto v = node.value_exact<bool>();
     if (!v) return bad_key(full, "expected true or false");
@@ -109,7 +110,7 @@ Result<void> read_policy_key(const std::string& key, const std::string& full, co
   } else {
     return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, "
                          "duplicate_window, history_retention, history_max, max_backlog, max_run_time, rate_limit, "
-                         "rate_burst, concurrency_limit, key_concurrency, ordered, fair)");
+                         "rate_burst, concurrency_limit, key_concurrency, key_rate, key_rate_burst, ordered, fair)");
   }
   return {};
 }

@@ -57,12 +57,19 @@ struct QueuePolicy {
   // own); `ordered`: one job of a key at a time, in due then id order, and
   // a job waiting for a retry keeps its key's turn.
   int64_t key_concurrency = 0;
+  // At most `key_rate` jobs of one key started per second on average (0 =
+  // none, unless `dueq key rate` gave the key its own), `key_rate_burst` at
+  // once after a quiet spell.
+  double key_rate = 0;
+  int64_t key_rate_burst = 1;
   bool ordered = false;
   // Fair dispatch (docs/keys.md): keys with jobs ready share the queue's
   // leases by weight (`dueq key weight`, 1 by default), whatever their
   // backlogs, instead of the earliest due going first.
   bool fair = false;
-  bool limited() const { return rate_limit > 0 || concurrency_limit > 0 || key_concurrency > 0 || ordered; }
+  bool limited() const {
+    return rate_limit > 0 || concurrency_limit > 0 || key_concurrency > 0 || key_rate > 0 || ordered;
+  }
 };
 
 struct BrokerConfig {

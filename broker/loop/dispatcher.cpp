@@ -50,7 +50,8 @@ Command lease(const std::string& queue, int64_t deadline_ms, int count, const Le
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::lease,
                              {k.ready, k.leased, k.jobs, k.tokens, k.attempts, k.unconfirmed, k.paused, k.rate,
-                              k.key_held, k.key_running, k.key_parked, k.key_limits, k.unique, k.fair});
+                              k.key_held, k.key_running, k.key_parked, k.key_limits, k.unique, k.fair,
+                              k.key_rates, k.key_tats, k.key_wakes});
   call.add(deadline_ms).add(count);
   std::string tokens;
   tokens.reserve(16 * static_cast<size_t>(count));
@@ -62,18 +63,21 @@ Command lease(const std::string& queue, int64_t deadline_ms, int count, const Le
       .add(limits.burst)
       .add(limits.per_key)
       .add(limits.ordered ? "1" : "0")
-      .add(limits.fair ? "1" : "0");
+      .add(limits.fair ? "1" : "0")
+      .add(fmt::format("{}", limits.key_rate))
+      .add(limits.key_rate_burst);
 }
 
 Result<LeaseBatch> parse_lease(const redisReply* r) {
-  constexpr size_t kPerJob = 5, kTrailer = 2;
+  constexpr size_t kPerJob = 5, kTrailer = 3;
   if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements < kTrailer || (r->elements - kTrailer) % kPerJob != 0)
     return reply::bad(r, "lease");
   LeaseBatch out;
-  const int64_t held_by = reply::num(r->element[r->elements - 2]);
+  const int64_t held_by = reply::num(r->element[r->elements - 3]);
   if (held_by < 0 || held_by > static_cast<int64_t>(LeaseHold::keys)) return reply::bad(r, "lease");
   out.held_by = static_cast<LeaseHold>(held_by);
-  out.wait_ms = reply::num(r->element[r->elements - 1]);
+  out.wait_ms = reply::num(r->element[r->elements - 2]);
+  out.key_wake_ms = reply::num(r->element[r->elements - 1]);
   const size_t job_values = r->elements - kTrailer;
   out.jobs.reserve(job_values / kPerJob);
   for (size_t i = 0; i < job_values; i += kPerJob) {
@@ -177,7 +181,8 @@ bool Dispatcher::can_lease_now() const {
   if (refusals_.holding()) return false;
   for (const std::string& name : workers_.served_queues())
     if (const QueueState* q = queues_.find(name);
-        q != nullptr && q->maybe_ready && lease_room(*q) > 0 && credit(name) > 0 && !refusals_.holding(name))
+        q != nullptr && q->may_have_ready(lease_clock_.now_ms()) && lease_room(*q) > 0 && credit(name) > 0 &&
+        !refusals_.holding(name))
       return true;
   return false;
 }
@@ -185,8 +190,10 @@ bool Dispatcher::can_lease_now() const {
 int64_t Dispatcher::us_until_limit_lifts() const {
   const int64_t now = lease_clock_.now_ms();
   int64_t earliest = -1;
-  for (const auto& [name, q] : queues_)
+  for (const auto& [name, q] : queues_) {
     if (q.maybe_ready && !q.paused && q.lease_after_ms > now) earliest = earliest_known(earliest, q.lease_after_ms);
+    if (!q.paused && q.key_wake_ms > now) earliest = earliest_known(earliest, q.key_wake_ms);
+  }
   return earliest < 0 ? -1 : (earliest - now) * 1000;
 }
 
@@ -219,6 +226,10 @@ void Dispatcher::add_to(Round& round, bool stopping) {
     QueueState* found = queues_.find(name);
     if (found == nullptr) continue;
     QueueState& q = *found;
+    if (q.key_wake_ms > 0 && q.key_wake_ms <= lease_clock_.now_ms()) {
+      q.maybe_ready = true;
+      q.key_wake_ms = 0;
+    }
     const bool maybe_ready = q.maybe_ready || q.ready_this_round;
     q.ready_this_round = false;
     if (!maybe_ready || stopping) continue;
@@ -272,6 +283,9 @@ void Dispatcher::on_leased(const std::string& name, int count, int64_t deadline,
 
 void Dispatcher::note_hold(QueueState& q, const LeaseBatch& batch, int count) {
   const size_t taken = batch.jobs.size() + batch.unreadable.size();
+  // Jobs parked for their key's rate run when its next token comes: no
+  // ack or enqueue need happen first.
+  q.key_wake_ms = batch.key_wake_ms > 0 ? lease_clock_.now_ms() + std::min<int64_t>(batch.key_wake_ms, 60'000) : 0;
   // Held back, the ready set may hold more: asked again once the hold lifts.
   q.maybe_ready = true;
   switch (batch.held_by) {

@@ -45,6 +45,7 @@ struct LeaseBatch {
   std::vector<NackItem> unreadable;
   LeaseHold held_by = LeaseHold::none;
   int64_t wait_ms = 0;  // rate: until the next token
+  int64_t key_wake_ms = 0;  // until the first job parked for its key's rate may run; 0: none waits
 };
 
 // A queue's limits as lease.lua applies them, with the clock of its rate limit.
@@ -56,9 +57,11 @@ struct LeaseLimits {
   int64_t per_key = 0;   // jobs of one key at once, unless the key has its own limit; 0 = none
   bool ordered = false;  // one job of a key at a time, in order; a retry keeps its key's turn
   bool fair = false;     // keys share the leases by weight (lua/lib/fair.lua)
+  double key_rate = 0;   // jobs of one key started per second, unless the key has its own; 0 = none
+  int64_t key_rate_burst = 1;
   static LeaseLimits of(const QueuePolicy& policy, int64_t now_ms) {
-    return {now_ms, policy.concurrency_limit, policy.rate_limit, policy.rate_burst, policy.key_concurrency,
-            policy.ordered, policy.fair};
+    return {now_ms,         policy.concurrency_limit, policy.rate_limit, policy.rate_burst, policy.key_concurrency,
+            policy.ordered, policy.fair,              policy.key_rate,   policy.key_rate_burst};
   }
 };
 

@@ -79,7 +79,7 @@ Command enqueue(const std::string& queue, const std::vector<const proto::NewJob*
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::enqueue,
                              {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.tokens, k.paused,
-                              k.key_limits, k.unique, k.dead, k.fair, k.key_weights});
+                              k.key_limits, k.unique, k.dead, k.fair, k.key_weights, k.key_rates});
   call.add(now_ms).add(max_backlog).add(static_cast<int64_t>(jobs.size()));
   std::vector<uint32_t> partitions;
   partitions.reserve(jobs.size());

@@ -37,6 +37,12 @@ struct QueueState {
   bool paused = false;
   // Lease clock: a limit held the queue back; no lease call before then.
   int64_t lease_after_ms = 0;
+  // Lease clock: when the first job parked for its key's rate limit may run
+  // (lua/lib/keys.lua); the queue leases again then. 0: none waits.
+  int64_t key_wake_ms = 0;
+  // Whether the ready list may hold jobs at `now_ms` (lease clock): a key's
+  // next token counts as a job made ready.
+  bool may_have_ready(int64_t now_ms) const { return maybe_ready || (key_wake_ms > 0 && key_wake_ms <= now_ms); }
   size_t rotation = 0;            // spreads single jobs over the workers in turn
   // Steady clock: when done/cancelled entries past retention are next
   // removed (the last sweep's reply says when; Scheduler::add_sweep).

@@ -53,7 +53,10 @@ struct QueueKeys {
         key_limits(key(queue, "keys:limits")),
         unique(key(queue, "unique")),
         fair(key(queue, "fair")),
-        key_weights(key(queue, "keys:weights")) {}
+        key_weights(key(queue, "keys:weights")),
+        key_rates(key(queue, "keys:rates")),
+        key_tats(key(queue, "keys:tats")),
+        key_wakes(key(queue, "keys:wakes")) {}
 
   static std::string key(const std::string& queue, const char* what) { return "dueq:{" + queue + "}:" + what; }
 
@@ -92,6 +95,12 @@ struct QueueKeys {
   // its own weight (`dueq key weight`).
   std::string fair;
   std::string key_weights;
+  // Rate limits per key (lua/lib/keys.lua): hash key -> its own jobs per
+  // second (`dueq key rate`); zset key -> when its bucket is full again (GCRA);
+  // zset key -> when a job parked for its rate may run.
+  std::string key_rates;
+  std::string key_tats;
+  std::string key_wakes;
 
   std::string schedule_partition_key(uint32_t partition) const { return schedule + ":" + std::to_string(partition); }
   std::string schedule_jobs_key(uint32_t partition) const { return schedule_partition_key(partition) + ":jobs"; }

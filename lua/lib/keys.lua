@@ -138,3 +138,72 @@ local function key_release_all(k, ids)
     end
   end
 end
+
+-- Per-key rate limits (lease.lua), GCRA: R = {own, tats, wakes, default,
+-- burst}. A key's bucket is its theoretical arrival time, TAT: a job of the
+-- key may start at NOW when TAT - NOW <= (burst - 1) * interval (interval =
+-- 1000 / rate ms), and TAT then grows by the interval. A key whose TAT has
+-- passed has a full bucket and no member in R.tats: an idle key costs
+-- nothing. A job parked for its key's rate waits in R.wakes for the key's
+-- next token (the lease that comes then puts it back in line).
+
+-- The buckets of the rate-limited keys among LISTED.
+local function key_buckets(r, listed)
+  local own = redis.call("EXISTS", r.own) == 1 and redis.call("HMGET", r.own, unpack(listed)) or {}
+  local tats = redis.call("ZMSCORE", r.tats, unpack(listed))
+  local per_key = {}
+  for j, key in ipairs(listed) do
+    local rate = tonumber(own[j]) or r.default
+    if rate > 0 then per_key[key] = {interval = 1000 / rate, tat = tonumber(tats[j]), took = false} end
+  end
+  return {per_key = per_key, burst = r.burst}
+end
+
+-- Takes a token of KEY's bucket at NOW: false (and the time its next token
+-- comes, kept for the write) when it has none.
+local function key_token(buckets, key, now)
+  local b = buckets.per_key[key]
+  if not b then return true end
+  local tat = math.max(b.tat or now, now)
+  local tolerance = (buckets.burst - 1) * b.interval
+  if tat - now > tolerance then
+    b.wake = tat - tolerance
+    return false
+  end
+  b.tat, b.took = tat + b.interval, true
+  return true
+end
+
+-- Writes the buckets that gave tokens, and the wakes: of a key parked for
+-- its rate, and of a key that gave a token while jobs of it stay parked.
+local function key_buckets_write(r, k, buckets, now)
+  local tats, wakes = {}, {}
+  for key, b in pairs(buckets.per_key) do
+    local next_token = b.tat and (b.tat - (buckets.burst - 1) * b.interval)
+    if b.took then
+      tats[#tats + 1], tats[#tats + 2] = string.format("%.3f", b.tat), key
+      if not b.wake and redis.call("ZSCORE", key_per_key(k.parked), key) then b.wake = math.max(now, next_token) end
+    end
+    if b.wake then wakes[#wakes + 1], wakes[#wakes + 2] = string.format("%.3f", b.wake), key end
+  end
+  if #tats > 0 then redis.call("ZADD", r.tats, unpack(tats)) end
+  if #wakes > 0 then redis.call("ZADD", r.wakes, "LT", unpack(wakes)) end
+end
+
+-- Forgets full buckets, and puts back in line the first parked job of each
+-- key whose next token has come (at most 64 keys per call).
+local function key_rate_wake(r, k, now)
+  local at = string.format("%d", now)
+  redis.call("ZREMRANGEBYSCORE", r.tats, "-inf", at)
+  local due = redis.call("ZRANGEBYSCORE", r.wakes, "-inf", at, "LIMIT", 0, 64)
+  if #due == 0 then return end
+  redis.call("ZREM", r.wakes, unpack(due))
+  for _, key in ipairs(due) do key_unpark(k, key) end
+end
+
+-- Ms until the first job parked for its key's rate may run; 0: none waits.
+local function key_wake_in(r, now)
+  local first = redis.call("ZRANGE", r.wakes, 0, 0, "WITHSCORES")
+  if not first[2] then return 0 end
+  return math.max(1, math.ceil(tonumber(first[2]) - now))
+end

@@ -46,8 +46,8 @@ TEST_F(Scripts, EnqueueWithoutFilterArgumentsStillFindsAScheduledDuplicate) {
   round.add(calls::enqueue("q", ptrs, 1000, 3, 0, 0, "", /*filter_args=*/false));
   const auto sent = round.take_commands();
   ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0].args().size(), 3 + 14 + 3 + 4 * jobs.size() + 4)
-      << "EVALSHA, sha, 14, 14 keys, 3, 4 per job, lease pair, no unique jobs, not fair";
+  EXPECT_EQ(sent[0].args().size(), 3 + 15 + 3 + 4 * jobs.size() + 4)
+      << "EVALSHA, sha, 15, 15 keys, 3, 4 per job, lease pair, no unique jobs, not fair";
   auto replies = store_->pipeline(sent);
   ASSERT_TRUE(replies);
   EXPECT_EQ(*ints(replies->at(0).get()), (std::vector<int64_t>{0, 1, 0}));

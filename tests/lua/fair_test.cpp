@@ -16,7 +16,7 @@ proto::NewJob keyed(std::string id, std::string key, int64_t due = 0) {
   return proto::NewJob{"q", std::move(id), "t", proto::Bytes{"p"}, due, 0, 0, 0, proto::Bytes{std::move(key)}};
 }
 
-LeaseLimits fair_limits(int64_t now) { return {now, 0, 0, 1, 0, false, true}; }
+LeaseLimits fair_limits(int64_t now) { return {.now_ms = now, .fair = true}; }
 
 std::string padded(int i) { return fmt::format("{:05}", i); }
 
@@ -49,7 +49,7 @@ class Fair : public Scripts {
   }
   void weigh(const std::string& key, int64_t weight) {
     Round round;
-    round.add(calls::key_limit("q", key, weight, KeySetting::weight));
+    round.add(calls::key_limit("q", key, std::to_string(weight), KeySetting::weight));
     auto out = calls::parse_key_limit(run(round));
     ASSERT_TRUE(out) << out.error().message;
     EXPECT_EQ(out->change, KeyLimitChange::set);
@@ -151,8 +151,8 @@ TEST_F(Fair, IdleKeysCostNothingAndAQueueNoLongerFairDropsItsState) {
 
 TEST_F(Fair, WeightsAreBoundedAndBadArgumentsWriteNothing) {
   Round round;
-  round.add(calls::key_limit("q", "A", 1001, KeySetting::weight));
-  round.add(calls::key_limit("q", "A", 0, KeySetting::weight));
+  round.add(calls::key_limit("q", "A", "1001", KeySetting::weight));
+  round.add(calls::key_limit("q", "A", "clear", KeySetting::weight));
   auto replies = store_->pipeline(round.take_commands());
   ASSERT_TRUE(replies);
   EXPECT_NE(reply_error((*replies)[0].get()).find("bad-args key_limit"), std::string::npos);

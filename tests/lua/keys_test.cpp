@@ -178,16 +178,24 @@ TEST_F(Keys, AKeyedJobIsNotLeasedAtEnqueueWhileAKeyHasItsOwnLimit) {
 
 TEST_F(Keys, LeaseRefusesBadKeyLimits) {
   const auto args = calls::lease("q", 5000, 1).args();
-  using Limits = std::tuple<std::string, std::string, std::string>;  // key limit, ordered, fair
-  for (const auto& [limit, ordered, fair] : std::vector<Limits>{
-           {"-1", "0", "0"}, {"1.5", "0", "0"}, {"x", "0", "0"}, {"0", "2", "0"}, {"0", "", "0"}, {"0", "0", "2"}, {"0", "0", ""}}) {
+  // key limit, ordered, fair, key rate, its burst
+  using Limits = std::tuple<std::string, std::string, std::string, std::string, std::string>;
+  for (const auto& [limit, ordered, fair, rate, burst] : std::vector<Limits>{
+           {"-1", "0", "0", "0", "1"}, {"1.5", "0", "0", "0", "1"}, {"x", "0", "0", "0", "1"}, {"0", "2", "0", "0", "1"},
+           {"0", "", "0", "0", "1"}, {"0", "0", "2", "0", "1"}, {"0", "0", "", "0", "1"}, {"0", "0", "0", "-1", "1"},
+           {"0", "0", "0", "x", "1"}, {"0", "0", "0", "1", "0"}, {"0", "0", "0", "1", "1.5"}, {"0", "0", "0", "0.5", "2"}}) {
     Command call;
     call.mark_fenced();
-    for (size_t i = 0; i + 3 < args.size(); ++i) call.add(args[i]);
-    call.add(limit).add(ordered).add(fair);
+    for (size_t i = 0; i + 5 < args.size(); ++i) call.add(args[i]);
+    call.add(limit).add(ordered).add(fair).add(rate).add(burst);
     Round round;
     round.add(std::move(call));
-    EXPECT_NE(std::string(reply_error(run(round))).find("bad-args"), std::string::npos) << limit << "/" << ordered;
+    const std::string error(reply_error(run(round)));
+    if (rate == "0.5") {
+      EXPECT_EQ(error, "") << "the same call with good limits";
+    } else {
+      EXPECT_NE(error.find("bad-args"), std::string::npos) << limit << "/" << ordered << "/" << fair << "/" << rate;
+    }
   }
 }
 
@@ -196,7 +204,7 @@ TEST_F(Keys, ALeaseRefusedForABadTokenTakesNoTurnAndParksNothing) {
   auto args = calls::lease("q", 5000, 2, ordered_limits(1000)).args();
   Command call;
   call.mark_fenced();
-  const size_t tokens_at = args.size() - 8;
+  const size_t tokens_at = 3 + std::stoul(args[2]) + 2;  // EVALSHA, sha, N, N keys, deadline, count, tokens
   for (size_t i = 0; i < args.size(); ++i) call.add(i == tokens_at ? std::string(32, '0') : args[i]);
   Round round;
   round.add(std::move(call));
@@ -219,23 +227,23 @@ TEST_F(Keys, KeyListShowsEachKeysTurnsAndWaitingJobsAndKeyLimitIsBounded) {
   EXPECT_EQ(rows["B"], (std::pair<int64_t, int64_t>{1, 0}));
 
   Round set;
-  set.add(calls::key_limit("q", "A", 4));
+  set.add(calls::key_limit("q", "A", "4"));
   auto first = calls::parse_key_limit(run(set));
   ASSERT_TRUE(first);
   EXPECT_EQ(first->change, KeyLimitChange::set);
-  EXPECT_EQ(first->previous, 0);
+  EXPECT_EQ(first->previous, "") << "none of its own";
   EXPECT_EQ(first->running, 1);
   EXPECT_EQ(cli("HGET 'dueq:{q}:keys:limits' A"), "4");
   cli("EVAL \"for i = 1, 9999 do redis.call('HSET', KEYS[1], 'k' .. i, 1) end\" 1 'dueq:{q}:keys:limits'");
   Round past;
-  past.add(calls::key_limit("q", "one-too-many", 2));
+  past.add(calls::key_limit("q", "one-too-many", "2"));
   EXPECT_EQ(calls::parse_key_limit(run(past))->change, KeyLimitChange::too_many_keys);
   EXPECT_EQ(cli("HEXISTS 'dueq:{q}:keys:limits' one-too-many"), "0");
   Round again;
-  again.add(calls::key_limit("q", "A", 2));  // a key that has one may change it
-  EXPECT_EQ(calls::parse_key_limit(run(again))->previous, 4);
+  again.add(calls::key_limit("q", "A", "2"));  // a key that has one may change it
+  EXPECT_EQ(calls::parse_key_limit(run(again))->previous, "4");
   Round clear;
-  clear.add(calls::key_limit("q", "A", 0));
+  clear.add(calls::key_limit("q", "A", "clear"));
   EXPECT_EQ(calls::parse_key_limit(run(clear))->change, KeyLimitChange::set);
   EXPECT_EQ(cli("HEXISTS 'dueq:{q}:keys:limits' A"), "0");
 }
@@ -330,4 +338,70 @@ TEST_F(Keys, AJobParkedAgainUnderTheMemberItLeftCountsOnce) {
   auto second = lease_with(10, ordered_limits(1000));
   EXPECT_EQ(ids_of(second), std::vector<std::string>{"a2"});
   EXPECT_EQ(cli("EXISTS 'dueq:{q}:keys:parked' 'dueq:{q}:keys:parked:per_key'"), "0");
+}
+
+// Per-key rate limits (GCRA, lua/lib/keys.lua): a key starts its burst at
+// once, then one job per token; its other jobs are parked until the token
+// comes (the lease reply says when), and other keys are not held up.
+TEST_F(Keys, AKeysRateLimitStartsItsBurstThenOneJobATokenAndOtherKeysGoOn) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 5; ++i) jobs.push_back(keyed("a" + std::to_string(i), "A", 100 + i));
+  jobs.push_back(keyed("b0", "B", 200));
+  enqueue(jobs, 1000);
+  auto rated = [](int64_t now) { return LeaseLimits{.now_ms = now, .key_rate = 1, .key_rate_burst = 2}; };
+  Round round;
+  round.add(calls::lease("q", 60'000, 10, rated(1000)));
+  auto first = calls::parse_lease(run(round));
+  ASSERT_TRUE(first);
+  std::vector<std::string> ids = ids_of(*first);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"a0", "a1", "b0"})) << "A's burst of 2, and B";
+  EXPECT_EQ(first->key_wake_ms, 1000) << "A's next token: 1 s on";
+  EXPECT_EQ(cli("ZCARD 'dueq:{q}:keys:parked'"), "3");
+  Round early;
+  early.add(calls::lease("q", 60'000, 10, rated(1500)));
+  auto none = calls::parse_lease(run(early));
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->jobs.empty());
+  EXPECT_EQ(none->key_wake_ms, 500);
+  for (int64_t at : {2000, 3000}) {
+    Round next;
+    next.add(calls::lease("q", 60'000, 10, rated(at)));
+    auto batch = calls::parse_lease(run(next));
+    ASSERT_TRUE(batch);
+    EXPECT_EQ(ids_of(*batch), std::vector<std::string>{at == 2000 ? "a2" : "a3"}) << "one a token, in due order";
+    EXPECT_EQ(batch->key_wake_ms, 1000) << "a4 waits for the next";
+  }
+  // Long after, the bucket is full again: no state is kept for the key.
+  Round late;
+  late.add(calls::lease("q", 60'000, 10, rated(60'000)));
+  auto last = calls::parse_lease(run(late));
+  ASSERT_TRUE(last);
+  EXPECT_EQ(ids_of(*last), std::vector<std::string>{"a4"});
+  EXPECT_EQ(last->key_wake_ms, 0);
+  Round idle;
+  idle.add(calls::lease("q", 60'000, 10, rated(120'000)));
+  ASSERT_TRUE(calls::parse_lease(run(idle)));
+  for (const char* key : {"tats", "wakes", "parked"}) EXPECT_EQ(cli(fmt::format("EXISTS 'dueq:{{q}}:keys:{}'", key)), "0") << key;
+}
+
+TEST_F(Keys, AKeysOwnRateLimitHoldsInAQueueWithoutOne) {
+  Round set;
+  set.add(calls::key_limit("q", "slow", "0.5", KeySetting::rate));
+  auto outcome = calls::parse_key_limit(run(set));
+  ASSERT_TRUE(outcome) << outcome.error().message;
+  EXPECT_EQ(cli("HGET 'dueq:{q}:keys:rates' slow"), "0.5");
+  Round bad;
+  bad.add(calls::key_limit("q", "slow", "0.0001", KeySetting::rate));
+  bad.add(calls::key_limit("q", "slow", "1e3", KeySetting::rate));
+  auto replies = store_->pipeline(bad.take_commands());
+  ASSERT_TRUE(replies);
+  for (const auto& r : *replies) EXPECT_NE(std::string(reply_error(r.get())).find("bad-args key_limit"), std::string::npos);
+  enqueue({keyed("s0", "slow", 100), keyed("s1", "slow", 101), keyed("f0", "fast", 100), keyed("f1", "fast", 101)}, 1000);
+  auto batch = lease_with(10, LeaseLimits{.now_ms = 1000});
+  std::vector<std::string> ids = ids_of(batch);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"f0", "f1", "s0"})) << "slow: one now, the next in 2 s; fast: no limit";
+  EXPECT_EQ(ids_of(lease_with(10, LeaseLimits{.now_ms = 2999})), std::vector<std::string>{});
+  EXPECT_EQ(ids_of(lease_with(10, LeaseLimits{.now_ms = 3000})), std::vector<std::string>{"s1"});
 }

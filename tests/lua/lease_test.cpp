@@ -68,9 +68,9 @@ TEST_F(Scripts, LeaseRefusesMissingOrMalformedTokens) {
     call.mark_fenced();  // rebuilt from a script_call's arguments
     std::string blob;
     for (const auto& t : tokens) blob += t;
-    // EVALSHA .. count, these tokens, then now, the three limits, the two
-    // per-key ones and fair.
-    const size_t tokens_at = args.size() - 8;
+    // EVALSHA, sha, the number of keys, the keys, deadline, count, then
+    // these tokens.
+    const size_t tokens_at = 3 + std::stoul(args[2]) + 2;
     for (size_t i = 0; i < args.size(); ++i) call.add(i == tokens_at ? blob : args[i]);
     Round round;
     round.add(std::move(call));
