@@ -417,3 +417,40 @@ TEST(Keys, AFairQueueRunsLightKeysJobsAheadOfAHeavyKeysBacklogByWeight) {
   EXPECT_LE(heavy_between, 14) << "light keys waited behind the heavy key";
   EXPECT_GE(heavy_after, 200) << "the light keys were done long before the backlog";
 }
+
+// Rule: a key's rate limit spaces its jobs' starts by its interval, keys
+// without one are not held up, and parked jobs run when their tokens come
+// with nothing else happening in the queue (the broker leases again then).
+TEST(Keys, AKeysRateLimitSpacesItsJobsAndTheRestRunAtOnce) {
+  TempDir dir("keys");
+  const auto config = write_config(dir.path(), "[queues.r]\nkey_rate = 4\n");
+  Cluster cluster({"--config", config.string()});
+  const auto spans = cluster.dir() / "spans.txt";
+  auto set = run_dueq(cluster.endpoint(), "key rate r slow 2");
+  ASSERT_EQ(set.code, 0) << set.out;
+  EXPECT_EQ(set.out, "key 'slow' of 'r' starts at most 2 jobs a second\n");
+  EXPECT_NE(run_dueq(cluster.endpoint(), "key list r --rates --json").out.find("\"rate\":\"2\""), std::string::npos);
+  EXPECT_EQ(run_dueq(cluster.endpoint(), "key rate r slow 0").code, 2);
+  EXPECT_EQ(run_dueq(cluster.endpoint(), "key rate r slow fast").code, 2);
+  cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "r", "--concurrency", "8",
+                        "--exec", span_command(spans, 0.0)});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 5; ++i) jobs.push_back({.queue = "r", .type = "t", .id = fmt::format("slow-{}", i), .key = "slow"});
+  for (int i = 0; i < 5; ++i) jobs.push_back({.queue = "r", .type = "t", .id = fmt::format("many-{}", i), .key = fmt::format("k{}", i)});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("r"); return s && s->done == 10; }, 30s)) << "parked jobs ran";
+  std::vector<int64_t> slow;
+  int64_t last_other = 0;
+  for (const auto& e : read_events(spans)) {
+    if (!e.start) continue;
+    if (e.key == "slow") slow.push_back(e.ns);
+    else last_other = std::max(last_other, e.ns);
+  }
+  ASSERT_EQ(slow.size(), 5u);
+  std::sort(slow.begin(), slow.end());
+  for (size_t i = 1; i < slow.size(); ++i)
+    EXPECT_GE(slow[i] - slow[i - 1], 450'000'000) << "2 a second: 500 ms apart (less a little for ms rounding)";
+  EXPECT_LT(last_other, slow.back()) << "keys under the queue's rate of 4 a second ran before slow's last";
+}
