@@ -201,7 +201,10 @@ bool Deployment::start_all(std::string& why) {
     // jobs (another build's broker may not know the key: it keeps none).
     if (topology_.broker_bin.empty()) config << "[defaults]\nhistory_retention = \"1h\"\n";
     if (!topology_.ordered_queue().empty()) config << "[queues." << topology_.ordered_queue() << "]\nordered = true\n";
-    if (!topology_.fair_queue().empty()) config << "[queues." << topology_.fair_queue() << "]\nfair = true\n";
+    // Its busy key sends about 13 jobs a second, in pairs: a rate of 16
+    // with a burst of 2 parks some now and then, for a fraction of a second.
+    if (!topology_.fair_queue().empty())
+      config << "[queues." << topology_.fair_queue() << "]\nfair = true\nkey_rate = 16\nkey_rate_burst = 2\n";
   }
   // A broker's wall clock is the host's plus the shift in its file
   // (clock_shift.cpp); ASan is told that its runtime comes after that

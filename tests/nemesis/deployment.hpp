@@ -48,8 +48,8 @@ struct Topology {
   // `<queue>-ordered`, set `ordered = true` (docs/keys.md), served by the
   // C++ workers; none for another build's broker (it may not know the key).
   std::string ordered_queue() const { return broker_bin.empty() ? queue + "-ordered" : std::string(); }
-  // `<queue>-fair`, set `fair = true` (docs/keys.md), served by the C++
-  // workers; none for another build's broker.
+  // `<queue>-fair`, set `fair = true` with a rate limit per key (docs/keys.md),
+  // served by the C++ workers; none for another build's broker.
   std::string fair_queue() const { return broker_bin.empty() ? queue + "-fair" : std::string(); }
 
   // queue, the transient one, the ordered one, the fair one, then new_queues.
