@@ -45,6 +45,8 @@ Figures single(const Options& o, Json& table);
 Figures defaults(const Options& o, Json& table);
 // 100,000 ready jobs drained without keys / with 100,000 keys (no limit, a limit of 1) / ordered, 1,000 keys.
 Figures keyed_throughput(const Options& o, Json& table);
+// bench/scenarios/ordering.cpp
+Figures ordering(const Options& o, Json& table);
 // bench/scenarios/fairness.cpp
 Figures fairness(const Options& o, Json& table);
 // bench/scenarios/unique.cpp

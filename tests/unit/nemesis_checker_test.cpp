@@ -608,5 +608,29 @@ TEST(NemesisHistory, UniqueAsksReadBackAndABadLineIsRefused) {
   EXPECT_FALSE(read_history(dir.path(), error)) << "held names its holder";
 }
 
+
+// A debounced job's bound comes from the clock of the broker that took it:
+// one stepped back while it took the job may run it early by that step, and
+// only a debounced job, and only by that much.
+TEST(NemesisChecker, ADebouncedJobTakenWhileABrokersClockRanBehindMayStartEarlyByTheStep) {
+  History h = healthy();
+  h.starts[0].start_us = (kDue - 400) * 1000;
+  h.finals["j1"].finished_ms = kDue - 390;
+  h.faults.push_back({kDue - 9'000, kDue - 5'000, "clock", "clock of broker0 -1000 ms", -1'000});
+  EXPECT_TRUE(says(check(h, Bounds{}), "EARLY")) << "not a debounced job";
+  h.uniques.push_back({"j1", "db-1", "accepted", kDue - 8'000, kDue - 7'950, "", "debounce", "1"});
+  const Verdict excused = check(h, Bounds{});
+  EXPECT_TRUE(excused.violations.empty()) << excused.report();
+  EXPECT_EQ(excused.early_by_clock_step, 1U);
+  h.starts[0].start_us = (kDue - 1'500) * 1000;
+  h.finals["j1"].finished_ms = kDue - 1'490;
+  EXPECT_TRUE(says(check(h, Bounds{}), "EARLY")) << "earlier than the step";
+  h.starts[0].start_us = (kDue - 400) * 1000;
+  h.finals["j1"].finished_ms = kDue - 390;
+  h.uniques[0].sent_ms = kDue - 4'000;  // taken after the clock was set right
+  h.uniques[0].answered_ms = kDue - 3'950;
+  EXPECT_TRUE(says(check(h, Bounds{}), "EARLY")) << "no clock fault while it was taken";
+}
+
 }  // namespace
 }  // namespace dueq::nemesis
