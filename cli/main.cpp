@@ -229,28 +229,28 @@ void add_operate(CLI::App& app, Invocation& v) {
   v.resume->add_flag("--json", v.json, "print JSON");
 }
 
+// `dueq key limit|rate|weight QUEUE KEY VALUE`: one key's own setting.
+CLI::App* add_key_setting(Invocation& v, const char* name, const char* what, const char* values) {
+  CLI::App* sub = v.key_cmd->add_subcommand(name, what);
+  sub->add_option("queue", v.key_queue, "queue")->required();
+  sub->add_option("key", v.key_args["key"], "the key")->required();
+  sub->add_option(name, v.key_args[name], values)->required();
+  sub->add_flag("--json", v.json, "print JSON");
+  return sub;
+}
+
 void add_keys(CLI::App& app, Invocation& v) {
   v.key_cmd = app.add_subcommand("key", "per-key limits and weights (docs/keys.md): limit, rate, weight, list")->group(kOperate);
   v.key_cmd->require_subcommand(1);
-  v.key_limit = v.key_cmd->add_subcommand("limit", "run at most LIMIT jobs of KEY at a time, over the queue's "
-                                                   "key_concurrency (held in Redis: across restarts and take-overs)");
-  v.key_limit->add_option("queue", v.key_queue, "queue")->required();
-  v.key_limit->add_option("key", v.key_args["key"], "the key")->required();
-  v.key_limit->add_option("limit", v.key_args["limit"], "1..1000000, or clear (the queue's limit again)")->required();
-  v.key_limit->add_flag("--json", v.json, "print JSON");
-  v.key_rate = v.key_cmd->add_subcommand("rate", "start at most RATE jobs of KEY a second, over the queue's key_rate "
-                                                 "(held in Redis: across restarts and take-overs)");
-  v.key_rate->add_option("queue", v.key_queue, "queue")->required();
-  v.key_rate->add_option("key", v.key_args["key"], "the key")->required();
-  v.key_rate->add_option("rate", v.key_args["rate"], "jobs per second, 0.001..1000000, or clear (the queue's key_rate again)")
-      ->required();
-  v.key_rate->add_flag("--json", v.json, "print JSON");
-  v.key_weight = v.key_cmd->add_subcommand("weight", "give KEY WEIGHT shares of a fair queue's leases while it has jobs "
-                                                     "ready (1 by default; held in Redis)");
-  v.key_weight->add_option("queue", v.key_queue, "queue")->required();
-  v.key_weight->add_option("key", v.key_args["key"], "the key")->required();
-  v.key_weight->add_option("weight", v.key_args["weight"], "1..1000, or clear (1 again)")->required();
-  v.key_weight->add_flag("--json", v.json, "print JSON");
+  v.key_limit = add_key_setting(v, "limit", "run at most LIMIT jobs of KEY at a time, over the queue's key_concurrency "
+                                            "(held in Redis: across restarts and take-overs)",
+                                "1..1000000, or clear (the queue's limit again)");
+  v.key_rate = add_key_setting(v, "rate", "start at most RATE jobs of KEY a second, over the queue's key_rate (held in "
+                                          "Redis: across restarts and take-overs)",
+                               "jobs per second, 0.001..1000000, or clear (the queue's key_rate again)");
+  v.key_weight = add_key_setting(v, "weight", "give KEY WEIGHT shares of a fair queue's leases while it has jobs ready "
+                                              "(1 by default; held in Redis)",
+                                 "1..1000, or clear (1 again)");
   v.key_list = v.key_cmd->add_subcommand("list", "the keys holding turns now (jobs running, or an ordered queue's retries)");
   v.key_list->add_option("queue", v.key_queue, "queue")->required();
   auto* limits = v.key_list->add_flag("--limits", v.key_list_limits, "list the keys with a limit of their own instead");
