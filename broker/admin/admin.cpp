@@ -134,11 +134,19 @@ void Admin::run() {
       // its rate allows (and a look for new ones every second).
       // Redis is asked only while an action may run: once at start (one a
       // deposed leader left), then after each `bulk` until none runs.
-      const int64_t idle_ms = bulk_may_run_ ? std::max<int64_t>(0, next_bulk_ms_ - clock_.steady_ms()) : INT32_MAX;
+      // The configured keys' settings go in first, tried again every second
+      // while Redis cannot take them.
+      int64_t idle_ms = bulk_may_run_ ? std::max<int64_t>(0, next_bulk_ms_ - clock_.steady_ms()) : INT32_MAX;
+      if (!keys_applied_) idle_ms = std::min<int64_t>(idle_ms, keys_tried_ ? 1'000 : 0);
       if (!thread_.wait_for(lock, std::chrono::milliseconds(idle_ms), [&] { return !requests_.empty(); })) return;
       if (requests_.empty()) {
         lock.unlock();
-        bulk_step();
+        if (!keys_applied_) {
+          keys_tried_ = true;
+          keys_applied_ = apply_configured_keys();
+        } else {
+          bulk_step();
+        }
         continue;
       }
       next = std::move(requests_.front());
@@ -199,6 +207,39 @@ void Admin::bulk_step() {
     redis_.disconnect();
     spdlog::error("bulk step failed: {}", loggable(e.what(), 200));
   }
+}
+
+// `[queues.NAME.keys."KEY"]`: each setting written as `dueq key limit`,
+// `rate` and `weight` would (the leader's, over what those set before);
+// false while Redis cannot take them. A setting Redis refuses (a queue with
+// 10,000 keys of its own already) is logged and left out.
+bool Admin::apply_configured_keys() {
+  if (auto ok = open_connection(); !ok) return false;
+  size_t written = 0;
+  for (const auto& [queue, policy] : config_.queues)
+    for (const auto& [key, settings] : policy.keys)
+      for (const auto& [op, arg, value] : {std::tuple{"key_limit", "limit", &settings.limit},
+                                           std::tuple{"key_rate", "rate", &settings.rate},
+                                           std::tuple{"key_weight", "weight", &settings.weight}}) {
+        if (value->empty()) continue;
+        proto::AdminRequest request;
+        request.op = op;
+        request.queue = queue;
+        request.args = {{"key", key}, {arg, *value}};
+        AdminEffects effects;
+        AdminContext context{redis_, config_, clock_.wall_ms(), effects, "config"};
+        Result<proto::AdminReply> reply = fail(Errc::internal, "not run");
+        try {
+          reply = find_admin_command(op)(context, request);
+        } catch (const std::exception& e) {
+          reply = fail(Errc::internal, e.what());
+        }
+        if (!reply && reply.error().code == Errc::unavailable) return false;
+        if (!reply) spdlog::warn("queues.{}.keys: {}", queue, loggable(reply.error().message, 200));
+        else ++written;
+      }
+  if (written > 0) spdlog::info("wrote {} key settings from the configuration", written);
+  return true;
 }
 
 // Opened anew when the loop's connection was since (store_reconnected) or

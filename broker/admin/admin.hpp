@@ -109,6 +109,7 @@ class Admin {
   Answer handle(const Peer& peer, const Request& request);
   Answer handle_guarded(const Peer& peer, const Request& request);
   void bulk_step();
+  bool apply_configured_keys();
   Result<void> open_connection();
 
   const BrokerConfig& config_;
@@ -127,6 +128,8 @@ class Admin {
   LogLimiter failure_log_{10'000, 1, 1};  // admin thread only
   int64_t next_bulk_ms_ = 0;              // admin thread only: steady ms of the next bulk page
   bool bulk_may_run_ = true;              // admin thread only: a bulk action may be running
+  bool keys_applied_ = false;             // admin thread only: the configured keys' settings are in Redis
+  bool keys_tried_ = false;               // admin thread only: and they were tried once
   std::atomic<uint64_t> loop_connects_{0};  // store_reconnected() calls
   uint64_t connects_seen_ = 0;              // admin thread only: loop_connects_ when its connection was opened
 

@@ -79,6 +79,44 @@ constexpr std::array kIntegerKeys{
     IntegerKey{"key_rate_burst", &QueuePolicy::key_rate_burst, 1, 1'000'000},
 };
 
+// A rate as `dueq key rate` sends it: plain decimal, no trailing zeros.
+std::string rate_text(double rate) {
+  std::string text = fmt::format("{:.3f}", rate);
+  while (text.back() == '0') text.pop_back();
+  if (text.back() == '.') text.pop_back();
+  return text;
+}
+
+// `[queues.NAME.keys."KEY"]`: limit, rate and weight, each optional; at most
+// 10,000 keys, as Redis holds (lua/key_limit.lua).
+Result<void> read_key_settings(const toml::node& node, const std::string& full, QueuePolicy& policy) {
+  auto table = node.as_table();
+  if (!table) return bad_key(full, "expected a table of [" + full + ".\"KEY\"] tables");
+  if (table->size() > 10'000) return bad_key(full, "at most 10000 keys");
+  for (const auto& [k, settings_node] : *table) {
+    const std::string key(k.str()), at = full + ".\"" + key + "\"";
+    if (key.empty() || key.size() > 128) return bad_key(at, "a key is 1..128 bytes");
+    auto settings = settings_node.as_table();
+    if (!settings || settings->empty()) return bad_key(at, "expected a table of limit, rate and weight");
+    QueuePolicy::KeySettings& out = policy.keys[key];
+    for (const auto& [name, value] : *settings) {
+      const std::string what(name.str());
+      if (what == "limit" || what == "weight") {
+        auto v = read_int(value, at + "." + what, 1, what == "limit" ? 1'000'000 : 1'000);
+        if (!v) return std::unexpected(v.error());
+        (what == "limit" ? out.limit : out.weight) = std::to_string(*v);
+      } else if (what == "rate") {
+        auto v = value.value<double>();
+        if (!v || !(*v >= 0.001 && *v <= 1'000'000)) return bad_key(at + ".rate", "expected jobs per second in 0.001..1000000");
+        out.rate = rate_text(*v);
+      } else {
+        return bad_key(at + "." + what, "unknown key (known: limit, rate, weight)");
+      }
+    }
+  }
+  return {};
+}
+
 Result<void> read_policy_key(const std::string& key, const std::string& full, const toml::node& node, QueuePolicy& policy) {
   for (const auto& d : kDurationKeys) {
     if (key != d.name) continue;
@@ -103,6 +141,8 @@ Result<void> read_policy_key(const std::string& key, const std::string& full, co
     auto v = node.value<double>();
     if (!v || !(*v >= 0 && *v <= 1'000'000)) return bad_key(full, "expected jobs per second in 0..1000000 (0 = none)");
     (key == "rate_limit" ? policy.rate_limit : policy.key_rate) = *v;
+  } else if (key == "keys" && !full.starts_with("defaults.")) {
+    return read_key_settings(node, full, policy);
   } else if (key == "ordered" || key == "fair") {
     auto v = node.value_exact<bool>();
     if (!v) return bad_key(full, "expected true or false");
@@ -110,7 +150,8 @@ Result<void> read_policy_key(const std::string& key, const std::string& full, co
   } else {
     return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, "
                          "duplicate_window, history_retention, history_max, max_backlog, max_run_time, rate_limit, "
-                         "rate_burst, concurrency_limit, key_concurrency, key_rate, key_rate_burst, ordered, fair)");
+                         "rate_burst, concurrency_limit, key_concurrency, key_rate, key_rate_burst, ordered, fair, and in "
+                         "[queues.NAME] keys)");
   }
   return {};
 }

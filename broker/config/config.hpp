@@ -63,6 +63,13 @@ struct QueuePolicy {
   double key_rate = 0;
   int64_t key_rate_burst = 1;
   bool ordered = false;
+  // Named keys' own settings (`[queues.NAME.keys."KEY"]`), as `dueq key
+  // limit`, `rate` and `weight` would send them ("" where not set): a broker
+  // that takes the lead writes them to Redis (broker/admin/key_commands.hpp).
+  struct KeySettings {
+    std::string limit, rate, weight;
+  };
+  std::map<std::string, KeySettings> keys;
   // Fair dispatch (docs/keys.md): keys with jobs ready share the queue's
   // leases by weight (`dueq key weight`, 1 by default), whatever their
   // backlogs, instead of the earliest due going first.

@@ -423,9 +423,18 @@ TEST(Keys, AFairQueueRunsLightKeysJobsAheadOfAHeavyKeysBacklogByWeight) {
 // with nothing else happening in the queue (the broker leases again then).
 TEST(Keys, AKeysRateLimitSpacesItsJobsAndTheRestRunAtOnce) {
   TempDir dir("keys");
-  const auto config = write_config(dir.path(), "[queues.r]\nkey_rate = 4\n");
+  const auto config =
+      write_config(dir.path(), "[queues.r]\nkey_rate = 4\n[queues.r.keys.\"configured\"]\nlimit = 2\nrate = 0.5\n");
   Cluster cluster({"--config", config.string()});
   const auto spans = cluster.dir() / "spans.txt";
+  // A key named in the configuration has its settings in Redis once the
+  // broker leads.
+  std::string configured;
+  EXPECT_TRUE(eventually([&] {
+    configured = run_dueq(cluster.endpoint(), "key list r --rates --json").out;
+    return configured.find(R"({"key":"configured","rate":"0.5")") != std::string::npos;
+  }, 10s)) << configured;
+  EXPECT_NE(run_dueq(cluster.endpoint(), "key list r --limits --json").out.find(R"("limit":"2")"), std::string::npos);
   auto set = run_dueq(cluster.endpoint(), "key rate r slow 2");
   ASSERT_EQ(set.code, 0) << set.out;
   EXPECT_EQ(set.out, "key 'slow' of 'r' starts at most 2 jobs a second\n");

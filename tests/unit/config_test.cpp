@@ -281,6 +281,32 @@ TEST(ConfigFile, QueueLimitsAreReadAndOutOfRangeOnesRefused) {
   }
 }
 
+TEST(ConfigFile, NamedKeysSettingsAreReadAsTheCommandsWouldSendThemAndCheckedWhole) {
+  broker::BrokerConfig c;
+  auto r = load("[queues.api.keys.\"acme\"]\nlimit = 5\nrate = 2.5\nweight = 3\n[queues.api.keys.\"tiny\"]\nrate = 1000000\n", c);
+  ASSERT_TRUE(r) << r.error().message;
+  const auto& keys = c.policy("api").keys;
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys.at("acme").limit, "5");
+  EXPECT_EQ(keys.at("acme").rate, "2.5");
+  EXPECT_EQ(keys.at("acme").weight, "3");
+  EXPECT_EQ(keys.at("tiny").rate, "1000000") << "plain decimal, as lua/key_limit.lua takes it";
+  EXPECT_EQ(keys.at("tiny").limit, "");
+  for (const char* bad : {"[queues.q.keys.\"a\"]\nlimit = 0\n", "[queues.q.keys.\"a\"]\nweight = 1001\n",
+                          "[queues.q.keys.\"a\"]\nrate = 0.0001\n", "[queues.q.keys.\"a\"]\nrate = \"fast\"\n",
+                          "[queues.q.keys.\"a\"]\nlimits = 2\n", "[queues.q.keys.\"a\"]\n", "[queues.q]\nkeys = 3\n",
+                          "[defaults.keys.\"a\"]\nlimit = 2\n"}) {
+    broker::BrokerConfig d;
+    auto refused = load(bad, d);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().message.find("keys"), std::string::npos) << refused.error().message;
+  }
+  broker::BrokerConfig long_key;
+  auto too_long = load("[queues.q.keys.\"" + std::string(129, 'k') + "\"]\nlimit = 2\n", long_key);
+  ASSERT_FALSE(too_long);
+  EXPECT_NE(too_long.error().message.find("1..128 bytes"), std::string::npos) << too_long.error().message;
+}
+
 TEST(ConfigFile, AFairQueueIsReadAndCannotAlsoBeOrdered) {
   broker::BrokerConfig c;
   auto r = load("[queues.tenants]\nfair = true\nkey_concurrency = 2\n", c);
