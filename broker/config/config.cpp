@@ -94,23 +94,23 @@ Result<void> read_key_settings(const toml::node& node, const std::string& full, 
   if (!table) return bad_key(full, "expected a table of [" + full + ".\"KEY\"] tables");
   if (table->size() > 10'000) return bad_key(full, "at most 10000 keys");
   for (const auto& [k, settings_node] : *table) {
-    const std::string key(k.str()), at = full + ".\"" + key + "\"";
+    const std::string key(k.str()), at = fmt::format("{}.\"{}\"", full, key);
     if (key.empty() || key.size() > 128) return bad_key(at, "a key is 1..128 bytes");
     auto settings = settings_node.as_table();
     if (!settings || settings->empty()) return bad_key(at, "expected a table of limit, rate and weight");
     QueuePolicy::KeySettings& out = policy.keys[key];
     for (const auto& [name, value] : *settings) {
-      const std::string what(name.str());
+      const std::string what(name.str()), where = fmt::format("{}.{}", at, what);
       if (what == "limit" || what == "weight") {
-        auto v = read_int(value, at + "." + what, 1, what == "limit" ? 1'000'000 : 1'000);
+        auto v = read_int(value, where, 1, what == "limit" ? 1'000'000 : 1'000);
         if (!v) return std::unexpected(v.error());
         (what == "limit" ? out.limit : out.weight) = std::to_string(*v);
       } else if (what == "rate") {
         auto v = value.value<double>();
-        if (!v || !(*v >= 0.001 && *v <= 1'000'000)) return bad_key(at + ".rate", "expected jobs per second in 0.001..1000000");
+        if (!v || !(*v >= 0.001 && *v <= 1'000'000)) return bad_key(where, "expected jobs per second in 0.001..1000000");
         out.rate = rate_text(*v);
       } else {
-        return bad_key(at + "." + what, "unknown key (known: limit, rate, weight)");
+        return bad_key(where, "unknown key (known: limit, rate, weight)");
       }
     }
   }
