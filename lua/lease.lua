@@ -65,13 +65,17 @@
              2, 0   the concurrency limit: COUNT was cut to the room left
              3, W   the rate limit: COUNT was cut to the bucket's whole
                     tokens; the next token comes in W ms
-             4, 1   per-key limits: jobs whose key had no turn free were
-                    parked (lib/keys.lua); others may wait behind them
+             4, 1   per-key limits: jobs whose key had no turn free (or no
+                    token of its rate) were parked (lib/keys.lua); others
+                    may wait behind them
              4, 0   per-key limits: the first ready job is parked, so is
                     every one: nothing runs before a turn is released
            then 1 value: ms until the earliest job parked for its key's
            rate may run (0: none is)
-  Errors   "ERR dueq bad-args <what>"
+  Errors   "ERR dueq bad-args <what>"; nothing is written then, but for
+           what any call of a rate-limited queue does first: full buckets
+           forgotten, and the first parked job of each key whose token came
+           put back in line
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
            leader's epoch counter) and ARGV the sender's leader epoch, last
            (lib/fence.lua); "ERR dueq fenced <what>" and nothing written when
