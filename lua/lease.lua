@@ -45,14 +45,14 @@
   ARGV[9]  "1": the queue is ordered: one job of a key at a time, in due
            then id order, and a job waiting for a retry keeps its key's
            turn; "0": not
-  ARGV[11] key rate: jobs of one key started per second (decimals allowed;
-           0 = none), unless KEYS[15] names the key
-  ARGV[12] key rate burst: the most jobs of one key started at once after a
-           quiet spell (>= 1)
   ARGV[10] "1": the queue is fair: the ready set is ordered by fair tags
            (lib/fair.lua), and a call that leases sets the virtual time
            going or raises it to the highest tag leased; "0": not (a call
            that leases removes fair state left from an earlier setting)
+  ARGV[11] key rate: jobs of one key started per second (decimals allowed;
+           0 = none), unless KEYS[15] names the key
+  ARGV[12] key rate burst: the most jobs of one key started at once after a
+           quiet spell (>= 1)
 
   Returns  flat array, 5 values per leased job: id, job record, attempt,
            token, start check: 0 none, 1 after one delivery that ended
@@ -69,7 +69,8 @@
                     token of its rate) were parked (lib/keys.lua); others
                     may wait behind them
              4, 0   per-key limits: the first ready job is parked, so is
-                    every one: nothing runs before a turn is released
+                    every one: nothing runs before a turn is released or a
+                    parked job's token comes
            then 1 value: ms until the earliest job parked for its key's
            rate may run (0: none is)
   Errors   "ERR dueq bad-args <what>"; nothing is written then, but for
