@@ -132,6 +132,27 @@ TEST_F(Fair, AHeavyBacklogPromotedFirstDoesNotHoldUpALightKeyPromotedLater) {
   EXPECT_TRUE(next[0].id == "light" || next[1].id == "light") << "1990 heavy jobs were still in line";
 }
 
+TEST_F(Fair, AFairQueuesKeyLimitParksTheKeysOtherJobsAndItsAckLetsTheNextRun) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 10; ++i) jobs.push_back(keyed("h" + padded(i), "heavy", 100));
+  jobs.push_back(keyed("light", "light", 100));
+  enqueue_fair(jobs, 1000);
+  LeaseLimits limits = fair_limits(1000);
+  limits.per_key = 1;
+  auto first = lease_with(20, limits);
+  std::set<std::string> ids;
+  for (const auto& j : first) ids.insert(j.id);
+  EXPECT_EQ(ids, (std::set<std::string>{"h00000", "light"})) << "one of each key: the limit holds in a fair queue";
+  EXPECT_EQ(cli("ZCARD 'dueq:{q}:keys:parked'"), "9");
+  const auto& h0 = first[0].id == "h00000" ? first[0] : first[1];
+  Round ack;
+  ack.add(calls::ack("q", 2000, 60, {{h0.id, h0.token}}));
+  ASSERT_EQ(*ints(run(ack)), std::vector<int64_t>{1});
+  auto next = lease_with(20, limits);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].id, "h00001") << "the key's next job, in its order";
+}
+
 TEST_F(Fair, IdleKeysCostNothingAndAQueueNoLongerFairDropsItsState) {
   enqueue_fair({keyed("a1", "A", 100), keyed("a2", "A", 100), keyed("b1", "B", 100)}, 1000);
   EXPECT_EQ(cli("ZCARD 'dueq:{q}:fair:finish'"), "2") << "A and B have jobs in line";
