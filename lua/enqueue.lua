@@ -95,6 +95,7 @@
 --! include lib/encoding_pin.lua
 --! include lib/unique.lua
 --! include lib/keys.lua
+--! include lib/chunked.lua
 --! include lib/fair.lua
 local now = tonumber(ARGV[1])
 local max_backlog = tonumber(ARGV[2])

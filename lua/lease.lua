@@ -86,6 +86,7 @@
 --! include lib/encoding_pin.lua
 --! include lib/keys.lua
 --! include lib/unique.lua
+--! include lib/chunked.lua
 --! include lib/fair.lua
 local deadline = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])

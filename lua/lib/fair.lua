@@ -1,5 +1,5 @@
 -- Fair dispatch between keys (docs/keys.md), included by the scripts that
--- put jobs in line (enqueue, promote) and by lease. A fair queue orders its
+-- put jobs in line (enqueue, promote) and by lease, after lib/chunked.lua. A fair queue orders its
 -- ready set by start-time fair queuing tags instead of due times: each key
 -- is a flow (jobs without a key are one flow, ""), and a job that comes into
 -- line gets the tag
@@ -61,7 +61,7 @@ local function fair_tags(fair, weights, flows, now)
   end
   local zadd = {}
   for _, flow in ipairs(listed) do zadd[#zadd + 1], zadd[#zadd + 2] = string.format("%d", at[flow]), flow end
-  for i = 1, #zadd, 2000 do redis.call("ZADD", finish_key, unpack(zadd, i, math.min(i + 1999, #zadd))) end
+  call_in_chunks("ZADD", finish_key, zadd, 2000)
   return tags
 end
 
