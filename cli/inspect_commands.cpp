@@ -70,6 +70,8 @@ void print_job(const JobDocument& job) {
   if (!job.worker.empty()) fmt::print("worker:       {}\n", loggable(job.worker, 256));
   if (job.finished_ms) fmt::print("finished:     {}\n", format_time(*job.finished_ms));
   if (job.cancel_requested) fmt::print("cancelling:   asked; its worker was told to stop\n");
+  if (!job.version.empty() && (job.state == "scheduled" || job.state == "ready"))
+    fmt::print("version:      {} (dueq job edit {} --version {})\n", job.version, loggable(job.id), job.version);
   if (job.record_kept || !job.last_error.empty())
     fmt::print("last error:   {}\n", job.last_error.empty() ? "-" : loggable(job.last_error, 4096));
   if (!job.record_kept && (job.state == "done" || job.state == "cancelled"))
@@ -231,7 +233,7 @@ int admin(Client& client, const AdminCommand& command, bool json) {
                  field(row, "a"), format_time(std::stoll("0" + field(row, "died_ms"))), field(row, "e"));
     if (!result->next.empty()) fmt::print("{}; the next page: dueq dead list --after {}\n", result->summary, result->next);
   } else if (command.op == "pause" || command.op == "resume" || command.op == "queue_delete" || command.op == "cron_add" || command.op == "cron_remove" || command.op == "key_limit" ||
-             command.op == "key_rate" || command.op == "key_weight") {
+             command.op == "key_rate" || command.op == "key_weight" || command.op == "job_reschedule" || command.op == "job_edit") {
     fmt::print("{}\n", result->summary);
   } else if (command.op == "cron_list") {
     fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", "NAME", "SCHEDULE", "TIME_ZONE", "QUEUE", "TYPE", "SOURCE", "NEXT TICKS (UTC)");

@@ -20,6 +20,7 @@
 #include "cli/command_suggestion.hpp"
 #include "cli/enqueue_command.hpp"
 #include "cli/inspect_commands.hpp"
+#include "cli/job_commands.hpp"
 #include "cli/output.hpp"
 #include "cli/top_command.hpp"
 #include "common/build_info.hpp"
@@ -69,6 +70,7 @@ struct Invocation {
   std::string top_interval = "1s";
   int top_frames = 0;
   std::string job_id, job_queue, audit_queue;
+  JobCommandArgs job_control;
   AdminCommand dead_cmd;
   std::string older_than, dead_after, show_id;
   bool replay_all = false;
@@ -98,7 +100,8 @@ void add_connection_options(CLI::App& app, Invocation& v) {
   // X): commands added from here on inherit it.
   app.fallthrough();
   app.footer(
-      "Exit codes: 0 ok, 1 error (audit: a violation), 2 bad input, 3 job not found, 75 try again later (no broker, "
+      "Exit codes: 0 ok, 1 error (audit: a violation), 2 bad input, 3 job not found, 4 conflict (the job is running or "
+      "finished, or changed since it was read), 75 try again later (no broker, "
       "Redis down, backlog full), 77 refused (this key or its role is not allowed that), 78 CURVE cannot work (a wrong "
       "broker key, or keys on one side only).");
   app.add_option("--broker", v.broker, "the broker's endpoint, or several separated by commas (a leader and its standbys)")->envname("DUEQ_BROKER");
@@ -146,10 +149,11 @@ void add_watch(CLI::App& app, Invocation& v) {
   v.top->add_option("--interval", v.top_interval, "time between refreshes (default 1s)");
   v.top->add_option("--frames", v.top_frames, "refresh this many times, then exit (default: until q)")->check(CLI::NonNegativeNumber);
   v.top->add_flag("--json", v.json, "one JSON object per refresh, one per line");
-  v.job = app.add_subcommand("job", "show one job")->group(kWatch);
-  v.job->add_option("id", v.job_id, "job id")->required();
+  v.job = app.add_subcommand("job", "show one job; change a waiting one (reschedule, edit)")->group(kWatch);
+  v.job->add_option("id", v.job_id, "job id");
   v.job->add_option("--queue", v.job_queue, "queue to look in (default: all)");
   v.job->add_flag("--json", v.json, "print JSON");
+  add_job_commands(*v.job, v.job_control);
   v.list = app.add_subcommand("list", "a queue's jobs in one state, page by page: scheduled and ready by due time, running by "
                                       "lease deadline, done, dead and cancelled by finish time")->group(kWatch);
   v.list->add_option("queue", v.list_queue, "queue")->required();
@@ -353,15 +357,6 @@ std::expected<std::optional<JobSpec>, std::string> enqueued_job(const Invocation
   return std::optional<JobSpec>(std::move(*job));
 }
 
-// A time given as RFC 3339 or as Unix ms.
-std::expected<int64_t, std::string> time_ms(const std::string& text) {
-  if (!text.empty() && std::all_of(text.begin(), text.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) && text.size() <= 15)
-    return std::stoll(text);
-  auto ms = parse_rfc3339_ms(text);
-  if (!ms) return std::unexpected("expected an RFC 3339 time (2026-11-28T04:00:00Z) or Unix ms: " + ms.error().message);
-  return *ms;
-}
-
 // The dead-letter and naming rules CLI11 cannot state; "" when all hold.
 std::string arguments_problem(Invocation& v) {
   if (*v.dead_replay && (v.replay_all == !v.dead_cmd.ids.empty() || (v.replay_all && v.dead_cmd.queue.empty())))
@@ -417,9 +412,16 @@ std::string arguments_problem(Invocation& v) {
     if (auto ok = validate_job_type(type); !ok) return "--type: " + ok.error().message;
   std::vector<std::string> ids = v.dead_cmd.ids;
   ids.insert(ids.end(), v.cancel_ids.begin(), v.cancel_ids.end());
-  if (*v.job) ids.push_back(v.job_id);
+  if (*v.job && !job_command_chosen(v.job_control)) {
+    if (v.job_id.empty()) return "job needs a job id (or: job reschedule ID, job edit ID)";
+    ids.push_back(v.job_id);
+  }
+  if (job_command_chosen(v.job_control)) {
+    if (auto problem = job_command_problem(v.job_control); !problem.empty()) return problem;
+    ids.push_back(v.job_control.id);
+  }
   if (*v.dead_show) ids.push_back(v.show_id);
-  if (auto problem = names_problem({v.dead_cmd.queue, v.cancel_queue, v.audit_queue, v.job_queue, v.pause_queue, v.list_queue, v.delete_queue, v.bulk_queue}, ids))
+  if (auto problem = names_problem({v.dead_cmd.queue, v.cancel_queue, v.audit_queue, v.job_queue, v.job_control.queue, v.pause_queue, v.list_queue, v.delete_queue, v.bulk_queue}, ids))
     return *problem;
   return {};
 }
@@ -513,6 +515,7 @@ int run_command(Client& client, Invocation& v, std::optional<JobSpec>&& job, boo
   }
   if (*v.queue_cmd) return admin(client, AdminCommand{"queue_delete", v.delete_queue, {}, 0, 0}, v.json);
   if (*v.resume) return admin(client, AdminCommand{"resume", v.pause_queue, {}, 0, 0}, v.json);
+  if (*v.job && job_command_chosen(v.job_control)) return run_job_command(client, v.job_control, v.json);
   if (*v.job) return show_job(client, v.job_id, v.job_queue, v.json);
   return kExitUsage;
 }

@@ -18,6 +18,7 @@ const char* errc_name(Errc code) {
     case Errc::internal: return "internal";
     case Errc::not_leader: return "not_leader";
     case Errc::fenced: return "fenced";
+    case Errc::conflict: return "conflict";
     case Errc::not_master: return "unavailable";  // the same to a client: try again later
   }
   return "unknown";

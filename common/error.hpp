@@ -17,6 +17,8 @@ enum class Errc {
   internal,
   not_leader,       // this broker stands by: another one leads (clients try their next endpoint)
   fenced,           // a newer leader took over: Redis refuses this broker's writes
+  conflict,         // the job is not in a state the command applies to (running, finished), or it changed
+                    // since the caller read it (a version mismatch)
   not_master,       // the Redis server reached is not a writable master (READONLY, or ROLE says replica);
                     // clients hear it as unavailable
 };

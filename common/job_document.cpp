@@ -156,6 +156,7 @@ JobDocument job_document(const std::map<std::string, std::string>& f) {
   job.waiting_for_key = text(f, "pk") == "1";
   job.unique_key = text(f, "uk");
   job.unique_until = text(f, "uu");
+  job.version = text(f, "v");
   const std::string also = text(f, "also_in");
   for (size_t at = 0; at < also.size();) {
     const size_t comma = std::min(also.find(',', at), also.size());
@@ -209,6 +210,7 @@ nlohmann::json job_to_json(const JobDocument& job) {
            {"cancel_requested", job.cancel_requested},
            {"waiting_for_key", job.waiting_for_key},
            {"record_kept", job.record_kept},
+           {"version", job.version.empty() ? json(nullptr) : json(job.version)},
            {"also_in", std::move(also)}};
   return out;
 }

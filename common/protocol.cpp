@@ -113,8 +113,10 @@ Result<void> validate(const Results& f) {
   if (f.items.size() > kMaxBatch) return bad("results batch exceeds the batch limit");
   for (const auto& item : f.items) {
     if (auto ok = check_ref(JobRef{item.queue, item.id, item.token}); !ok) return ok;
-    if (const auto outcome = static_cast<uint8_t>(item.outcome); outcome > static_cast<uint8_t>(Outcome::cancelled))
+    if (const auto outcome = static_cast<uint8_t>(item.outcome); outcome > static_cast<uint8_t>(Outcome::snoozed))
       return bad(fmt::format("unknown outcome {}", outcome));
+    if (item.snooze_ms < 0 || item.snooze_ms > JobResult::kMaxSnoozeMs)
+      return bad("result snooze_ms must be 0..10 years");
     if (item.error.size() > kMaxErrorText) return bad("result error text exceeds 4096 bytes");
   }
   return {};
@@ -161,14 +163,17 @@ Result<void> validate(const JobReply&) { return {}; }
 Result<void> validate(const AdminRequest& f) {
   static const std::set<std::string> kOps = {"cancel", "dead_list", "replay", "purge", "audit", "scheduled", "pause",
                                              "resume", "cron_add", "cron_list", "cron_remove", "workers", "list", "search", "queue_delete",
-                                             "bulk", "bulk_status", "key_limit", "key_rate", "key_weight", "key_list"};
+                                             "bulk", "bulk_status", "key_limit", "key_rate", "key_weight", "key_list",
+                                             "job_reschedule", "job_edit"};
   if (!kOps.contains(f.op))
     return bad("unknown admin op '" + f.op + "' (cancel, dead_list, replay, purge, audit, scheduled, pause, resume, "
                "cron_add, cron_list, cron_remove, workers, list, search, queue_delete, bulk, bulk_status, key_limit, "
-               "key_rate, key_weight, key_list)");
+               "key_rate, key_weight, key_list, job_reschedule, job_edit)");
   if (f.args.size() > 16) return bad("at most 16 args");
+  // job_edit's payload may be as big as an enqueued one.
   for (const auto& [k, v] : f.args)
-    if (k.size() > 64 || v.size() > 65'536) return bad("an arg name is at most 64 bytes, its value 64 KiB");
+    if (k.size() > 64 || v.size() > (k == "payload" ? kMaxPayloadBytes : 65'536))
+      return bad("an arg name is at most 64 bytes, its value 64 KiB (a payload 1 MiB)");
   if (!f.queue.empty())
     if (auto ok = validate_queue_name(f.queue); !ok) return ok;
   if ((f.op == "pause" || f.op == "resume" || f.op == "scheduled" || f.op == "list" || f.op == "search" || f.op == "queue_delete" || f.op == "bulk" || f.op == "key_limit" || f.op == "key_rate" || f.op == "key_weight" || f.op == "key_list") && f.queue.empty()) return bad(f.op + " needs a queue");

@@ -251,6 +251,7 @@ enum class Outcome : uint8_t {
   failed = 1,        // handler failed; retry if attempts remain
   failed_final = 2,  // handler failed and asks for no retry (bad payload)
   cancelled = 3,     // handler stopped because the broker sent CANCEL
+  snoozed = 4,       // handler asks to run again after JobResult::snooze_ms, no attempt used
 };
 }  // namespace dueq::proto
 MSGPACK_ADD_ENUM(dueq::proto::Outcome);
@@ -262,7 +263,22 @@ struct JobResult {
   uint64_t token = 0;
   Outcome outcome = Outcome::done;
   std::string error;
-  DUEQ_FIELDS(queue, id, token, outcome, error)
+  // Appended in 0.8, sent with `snoozed` only (left out, it reads 0: due
+  // again at once): how long after the broker applies the result the job is
+  // due again, 0..10 years. Other results keep their five fields, byte for
+  // byte as before.
+  int64_t snooze_ms = 0;
+  static constexpr size_t kFieldsBefore08 = 5;
+  static constexpr int64_t kMaxSnoozeMs = 10LL * 366 * 86'400'000;
+  template <typename Packer>
+  void msgpack_pack(Packer& pk) const {
+    if (outcome == Outcome::snoozed) msgpack::type::make_define_array(queue, id, token, outcome, error, snooze_ms).msgpack_pack(pk);
+    else msgpack::type::make_define_array(queue, id, token, outcome, error).msgpack_pack(pk);
+  }
+  void msgpack_unpack(const msgpack::object& o) {
+    detail::require_fields(o, kFieldsBefore08);
+    msgpack::type::make_define_array(queue, id, token, outcome, error, snooze_ms).msgpack_unpack(o);
+  }
 };
 
 struct Results {

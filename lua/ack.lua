@@ -21,6 +21,7 @@
            jobs release (lib/keys.lua)
   KEYS[17] unique            hash  unique jobs' holds (lib/unique.lua): a job
                                    done lets its unique key go (a period's stays)
+  KEYS[18] snoozes           hash  id -> times the job snoozed (lua/nack.lua)
 
   ARGV[1]  now ms
   ARGV[2]  retention seconds for the done entry (0 = keep none)
@@ -95,7 +96,7 @@ if done > 0 then
   -- Most jobs never failed, were never cancelled and finished before a
   -- heartbeat listed them, so these keys are often absent: an EXISTS spares
   -- Redis turning every id into an argument for nothing.
-  for _, k in ipairs({5, 6, 7, 11}) do
+  for _, k in ipairs({5, 6, 7, 11, 18}) do
     if redis.call("EXISTS", KEYS[k]) == 1 then redis.call("HDEL", KEYS[k], unpack(finished)) end
   end
   for _, k in ipairs({8, 10}) do

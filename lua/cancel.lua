@@ -29,6 +29,7 @@
            releases it here
   KEYS[19] unique            hash  unique jobs' holds (lib/unique.lua): a job
                                    cancelled lets its unique key go
+  KEYS[20] snoozes           hash  id -> times the job snoozed (lua/nack.lua)
 
   ARGV[1]  now ms
   ARGV[2]  job id
@@ -89,6 +90,7 @@ if keep then
 end
 for k = 8, 12 do redis.call("HDEL", KEYS[k], id) end
 redis.call("HDEL", KEYS[14], id)
+redis.call("HDEL", KEYS[20], id)
 if redis.call("EXISTS", KEYS[16]) == 1 then
   key_release({held = KEYS[16], running = KEYS[17], parked = KEYS[18], ready = KEYS[2]}, id, false)
 end

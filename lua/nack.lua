@@ -33,16 +33,20 @@
   KEYS[19] unique            hash  unique jobs' holds (lib/unique.lua): a job
                                    that dies or ends cancelled lets its unique
                                    key go
+  KEYS[20] snoozes           hash  id -> times the job snoozed (kept while it
+                                   is dead, deleted when it ends otherwise)
 
   ARGV[1]  now ms
   ARGV[2]  backoff base ms (>= 0), unless the job has its own
   ARGV[3]  backoff cap ms (>= base), unless the job has its own
   ARGV[4]  retention seconds for a cancelled entry (0 = keep none)
   ARGV[5]  N (1..5000)
-  ARGV[6+6i .. 11+6i] for job i: id, token, mode, reason, schedule
+  ARGV[6]  the queue's most snoozes per job (0 = no limit)
+  ARGV[7+7i .. 13+7i] for job i: id, token, mode, reason, schedule
            partition (0..32767 in plain decimal), the worker that held
            it ("" when none is known), written with the reason to the
-           job's error log
+           job's error log, and the snooze delay ms (mode "snooze": 0..10
+           years; "0" for every other mode)
            mode "retry": back to the schedule after
                  jitter * min(cap, base * 2^(attempt-1)) ms (full jitter);
            mode "now": back to ready at once (worker lost while running the
@@ -61,16 +65,21 @@
            mode "dead": no retry (bad payload, handler said final);
            mode "return": back to ready at once, the attempt not counted
                  (a draining worker handing back a job it never started);
-           mode "cancel": the handler stopped because the job was cancelled
-  ARGV[6+6N+i] for job i: jitter in [0, 1], drawn by the broker
-  ARGV[6+7N]  H: 1 keeps a job that ends cancelled in the history hash (the
+           mode "cancel": the handler stopped because the job was cancelled;
+           mode "snooze": the handler asked to run again after the delay:
+                 back to the schedule (ready with 0), no attempt used and
+                 nothing written to the error log; the job's snoozes are
+                 counted (KEYS[20]), and one past the queue's most goes
+                 dead with the reason "snoozed too often (N times)"
+  ARGV[7+7N+i] for job i: jitter in [0, 1], drawn by the broker
+  ARGV[7+8N]  H: 1 keeps a job that ends cancelled in the history hash (the
            queue keeps history and the retention is > 0), 0 keeps none
-  ARGV[7+7N+i] with H = 1, for job i: the ms its delivery started ("" when
+  ARGV[8+8N+i] with H = 1, for job i: the ms its delivery started ("" when
            unknown)
 
   Returns  flat array, 2 values per job: status, due ms
-           status 0 stale, 1 retried (due ms = when), 2 dead (due ms = 0),
-           3 cancelled
+           status 0 stale, 1 retried or snoozed (due ms = when), 2 dead
+           (due ms = 0), 3 cancelled
   Errors   "ERR dueq bad-args <what>"
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
            leader's epoch counter) and ARGV the sender's leader epoch, last
@@ -90,35 +99,42 @@ local base = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local retention = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
-local keep = n and ARGV[6 + 7 * n] == "1"
+local max_snoozes = tonumber(ARGV[6])
+local keep = n and ARGV[7 + 8 * n] == "1"
 if not now or not base or base < 0 or not cap or cap < base or not retention or retention < 0
-    or not n or n < 1 or n > 5000 or (ARGV[6 + 7 * n] ~= "0" and not keep) or (keep and retention == 0)
-    or #ARGV ~= 6 + (keep and 8 or 7) * n then
-  return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, 6 values per job, N jitters, history 0|1 (and N starts)")
+    or not max_snoozes or max_snoozes < 0 or max_snoozes ~= math.floor(max_snoozes)
+    or not n or n < 1 or n > 5000 or (ARGV[7 + 8 * n] ~= "0" and not keep) or (keep and retention == 0)
+    or #ARGV ~= 7 + (keep and 9 or 8) * n then
+  return redis.error_reply("ERR dueq bad-args nack: expected now, base, cap, retention, N, max snoozes, 7 values per job, N jitters, history 0|1 (and N starts)")
 end
+-- Job i's value k (0..6: id, token, mode, reason, partition, worker, snooze ms).
+local function job_arg(i, k) return ARGV[7 + 7 * i + k] end
 local modes = {retry = true, now = true, lost = true, lost_beside = true, shared = true, dead = true, ["return"] = true,
-               cancel = true}
-local jitter_at = 5 + 6 * n
+               cancel = true, snooze = true}
+local jitter_at = 6 + 7 * n
+local max_delay = 10 * 366 * 86400000
 for i = 0, n - 1 do
-  local mode = ARGV[8 + 6 * i]
+  local mode = job_arg(i, 2)
   local jitter = tonumber(ARGV[jitter_at + 1 + i])
-  if not modes[mode] or not jitter or jitter < 0 or jitter > 1 or not is_partition(ARGV[10 + 6 * i]) then
-    return redis.error_reply("ERR dueq bad-args nack: job " .. i .. " has a bad mode, partition or jitter")
+  local delay = tonumber(job_arg(i, 6))
+  if not modes[mode] or not jitter or jitter < 0 or jitter > 1 or not is_partition(job_arg(i, 4))
+      or not delay or delay < 0 or delay > max_delay or delay ~= math.floor(delay) then
+    return redis.error_reply("ERR dueq bad-args nack: job " .. i .. " has a bad mode, partition, jitter or snooze delay")
   end
 end
 
 local out = {}
-local retried, dead, stale, cancelled, not_counted, scheduled_slots = 0, 0, 0, 0, 0, filter_slots()
+local retried, dead, stale, cancelled, not_counted, snoozed, scheduled_slots = 0, 0, 0, 0, 0, 0, filter_slots()
 local key_state = {held = KEYS[16], running = KEYS[17], parked = KEYS[18], ready = KEYS[2]}
 local holds_turns = redis.call("EXISTS", KEYS[16]) == 1  -- one look for a queue without keys
 local gone = {}  -- dead or cancelled: their unique keys go (lib/unique.lua)
 for i = 0, n - 1 do
-  local id = ARGV[6 + 6 * i]
-  local mode = ARGV[8 + 6 * i]
-  local reason = ARGV[9 + 6 * i]
-  local worker = ARGV[11 + 6 * i]
+  local id = job_arg(i, 0)
+  local mode = job_arg(i, 2)
+  local reason = job_arg(i, 3)
+  local worker = job_arg(i, 5)
   local record = redis.call("HGET", KEYS[6], id)
-  if not record or redis.call("HGET", KEYS[7], id) ~= ARGV[7 + 6 * i] or not redis.call("ZSCORE", KEYS[3], id) then
+  if not record or redis.call("HGET", KEYS[7], id) ~= job_arg(i, 1) or not redis.call("ZSCORE", KEYS[3], id) then
     stale = stale + 1
     out[#out + 1] = 0
     out[#out + 1] = 0
@@ -138,11 +154,12 @@ for i = 0, n - 1 do
     if mode == "shared" then unstarted = unstarted_delivery(KEYS[14], id, false, 2) end
     if mode == "cancel" or redis.call("SREM", KEYS[11], id) == 1 then
       if keep then
-        redis.call("HSET", KEYS[15], id, history_entry(now, record, ARGV[7 + 7 * n + i], worker, attempt,
+        redis.call("HSET", KEYS[15], id, history_entry(now, record, ARGV[8 + 8 * n + i], worker, attempt,
           redis.call("HGET", KEYS[9], id), redis.call("HGET", KEYS[10], id)))
       end
       for k = 6, 10 do redis.call("HDEL", KEYS[k], id) end
       redis.call("HDEL", KEYS[14], id)
+      redis.call("HDEL", KEYS[20], id)
       if retention > 0 then redis.call("ZADD", KEYS[12], now, id) end
       if holds_turns then key_release(key_state, id, false) end
       gone[#gone + 1] = id
@@ -155,6 +172,34 @@ for i = 0, n - 1 do
       retried = retried + 1
       out[#out + 1] = 1
       out[#out + 1] = now
+    -- A snooze is counted once: here when the queue has a most (one past
+    -- it dies), in the branch below when it has none.
+    elseif mode == "snooze" and max_snoozes > 0 and redis.call("HINCRBY", KEYS[20], id, 1) > max_snoozes then
+      local why = "snoozed too often (" .. max_snoozes .. " times, the queue's max_snoozes): " .. reason
+      append_error_log(KEYS[10], id, "attempt", attempt, now, worker, why)
+      redis.call("ZADD", KEYS[4], now, id)
+      redis.call("HSET", KEYS[9], id, why)
+      if holds_turns then key_release(key_state, id, false) end
+      gone[#gone + 1] = id
+      dead = dead + 1
+      out[#out + 1] = 2
+      out[#out + 1] = 0
+    elseif mode == "snooze" then
+      -- Not an attempt: the attempts and the error log stay as they were.
+      if max_snoozes == 0 then redis.call("HINCRBY", KEYS[20], id, 1) end
+      local due = now + tonumber(job_arg(i, 6))
+      if due <= now then
+        redis.call("ZADD", KEYS[2], due, id)
+      else
+        local partition = job_arg(i, 4)
+        schedule_put(KEYS[1], KEYS[6], partition, id, string.format("%d", due), record)
+        filter_slot_add(scheduled_slots, partition, id)
+        type_slot_add(scheduled_slots, partition, record)
+      end
+      if holds_turns then key_release(key_state, id, true) end
+      snoozed = snoozed + 1
+      out[#out + 1] = 1
+      out[#out + 1] = due
     elseif unstarted then
       append_error_log(KEYS[10], id, "unstarted", unstarted, now, worker, reason)
       redis.call("ZADD", KEYS[2], ARGV[1], id)
@@ -190,7 +235,7 @@ for i = 0, n - 1 do
         if due <= now then
           redis.call("ZADD", KEYS[2], due, id)
         else
-          local partition = ARGV[10 + 6 * i]
+          local partition = job_arg(i, 4)
           schedule_put(KEYS[1], KEYS[6], partition, id, string.format("%d", due), record)
           filter_slot_add(scheduled_slots, partition, id)
           type_slot_add(scheduled_slots, partition, record)
@@ -211,4 +256,5 @@ if dead > 0 then redis.call("HINCRBY", KEYS[5], "dead", dead) end
 if stale > 0 then redis.call("HINCRBY", KEYS[5], "stale_acks", stale) end
 if cancelled > 0 then redis.call("HINCRBY", KEYS[5], "cancelled", cancelled) end
 if not_counted > 0 then redis.call("HINCRBY", KEYS[5], "unconfirmed", not_counted) end
+if snoozed > 0 then redis.call("HINCRBY", KEYS[5], "snoozed", snoozed) end
 return out

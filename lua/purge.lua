@@ -10,6 +10,7 @@
   KEYS[6]  errors      hash
   KEYS[7]  error logs  hash
   KEYS[8]  unconfirmed hash  id -> deliveries that ended unstarted
+  KEYS[9]  snoozes     hash  id -> times the job snoozed (lua/nack.lua)
 
   ARGV[1]  N (1..1000), or 0 to purge by age
   ARGV[2..N+1]  ids (when N > 0)
@@ -46,7 +47,7 @@ for _, id in ipairs(ids) do
   if redis.call("ZREM", KEYS[1], id) == 1 then out[#out + 1] = id end
 end
 if #out > 0 then
-  for k = 3, 8 do redis.call("HDEL", KEYS[k], unpack(out)) end
+  for k = 3, 9 do redis.call("HDEL", KEYS[k], unpack(out)) end
   redis.call("HINCRBY", KEYS[2], "purged", #out)
 end
 return out

@@ -9,6 +9,7 @@
   KEYS[5]  attempts          hash
   KEYS[6]  cancel requested  set
   KEYS[7]  unconfirmed       hash  id -> deliveries that ended unstarted
+  KEYS[8]  snoozes           hash  id -> times the job snoozed (lua/nack.lua)
 
   ARGV[1]  now ms (the jobs are due again from now)
   ARGV[2]  N (1..1000), or 0 with ARGV[3] = limit to replay the oldest
@@ -45,6 +46,7 @@ for _, id in ipairs(ids) do
     redis.call("ZADD", KEYS[2], ARGV[1], id)
     redis.call("HDEL", KEYS[5], id)
     redis.call("HDEL", KEYS[7], id)
+    redis.call("HDEL", KEYS[8], id)
     redis.call("SREM", KEYS[6], id)
     out[#out + 1] = id
   end

@@ -6,6 +6,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -30,7 +34,10 @@ void note_start(int fd, const dueq::Job& job) {
   [[maybe_unused]] auto n = ::write(fd, line.data(), line.size());  // O_APPEND: one atomic line
 }
 
-// The built-in handlers: noop, sleep (payload = ms), crash, fail.
+// The built-in handlers: noop, sleep (payload = ms), crash, fail, snooze
+// (payload = ms: asks to run again that much later, every time) and
+// snooze_once (the same the first time this process runs the job, done the
+// next).
 void add_handlers(dueq::Worker& worker, int record_fd) {
   worker.handle("noop", [=](const dueq::Job& job) {
     note_start(record_fd, job);
@@ -54,6 +61,17 @@ void add_handlers(dueq::Worker& worker, int record_fd) {
   worker.handle("fail", [=](const dueq::Job& job) {
     note_start(record_fd, job);
     return dueq::HandlerResult::failed("asked to fail: " + job.payload);
+  });
+  worker.handle("snooze", [=](const dueq::Job& job) {
+    note_start(record_fd, job);
+    return dueq::HandlerResult::snooze(std::chrono::milliseconds(std::strtol(job.payload.c_str(), nullptr, 10)), "asked to snooze");
+  });
+  auto snoozed = std::make_shared<std::pair<std::mutex, std::set<std::string>>>();
+  worker.handle("snooze_once", [=](const dueq::Job& job) {
+    note_start(record_fd, job);
+    std::lock_guard lock(snoozed->first);
+    if (!snoozed->second.insert(job.id).second) return dueq::HandlerResult::done();
+    return dueq::HandlerResult::snooze(std::chrono::milliseconds(std::strtol(job.payload.c_str(), nullptr, 10)), "not yet");
   });
 }
 

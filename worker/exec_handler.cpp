@@ -9,7 +9,10 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+
 #include "common/clock.hpp"
+#include "common/duration.hpp"
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
 
@@ -209,6 +212,10 @@ HandlerResult outcome_of(Ending ending, int status, int64_t timeout_ms, std::str
   if (ending == Ending::timed_out) return HandlerResult::failed(fmt::format("timed out after {} ms (command killed)", timeout_ms));
   if (ending == Ending::cancelled) return HandlerResult::failed("cancelled: the worker was stopped before the command finished");
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return HandlerResult::done();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kSnoozeExitCode) {
+    const int64_t delay = snooze_asked_ms(err_tail, wall_ms());
+    return HandlerResult::snooze(std::chrono::milliseconds(delay), fmt::format("exit code {}: snoozed {} ms", kSnoozeExitCode, delay));
+  }
   std::string reason = WIFEXITED(status) ? fmt::format("exit code {}", WEXITSTATUS(status))
                                          : fmt::format("killed by signal {}", WTERMSIG(status));
   if (err_tail.size() > kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
@@ -239,6 +246,22 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
 }
 
 }  // namespace
+
+int64_t snooze_asked_ms(std::string_view tail, int64_t now_ms) {
+  while (!tail.empty() && std::isspace(static_cast<unsigned char>(tail.back()))) tail.remove_suffix(1);
+  const size_t line_start = tail.rfind('\n');
+  const std::string_view line = line_start == std::string_view::npos ? tail : tail.substr(line_start + 1);
+  constexpr std::string_view kFor = "snooze: ", kUntil = "snooze-until: ";
+  if (line.starts_with(kFor)) {
+    if (auto ms = parse_duration_ms(line.substr(kFor.size()))) return *ms;
+  } else if (line.starts_with(kUntil)) {
+    const std::string_view text = line.substr(kUntil.size());
+    int64_t at = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), at);
+    if (ec == std::errc() && end == text.data() + text.size() && !text.empty()) return std::max<int64_t>(0, at - now_ms);
+  }
+  return kDefaultSnoozeMs;
+}
 
 Handler make_exec_handler(std::string command, int64_t timeout_ms) {
   HandlerGuard::instance();  // forked now, before the worker's threads start

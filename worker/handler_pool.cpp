@@ -1,5 +1,6 @@
 #include "worker/handler_pool.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -200,6 +201,7 @@ const char* outcome_word(proto::Outcome outcome) {
     case proto::Outcome::failed: return "failed";
     case proto::Outcome::failed_final: return "failed for good";
     case proto::Outcome::cancelled: return "cancelled";
+    case proto::Outcome::snoozed: return "snoozed";
   }
   return "ended";
 }
@@ -215,10 +217,13 @@ proto::JobResult HandlerPool::run_delivery(Delivery& delivery) {
     spdlog::info("job {} started: queue {}, type {}, attempt {} of {}", loggable(job.id), loggable(job.queue),
                  loggable(job.type), job.attempt, job.max_attempts);
   HandlerResult outcome = run_handler(job);
-  result.outcome = outcome.status == HandlerResult::Status::done     ? proto::Outcome::done
-                   : delivery.cancel->by_user.load()                 ? proto::Outcome::cancelled
-                   : outcome.status == HandlerResult::Status::failed ? proto::Outcome::failed
-                                                                     : proto::Outcome::failed_final;
+  result.outcome = outcome.status == HandlerResult::Status::done      ? proto::Outcome::done
+                   : delivery.cancel->by_user.load()                  ? proto::Outcome::cancelled
+                   : outcome.status == HandlerResult::Status::failed  ? proto::Outcome::failed
+                   : outcome.status == HandlerResult::Status::snoozed ? proto::Outcome::snoozed
+                                                                      : proto::Outcome::failed_final;
+  if (result.outcome == proto::Outcome::snoozed)
+    result.snooze_ms = std::clamp<int64_t>(outcome.snooze_ms, 0, proto::JobResult::kMaxSnoozeMs);
   result.error = std::move(outcome.error);
   if (result.error.size() > proto::kMaxErrorText) result.error.resize(proto::kMaxErrorText);
   if (log)

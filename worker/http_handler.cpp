@@ -3,9 +3,15 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <date/date.h>
+
+#include <charconv>
 #include <chrono>
 #include <map>
 #include <memory>
+#include <sstream>
+
+#include "common/clock.hpp"
 
 namespace dueq {
 
@@ -44,6 +50,23 @@ std::string tail(const std::string& body) {
 }
 
 }  // namespace
+
+std::optional<int64_t> retry_after_ms(std::string_view value, int64_t now_ms) {
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
+  if (value.empty() || value.size() > 64) return std::nullopt;
+  if (std::isdigit(static_cast<unsigned char>(value.front()))) {
+    int64_t seconds = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (ec != std::errc() || end != value.data() + value.size() || seconds > 10LL * 366 * 86'400) return std::nullopt;
+    return seconds * 1000;
+  }
+  std::istringstream in{std::string(value)};
+  date::sys_seconds at;
+  in >> date::parse("%a, %d %b %Y %H:%M:%S GMT", at);
+  if (in.fail()) return std::nullopt;
+  return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch()).count() - now_ms);
+}
 
 bool is_http_target(std::string_view command) { return command.starts_with("http://") || command.starts_with("https://"); }
 
@@ -100,6 +123,11 @@ Handler make_http_handler(std::string url, int64_t timeout_ms, std::string ca_fi
                                         : fmt::format("POST {}: {}", url, httplib::to_string(result.error())));
     }
     if (result->status >= 200 && result->status < 300) return HandlerResult::done();
+    if ((result->status == 429 || result->status == 503) && result->has_header("Retry-After")) {
+      if (auto delay = retry_after_ms(result->get_header_value("Retry-After"), wall_ms()))
+        return HandlerResult::snooze(std::chrono::milliseconds(*delay),
+                                     fmt::format("HTTP {} Retry-After {}", result->status, result->get_header_value("Retry-After")));
+    }
     return HandlerResult::failed(fmt::format("HTTP {}: {}", result->status, tail(result->body)));
   };
 }

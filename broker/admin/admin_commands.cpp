@@ -29,7 +29,7 @@ Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, 
   QueueKeys k(queue);
   return script_call(lua::ScriptId::cancel, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.stats, k.jobs,
                                              k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested, k.unconfirmed,
-                                             k.history, k.key_held, k.key_running, k.key_parked, k.unique})
+                                             k.history, k.key_held, k.key_running, k.key_parked, k.unique, k.snoozes})
       .add(now_ms)
       .add(id)
       .add(retention_s)
@@ -63,11 +63,11 @@ Result<PauseOutcome> parse_pause(const redisReply* r) {
 namespace {
 Command replay_call(const std::string& queue) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.jobs, k.attempts, k.cancel_requested, k.unconfirmed});
+  return script_call(lua::ScriptId::replay, {k.dead, k.ready, k.stats, k.jobs, k.attempts, k.cancel_requested, k.unconfirmed, k.snoozes});
 }
 Command purge_call(const std::string& queue) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::purge, {k.dead, k.stats, k.jobs, k.tokens, k.attempts, k.errors, k.error_logs, k.unconfirmed});
+  return script_call(lua::ScriptId::purge, {k.dead, k.stats, k.jobs, k.tokens, k.attempts, k.errors, k.error_logs, k.unconfirmed, k.snoozes});
 }
 }  // namespace
 
@@ -110,6 +110,17 @@ Command purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit
 }
 
 }  // namespace calls
+
+Result<std::optional<int64_t>> integer_arg(const proto::AdminRequest& request, const char* name, int64_t lo, int64_t hi) {
+  const auto it = request.args.find(name);
+  if (it == request.args.end()) return std::nullopt;
+  const std::string& t = it->second;
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || ec != std::errc() || end != t.data() + t.size() || v < lo || v > hi)
+    return fail(Errc::bad_argument, fmt::format("{}: a whole number in {}..{}", name, lo, hi));
+  return v;
+}
 
 std::string DeadListCursor::text() const { return queue + ":" + std::to_string(rank); }
 

@@ -87,6 +87,10 @@ struct AdminContext {
   std::string requester = "-";  // the requester's key name (CURVE), for audit lines
 };
 
+// An integer ADMIN argument in lo..hi: nullopt when absent, bad_argument
+// (naming it and the range) when it is malformed or out of range.
+Result<std::optional<int64_t>> integer_arg(const proto::AdminRequest& request, const char* name, int64_t lo, int64_t hi);
+
 // A job's fields as a list shows them: without its payload and error log
 // (`dueq job` has those), with their sizes (p_bytes, el_bytes).
 std::map<std::string, std::string> listed_row(std::map<std::string, std::string>&& fields);

@@ -40,18 +40,6 @@ Result<void> check_action(const std::string& action, const ListFilter& f) {
   return fail(Errc::bad_argument, "action: one of cancel, replay, purge, run_now, reschedule");
 }
 
-// An integer argument in lo..hi; nullopt when absent.
-Result<std::optional<int64_t>> integer_arg(const proto::AdminRequest& request, const char* name, int64_t lo, int64_t hi) {
-  const auto it = request.args.find(name);
-  if (it == request.args.end()) return std::nullopt;
-  const std::string& t = it->second;
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (t.empty() || ec != std::errc() || end != t.data() + t.size() || v < lo || v > hi)
-    return fail(Errc::bad_argument, fmt::format("{}: a whole number in {}..{}", name, lo, hi));
-  return v;
-}
-
 // The action's rate (jobs a second), for reschedule its new due time, and
 // for run_now and reschedule the spread of the due times.
 Result<void> read_numbers(const proto::AdminRequest& request, BulkAction& a) {

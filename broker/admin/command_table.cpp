@@ -5,6 +5,7 @@
 
 #include "broker/admin/cron_commands.hpp"
 #include "broker/admin/bulk_actions.hpp"
+#include "broker/admin/job_control.hpp"
 #include "broker/admin/job_list.hpp"
 #include "broker/admin/job_search.hpp"
 #include "broker/admin/key_commands.hpp"
@@ -32,6 +33,8 @@ AdminCommand find_admin_command(std::string_view op) {
       {"key_weight", key_weight},
       {"key_rate", key_rate},
       {"key_list", key_list},
+      {"job_reschedule", reschedule_job},
+      {"job_edit", edit_job},
   };
   auto it = table.find(op);
   return it == table.end() ? nullptr : it->second;

@@ -54,6 +54,7 @@ Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
   }
   if (state == "leased") out["l"] = str(r->element[1]);
   if (const std::string bytes = str(r->element[2]); !bytes.empty()) {
+    out["v"] = record_version(bytes);
     auto record = decode_job_record(bytes);
     // Shown for what it is: the lookup of a job whose record was damaged
     // must still work.

@@ -73,6 +73,7 @@ constexpr std::array kIntegerKeys{
     IntegerKey{"done_max", &QueuePolicy::done_max, 1, 1'000'000'000},
     IntegerKey{"history_max", &QueuePolicy::history_max, 0, 1'000'000'000},
     IntegerKey{"max_backlog", &QueuePolicy::max_backlog, 0, INT64_MAX},
+    IntegerKey{"max_snoozes", &QueuePolicy::max_snoozes, 0, 1'000'000},
     IntegerKey{"rate_burst", &QueuePolicy::rate_burst, 1, 1'000'000},
     IntegerKey{"concurrency_limit", &QueuePolicy::concurrency_limit, 0, 1'000'000},
     IntegerKey{"key_concurrency", &QueuePolicy::key_concurrency, 0, 1'000'000},
@@ -149,7 +150,7 @@ Result<void> read_policy_key(const std::string& key, const std::string& full, co
     (key == "ordered" ? policy.ordered : policy.fair) = *v;
   } else {
     return bad_key(full, "unknown key (known: max_attempts, backoff_base, backoff_cap, done_retention, done_max, "
-                         "duplicate_window, history_retention, history_max, max_backlog, max_run_time, rate_limit, "
+                         "duplicate_window, history_retention, history_max, max_backlog, max_snoozes, max_run_time, rate_limit, "
                          "rate_burst, concurrency_limit, key_concurrency, key_rate, key_rate_burst, ordered, fair, and in "
                          "[queues.NAME] keys)");
   }

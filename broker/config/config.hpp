@@ -38,6 +38,10 @@ struct QueuePolicy {
   // about 2.3 GB of Redis at 234 bytes per delayed job, bounds what one
   // producer can make Redis keep.
   int64_t max_backlog = 10'000'000;
+  // How often one job's handlers may snooze it (run me again later, no
+  // attempt used: docs/jobs.md); one more snooze makes it dead with the
+  // reason "snoozed too often". 0 = no limit.
+  int64_t max_snoozes = 100;
   // How long after its delivery a job's lease is still renewed for the
   // worker that holds it: a peer that heartbeats and never finishes its
   // jobs loses them within this plus lease_ttl (Faktory's reserve_for).

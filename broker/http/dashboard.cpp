@@ -42,6 +42,7 @@ bool same_secret(std::string_view a, std::string_view b) {
 int status_of(const std::string& code) {
   if (code == "bad_argument") return 400;
   if (code == "not_found") return 404;
+  if (code == "conflict") return 409;
   if (code == "overloaded" || code == "unavailable" || code == "not_leader" || code == "timeout") return 503;
   return 500;
 }
@@ -87,7 +88,8 @@ Result<proto::AdminRequest> change_request(const std::string& op, const std::str
       request.ids.push_back(id.get<std::string>());
     }
   }
-  const bool all = body.value("all", false);
+  // Compared, not read with value(): a non-boolean `all` must be a 400, not a type_error.
+  const bool all = body.contains("all") && body["all"] == true;
   if (request.ids.empty() == !all || (all && (request.queue.empty() || op != "replay")))
     return fail(Errc::bad_argument, "give ids, or (replay) all with a queue");
   return request;
@@ -124,6 +126,44 @@ Result<proto::AdminRequest> bulk_request(const std::string& text) {
     if (body["dry_run"].get<bool>()) request.args.insert_or_assign("dry_run", "1");
   }
   if (auto ok = validate_queue_name(request.queue); !ok) return std::unexpected(ok.error());
+  return request;
+}
+
+// POST /api/job/reschedule ({"id", "queue"?, "at_ms" | "now": true}) and
+// /api/job/edit ({"id", "queue"?, "payload" (a string, or bytes as
+// {"encoding": "base64", "data"}), "version"}): one job, as
+// `dueq job reschedule` and `dueq job edit`.
+Result<proto::AdminRequest> job_change_request(const std::string& op, const std::string& text) {
+  const json body = json::parse(text, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) return fail(Errc::bad_argument, "expected a JSON object");
+  const bool edit = op == "job_edit";
+  for (const auto& item : body.items())
+    if (item.key() != "id" && item.key() != "queue" &&
+        (edit ? item.key() != "payload" && item.key() != "version" : item.key() != "at_ms" && item.key() != "now"))
+      return fail(Errc::bad_argument, fmt::format("{}: unknown field {}", op, loggable(item.key())));
+  proto::AdminRequest request{0, op, "", {}, 0, 0};
+  for (const char* name : {"id", "queue"}) {
+    if (!body.contains(name)) continue;
+    if (!body[name].is_string()) return fail(Errc::bad_argument, fmt::format("{}: expected a string", name));
+    if (std::string_view(name) == "id") request.ids.push_back(body[name].get<std::string>());
+    else request.queue = body[name].get<std::string>();
+  }
+  if (request.ids.empty()) return fail(Errc::bad_argument, "id: the job's id is required");
+  if (auto ok = validate_job_id(request.ids.front()); !ok) return std::unexpected(ok.error());
+  if (!request.queue.empty())
+    if (auto ok = validate_queue_name(request.queue); !ok) return std::unexpected(ok.error());
+  if (edit) {
+    auto payload = body.contains("payload") ? bytes_from_json(body["payload"]) : std::nullopt;
+    if (!payload) return fail(Errc::bad_argument, "payload: a string, or {\"encoding\": \"base64\", \"data\"}");
+    if (!body.contains("version") || !body["version"].is_string()) return fail(Errc::bad_argument, "version: the job's version");
+    request.args = {{"payload", std::move(*payload)}, {"version", body["version"].get<std::string>()}};
+  } else if (body.contains("at_ms") && body["at_ms"].is_number_integer() && !body.contains("now")) {
+    request.args = {{"at_ms", std::to_string(body["at_ms"].get<int64_t>())}};
+  } else if (body.contains("now") && body["now"] == true && !body.contains("at_ms")) {
+    request.args = {{"now", "1"}};
+  } else {
+    return fail(Errc::bad_argument, "give at_ms (a whole number of ms) or now: true");
+  }
   return request;
 }
 
@@ -271,6 +311,15 @@ void Dashboard::add_job_routes(httplib::Server& server) {
     if (auto ok = validate_job_id(id); !ok) return bad_request(res, ok.error().message);
     answer(proto::JobRequest{0, id, *queue}, res);
   });
+  for (const char* op : {"job_reschedule", "job_edit"}) {
+    server.Post(std::string(op) == "job_edit" ? "/api/job/edit" : "/api/job/reschedule",
+                [this, op](const httplib::Request& req, httplib::Response& res) {
+                  if (!admin_allowed(req, res)) return;
+                  auto request = job_change_request(op, req.body);
+                  if (!request) return bad_request(res, request.error().message);
+                  answer(std::move(*request), res);
+                });
+  }
 }
 
 bool Dashboard::admin_allowed(const httplib::Request& req, httplib::Response& res) const {

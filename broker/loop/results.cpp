@@ -21,7 +21,7 @@ Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const
   Command call = script_call(lua::ScriptId::ack, {k.leased, k.stats, k.jobs, k.tokens, k.attempts, k.errors,
                                                   k.error_logs, k.cancel_requested, k.done, k.started, k.unconfirmed,
                                                   k.history, k.key_held, k.key_running, k.key_parked, k.ready,
-                                                  k.unique});
+                                                  k.unique, k.snoozes});
   call.add(now_ms).add(retention_s).add(keep_history ? "1" : "0").add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) {
     call.add(item.id).add(token_text(item.token));
@@ -31,14 +31,14 @@ Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const
 }
 
 Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
-             const std::vector<NackItem>& items, bool keep_history) {
+             const std::vector<NackItem>& items, bool keep_history, uint32_t max_snoozes) {
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::nack, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens,
                                                    k.attempts, k.errors, k.error_logs, k.cancel_requested, k.cancelled,
                                                    k.started, k.unconfirmed, k.history, k.key_held, k.key_running,
-                                                   k.key_parked, k.unique});
+                                                   k.key_parked, k.unique, k.snoozes});
   call.add(now_ms).add(base_ms).add(cap_ms).add(retention_s);
-  call.add(static_cast<int64_t>(items.size()));
+  call.add(static_cast<int64_t>(items.size())).add(static_cast<int64_t>(max_snoozes));
   for (const auto& item : items) {
     const char* mode = "retry";
     switch (item.mode) {
@@ -50,9 +50,11 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
       case NackMode::dead: mode = "dead"; break;
       case NackMode::handed_back: mode = "return"; break;
       case NackMode::cancel: mode = "cancel"; break;
+      case NackMode::snooze: mode = "snooze"; break;
     }
     call.add(item.id).add(token_text(item.token)).add(mode).add(item.reason);
     call.add(static_cast<int64_t>(schedule_partition(item.id))).add(item.worker);
+    call.add(item.mode == NackMode::snooze ? item.snooze_ms : int64_t{0});
   }
   for (const auto& item : items) call.add(fmt::format("{:.6f}", item.jitter));
   call.add(keep_history ? "1" : "0");
@@ -134,12 +136,14 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
       const auto& r = p.result;
       const auto mode = r.outcome == proto::Outcome::failed_final ? NackMode::dead
                         : r.outcome == proto::Outcome::cancelled  ? NackMode::cancel
-                                                                                         : NackMode::retry;
-      items.push_back({r.id, r.token, mode, r.error.empty() ? "failed" : r.error, jitter(rng_), p.worker.routing_id,
-                       p.started_ms});
+                        : r.outcome == proto::Outcome::snoozed    ? NackMode::snooze
+                                                                  : NackMode::retry;
+      const char* fallback = mode == NackMode::snooze ? "snoozed" : "failed";
+      items.push_back({r.id, r.token, mode, r.error.empty() ? fallback : r.error, jitter(rng_), p.worker.routing_id,
+                       p.started_ms, r.snooze_ms});
     }
     call = calls::nack(queue, now, policy.backoff_base_ms, policy.backoff_cap_ms, policy.done_retention_s, items,
-                       policy.keeps_history());
+                       policy.keeps_history(), static_cast<uint32_t>(policy.max_snoozes));
     // A retry due at once is ready when the round's lease runs.
     queues_.get(queue).ready_this_round = true;
   }

@@ -33,6 +33,7 @@ enum class NackMode {
   dead,         // straight to the dead-letter set
   handed_back,  // back to ready at once, not counted (never started)
   cancel,       // ends cancelled
+  snooze,       // its handler asked to run again after NackItem::snooze_ms: no attempt used
 };
 
 struct NackItem {
@@ -43,6 +44,7 @@ struct NackItem {
   double jitter = 0;  // [0, 1]
   std::string worker;  // the worker that held it, for the job's error log ("" when none is known)
   int64_t started_ms = 0;  // when its delivery started, for its history entry (0: unknown)
+  int64_t snooze_ms = 0;   // NackMode::snooze: due again this long after now
 };
 
 // One job that ended done: its delivery, and what its history entry keeps
@@ -67,9 +69,10 @@ namespace calls {
 Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const std::vector<AckItem>& items,
             bool keep_history = false);
 // nack.lua; with `keep_history` a job that ends cancelled keeps its
-// document in the queue's history hash (retention_s > 0).
+// document in the queue's history hash (retention_s > 0). A job snoozed
+// more than `max_snoozes` times goes dead (0: no limit).
 Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
-             const std::vector<NackItem>& items, bool keep_history = false);
+             const std::vector<NackItem>& items, bool keep_history = false, uint32_t max_snoozes = 0);
 Result<std::vector<NackOutcome>> parse_nack(const redisReply* reply);
 }  // namespace calls
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <msgpack.hpp>
+#include <xxhash.h>
 
 #include "common/protocol.hpp"
 
@@ -13,6 +14,10 @@ namespace {
 std::unexpected<Error> bad(std::string what) { return fail(Errc::internal, "job record: " + std::move(what)); }
 
 }  // namespace
+
+std::string record_version(std::string_view bytes) {
+  return fmt::format("{:016x}", XXH3_64bits(bytes.data(), bytes.size()));
+}
 
 std::string encode_job_record(const JobRecord& r) {
   msgpack::sbuffer buffer(64 + r.type.size() + r.payload.size());

@@ -43,6 +43,12 @@ struct JobRecord {
 };
 
 std::string encode_job_record(const JobRecord& record);
+
+// A stored record's version, as the job document shows it (`v`): the
+// XXH3-64 of its bytes in 16 lower-case hex digits. It changes whenever the
+// record does (an edit, a debounce), so an edit that names it is refused
+// once another change came between (lua/edit.lua compares the bytes).
+std::string record_version(std::string_view bytes);
 Result<JobRecord> decode_job_record(std::string_view bytes);
 
 }  // namespace dueq::broker

@@ -205,4 +205,25 @@ std::expected<AdminResult, ClientError> Client::admin(const AdminCommand& comman
       }).get();
 }
 
+std::expected<void, ClientError> Client::reschedule(const std::string& id, int64_t due_ms, const std::string& queue) {
+  auto done = admin(AdminCommand{"job_reschedule", queue, {id}, 0, 0, {{"at_ms", std::to_string(due_ms)}}});
+  if (!done) return std::unexpected(done.error());
+  return {};
+}
+
+std::expected<void, ClientError> Client::run_now(const std::string& id, const std::string& queue) {
+  auto done = admin(AdminCommand{"job_reschedule", queue, {id}, 0, 0, {{"now", "1"}}});
+  if (!done) return std::unexpected(done.error());
+  return {};
+}
+
+std::expected<std::string, ClientError> Client::edit_payload(const std::string& id, std::string payload,
+                                                             const std::string& version, const std::string& queue) {
+  auto done = admin(AdminCommand{"job_edit", queue, {id}, 0, 0, {{"payload", std::move(payload)}, {"version", version}}});
+  if (!done) return std::unexpected(done.error());
+  if (done->rows.empty() || !done->rows.front().contains("version"))
+    return std::unexpected(ClientError{"internal", "job_edit: the broker's reply names no version"});
+  return done->rows.front().at("version");
+}
+
 }  // namespace dueq

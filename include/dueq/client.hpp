@@ -203,6 +203,19 @@ class Client {
 
   std::expected<AdminResult, ClientError> admin(const AdminCommand& command);
 
+  // Changing one waiting (scheduled or ready) job by id (docs/jobs.md,
+  // "Changing a waiting job"); its id, attempts, key and unique hold stay.
+  // A job that is running or finished is refused with code "conflict", one
+  // that no queue holds with "not_found".
+  // The new due time (at or before now: ready at once, as run_now).
+  std::expected<void, ClientError> reschedule(const std::string& id, int64_t due_ms, const std::string& queue = "");
+  std::expected<void, ClientError> run_now(const std::string& id, const std::string& queue = "");
+  // Replaces its payload (at most 1 MiB) if its version
+  // is still `version` (JobDocument::version, as read): "conflict" when
+  // anything changed it since. Returns its new version.
+  std::expected<std::string, ClientError> edit_payload(const std::string& id, std::string payload,
+                                                       const std::string& version, const std::string& queue = "");
+
   static int64_t in_ms(int64_t delay_ms);  // now + delay, as a due time
 
  private:

@@ -56,6 +56,10 @@ struct JobDocument {
   std::string unique_key;                   // the unique key it holds now ("" when none; docs/keys.md)
   std::string unique_until;                 // how long it holds it: waiting, started, done, period or debounce
   std::vector<std::string> also_in;         // other queues holding a job with this id
+  // The stored record's version (16 hex digits; "" when the record is not
+  // kept): `dueq job edit` and Client::edit_payload name it, and are
+  // refused once the job changed since (docs/jobs.md).
+  std::string version;
 };
 
 // The document of a JOB reply's or a job row's fields (an empty type when

@@ -7,6 +7,7 @@
 //   worker.handle("send", [](const dueq::Job& job) { ...; return dueq::HandlerResult::done(); });
 //   return worker.run();   // until stop() is called (e.g. from a SIGTERM handler thread)
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,15 +36,29 @@ struct Job {
 };
 
 struct HandlerResult {
-  enum class Status { done, failed, failed_final };
+  enum class Status { done, failed, failed_final, snoozed };
   Status status = Status::done;
   std::string error;  // readable reason, kept with the job
+  int64_t snooze_ms = 0;  // snoozed: due again this long after the broker hears of it
 
   static HandlerResult done() { return {}; }
   // Failed: retried with backoff while attempts remain.
   static HandlerResult failed(std::string reason) { return {Status::failed, std::move(reason)}; }
   // Failed for good (e.g. a payload that can never be processed): dead-lettered.
   static HandlerResult failed_final(std::string reason) { return {Status::failed_final, std::move(reason)}; }
+  // Not now: run it again after `delay` (0 .. 10 years; clamped), with no
+  // attempt used and nothing added to its error log (a rate limit said
+  // "later", a resource is busy). A job snoozed more than its queue's
+  // max_snoozes times (100 by default) goes dead instead.
+  static HandlerResult snooze(std::chrono::milliseconds delay, std::string reason = {}) {
+    return {Status::snoozed, std::move(reason), delay.count()};
+  }
+  // The same until a wall-clock time (Unix ms): the delay from this
+  // machine's clock, so the broker's clock does not need to agree with it.
+  static HandlerResult snooze_until(int64_t unix_ms, std::string reason = {}) {
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+    return snooze(std::chrono::milliseconds(unix_ms) - now, std::move(reason));
+  }
 };
 
 using Handler = std::function<HandlerResult(const Job&)>;

@@ -439,3 +439,62 @@ TEST(Dashboard, TheJobsPanelRunsEveryScheduledJobNowAfterItsCountIsConfirmed) {
   EXPECT_NE(page["message"].get<std::string>().find("run_now finished, 7 jobs changed"), std::string::npos) << page["message"];
   ASSERT_TRUE(eventually([&] { auto s = cluster.stats("reports"); return s && s->done == 7; }, 20s));
 }
+
+// A waiting job looked up on the page can have its payload replaced and be
+// run now (with the admin token); the API refuses what it must: no token,
+// bad bodies, a stale version, a job that is no longer waiting.
+TEST(Dashboard, AWaitingJobLookedUpIsEditedAndRunNow) {
+  const int http = free_port();
+  TempDir keys("token");
+  std::ofstream(keys / "token") << kToken << "\n";
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http), "--dashboard-token-file", (keys / "token").string()});
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({.queue = "mail", .type = "noop", .payload = "old", .id = "w-1", .due_ms = Client::in_ms(3'600'000)}));
+  const std::string version = (*client.job_document("w-1"))->version;
+
+  httplib::Client web("127.0.0.1", http);
+  const httplib::Headers token{{"Authorization", std::string("Bearer ") + kToken}};
+  const std::string run_now = R"({"id":"w-1","now":true})";
+  EXPECT_EQ(web.Post("/api/job/reschedule", run_now, "application/json")->status, 401);
+  for (const char* bad : {"not json", R"({"id":"w-1"})", R"({"id":"w-1","now":"yes"})", R"({"id":"w-1","at_ms":"soon"})",
+                          R"({"id":"w 1","now":true})", R"({"id":"w-1","now":true,"at_ms":5})", R"({"id":"w-1","later":1})"})
+    EXPECT_EQ(web.Post("/api/job/reschedule", token, bad, "application/json")->status, 400) << bad;
+  for (const char* bad : {R"({"id":"w-1","payload":"x"})", R"({"id":"w-1","payload":7,"version":"x"})"})
+    EXPECT_EQ(web.Post("/api/job/edit", token, bad, "application/json")->status, 400) << bad;
+  auto stale = web.Post("/api/job/edit", token, R"({"id":"w-1","payload":"x","version":"0000000000000000"})", "application/json");
+  ASSERT_TRUE(stale);
+  EXPECT_EQ(stale->status, 409) << stale->body;
+  EXPECT_EQ((*client.job_document("w-1"))->version, version) << "nothing changed";
+  EXPECT_EQ((*client.job_document("w-1"))->state, "scheduled");
+
+  const auto page = browse(cluster.dir(), nlohmann::json::array({
+      {{"navigate", fmt::format("http://127.0.0.1:{}/", http)}},
+      {{"wait", "document.body.dataset.loaded === 'yes'"}},
+      {{"eval", fmt::format("document.getElementById('token').value = {}, document.getElementById('token')"
+                            ".dispatchEvent(new Event('input')), true", js_string(kToken))}},
+      {{"eval", "document.getElementById('lookup-id').value = 'w-1', document.querySelector('#lookup button').click(), true"}},
+      {{"wait", "!document.getElementById('job-actions').hidden"}},
+      {{"eval", "document.getElementById('job-payload').value"}, {"name", "payload_shown"}},
+      {{"eval", "document.getElementById('job-payload').value = 'edited on the page', "
+                "document.getElementById('job-edit').click(), true"}},
+      {{"wait", "document.getElementById('job-message').textContent.includes('edited')"}},
+      {{"eval", "document.getElementById('job-run-now').click(), true"}},
+      {{"wait", "document.getElementById('job-message').textContent.includes('ready to run now')"}},
+      {{"eval", "JSON.parse(document.getElementById('lookup-result').textContent).state"}, {"name", "state"}},
+  }));
+  ASSERT_FALSE(page.is_null()) << read_file(cluster.dir() / "browser.log");
+  EXPECT_EQ(page["payload_shown"], "old");
+  EXPECT_EQ(page["state"], "ready");
+  const auto doc = *client.job_document("w-1");
+  EXPECT_EQ(doc->payload, "edited on the page");
+  EXPECT_EQ(doc->state, "ready");
+  auto refused = web.Post("/api/job/edit", token, fmt::format(R"({{"id":"w-1","payload":"x","version":"{}"}})", doc->version),
+                          "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 200) << "a ready job can still be edited: " << refused->body;
+  cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "mail"});
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("mail"); return s && s->done == 1; }, 20s));
+  auto done = web.Post("/api/job/reschedule", token, run_now, "application/json");
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->status, 409) << done->body;
+}

@@ -7,6 +7,8 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <ctime>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -36,6 +38,29 @@ class JobServer {
       res.status = 503;
       res.set_content(std::string(5000, '.') + "the end of a long error page: down for maintenance", "text/plain");
     });
+    // The first call for a job: 429 with Retry-After in seconds (/busy) or
+    // 503 with an HTTP date 2 s ahead (/busy-until); the next: 204.
+    for (const char* path : {"/busy", "/busy-until"}) {
+      server_->Post(path, [this, path](const httplib::Request& req, httplib::Response& res) {
+        std::lock_guard lock(mutex_);
+        auto& calls = busy_calls_[req.get_header_value("Dueq-Job-Id")];
+        calls.push_back({dueq::wall_ms(), req.get_header_value("Dueq-Attempt")});
+        if (calls.size() > 1) {
+          res.status = 204;
+        } else if (std::string_view(path) == "/busy") {
+          res.status = 429;
+          res.set_header("Retry-After", "1");
+        } else {
+          res.status = 503;
+          const std::time_t at = std::time(nullptr) + 3;
+          char date[64];
+          std::tm tm{};
+          gmtime_r(&at, &tm);
+          std::strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+          res.set_header("Retry-After", date);
+        }
+      });
+    }
     server_->Post("/hang", [this](const httplib::Request&, httplib::Response& res) {
       for (int i = 0; i < 100 && !stopping_; ++i) std::this_thread::sleep_for(50ms);
       res.status = 200;
@@ -61,12 +86,21 @@ class JobServer {
     std::lock_guard lock(mutex_);
     return last_.body;
   }
+  struct Call {
+    int64_t at_ms;
+    std::string attempt;
+  };
+  std::vector<Call> busy_calls(const std::string& id) {
+    std::lock_guard lock(mutex_);
+    return busy_calls_[id];
+  }
 
  private:
   std::unique_ptr<httplib::Server> server_;
   std::mutex mutex_;
   int ok_count_ = 0;
   httplib::Request last_;
+  std::map<std::string, std::vector<Call>> busy_calls_;
   std::atomic<bool> stopping_{false};
   int port_ = 0;
   std::thread thread_;
@@ -155,4 +189,31 @@ TEST(HttpHandler, HttpsVerifiesTheServerAgainstTheCaFile) {
   ASSERT_TRUE(eventually([&] { return text(job_json(cluster, "u-1"), "state") == "dead"; }, 10s));
   const std::string error = text(job_json(cluster, "u-1"), "last_error");
   EXPECT_NE(error.find("SSL"), std::string::npos) << error;
+}
+
+// Rule: a 429 or 503 with Retry-After (seconds, or an HTTP date) snoozes the
+// job: it is posted again no sooner than that, as the same attempt, and ends
+// done with no failure in its document.
+TEST(HttpHandler, A429Or503WithRetryAfterSnoozesTheJobWithoutUsingAnAttempt) {
+  JobServer server(std::make_unique<httplib::Server>());
+  Cluster cluster;
+  const std::string base = fmt::format("http://127.0.0.1:{}", server.port());
+  cluster.start_worker({bin("dueq-worker"), "--broker", cluster.endpoint(), "--queue", "web", "--timeout", "5s",
+                        "--exec", "busy=" + base + "/busy", "--exec", "until=" + base + "/busy-until"});
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  ASSERT_TRUE(client.enqueue({.queue = "web", .type = "busy", .id = "b-1", .max_attempts = 1}));
+  ASSERT_TRUE(client.enqueue({.queue = "web", .type = "until", .id = "u-1", .max_attempts = 1}));
+  for (const char* id : {"b-1", "u-1"})
+    ASSERT_TRUE(eventually([&] { return text(job_json(cluster, id), "state") == "done"; }, 20s)) << job_json(cluster, id);
+  const auto busy = server.busy_calls("b-1"), until = server.busy_calls("u-1");
+  ASSERT_EQ(busy.size(), 2u);
+  ASSERT_EQ(until.size(), 2u);
+  EXPECT_GE(busy[1].at_ms - busy[0].at_ms, 1000) << "Retry-After: 1 waited out";
+  // The date has whole seconds: at least 2 s after the first call.
+  EXPECT_GE(until[1].at_ms - until[0].at_ms, 2000) << "the Retry-After date waited out";
+  for (const auto* calls : {&busy, &until}) {
+    EXPECT_EQ((*calls)[0].attempt, "1");
+    EXPECT_EQ((*calls)[1].attempt, "1") << "a snooze uses no attempt (max_attempts 1 would have made it dead)";
+  }
 }

@@ -426,3 +426,70 @@ TEST_F(Scripts, AJobsOwnBackoffOverridesTheQueuesOne) {
     run(promote);
   }
 }
+
+// A snooze (RESULTS outcome 4) puts the job back for its delay without an
+// attempt or an error-log line; one past the queue's most is dead, a replay
+// starts the count again, and a job that ends done leaves no count behind.
+TEST_F(Scripts, ASnoozeUsesNoAttemptAndOnePastTheMostMakesTheJobDead) {
+  enqueue({job("a", 0, 3), job("b", 0, 3)}, 1000);
+  auto first = lease(2, 5000);
+  const auto snooze = [](const LeasedJob& j, int64_t delay) {
+    NackItem item{j.id, j.token, NackMode::snooze, "busy", 0, "w-1"};
+    item.snooze_ms = delay;
+    return item;
+  };
+  Round later;
+  later.add(calls::nack("q", 2000, 1000, 5000, 60, {snooze(first[0], 5000), snooze(first[1], 0)}, false, 2));
+  auto out = *calls::parse_nack(run(later));
+  EXPECT_EQ(out[0].status, NackStatus::retried);
+  EXPECT_EQ(out[0].due_ms, 7000);
+  EXPECT_EQ(field("a", "s"), "scheduled");
+  EXPECT_EQ(field("a", "r"), "7000");
+  EXPECT_EQ(field("a", "a"), "0") << "no attempt used";
+  EXPECT_EQ(field("a", "el"), "") << "nothing in the error log";
+  EXPECT_EQ(field("b", "s"), "ready");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' snoozed"), "2");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' retried"), "");
+
+  // b: leased again as attempt 1, snoozed to its most, then once more.
+  for (int n = 2; n <= 3; ++n) {
+    auto again = lease(1, 5000);
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].id, "b");
+    EXPECT_EQ(again[0].attempt, 1u) << "a snooze is not an attempt";
+    Round round;
+    round.add(calls::nack("q", 2000, 1000, 5000, 60, {snooze(again[0], 0)}, false, 2));
+    EXPECT_EQ(calls::parse_nack(run(round))->at(0).status, n == 3 ? NackStatus::dead : NackStatus::retried) << n;
+  }
+  EXPECT_EQ(field("b", "s"), "dead");
+  EXPECT_NE(field("b", "e").find("snoozed too often (2 times, the queue's max_snoozes): busy"), std::string::npos)
+      << field("b", "e");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:snoozes' b"), "3") << "kept while it is dead";
+  Round replay;
+  replay.add(calls::replay("q", 3000, {"b"}));
+  run(replay);
+  EXPECT_EQ(redis_->cli("HEXISTS 'dueq:{q}:snoozes' b"), "0") << "a replay starts the count again";
+  auto replayed = lease(1, 5000);
+  ASSERT_EQ(replayed.size(), 1u);
+  Round done;
+  done.add(calls::ack("q", 3000, 60, {{"b", replayed[0].token}}));
+  run(done);
+  EXPECT_EQ(redis_->cli("HLEN 'dueq:{q}:snoozes'"), "1") << "only a's count is left";
+  Round cancel;
+  cancel.add(calls::cancel("q", 3000, "a", 60));
+  run(cancel);
+  EXPECT_EQ(redis_->cli("HLEN 'dueq:{q}:snoozes'"), "0") << "a cancelled job's count goes with it";
+}
+
+TEST_F(Scripts, ASnoozeWithABadDelayIsRefusedAndChangesNothing) {
+  enqueue({job("a")}, 1000);
+  auto l = lease(1, 5000);
+  for (int64_t delay : {int64_t{-1}, proto::JobResult::kMaxSnoozeMs + 1}) {
+    NackItem item{"a", l[0].token, NackMode::snooze, "x", 0};
+    item.snooze_ms = delay;
+    Round round;
+    round.add(calls::nack("q", 2000, 0, 0, 60, {item}, false, 5));
+    EXPECT_NE(reply_error(run(round)).find("bad-args"), std::string_view::npos) << delay;
+    EXPECT_EQ(field("a", "s"), "leased");
+  }
+}

@@ -58,6 +58,7 @@ class Checking {
     }
     check_ticks();
     check_searches();
+    check_edits();
     check_keys();
     check_unique();
     // Every queue keeps the documents of its newest done jobs (history_max).
@@ -184,6 +185,19 @@ class Checking {
     });
   }
 
+  // An edit answered done landed while the job waited: its last start (a
+  // start before the edit, of a delivery that went back, may carry the old
+  // one) runs with the edited payload.
+  void check_edits() {
+    for (const auto& [id, payload] : h_.edits) {
+      ++v_.edited;
+      const auto& runs = starts_[id];
+      if (!runs.empty() && !runs.back().payload.empty() && runs.back().payload != payload)
+        wrong(id, fmt::format("EDIT LOST: its edit to payload '{}' was answered done, and its last start ran with '{}'",
+                              payload, runs.back().payload));
+    }
+  }
+
   // A search by type of the scheduled state finds a job due 3 s or more
   // after it was asked that no operator touched, unless a broker whose
   // clock ran ahead by the time left may have promoted it. A fault on the
@@ -251,6 +265,12 @@ class Checking {
       if (i == 0) continue;
       // A retry of a job that fails is its next attempt, not a duplicate.
       if (always_fails(job.type) && runs[i].attempt > runs[i - 1].attempt) continue;
+      // A snoozed job runs again as the same attempt, no sooner than it asked.
+      if (job.type == "snooze_once" && runs[i].attempt == runs[i - 1].attempt &&
+          runs[i].start_us - runs[i - 1].start_us >= kSnoozeMs * 1000) {
+        ++v_.snoozes;
+        continue;
+      }
       v_.longest_rerun_gap_ms = std::max(v_.longest_rerun_gap_ms, (runs[i].start_us - runs[i - 1].start_us) / 1000);
       if (asked_again_after_delete(job, runs[i - 1].start_us / 1000, runs[i].start_us / 1000)) {
         ++v_.duplicates_by_cause[kAskedAgainAfterDelete];
@@ -400,8 +420,8 @@ std::string Verdict::report() const {
                                 cancelled);
   if (dead_by_reason.empty()) out += " 0";
   for (const auto& [reason, n] : dead_by_reason) out += fmt::format(" [{}: {}]", reason, n);
-  out += fmt::format("; finished jobs whose document is kept {}; rescheduled {}; searched for by type {}", documents_kept,
-                     rescheduled, searches);
+  out += fmt::format("; finished jobs whose document is kept {}; rescheduled {}; edited {}; snoozed {}; searched for by type {}",
+                     documents_kept, rescheduled, edited, snoozes, searches);
   out += "\naccepted by queue:";
   for (const auto& [queue, n] : accepted_by_queue) out += fmt::format(" {} {};", queue.empty() ? "(the one queue)" : queue, n);
   out += "\nstarted again, by cause:";

@@ -53,6 +53,8 @@ struct Verdict {
   std::map<std::string, size_t> accepted_by_queue;  // surely accepted, per queue
   size_t documents_kept = 0;  // done or cancelled jobs whose document the broker still kept
   size_t rescheduled = 0;     // jobs an operator moved to a new due time
+  size_t edited = 0;          // jobs whose payload an operator's edit replaced (edits.tsv)
+  size_t snoozes = 0;         // starts again of a snoozed job, its delay waited out
   size_t searches = 0;        // searches by type for a waiting job (searches.tsv)
   // The ordered queue (key_order.hpp): its jobs, their keys, and what a
   // fault explained: overlaps or turns out of order, and starts out of due order.

@@ -114,6 +114,10 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     if (!due) return false;
     h.reschedules[f[0]] = *due;
     return true;
+  }) && each_line(dir / "edits.tsv", error, [&](const std::vector<std::string>& f) {
+    if (f.size() != 2) return false;
+    h.edits[f[0]] = f[1];
+    return true;
   }) && each_line(dir / "deletes.tsv", error, [&](const std::vector<std::string>& f) {
     auto from = f.size() == 3 ? number(f[1]) : std::optional<int64_t>(0);
     auto to = f.size() == 3 ? number(f[2]) : std::optional<int64_t>(0);

@@ -8,7 +8,10 @@
 //                 before there were several: the run's one queue)
 //   cancels.tsv   ids an operator asked to cancel
 //   reschedules.tsv  id, new due ms: jobs an operator asked to move to a new
-//                 due time (`dueq bulk run reschedule`), before asking
+//                 due time (`dueq bulk run reschedule`, or `dueq job
+//                 reschedule` by id), before asking
+//   edits.tsv     id, payload: jobs whose payload an operator's `dueq job
+//                 edit` replaced (written once the edit was answered done)
 //   deletes.tsv   queue, from ms, to ms: each `dueq queue delete` that
 //                 removed its queue (the done jobs' ids went with it), and
 //                 when the command began and ended (wall ms; "" in runs
@@ -127,11 +130,18 @@ struct SearchSeen {
 // handler): what the checker takes as a run's length.
 inline constexpr int64_t kOrderedRunMs = 40;
 
+// How long a "snooze_once" job asks to wait (its payload): the example
+// worker snoozes the first delivery of it each worker process runs.
+inline constexpr int64_t kSnoozeMs = 700;
+// The payload an operator's edit gives a sleep job (edits.tsv).
+inline constexpr const char* kEditedPayload = "77";
+
 struct History {
   std::vector<AcceptedJob> accepted;
   std::map<std::string, std::string> keys;  // keys.tsv: id -> key, jobs of the ordered queue
   std::vector<std::string> cancels;
   std::map<std::string, int64_t> reschedules;  // id -> the new due ms asked
+  std::map<std::string, std::string> edits;     // edits.tsv: id -> the payload an edit gave it
   std::set<std::string> deleted_queues;  // deletes.tsv: queues a `dueq queue delete` removed
   std::vector<QueueDelete> deletes;      // deletes.tsv, each line
   std::map<std::string, std::vector<int64_t>> asks;  // asks.tsv: id -> when it was asked for again

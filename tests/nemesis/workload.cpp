@@ -24,6 +24,10 @@ JobSpec draw_job(std::mt19937_64& rng, const WorkloadOptions& o, const std::stri
   if (kind < 12) {
     job.type = "sleep";
     job.payload = std::to_string(100 + rng() % 1400);
+  } else if (kind < 14) {
+    // Snoozed by the first worker process that runs it (kSnoozeMs), then done.
+    job.type = "snooze_once";
+    job.payload = std::to_string(kSnoozeMs);
   } else if (kind < 20) {
     job.type = "fail";
     job.payload = "on purpose";
@@ -221,6 +225,7 @@ void Workload::operate() {
   while (producing_) {
     if (rng() % 40 == 0) cancel_one(rng);
     if (rng() % 40 == 0) reschedule_one(rng);
+    if (rng() % 40 == 0) edit_one(rng);
     if (rng() % 3 == 0) delete_transient_queue();
     if (rng() % 20 == 0) search_one(rng);
     std::this_thread::sleep_for(100ms);
@@ -316,8 +321,22 @@ void Workload::reschedule_one(std::mt19937_64& rng) {
   const int64_t moved = job->due_ms + static_cast<int64_t>(rng() % 4'001) - 2'000;
   const int64_t due = std::min(std::max(moved, wall_ms() + 1'500), options_.last_due_ms);
   append_line(dir_ / "reschedules.tsv", {job->id, std::to_string(due)});
-  (void)testing::run_dueq(options_.endpoints, fmt::format("--timeout 5s bulk run reschedule {} --state scheduled --id-prefix {} --at {}",
-                                                          job->queue, job->id, due));
+  if (rng() % 2 == 0)
+    (void)testing::run_dueq(options_.endpoints, fmt::format("--timeout 5s job reschedule {} --queue {} --at {}", job->id, job->queue, due));
+  else
+    (void)testing::run_dueq(options_.endpoints, fmt::format("--timeout 5s bulk run reschedule {} --state scheduled --id-prefix {} --at {}",
+                                                            job->queue, job->id, due));
+}
+
+// The payload of a sleep job due 3 s or more from now (not a unique one: a
+// debounce would replace its record) becomes kEditedPayload; edits.tsv
+// names it once the broker answered that the edit landed.
+void Workload::edit_one(std::mt19937_64& rng) {
+  auto job = waiting_job(rng, 3'000);
+  if (!job || job->type != "sleep" || job->id.starts_with("u")) return;
+  const auto run = testing::run_dueq(options_.endpoints,
+                                     fmt::format("--timeout 5s job edit {} --queue {} --payload {}", job->id, job->queue, kEditedPayload));
+  if (run.code == 0) append_line(dir_ / "edits.tsv", {job->id, kEditedPayload});
 }
 
 }  // namespace dueq::nemesis

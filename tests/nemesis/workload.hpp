@@ -71,7 +71,10 @@ class Workload {
   // answer slow in coming (a broker cut off) delays no fault.
   void operate();
   void cancel_one(std::mt19937_64& rng);
+  // Half through `dueq job reschedule` (by id), half through a bulk action.
   void reschedule_one(std::mt19937_64& rng);
+  // `dueq job edit` of a waiting sleep job's payload (to kEditedPayload).
+  void edit_one(std::mt19937_64& rng);
   // A search of the scheduled state by type (the type index) for a job
   // waiting 3 s or more ahead that no operator touched; searches.tsv
   // records whether an answered search found it.

@@ -1,5 +1,6 @@
-"""A Python worker for the tests: handlers noop, sleep (payload = ms), fail and
-crash, like dueq-example-worker; each start appends `id attempt token
+"""A Python worker for the tests: handlers noop, sleep (payload = ms), fail,
+crash and snooze_once (payload = ms: snoozes the first run of a job, done the
+next), like dueq-example-worker; each start appends `id attempt token
 start_us pid key` to --record (start_us: the wall clock in microseconds;
 key: the job's key in hex, - for none)."""
 
@@ -52,6 +53,17 @@ def main() -> None:
     def fail(job: dueq.Job) -> None:
         note(job)
         raise RuntimeError("failed on purpose")
+
+    snoozed: set[str] = set()
+
+    @worker.handle("snooze_once")
+    def snooze_once(job: dueq.Job) -> None:
+        note(job)
+        with lock:
+            first = job.id not in snoozed
+            snoozed.add(job.id)
+        if first:
+            raise dueq.Snooze(int(job.payload or b"0") / 1000, reason="not yet")
 
     # A poison job: takes the whole worker process down with it.
     @worker.handle("crash")

@@ -93,6 +93,17 @@ class PythonWorker(unittest.TestCase):
         self.assertEqual(set(ids_run(read_records(cpp_rec))), {j.id for j in jobs},
                          "every job the killed worker held, running or buffered, runs again elsewhere")
 
+    def test_a_snoozed_job_runs_again_after_its_delay_as_the_same_attempt(self) -> None:
+        d = Deployment(self)
+        record = d.dir / "snooze.rec"
+        d.python_worker("--queue", "sz", "--record", str(record))
+        with dueq.Producer(d.endpoint) as producer:
+            producer.enqueue("sz", "snooze_once", b"1200", id="later", max_attempts=1)
+            self.assertTrue(eventually(lambda: (producer.job("later") or {}).get("state") == "done", 20))
+        runs = [r for r in read_records(record) if r[0] == "later"]
+        self.assertEqual([r[1] for r in runs], ["1", "1"], "a snooze uses no attempt (max_attempts 1)")
+        self.assertGreaterEqual(int(runs[1][3]) - int(runs[0][3]), 1_200_000, "not before the delay it asked for")
+
     def test_a_stale_ack_changes_nothing(self) -> None:
         d = Deployment(self, ["--heartbeat", "200ms", "--worker-timeout", "1s"])
         rec = d.dir / "py.rec"
@@ -420,6 +431,39 @@ class PythonProducer(unittest.TestCase):
             self.assertEqual(first_job["unique_key"], {"encoding": "base64", "data": "YWNjb3VudC3/"})
             stats = {s.queue: s for s in producer.stats()}
             self.assertEqual(stats["u"].accepted, 3)
+
+    def test_a_waiting_job_is_rescheduled_edited_by_its_version_and_run_now(self) -> None:
+        d = Deployment(self)
+        record = d.dir / "control.rec"
+        with dueq.Producer(d.endpoint) as producer:
+            producer.enqueue("jc", "noop", b"old", id="p-1", delay=3600, key=b"k\xff")
+            before = producer.job("p-1")
+            assert before is not None and before["version"]
+            asked = int(time.time() * 1000)
+            producer.reschedule("p-1", asked + 7_200_000)
+            moved = producer.job("p-1")
+            assert moved is not None
+            self.assertEqual((moved["state"], moved["run_at_ms"], moved["version"]), ("scheduled", asked + 7_200_000, before["version"]))
+            version = producer.edit("p-1", b"new\xff", before["version"])
+            self.assertNotEqual(version, before["version"])
+            with self.assertRaises(dueq.DueqError) as stale:
+                producer.edit("p-1", b"lost", before["version"])
+            self.assertEqual(stale.exception.code, "conflict")
+            with self.assertRaises(dueq.DueqError) as missing:
+                producer.run_now("nobody")
+            self.assertEqual(missing.exception.code, "not_found")
+            edited = producer.job("p-1")
+            assert edited is not None
+            self.assertEqual((edited["payload"], edited["version"]), ({"encoding": "base64", "data": "bmV3/w=="}, version))
+            self.assertEqual(edited["key"], {"encoding": "base64", "data": "a/8="}, "the key stays")
+            d.python_worker("--queue", "jc", "--record", str(record))
+            producer.run_now("p-1")
+            self.assertTrue(eventually(lambda: len(read_records(record)) == 1, 10))
+            self.assertEqual(read_records(record)[0][0], "p-1")
+            self.assertTrue(eventually(lambda: (producer.job("p-1") or {}).get("state") == "done", 10))
+            with self.assertRaises(dueq.DueqError) as finished:
+                producer.reschedule("p-1", 0)
+            self.assertEqual(finished.exception.code, "conflict")
 
 
 class Readme(unittest.TestCase):

@@ -634,3 +634,39 @@ TEST(NemesisChecker, ADebouncedJobTakenWhileABrokersClockRanBehindMayStartEarlyB
 
 }  // namespace
 }  // namespace dueq::nemesis
+
+namespace dueq::nemesis {
+namespace {
+
+// A snoozed job runs again as the same attempt no sooner than its delay; a
+// start again sooner, or as the next attempt, needs a fault like any other.
+TEST(NemesisChecker, ASnoozedJobRunsAgainAsTheSameAttemptAfterItsDelayOnly) {
+  History h = healthy();
+  h.accepted[0].type = "snooze_once";
+  h.finals["j1"].type = "snooze_once";
+  h.starts.push_back({"j1", 1, 12, (kDue + 1'000 + kSnoozeMs) * 1000, "w0"});
+  h.finals["j1"].finished_ms = kDue + 1'000 + kSnoozeMs + 10;
+  const Verdict snoozed = check(h, Bounds{});
+  EXPECT_TRUE(snoozed.violations.empty()) << snoozed.report();
+  EXPECT_EQ(snoozed.snoozes, 1U);
+  h.starts[1].start_us -= 1'000;  // a millisecond too soon
+  EXPECT_TRUE(says(check(h, Bounds{}), "no fault to explain it"));
+  h.starts[1].start_us += 1'000;
+  h.starts[1].attempt = 2;  // a snooze uses no attempt
+  EXPECT_TRUE(says(check(h, Bounds{}), "no fault to explain it"));
+}
+
+// An edit answered done: the job's last start carries the edited payload.
+TEST(NemesisChecker, AnEditedJobsLastStartCarriesTheEditedPayload) {
+  History h = healthy();
+  h.edits["j1"] = kEditedPayload;
+  h.starts[0].payload = kEditedPayload;
+  Verdict v = check(h, Bounds{});
+  EXPECT_TRUE(v.violations.empty()) << v.report();
+  EXPECT_EQ(v.edited, 1U);
+  h.starts[0].payload = "900";
+  EXPECT_TRUE(says(check(h, Bounds{}), "j1: EDIT LOST"));
+}
+
+}  // namespace
+}  // namespace dueq::nemesis

@@ -380,3 +380,20 @@ TEST(Protocol, EveryDocumentedExampleDecodes) {
   }
   EXPECT_EQ(examples, 22u) << "one example per frame type";
 }
+
+// A snoozed result carries its delay as a sixth field; every other result
+// keeps its five fields, byte for byte as before 0.8, and a five-field
+// item reads as no delay.
+TEST(Protocol, ASnoozedResultCarriesItsDelayAndOthersKeepFiveFields) {
+  const auto decoded = decode(encode(Results{{{"q", "j", 1, Outcome::snoozed, "busy", 30'000}, {"q", "k", 2, Outcome::failed, "x", 99}}}));
+  ASSERT_TRUE(decoded);
+  const auto& items = std::get<Results>(*decoded).items;
+  EXPECT_EQ(items.at(0).outcome, Outcome::snoozed);
+  EXPECT_EQ(items.at(0).snooze_ms, 30'000);
+  EXPECT_EQ(items.at(1).snooze_ms, 0) << "not sent with any other outcome";
+  const std::string bytes = encode(Results{{{"q", "k", 2, Outcome::failed, "x"}}});
+  auto handle = msgpack::unpack(bytes.data(), bytes.size());
+  EXPECT_EQ(handle.get().via.array.ptr[2].via.array.ptr[0].via.array.ptr[0].via.array.size, 5u);
+  EXPECT_FALSE(decode(encode(Results{{{"q", "j", 1, Outcome::snoozed, "", -1}}})));
+  EXPECT_FALSE(decode(encode(Results{{{"q", "j", 1, Outcome::snoozed, "", JobResult::kMaxSnoozeMs + 1}}})));
+}

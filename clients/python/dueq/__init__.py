@@ -2,10 +2,10 @@
 wire protocol (docs/protocol.md) to a dueq broker over ZeroMQ."""
 
 from ._connection import CurveKeys
-from .producer import DueqError, Job as NewJob, Producer, Rejected
+from .producer import AdminResult, DueqError, Job as NewJob, Producer, Rejected
 from .protocol import EnqueueResult, EnqueueStatus, Outcome, QueueStats
-from .worker import Fail, Job, Worker
+from .worker import Fail, Job, Snooze, Worker
 
-__all__ = ["CurveKeys", "DueqError", "EnqueueResult", "EnqueueStatus", "Fail", "Job", "NewJob", "Outcome", "Producer",
-           "QueueStats", "Rejected", "Worker"]
+__all__ = ["AdminResult", "CurveKeys", "DueqError", "EnqueueResult", "EnqueueStatus", "Fail", "Job", "NewJob", "Outcome", "Producer",
+           "QueueStats", "Rejected", "Snooze", "Worker"]
 __version__ = "0.3.0"

@@ -121,5 +121,6 @@ def job_document(fields: dict[str, str]) -> dict[str, Any]:
                 "last_error": bytes_json(fields["e"]) if fields.get("e") else None,
                 "errors": errors, "cancel_requested": fields.get("cx") == "1",
                 "waiting_for_key": fields.get("pk") == "1", "record_kept": kept,
-                "also_in": [bytes_json(q) for q in fields["also_in"].split(",")] if fields.get("also_in") else []})
+                "also_in": [bytes_json(q) for q in fields["also_in"].split(",")] if fields.get("also_in") else [],
+                "version": fields.get("v") or None})
     return doc

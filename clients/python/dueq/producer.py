@@ -36,6 +36,14 @@ class Rejected(DueqError):
 
 
 @dataclass
+class AdminResult:
+    """An ADMIN_REPLY: rows (maps of str), what was done, and where a paged listing goes on."""
+    rows: list[dict[str, str]]
+    summary: str
+    next: str = ""
+
+
+@dataclass
 class Job:
     """A job to enqueue. `due_ms` is milliseconds since the Unix epoch (UTC),
     0 for now; 0 for `max_attempts` and the backoffs takes the queue's defaults.
@@ -178,6 +186,39 @@ class Producer:
                                 time.monotonic() + self._timeout)
         _, found, fields = protocol.read_job_reply(body)
         return fields if found else None
+
+    # -- operator commands (docs/protocol.md, ADMIN_REQUEST)
+
+    def admin(self, op: str, queue: str = "", ids: Sequence[str] = (), *, args: Optional[dict[str, Union[str, bytes]]] = None,
+              limit: int = 0, older_than_ms: int = 0) -> AdminResult:
+        """Runs one ADMIN operation (the key must have the admin role)."""
+        wire_args = dict(args or {})
+        _, body = self._request(Type.ADMIN_REQUEST,
+                                lambda rid: [rid, op, queue, list(ids), older_than_ms, limit, wire_args],
+                                Type.ADMIN_REPLY, time.monotonic() + self._timeout)
+        _, rows, summary, next_ = protocol.read_admin_reply(body)
+        return AdminResult(rows, summary, next_)
+
+    # -- changing one waiting job (docs/jobs.md, "Changing a waiting job"); a job
+    #    that is running or finished raises DueqError with code "conflict"
+
+    def reschedule(self, id: str, due_ms: int, queue: str = "") -> None:
+        """Moves a waiting job's due time (at or before now: ready at once)."""
+        self.admin("job_reschedule", queue, [id], args={"at_ms": str(max(0, int(due_ms)))})
+
+    def run_now(self, id: str, queue: str = "") -> None:
+        """Makes a waiting job ready to run now."""
+        self.admin("job_reschedule", queue, [id], args={"now": "1"})
+
+    def edit(self, id: str, payload: Union[str, bytes], version: str, queue: str = "") -> str:
+        """Replaces a waiting job's payload if its version (its document's "version") is
+        still `version`; returns the new version. Raises DueqError "conflict" when the job
+        changed since it was read."""
+        data = payload.encode() if isinstance(payload, str) else bytes(payload)
+        result = self.admin("job_edit", queue, [id], args={"payload": data, "version": version})
+        if not result.rows or "version" not in result.rows[0]:
+            raise DueqError("internal", "job_edit: the broker's reply names no version")
+        return result.rows[0]["version"]
 
     # -- one request, answered or resent until the deadline
 

@@ -20,6 +20,7 @@ MAX_BATCH = 10_000
 # lists every queue, up to 100,000, so its arrays pass two batches.
 MAX_REPLY_VALUES = 4_000_000
 MAX_ERROR_TEXT = 4096
+MAX_SNOOZE_MS = 10 * 366 * 86_400_000  # a snooze's longest delay
 MAX_CAPACITY = 10_000
 MAX_WEIGHT = 1000
 U32 = (1 << 32) - 1
@@ -57,6 +58,7 @@ class Outcome(enum.IntEnum):
     FAILED = 1
     FAILED_FINAL = 2
     CANCELLED = 3
+    SNOOZED = 4
 
 
 class EnqueueStatus(enum.IntEnum):
@@ -350,6 +352,18 @@ def read_job_reply(body: list[Any]) -> tuple[int, bool, dict[str, str]]:
     return _uint(f[0], "request_id"), _bool(f[1], "found"), fields
 
 
+def read_admin_reply(body: list[Any]) -> tuple[int, list[dict[str, str]], str, str]:
+    """request_id, rows, summary and next (where a paged listing goes on; "" when none)."""
+    f = _fields(body, 3, "ADMIN_REPLY")
+    rows = f[1]
+    if not isinstance(rows, list) or not all(
+            isinstance(r, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in r.items()) for r in rows):
+        raise BadFrame("ADMIN_REPLY rows: not an array of maps of str to str")
+    if not isinstance(f[2], str) or (len(f) > 3 and not isinstance(f[3], str)):
+        raise BadFrame("ADMIN_REPLY summary and next: str")
+    return _uint(f[0], "request_id"), rows, f[2], f[3] if len(f) > 3 else ""
+
+
 @dataclass
 class Hello:
     worker_id: str
@@ -372,7 +386,11 @@ class Result:
     ref: JobRef
     outcome: Outcome
     error: str = ""
+    snooze_ms: int = 0  # SNOOZED: due again this long after the broker applies it
 
     def wire(self) -> list[Any]:
         text = self.error.encode()[-MAX_ERROR_TEXT:].decode(errors="ignore")
-        return [self.ref.queue, self.ref.id, self.ref.token, int(self.outcome), text]
+        item: list[Any] = [self.ref.queue, self.ref.id, self.ref.token, int(self.outcome), text]
+        if self.outcome == Outcome.SNOOZED:
+            item.append(min(max(0, int(self.snooze_ms)), MAX_SNOOZE_MS))
+        return item

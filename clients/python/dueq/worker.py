@@ -32,7 +32,7 @@ from .protocol import JobRef, Outcome, Result, Task, Type
 log = logging.getLogger("dueq.worker")
 
 _OUTCOME_WORDS = {Outcome.DONE: "done", Outcome.FAILED: "failed", Outcome.FAILED_FINAL: "failed for good",
-                  Outcome.CANCELLED: "cancelled"}
+                  Outcome.CANCELLED: "cancelled", Outcome.SNOOZED: "snoozed"}
 
 _HELLO_ANSWER_S = 1.0  # no WELCOME this long after HELLO: HELLO again, at the next endpoint if any
 _RESULT_BATCH = 1000
@@ -40,6 +40,19 @@ _RESULT_BATCH = 1000
 
 class Fail(Exception):
     """Raised by a handler: the job fails for good (dead letters), no retry."""
+
+
+class Snooze(Exception):
+    """Raised by a handler: run the job again after `seconds` (or at `until`, Unix
+    seconds, from this machine's clock), with no attempt used and nothing added to
+    its error log. A job snoozed more than its queue's max_snoozes (100 by default)
+    goes dead instead."""
+
+    def __init__(self, seconds: float = 0.0, *, until: Optional[float] = None, reason: str = "") -> None:
+        super().__init__(reason or "snoozed")
+        delay = (until - time.time()) if until is not None else seconds
+        self.delay_ms = max(0, int(delay * 1000))
+        self.reason = reason
 
 
 @dataclass
@@ -205,6 +218,10 @@ class Worker:
             handler(job)
         except Fail as error:
             return Result(task.ref, Outcome.CANCELLED if job.cancelled else Outcome.FAILED_FINAL, str(error))
+        except Snooze as snooze:
+            if job.cancelled:
+                return Result(task.ref, Outcome.CANCELLED, snooze.reason)
+            return Result(task.ref, Outcome.SNOOZED, snooze.reason, snooze.delay_ms)
         except Exception:
             return Result(task.ref, Outcome.CANCELLED if job.cancelled else Outcome.FAILED,
                           traceback.format_exc(limit=5))
