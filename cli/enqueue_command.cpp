@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/output.hpp"
+#include "common/clock.hpp"
 #include "common/duration.hpp"
 #include "common/ids.hpp"
 #include "common/json_bytes.hpp"
@@ -34,6 +35,8 @@ std::optional<std::string> job_problem(const JobSpec& job) {
     return fmt::format("payload of {} bytes; at most {}", job.payload.size(), proto::kMaxPayloadBytes);
   if (job.key.size() > proto::kMaxKeyBytes)
     return fmt::format("key of {} bytes; at most {}", job.key.size(), proto::kMaxKeyBytes);
+  if (job.start_by_ms != 0 && (job.start_by_ms <= wall_ms() || job.start_by_ms < job.due_ms))
+    return "the start-by deadline (--start-by, --start-within, start_by_ms) must be after now and not before the due time";
   if (job.unique_until == UniqueUntil::none) return std::nullopt;
   if (job.unique_key.empty() || job.unique_key.size() > proto::kMaxKeyBytes)
     return fmt::format("unique key of {} bytes; 1 to {}", job.unique_key.size(), proto::kMaxKeyBytes);
@@ -112,6 +115,15 @@ std::expected<JobSpec, std::string> job_from_args(const EnqueueArgs& a) {
     unique_for_ms = *ms;
   }
   if (auto ok = set_unique(job, a.unique_key, a.unique_until, unique_for_ms); !ok) return std::unexpected("--" + ok.error());
+  if (!a.start_by.empty()) {
+    auto ms = time_ms(a.start_by);
+    if (!ms) return std::unexpected("--start-by: " + ms.error());
+    job.start_by_ms = *ms;
+  } else if (!a.start_within.empty()) {
+    auto ms = parse_duration_ms(a.start_within);
+    if (!ms || *ms <= 0) return std::unexpected("--start-within: a duration of 1 ms or more, e.g. 10m");
+    job.start_by_ms = std::max(job.due_ms, wall_ms()) + *ms;
+  }
   if (auto problem = job_problem(job)) return std::unexpected(*problem);
   return job;
 }
@@ -161,7 +173,7 @@ JobSpec job_from_line(const std::string& line) {
   for (const auto& [key, value] : j.items())
     if (key != "queue" && key != "type" && key != "payload" && key != "delay_ms" && key != "at_ms" && key != "id" &&
         key != "max_attempts" && key != "backoff_base_ms" && key != "backoff_cap_ms" && key != "key" &&
-        key != "unique_key" && key != "unique_until" && key != "unique_for_ms")
+        key != "unique_key" && key != "unique_until" && key != "unique_for_ms" && key != "start_by_ms")
       throw std::runtime_error("unknown field '" + key + "'");
   JobSpec job;
   job.queue = j.at("queue").get<std::string>();
@@ -174,6 +186,7 @@ JobSpec job_from_line(const std::string& line) {
   if (j.contains("max_attempts")) job.max_attempts = j["max_attempts"].get<uint32_t>();
   if (j.contains("backoff_base_ms")) job.backoff_base_ms = j["backoff_base_ms"].get<int64_t>();
   if (j.contains("backoff_cap_ms")) job.backoff_cap_ms = j["backoff_cap_ms"].get<int64_t>();
+  if (j.contains("start_by_ms")) job.start_by_ms = j["start_by_ms"].get<int64_t>();
   if (j.contains("key")) {
     auto key = bytes_from_json(j["key"]);
     if (!key) throw std::runtime_error("key must be a string or {\"encoding\": \"base64\", \"data\": ...}");

@@ -127,6 +127,10 @@ void add_enqueue(CLI::App& app, Invocation& v) {
       ->excludes(from)->check(CLI::Range(1, 1000));
   enqueue->add_option("--backoff-base", e.backoff_base, "this job's retry backoff base, e.g. 5s (default: the queue's)")->excludes(from);
   enqueue->add_option("--backoff-cap", e.backoff_cap, "this job's retry backoff cap, e.g. 1h (default: the queue's)")->excludes(from);
+  auto* start_by = enqueue->add_option("--start-by", e.start_by, "never start it after this time (RFC 3339, or Unix ms): "
+                                      "past it, it goes dead as expired (docs/jobs.md)")->excludes(from);
+  enqueue->add_option("--start-within", e.start_within, "never start it later than this after its due time (e.g. 10m)")
+      ->excludes(from, start_by);
   enqueue->add_option("--key", e.key, "the job's key (a tenant, an account...): per-key order and limits, docs/keys.md")
       ->excludes(from);
   auto* unique_key = enqueue->add_option("--unique-key", e.unique_key,

@@ -140,6 +140,7 @@ JobDocument job_document(const std::map<std::string, std::string>& f) {
   }
   job.due_ms = number(f, "d");
   job.run_at_ms = number(f, "r");
+  job.start_by_ms = number(f, "sb");
   job.created_ms = number(f, "c");
   job.lease_deadline_ms = number(f, "l");
   job.started_ms = number(f, "st");
@@ -192,6 +193,8 @@ nlohmann::json job_to_json(const JobDocument& job) {
            {"due_ms", optional_number(job.due_ms)},
            {"run_at", optional_time(job.run_at_ms)},
            {"run_at_ms", optional_number(job.run_at_ms)},
+           {"start_by", optional_time(job.start_by_ms)},
+           {"start_by_ms", optional_number(job.start_by_ms)},
            {"created", optional_time(job.created_ms)},
            {"created_ms", optional_number(job.created_ms)},
            {"lease_deadline", optional_time(job.lease_deadline_ms)},

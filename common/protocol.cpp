@@ -113,7 +113,7 @@ Result<void> validate(const Results& f) {
   if (f.items.size() > kMaxBatch) return bad("results batch exceeds the batch limit");
   for (const auto& item : f.items) {
     if (auto ok = check_ref(JobRef{item.queue, item.id, item.token}); !ok) return ok;
-    if (const auto outcome = static_cast<uint8_t>(item.outcome); outcome > static_cast<uint8_t>(Outcome::snoozed))
+    if (const auto outcome = static_cast<uint8_t>(item.outcome); outcome > static_cast<uint8_t>(Outcome::expired))
       return bad(fmt::format("unknown outcome {}", outcome));
     if (item.snooze_ms < 0 || item.snooze_ms > JobResult::kMaxSnoozeMs)
       return bad("result snooze_ms must be 0..10 years");

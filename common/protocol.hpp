@@ -180,9 +180,32 @@ struct Task {
   // its worker is charged for it, and its never-started neighbours are not.
   StartCheck start_check = StartCheck::none;
   Bytes key;  // the job's key, as bin: any bytes; left out when empty (so a broker before 0.7 sends 11 fields)
+  // Appended in 0.8: the job must not start after this (Unix ms, worker's
+  // clock; docs/jobs.md, "Start-by deadlines"); 0 = none, and then not sent
+  // (nor the key, when it is empty).
+  int64_t start_by_ms = 0;
   static constexpr size_t kFieldsBefore07 = 11;
-  DUEQ_FIELDS_KEY_LAST(kFieldsBefore07, queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms,
-                       payload_checksum, start_check)
+  template <typename Packer>
+  void msgpack_pack(Packer& pk) const {
+    if (start_by_ms > 0)
+      msgpack::type::make_define_array(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms,
+                                       payload_checksum, start_check, key, start_by_ms)
+          .msgpack_pack(pk);
+    else if (!key.data.empty())
+      msgpack::type::make_define_array(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms,
+                                       payload_checksum, start_check, key)
+          .msgpack_pack(pk);
+    else
+      msgpack::type::make_define_array(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms,
+                                       payload_checksum, start_check)
+          .msgpack_pack(pk);
+  }
+  void msgpack_unpack(const msgpack::object& o) {
+    detail::require_fields(o, kFieldsBefore07);
+    msgpack::type::make_define_array(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms,
+                                     payload_checksum, start_check, key, start_by_ms)
+        .msgpack_unpack(o);
+  }
 };
 
 
@@ -252,6 +275,7 @@ enum class Outcome : uint8_t {
   failed_final = 2,  // handler failed and asks for no retry (bad payload)
   cancelled = 3,     // handler stopped because the broker sent CANCEL
   snoozed = 4,       // handler asks to run again after JobResult::snooze_ms, no attempt used
+  expired = 5,       // not started: its start-by deadline had passed when the worker would have started it
 };
 }  // namespace dueq::proto
 MSGPACK_ADD_ENUM(dueq::proto::Outcome);
@@ -352,10 +376,18 @@ struct NewJob {
   Bytes unique_key;
   UniqueUntil unique_until = UniqueUntil::none;
   int64_t unique_for_ms = 0;  // period: how long after the enqueue the hold lasts
+  // Appended in 0.8: the job must not start after this (Unix ms); past it,
+  // it goes dead with the reason "expired" (docs/jobs.md). 0 = none, and
+  // then not sent; sent after the three unique fields (none: "", 0, 0).
+  int64_t start_by_ms = 0;
   static constexpr size_t kFieldsBefore07 = 8;
   template <typename Packer>
   void msgpack_pack(Packer& pk) const {
-    if (unique_until != UniqueUntil::none)
+    if (start_by_ms > 0)
+      msgpack::type::make_define_array(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms,
+                                       key, unique_key, unique_until, unique_for_ms, start_by_ms)
+          .msgpack_pack(pk);
+    else if (unique_until != UniqueUntil::none)
       msgpack::type::make_define_array(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms,
                                        key, unique_key, unique_until, unique_for_ms)
           .msgpack_pack(pk);
@@ -371,7 +403,7 @@ struct NewJob {
     // The three unique fields come together or not at all.
     if (o.type == msgpack::type::ARRAY && o.via.array.size > 9 && o.via.array.size < 12) throw detail::MissingFields(o.via.array.size, 12);
     msgpack::type::make_define_array(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms, key,
-                                     unique_key, unique_until, unique_for_ms)
+                                     unique_key, unique_until, unique_for_ms, start_by_ms)
         .msgpack_unpack(o);
   }
 };
@@ -458,11 +490,14 @@ struct QueueStats {
   int64_t keys_running = 0;         // keys holding a turn
   int64_t waiting_for_key = 0;      // of `waiting`, jobs parked until their key has a turn
   std::vector<KeyWaiting> top_keys; // the (at most 10) keys with the most jobs waiting for a turn, most first
+  // Appended in 0.8 (docs/jobs.md).
+  int64_t snoozed = 0;              // snoozes its handlers asked for, ever
+  int64_t expired = 0;              // of `died`, jobs that went dead unstarted past their start-by deadline, ever
   static constexpr size_t kFieldsBefore02 = 12;
   DUEQ_FIELDS_SINCE(kFieldsBefore02, queue, scheduled, waiting, in_flight, done, dead, accepted, retried, stale_acks,
                     next_due_ms, cancelled, purged, died, unconfirmed, replayed, stale_extends, oldest_ready_due_ms,
                     paused_since_ms, rate_limit, rate_burst, concurrency_limit, history_kept, history_trimmed,
-                    keys_running, waiting_for_key, top_keys)
+                    keys_running, waiting_for_key, top_keys, snoozed, expired)
 };
 
 struct StatsReply {

@@ -524,6 +524,21 @@ class WorkerCase:
 
 # Faults: what the proxy does to the traffic. Each returns a hook.
 
+def expire_first_task(case: WorkerCase) -> None:
+    done = {"expired": None}
+
+    def hook(frame: Any) -> Any:
+        if done["expired"] is None and frame[1] == TYPES["TASKS"]:
+            item = frame[2][0][0]
+            while len(item) < 12:
+                item.append(b"")  # the key, empty, before the deadline
+            item[12:] = [int(time.time() * 1000) - 60_000]  # a start-by deadline a minute gone
+            done["expired"] = (item[0], item[1], item[7])
+            case.expired = done["expired"]  # type: ignore[attr-defined]
+        return frame
+    case.proxy.to_worker_hook = hook
+
+
 def corrupt_first_payload(case: WorkerCase) -> None:
     done = {"corrupted": None}
 
@@ -616,6 +631,7 @@ FAULTS: dict[str, Callable[[WorkerCase], None]] = {
     "drop_first_reply": drop_first_reply,
     "unavailable_first": unavailable_first,
     "corrupt_first_payload": corrupt_first_payload,
+    "expire_first_task": expire_first_task,
     "withhold_first_results": withhold_first_results,
     "start_check_1": force_start_check(1),
     "start_check_2": force_start_check(2),
@@ -624,6 +640,23 @@ FAULTS: dict[str, Callable[[WorkerCase], None]] = {
 
 
 # Checks: what the worker's frames must show.
+
+def check_expired_not_run(case: WorkerCase) -> None:
+    """§2 TASKS start_by_ms: a task past its start-by deadline is not started and is reported outcome 5, "expired…"."""
+    ref = getattr(case, "expired", None)
+    if ref is None:
+        raise CaseFailed("no TASKS frame reached the worker to give a deadline gone by")
+    reports = [i for _, f in case.proxy.frames("to_broker", "RESULTS") for i in f[2][0] if tuple(i[:3]) == ref]
+    if not reports:
+        raise CaseFailed(f"no result for the expired job {ref[1]}")
+    outcome, error = reports[0][3], reports[0][4]
+    if outcome != 5 or not str(error).startswith("expired"):
+        raise CaseFailed(f"the expired job was reported outcome {outcome} {error!r}, want 5 'expired…'")
+    if ref[2] in [token for _, token, _ in case.starts()]:
+        raise CaseFailed(f"the expired job {ref[1]} was started")
+    if case.state(ref[1]) != "dead":
+        raise CaseFailed(f"the expired job is {case.state(ref[1])}, want dead")
+
 
 def check_received_before_use(case: WorkerCase) -> None:
     """§3.3: RECEIVED with each TASKS frame's seq, before any of its jobs is reported or announced."""
@@ -857,6 +890,7 @@ CHECKS: dict[str, Callable[[WorkerCase], None]] = {
     "waited_retry_after": check_waited_retry_after,
     "received_before_use": check_received_before_use,
     "corrupted_failed_final": check_corrupted_failed_final,
+    "expired_not_run": check_expired_not_run,
     "results_resent_after_welcome": check_results_resent_after_welcome,
     "announced_before_start": check_announced_before_start,
     "exclusive_announcement": check_exclusive_announcement,

@@ -149,8 +149,10 @@ for i = 0, n - 1 do
   local partition = argv[b + 3]
   if not valid_partitions[partition] and is_partition(partition) then valid_partitions[partition] = true end
   -- 0x99 = msgpack fixarray of 9, then the record version 2, or 0x9a
-  -- (of 10) and version 3 for a job with a key.
-  if argv[b] == "" or not due or due < 0 or not ((array == 0x99 and version == 2) or (array == 0x9a and version == 3))
+  -- (of 10) and version 3 for a job with a key, or 0x9b (of 11) and
+  -- version 4 for one with a start-by deadline.
+  if argv[b] == "" or not due or due < 0
+      or not ((array == 0x99 and version == 2) or (array == 0x9a and version == 3) or (array == 0x9b and version == 4))
       or not valid_partitions[partition] then
     return redis.error_reply("ERR dueq bad-args enqueue: job " .. i
       .. " has an empty id, a bad due, a bad record or a bad partition")
@@ -280,8 +282,8 @@ for i = 1, n do
   if due <= now then
     due_now_seen = due_now_seen + 1
     if due_now_seen <= candidates then candidate = due_now_seen end
-    -- 0x9a: a record with a key (version 3).
-    if candidate and byte(argv[b + 2]) == 0x9a then
+    -- A record with a key (version 3, or 4 with a non-empty one).
+    if candidate and record_key(argv[b + 2]) then
       if key_limits_set == nil then key_limits_set = redis.call("EXISTS", KEYS[10], KEYS[15]) > 0 end
       if key_limits_set then candidate = nil end
     end

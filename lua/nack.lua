@@ -70,7 +70,11 @@
                  back to the schedule (ready with 0), no attempt used and
                  nothing written to the error log; the job's snoozes are
                  counted (KEYS[20]), and one past the queue's most goes
-                 dead with the reason "snoozed too often (N times)"
+                 dead with the reason "snoozed too often (N times)";
+           mode "expired": not started by its start-by deadline (the broker
+                 found it past it when it leased it, or the worker when it
+                 would have started it): dead with the reason, no attempt
+                 used, counted as expired
   ARGV[7+7N+i] for job i: jitter in [0, 1], drawn by the broker
   ARGV[7+8N]  H: 1 keeps a job that ends cancelled in the history hash (the
            queue keeps history and the retention is > 0), 0 keeps none
@@ -110,7 +114,7 @@ end
 -- Job i's value k (0..6: id, token, mode, reason, partition, worker, snooze ms).
 local function job_arg(i, k) return ARGV[7 + 7 * i + k] end
 local modes = {retry = true, now = true, lost = true, lost_beside = true, shared = true, dead = true, ["return"] = true,
-               cancel = true, snooze = true}
+               cancel = true, snooze = true, expired = true}
 local jitter_at = 6 + 7 * n
 local max_delay = 10 * 366 * 86400000
 for i = 0, n - 1 do
@@ -124,7 +128,7 @@ for i = 0, n - 1 do
 end
 
 local out = {}
-local retried, dead, stale, cancelled, not_counted, snoozed, scheduled_slots = 0, 0, 0, 0, 0, 0, filter_slots()
+local retried, dead, stale, cancelled, not_counted, snoozed, expired, scheduled_slots = 0, 0, 0, 0, 0, 0, 0, filter_slots()
 local key_state = {held = KEYS[16], running = KEYS[17], parked = KEYS[18], ready = KEYS[2]}
 local holds_turns = redis.call("EXISTS", KEYS[16]) == 1  -- one look for a queue without keys
 local gone = {}  -- dead or cancelled: their unique keys go (lib/unique.lua)
@@ -172,6 +176,15 @@ for i = 0, n - 1 do
       retried = retried + 1
       out[#out + 1] = 1
       out[#out + 1] = now
+    elseif mode == "expired" then
+      redis.call("ZADD", KEYS[4], now, id)
+      redis.call("HSET", KEYS[9], id, reason)
+      if holds_turns then key_release(key_state, id, false) end
+      gone[#gone + 1] = id
+      dead = dead + 1
+      expired = expired + 1
+      out[#out + 1] = 2
+      out[#out + 1] = 0
     -- A snooze is counted once: here when the queue has a most (one past
     -- it dies), in the branch below when it has none.
     elseif mode == "snooze" and max_snoozes > 0 and redis.call("HINCRBY", KEYS[20], id, 1) > max_snoozes then
@@ -257,4 +270,5 @@ if stale > 0 then redis.call("HINCRBY", KEYS[5], "stale_acks", stale) end
 if cancelled > 0 then redis.call("HINCRBY", KEYS[5], "cancelled", cancelled) end
 if not_counted > 0 then redis.call("HINCRBY", KEYS[5], "unconfirmed", not_counted) end
 if snoozed > 0 then redis.call("HINCRBY", KEYS[5], "snoozed", snoozed) end
+if expired > 0 then redis.call("HINCRBY", KEYS[5], "expired", expired) end
 return out

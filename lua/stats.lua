@@ -56,14 +56,15 @@ if oldest_ready_due >= 4503599627370496 then oldest_ready_due = oldest_ready_due
 -- (broker/store/job_record.hpp: the due ms follows the payload).
 if oldest[1] and redis.call("EXISTS", KEYS[10]) == 1 then
   local ok, record = pcall(cmsgpack.unpack, redis.call("HGET", KEYS[11], oldest[1]) or "")
-  local due = ok and type(record) == "table" and (record[1] == 2 and record[4] or record[1] == 3 and record[5]) or nil
+  local due = ok and type(record) == "table" and (record[1] == 2 and record[4] or record[1] >= 3 and record[5]) or nil
   oldest_ready_due = type(due) == "number" and due or -1
 end
 local c = redis.call("HMGET", KEYS[5], "scheduled", "accepted", "done", "retried", "stale_acks", "cancelled", "purged",
-  "dead", "unconfirmed", "replayed", "stale_extends", "history_trimmed")
+  "dead", "unconfirmed", "replayed", "stale_extends", "history_trimmed", "snoozed", "expired")
 return {tonumber(c[1] or 0), redis.call("ZCARD", KEYS[2]), count_leases(KEYS[3]), redis.call("ZCARD", KEYS[4]),
   next_due, tonumber(c[2] or 0), tonumber(c[3] or 0), tonumber(c[4] or 0), tonumber(c[5] or 0),
   tonumber(c[6] or 0), tonumber(c[7] or 0), tonumber(c[8] or 0), tonumber(c[9] or 0), tonumber(c[10] or 0),
   tonumber(c[11] or 0), oldest_ready_due, tonumber(redis.call("GET", KEYS[6]) or "0"), redis.call("HLEN", KEYS[7]),
   tonumber(c[12] or 0), redis.call("HLEN", KEYS[8]), redis.call("ZCARD", KEYS[9]),
-  redis.call("ZREVRANGE", KEYS[9] .. ":per_key", 0, top_keys - 1, "WITHSCORES")}
+  redis.call("ZREVRANGE", KEYS[9] .. ":per_key", 0, top_keys - 1, "WITHSCORES"), tonumber(c[13] or 0),
+  tonumber(c[14] or 0)}

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/clock.hpp"
+#include "common/job_document.hpp"
 #include "common/logging.hpp"
 #include "worker/wake_policy.hpp"
 
@@ -202,6 +203,7 @@ const char* outcome_word(proto::Outcome outcome) {
     case proto::Outcome::failed_final: return "failed for good";
     case proto::Outcome::cancelled: return "cancelled";
     case proto::Outcome::snoozed: return "snoozed";
+    case proto::Outcome::expired: return "expired";
   }
   return "ended";
 }
@@ -213,6 +215,13 @@ proto::JobResult HandlerPool::run_delivery(Delivery& delivery) {
   proto::JobResult result{job.queue, job.id, delivery.token, proto::Outcome::done, {}};
   const bool log = log_jobs_ && spdlog::should_log(spdlog::level::info);
   const int64_t started_us = log ? steady_us() : 0;
+  if (job.start_by_ms > 0 && wall_ms() > job.start_by_ms) {
+    // Too late to matter: not started (docs/jobs.md, start-by deadlines).
+    result.outcome = proto::Outcome::expired;
+    result.error = "expired: not started by " + iso_time(job.start_by_ms);
+    if (log) spdlog::info("job {} expired: not started (queue {}, type {})", loggable(job.id), loggable(job.queue), loggable(job.type));
+    return result;
+  }
   if (log)
     spdlog::info("job {} started: queue {}, type {}, attempt {} of {}", loggable(job.id), loggable(job.queue),
                  loggable(job.type), job.attempt, job.max_attempts);

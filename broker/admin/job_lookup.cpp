@@ -69,6 +69,7 @@ Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
       if (record->backoff_base_ms != 0) out["bb"] = std::to_string(record->backoff_base_ms);
       if (record->backoff_cap_ms != 0) out["bc"] = std::to_string(record->backoff_cap_ms);
       if (!record->key.empty()) out["k"] = record->key;
+      if (record->start_by_ms > 0) out["sb"] = std::to_string(record->start_by_ms);
     }
   }
   // A finished job's attempts were deleted with it: not known, not 0.

@@ -274,11 +274,23 @@ void Dispatcher::on_leased(const std::string& name, int count, int64_t deadline,
     spdlog::error("queue '{}': job {}: {}; it goes to the dead letters", name, loggable(item.id), item.reason);
     results_.requeue(name, std::move(item));
   }
+  expire_late(name, batch->jobs);
   if (batch->jobs.empty()) return;
   q.next_deadline_ms = earliest_known(q.next_deadline_ms, deadline);
   // The next round is already in Redis (or there is none): sending now
   // overlaps Redis's work.
   dispatch(q, std::move(batch->jobs), deadline);
+}
+
+// Jobs leased past their start-by deadline are not sent: they go dead
+// unstarted, "expired" (no attempt used), and the queue counts them.
+void Dispatcher::expire_late(const std::string& name, std::vector<LeasedJob>& jobs) {
+  const int64_t now = lease_clock_.now_ms();
+  std::erase_if(jobs, [&](LeasedJob& job) {
+    if (job.record.start_by_ms == 0 || now <= job.record.start_by_ms) return false;
+    results_.requeue(name, NackItem{job.id, job.token, NackMode::expired, expired_reason(job.record.start_by_ms), 0});
+    return true;
+  });
 }
 
 void Dispatcher::note_hold(QueueState& q, const LeaseBatch& batch, int count) {
@@ -372,7 +384,8 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
     frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size();
     frame.items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},
                                       r.due_ms, job.attempt, r.max_attempts, job.token, r.created_ms,
-                                      r.payload_checksum, job.start_check, proto::Bytes{std::move(r.key)}});
+                                      r.payload_checksum, job.start_check, proto::Bytes{std::move(r.key)},
+                                      r.start_by_ms});
     if (frame.items.size() == proto::kMaxBatch || frame_bytes[slot] >= proto::kMaxTasksFrameBytes)
       send_frame(q, slots[slot], frame, frame_bytes[slot], now_ms);
   }

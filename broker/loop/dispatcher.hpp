@@ -127,6 +127,8 @@ class Dispatcher {
   // What held the call back, on the queue's state: a pause, or when its
   // limits let it lease again.
   void note_hold(QueueState& q, const LeaseBatch& batch, int count);
+  // Takes the jobs past their start-by deadline out of `jobs`, and sends them to the dead letters.
+  void expire_late(const std::string& name, std::vector<LeasedJob>& jobs);
   // Sends `frame` to the worker of `slot`, or hands its jobs back when the
   // worker cannot take it.
   void send_frame(QueueState& q, const FreeSlots& slot, proto::Tasks& frame, size_t bytes, int64_t now_ms);

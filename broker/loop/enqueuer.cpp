@@ -30,7 +30,8 @@ JobRecord new_job_record(const proto::NewJob& job, int64_t now_ms, uint32_t defa
                    job.backoff_base_ms,
                    job.backoff_cap_ms,
                    proto::payload_checksum(job.payload.data),
-                   job.key.data};
+                   job.key.data,
+                   job.start_by_ms};
 }
 
 namespace {

@@ -5,6 +5,7 @@
 
 #include "broker/store/keys.hpp"
 #include "broker/store/schedule_partition.hpp"
+#include "common/job_document.hpp"
 
 namespace dueq::broker {
 
@@ -12,6 +13,8 @@ namespace {
 constexpr size_t kResultChunk = 5000;     // ack/nack take at most 5000
 constexpr size_t kRequeuePerRound = 500;  // lost workers' jobs returned per queue per round
 }  // namespace
+
+std::string expired_reason(int64_t start_by_ms) { return "expired: not started by " + iso_time(start_by_ms); }
 
 namespace calls {
 
@@ -51,6 +54,7 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
       case NackMode::handed_back: mode = "return"; break;
       case NackMode::cancel: mode = "cancel"; break;
       case NackMode::snooze: mode = "snooze"; break;
+      case NackMode::expired: mode = "expired"; break;
     }
     call.add(item.id).add(token_text(item.token)).add(mode).add(item.reason);
     call.add(static_cast<int64_t>(schedule_partition(item.id))).add(item.worker);
@@ -137,6 +141,7 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
       const auto mode = r.outcome == proto::Outcome::failed_final ? NackMode::dead
                         : r.outcome == proto::Outcome::cancelled  ? NackMode::cancel
                         : r.outcome == proto::Outcome::snoozed    ? NackMode::snooze
+                        : r.outcome == proto::Outcome::expired    ? NackMode::expired
                                                                   : NackMode::retry;
       const char* fallback = mode == NackMode::snooze ? "snoozed" : "failed";
       items.push_back({r.id, r.token, mode, r.error.empty() ? fallback : r.error, jitter(rng_), p.worker.routing_id,

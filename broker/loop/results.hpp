@@ -34,7 +34,11 @@ enum class NackMode {
   handed_back,  // back to ready at once, not counted (never started)
   cancel,       // ends cancelled
   snooze,       // its handler asked to run again after NackItem::snooze_ms: no attempt used
+  expired,      // not started by its start-by deadline: dead, no attempt used
 };
+
+// The reason an expired job dies with: "expired: not started by <ISO time>".
+std::string expired_reason(int64_t start_by_ms);
 
 struct NackItem {
   std::string id;

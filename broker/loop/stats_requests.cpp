@@ -19,7 +19,7 @@ Command stats(const std::string& queue) {
 
 Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply* r) {
   auto v = reply::integers(r, "stats");  // the 22nd, an array, reads as 0
-  if (!v || v->size() != 22) return reply::bad(r, "stats");
+  if (!v || v->size() != 24) return reply::bad(r, "stats");
   const redisReply* top = r->element[21];
   if (top->type != REDIS_REPLY_ARRAY || top->elements % 2 != 0 || top->elements > 2 * kStatsTopKeys) return reply::bad(r, "stats");
   proto::QueueStats s;
@@ -45,6 +45,8 @@ Result<proto::QueueStats> parse_stats(const std::string& queue, const redisReply
   s.history_trimmed = (*v)[18];
   s.keys_running = (*v)[19];
   s.waiting_for_key = (*v)[20];
+  s.snoozed = (*v)[22];
+  s.expired = (*v)[23];
   for (size_t i = 0; i < top->elements; i += 2)
     s.top_keys.push_back({proto::Bytes{reply::str(top->element[i])}, reply::num(top->element[i + 1])});
   return s;

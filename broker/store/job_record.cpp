@@ -22,9 +22,10 @@ std::string record_version(std::string_view bytes) {
 std::string encode_job_record(const JobRecord& r) {
   msgpack::sbuffer buffer(64 + r.type.size() + r.payload.size());
   msgpack::packer<msgpack::sbuffer> pk(buffer);
-  const bool keyed = !r.key.empty();
-  pk.pack_array(keyed ? 10 : 9);
-  pk.pack(keyed ? kKeyedJobRecordVersion : kJobRecordVersion);
+  const bool start_by = r.start_by_ms > 0;
+  const bool keyed = !r.key.empty() || start_by;
+  pk.pack_array(start_by ? 11 : keyed ? 10 : 9);
+  pk.pack(start_by ? kStartByJobRecordVersion : keyed ? kKeyedJobRecordVersion : kJobRecordVersion);
   pk.pack(r.type);
   if (keyed) {
     pk.pack_str(static_cast<uint32_t>(r.key.size()));
@@ -38,11 +39,12 @@ std::string encode_job_record(const JobRecord& r) {
   pk.pack(r.backoff_base_ms);
   pk.pack(r.backoff_cap_ms);
   pk.pack(r.payload_checksum);
+  if (start_by) pk.pack(r.start_by_ms);
   return std::string(buffer.data(), buffer.size());
 }
 
 Result<JobRecord> decode_job_record(std::string_view bytes) {
-  static const msgpack::unpack_limit limits(/*array=*/10, /*map=*/0, /*str=*/proto::kMaxPayloadBytes,
+  static const msgpack::unpack_limit limits(/*array=*/11, /*map=*/0, /*str=*/proto::kMaxPayloadBytes,
                                             /*bin=*/0, /*ext=*/0, /*depth=*/2);
   try {
     std::size_t offset = 0;
@@ -50,17 +52,22 @@ Result<JobRecord> decode_job_record(std::string_view bytes) {
         msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, limits);
     if (offset != bytes.size()) return bad("trailing bytes");
     const msgpack::object& o = handle.get();
-    if (o.type != msgpack::type::ARRAY || o.via.array.size < 8) return bad("not an array of 8 to 10");
+    if (o.type != msgpack::type::ARRAY || o.via.array.size < 8) return bad("not an array of 8 to 11");
     const msgpack::object* f = o.via.array.ptr;
     const int version = f[0].as<int>();
-    if (version < 1 || version > kKeyedJobRecordVersion) return bad(fmt::format("unknown version {}", version));
+    if (version < 1 || version > kStartByJobRecordVersion) return bad(fmt::format("unknown version {}", version));
     if (o.via.array.size != static_cast<uint32_t>(7 + version))
       return bad(fmt::format("version {} with {} fields", version, o.via.array.size));
     JobRecord r;
     if (f[1].type != msgpack::type::STR) return bad("type must be str");
     r.type.assign(f[1].via.str.ptr, f[1].via.str.size);
-    if (version == kKeyedJobRecordVersion) {
-      if (f[2].type != msgpack::type::STR || f[2].via.str.size == 0) return bad("key must be a str, not empty");
+    if (version == kStartByJobRecordVersion) {
+      if (f[10].as<int64_t>() <= 0) return bad("start_by_ms must be positive");
+      r.start_by_ms = f[10].as<int64_t>();
+    }
+    if (version >= kKeyedJobRecordVersion) {
+      if (f[2].type != msgpack::type::STR || (version == kKeyedJobRecordVersion && f[2].via.str.size == 0))
+        return bad("key must be a str, not empty");
       r.key.assign(f[2].via.str.ptr, f[2].via.str.size);
       ++f;  // the rest as in version 2
     }

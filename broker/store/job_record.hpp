@@ -16,6 +16,11 @@
 //   [version=3, type, key, payload, due_ms, ... as version 2]
 //
 // A job without one stays version 2, byte for byte as before keys.
+// A job with a start-by deadline (NewJob::start_by_ms) is written as
+// version 4, with its key (empty when it has none) and the deadline last:
+//
+//   [version=4, type, key, payload, due_ms, ... as version 2, start_by_ms]
+//
 // Version 1 records (written before the checksum) have the first 8 fields;
 // they are read with the checksum of the payload as read.
 #include <cstdint>
@@ -28,6 +33,7 @@ namespace dueq::broker {
 
 inline constexpr int kJobRecordVersion = 2;
 inline constexpr int kKeyedJobRecordVersion = 3;
+inline constexpr int kStartByJobRecordVersion = 4;
 
 struct JobRecord {
   std::string type;
@@ -39,6 +45,7 @@ struct JobRecord {
   int64_t backoff_cap_ms = 0;
   uint64_t payload_checksum = 0;
   std::string key;  // "" = none
+  int64_t start_by_ms = 0;  // 0 = none: never started after this (Unix ms)
   bool operator==(const JobRecord&) const = default;
 };
 

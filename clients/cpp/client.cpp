@@ -84,7 +84,8 @@ std::expected<proto::Enqueue, ClientError> enqueue_request(std::vector<JobSpec>&
                                          proto::Bytes{std::move(job.payload)}, job.due_ms, job.max_attempts,
                                          job.backoff_base_ms, job.backoff_cap_ms, proto::Bytes{std::move(job.key)},
                                          proto::Bytes{std::move(job.unique_key)},
-                                         static_cast<proto::UniqueUntil>(job.unique_until), job.unique_for_ms});
+                                         static_cast<proto::UniqueUntil>(job.unique_until), job.unique_for_ms,
+                                         job.start_by_ms});
   }
   return request;
 }
@@ -161,7 +162,7 @@ std::expected<BrokerStats, ClientError> Client::broker_stats() {
                                       q.retried, q.stale_acks, q.next_due_ms, q.cancelled, q.purged, q.died,
                                       q.unconfirmed, q.replayed, q.stale_extends, q.oldest_ready_due_ms, q.paused_since_ms,
                                       q.rate_limit, q.rate_burst, q.concurrency_limit, q.history_kept, q.history_trimmed,
-                                      q.keys_running, q.waiting_for_key, {}});
+                                      q.keys_running, q.waiting_for_key, {}, q.snoozed, q.expired});
       for (const auto& top : q.top_keys) out.queues.back().top_keys.emplace_back(top.key.data, top.waiting);
     }
     return out;

@@ -59,6 +59,10 @@ struct JobSpec {
   std::string unique_key;
   UniqueUntil unique_until = UniqueUntil::none;
   int64_t unique_for_ms = 0;  // with UniqueUntil::period: how long the hold lasts
+  // A start-by deadline (Unix ms; 0 = none): the job never starts after it,
+  // and goes dead with the reason "expired" once it has passed unstarted
+  // (docs/jobs.md). It must be after now and not before due_ms.
+  int64_t start_by_ms = 0;
 };
 
 struct EnqueueResult {
@@ -101,6 +105,9 @@ struct QueueStats {
   // The (at most 10) keys with the most jobs waiting for a turn, most
   // first: key (any bytes) and how many.
   std::vector<std::pair<std::string, int64_t>> top_keys;
+  // 0 from a broker older than 0.8 (docs/jobs.md):
+  int64_t snoozed = 0;              // snoozes its handlers asked for, ever
+  int64_t expired = 0;              // of `died`, jobs dead unstarted past their start-by deadline, ever
 };
 
 // Every queue's counts, and how many workers the broker has registered

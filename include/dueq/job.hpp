@@ -40,6 +40,7 @@ struct JobDocument {
   std::optional<uint64_t> payload_bytes;
   std::optional<int64_t> due_ms;            // when it was first due
   std::optional<int64_t> run_at_ms;         // scheduled or ready: when it is due now (a retry's backoff included)
+  std::optional<int64_t> start_by_ms;       // its start-by deadline: never started after it (docs/jobs.md)
   std::optional<int64_t> created_ms;
   std::optional<int64_t> lease_deadline_ms; // running: when its lease runs out unless extended
   std::optional<int64_t> started_ms;        // kept done or cancelled: when its last delivery started (broker clock)

@@ -33,6 +33,9 @@ struct Job {
   // useful as an idempotency key for side effects.
   uint64_t token = 0;
   std::string key;  // the key it was enqueued with ("" = none; docs/keys.md)
+  // Its start-by deadline (Unix ms; 0 = none): the worker does not start it
+  // later than this by its own clock, and reports it expired instead.
+  int64_t start_by_ms = 0;
 };
 
 struct HandlerResult {

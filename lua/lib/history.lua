@@ -7,7 +7,7 @@
 local function job_record_fields(record)
   local ok, fields = pcall(cmsgpack.unpack, record)
   if not ok or type(fields) ~= "table" then return nil end
-  if fields[1] == 3 and #fields == 10 then
+  if (fields[1] == 3 and #fields == 10) or (fields[1] == 4 and #fields == 11) then
     fields.key = table.remove(fields, 3)
   end
   return fields
@@ -24,7 +24,8 @@ local function history_record(record)
   if not ok or type(fields) ~= "table" or #fields ~= 7 + (tonumber(fields[1]) or 0) or #fields < 9 then
     return record
   end
-  fields[#fields] = 0
+  -- The checksum is last but in version 4, where the start-by deadline follows it.
+  fields[fields[1] == 4 and #fields - 1 or #fields] = 0
   return cmsgpack.pack(fields)
 end
 

@@ -26,12 +26,13 @@
 -- still exact in a double.
 local key_parked_offset = 4503599627370496
 
--- The key of a job record (broker/store/job_record.hpp): version 3 carries
--- it right after the type. nil for a job without one.
+-- The key of a job record (broker/store/job_record.hpp): versions 3 and 4
+-- (a start-by deadline; its key may be empty) carry it right after the
+-- type. nil for a job without one.
 local function record_key(record)
   if not record then return nil end
   local head, version, b = string.byte(record, 1, 3)
-  if head ~= 0x9a or version ~= 3 or not b then return nil end
+  if not ((head == 0x9a and version == 3) or (head == 0x9b and version == 4)) or not b then return nil end
   local at  -- where the key's str header starts: after the type
   if b >= 0xa0 and b <= 0xbf then
     at = 4 + b - 0xa0
@@ -41,7 +42,7 @@ local function record_key(record)
     return nil  -- types are at most 128 bytes: fixstr or str8
   end
   local k = string.byte(record, at)
-  if not k then return nil end
+  if not k or k == 0xa0 then return nil end
   if k >= 0xa0 and k <= 0xbf then return string.sub(record, at + 1, at + k - 0xa0) end
   if k == 0xd9 then
     local len = string.byte(record, at + 1) or 0

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <array>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "common/clock.hpp"
@@ -228,4 +229,57 @@ TEST(JobControl, ASnoozedJobRunsAgainAfterItsDelayAsTheSameAttemptAndTooManySnoo
   }
   ASSERT_EQ(at.size(), 2u);
   EXPECT_GE(at[1] - at[0], 1500) << "the exec handler's snooze line was read";
+}
+
+// A backlog bigger than its worker can start before the jobs' start-by
+// deadline: none starts past it, the jobs not started by then go dead
+// "expired" (counted per queue), and none is lost. A deadline that cannot
+// be met is refused at enqueue.
+TEST(JobControl, JobsNotStartedByTheirDeadlineExpireAndNoneStartsPastIt) {
+  Cluster cluster;
+  Client client(cluster.endpoint());
+  for (const auto& [due, start_by] : std::vector<std::pair<int64_t, int64_t>>{{0, wall_ms() - 1}, {Client::in_ms(60'000), Client::in_ms(30'000)}}) {
+    auto refused = client.enqueue({.queue = "sb", .type = "noop", .due_ms = due, .start_by_ms = start_by});
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, EnqueueResult::Status::rejected) << refused->reason;
+  }
+  EXPECT_EQ(run_dueq(cluster.endpoint(), "enqueue --queue sb --type noop --start-by 2001-01-01T00:00:00Z", true).code, 2);
+  const auto cli = run_dueq(cluster.endpoint(), "enqueue --queue sb --type noop --delay 1h --start-within 10m --id cli-1", true);
+  ASSERT_EQ(cli.code, 0) << cli.out;
+  const JobDocument cli_job = **client.job_document("cli-1", "sb");
+  EXPECT_EQ(*cli_job.start_by_ms - *cli_job.due_ms, 600'000) << "--start-within counts from the due time";
+
+  constexpr int kJobs = 300;
+  const int64_t start_by = wall_ms() + 1'500;
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < kJobs; ++i)
+    jobs.push_back({.queue = "sb", .type = "sleep", .payload = "40", .id = fmt::format("sb-{:03}", i), .start_by_ms = start_by});
+  ASSERT_TRUE(client.enqueue_batch(jobs));
+  const auto record = cluster.dir() / "starts.txt";
+  cluster.start_example_worker("sb", 2, record.string());
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("sb"); return s && s->done + s->dead == kJobs; }, 60s))
+      << cluster.stats("sb")->done << " done, " << cluster.stats("sb")->dead << " dead";
+  const auto stats = *cluster.stats("sb");
+  std::set<std::string> started;
+  for (const auto& r : read_records(record)) {
+    EXPECT_LE(r.start_us / 1000, start_by) << r.id << " started past its deadline";
+    started.insert(r.id);
+  }
+  EXPECT_EQ(static_cast<int64_t>(started.size()), stats.done) << "every job that started ended done";
+  EXPECT_GT(stats.dead, 0) << "the backlog outlasted the deadline";
+  EXPECT_GT(stats.done, 0);
+  EXPECT_EQ(stats.expired, stats.dead) << "each dead job expired";
+  for (int i = kJobs - 1; i >= 0; --i) {
+    const std::string id = fmt::format("sb-{:03}", i);
+    if (started.contains(id)) continue;
+    const JobDocument doc = **client.job_document(id, "sb");
+    EXPECT_EQ(doc.state, "dead");
+    EXPECT_TRUE(doc.last_error.starts_with("expired: not started by ")) << doc.last_error;
+    EXPECT_EQ(doc.attempt, 0) << "no attempt used";
+    break;
+  }
+  const auto audit = run_dueq(cluster.endpoint(), "audit --queue sb", false);
+  EXPECT_EQ(audit.code, 0) << audit.out;
+  std::printf("[ start-by ] %lld started before the deadline, %lld expired\n", static_cast<long long>(stats.done),
+              static_cast<long long>(stats.expired));
 }

@@ -459,7 +459,10 @@ TEST(Keys, AKeysRateLimitSpacesItsJobsAndTheRestRunAtOnce) {
   }
   ASSERT_EQ(slow.size(), 5u);
   std::sort(slow.begin(), slow.end());
-  for (size_t i = 1; i < slow.size(); ++i)
-    EXPECT_GE(slow[i] - slow[i - 1], 450'000'000) << "2 a second: 500 ms apart (less a little for ms rounding)";
+  // 2 a second: the fifth lease comes 2 s after the first. Measured at the
+  // handlers' starts, which a loaded machine delays unevenly (a suite run
+  // under -j3 failed a 450 ms bound on one gap), so the span of all five is
+  // checked, with 200 ms for the first start's delay, not each gap.
+  EXPECT_GE(slow.back() - slow.front(), 1'800'000'000) << "2 a second: the fifth 2 s after the first";
   EXPECT_LT(last_other, slow.back()) << "keys under the queue's rate of 4 a second ran before slow's last";
 }

@@ -493,3 +493,39 @@ TEST_F(Scripts, ASnoozeWithABadDelayIsRefusedAndChangesNothing) {
     EXPECT_EQ(field("a", "s"), "leased");
   }
 }
+
+// A job with a start-by deadline is stored as a version 4 record (with its
+// key) that every script reads as it reads the others; an expired delivery
+// goes dead unstarted, no attempt used, counted as expired.
+TEST_F(Scripts, AnExpiredDeliveryGoesDeadWithoutAnAttemptAndIsCounted) {
+  proto::NewJob late = job("a", 0, 3);
+  late.start_by_ms = 9'000;
+  late.key.data = "acct-1";
+  proto::NewJob plain = job("b", 0, 3);
+  plain.start_by_ms = 9'000;
+  enqueue({late, plain}, 1000);
+  auto leased = lease(2, 5000);
+  ASSERT_EQ(leased.size(), 2u);
+  EXPECT_EQ(leased[0].record.start_by_ms, 9'000);
+  EXPECT_EQ(leased[0].record.key, "acct-1");
+  EXPECT_EQ(leased[1].record.key, "") << "version 4 keeps an empty key empty";
+  EXPECT_EQ(field("a", "k"), "acct-1");
+  Round expire;
+  expire.add(calls::nack("q", 10'000, 0, 0, 60,
+                         {{"a", leased[0].token, NackMode::expired, expired_reason(9'000), 0},
+                          {"b", leased[1].token, NackMode::expired, expired_reason(9'000), 0}}));
+  auto out = *calls::parse_nack(run(expire));
+  EXPECT_EQ(out[0].status, NackStatus::dead);
+  EXPECT_EQ(field("a", "s"), "dead");
+  EXPECT_EQ(field("a", "e"), "expired: not started by 1970-01-01T00:00:09.000Z");
+  EXPECT_EQ(field("a", "a"), "0") << "no attempt used";
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' expired"), "2");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' dead"), "2");
+  // A replay sends it back as it was: its record still carries the deadline.
+  Round replay;
+  replay.add(calls::replay("q", 11'000, {"a"}));
+  run(replay);
+  auto again = lease(1, 15'000);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].record.start_by_ms, 9'000);
+}

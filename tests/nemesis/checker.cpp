@@ -59,6 +59,7 @@ class Checking {
     check_ticks();
     check_searches();
     check_edits();
+    check_deadlines();
     check_keys();
     check_unique();
     // Every queue keeps the documents of its newest done jobs (history_max).
@@ -109,7 +110,8 @@ class Checking {
       if (!started_before) wrong(job.id, "done, but no delivery of it started before it was finished");
     } else if (end->state == "dead") {
       ++v_.dead_by_reason[reason_class(end->error)];
-      if (!always_fails(job.type)) wrong(job.id, "a job that succeeds ended dead: '" + end->error + "'");
+      if (h_.deadlines.contains(job.id) && end->error.starts_with("expired")) ++v_.expired;
+      else if (!always_fails(job.type)) wrong(job.id, "a job that succeeds ended dead: '" + end->error + "'");
       else if (end->error.empty()) wrong(job.id, "dead without a reason");
     } else if (end->state == "cancelled") {
       ++v_.cancelled;
@@ -183,6 +185,15 @@ class Checking {
       return d.queue == job.queue && d.to_ms >= before_ms &&
              std::any_of(asks->second.begin(), asks->second.end(), [&](int64_t at) { return at >= d.from_ms && at <= after_ms; });
     });
+  }
+
+  // A job never starts past its start-by deadline (the workers' clock is
+  // the host's: the clock faults step brokers' clocks only).
+  void check_deadlines() {
+    for (const auto& [id, start_by] : h_.deadlines)
+      for (const auto& run : starts_[id])
+        if (run.start_us / 1000 > start_by)
+          wrong(id, fmt::format("PAST ITS DEADLINE: started {} ms after its start-by time", run.start_us / 1000 - start_by));
   }
 
   // An edit answered done landed while the job waited: its last start (a
@@ -420,8 +431,9 @@ std::string Verdict::report() const {
                                 cancelled);
   if (dead_by_reason.empty()) out += " 0";
   for (const auto& [reason, n] : dead_by_reason) out += fmt::format(" [{}: {}]", reason, n);
-  out += fmt::format("; finished jobs whose document is kept {}; rescheduled {}; edited {}; snoozed {}; searched for by type {}",
-                     documents_kept, rescheduled, edited, snoozes, searches);
+  out += fmt::format("; finished jobs whose document is kept {}; rescheduled {}; edited {}; snoozed {}; expired {}; "
+                     "searched for by type {}",
+                     documents_kept, rescheduled, edited, snoozes, expired, searches);
   out += "\naccepted by queue:";
   for (const auto& [queue, n] : accepted_by_queue) out += fmt::format(" {} {};", queue.empty() ? "(the one queue)" : queue, n);
   out += "\nstarted again, by cause:";

@@ -55,6 +55,7 @@ struct Verdict {
   size_t rescheduled = 0;     // jobs an operator moved to a new due time
   size_t edited = 0;          // jobs whose payload an operator's edit replaced (edits.tsv)
   size_t snoozes = 0;         // starts again of a snoozed job, its delay waited out
+  size_t expired = 0;         // jobs with a start-by deadline that went dead "expired" (deadlines.tsv)
   size_t searches = 0;        // searches by type for a waiting job (searches.tsv)
   // The ordered queue (key_order.hpp): its jobs, their keys, and what a
   // fault explained: overlaps or turns out of order, and starts out of due order.

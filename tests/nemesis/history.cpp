@@ -114,6 +114,11 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     if (!due) return false;
     h.reschedules[f[0]] = *due;
     return true;
+  }) && each_line(dir / "deadlines.tsv", error, [&](const std::vector<std::string>& f) {
+    auto at = f.size() == 2 ? number(f[1]) : std::nullopt;
+    if (!at) return false;
+    h.deadlines[f[0]] = *at;
+    return true;
   }) && each_line(dir / "edits.tsv", error, [&](const std::vector<std::string>& f) {
     if (f.size() != 2) return false;
     h.edits[f[0]] = f[1];

@@ -10,6 +10,7 @@
 //   reschedules.tsv  id, new due ms: jobs an operator asked to move to a new
 //                 due time (`dueq bulk run reschedule`, or `dueq job
 //                 reschedule` by id), before asking
+//   deadlines.tsv id, start-by ms: jobs sent with a start-by deadline
 //   edits.tsv     id, payload: jobs whose payload an operator's `dueq job
 //                 edit` replaced (written once the edit was answered done)
 //   deletes.tsv   queue, from ms, to ms: each `dueq queue delete` that
@@ -133,6 +134,8 @@ inline constexpr int64_t kOrderedRunMs = 40;
 // How long a "snooze_once" job asks to wait (its payload): the example
 // worker snoozes the first delivery of it each worker process runs.
 inline constexpr int64_t kSnoozeMs = 700;
+// How long after its due time a job of deadlines.tsv may start.
+inline constexpr int64_t kStartWithinMs = 4'000;
 // The payload an operator's edit gives a sleep job (edits.tsv).
 inline constexpr const char* kEditedPayload = "77";
 
@@ -142,6 +145,7 @@ struct History {
   std::vector<std::string> cancels;
   std::map<std::string, int64_t> reschedules;  // id -> the new due ms asked
   std::map<std::string, std::string> edits;     // edits.tsv: id -> the payload an edit gave it
+  std::map<std::string, int64_t> deadlines;     // deadlines.tsv: id -> its start-by ms
   std::set<std::string> deleted_queues;  // deletes.tsv: queues a `dueq queue delete` removed
   std::vector<QueueDelete> deletes;      // deletes.tsv, each line
   std::map<std::string, std::vector<int64_t>> asks;  // asks.tsv: id -> when it was asked for again

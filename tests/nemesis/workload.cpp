@@ -82,9 +82,17 @@ void Workload::produce(int producer) {
   Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
   for (int64_t n = 0; producing_; ++n) {
     std::vector<JobSpec> batch;
-    for (int i = 0; i < options_.batch; ++i)
+    for (int i = 0; i < options_.batch; ++i) {
       // The trailing dot makes an id a prefix of no other (reschedule_one).
-      batch.push_back(draw_job(rng, options_, options_.queue, fmt::format("p{}-{}.", producer, n * options_.batch + i)));
+      JobSpec job = draw_job(rng, options_, options_.queue, fmt::format("p{}-{}.", producer, n * options_.batch + i));
+      // One in 25 noop jobs must start within 4 s of its due time (or of
+      // now): past that it expires (deadlines.tsv).
+      if (job.type == "noop" && rng() % 25 == 0) {
+        job.start_by_ms = std::max(job.due_ms, wall_ms()) + kStartWithinMs;
+        append_line(dir_ / "deadlines.tsv", {job.id, std::to_string(job.start_by_ms)});
+      }
+      batch.push_back(std::move(job));
+    }
     send(client, std::move(batch));
     std::this_thread::sleep_for(100ms);
   }

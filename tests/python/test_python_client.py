@@ -104,6 +104,29 @@ class PythonWorker(unittest.TestCase):
         self.assertEqual([r[1] for r in runs], ["1", "1"], "a snooze uses no attempt (max_attempts 1)")
         self.assertGreaterEqual(int(runs[1][3]) - int(runs[0][3]), 1_200_000, "not before the delay it asked for")
 
+    def test_a_job_not_started_by_its_deadline_goes_dead_expired(self) -> None:
+        d = Deployment(self)
+        record = d.dir / "late.rec"
+        with dueq.Producer(d.endpoint) as producer:
+            start_by = int(time.time() * 1000) + 300
+            producer.enqueue("sb", "noop", id="late", start_by_ms=start_by)
+            producer.enqueue("sb", "noop", id="on-time")
+            job = producer.job("late")
+            assert job is not None
+            self.assertEqual(job["start_by_ms"], start_by)
+            with self.assertRaises(dueq.Rejected):
+                producer.enqueue("sb", "noop", start_by_ms=start_by - 10_000)
+            time.sleep(0.5)  # past the deadline before any worker serves the queue
+            d.python_worker("--queue", "sb", "--record", str(record))
+            self.assertTrue(eventually(lambda: (producer.job("late") or {}).get("state") == "dead", 20))
+            late = producer.job("late")
+            assert late is not None
+            self.assertTrue(str(late["last_error"]).startswith("expired: not started by"), late)
+            self.assertTrue(eventually(lambda: (producer.job("on-time") or {}).get("state") == "done", 20))
+            stats = {s.queue: s for s in producer.stats()}
+            self.assertEqual((stats["sb"].expired, stats["sb"].died), (1, 1))
+        self.assertEqual([r[0] for r in read_records(record)], ["on-time"])
+
     def test_a_stale_ack_changes_nothing(self) -> None:
         d = Deployment(self, ["--heartbeat", "200ms", "--worker-timeout", "1s"])
         rec = d.dir / "py.rec"

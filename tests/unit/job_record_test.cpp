@@ -42,7 +42,7 @@ TEST(JobRecord, AVersionOneRecordIsReadWithTheChecksumOfItsPayload) {
 }
 
 TEST(JobRecord, ARecordWithTheWrongFieldCountForItsVersionIsUnreadable) {
-  for (const auto& [version, fields] : std::vector<std::pair<int, int>>{{2, 8}, {1, 9}, {3, 9}, {2, 10}}) {
+  for (const auto& [version, fields] : std::vector<std::pair<int, int>>{{2, 8}, {1, 9}, {3, 9}, {2, 10}, {4, 10}, {3, 11}, {5, 12}}) {
     msgpack::sbuffer buffer;
     msgpack::packer<msgpack::sbuffer> pk(buffer);
     pk.pack_array(fields);
@@ -51,6 +51,27 @@ TEST(JobRecord, ARecordWithTheWrongFieldCountForItsVersionIsUnreadable) {
     EXPECT_FALSE(decode_job_record(std::string_view(buffer.data(), buffer.size())))
         << "version " << version << " with " << fields << " fields";
   }
+}
+
+// A start-by deadline makes a version 4 record (its key kept, empty or
+// not); records without one are written as before, byte for byte.
+TEST(JobRecord, AStartByDeadlineIsKeptInAVersionFourRecord) {
+  JobRecord r{"email", "p", 5000, 3, 1000, 0, 0, proto::payload_checksum("p")};
+  const std::string plain = encode_job_record(r);
+  EXPECT_EQ(static_cast<unsigned char>(plain[0]), 0x99) << "version 2 without a deadline";
+  r.start_by_ms = 9000;
+  for (const char* key : {"", "acct-1"}) {
+    r.key = key;
+    const std::string bytes = encode_job_record(r);
+    EXPECT_EQ(static_cast<unsigned char>(bytes[0]), 0x9b);
+    EXPECT_EQ(bytes[1], 4);
+    auto back = decode_job_record(bytes);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(*back, r) << key;
+  }
+  r.start_by_ms = 0;
+  r.key = "acct-1";
+  EXPECT_EQ(static_cast<unsigned char>(encode_job_record(r)[0]), 0x9a) << "version 3 with a key alone";
 }
 
 }  // namespace

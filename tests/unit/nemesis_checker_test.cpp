@@ -668,5 +668,23 @@ TEST(NemesisChecker, AnEditedJobsLastStartCarriesTheEditedPayload) {
   EXPECT_TRUE(says(check(h, Bounds{}), "j1: EDIT LOST"));
 }
 
+// A job with a start-by deadline may end dead "expired", and never starts past it.
+TEST(NemesisChecker, AJobWithADeadlineMayExpireButNeverStartsPastIt) {
+  History h = healthy();
+  h.deadlines["j1"] = kDue + 4'000;
+  Verdict v = check(h, Bounds{});
+  EXPECT_TRUE(v.violations.empty()) << v.report();
+  h.deadlines["j1"] = kDue + 500;  // started 1 s after its due time
+  EXPECT_TRUE(says(check(h, Bounds{}), "j1: PAST ITS DEADLINE"));
+  History expired = ended("dead", "expired: not started by 2027-01-15T08:00:04.000Z");
+  expired.starts.clear();
+  expired.deadlines["j1"] = kDue + 4'000;
+  v = check(expired, Bounds{});
+  EXPECT_TRUE(v.violations.empty()) << v.report();
+  EXPECT_EQ(v.expired, 1U);
+  expired.deadlines.clear();
+  EXPECT_TRUE(says(check(expired, Bounds{}), "a job that succeeds ended dead"));
+}
+
 }  // namespace
 }  // namespace dueq::nemesis

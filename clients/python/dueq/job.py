@@ -111,7 +111,8 @@ def job_document(fields: dict[str, str]) -> dict[str, Any]:
         "unique_until": fields.get("uu") or None,
         "payload": payload, "payload_bytes": payload_bytes,
     }
-    for name, key in (("due", "d"), ("run_at", "r"), ("created", "c"), ("lease_deadline", "l"), ("started", "st")):
+    for name, key in (("due", "d"), ("run_at", "r"), ("start_by", "sb"), ("created", "c"), ("lease_deadline", "l"),
+                      ("started", "st")):
         ms = _number(fields, key)
         doc[name], doc[name + "_ms"] = iso_time(ms), ms
     doc["worker"] = bytes_json(fields["w"]) if fields.get("w") else None

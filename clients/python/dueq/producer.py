@@ -68,6 +68,7 @@ class Job:
     unique_key: Union[str, bytes] = b""
     unique_until: str = ""
     unique_for: float = 0.0
+    start_by_ms: int = 0  # never started after this (Unix ms); 0: none (docs/jobs.md)
 
     def wire(self) -> list[Any]:
         fields = [self.queue, self.id, self.type, self.payload, self.due_ms, self.max_attempts, self.backoff_base_ms,
@@ -81,8 +82,12 @@ class Job:
             fields += [key, ukey, _UNIQUE_UNTIL[until], int(self.unique_for * 1000)]
         elif self.unique_until or self.unique_for:
             raise ValueError("unique_until and unique_for need a unique_key")
+        elif self.start_by_ms:
+            fields += [key, b"", 0, 0]  # the unique fields, as none, come before the deadline
         elif key:  # left out without one: a broker before 0.7 reads exactly 8 fields the same
             fields.append(key)
+        if self.start_by_ms:
+            fields.append(int(self.start_by_ms))
         return fields
 
 
@@ -118,15 +123,16 @@ class Producer:
     def enqueue(self, queue: str, type: str, payload: Union[bytes, str] = b"", *, id: Optional[str] = None,
                 due_ms: int = 0, delay: Optional[float] = None, max_attempts: int = 0,
                 key: Union[str, bytes] = b"", unique_key: Union[str, bytes] = b"", unique_until: str = "",
-                unique_for: float = 0.0) -> EnqueueResult:
+                unique_for: float = 0.0, start_by_ms: int = 0) -> EnqueueResult:
         """Enqueues one job, due at `due_ms` or after `delay` seconds; raises Rejected when refused.
         The result is `accepted`, or `duplicate` when a job with this id exists (or, with
-        `existing_id`, one holds its unique key). `key` and the unique fields: see Job."""
+        `existing_id`, one holds its unique key). `key` and the unique fields: see Job.
+        `start_by_ms`: the job never starts after this, and goes dead "expired" (docs/jobs.md)."""
         if delay is not None:
             due_ms = int(time.time() * 1000 + delay * 1000)
         job = Job(queue, type, payload.encode() if isinstance(payload, str) else payload, id or uuid.uuid4().hex,
                   due_ms, max_attempts, key=key, unique_key=unique_key, unique_until=unique_until,
-                  unique_for=unique_for)
+                  unique_for=unique_for, start_by_ms=start_by_ms)
         result = self.enqueue_many([job])[0]
         if result.status == EnqueueStatus.REJECTED:
             raise Rejected("rejected", result.reason)

@@ -59,6 +59,7 @@ class Outcome(enum.IntEnum):
     FAILED_FINAL = 2
     CANCELLED = 3
     SNOOZED = 4
+    EXPIRED = 5
 
 
 class EnqueueStatus(enum.IntEnum):
@@ -189,6 +190,7 @@ class Task:
     payload_checksum: int
     start_check: int
     key: bytes = b""  # empty: none, or a broker before 0.7 (11 fields)
+    start_by_ms: int = 0  # never started after this (Unix ms); 0: none, or a broker before 0.8
 
     @property
     def ref(self) -> JobRef:
@@ -201,7 +203,8 @@ class Task:
         return Task(_str(f[0], "queue"), _str(f[1], "id"), _str(f[2], "type"), _bytes(f[3], "payload"),
                     _int(f[4], "due_ms"), _uint(f[5], "attempt", U32), _uint(f[6], "max_attempts", U32),
                     _uint(f[7], "token", low=1), _int(f[8], "created_ms"), _uint(f[9], "payload_checksum"),
-                    start_check, _bytes(f[11], "key") if len(f) > 11 else b"")
+                    start_check, _bytes(f[11], "key") if len(f) > 11 else b"",
+                    _int(f[12], "start_by_ms") if len(f) > 12 else 0)
 
 
 @dataclass(frozen=True)
@@ -286,7 +289,7 @@ def read_enqueue_reply(body: list[Any]) -> tuple[int, list[EnqueueResult], int]:
 STATS_FIELDS = ("queue", "scheduled", "waiting", "in_flight", "done", "dead", "accepted", "retried", "stale_acks",
                 "next_due_ms", "cancelled", "purged", "died", "unconfirmed", "replayed", "stale_extends",
                 "oldest_ready_due_ms", "paused_since_ms", "rate_limit", "rate_burst", "concurrency_limit",
-                "history_kept", "history_trimmed", "keys_running", "waiting_for_key", "top_keys")
+                "history_kept", "history_trimmed", "keys_running", "waiting_for_key", "top_keys", "snoozed", "expired")
 
 
 @dataclass(frozen=True)
@@ -320,6 +323,8 @@ class QueueStats:
     # The (at most 10) keys with the most jobs waiting for a turn, most
     # first: (key, jobs waiting).
     top_keys: tuple[tuple[bytes, int], ...] = ()
+    snoozed: int = 0   # snoozes its handlers asked for, ever
+    expired: int = 0   # of died, jobs dead unstarted past their start-by deadline, ever
 
     @staticmethod
     def read(value: Any) -> "QueueStats":

@@ -27,12 +27,13 @@ import zmq
 
 from . import protocol
 from ._connection import CurveKeys, Endpoints, open_dealer
+from .job import iso_time
 from .protocol import JobRef, Outcome, Result, Task, Type
 
 log = logging.getLogger("dueq.worker")
 
 _OUTCOME_WORDS = {Outcome.DONE: "done", Outcome.FAILED: "failed", Outcome.FAILED_FINAL: "failed for good",
-                  Outcome.CANCELLED: "cancelled", Outcome.SNOOZED: "snoozed"}
+                  Outcome.CANCELLED: "cancelled", Outcome.SNOOZED: "snoozed", Outcome.EXPIRED: "expired"}
 
 _HELLO_ANSWER_S = 1.0  # no WELCOME this long after HELLO: HELLO again, at the next endpoint if any
 _RESULT_BATCH = 1000
@@ -199,6 +200,11 @@ class Worker:
             os.write(self._wake_write, b"r")
 
     def _execute_logged(self, task: Task, job: Job) -> Result:
+        if task.start_by_ms and time.time() * 1000 > task.start_by_ms:
+            # Too late to matter: not started (docs/jobs.md, start-by deadlines).
+            if self._log_jobs:
+                log.info("job %r expired: not started (queue %r, type %r)", job.id, job.queue, job.type)
+            return Result(task.ref, Outcome.EXPIRED, f"expired: not started by {iso_time(task.start_by_ms)}")
         if not (self._log_jobs and log.isEnabledFor(logging.INFO)):
             return self._execute(task, job)
         log.info("job %r started: queue %r, type %r, attempt %d of %d", job.id, job.queue, job.type, job.attempt,
