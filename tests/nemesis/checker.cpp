@@ -110,7 +110,7 @@ class Checking {
       if (!started_before) wrong(job.id, "done, but no delivery of it started before it was finished");
     } else if (end->state == "dead") {
       ++v_.dead_by_reason[reason_class(end->error)];
-      if (h_.deadlines.contains(job.id) && end->error.starts_with("expired")) ++v_.expired;
+      if (h_.deadlines.contains(job.id) && end->error.starts_with("expired")) check_expired(job);
       else if (!always_fails(job.type)) wrong(job.id, "a job that succeeds ended dead: '" + end->error + "'");
       else if (end->error.empty()) wrong(job.id, "dead without a reason");
     } else if (end->state == "cancelled") {
@@ -185,6 +185,18 @@ class Checking {
       return d.queue == job.queue && d.to_ms >= before_ms &&
              std::any_of(asks->second.begin(), asks->second.end(), [&](int64_t at) { return at >= d.from_ms && at <= after_ms; });
     });
+  }
+
+  // A job that expired needs a fault: without one a job starts within
+  // milliseconds of its due time, and its deadline is 4 s after that. Any
+  // excused time (a fault's span, recover_ms after it) between its due
+  // time (or acceptance) and its deadline explains it.
+  void check_expired(const AcceptedJob& job) {
+    ++v_.expired;
+    const int64_t ready_ms = std::max(job.due_ms, job.answered_ms), start_by = h_.deadlines.at(job.id);
+    if (start_by > ready_ms && unexcused_ms(ready_ms, start_by) >= start_by - ready_ms)
+      wrong(job.id, fmt::format("EXPIRED with no fault to explain it: due (or accepted) at {} ms, its deadline {} ms later",
+                                ready_ms, start_by - ready_ms));
   }
 
   // A job never starts past its start-by deadline (the workers' clock is

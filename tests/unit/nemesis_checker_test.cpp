@@ -679,6 +679,8 @@ TEST(NemesisChecker, AJobWithADeadlineMayExpireButNeverStartsPastIt) {
   History expired = ended("dead", "expired: not started by 2027-01-15T08:00:04.000Z");
   expired.starts.clear();
   expired.deadlines["j1"] = kDue + 4'000;
+  EXPECT_TRUE(says(check(expired, Bounds{}), "j1: EXPIRED with no fault")) << "no fault came near it";
+  expired.faults.push_back({kDue + 1'000, kDue + 2'000, "partition", "worker0 <-/-> broker0"});
   v = check(expired, Bounds{});
   EXPECT_TRUE(v.violations.empty()) << v.report();
   EXPECT_EQ(v.expired, 1U);
