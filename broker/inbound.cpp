@@ -25,8 +25,11 @@ Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms) {
     return fail(Errc::bad_argument, "backoff must be between 0 and 30 days");
   if (job.payload.data.size() > proto::kMaxPayloadBytes) return fail(Errc::bad_argument, "payload exceeds 1 MiB");
   if (job.key.data.size() > proto::kMaxKeyBytes) return fail(Errc::bad_argument, "key exceeds 128 bytes");
+  // A deadline already past is not refused: a resend of an accepted job
+  // must be answered duplicate as the first ask was, however late it comes
+  // (a new job with one expires when first leased).
   if (job.start_by_ms != 0) {
-    if (job.start_by_ms <= now_ms) return fail(Errc::bad_argument, "start_by_ms has passed: the job could never start");
+    if (job.start_by_ms < 0) return fail(Errc::bad_argument, "start_by_ms must not be negative");
     if (job.start_by_ms < job.due_ms) return fail(Errc::bad_argument, "start_by_ms is before the job's due time");
     if (job.start_by_ms > now_ms + kFarFutureMs) return fail(Errc::bad_argument, "start_by_ms is more than 10 years away");
   }

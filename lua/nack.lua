@@ -127,11 +127,35 @@ for i = 0, n - 1 do
   end
 end
 
+local scheduled_slots = filter_slots()
+-- A job back in line at DUE: ready when it is due now, else in its
+-- schedule partition (counted by the filter once the loop is done).
+local function put_back(i, id, due, record)
+  if due <= now then
+    redis.call("ZADD", KEYS[2], due, id)
+    return
+  end
+  local partition = job_arg(i, 4)
+  schedule_put(KEYS[1], KEYS[6], partition, id, string.format("%d", due), record)
+  filter_slot_add(scheduled_slots, partition, id)
+  type_slot_add(scheduled_slots, partition, record)
+end
+
 local out = {}
-local retried, dead, stale, cancelled, not_counted, snoozed, expired, scheduled_slots = 0, 0, 0, 0, 0, 0, 0, filter_slots()
+local retried, dead, stale, cancelled, not_counted, snoozed, expired = 0, 0, 0, 0, 0, 0, 0
 local key_state = {held = KEYS[16], running = KEYS[17], parked = KEYS[18], ready = KEYS[2]}
 local holds_turns = redis.call("EXISTS", KEYS[16]) == 1  -- one look for a queue without keys
 local gone = {}  -- dead or cancelled: their unique keys go (lib/unique.lua)
+-- A job to the dead letters with WHY: its key's turn and its unique key go.
+local function to_dead(id, why)
+  redis.call("ZADD", KEYS[4], now, id)
+  redis.call("HSET", KEYS[9], id, why)
+  if holds_turns then key_release(key_state, id, false) end
+  gone[#gone + 1] = id
+  dead = dead + 1
+  out[#out + 1] = 2
+  out[#out + 1] = 0
+end
 for i = 0, n - 1 do
   local id = job_arg(i, 0)
   local mode = job_arg(i, 2)
@@ -177,38 +201,19 @@ for i = 0, n - 1 do
       out[#out + 1] = 1
       out[#out + 1] = now
     elseif mode == "expired" then
-      redis.call("ZADD", KEYS[4], now, id)
-      redis.call("HSET", KEYS[9], id, reason)
-      if holds_turns then key_release(key_state, id, false) end
-      gone[#gone + 1] = id
-      dead = dead + 1
+      to_dead(id, reason)
       expired = expired + 1
-      out[#out + 1] = 2
-      out[#out + 1] = 0
     -- A snooze is counted once: here when the queue has a most (one past
     -- it dies), in the branch below when it has none.
     elseif mode == "snooze" and max_snoozes > 0 and redis.call("HINCRBY", KEYS[20], id, 1) > max_snoozes then
       local why = "snoozed too often (" .. max_snoozes .. " times, the queue's max_snoozes): " .. reason
       append_error_log(KEYS[10], id, "attempt", attempt, now, worker, why)
-      redis.call("ZADD", KEYS[4], now, id)
-      redis.call("HSET", KEYS[9], id, why)
-      if holds_turns then key_release(key_state, id, false) end
-      gone[#gone + 1] = id
-      dead = dead + 1
-      out[#out + 1] = 2
-      out[#out + 1] = 0
+      to_dead(id, why)
     elseif mode == "snooze" then
       -- Not an attempt: the attempts and the error log stay as they were.
       if max_snoozes == 0 then redis.call("HINCRBY", KEYS[20], id, 1) end
       local due = now + tonumber(job_arg(i, 6))
-      if due <= now then
-        redis.call("ZADD", KEYS[2], due, id)
-      else
-        local partition = job_arg(i, 4)
-        schedule_put(KEYS[1], KEYS[6], partition, id, string.format("%d", due), record)
-        filter_slot_add(scheduled_slots, partition, id)
-        type_slot_add(scheduled_slots, partition, record)
-      end
+      put_back(i, id, due, record)
       if holds_turns then key_release(key_state, id, true) end
       snoozed = snoozed + 1
       out[#out + 1] = 1
@@ -228,13 +233,7 @@ for i = 0, n - 1 do
       if mode == "dead" or attempt >= max_attempts then
         local why = reason
         if mode ~= "dead" then why = "attempts exhausted (" .. attempt .. "): " .. reason end
-        redis.call("ZADD", KEYS[4], now, id)
-        redis.call("HSET", KEYS[9], id, why)
-        if holds_turns then key_release(key_state, id, false) end
-        gone[#gone + 1] = id
-        dead = dead + 1
-        out[#out + 1] = 2
-        out[#out + 1] = 0
+        to_dead(id, why)
       else
         local due = now
         if mode == "retry" then
@@ -245,14 +244,7 @@ for i = 0, n - 1 do
           local backoff = math.min(math.max(job_cap, job_base), job_base * 2 ^ (attempt - 1))
           due = now + math.floor(tonumber(ARGV[jitter_at + 1 + i]) * backoff)
         end
-        if due <= now then
-          redis.call("ZADD", KEYS[2], due, id)
-        else
-          local partition = job_arg(i, 4)
-          schedule_put(KEYS[1], KEYS[6], partition, id, string.format("%d", due), record)
-          filter_slot_add(scheduled_slots, partition, id)
-          type_slot_add(scheduled_slots, partition, record)
-        end
+        put_back(i, id, due, record)
         redis.call("HSET", KEYS[9], id, reason)
         if holds_turns then key_release(key_state, id, true) end
         retried = retried + 1

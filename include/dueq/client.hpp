@@ -61,7 +61,8 @@ struct JobSpec {
   int64_t unique_for_ms = 0;  // with UniqueUntil::period: how long the hold lasts
   // A start-by deadline (Unix ms; 0 = none): the job never starts after it,
   // and goes dead with the reason "expired" once it has passed unstarted
-  // (docs/jobs.md). It must be after now and not before due_ms.
+  // (docs/jobs.md). One before due_ms is rejected; one already past makes
+  // the job expire when first leased.
   int64_t start_by_ms = 0;
 };
 

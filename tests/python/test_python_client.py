@@ -114,8 +114,8 @@ class PythonWorker(unittest.TestCase):
             job = producer.job("late")
             assert job is not None
             self.assertEqual(job["start_by_ms"], start_by)
-            with self.assertRaises(dueq.Rejected):
-                producer.enqueue("sb", "noop", start_by_ms=start_by - 10_000)
+            with self.assertRaises(dueq.Rejected):  # a deadline before its due time
+                producer.enqueue("sb", "noop", delay=60, start_by_ms=start_by)
             time.sleep(0.5)  # past the deadline before any worker serves the queue
             d.python_worker("--queue", "sb", "--record", str(record))
             self.assertTrue(eventually(lambda: (producer.job("late") or {}).get("state") == "dead", 20))
