@@ -73,6 +73,7 @@ Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gatewa
   // Run times are kept only where /metrics can show them: a lookup per result saved otherwise.
   if (!config_.http.empty()) workers_.measure_into(metrics_);
   redis_.count_commands_in(background_budget_);
+  redis_.set_name("dueq-loop");
 }
 
 Broker::~Broker() {

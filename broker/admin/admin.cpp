@@ -38,6 +38,7 @@ Admin::Admin(const BrokerConfig& config, const Clock& clock, RedisAddress addres
   redis_.set_budget(std::move(budget));
   redis_.set_stop_flag(thread_.stop_flag());
   redis_.set_reads_from_master_only(true);
+  redis_.set_name("dueq-admin");
 }
 
 void Admin::submit(const Peer& peer, proto::JobRequest&& request) {

@@ -19,6 +19,7 @@ void Reconciler::run() {
   // Paced together with admin work: the event loop keeps most of Redis's time.
   redis.set_budget(budget_);
   redis.set_stop_flag(thread_.stop_flag());
+  redis.set_name("dueq-reconciler");
   while (thread_.wait_for(std::chrono::milliseconds(interval_ms_))) {
     if (!redis.connected())
       if (auto ok = redis.connect(); !ok) continue;  // the main loop reports Redis outages

@@ -37,22 +37,25 @@ Result<void> RedisClient::connect() {
   if (address_.via_cluster()) {
     // Every master gets the scripts when it is first met (a MOVED to a new
     // master included).
-    auto router = ClusterRouter::connect(address_, timeout_ms_, [](RedisConnection& node) { return load_scripts_on(node); });
+    auto router = ClusterRouter::connect(address_, timeout_ms_, [name = name_](RedisConnection& node) { return prepare(node, name); });
     if (!router) return std::unexpected(router.error());
     transport_ = std::move(*router);
     return {};
   }
   auto conn = RedisConnection::connect(address_, timeout_ms_);
   if (!conn) return std::unexpected(conn.error());
-  if (auto ok = load_scripts_on(*conn); !ok) return ok;
+  if (auto ok = prepare(*conn, name_); !ok) return ok;
   transport_ = std::make_unique<SingleServer>(std::move(*conn));
   return {};
 }
 
-Result<void> RedisClient::load_scripts_on(RedisConnection& server) {
+// The scripts loaded and the name given, in one round trip; the name's
+// reply (last) is not looked at.
+Result<void> RedisClient::prepare(RedisConnection& server, const std::string& name) {
   std::vector<Command> loads;
-  loads.reserve(lua::kScripts.size());
+  loads.reserve(lua::kScripts.size() + 1);
   for (const auto& script : lua::kScripts) loads.push_back(Command{"SCRIPT", "LOAD", script.source});
+  if (!name.empty()) loads.push_back(Command{"CLIENT", "SETNAME", name});
   auto replies = server.pipeline(loads);
   if (!replies) return std::unexpected(replies.error());
   for (size_t i = 0; i < lua::kScriptCount; ++i) {
@@ -125,7 +128,7 @@ Result<void> RedisClient::recover_lost_scripts() {
       if (!replies) return std::unexpected(replies.error());
       round.replies = std::move(*replies);
     }
-  if (auto ok = transport_->each_server(load_scripts_on); !ok) return ok;
+  if (auto ok = transport_->each_server([](RedisConnection& server) { return prepare(server, {}); }); !ok) return ok;
   for (auto& round : outstanding_) {
     std::vector<size_t> lost;
     for (size_t i = 0; i < round.replies->size(); ++i) {

@@ -66,6 +66,11 @@ class RedisClient {
   // Once `*stop` is set, every call fails at once ("stopping"): long admin
   // work ends at its next step when the broker stops.
   void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
+  // Each connection this client opens from then on tells Redis who it is
+  // (CLIENT SETNAME, e.g. "dueq-loop"), so that an operator's CLIENT LIST
+  // shows which of the broker's threads holds it. Best effort: a server
+  // whose ACL refuses the command is used all the same. No spaces.
+  void set_name(std::string name) { name_ = std::move(name); }
 
   // Reads must come from a master (the admin thread's: a search or a lookup
   // on a master demoted under the open connection, a replica that may lag,
@@ -85,7 +90,7 @@ class RedisClient {
   bool fenced() const { return fenced_; }
 
  private:
-  static Result<void> load_scripts_on(RedisConnection& server);
+  static Result<void> prepare(RedisConnection& server, const std::string& name);
   Result<void> recover_lost_scripts();
   Command with_fence(Command call) const;
 
@@ -96,6 +101,7 @@ class RedisClient {
 
   RedisAddress address_;
   int timeout_ms_;
+  std::string name_;
   std::unique_ptr<RedisTransport> transport_;  // one server, or a Redis Cluster
   std::deque<OutstandingRound> outstanding_;
   std::shared_ptr<RedisBudget> budget_;
