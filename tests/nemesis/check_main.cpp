@@ -16,6 +16,10 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "usage: nemesis_check RUN_DIR\n");
     return 2;
   }
+  if (!std::filesystem::is_directory(argv[1])) {
+    fmt::print(stderr, "nemesis_check: {} is not a run's directory\nusage: nemesis_check RUN_DIR\n", argv[1]);
+    return 2;
+  }
   std::string error;
   auto history = dueq::nemesis::read_history(argv[1], error);
   if (!history) {
