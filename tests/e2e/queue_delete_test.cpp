@@ -129,13 +129,15 @@ TEST(QueueDelete, EnqueuesRacingDeletesAreNeverLost) {
     for (int i = 0; !stop; ++i) {
       const std::string id = fmt::format("j-{}", i);
       // Bursts of five, one of them due a little later, and a pause in
-      // which the worker may empty the queue.
+      // which the worker may empty the queue; now and then a longer one, in
+      // which even a slow worker (a loaded machine) does.
       if (c.enqueue({"racy", "t", "", id, i % 5 == 0 ? Client::in_ms(20) : 0, 3})) accepted.insert(id);
-      std::this_thread::sleep_for(std::chrono::milliseconds(i % 5 == 4 ? 40 : 1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(i % 50 == 49 ? 500 : i % 5 == 4 ? 40 : 1));
     }
   });
   int deletes = 0;
-  for (int i = 0; i < 150; ++i) {
+  // 150 deletes, and on until one landed (at most 1,000).
+  for (int i = 0; i < 1'000 && (i < 150 || deletes == 0); ++i) {
     if (run_dueq(cluster.endpoint(), "queue delete racy", true).code == 0) ++deletes;
   }
   stop = true;
