@@ -47,6 +47,8 @@ Figures defaults(const Options& o, Json& table);
 Figures keyed_throughput(const Options& o, Json& table);
 // bench/scenarios/ordering.cpp
 Figures ordering(const Options& o, Json& table);
+// bench/scenarios/results.cpp
+Figures results(const Options& o, Json& table);
 // bench/scenarios/job_control.cpp
 Figures job_control(const Options& o, Json& table);
 // bench/scenarios/fairness.cpp

@@ -58,7 +58,8 @@ Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gatewa
       leadership_(config_, clock_, broker_id_),
       outbox_(router_),
       refusals_(clock_),
-      results_(config_, clock_, queues_, inflight_, outbox_, refusals_),
+      waits_(clock_, outbox_),
+      results_(config_, clock_, queues_, inflight_, outbox_, refusals_, waits_),
       extensions_(config_, lease_clock_, inflight_, refusals_),
       workers_(config_, lease_clock_, broker_id_, queues_, inflight_, results_, extensions_, outbox_),
       enqueuer_(config_, clock_, queues_, outbox_),
@@ -68,7 +69,7 @@ Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gatewa
       dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_, refusals_, metrics_),
       admin_(config_, clock_, address_, background_budget_),
       queue_remover_(queues_, workers_.registry(), [this](const std::string& queue) { return cron_.entry_for(queue); }, outbox_),
-      inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, stats_, admin_, queue_remover_),
+      inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, stats_, admin_, queue_remover_, waits_),
       sentinel_watch_(address_) {
   // Run times are kept only where /metrics can show them: a lookup per result saved otherwise.
   if (!config_.http.empty()) workers_.measure_into(metrics_);
@@ -207,7 +208,7 @@ Result<RunEnd> Broker::run(int signal_fd) {
     }
     if (ready(kSignal)) on_signal(signal_fd);
     if (ready(kSentinel)) on_master_announced();
-    if (ready(kAdmin)) admin_.deliver(outbox_, inflight_, queues_, cron_);
+    if (ready(kAdmin)) admin_.deliver(outbox_, inflight_, queues_, cron_, waits_);
     if (ready(kMonitor)) gate_.at_fd_limit(connection_monitor_.drain(clock_.steady_ms()));
     gate_.tick();
     if (ready(kZap)) access_.answer_zap(clock_.steady_ms(), gate_);
@@ -251,7 +252,7 @@ int64_t Broker::us_until_wake() const {
   const int64_t steady_now = clock_.steady_ms();
   if (!redis_.connected()) return std::max<int64_t>(0, (reconnect_at_ms_ - steady_now) * 1000);
   if (!rounds_.empty() || enqueuer_.has_work() || results_.has_work() || extensions_.has_work() ||
-      queue_remover_.has_work() || dispatcher_.can_lease_now())
+      queue_remover_.has_work() || dispatcher_.can_lease_now() || waits_.has_work())
     return 0;
   int64_t wait = kMaxSleepMs * 1000;
   if (const int64_t next = scheduler_.us_until_next(clock_.wall_us()); next >= 0) wait = std::min(wait, next);
@@ -260,6 +261,7 @@ int64_t Broker::us_until_wake() const {
   if (const int64_t cron = cron_.us_until_next(clock_.wall_ms()); cron >= 0) wait = std::min(wait, cron);
   if (const int64_t retry = gate_.us_until_retry(); retry >= 0) wait = std::min(wait, retry);
   if (const int64_t stats = stats_.us_until_next_read(); stats >= 0) wait = std::min(wait, stats);
+  if (const int64_t waits = waits_.us_until_next(); waits >= 0) wait = std::min(wait, waits);
   if (!config_.http.empty()) wait = std::min(wait, metrics_.ms_until_refresh(steady_now) * 1000);
   if (const int64_t renewal = leadership_.us_until_renewal(); renewal >= 0) wait = std::min(wait, renewal);
   if (const int64_t expiry = workers_.next_expiry_ms(); expiry >= 0)
@@ -320,6 +322,7 @@ void Broker::send_turn() {
   scheduler_.add_to(rest);
   dispatcher_.add_to(rest, stopping_);
   stats_.add_to(rest);
+  waits_.add_to(rest);
   queue_remover_.add_to(rest);
   if (rest.empty()) rest.apply({});  // only steps without a call (a stats answer with no queue yet)
   std::vector<Round> turn;

@@ -171,6 +171,7 @@ class Broker {
   QueueTable queues_;
   InflightTable inflight_;
   RefusalBackoff refusals_;  // shared by every component that writes
+  Waits waits_;
   // The share of Redis's time that admin work and the reconciler take
   // together.
   std::shared_ptr<RedisBudget> background_budget_ = std::make_shared<RedisBudget>(Admin::kRedisShare);

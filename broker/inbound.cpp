@@ -153,6 +153,8 @@ void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, 
           else admin_.submit(peer, std::forward<decltype(f)>(f));
         } else if constexpr (std::is_same_v<T, proto::JobRequest>)
           admin_.submit(peer, std::forward<decltype(f)>(f));
+        else if constexpr (std::is_same_v<T, proto::WaitRequest>)
+          waits_.on_wait(peer, f);
         else reject(peer, Error{Errc::bad_frame, fmt::format("a {} frame is not sent to the broker", proto::type_name(T::kType))}, heard_ms);
       },
       std::move(frame));
@@ -198,6 +200,10 @@ std::string Inbound::refusal(const Peer& peer, const Grant& grant, proto::Frame&
           return "";
         } else if constexpr (std::is_same_v<T, proto::Enqueue>) {
           return worker_key ? "worker keys may not enqueue" : "";
+        } else if constexpr (std::is_same_v<T, proto::WaitRequest>) {
+          if (worker_key) return "worker keys may not wait for jobs";
+          if (!grant.may_use(f.queue)) return fmt::format("this key may not use queue '{}'", loggable(f.queue));
+          return "";
         } else if constexpr (std::is_same_v<T, proto::JobRequest>) {
           if (worker_key) return "worker keys may not look up jobs";
           if (f.queue.empty() && !grant.all_queues) return "name the queue of the job (this key may use only some queues)";

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "broker/loop/waits.hpp"
 #include "broker/loop/access.hpp"
 #include "broker/admin/admin.hpp"
 #include "broker/loop/outbox.hpp"
@@ -33,9 +34,9 @@ Result<void> validate_unique(const proto::NewJob& job);
 class Inbound {
  public:
   Inbound(zmq::socket_t& router, const Clock& clock, Outbox& outbox, Access& access, Workers& workers,
-          Enqueuer& enqueuer, StatsRequests& stats, Admin& admin, QueueRemover& remover)
+          Enqueuer& enqueuer, StatsRequests& stats, Admin& admin, QueueRemover& remover, Waits& waits)
       : router_(router), clock_(clock), outbox_(outbox), access_(access), workers_(workers), enqueuer_(enqueuer),
-        stats_(stats), admin_(admin), remover_(remover) {}
+        stats_(stats), admin_(admin), remover_(remover), waits_(waits) {}
 
   // Reads and routes up to `max_frames` frames without blocking, with
   // `connections` peers connected. Returns true when it stopped because the
@@ -93,6 +94,7 @@ class Inbound {
   StatsRequests& stats_;
   Admin& admin_;
   QueueRemover& remover_;
+  Waits& waits_;
   // Moments of a flood (socket not read empty since), with frames_read_ at
   // each; at most one per kMarkSpacingMs and kMaxMarks in all.
   struct ReadMark {

@@ -2,13 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iterator>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/inspect_commands.hpp"
 #include "cli/output.hpp"
 #include "common/clock.hpp"
 #include "common/duration.hpp"
+#include "common/job_document.hpp"
+#include "common/json_bytes.hpp"
 #include "common/logging.hpp"
 
 namespace dueq::cli {
@@ -79,6 +84,58 @@ int edit(Client& client, const JobCommandArgs& a, bool json) {
 
 int run_job_command(Client& client, const JobCommandArgs& a, bool json) {
   return a.edit->parsed() ? edit(client, a, json) : reschedule(client, a, json);
+}
+
+void add_wait_command(CLI::App& app, WaitArgs& a) {
+  a.command = app.add_subcommand("wait", "wait for a job to end: prints its result (exit 0), or why it died or that it "
+                                         "was cancelled (exit 1); exit 75 when it has not ended in time, 3 when no such job");
+  a.command->add_option("id", a.id, "job id")->required();
+  a.command->add_option("--queue", a.queue, "the job's queue")->required();
+  a.command->add_option("--for", a.for_text, "how long to wait at most (default 30s)");
+}
+
+std::string wait_problem(WaitArgs& a) {
+  auto ms = parse_duration_ms(a.for_text);
+  if (!ms) return "--for: " + ms.error().message;
+  if (*ms > 7 * 86'400'000LL) return "--for: at most 7 days";
+  a.for_ms = *ms;
+  return {};
+}
+
+int run_wait(Client& client, const WaitArgs& a, bool json) {
+  auto end = client.wait(a.id, a.queue, std::chrono::milliseconds(a.for_ms));
+  if (!end) return report(end.error());
+  static constexpr const char* kStates[] = {"done", "dead", "cancelled", "pending", "unknown"};
+  const char* state = kStates[static_cast<int>(end->state)];
+  if (json) {
+    nlohmann::json out{{"id", bytes_json(a.id)},
+                       {"queue", bytes_json(a.queue)},
+                       {"state", state},
+                       {"finished", end->finished_ms > 0 ? nlohmann::json(iso_time(end->finished_ms)) : nlohmann::json(nullptr)},
+                       {"finished_ms", end->finished_ms > 0 ? nlohmann::json(end->finished_ms) : nlohmann::json(nullptr)},
+                       {"result", end->state == JobEnd::State::done ? bytes_json(end->result) : nlohmann::json(nullptr)},
+                       {"error", end->state == JobEnd::State::dead ? bytes_json(end->error) : nlohmann::json(nullptr)}};
+    fmt::print("{}\n", out.dump());
+  }
+  switch (end->state) {
+    case JobEnd::State::done:
+      if (!json) std::fwrite(end->result.data(), 1, end->result.size(), stdout);
+      return 0;
+    case JobEnd::State::dead:
+      if (!json) fmt::print(stderr, "job {} is dead: {}\n", loggable(a.id), loggable(end->error, 4096));
+      return kExitError;
+    case JobEnd::State::cancelled:
+      if (!json) fmt::print(stderr, "job {} was cancelled\n", loggable(a.id));
+      return kExitError;
+    case JobEnd::State::pending:
+      if (!json) fmt::print(stderr, "job {} has not ended after {}\n", loggable(a.id), a.for_text);
+      return kExitTempFail;
+    case JobEnd::State::unknown:
+      if (!json) fmt::print(stderr, "no job {} in queue {} (a done job is kept for its queue's done_retention)\n",
+                            loggable(a.id), loggable(a.queue));
+      return kExitNotFound;
+  }
+  return kExitError;
 }
 
 }  // namespace dueq::cli

@@ -1,6 +1,6 @@
 #pragma once
 // dueq job reschedule / edit: change one waiting job by id (docs/jobs.md,
-// "Changing a waiting job").
+// "Changing a waiting job"); dueq wait: wait for one job's end.
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -23,5 +23,16 @@ bool job_command_chosen(const JobCommandArgs& a);
 // What is wrong with the arguments (checked before any connection); "" when nothing is.
 std::string job_command_problem(JobCommandArgs& a);
 int run_job_command(Client& client, const JobCommandArgs& a, bool json);
+
+struct WaitArgs {
+  CLI::App* command = nullptr;
+  std::string id, queue, for_text = "30s";
+  int64_t for_ms = 0;
+};
+void add_wait_command(CLI::App& app, WaitArgs& a);
+std::string wait_problem(WaitArgs& a);
+// Exit 0 done (its result on stdout), 1 dead or cancelled (why on
+// stderr), 3 unknown, 75 not ended within --for.
+int run_wait(Client& client, const WaitArgs& a, bool json);
 
 }  // namespace dueq::cli

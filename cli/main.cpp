@@ -71,6 +71,7 @@ struct Invocation {
   int top_frames = 0;
   std::string job_id, job_queue, audit_queue;
   JobCommandArgs job_control;
+  WaitArgs wait;
   AdminCommand dead_cmd;
   std::string older_than, dead_after, show_id;
   bool replay_all = false;
@@ -158,6 +159,9 @@ void add_watch(CLI::App& app, Invocation& v) {
   v.job->add_option("--queue", v.job_queue, "queue to look in (default: all)");
   v.job->add_flag("--json", v.json, "print JSON");
   add_job_commands(*v.job, v.job_control);
+  add_wait_command(app, v.wait);
+  v.wait.command->group(kWatch);
+  v.wait.command->add_flag("--json", v.json, "print JSON: {\"state\", \"result\", \"error\", ...}");
   v.list = app.add_subcommand("list", "a queue's jobs in one state, page by page: scheduled and ready by due time, running by "
                                       "lease deadline, done, dead and cancelled by finish time")->group(kWatch);
   v.list->add_option("queue", v.list_queue, "queue")->required();
@@ -425,7 +429,11 @@ std::string arguments_problem(Invocation& v) {
     ids.push_back(v.job_control.id);
   }
   if (*v.dead_show) ids.push_back(v.show_id);
-  if (auto problem = names_problem({v.dead_cmd.queue, v.cancel_queue, v.audit_queue, v.job_queue, v.job_control.queue, v.pause_queue, v.list_queue, v.delete_queue, v.bulk_queue}, ids))
+  if (*v.wait.command) {
+    if (auto problem = wait_problem(v.wait); !problem.empty()) return problem;
+    ids.push_back(v.wait.id);
+  }
+  if (auto problem = names_problem({v.dead_cmd.queue, v.cancel_queue, v.audit_queue, v.job_queue, v.job_control.queue, v.pause_queue, v.list_queue, v.delete_queue, v.bulk_queue, v.wait.queue}, ids))
     return *problem;
   return {};
 }
@@ -520,6 +528,7 @@ int run_command(Client& client, Invocation& v, std::optional<JobSpec>&& job, boo
   if (*v.queue_cmd) return admin(client, AdminCommand{"queue_delete", v.delete_queue, {}, 0, 0}, v.json);
   if (*v.resume) return admin(client, AdminCommand{"resume", v.pause_queue, {}, 0, 0}, v.json);
   if (*v.job && job_command_chosen(v.job_control)) return run_job_command(client, v.job_control, v.json);
+  if (*v.wait.command) return run_wait(client, v.wait, v.json);
   if (*v.job) return show_job(client, v.job_id, v.job_queue, v.json);
   return kExitUsage;
 }

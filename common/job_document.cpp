@@ -153,6 +153,7 @@ JobDocument job_document(const std::map<std::string, std::string>& f) {
   job.backoff_cap_ms = number(f, "bc");
   job.last_error = text(f, "e");
   job.errors = parse_error_log(text(f, "el"));
+  if (auto it = f.find("rs"); it != f.end()) job.result = it->second;
   job.cancel_requested = text(f, "cx") == "1";
   job.waiting_for_key = text(f, "pk") == "1";
   job.unique_key = text(f, "uk");
@@ -189,6 +190,7 @@ nlohmann::json job_to_json(const JobDocument& job) {
            {"unique_until", job.unique_until.empty() ? json(nullptr) : json(job.unique_until)},
            {"payload", job.payload ? bytes_json(*job.payload) : json(nullptr)},
            {"payload_bytes", job.payload_bytes ? json(*job.payload_bytes) : json(nullptr)},
+           {"result", job.result ? bytes_json(*job.result) : json(nullptr)},
            {"due", optional_time(job.due_ms)},
            {"due_ms", optional_number(job.due_ms)},
            {"run_at", optional_time(job.run_at_ms)},

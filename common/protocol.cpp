@@ -160,6 +160,19 @@ Result<void> validate(const JobRequest& f) {
 
 Result<void> validate(const JobReply&) { return {}; }
 
+Result<void> validate(const WaitRequest& f) {
+  if (auto ok = validate_queue_name(f.queue); !ok) return ok;
+  if (auto ok = validate_job_id(f.id); !ok) return ok;
+  if (f.timeout_ms < 0 || f.timeout_ms > WaitRequest::kMaxTimeoutMs) return bad("wait timeout_ms must be 0..60000");
+  return {};
+}
+
+Result<void> validate(const WaitReply& f) {
+  static const std::set<std::string> kStates = {"done", "dead", "cancelled", "pending", "unknown"};
+  if (!kStates.contains(f.state)) return bad("unknown wait state '" + f.state + "'");
+  return {};
+}
+
 Result<void> validate(const AdminRequest& f) {
   static const std::set<std::string> kOps = {"cancel", "dead_list", "replay", "purge", "audit", "scheduled", "pause",
                                              "resume", "cron_add", "cron_list", "cron_remove", "workers", "list", "search", "queue_delete",
@@ -234,6 +247,8 @@ const char* type_name(Type type) {
     case Type::starting: return "starting";
     case Type::start_reply: return "start_reply";
     case Type::hand_back: return "hand_back";
+    case Type::wait: return "wait";
+    case Type::wait_reply: return "wait_reply";
   }
   return "unknown";
 }
@@ -262,6 +277,7 @@ uint64_t peek_request_id(std::string_view bytes) {
     case Type::enqueue:
     case Type::stats_request:
     case Type::job_request:
+    case Type::wait:
     case Type::admin_request: break;
     default: return 0;
   }
@@ -324,6 +340,8 @@ Result<Frame> decode(std::string_view bytes, size_t max_values) {
       case Type::starting: return convert_body<Starting>(body);
       case Type::start_reply: return convert_body<StartReply>(body);
       case Type::hand_back: return convert_body<HandBack>(body);
+      case Type::wait: return convert_body<WaitRequest>(body);
+      case Type::wait_reply: return convert_body<WaitReply>(body);
     }
     return bad(fmt::format("unknown frame type {}", type.via.u64));
   } catch (const msgpack::type_error&) {

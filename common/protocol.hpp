@@ -52,6 +52,8 @@ enum class Type : uint8_t {
   starting = 21,
   start_reply = 22,
   hand_back = 23,
+  wait = 24,
+  wait_reply = 25,
 };
 
 namespace detail {
@@ -292,16 +294,24 @@ struct JobResult {
   // due again, 0..10 years. Other results keep their five fields, byte for
   // byte as before.
   int64_t snooze_ms = 0;
+  // Appended in 0.9, sent with `done` only and only when not empty (then
+  // after a snooze_ms of 0): what the handler returned, any bytes, at most
+  // kMaxResultBytes; kept with the finished job for its retention.
+  Bytes result;
+  static constexpr size_t kMaxResultBytes = 64u << 10;
   static constexpr size_t kFieldsBefore08 = 5;
   static constexpr int64_t kMaxSnoozeMs = 10LL * 366 * 86'400'000;
   template <typename Packer>
   void msgpack_pack(Packer& pk) const {
-    if (outcome == Outcome::snoozed) msgpack::type::make_define_array(queue, id, token, outcome, error, snooze_ms).msgpack_pack(pk);
+    const int64_t no_snooze = 0;
+    if (outcome == Outcome::done && !result.data.empty())
+      msgpack::type::make_define_array(queue, id, token, outcome, error, no_snooze, result).msgpack_pack(pk);
+    else if (outcome == Outcome::snoozed) msgpack::type::make_define_array(queue, id, token, outcome, error, snooze_ms).msgpack_pack(pk);
     else msgpack::type::make_define_array(queue, id, token, outcome, error).msgpack_pack(pk);
   }
   void msgpack_unpack(const msgpack::object& o) {
     detail::require_fields(o, kFieldsBefore08);
-    msgpack::type::make_define_array(queue, id, token, outcome, error, snooze_ms).msgpack_unpack(o);
+    msgpack::type::make_define_array(queue, id, token, outcome, error, snooze_ms, result).msgpack_unpack(o);
   }
 };
 
@@ -561,9 +571,31 @@ struct ErrorFrame {
   DUEQ_FIELDS(request_id, code, message, retry_after_ms)
 };
 
+// Waiting for a job's end (docs/protocol.md, WAIT): answered when it is
+// done, dead or cancelled, or with state "pending" after timeout_ms.
+struct WaitRequest {
+  static constexpr Type kType = Type::wait;
+  static constexpr int64_t kMaxTimeoutMs = 60'000;
+  uint64_t request_id = 0;
+  std::string queue;
+  std::string id;
+  int64_t timeout_ms = 0;  // 0..kMaxTimeoutMs; 0: answers at once what Redis holds
+  DUEQ_FIELDS(request_id, queue, id, timeout_ms)
+};
+
+struct WaitReply {
+  static constexpr Type kType = Type::wait_reply;
+  uint64_t request_id = 0;
+  std::string state;        // done, dead, cancelled; pending (not ended by the timeout); unknown (no such job)
+  int64_t finished_ms = 0;  // when it ended (Unix ms); 0 unless it ended
+  Bytes result;             // done: what its handler returned (may be empty)
+  std::string error;        // dead: why (its last error)
+  DUEQ_FIELDS(request_id, state, finished_ms, result, error)
+};
+
 using Frame = std::variant<Hello, Welcome, Tasks, Received, Heartbeat, Pong, Results, Confirm, Cancel, Bye, Enqueue, EnqueueReply,
                            StatsRequest, StatsReply, JobRequest, JobReply, AdminRequest, AdminReply, ErrorFrame, Starting,
-                           StartReply, HandBack>;
+                           StartReply, HandBack, WaitRequest, WaitReply>;
 
 // The most values (array elements and map keys and values, nested ones
 // included) a frame may hold. A full ENQUEUE of 10,000 jobs holds about

@@ -80,6 +80,9 @@ EXAMPLES: list[tuple[int, str, list[tuple[str, Any]]]] = [
     (21, "STARTING", [("items", [[("queue", "mail"), ("id", "welcome-42"), ("token", TOKEN)]])]),
     (22, "START_REPLY", [("go", [[("queue", "mail"), ("id", "welcome-42"), ("token", TOKEN)]]), ("drop", [])]),
     (23, "HAND_BACK", [("unstarted", [[("queue", "mail"), ("id", "welcome-42"), ("token", TOKEN)]])]),
+    (24, "WAIT", [("request_id", 11), ("queue", "mail"), ("id", "welcome-42"), ("timeout_ms", 30000)]),
+    (25, "WAIT_REPLY", [("request_id", 11), ("state", "done"), ("finished_ms", 1798761600250), ("result", b"sent"),
+                        ("error", "")]),
 ]
 
 

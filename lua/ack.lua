@@ -22,6 +22,8 @@
   KEYS[17] unique            hash  unique jobs' holds (lib/unique.lua): a job
                                    done lets its unique key go (a period's stays)
   KEYS[18] snoozes           hash  id -> times the job snoozed (lua/nack.lua)
+  KEYS[19] results           hash  id -> what its handler returned, kept
+                                   while its done entry is (lua/sweep.lua)
 
   ARGV[1]  now ms
   ARGV[2]  retention seconds for the done entry (0 = keep none)
@@ -29,8 +31,9 @@
            keeps history; its sweep trims it, so the retention must be > 0),
            0 keeps none
   ARGV[4]  N (1..5000)
-  ARGV[5+Si ..]  for job i, S = 4 values with H = 1, else 2: id, token, and
-           with H = 1 the ms its delivery started ("" when unknown) and the
+  ARGV[5+Si ..]  for job i, S = 5 values with H = 1, else 3: id, token,
+           result ("" for none; kept only with a retention > 0), and with
+           H = 1 the ms its delivery started ("" when unknown) and the
            worker that ran it
 
   Returns  array of N integers: 1 applied, 0 stale
@@ -49,10 +52,10 @@ local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
 local keep = ARGV[3] == "1"
 local n = tonumber(ARGV[4])
-local stride = keep and 4 or 2
+local stride = keep and 5 or 3
 if not now or not retention or retention < 0 or (ARGV[3] ~= "0" and not keep) or (keep and retention == 0) or not n or n < 1 or n > 5000
     or #ARGV ~= 4 + stride * n then
-  return redis.error_reply("ERR dueq bad-args ack: expected now, retention, history 0|1, N and N jobs of 2 values (4 with history)")
+  return redis.error_reply("ERR dueq bad-args ack: expected now, retention, history 0|1, N and N jobs of 3 values (5 with history)")
 end
 local ids = {}
 for i = 0, n - 1 do ids[i + 1] = ARGV[5 + stride * i] end
@@ -82,7 +85,7 @@ local function keep_history()
   for j = 1, done do
     local b = 5 + stride * at[j]
     entries[2 * j - 1] = finished[j]
-    entries[2 * j] = history_entry(now, records[j] or "", ARGV[b + 2], ARGV[b + 3], (tonumber(attempts[j]) or 0) + 1,
+    entries[2 * j] = history_entry(now, records[j] or "", ARGV[b + 3], ARGV[b + 4], (tonumber(attempts[j]) or 0) + 1,
       errors[j], logs[j])
   end
   call_in_chunks("HSET", KEYS[12], entries, 2000)
@@ -111,6 +114,15 @@ if done > 0 then
       end
       redis.call("ZADD", KEYS[9], unpack(args))
     end
+    local results, r = {}, 0
+    for j = 1, done do
+      local result = ARGV[7 + stride * at[j]]
+      if result ~= "" then
+        results[r + 1], results[r + 2] = finished[j], result
+        r = r + 2
+      end
+    end
+    if r > 0 then call_in_chunks("HSET", KEYS[19], results, 2000) end
   end
   redis.call("HINCRBY", KEYS[2], "done", done)
   key_release_all({held = KEYS[13], running = KEYS[14], parked = KEYS[15], ready = KEYS[16]}, finished)

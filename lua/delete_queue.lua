@@ -14,15 +14,16 @@
   KEYS[4]  leased            zset  (its encoding pin, at +inf, is not a job)
   KEYS[5]  dead              zset
   KEYS[6]  stats             hash  ("scheduled" counts the schedule)
-  KEYS[7..30] deleted with it: done, cancelled, jobs, tokens, attempts,
+  KEYS[7..31] deleted with it: done, cancelled, jobs, tokens, attempts,
            errors, error logs, cancel requested, started, unconfirmed,
            paused, rate, cron, history, the per-key held, running,
            parked (and its counts per key, KEYS[23]..":per_key") and
            limits (lib/keys.lua), and fair dispatch's virtual time (and its
            finish tags, KEYS[25]..":finish") and weights (lib/fair.lua),
            and the per-key rates, buckets and wakes (lib/keys.lua), and
-           the snooze counts (lua/nack.lua)
-  KEYS[31] queues            set   every known queue's name (dueq:{leader}:queues)
+           the snooze counts (lua/nack.lua) and the done jobs' results
+           (lua/ack.lua)
+  KEYS[32] queues            set   every known queue's name (dueq:{leader}:queues)
 
   ARGV[1]  the queue's name
 
@@ -36,8 +37,8 @@
 ]]
 --! include lib/fence.lua
 local name = ARGV[1]
-if #ARGV ~= 1 or #KEYS ~= 31 or not name or name == "" or KEYS[31] ~= "dueq:{leader}:queues" then
-  return redis.error_reply("ERR dueq bad-args delete_queue: expected 30 keys and the queue's name")
+if #ARGV ~= 1 or #KEYS ~= 32 or not name or name == "" or KEYS[32] ~= "dueq:{leader}:queues" then
+  return redis.error_reply("ERR dueq bad-args delete_queue: expected 32 keys and the queue's name")
 end
 local scheduled = (tonumber(redis.call("HGET", KEYS[6], "scheduled")) or 0) + redis.call("ZCARD", KEYS[2])
 local ready = redis.call("ZCARD", KEYS[3])
@@ -48,8 +49,8 @@ if scheduled == 0 and redis.call("ZCARD", KEYS[1]) > 0 then scheduled = 1 end
 if scheduled + ready + running + dead > 0 then
   return {0, scheduled, ready, running, dead}
 end
-for k = 1, 30 do redis.call("DEL", KEYS[k]) end
+for k = 1, 31 do redis.call("DEL", KEYS[k]) end
 redis.call("DEL", KEYS[23] .. ":per_key")  -- the parked jobs' counts per key (lib/keys.lua)
 redis.call("DEL", KEYS[25] .. ":finish")  -- the fair flows' finish tags (lib/fair.lua)
-redis.call("SREM", KEYS[31], name)
+redis.call("SREM", KEYS[32], name)
 return {1}

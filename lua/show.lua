@@ -20,13 +20,17 @@
   KEYS[12] history           hash  id -> finished job's entry (lib/history.lua)
   KEYS[13] unique            hash  id -> the unique key it holds, with its mode
                                    (lib/unique.lua)
+  KEYS[14] results           hash  id -> a done job's result (lua/ack.lua)
 
   ARGV[1]  job id
   ARGV[2]  its schedule partition (0..32767 in plain decimal)
+  ARGV[3]  optional: "1" adds a done job's result (a page of a list leaves
+           it out: up to 64 KiB each)
 
   Returns  {state, score, record, attempts (a running delivery included), error, error log,
             cancel requested, started ms, worker, unique hold (mode letter
-            and unique key, lib/unique.lua's entry, or "")}; state is one of
+            and unique key, lib/unique.lua's entry, or ""), result (with
+            ARGV[3] "1", of a done job, else "")}; state is one of
            scheduled, ready, leased, dead, done, cancelled, or "" when the
            job is unknown; score is the state set's score (due, lease
            deadline or finished ms); a done or cancelled job's record,
@@ -36,9 +40,11 @@
 ]]
 --! include lib/partition.lua
 local id = ARGV[1]
-if not id or id == "" or #ARGV ~= 2 or not is_partition(ARGV[2]) then
-  return redis.error_reply("ERR dueq bad-args show: expected an id and its partition")
+if not id or id == "" or (#ARGV ~= 2 and #ARGV ~= 3) or not is_partition(ARGV[2]) or (ARGV[3] and ARGV[3] ~= "1") then
+  return redis.error_reply("ERR dueq bad-args show: expected an id, its partition and optionally 1 (with the result)")
 end
+local result = ""
+if ARGV[3] == "1" then result = redis.call("HGET", KEYS[14], id) or "" end
 local function get(k) return redis.call("HGET", KEYS[k], id) or "" end
 local partition_key = KEYS[1] .. ":" .. ARGV[2]
 local state, score, record = "", "", ""
@@ -65,12 +71,12 @@ if state == "done" or state == "cancelled" then
     local started = ""
     if type(ran_for) == "number" then started = string.format("%d", tonumber(score) - ran_for) end
     return {state, score, kept, tostring(attempt or ""), last_error or "", error_log or "", "0", started,
-      worker or "", ""}
+      worker or "", "", result}
   end
-  return {state, score, "", "", "", "", "0", "", "", ""}
+  return {state, score, "", "", "", "", "0", "", "", "", result}
 end
 -- The attempts hash counts failed deliveries; a running one is counted too.
 local attempts = tonumber(get(8)) or 0
 if state == "leased" then attempts = attempts + 1 end
 return {state, score, record, tostring(attempts), get(9), get(10),
-  tostring(redis.call("SISMEMBER", KEYS[11], id)), "", "", get(13)}
+  tostring(redis.call("SISMEMBER", KEYS[11], id)), "", "", get(13), ""}

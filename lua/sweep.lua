@@ -19,6 +19,8 @@
                              "history_from_cancelled" where each trim
                              resumes)
   KEYS[4]  history     hash  id -> finished job's entry
+  KEYS[5]  results     hash  id -> a done job's result (lua/ack.lua): goes
+                             with its id from the done set
 
   ARGV[1]  cutoff ms: entries finished before it are removed
   ARGV[2]  limit (1..10000)
@@ -56,6 +58,7 @@ if not cutoff or not limit or limit < 1 or limit > 10000 or not max_kept or max_
   return redis.error_reply("ERR dueq bad-args sweep: expected a cutoff, a limit of 1..10000, a max kept >= 1, a window start >= the cutoff, a history cutoff >= the cutoff and a history max of 0..max kept")
 end
 local has_history = redis.call("EXISTS", KEYS[4]) == 1
+local has_results = redis.call("EXISTS", KEYS[5]) == 1
 local out = {0, 0, 0, -1, 0, -1, 0}
 local function earliest(slot, score)
   if score and (out[slot] < 0 or tonumber(score) < out[slot]) then out[slot] = tonumber(score) end
@@ -103,10 +106,12 @@ for k = 1, 2 do
   local over = math.min(redis.call("ZCARD", KEYS[k]) - max_kept, outside_window)
   local remove = math.min(math.max(old, over), limit)
   if remove > 0 then
-    if has_history then
+    if has_history or (has_results and k == 1) then
       local going = redis.call("ZRANGE", KEYS[k], 0, remove - 1)
       for i = 1, #going, 5000 do
-        out[5] = out[5] + redis.call("HDEL", KEYS[4], unpack(going, i, math.min(i + 4999, #going)))
+        local some = {unpack(going, i, math.min(i + 4999, #going))}
+        if has_history then out[5] = out[5] + redis.call("HDEL", KEYS[4], unpack(some)) end
+        if has_results and k == 1 then redis.call("HDEL", KEYS[5], unpack(some)) end
       end
     end
     redis.call("ZREMRANGEBYRANK", KEYS[k], 0, remove - 1)

@@ -34,7 +34,8 @@ void note_start(int fd, const dueq::Job& job) {
   [[maybe_unused]] auto n = ::write(fd, line.data(), line.size());  // O_APPEND: one atomic line
 }
 
-// The built-in handlers: noop, sleep (payload = ms), crash, fail, snooze
+// The built-in handlers: noop, echo (returns its payload as the job's
+// result), sleep (payload = ms), crash, fail, snooze
 // (payload = ms: asks to run again that much later, every time) and
 // snooze_once (the same the first time this process runs the job, done the
 // next).
@@ -42,6 +43,10 @@ void add_handlers(dueq::Worker& worker, int record_fd) {
   worker.handle("noop", [=](const dueq::Job& job) {
     note_start(record_fd, job);
     return dueq::HandlerResult::done();
+  });
+  worker.handle("echo", [=](const dueq::Job& job) {
+    note_start(record_fd, job);
+    return dueq::HandlerResult::done(job.payload);
   });
   worker.handle("sleep", [=](const dueq::Job& job) {
     note_start(record_fd, job);
@@ -80,7 +85,7 @@ void add_handlers(dueq::Worker& worker, int record_fd) {
 int main(int argc, char** argv) {
   dueq::WorkerOptions options;
   std::string record;
-  CLI::App app{"dueq-example-worker: the worker library with built-in handlers noop, sleep (payload = ms), fail, crash"};
+  CLI::App app{"dueq-example-worker: the worker library with built-in handlers noop, echo, sleep (payload = ms), fail, crash"};
   app.set_version_flag("--version", dueq::version_text("dueq-example-worker"));
   app.add_option("--broker", options.broker, "broker endpoint, or several separated by commas")->envname("DUEQ_BROKER")->required();
   app.add_option("--queue", options.queues, "queue to serve, NAME or NAME:WEIGHT (repeat for several)")->required();

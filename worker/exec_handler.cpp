@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "common/clock.hpp"
 #include "common/duration.hpp"
 #include "common/error.hpp"
+#include "common/protocol.hpp"
 #include "common/unique_fd.hpp"
 
 extern char** environ;
@@ -117,11 +119,14 @@ std::vector<std::string> job_environment(const Job& job) {
 // `command` under /bin/sh -c in a process group of its own (a timeout
 // kills the whole tree), with `stdin_fd` and `stderr_fd`, the job's facts in
 // its environment and the signals the worker blocks back at their defaults.
-Result<pid_t> spawn_shell(const std::string& command, const Job& job, int stdin_fd, int stderr_fd) {
+// The command's result file is `result_fd` as its descriptor 3
+// (DUEQ_RESULT_FILE=/dev/fd/3).
+Result<pid_t> spawn_shell(const std::string& command, const Job& job, int stdin_fd, int stderr_fd, int result_fd) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, stdin_fd, 0);
   posix_spawn_file_actions_adddup2(&actions, stderr_fd, 2);
+  posix_spawn_file_actions_adddup2(&actions, result_fd, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setpgroup(&attr, 0);
@@ -137,6 +142,7 @@ Result<pid_t> spawn_shell(const std::string& command, const Job& job, int stdin_
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
 
   auto env = job_environment(job);
+  env.push_back("DUEQ_RESULT_FILE=/dev/fd/3");
   std::vector<char*> envp;
   envp.reserve(env.size() + 1);
   for (auto& e : env) envp.push_back(e.data());
@@ -208,10 +214,24 @@ Ending reap(pid_t pid, Ending ending, const Job& job, int64_t deadline, int& sta
   return ending;
 }
 
-HandlerResult outcome_of(Ending ending, int status, int64_t timeout_ms, std::string err_tail) {
+// What the command wrote to its result file: at most one byte past the
+// limit is read (the handler pool refuses a longer result).
+std::string result_written(int result_fd) {
+  std::string out(proto::JobResult::kMaxResultBytes + 1, '\0');
+  size_t have = 0;
+  while (have < out.size()) {
+    const ssize_t r = ::pread(result_fd, out.data() + have, out.size() - have, static_cast<off_t>(have));
+    if (r <= 0) break;
+    have += static_cast<size_t>(r);
+  }
+  out.resize(have);
+  return out;
+}
+
+HandlerResult outcome_of(Ending ending, int status, int64_t timeout_ms, std::string err_tail, int result_fd) {
   if (ending == Ending::timed_out) return HandlerResult::failed(fmt::format("timed out after {} ms (command killed)", timeout_ms));
   if (ending == Ending::cancelled) return HandlerResult::failed("cancelled: the worker was stopped before the command finished");
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return HandlerResult::done();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return HandlerResult::done(result_written(result_fd));
   if (WIFEXITED(status) && WEXITSTATUS(status) == kSnoozeExitCode) {
     const int64_t delay = snooze_asked_ms(err_tail, wall_ms());
     return HandlerResult::snooze(std::chrono::milliseconds(delay), fmt::format("exit code {}: snoozed {} ms", kSnoozeExitCode, delay));
@@ -230,7 +250,9 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
   UniqueFd in_read(in_pipe[0]), in_write(in_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) return HandlerResult::failed("cannot create a pipe");
   UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
-  auto pid = spawn_shell(command, job, in_read.get(), err_write.get());
+  UniqueFd result_file(::memfd_create("dueq-result", MFD_CLOEXEC));
+  if (result_file.get() < 0) return HandlerResult::failed("cannot create the result file");
+  auto pid = spawn_shell(command, job, in_read.get(), err_write.get(), result_file.get());
   if (!pid) return HandlerResult::failed(pid.error().message);
   HandlerGuard::instance().started(*pid);
   in_read.reset();
@@ -242,7 +264,7 @@ HandlerResult run_command(const std::string& command, int64_t timeout_ms, const 
   in_write.reset();
   int status = 0;
   const Ending ending = reap(*pid, fed, job, deadline, status);
-  return outcome_of(ending, status, timeout_ms, std::move(err_tail));
+  return outcome_of(ending, status, timeout_ms, std::move(err_tail), result_file.get());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "common/clock.hpp"
@@ -234,6 +235,14 @@ proto::JobResult HandlerPool::run_delivery(Delivery& delivery) {
   if (result.outcome == proto::Outcome::snoozed)
     result.snooze_ms = std::clamp<int64_t>(outcome.snooze_ms, 0, proto::JobResult::kMaxSnoozeMs);
   result.error = std::move(outcome.error);
+  if (result.outcome == proto::Outcome::done && outcome.result.size() > proto::JobResult::kMaxResultBytes) {
+    // Refused here as the broker would: the job dies with why (docs/jobs.md, Results).
+    result.outcome = proto::Outcome::failed_final;
+    result.error = fmt::format("its result of {} bytes is over the {}-byte limit", outcome.result.size(),
+                               proto::JobResult::kMaxResultBytes);
+  } else if (result.outcome == proto::Outcome::done) {
+    result.result.data = std::move(outcome.result);
+  }
   if (result.error.size() > proto::kMaxErrorText) result.error.resize(proto::kMaxErrorText);
   if (log)
     spdlog::info("job {} {} in {} ms (queue {}, type {}, attempt {}){}{}", loggable(job.id), outcome_word(result.outcome),

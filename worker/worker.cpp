@@ -159,7 +159,7 @@ struct Worker::Impl {
     proto::Results chunk;
     size_t bytes = 0;
     for (auto& item : results.items) {
-      bytes += item.queue.size() + item.id.size() + item.error.size() + 32;
+      bytes += item.queue.size() + item.id.size() + item.error.size() + item.result.data.size() + 32;
       chunk.items.push_back(std::move(item));
       if (chunk.items.size() == proto::kMaxBatch || bytes >= proto::kMaxResultsFrameBytes) {
         send(chunk);

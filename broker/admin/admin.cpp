@@ -87,7 +87,7 @@ void Admin::signal_ready() {
   [[maybe_unused]] auto n = ::write(ready_fd_.get(), &one, sizeof one);
 }
 
-void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues, CronScheduler& cron) {
+void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues, CronScheduler& cron, Waits& waits) {
   uint64_t count = 0;
   [[maybe_unused]] auto n = ::read(ready_fd_.get(), &count, sizeof count);
   std::vector<Answer> answers;
@@ -112,7 +112,10 @@ void Admin::deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues,
       q.paused = false;
       q.maybe_ready = true;  // what waited while it was paused
     }
-    for (const auto& name : answer.ready_queues) queues.get(name).maybe_ready = true;
+    for (const auto& name : answer.ready_queues) {
+      queues.get(name).maybe_ready = true;
+      waits.changed(name);  // a cancel of a waiting job ended it
+    }
     for (const auto& [name, due_ms] : answer.earliest_due) {
       QueueState& q = queues.get(name);
       q.next_due_ms = earliest_known(q.next_due_ms, due_ms);

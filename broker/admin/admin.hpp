@@ -26,6 +26,7 @@
 #include "broker/loop/inflight.hpp"
 #include "broker/loop/outbox.hpp"
 #include "broker/loop/queues.hpp"
+#include "broker/loop/waits.hpp"
 #include "broker/store/background_share.hpp"
 #include "broker/store/round.hpp"
 #include "broker/store/redis_client.hpp"
@@ -84,7 +85,7 @@ class Admin {
   // Event loop: readable when answers are ready.
   int ready_fd() const { return ready_fd_.get(); }
   // Event loop: sends the ready answers and applies their effects.
-  void deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues, CronScheduler& cron);
+  void deliver(Outbox& outbox, InflightTable& inflight, QueueTable& queues, CronScheduler& cron, Waits& waits);
 
  private:
   struct Answer {

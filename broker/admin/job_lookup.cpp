@@ -13,12 +13,14 @@ namespace dueq::broker {
 
 namespace calls {
 
-Command show(const std::string& queue, const std::string& id) {
+Command show(const std::string& queue, const std::string& id, bool with_result) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::show, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs,
-                                           k.attempts, k.errors, k.error_logs, k.cancel_requested, k.history, k.unique})
-      .add(id)
-      .add(static_cast<int64_t>(schedule_partition(id)));
+  Command call = script_call(lua::ScriptId::show, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs,
+                                                   k.attempts, k.errors, k.error_logs, k.cancel_requested, k.history,
+                                                   k.unique, k.results});
+  call.add(id).add(static_cast<int64_t>(schedule_partition(id)));
+  if (with_result) call.add("1");
+  return call;
 }
 
 namespace {
@@ -38,7 +40,7 @@ void add_unique_hold(const std::string& entry, std::map<std::string, std::string
 }  // namespace
 
 Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
-  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 10) return reply::bad(r, "show");
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 11) return reply::bad(r, "show");
   using reply::str;
   std::map<std::string, std::string> out;
   const std::string state = str(r->element[0]);
@@ -82,6 +84,7 @@ Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
   if (auto started = str(r->element[7]); !started.empty()) out["st"] = started;
   add_unique_hold(str(r->element[9]), out);
   if (auto worker = str(r->element[8]); !worker.empty()) out["w"] = worker;
+  if (state == "done" && r->element[10]->type == REDIS_REPLY_STRING && r->element[10]->len > 0) out["rs"] = str(r->element[10]);
   return out;
 }
 
@@ -97,7 +100,7 @@ Result<std::vector<std::string>> known_queues(RedisClient& redis) {
 
 Result<std::map<std::string, std::string>> job_fields(RedisClient& redis, const std::string& queue,
                                                       const std::string& id) {
-  auto r = redis.call(calls::show(queue, id));
+  auto r = redis.call(calls::show(queue, id, /*with_result=*/true));
   if (!r) return std::unexpected(r.error());
   return calls::parse_show(r->get());
 }

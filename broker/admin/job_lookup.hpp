@@ -15,7 +15,7 @@ namespace dueq::broker {
 namespace calls {
 // show.lua: the job as a field map (s, t, p, d, a, m, k, c, bb, bc, e, el, f,
 // r, l, cx: docs/protocol.md, JOB_REPLY); empty when the job is unknown.
-Command show(const std::string& queue, const std::string& id);
+Command show(const std::string& queue, const std::string& id, bool with_result = false);
 Result<std::map<std::string, std::string>> parse_show(const redisReply* reply);
 }  // namespace calls
 

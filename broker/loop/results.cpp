@@ -24,10 +24,10 @@ Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const
   Command call = script_call(lua::ScriptId::ack, {k.leased, k.stats, k.jobs, k.tokens, k.attempts, k.errors,
                                                   k.error_logs, k.cancel_requested, k.done, k.started, k.unconfirmed,
                                                   k.history, k.key_held, k.key_running, k.key_parked, k.ready,
-                                                  k.unique, k.snoozes});
+                                                  k.unique, k.snoozes, k.results});
   call.add(now_ms).add(retention_s).add(keep_history ? "1" : "0").add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) {
-    call.add(item.id).add(token_text(item.token));
+    call.add(item.id).add(token_text(item.token)).add(item.result);
     if (keep_history) call.add(item.started_ms > 0 ? std::to_string(item.started_ms) : std::string()).add(item.worker);
   }
   return call;
@@ -67,6 +67,11 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
   return call;
 }
 
+Result<std::vector<AckStatus>> parse_ack(const redisReply* r) {
+  static constexpr std::array kKnown{AckStatus::stale, AckStatus::applied};
+  return reply::codes(r, "ack", kKnown);
+}
+
 Result<std::vector<NackOutcome>> parse_nack(const redisReply* r) {
   static constexpr std::array kKnown{NackStatus::stale, NackStatus::retried, NackStatus::dead, NackStatus::cancelled};
   auto values = reply::integers(r, "nack");
@@ -85,6 +90,14 @@ Result<std::vector<NackOutcome>> parse_nack(const redisReply* r) {
 
 void Results::on_results(const Peer& worker, std::vector<proto::JobResult>&& items) {
   for (auto& item : items) {
+    // Refused, not kept: the job dies with why (its handler would return
+    // the same again, and it ran: a retry would repeat its effects).
+    if (item.outcome == proto::Outcome::done && item.result.data.size() > proto::JobResult::kMaxResultBytes) {
+      item.outcome = proto::Outcome::failed_final;
+      item.error = fmt::format("its result of {} bytes is over the {}-byte limit", item.result.data.size(),
+                               proto::JobResult::kMaxResultBytes);
+      item.result.data.clear();
+    }
     // Credit comes back now; Redis decides (by token) whether it counts.
     const int64_t started_ms = inflight_.remove(item.queue, item.id, item.token);
     pending_.push_back(Pending{worker, std::move(item), started_ms});
@@ -131,7 +144,7 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
   if (ack) {
     std::vector<AckItem> items;
     items.reserve(batch.size());
-    for (const auto& p : batch) items.push_back({p.result.id, p.result.token, p.started_ms, p.worker.routing_id});
+    for (const auto& p : batch) items.push_back({p.result.id, p.result.token, p.started_ms, p.worker.routing_id, p.result.result.data});
     call = calls::ack(queue, now, policy.done_retention_s, items, policy.keeps_history());
   } else {
     std::vector<NackItem> items;
@@ -166,14 +179,20 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
     refusals_.succeeded();
     queues_.get(queue).sweep_soon(clock_.steady_ms());
     if (queues_.get(queue).keys_parked) queues_.get(queue).maybe_ready = true;
-    if (!ack) {
+    if (ack) {
+      tell_waits(queue, now, batch, r);
+    } else {
       QueueState& q = queues_.get(queue);
-      if (auto outcomes = calls::parse_nack(r))
-        for (const auto& o : *outcomes)
+      if (auto outcomes = calls::parse_nack(r)) {
+        for (const auto& o : *outcomes) {
           if (o.status == NackStatus::retried) {
             if (o.due_ms > now) q.next_due_ms = earliest_known(q.next_due_ms, o.due_ms);
             else q.maybe_ready = true;
+          } else if (o.status != NackStatus::stale) {
+            waits_.changed(queue);  // dead or cancelled: its waits read how
           }
+        }
+      }
     }
     // Applied (stale ones included: Redis rejected them for good).
     std::map<std::string, std::pair<Peer, proto::Confirm>> confirms;  // by routing id
@@ -184,6 +203,16 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
     }
     for (const auto& [rid, c] : confirms) outbox_.send(c.first, c.second);
   });
+}
+
+// The acks Redis applied end their jobs: the requests waiting for them are
+// answered with the results the acks carried.
+void Results::tell_waits(const std::string& queue, int64_t now, const std::vector<Pending>& batch, const redisReply* r) {
+  auto applied = calls::parse_ack(r);
+  if (!applied || applied->size() != batch.size()) return;
+  for (size_t i = 0; i < batch.size(); ++i)
+    if ((*applied)[i] == AckStatus::applied && waits_.waits_for(queue, batch[i].result.id))
+      waits_.ended(queue, batch[i].result.id, JobEnd{"done", now, batch[i].result.result.data, {}});
 }
 
 // Jobs of lost workers go back at once (an attempt if their start was
@@ -213,6 +242,7 @@ void Results::add_requeue_calls(Round& round) {
                   refusals_.refused(name, fmt::format("requeue on '{}'", name), err);
                 } else {
                   queues_.get(name).maybe_ready = true;
+                  waits_.changed(name);  // a lost job's last attempt ends it dead
                 }
               });
     queues_.get(name).ready_this_round = true;

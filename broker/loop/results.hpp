@@ -16,6 +16,7 @@
 #include "broker/loop/inflight.hpp"
 #include "broker/loop/outbox.hpp"
 #include "broker/loop/queues.hpp"
+#include "broker/loop/waits.hpp"
 #include "broker/store/refusal_backoff.hpp"
 #include "broker/store/round.hpp"
 #include "common/clock.hpp"
@@ -58,10 +59,12 @@ struct AckItem {
   uint64_t token = 0;
   int64_t started_ms = 0;  // when its delivery started (0: unknown)
   std::string worker;      // the worker that ran it
+  std::string result;      // what its handler returned ("" for none)
 };
 
 // lua/nack.lua's status of one job.
 enum class NackStatus : int64_t { stale = 0, retried = 1, dead = 2, cancelled = 3 };
+enum class AckStatus : int64_t { stale = 0, applied = 1 };
 struct NackOutcome {
   NackStatus status = NackStatus::stale;
   int64_t due_ms = 0;  // retried: when it is due again
@@ -78,13 +81,14 @@ Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const
 Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t cap_ms, int64_t retention_s,
              const std::vector<NackItem>& items, bool keep_history = false, uint32_t max_snoozes = 0);
 Result<std::vector<NackOutcome>> parse_nack(const redisReply* reply);
+Result<std::vector<AckStatus>> parse_ack(const redisReply* reply);
 }  // namespace calls
 
 class Results {
  public:
   Results(const BrokerConfig& config, const Clock& clock, QueueTable& queues, InflightTable& inflight, Outbox& outbox,
-          RefusalBackoff& refusals)
-      : config_(config), clock_(clock), queues_(queues), inflight_(inflight), outbox_(outbox), refusals_(refusals) {}
+          RefusalBackoff& refusals, Waits& waits)
+      : config_(config), clock_(clock), queues_(queues), inflight_(inflight), outbox_(outbox), refusals_(refusals), waits_(waits) {}
 
   void on_results(const Peer& worker, std::vector<proto::JobResult>&& items);
   // Back to ready: a lost worker's job (NackMode::now) or one handed back
@@ -106,6 +110,7 @@ class Results {
   };
   void add_result_call(Round& round, const std::string& queue, bool ack, std::vector<Pending>&& batch);
   void add_requeue_calls(Round& round);
+  void tell_waits(const std::string& queue, int64_t now, const std::vector<Pending>& batch, const redisReply* r);
 
   const BrokerConfig& config_;
   const Clock& clock_;
@@ -114,6 +119,7 @@ class Results {
   Outbox& outbox_;
   std::mt19937_64 rng_{std::random_device{}()};
   RefusalBackoff& refusals_;
+  Waits& waits_;  // told of each ack applied, and of queues whose jobs a nack may have ended
   std::vector<Pending> pending_;  // kept until Redis applied them
   std::map<std::string, std::vector<NackItem>> requeues_;
 };

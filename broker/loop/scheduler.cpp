@@ -56,7 +56,7 @@ Result<ReclaimOutcome> parse_reclaim(const redisReply* r) {
 Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms,
               int64_t history_cutoff_ms, int64_t history_max) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::sweep, {k.done, k.cancelled, k.stats, k.history})
+  return script_call(lua::ScriptId::sweep, {k.done, k.cancelled, k.stats, k.history, k.results})
       .add(cutoff_ms)
       .add(limit)
       .add(max_kept)

@@ -44,6 +44,7 @@ struct QueueKeys {
         started(key(queue, "started")),
         unconfirmed(key(queue, "unconfirmed")),
         snoozes(key(queue, "snoozes")),
+        results(key(queue, "results")),
         epoch(key(queue, "epoch")),
         paused(key(queue, "paused")),
         rate(key(queue, "rate")),
@@ -80,6 +81,7 @@ struct QueueKeys {
   std::string started;           // set of leased ids whose start the broker recorded (extend.lua "started" writes it)
   std::string unconfirmed;       // hash id -> deliveries that ended unstarted; its next worker announces the start (lua/lib/lost_delivery.lua)
   std::string snoozes;           // hash id -> times its handler snoozed it (lua/nack.lua); kept while it is dead
+  std::string results;           // hash id -> what a done job's handler returned (lua/ack.lua); goes with its done entry (lua/sweep.lua)
   std::string epoch;             // string: the epoch of the leader that may write this queue (lua/lib/fence.lua)
   std::string paused;            // string: ms when `dueq pause` paused the queue; absent while it runs
   std::string rate;              // hash: the rate limit's token bucket (tokens, at ms; lua/lease.lua)

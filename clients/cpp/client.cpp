@@ -3,9 +3,11 @@
 // The connection (clients/cpp/connection.hpp) sends them and tracks the replies.
 #include "dueq/client.hpp"
 
+#include <algorithm>
 #include <future>
 #include <memory>
 #include <stdexcept>
+#include <thread>
 
 #include "clients/cpp/connection.hpp"
 #include "common/clock.hpp"
@@ -17,7 +19,8 @@ using client::Completion;
 using client::FrameResult;
 
 struct Client::Impl {
-  Impl(const std::string& endpoints, ClientOptions options) : connection(endpoints, std::move(options)) {}
+  Impl(const std::string& endpoints, ClientOptions options) : timeout_ms(options.timeout_ms), connection(endpoints, std::move(options)) {}
+  int64_t timeout_ms;  // per attempt
   client::Connection connection;
 };
 
@@ -204,6 +207,41 @@ std::expected<AdminResult, ClientError> Client::admin(const AdminCommand& comman
         if (reply == nullptr) return std::unexpected(unexpected_reply(op));
         return AdminResult{std::move(reply->rows), std::move(reply->summary), std::move(reply->next)};
       }).get();
+}
+
+namespace {
+std::optional<JobEnd::State> end_state(const std::string& state) {
+  if (state == "done") return JobEnd::State::done;
+  if (state == "dead") return JobEnd::State::dead;
+  if (state == "cancelled") return JobEnd::State::cancelled;
+  if (state == "pending") return JobEnd::State::pending;
+  if (state == "unknown") return JobEnd::State::unknown;
+  return std::nullopt;
+}
+}  // namespace
+
+// WAIT requests of at most 3/4 of an attempt's timeout each (the broker
+// answers "pending" when one runs out), until `timeout`; a broker that
+// stopped answering or does not lead is left for the next, in time.
+std::expected<JobEnd, ClientError> Client::wait(const std::string& id, const std::string& queue, std::chrono::milliseconds timeout) {
+  if (impl_->connection.on_io_thread()) return std::unexpected(blocking_from_callback("wait"));
+  const int64_t deadline = steady_ms() + std::max<int64_t>(0, timeout.count());
+  const int64_t longest = std::clamp<int64_t>(impl_->timeout_ms * 3 / 4 - 100, 0, proto::WaitRequest::kMaxTimeoutMs);
+  while (true) {
+    const int64_t left = std::max<int64_t>(0, deadline - steady_ms());
+    auto end = ask<JobEnd>(impl_->connection, proto::WaitRequest{0, queue, id, std::min(left, longest)},
+                           [](proto::Frame frame) -> std::expected<JobEnd, ClientError> {
+                             auto* reply = std::get_if<proto::WaitReply>(&frame);
+                             if (reply == nullptr) return std::unexpected(unexpected_reply("wait"));
+                             const auto state = end_state(reply->state);
+                             if (!state) return std::unexpected(unexpected_reply("wait"));
+                             return JobEnd{*state, reply->finished_ms, std::move(reply->result.data), std::move(reply->error)};
+                           }).get();
+    const bool again = end ? end->state == JobEnd::State::pending
+                           : end.error().code == "timeout" || end.error().code == "unavailable" || end.error().code == "not_leader";
+    if (!again || steady_ms() >= deadline) return end;
+    if (!end) std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(100, deadline - steady_ms())));
+  }
 }
 
 std::expected<void, ClientError> Client::reschedule(const std::string& id, int64_t due_ms, const std::string& queue) {

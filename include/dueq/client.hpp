@@ -13,6 +13,7 @@
 //
 //   client.enqueue_async({.queue = "emails", .type = "send"},
 //                        [](auto result) { /* on the client's I/O thread */ });
+#include <chrono>
 #include <cstdint>
 #include <expected>
 #include <functional>
@@ -139,6 +140,15 @@ struct AdminResult {
   std::string next;  // dead_list: where the next page starts (args "after"); "" when this was the last
 };
 
+// How a job ended, as Client::wait finds it.
+struct JobEnd {
+  enum class State { done, dead, cancelled, pending, unknown };
+  State state = State::pending;  // pending: not ended within the wait; unknown: no queue holds it
+  int64_t finished_ms = 0;       // when it ended (Unix ms)
+  std::string result;            // done: what its handler returned
+  std::string error;             // dead: why
+};
+
 struct ClientOptions {
   int64_t timeout_ms = 5'000;  // per attempt
   // A request unanswered in time is sent again (safe: same job ids). With
@@ -223,6 +233,14 @@ class Client {
   // anything changed it since. Returns its new version.
   std::expected<std::string, ClientError> edit_payload(const std::string& id, std::string payload,
                                                        const std::string& version, const std::string& queue = "");
+
+  // Waits up to `timeout` for job `id` of `queue` to end: done (with its
+  // result), dead (with why) or cancelled; `pending` when it has not by
+  // then, `unknown` when the queue holds no such job (nor its end: a done
+  // job is kept for its queue's done_retention). The broker answers as the
+  // ack is applied; across a broker restart or a take-over the wait goes
+  // on at the broker that leads, finding an end that came meanwhile.
+  std::expected<JobEnd, ClientError> wait(const std::string& id, const std::string& queue, std::chrono::milliseconds timeout);
 
   static int64_t in_ms(int64_t delay_ms);  // now + delay, as a due time
 

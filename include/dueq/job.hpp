@@ -61,6 +61,9 @@ struct JobDocument {
   // kept): `dueq job edit` and Client::edit_payload name it, and are
   // refused once the job changed since (docs/jobs.md).
   std::string version;
+  // Done: what its handler returned, while its done entry is kept (absent:
+  // none, or not done).
+  std::optional<std::string> result;
 };
 
 // The document of a JOB reply's or a job row's fields (an empty type when

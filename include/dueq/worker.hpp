@@ -43,8 +43,13 @@ struct HandlerResult {
   Status status = Status::done;
   std::string error;  // readable reason, kept with the job
   int64_t snooze_ms = 0;  // snoozed: due again this long after the broker hears of it
+  // Done: what the handler returns, any bytes, at most 64 KiB (larger: the
+  // job dies with why). Kept with the finished job for its queue's
+  // done_retention; `dueq job`, Client::wait and `dueq wait` show it.
+  std::string result;
 
   static HandlerResult done() { return {}; }
+  static HandlerResult done(std::string result) { return {Status::done, {}, 0, std::move(result)}; }
   // Failed: retried with backoff while attempts remain.
   static HandlerResult failed(std::string reason) { return {Status::failed, std::move(reason)}; }
   // Failed for good (e.g. a payload that can never be processed): dead-lettered.

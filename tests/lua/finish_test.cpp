@@ -41,6 +41,43 @@ TEST_F(Scripts, ADoneJobStaysADuplicateUntilTheSweepForgetsIt) {
   EXPECT_EQ(enqueue({job("a")}, 3000), std::vector<int64_t>{1});  // a new job after retention
 }
 
+// A done job's result is kept beside its done entry (any bytes), read by
+// job_ends.lua with how it ended, and goes with the entry at the sweep; with
+// no retention none is kept.
+TEST_F(Scripts, AnAcksResultIsKeptWithTheDoneEntryAndSweptWithIt) {
+  enqueue({job("a"), job("b"), job("c")}, 1000);
+  auto l = lease(3, 5000);
+  const std::string result("r\0\xff", 3);
+  Round ack;
+  ack.add(calls::ack("q", 2000, 60, {{"a", l[0].token, 0, "", result}, {"b", l[1].token}}));
+  EXPECT_EQ(*ints(run(ack)), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(redis_->cli("HLEN 'dueq:{q}:results'"), "1") << "an empty result is not stored";
+  Round ends;
+  ends.add(calls::job_ends("q", {"a", "b", "c", "nobody"}));
+  auto read = calls::parse_job_ends(run(ends), 4);
+  ASSERT_TRUE(read) << read.error().message;
+  ASSERT_TRUE((*read)[0]);
+  EXPECT_EQ((*read)[0]->state, "done");
+  EXPECT_EQ((*read)[0]->result, result);
+  EXPECT_EQ((*read)[0]->finished_ms, 2000);
+  ASSERT_TRUE((*read)[1]);
+  EXPECT_EQ((*read)[1]->result, "");
+  EXPECT_FALSE((*read)[2]) << "leased: not ended";
+  ASSERT_TRUE((*read)[3]);
+  EXPECT_EQ((*read)[3]->state, "unknown");
+  Round sweep;
+  sweep.add(calls::sweep("q", 2001, 100, 1000, 2001));
+  run(sweep);
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:results'"), "0") << "the result went with its done entry";
+  Round none;
+  none.add(calls::ack("q", 3000, 0, {{"c", l[2].token, 0, "", "kept?"}}));
+  run(none);
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:results'"), "0") << "no retention: no result kept";
+  Round refused;
+  refused.add(Command{"EVAL", lua::script(lua::ScriptId::job_ends).source, "7", "a", "b", "c", "d", "e", "f", "g", "1", "a", "99999"});
+  EXPECT_NE(reply_error(run(refused)).find("bad-args"), std::string::npos);
+}
+
 TEST_F(Scripts, SweepIsBoundedByItsLimitAndRefusesBadArguments) {
   for (const char* id : {"a", "b", "c"}) redis_->cli(std::string("ZADD 'dueq:{q}:done' 10 ") + id);
   Round round;

@@ -1,5 +1,5 @@
 """A Python worker for the tests: handlers noop, sleep (payload = ms), fail,
-crash and snooze_once (payload = ms: snoozes the first run of a job, done the
+echo (returns its payload as the result), crash and snooze_once (payload = ms: snoozes the first run of a job, done the
 next), like dueq-example-worker; each start appends `id attempt token
 start_us pid key` to --record (start_us: the wall clock in microseconds;
 key: the job's key in hex, - for none)."""
@@ -48,6 +48,11 @@ def main() -> None:
         deadline = time.monotonic() + int(job.payload or b"0") / 1000
         while time.monotonic() < deadline and not job.cancelled:
             time.sleep(0.005)
+
+    @worker.handle("echo")
+    def echo(job: dueq.Job) -> bytes:
+        note(job)
+        return job.payload
 
     @worker.handle("fail")
     def fail(job: dueq.Job) -> None:

@@ -104,6 +104,30 @@ class PythonWorker(unittest.TestCase):
         self.assertEqual([r[1] for r in runs], ["1", "1"], "a snooze uses no attempt (max_attempts 1)")
         self.assertGreaterEqual(int(runs[1][3]) - int(runs[0][3]), 1_200_000, "not before the delay it asked for")
 
+    def test_a_handlers_result_is_kept_and_a_wait_returns_it_or_why_the_job_died(self) -> None:
+        d = Deployment(self)
+        record = d.dir / "results.rec"
+        d.python_worker("--queue", "res", "--record", str(record))
+        with dueq.Producer(d.endpoint) as producer:
+            result = b"r\x00\xff"
+            producer.enqueue("res", "echo", result, id="echoed", delay=0.3)
+            end = producer.wait("echoed", "res", timeout=20)
+            self.assertEqual((end.state, end.result), ("done", result))
+            self.assertGreater(end.finished_ms, 0)
+            job = producer.job("echoed", "res")
+            assert job is not None
+            self.assertEqual(job["result"], {"encoding": "base64", "data": "cgD/"})
+            producer.enqueue("res", "echo", b"x" * (64 * 1024 + 1), id="too-big")
+            big = producer.wait("too-big", "res", timeout=20)
+            self.assertEqual((big.state, big.error), ("dead", "its result of 65537 bytes is over the 65536-byte limit"))
+            producer.enqueue("res", "fail", b"boom", id="failing", max_attempts=1)
+            failed = producer.wait("failing", "res", timeout=20)
+            self.assertEqual(failed.state, "dead")
+            self.assertIn("failed on purpose", failed.error)
+            self.assertEqual(producer.wait("nobody", "res", timeout=5).state, "unknown")
+            producer.enqueue("res", "noop", id="far", delay=3600)
+            self.assertEqual(producer.wait("far", "res", timeout=0.3).state, "pending")
+
     def test_a_job_not_started_by_its_deadline_goes_dead_expired(self) -> None:
         d = Deployment(self)
         record = d.dir / "late.rec"

@@ -378,7 +378,38 @@ TEST(Protocol, EveryDocumentedExampleDecodes) {
     EXPECT_EQ(again, bytes) << name << " encodes back to other bytes";
     ++examples;
   }
-  EXPECT_EQ(examples, 22u) << "one example per frame type";
+  EXPECT_EQ(examples, 24u) << "one example per frame type";
+}
+
+// A done result carries what its handler returned as a seventh field (bin,
+// after a snooze_ms of 0) when there is one; without one it keeps five.
+TEST(Protocol, ADoneResultCarriesItsResultAsASeventhField) {
+  const std::string result("ok\0\xff", 4);
+  const auto decoded = decode(encode(Results{{{"q", "j", 1, Outcome::done, "", 0, Bytes{result}}, {"q", "k", 2, Outcome::done, ""}}}));
+  ASSERT_TRUE(decoded);
+  const auto& items = std::get<Results>(*decoded).items;
+  EXPECT_EQ(items.at(0).result.data, result);
+  EXPECT_EQ(items.at(1).result.data, "");
+  const std::string bytes = encode(Results{{{"q", "j", 1, Outcome::done, "", 0, Bytes{result}}, {"q", "k", 2, Outcome::done, ""}}});
+  auto handle = msgpack::unpack(bytes.data(), bytes.size());
+  const auto& wire = handle.get().via.array.ptr[2].via.array.ptr[0].via.array;
+  EXPECT_EQ(wire.ptr[0].via.array.size, 7u);
+  EXPECT_EQ(wire.ptr[0].via.array.ptr[6].type, msgpack::type::BIN);
+  EXPECT_EQ(wire.ptr[1].via.array.size, 5u);
+  // Only a done result carries one.
+  const std::string failed = encode(Results{{{"q", "j", 1, Outcome::failed, "x", 0, Bytes{"r"}}}});
+  auto failed_handle = msgpack::unpack(failed.data(), failed.size());
+  EXPECT_EQ(failed_handle.get().via.array.ptr[2].via.array.ptr[0].via.array.ptr[0].via.array.size, 5u);
+}
+
+TEST(Protocol, AWaitIsBoundedAndItsReplyNamesAKnownState) {
+  EXPECT_TRUE(decode(encode(WaitRequest{1, "q", "j", 60'000})));
+  EXPECT_FALSE(decode(encode(WaitRequest{1, "q", "j", 60'001})));
+  EXPECT_FALSE(decode(encode(WaitRequest{1, "q", "j", -1})));
+  EXPECT_FALSE(decode(encode(WaitRequest{1, "", "j", 10}))) << "the queue is needed";
+  EXPECT_FALSE(decode(encode(WaitRequest{1, "q", "", 10})));
+  EXPECT_TRUE(decode(encode(WaitReply{1, "dead", 5, {}, "boom"}), kMaxReplyValues));
+  EXPECT_FALSE(decode(encode(WaitReply{1, "finished", 5, {}, ""}), kMaxReplyValues));
 }
 
 // A snoozed result carries its delay as a sixth field; every other result

@@ -3,9 +3,9 @@ wire protocol (docs/protocol.md) to a dueq broker over ZeroMQ."""
 
 from ._connection import CurveKeys
 from .producer import AdminResult, DueqError, Job as NewJob, Producer, Rejected
-from .protocol import EnqueueResult, EnqueueStatus, Outcome, QueueStats
+from .protocol import EnqueueResult, EnqueueStatus, JobEnd, Outcome, QueueStats
 from .worker import Fail, Job, Snooze, Worker
 
-__all__ = ["AdminResult", "CurveKeys", "DueqError", "EnqueueResult", "EnqueueStatus", "Fail", "Job", "NewJob", "Outcome", "Producer",
+__all__ = ["AdminResult", "CurveKeys", "DueqError", "EnqueueResult", "EnqueueStatus", "Fail", "Job", "JobEnd", "NewJob", "Outcome", "Producer",
            "QueueStats", "Rejected", "Snooze", "Worker"]
 __version__ = "0.3.0"

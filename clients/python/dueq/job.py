@@ -110,6 +110,7 @@ def job_document(fields: dict[str, str]) -> dict[str, Any]:
         "unique_key": bytes_json(fields["uk"]) if fields.get("uk") else None,
         "unique_until": fields.get("uu") or None,
         "payload": payload, "payload_bytes": payload_bytes,
+        "result": bytes_json(fields["rs"]) if "rs" in fields else None,
     }
     for name, key in (("due", "d"), ("run_at", "r"), ("start_by", "sb"), ("created", "c"), ("lease_deadline", "l"),
                       ("started", "st")):

@@ -226,6 +226,31 @@ class Producer:
             raise DueqError("internal", "job_edit: the broker's reply names no version")
         return result.rows[0]["version"]
 
+    # -- waiting for a job's end (docs/jobs.md, "Results and waiting")
+
+    def wait(self, id: str, queue: str, timeout: float = 30.0) -> protocol.JobEnd:
+        """Waits up to `timeout` seconds for the job to end: its JobEnd's state is done
+        (with .result), dead (with .error) or cancelled; pending when it has not ended
+        by then, unknown when the queue holds no such job. Goes on at the broker that
+        leads across a restart or a take-over."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        # Each WAIT is answered within 3/4 of a request's timeout, so that a
+        # silent broker is told from a long wait.
+        longest_ms = max(0, min(protocol.MAX_WAIT_MS, int(self._timeout * 750) - 100))
+        while True:
+            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            wait_ms = min(left_ms, longest_ms)
+            try:
+                _, body = self._request(Type.WAIT, lambda rid: [rid, queue, id, wait_ms], Type.WAIT_REPLY,
+                                        time.monotonic() + self._timeout)
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+                continue
+            end = protocol.read_wait_reply(body)[1]
+            if end.state != "pending" or time.monotonic() >= deadline:
+                return end
+
     # -- one request, answered or resent until the deadline
 
     def _request(self, type_: Type, body: Any, reply_type: Type, deadline: float) -> tuple[Type, list[Any]]:

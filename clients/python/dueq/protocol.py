@@ -21,6 +21,8 @@ MAX_BATCH = 10_000
 MAX_REPLY_VALUES = 4_000_000
 MAX_ERROR_TEXT = 4096
 MAX_SNOOZE_MS = 10 * 366 * 86_400_000  # a snooze's longest delay
+MAX_RESULT_BYTES = 64 << 10  # a done job's result
+MAX_WAIT_MS = 60_000  # one WAIT request's longest timeout
 MAX_CAPACITY = 10_000
 MAX_WEIGHT = 1000
 U32 = (1 << 32) - 1
@@ -51,6 +53,8 @@ class Type(enum.IntEnum):
     STARTING = 21
     START_REPLY = 22
     HAND_BACK = 23
+    WAIT = 24
+    WAIT_REPLY = 25
 
 
 class Outcome(enum.IntEnum):
@@ -357,6 +361,25 @@ def read_job_reply(body: list[Any]) -> tuple[int, bool, dict[str, str]]:
     return _uint(f[0], "request_id"), _bool(f[1], "found"), fields
 
 
+@dataclass(frozen=True)
+class JobEnd:
+    """How a job ended (WAIT_REPLY): state is done, dead, cancelled, pending (not
+    by the wait's end) or unknown (no such job)."""
+    state: str
+    finished_ms: int = 0
+    result: bytes = b""
+    error: str = ""
+
+
+def read_wait_reply(body: list[Any]) -> tuple[int, JobEnd]:
+    fields = _fields(body, 5, "wait_reply")
+    state = _str(fields[1], "wait_reply state")
+    if state not in ("done", "dead", "cancelled", "pending", "unknown"):
+        raise BadFrame(f"unknown wait state {state!r}")
+    return _uint(fields[0], "request_id"), JobEnd(state, _int(fields[2], "finished_ms"), _bytes(fields[3], "result"),
+                                                  _str(fields[4], "error"))
+
+
 def read_admin_reply(body: list[Any]) -> tuple[int, list[dict[str, str]], str, str]:
     """request_id, rows, summary and next (where a paged listing goes on; "" when none)."""
     f = _fields(body, 3, "ADMIN_REPLY")
@@ -392,10 +415,13 @@ class Result:
     outcome: Outcome
     error: str = ""
     snooze_ms: int = 0  # SNOOZED: due again this long after the broker applies it
+    result: bytes = b""  # DONE: what the handler returned
 
     def wire(self) -> list[Any]:
         text = self.error.encode()[-MAX_ERROR_TEXT:].decode(errors="ignore")
         item: list[Any] = [self.ref.queue, self.ref.id, self.ref.token, int(self.outcome), text]
         if self.outcome == Outcome.SNOOZED:
             item.append(min(max(0, int(self.snooze_ms)), MAX_SNOOZE_MS))
+        elif self.outcome == Outcome.DONE and self.result:
+            item.extend([0, self.result])
         return item

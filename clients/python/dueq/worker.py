@@ -77,7 +77,8 @@ class Job:
         return self._cancel.is_set()
 
 
-Handler = Callable[[Job], None]
+# A handler may return its result (bytes or str, at most 64 KiB; None for none).
+Handler = Callable[[Job], Union[None, bytes, str]]
 Key = tuple[str, str]
 
 
@@ -221,7 +222,7 @@ class Worker:
         if handler is None:
             return Result(task.ref, Outcome.FAILED, f"no handler for job type {task.type!r}")
         try:
-            handler(job)
+            returned = handler(job)
         except Fail as error:
             return Result(task.ref, Outcome.CANCELLED if job.cancelled else Outcome.FAILED_FINAL, str(error))
         except Snooze as snooze:
@@ -231,7 +232,13 @@ class Worker:
         except Exception:
             return Result(task.ref, Outcome.CANCELLED if job.cancelled else Outcome.FAILED,
                           traceback.format_exc(limit=5))
-        return Result(task.ref, Outcome.CANCELLED if job.cancelled else Outcome.DONE)
+        if job.cancelled:
+            return Result(task.ref, Outcome.CANCELLED)
+        result = returned.encode() if isinstance(returned, str) else bytes(returned) if returned is not None else b""
+        if len(result) > protocol.MAX_RESULT_BYTES:
+            return Result(task.ref, Outcome.FAILED_FINAL,
+                          f"its result of {len(result)} bytes is over the {protocol.MAX_RESULT_BYTES}-byte limit")
+        return Result(task.ref, Outcome.DONE, result=result)
 
     # -- the connection thread
 
