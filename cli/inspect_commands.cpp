@@ -39,16 +39,18 @@ int stats(Client& client, bool json) {
                      {"oldest_ready_due_ms", q.oldest_ready_due_ms}, {"paused_since_ms", q.paused_since_ms},
                      {"rate_limit", q.rate_limit}, {"rate_burst", q.rate_burst}, {"concurrency_limit", q.concurrency_limit},
                      {"history_kept", q.history_kept}, {"history_trimmed", q.history_trimmed},
-                     {"keys_running", q.keys_running}, {"waiting_for_key", q.waiting_for_key}, {"top_keys", std::move(top)}});
+                     {"keys_running", q.keys_running}, {"waiting_for_key", q.waiting_for_key}, {"top_keys", std::move(top)},
+                     {"snoozed", q.snoozed}, {"expired", q.expired}});
     }
     fmt::print("{}\n", dump_json(out));
     return 0;
   }
-  fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {:<24} {}\n", "QUEUE", "SCHEDULED", "WAITING",
-             "IN_FLIGHT", "DONE", "DEAD", "RETRIED", "STALE", "NEXT_DUE", "CONTROLS");
+  fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<24} {}\n", "QUEUE", "SCHEDULED",
+             "WAITING", "IN_FLIGHT", "DONE", "DEAD", "RETRIED", "SNOOZED", "EXPIRED", "STALE", "NEXT_DUE", "CONTROLS");
   for (const auto& q : result->queues)
-    fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}  {:<24} {}\n", q.queue, q.scheduled, q.waiting,
-               q.in_flight, q.done, q.dead, q.retried, q.stale_acks, format_time(q.next_due_ms), controls_text(q));
+    fmt::print("{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<24} {}\n", q.queue, q.scheduled,
+               q.waiting, q.in_flight, q.done, q.dead, q.retried, q.snoozed, q.expired, q.stale_acks,
+               format_time(q.next_due_ms), controls_text(q));
   fmt::print("workers registered: {}\n", result->workers);
   return 0;
 }

@@ -275,6 +275,17 @@ TEST(JobControl, JobsNotStartedByTheirDeadlineExpireAndNoneStartsPastIt) {
   EXPECT_GT(stats.dead, 0) << "the backlog outlasted the deadline";
   EXPECT_GT(stats.done, 0);
   EXPECT_EQ(stats.expired, stats.dead) << "each dead job expired";
+  // dueq stats says so too, as JSON and in its table.
+  const auto shown = run_dueq(cluster.endpoint(), "stats --json", false);
+  bool listed = false;
+  for (const auto& row : json::parse(shown.out))
+    if (row["queue"] == "sb") {
+      listed = true;
+      EXPECT_EQ(row["expired"], stats.expired) << shown.out;
+      EXPECT_EQ(row["snoozed"], 0) << shown.out;
+    }
+  EXPECT_TRUE(listed) << shown.out;
+  EXPECT_NE(run_dueq(cluster.endpoint(), "stats", false).out.find("EXPIRED"), std::string::npos);
   EXPECT_EQ((**client.job_document("past-1", "sb")).state, "dead");
   for (int i = kJobs - 1; i >= 0; --i) {
     const std::string id = fmt::format("sb-{:03}", i);

@@ -58,6 +58,7 @@ class Checking {
     }
     check_ticks();
     check_searches();
+    check_waits();
     check_edits();
     check_deadlines();
     check_keys();
@@ -242,6 +243,42 @@ class Checking {
                                 "that did not find it (answered after {} ms: \"{}\"; a lookup right after: {})",
                                 it->second - s.at_ms, s.at_ms, s.answered_ms - s.at_ms, s.summary,
                                 s.state_after.empty() ? "none" : s.state_after));
+      }
+    }
+  }
+
+  // A producer's wait for an echo job (waits.tsv) tells its end as the run
+  // settled on it: done with the job's id as its result, after a start of
+  // it; dead or cancelled as the job ended; never unknown while the job is
+  // known at the end. A wait that timed out (pending) is counted.
+  void check_waits() {
+    std::map<std::string, const AcceptedJob*> accepted;
+    for (const auto& job : h_.accepted)
+      if (job.surely) accepted[job.id] = &job;
+    std::map<std::string, int64_t> first_start_ms;
+    for (const auto& s : h_.starts) {
+      auto [it, added] = first_start_ms.emplace(s.id, s.start_us / 1000);
+      if (!added) it->second = std::min(it->second, s.start_us / 1000);
+    }
+    for (const auto& w : h_.waits) {
+      const auto job = accepted.find(w.id);
+      if (job == accepted.end()) continue;  // not surely accepted: any answer may be right
+      ++v_.waits_by_state[w.state];
+      const auto final_it = h_.finals.find(w.id);
+      const std::string final_state = final_it == h_.finals.end() ? "" : final_it->second.state;
+      if (w.state == "done") {
+        if (w.result != w.id) wrong(w.id, fmt::format("WAIT: done with the result \"{}\", not its payload", w.result));
+        const auto started = first_start_ms.find(w.id);
+        if (started == first_start_ms.end() || started->second > w.answered_ms)
+          wrong(w.id, "WAIT: answered done before any start of the job");
+        if (!final_state.empty() && final_state != "done") wrong(w.id, "WAIT: answered done, but the job ended " + final_state);
+      } else if (w.state == "dead" || w.state == "cancelled") {
+        if (final_state != w.state) wrong(w.id, fmt::format("WAIT: answered {}, but the job is {}", w.state, final_state.empty() ? "gone" : final_state));
+      } else if (w.state == "unknown") {
+        if (!final_state.empty() && !h_.deleted_queues.contains(job->second->queue))
+          wrong(w.id, "WAIT: answered unknown for a job the broker shows " + final_state);
+      } else if (w.state != "pending") {
+        wrong(w.id, "WAIT: an answer of no known state: " + w.state);
       }
     }
   }
@@ -446,8 +483,10 @@ std::string Verdict::report() const {
   if (dead_by_reason.empty()) out += " 0";
   for (const auto& [reason, n] : dead_by_reason) out += fmt::format(" [{}: {}]", reason, n);
   out += fmt::format("; finished jobs whose document is kept {}; rescheduled {}; edited {}; snoozed {}; expired {}; "
-                     "searched for by type {}",
+                     "searched for by type {}; waits",
                      documents_kept, rescheduled, edited, snoozes, expired, searches);
+  if (waits_by_state.empty()) out += " 0";
+  for (const auto& [state, n] : waits_by_state) out += fmt::format(" {} {}", state, n);
   out += "\naccepted by queue:";
   for (const auto& [queue, n] : accepted_by_queue) out += fmt::format(" {} {};", queue.empty() ? "(the one queue)" : queue, n);
   out += "\nstarted again, by cause:";

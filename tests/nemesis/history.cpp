@@ -147,6 +147,12 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     }
     h.searches.push_back(std::move(seen));
     return true;
+  }) && each_line(dir / "waits.tsv", error, [&](const std::vector<std::string>& f) {
+    auto asked = f.size() == 6 ? number(f[1]) : std::nullopt;
+    auto answered = f.size() == 6 ? number(f[2]) : std::nullopt;
+    if (!asked || !answered) return false;
+    h.waits.push_back({f[0], *asked, *answered, f[3], unhex(f[4]), unhex(f[5])});
+    return true;
   }) && each_line(dir / "unique.tsv", error, [&](const std::vector<std::string>& f) {
     auto sent = f.size() == 6 || f.size() == 8 ? number(f[3]) : std::nullopt;
     auto answered = f.size() == 6 || f.size() == 8 ? number(f[4]) : std::nullopt;

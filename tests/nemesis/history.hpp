@@ -30,6 +30,9 @@
 //                 debounce, the payload (a run before these had 6 fields)
 //                 by type of the scheduled state for a job due 3 s or more
 //                 later that no operator touched, and what its answer held
+//   waits.tsv     id, wall ms asked, wall ms answered, state, result (hex),
+//                 error (hex): a producer's wait (Client::wait, 30 s) for
+//                 an echo job (its handler returns its payload, the id)
 //   faults.tsv    from ms, to ms, kind, target, clock shift ms: each
 //                 fault's span on the wall clock (a worker that crashed on
 //                 a poison job too)
@@ -82,6 +85,13 @@ struct Start {
   std::string worker;  // the file it came from
   int64_t due_ms = 0;  // the due time the broker sent (the example worker records it), 0 when not recorded
   std::string payload; // the payload it ran with, "" when not recorded ("-" when long or empty)
+};
+
+struct WaitSeen {
+  std::string id;
+  int64_t asked_ms = 0, answered_ms = 0;
+  std::string state;  // done, dead, cancelled, pending, unknown
+  std::string result, error;
 };
 
 struct FinalState {
@@ -151,6 +161,7 @@ struct History {
   std::map<std::string, std::vector<int64_t>> asks;  // asks.tsv: id -> when it was asked for again
   std::vector<SearchSeen> searches;                  // searches.tsv
   std::vector<UniqueAsk> uniques;                    // unique.tsv
+  std::vector<WaitSeen> waits;                       // waits.tsv
   std::vector<FaultSpan> faults;
   std::vector<Start> starts;
   std::map<std::string, FinalState> finals;

@@ -28,6 +28,10 @@ JobSpec draw_job(std::mt19937_64& rng, const WorkloadOptions& o, const std::stri
     // Snoozed by the first worker process that runs it (kSnoozeMs), then done.
     job.type = "snooze_once";
     job.payload = std::to_string(kSnoozeMs);
+  } else if (kind < 18) {
+    // Its handler returns its payload, the id: a producer waits for it (waits.tsv).
+    job.type = "echo";
+    job.payload = id;
   } else if (kind < 20) {
     job.type = "fail";
     job.payload = "on purpose";
@@ -56,6 +60,7 @@ Workload::Workload(std::filesystem::path dir, WorkloadOptions options)
   if (!options_.ordered_queue.empty()) threads_.emplace_back([this] { produce_ordered(); });
   if (!options_.fair_queue.empty()) threads_.emplace_back([this] { produce_fair(); });
   threads_.emplace_back([this] { produce_unique(); });
+  for (int w = 0; w < 2; ++w) threads_.emplace_back([this] { wait_for_echoes(); });
 }
 
 Workload::~Workload() { stop(); }
@@ -73,7 +78,32 @@ void Workload::record(const JobSpec& job, bool surely) {
   accepted_file_.flush();
   if (surely) {
     ++accepted_count_;
-    if (job.due_ms > 0) cancellable_.push_back({job.id, job.queue, job.type, job.due_ms});
+    if (job.due_ms > 0 && job.type != "echo") cancellable_.push_back({job.id, job.queue, job.type, job.due_ms});
+    if (job.type == "echo" && echoes_.size() < 1'000) echoes_.emplace_back(job.id, job.queue);
+  }
+}
+
+void Workload::wait_for_echoes() {
+  Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  while (producing_) {
+    std::optional<std::pair<std::string, std::string>> next;
+    {
+      std::lock_guard lock(mutex_);
+      if (!echoes_.empty()) {
+        next = std::move(echoes_.front());
+        echoes_.pop_front();
+      }
+    }
+    if (!next) {
+      std::this_thread::sleep_for(50ms);  // none accepted yet: look again
+      continue;
+    }
+    const int64_t asked = wall_ms();
+    auto end = client.wait(next->first, next->second, 30s);
+    if (!end) continue;  // unanswered (a fault): nothing learned
+    static constexpr const char* kStates[] = {"done", "dead", "cancelled", "pending", "unknown"};
+    append_line(dir_ / "waits.tsv", {next->first, std::to_string(asked), std::to_string(wall_ms()),
+                                     kStates[static_cast<int>(end->state)], hex(end->result), hex(end->error)});
   }
 }
 

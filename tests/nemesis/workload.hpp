@@ -9,6 +9,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -103,6 +104,9 @@ class Workload {
   void produce_ordered();
   void produce_fair();
   void produce_unique();
+  // Waits for the echo jobs accepted (Client::wait, 30 s each), one at a
+  // time, oldest first; waits.tsv says how each was answered.
+  void wait_for_echoes();
   // Asks `batch` until each job is answered, asking again for at most
   // `ask_again_ms` after the first try; records each.
   static constexpr int64_t kAskAgainMs = 20'000;
@@ -116,6 +120,7 @@ class Workload {
   std::mutex mutex_;
   std::ofstream accepted_file_;
   std::vector<Cancellable> cancellable_;
+  std::deque<std::pair<std::string, std::string>> echoes_;  // accepted echo jobs to wait for: id, queue
   std::vector<std::thread> threads_;
 };
 

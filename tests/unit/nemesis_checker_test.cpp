@@ -186,6 +186,37 @@ TEST(NemesisChecker, AWaitingJobASearchByItsTypeDidNotFindIsAViolation) {
   EXPECT_TRUE(says(check(h, Bounds{}), "never accepted"));
 }
 
+// A wait for an echo job is answered done with its id as the result after
+// a start, dead or cancelled as the job ended, and never unknown for a job
+// the broker shows at the end.
+TEST(NemesisChecker, AWaitsAnswerMustBeTheJobsEnd) {
+  History h = healthy();
+  h.waits.push_back({"j1", kDue - 10, kDue + 1'020, "done", "j1", ""});
+  const Verdict right = check(h, Bounds{});
+  EXPECT_TRUE(right.violations.empty()) << right.report();
+  EXPECT_EQ(right.waits_by_state.at("done"), 1u);
+  h.waits[0].result = "other";
+  EXPECT_TRUE(says(check(h, Bounds{}), "not its payload"));
+  h.waits[0].result = "j1";
+  h.waits[0].answered_ms = kDue + 999;
+  EXPECT_TRUE(says(check(h, Bounds{}), "before any start"));
+  h.waits[0] = {"j1", kDue - 10, kDue + 1'020, "dead", "", "x"};
+  EXPECT_TRUE(says(check(h, Bounds{}), "answered dead, but the job is done"));
+  h.waits[0].state = "unknown";
+  EXPECT_TRUE(says(check(h, Bounds{}), "answered unknown"));
+  h.waits[0].state = "pending";
+  EXPECT_TRUE(check(h, Bounds{}).violations.empty());
+  History died = ended("dead", "boom");
+  died.waits.push_back({"j1", kDue - 10, kDue + 1'020, "dead", "", "boom"});
+  EXPECT_FALSE(says(check(died, Bounds{}), "WAIT")) << check(died, Bounds{}).report();
+  died.waits[0].state = "done";
+  died.waits[0].result = "j1";
+  EXPECT_TRUE(says(check(died, Bounds{}), "answered done, but the job ended dead"));
+  h.waits[0].id = "never-accepted";
+  h.waits[0].state = "unknown";
+  EXPECT_TRUE(check(h, Bounds{}).violations.empty()) << "a job not surely accepted may be unknown";
+}
+
 TEST(NemesisChecker, AStartBeforeTheDueTimeIsEarly) {
   History h = healthy();
   h.starts[0].start_us = kDue * 1000 - 1;
