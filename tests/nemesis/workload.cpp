@@ -98,9 +98,13 @@ void Workload::wait_for_echoes() {
       std::this_thread::sleep_for(50ms);  // none accepted yet: look again
       continue;
     }
+    // Up to 30 s, 2 s at a time: stop() joins this thread, and the run
+    // heals its faults and restarts its workers only after that.
     const int64_t asked = wall_ms();
-    auto end = client.wait(next->first, next->second, 30s);
-    if (!end) continue;  // unanswered (a fault): nothing learned
+    std::expected<JobEnd, ClientError> end = JobEnd{};
+    while (producing_ && end && end->state == JobEnd::State::pending && wall_ms() - asked < 30'000)
+      end = client.wait(next->first, next->second, 2s);
+    if (!end || (!producing_ && end->state == JobEnd::State::pending)) continue;  // unanswered, or cut short: nothing learned
     static constexpr const char* kStates[] = {"done", "dead", "cancelled", "pending", "unknown"};
     append_line(dir_ / "waits.tsv", {next->first, std::to_string(asked), std::to_string(wall_ms()),
                                      kStates[static_cast<int>(end->state)], hex(end->result), hex(end->error)});

@@ -104,8 +104,9 @@ class Workload {
   void produce_ordered();
   void produce_fair();
   void produce_unique();
-  // Waits for the echo jobs accepted (Client::wait, 30 s each), one at a
-  // time, oldest first; waits.tsv says how each was answered.
+  // Waits for the echo jobs accepted (Client::wait, 30 s each, 2 s at a
+  // time so that stop() is not held up), one at a time, oldest first;
+  // waits.tsv says how each was answered.
   void wait_for_echoes();
   // Asks `batch` until each job is answered, asking again for at most
   // `ask_again_ms` after the first try; records each.
