@@ -365,6 +365,25 @@ std::expected<std::optional<JobSpec>, std::string> enqueued_job(const Invocation
   return std::optional<JobSpec>(std::move(*job));
 }
 
+// The commands about one job (job, job reschedule/edit, dead show, wait):
+// what is wrong with their arguments, "" when nothing is; their ids join `ids`.
+std::string one_job_problem(Invocation& v, std::vector<std::string>& ids) {
+  if (*v.job && !job_command_chosen(v.job_control)) {
+    if (v.job_id.empty()) return "job needs a job id (or: job reschedule ID, job edit ID)";
+    ids.push_back(v.job_id);
+  }
+  if (job_command_chosen(v.job_control)) {
+    if (auto problem = job_command_problem(v.job_control); !problem.empty()) return problem;
+    ids.push_back(v.job_control.id);
+  }
+  if (*v.dead_show) ids.push_back(v.show_id);
+  if (*v.wait.command) {
+    if (auto problem = wait_problem(v.wait); !problem.empty()) return problem;
+    ids.push_back(v.wait.id);
+  }
+  return {};
+}
+
 // The dead-letter and naming rules CLI11 cannot state; "" when all hold.
 std::string arguments_problem(Invocation& v) {
   if (*v.dead_replay && (v.replay_all == !v.dead_cmd.ids.empty() || (v.replay_all && v.dead_cmd.queue.empty())))
@@ -420,19 +439,7 @@ std::string arguments_problem(Invocation& v) {
     if (auto ok = validate_job_type(type); !ok) return "--type: " + ok.error().message;
   std::vector<std::string> ids = v.dead_cmd.ids;
   ids.insert(ids.end(), v.cancel_ids.begin(), v.cancel_ids.end());
-  if (*v.job && !job_command_chosen(v.job_control)) {
-    if (v.job_id.empty()) return "job needs a job id (or: job reschedule ID, job edit ID)";
-    ids.push_back(v.job_id);
-  }
-  if (job_command_chosen(v.job_control)) {
-    if (auto problem = job_command_problem(v.job_control); !problem.empty()) return problem;
-    ids.push_back(v.job_control.id);
-  }
-  if (*v.dead_show) ids.push_back(v.show_id);
-  if (*v.wait.command) {
-    if (auto problem = wait_problem(v.wait); !problem.empty()) return problem;
-    ids.push_back(v.wait.id);
-  }
+  if (auto problem = one_job_problem(v, ids); !problem.empty()) return problem;
   if (auto problem = names_problem({v.dead_cmd.queue, v.cancel_queue, v.audit_queue, v.job_queue, v.job_control.queue, v.pause_queue, v.list_queue, v.delete_queue, v.bulk_queue, v.wait.queue}, ids))
     return *problem;
   return {};

@@ -27,6 +27,7 @@ Figures results(const Options& o, Json& table) {
   if (!cluster.wait_for_workers(1)) throw std::runtime_error("results: no worker registered");
   const int64_t first_due = wall_ms() + 2'000;
   std::vector<JobSpec> jobs;
+  jobs.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     jobs.push_back({.queue = "res", .type = "echo", .payload = fmt::format("result-{}", i), .id = fmt::format("w-{}", i),
                     .due_ms = first_due + i * kSpacingMs});
@@ -35,6 +36,7 @@ Figures results(const Options& o, Json& table) {
   std::vector<int64_t> returned_us(static_cast<size_t>(n), 0);
   std::atomic<int> wrong{0};
   std::vector<std::thread> waiters;
+  waiters.reserve(kWaiters);
   for (int w = 0; w < kWaiters; ++w)
     waiters.emplace_back([&, w] {
       Client client(cluster.endpoint());

@@ -179,21 +179,8 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
     refusals_.succeeded();
     queues_.get(queue).sweep_soon(clock_.steady_ms());
     if (queues_.get(queue).keys_parked) queues_.get(queue).maybe_ready = true;
-    if (ack) {
-      tell_waits(queue, now, batch, r);
-    } else {
-      QueueState& q = queues_.get(queue);
-      if (auto outcomes = calls::parse_nack(r)) {
-        for (const auto& o : *outcomes) {
-          if (o.status == NackStatus::retried) {
-            if (o.due_ms > now) q.next_due_ms = earliest_known(q.next_due_ms, o.due_ms);
-            else q.maybe_ready = true;
-          } else if (o.status != NackStatus::stale) {
-            waits_.changed(queue);  // dead or cancelled: its waits read how
-          }
-        }
-      }
-    }
+    if (ack) tell_waits(queue, now, batch, r);
+    else note_nack_outcomes(queue, now, r);
     // Applied (stale ones included: Redis rejected them for good).
     std::map<std::string, std::pair<Peer, proto::Confirm>> confirms;  // by routing id
     for (const auto& p : batch) {
@@ -203,6 +190,21 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
     }
     for (const auto& [rid, c] : confirms) outbox_.send(c.first, c.second);
   });
+}
+
+// Retries due again: when; jobs a nack ended (dead, cancelled): their waits read how.
+void Results::note_nack_outcomes(const std::string& queue, int64_t now, const redisReply* r) {
+  QueueState& q = queues_.get(queue);
+  auto outcomes = calls::parse_nack(r);
+  if (!outcomes) return;
+  for (const auto& o : *outcomes) {
+    if (o.status == NackStatus::retried) {
+      if (o.due_ms > now) q.next_due_ms = earliest_known(q.next_due_ms, o.due_ms);
+      else q.maybe_ready = true;
+    } else if (o.status != NackStatus::stale) {
+      waits_.changed(queue);
+    }
+  }
 }
 
 // The acks Redis applied end their jobs: the requests waiting for them are

@@ -110,6 +110,7 @@ class Results {
   };
   void add_result_call(Round& round, const std::string& queue, bool ack, std::vector<Pending>&& batch);
   void add_requeue_calls(Round& round);
+  void note_nack_outcomes(const std::string& queue, int64_t now, const redisReply* r);
   void tell_waits(const std::string& queue, int64_t now, const std::vector<Pending>& batch, const redisReply* r);
 
   const BrokerConfig& config_;

@@ -69,7 +69,7 @@ TEST(JobControl, RescheduleRunNowAndEditChangeAWaitingJobAndKeepItsIdAttemptsAnd
   EXPECT_EQ(stale.code, 4) << stale.out;
   EXPECT_NE(stale.out.find("changed since version 0123456789abcdef"), std::string::npos) << stale.out;
   EXPECT_EQ(document(client, "jc-1").payload, "old");
-  const std::string odd_bytes("\xff\x00\x01 not utf-8", 14);
+  const std::string odd_bytes = std::string("\xff\x00\x01", 3) + " not utf-8";
   auto edited = client.edit_payload("jc-1", odd_bytes, before.version);
   ASSERT_TRUE(edited) << edited.error().message;
   EXPECT_NE(*edited, before.version);
@@ -135,7 +135,7 @@ TEST(JobControl, ReschedulesRacingTheDueEdgeStartEachJobOnceAndNeverBeforeItsNew
   std::vector<JobSpec> jobs;
   for (int g = 0; g < kGroups; ++g)
     for (size_t k = 0; k < kOffsetsMs.size(); ++k)
-      jobs.push_back({.queue = "jc", .type = "noop", .id = id_of(g, k), .due_ms = first_due + g * 400});
+      jobs.push_back({.queue = "jc", .type = "noop", .id = id_of(g, k), .due_ms = first_due + int64_t{g} * 400});
   ASSERT_TRUE(client.enqueue_batch(jobs));
 
   std::map<std::string, int64_t> moved_to;  // id -> the new due time the broker answered
@@ -143,7 +143,7 @@ TEST(JobControl, ReschedulesRacingTheDueEdgeStartEachJobOnceAndNeverBeforeItsNew
   std::string a_refusal;
   std::vector<double> answer_ms;
   for (int g = 0; g < kGroups; ++g) {
-    const int64_t due = first_due + g * 400;
+    const int64_t due = first_due + int64_t{g} * 400;
     for (size_t k = 0; k < kOffsetsMs.size(); ++k) {
       while (wall_ms() < due + kOffsetsMs[k]) std::this_thread::sleep_for(200us);
       const int64_t new_due = due + 1'500, asked = steady_us();

@@ -122,7 +122,7 @@ TEST(Results, AResultOverTheLimitKillsItsJobWithWhy) {
   cluster.start_example_worker("big", 1, (cluster.dir() / "starts.txt").string());
   ASSERT_TRUE(cluster.wait_for_workers(1));
   Client client(cluster.endpoint());
-  const std::string limit(64 * 1024, 'r');
+  const std::string limit(size_t{64} * 1024, 'r');
   ASSERT_TRUE(client.enqueue({.queue = "big", .type = "echo", .payload = limit, .id = "at-limit"}));
   ASSERT_TRUE(client.enqueue({.queue = "big", .type = "echo", .payload = limit + "!", .id = "over", .max_attempts = 3}));
   auto kept = client.wait("at-limit", "big", 10s);
