@@ -8,8 +8,8 @@ namespace dueq::bench {
 using namespace dueq::testing;
 
 namespace {
-constexpr int kWaiters = 50;
-constexpr int64_t kSpacingMs = 10;
+constexpr int kResultWaiters = 50;
+constexpr int64_t kResultsSpacingMs = 10;
 }  // namespace
 
 // Results and waiting: 2,000 jobs (200 in a smoke run) due 10 ms apart whose
@@ -30,17 +30,17 @@ Figures results(const Options& o, Json& table) {
   jobs.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     jobs.push_back({.queue = "res", .type = "echo", .payload = fmt::format("result-{}", i), .id = fmt::format("w-{}", i),
-                    .due_ms = first_due + i * kSpacingMs});
+                    .due_ms = first_due + i * kResultsSpacingMs});
   enqueue_all(cluster.endpoint(), jobs, 1);
-  progress(fmt::format("results: {} jobs due {} ms apart, each waited for", n, kSpacingMs));
+  progress(fmt::format("results: {} jobs due {} ms apart, each waited for", n, kResultsSpacingMs));
   std::vector<int64_t> returned_us(static_cast<size_t>(n), 0);
   std::atomic<int> wrong{0};
   std::vector<std::thread> waiters;
-  waiters.reserve(kWaiters);
-  for (int w = 0; w < kWaiters; ++w)
+  waiters.reserve(kResultWaiters);
+  for (int w = 0; w < kResultWaiters; ++w)
     waiters.emplace_back([&, w] {
       Client client(cluster.endpoint());
-      for (int i = w; i < n; i += kWaiters) {
+      for (int i = w; i < n; i += kResultWaiters) {
         auto end = client.wait(jobs[static_cast<size_t>(i)].id, "res", std::chrono::seconds(60));
         returned_us[static_cast<size_t>(i)] = wall_us();
         if (!end || end->state != JobEnd::State::done || end->result != jobs[static_cast<size_t>(i)].payload) ++wrong;

@@ -94,7 +94,7 @@ class Waits {
   void ended(const std::string& queue, const std::string& id, const JobEnd& end);
   // Jobs of `queue` may have ended in a way the loop does not follow.
   void changed(const std::string& queue) {
-    if (!registry_.queues().empty()) dirty_.insert(queue);
+    if (registry_.size() > 0) dirty_.insert(queue);
   }
   bool waits_for(const std::string& queue, const std::string& id) const { return registry_.waits_for(queue, id); }
   // Timeouts answered "pending"; the reads due go in `round`.
