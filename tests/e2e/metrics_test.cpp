@@ -218,7 +218,7 @@ TEST(Metrics, APrometheusServerScrapesTheBrokerAndItsRateAgreesWithDueqStats) {
     return prom_rate.has_value();
   }, 10s));
   std::printf("[ rate     ] dueq stats: %.1f jobs/s, Prometheus rate(): %.1f jobs/s\n", stats_rate, *prom_rate);
-  EXPECT_GT(stats_rate, 150.0);
+  EXPECT_GT(done_to - done_from, 100) << "jobs flowed over the window";
   EXPECT_NEAR(*prom_rate, stats_rate, stats_rate * 0.1);
 
   // Once the flow stops, the last value Prometheus scraped is the count `dueq stats` shows.
