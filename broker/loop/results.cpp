@@ -210,6 +210,7 @@ void Results::note_nack_outcomes(const std::string& queue, int64_t now, const re
 // The acks Redis applied end their jobs: the requests waiting for them are
 // answered with the results the acks carried.
 void Results::tell_waits(const std::string& queue, int64_t now, const std::vector<Pending>& batch, const redisReply* r) {
+  if (waits_.idle()) return;  // the common case: no reply to parse
   auto applied = calls::parse_ack(r);
   if (!applied || applied->size() != batch.size()) return;
   for (size_t i = 0; i < batch.size(); ++i)

@@ -97,6 +97,7 @@ class Waits {
     if (registry_.size() > 0) dirty_.insert(queue);
   }
   bool waits_for(const std::string& queue, const std::string& id) const { return registry_.waits_for(queue, id); }
+  bool idle() const { return registry_.size() == 0; }
   // Timeouts answered "pending"; the reads due go in `round`.
   void add_to(Round& round);
   bool has_work() const { return !fresh_.empty() || !dirty_.empty(); }
