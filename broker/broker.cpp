@@ -109,7 +109,8 @@ void Broker::update_metrics() {
     std::partial_sort(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(n), mine.end(),
                       [](const auto* a, const auto* b) { return a->delivered_ms < b->delivered_ms; });
     for (size_t i = 0; i < n; ++i)
-      rows.back().jobs.push_back({mine[i]->queue, mine[i]->id, mine[i]->started, lease_now - mine[i]->delivered_ms});
+      rows.back().jobs.push_back({mine[i]->queue, mine[i]->id, mine[i]->started, lease_now - mine[i]->delivered_ms,
+                                  mine[i]->progress_percent, mine[i]->progress_text});
   }
   metrics_.set_workers(workers_.registry().size(), capacity, inflight_.size(), std::move(rows));
   metrics_.set_queue_workers(per_queue);

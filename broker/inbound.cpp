@@ -144,6 +144,7 @@ void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, 
         else if constexpr (std::is_same_v<T, proto::HandBack>) workers_.on_hand_back(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Results>) workers_.on_results(peer, std::move(f.items), heard_ms);
         else if constexpr (std::is_same_v<T, proto::Bye>) workers_.on_bye(peer, f, heard_ms);
+        else if constexpr (std::is_same_v<T, proto::Progress>) workers_.on_progress(peer, std::forward<decltype(f)>(f));
         else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::forward<decltype(f)>(f), grant);
         else if constexpr (std::is_same_v<T, proto::StatsRequest>) stats_.on_stats(peer, f.request_id);
         else if constexpr (std::is_same_v<T, proto::AdminRequest>) {
@@ -187,7 +188,7 @@ std::string Inbound::refusal(const Peer& peer, const Grant& grant, proto::Frame&
         constexpr bool worker_frame = std::is_same_v<T, proto::Hello> || std::is_same_v<T, proto::Heartbeat> ||
                                       std::is_same_v<T, proto::Received> || std::is_same_v<T, proto::Results> ||
                                       std::is_same_v<T, proto::Bye> || std::is_same_v<T, proto::Starting> ||
-                                      std::is_same_v<T, proto::HandBack>;
+                                      std::is_same_v<T, proto::HandBack> || std::is_same_v<T, proto::Progress>;
         if constexpr (worker_frame) {
           if (!worker_key) return "only worker keys may act as workers";
           if (registered != nullptr && registered->key_name != grant.name) return "this routing id is another key's worker";

@@ -70,7 +70,12 @@ void print_job(const JobDocument& job) {
   if (job.created_ms) fmt::print("created:      {}\n", format_time(*job.created_ms));
   if (job.started_ms) fmt::print("started:      {}\n", format_time(*job.started_ms));
   if (!job.worker.empty()) fmt::print("worker:       {}\n", loggable(job.worker, 256));
+  if (job.progress)
+    fmt::print("progress:     {}%{}{}\n", job.progress->percent,
+               job.progress->text.empty() ? "" : " " + loggable(job.progress->text, 256),
+               job.progress->at_ms ? fmt::format(" (reported {})", format_time(*job.progress->at_ms)) : "");
   if (job.finished_ms) fmt::print("finished:     {}\n", format_time(*job.finished_ms));
+  if (job.result) fmt::print("result:       {}\n", job.result->empty() ? "(empty)" : loggable(*job.result, 4096));
   if (job.cancel_requested) fmt::print("cancelling:   asked; its worker was told to stop\n");
   if (!job.version.empty() && (job.state == "scheduled" || job.state == "ready"))
     fmt::print("version:      {} (dueq job edit {} --version {})\n", job.version, loggable(job.id), job.version);

@@ -154,6 +154,7 @@ JobDocument job_document(const std::map<std::string, std::string>& f) {
   job.last_error = text(f, "e");
   job.errors = parse_error_log(text(f, "el"));
   if (auto it = f.find("rs"); it != f.end()) job.result = it->second;
+  if (auto percent = number(f, "pg")) job.progress = JobProgress{*percent, text(f, "pt"), number(f, "pa")};
   job.cancel_requested = text(f, "cx") == "1";
   job.waiting_for_key = text(f, "pk") == "1";
   job.unique_key = text(f, "uk");
@@ -191,6 +192,11 @@ nlohmann::json job_to_json(const JobDocument& job) {
            {"payload", job.payload ? bytes_json(*job.payload) : json(nullptr)},
            {"payload_bytes", job.payload_bytes ? json(*job.payload_bytes) : json(nullptr)},
            {"result", job.result ? bytes_json(*job.result) : json(nullptr)},
+           {"progress", job.progress ? json{{"percent", job.progress->percent},
+                                            {"text", bytes_json(job.progress->text)},
+                                            {"at", optional_time(job.progress->at_ms)},
+                                            {"at_ms", optional_number(job.progress->at_ms)}}
+                                     : json(nullptr)},
            {"due", optional_time(job.due_ms)},
            {"due_ms", optional_number(job.due_ms)},
            {"run_at", optional_time(job.run_at_ms)},

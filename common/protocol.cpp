@@ -134,6 +134,17 @@ Result<void> validate(const StartReply& f) {
 }
 Result<void> validate(const Cancel& f) { return check_ref(f.job); }
 Result<void> validate(const Bye& f) { return check_refs(f.unstarted); }
+Result<void> validate(const Progress& f) {
+  if (f.items.empty()) return bad("progress names no jobs");
+  if (f.items.size() > kMaxBatch) return bad("progress exceeds the batch limit");
+  for (const auto& item : f.items) {
+    if (auto ok = check_ref(JobRef{item.queue, item.id, item.token}); !ok) return ok;
+    if (item.percent > ProgressItem::kMaxPercent) return bad(fmt::format("progress percent {} is over 100", item.percent));
+    if (item.text.data.size() > ProgressItem::kMaxTextBytes)
+      return bad(fmt::format("progress text exceeds {} bytes", ProgressItem::kMaxTextBytes));
+  }
+  return {};
+}
 Result<void> validate(const HandBack& f) {
   if (f.unstarted.empty()) return bad("hand_back names no jobs");
   return check_refs(f.unstarted);
@@ -249,6 +260,7 @@ const char* type_name(Type type) {
     case Type::hand_back: return "hand_back";
     case Type::wait: return "wait";
     case Type::wait_reply: return "wait_reply";
+    case Type::progress: return "progress";
   }
   return "unknown";
 }
@@ -342,6 +354,7 @@ Result<Frame> decode(std::string_view bytes, size_t max_values) {
       case Type::hand_back: return convert_body<HandBack>(body);
       case Type::wait: return convert_body<WaitRequest>(body);
       case Type::wait_reply: return convert_body<WaitReply>(body);
+      case Type::progress: return convert_body<Progress>(body);
     }
     return bad(fmt::format("unknown frame type {}", type.via.u64));
   } catch (const msgpack::type_error&) {

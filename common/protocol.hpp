@@ -54,6 +54,7 @@ enum class Type : uint8_t {
   hand_back = 23,
   wait = 24,
   wait_reply = 25,
+  progress = 26,
 };
 
 namespace detail {
@@ -351,6 +352,26 @@ struct HandBack {
   DUEQ_FIELDS(unstarted)
 };
 
+// How far a running job got, as its handler last said: the worker sends
+// the latest report of each job that made one since its last PROGRESS,
+// with its heartbeats (many reports between two cost one item).
+struct ProgressItem {
+  static constexpr uint32_t kMaxPercent = 100;
+  static constexpr size_t kMaxTextBytes = 256;
+  std::string queue;
+  std::string id;
+  uint64_t token = 0;
+  uint32_t percent = 0;  // 0..kMaxPercent
+  Bytes text;            // any bytes, at most kMaxTextBytes
+  DUEQ_FIELDS(queue, id, token, percent, text)
+};
+
+struct Progress {
+  static constexpr Type kType = Type::progress;
+  std::vector<ProgressItem> items;
+  DUEQ_FIELDS(items)
+};
+
 // How long a unique job holds its unique key (docs/keys.md).
 enum class UniqueUntil : uint8_t {
   none = 0,     // not unique
@@ -595,7 +616,7 @@ struct WaitReply {
 
 using Frame = std::variant<Hello, Welcome, Tasks, Received, Heartbeat, Pong, Results, Confirm, Cancel, Bye, Enqueue, EnqueueReply,
                            StatsRequest, StatsReply, JobRequest, JobReply, AdminRequest, AdminReply, ErrorFrame, Starting,
-                           StartReply, HandBack, WaitRequest, WaitReply>;
+                           StartReply, HandBack, WaitRequest, WaitReply, Progress>;
 
 // The most values (array elements and map keys and values, nested ones
 // included) a frame may hold. A full ENQUEUE of 10,000 jobs holds about

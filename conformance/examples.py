@@ -83,6 +83,8 @@ EXAMPLES: list[tuple[int, str, list[tuple[str, Any]]]] = [
     (24, "WAIT", [("request_id", 11), ("queue", "mail"), ("id", "welcome-42"), ("timeout_ms", 30000)]),
     (25, "WAIT_REPLY", [("request_id", 11), ("state", "done"), ("finished_ms", 1798761600250), ("result", b"sent"),
                         ("error", "")]),
+    (26, "PROGRESS", [("items", [[("queue", "mail"), ("id", "welcome-42"), ("token", TOKEN), ("percent", 40),
+                                  ("text", b"4 of 10")]])]),
 ]
 
 

@@ -44,7 +44,7 @@ TYPES = {"HELLO": 1, "WELCOME": 2, "HEARTBEAT": 4, "PONG": 5, "RESULTS": 6, "CON
          "ENQUEUE": 10, "ENQUEUE_REPLY": 11, "STATS_REQUEST": 12, "STATS_REPLY": 13, "JOB_REQUEST": 14,
          "JOB_REPLY": 15, "ADMIN_REQUEST": 16, "ADMIN_REPLY": 17, "TASKS": 18, "RECEIVED": 19, "ERROR": 20,
          "STARTING": 21, "START_REPLY": 22, "HAND_BACK": 23,
-         "WAIT": 24, "WAIT_REPLY": 25}
+         "WAIT": 24, "WAIT_REPLY": 25, "PROGRESS": 26}
 NAMES = {v: k for k, v in TYPES.items()}
 HEARTBEAT_MS = 200
 BROKER_FLAGS = ["--heartbeat", f"{HEARTBEAT_MS}ms", "--worker-timeout", "1s", "--delivery-timeout", "2s"]
@@ -435,6 +435,8 @@ def refs_of(frame: Any) -> list[tuple[str, str, int]]:
     type_, body = frame[1], frame[2]
     if type_ == TYPES["RESULTS"]:
         return [(i[0], i[1], i[2]) for i in body[0]]
+    if type_ == TYPES["PROGRESS"]:
+        return [(i[0], i[1], i[2]) for i in body[0]]
     if type_ in (TYPES["STARTING"], TYPES["BYE"], TYPES["HAND_BACK"], TYPES["CONFIRM"]):
         return [tuple(r) for r in body[0]]  # type: ignore[misc]
     if type_ == TYPES["TASKS"]:
@@ -817,6 +819,34 @@ def check_heartbeats(case: WorkerCase) -> None:
         raise CaseFailed(f"no heartbeat listed the running job {job}")
 
 
+def check_progress(case: WorkerCase) -> None:
+    """§2 PROGRESS, §3.3: reports name deliveries the worker was sent (job and token), with a percent 0..100 and a
+    text of at most 256 bytes, coalesced (no more PROGRESS frames than heartbeats, and one more), and the sleeping
+    job's percent never goes back."""
+    reports = case.proxy.frames("to_broker", "PROGRESS")
+    if not reports:
+        raise CaseFailed("no PROGRESS while the sleep job ran")
+    delivered = {r for _, f in case.proxy.frames("to_worker", "TASKS") for r in refs_of(f)}
+    item = [{"type": "str"}, {"type": "str"}, {"type": "uint", "min": 1}, {"type": "uint", "max": 100}, {"type": "bin"}]
+    percents = []
+    for _, f in reports:
+        if (why := match([{"type": "array", "items": item}], f[2], Vars())):
+            raise CaseFailed(f"PROGRESS body: {why}")
+        if not f[2][0]:
+            raise CaseFailed("a PROGRESS frame with no items")
+        for i in f[2][0]:
+            if (i[0], i[1], i[2]) not in delivered:
+                raise CaseFailed(f"PROGRESS names {i[1]} token {i[2]}, a delivery the worker was not sent")
+            if len(i[4]) > 256:
+                raise CaseFailed(f"a PROGRESS text of {len(i[4])} bytes")
+            percents.append(i[3])
+    beats = case.proxy.frames("to_broker", "HEARTBEAT")
+    if len(reports) > len(beats) + 1:
+        raise CaseFailed(f"{len(reports)} PROGRESS frames beside {len(beats)} heartbeats: not coalesced")
+    if percents != sorted(percents):
+        raise CaseFailed(f"the percent went back: {percents}")
+
+
 def check_cancelled(case: WorkerCase) -> None:
     """§3.3: on CANCEL the handler is stopped and the outcome is cancelled (3)."""
     job = case.job_ids[0]
@@ -897,6 +927,7 @@ CHECKS: dict[str, Callable[[WorkerCase], None]] = {
     "exclusive_announcement": check_exclusive_announcement,
     "ran_alone": check_ran_alone,
     "heartbeats": check_heartbeats,
+    "progress": check_progress,
     "cancelled": check_cancelled,
     "malformed_dropped": check_malformed_dropped,
     "drained": check_drained,

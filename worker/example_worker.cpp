@@ -35,7 +35,8 @@ void note_start(int fd, const dueq::Job& job) {
 }
 
 // The built-in handlers: noop, echo (returns its payload as the job's
-// result), sleep (payload = ms), crash, fail, snooze
+// result), sleep (payload = ms; reports its progress every 10 ms, the text
+// naming the job's id), crash, fail, snooze
 // (payload = ms: asks to run again that much later, every time) and
 // snooze_once (the same the first time this process runs the job, done the
 // next).
@@ -53,6 +54,7 @@ void add_handlers(dueq::Worker& worker, int record_fd) {
     const long ms = std::strtol(job.payload.c_str(), nullptr, 10);
     for (long slept = 0; slept < ms; slept += 10) {
       if (job.cancelled->load()) return dueq::HandlerResult::failed("cancelled");
+      job.progress(slept * 100 / ms, fmt::format("{} slept {} of {} ms", job.id, slept, ms));
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10L, ms - slept)));
     }
     return dueq::HandlerResult::done();

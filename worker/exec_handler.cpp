@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <array>
 #include <charconv>
 
 #include "common/clock.hpp"
@@ -28,8 +28,9 @@ constexpr size_t kStderrTail = 2048;
 
 // Handler commands die with their worker, however it ends (SIGKILL, OOM):
 // a guard process forked once holds the read end of a pipe whose write end
-// only the worker has. The worker registers each command's process group
-// (+pgid) and deregisters it when reaped (-pgid); when the worker is gone
+// only the worker (and its children until their exec) has. Each command
+// registers its own process group (+pgid) between fork and exec, and the
+// worker deregisters it when reaped (-pgid); when the worker is gone
 // the guard reads EOF and SIGKILLs every group still registered, so no job
 // finishes after its worker was declared dead and re-delivered it.
 // (PR_SET_PDEATHSIG would follow the spawning thread, not the process, and
@@ -99,6 +100,29 @@ class HandlerGuard {
   int write_fd_ = -1;
 };
 
+// The child between fork and exec, in a process with threads: only
+// async-signal-safe calls. Descriptors `fds` become 0, 2, 3 and 4.
+[[noreturn]] void exec_shell_child(char* const argv[], char* const envp[], std::array<int, 4> fds) {
+  ::setpgid(0, 0);
+  HandlerGuard::instance().started(::getpid());
+  constexpr std::array<int, 4> kTargets = {0, 2, 3, 4};
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i] == kTargets[i]) {
+      ::fcntl(fds[i], F_SETFD, 0);  // dup2 onto itself would leave close-on-exec set
+    } else if (::dup2(fds[i], kTargets[i]) < 0) {
+      ::_exit(127);
+    }
+  }
+  struct sigaction defaults {};
+  defaults.sa_handler = SIG_DFL;
+  for (const int sig : {SIGTERM, SIGINT, SIGPIPE}) ::sigaction(sig, &defaults, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execve(argv[0], argv, envp);
+  ::_exit(127);
+}
+
 std::vector<std::string> job_environment(const Job& job) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e)
@@ -120,40 +144,25 @@ std::vector<std::string> job_environment(const Job& job) {
 // kills the whole tree), with `stdin_fd` and `stderr_fd`, the job's facts in
 // its environment and the signals the worker blocks back at their defaults.
 // The command's result file is `result_fd` as its descriptor 3
-// (DUEQ_RESULT_FILE=/dev/fd/3).
-Result<pid_t> spawn_shell(const std::string& command, const Job& job, int stdin_fd, int stderr_fd, int result_fd) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, stdin_fd, 0);
-  posix_spawn_file_actions_adddup2(&actions, stderr_fd, 2);
-  posix_spawn_file_actions_adddup2(&actions, result_fd, 3);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGTERM);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGPIPE);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-
+// (DUEQ_RESULT_FILE=/dev/fd/3), and the pipe it reports progress on
+// `progress_fd` as its descriptor 4 (DUEQ_PROGRESS_FILE=/dev/fd/4). The child registers its group with the
+// guard itself, before the exec: registered by the worker after the spawn
+// returned, a command could run (and finish) unregistered when the worker
+// died in between.
+Result<pid_t> spawn_shell(const std::string& command, const Job& job, std::array<int, 4> fds) {
   auto env = job_environment(job);
   env.push_back("DUEQ_RESULT_FILE=/dev/fd/3");
+  env.push_back("DUEQ_PROGRESS_FILE=/dev/fd/4");
   std::vector<char*> envp;
   envp.reserve(env.size() + 1);
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::string shell = "/bin/sh", dash_c = "-c", cmd = command;
   char* argv[] = {shell.data(), dash_c.data(), cmd.data(), nullptr};
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/bin/sh", &actions, &attr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return fail(Errc::internal, fmt::format("cannot start command: {}", errno_text(rc)));
+  const pid_t pid = ::fork();
+  if (pid < 0) return fail(Errc::internal, fmt::format("cannot start command: {}", errno_text(errno)));
+  if (pid == 0) exec_shell_child(argv, envp.data(), fds);
+  ::setpgid(pid, pid);  // also here, so a kill of the group never comes before the child's own call
   return pid;
 }
 
@@ -161,36 +170,78 @@ enum class Ending { ran, timed_out, cancelled };
 
 bool cancel_asked(const Job& job) { return job.cancelled != nullptr && job.cancelled->load(); }
 
-// Feeds the payload to the command's stdin and keeps the tail of its stderr
-// until stderr closes, the deadline passes or the job is cancelled.
-Ending feed_and_listen(UniqueFd& in_write, UniqueFd& err_read, const Job& job, int64_t deadline, std::string& err_tail) {
-  size_t written = 0;
-  if (job.payload.empty()) in_write.reset();
-  while (err_read.get() >= 0) {
-    pollfd fds[2];
-    int n = 0;
-    fds[n++] = {err_read.get(), POLLIN, 0};
-    if (in_write.get() >= 0) fds[n++] = {in_write.get(), POLLOUT, 0};
+// The worker's ends of a command's pipes, and what it read from them.
+struct CommandPipes {
+  UniqueFd in_write;       // its stdin: the payload
+  UniqueFd err_read;       // its stderr: the tail is kept
+  UniqueFd progress_read;  // its descriptor 4: progress lines
+  size_t written = 0;      // payload bytes written so far
+  std::string err_tail;
+  std::string progress_line;   // a line not ended yet
+  bool skipping_line = false;  // the line grew past kMaxProgressLine: dropped up to its end
+};
+
+constexpr size_t kMaxProgressLine = 512;
+
+void write_payload(CommandPipes& p, const Job& job) {
+  const ssize_t w = ::write(p.in_write.get(), job.payload.data() + p.written, job.payload.size() - p.written);
+  if (w > 0) p.written += static_cast<size_t>(w);
+  // Written, or the command closed stdin early (fine).
+  if ((w < 0 && errno != EAGAIN) || p.written == job.payload.size()) p.in_write.reset();
+}
+
+void read_stderr(CommandPipes& p) {
+  char buffer[4096];
+  const ssize_t r = ::read(p.err_read.get(), buffer, sizeof buffer);
+  if (r <= 0) {
+    p.err_read.reset();
+    return;
+  }
+  p.err_tail.append(buffer, static_cast<size_t>(r));
+  if (p.err_tail.size() > kStderrTail * 2) p.err_tail.erase(0, p.err_tail.size() - kStderrTail);
+}
+
+// Each whole line read is a report (the job's latest one wins).
+void read_progress(CommandPipes& p, const Job& job) {
+  char buffer[4096];
+  const ssize_t r = ::read(p.progress_read.get(), buffer, sizeof buffer);
+  if (r <= 0) {
+    p.progress_read.reset();
+    return;
+  }
+  for (const char c : std::string_view(buffer, static_cast<size_t>(r))) {
+    if (c == '\n') {
+      if (!p.skipping_line)
+        if (auto report = parse_progress_line(p.progress_line)) job.progress(report->percent, report->text);
+      p.progress_line.clear();
+      p.skipping_line = false;
+    } else if (!p.skipping_line) {
+      p.progress_line += c;
+      if (p.progress_line.size() > kMaxProgressLine) {
+        p.progress_line.clear();
+        p.skipping_line = true;
+      }
+    }
+  }
+}
+
+// Feeds the payload to the command's stdin, keeps the tail of its stderr and
+// passes its progress lines on until stderr closes, the deadline passes or
+// the job is cancelled.
+Ending feed_and_listen(CommandPipes& p, const Job& job, int64_t deadline) {
+  if (job.payload.empty()) p.in_write.reset();
+  while (p.err_read.get() >= 0) {
+    pollfd fds[3];
+    fds[0] = {p.err_read.get(), POLLIN, 0};
+    fds[1] = {p.in_write.get(), POLLOUT, 0};  // a negative fd is skipped by poll
+    fds[2] = {p.progress_read.get(), POLLIN, 0};
     const int64_t left = deadline - steady_ms();
     if (left <= 0) return Ending::timed_out;
     if (cancel_asked(job)) return Ending::cancelled;
-    ::poll(fds, n, static_cast<int>(std::min<int64_t>(left, 100)));
-    if (n == 2 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      const ssize_t w = ::write(in_write.get(), job.payload.data() + written, job.payload.size() - written);
-      if (w > 0) written += static_cast<size_t>(w);
-      // Written, or the command closed stdin early (fine).
-      if ((w < 0 && errno != EAGAIN) || written == job.payload.size()) in_write.reset();
-    }
-    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      char buffer[4096];
-      const ssize_t r = ::read(err_read.get(), buffer, sizeof buffer);
-      if (r <= 0) {
-        err_read.reset();
-      } else {
-        err_tail.append(buffer, static_cast<size_t>(r));
-        if (err_tail.size() > kStderrTail * 2) err_tail.erase(0, err_tail.size() - kStderrTail);
-      }
-    }
+    ::poll(fds, 3, static_cast<int>(std::min<int64_t>(left, 100)));
+    if (fds[1].revents & (POLLOUT | POLLERR | POLLHUP)) write_payload(p, job);
+    if (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) read_progress(p, job);
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) read_stderr(p);
   }
   return Ending::ran;
 }
@@ -244,30 +295,49 @@ HandlerResult outcome_of(Ending ending, int status, int64_t timeout_ms, std::str
   return HandlerResult::failed(std::move(reason));
 }
 
+// A pipe whose ends are both close-on-exec (the child gets its end by dup2).
+bool open_pipe(UniqueFd& read_end, UniqueFd& write_end) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+  read_end = UniqueFd(fds[0]);
+  write_end = UniqueFd(fds[1]);
+  return true;
+}
+
 HandlerResult run_command(const std::string& command, int64_t timeout_ms, const Job& job) {
-  int in_pipe[2], err_pipe[2];
-  if (::pipe2(in_pipe, O_CLOEXEC) != 0) return HandlerResult::failed("cannot create a pipe");
-  UniqueFd in_read(in_pipe[0]), in_write(in_pipe[1]);
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return HandlerResult::failed("cannot create a pipe");
-  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
+  CommandPipes p;
+  UniqueFd in_read, err_write, progress_write;
+  if (!open_pipe(in_read, p.in_write) || !open_pipe(p.err_read, err_write) || !open_pipe(p.progress_read, progress_write))
+    return HandlerResult::failed("cannot create a pipe");
   UniqueFd result_file(::memfd_create("dueq-result", MFD_CLOEXEC));
   if (result_file.get() < 0) return HandlerResult::failed("cannot create the result file");
-  auto pid = spawn_shell(command, job, in_read.get(), err_write.get(), result_file.get());
+  auto pid = spawn_shell(command, job, {in_read.get(), err_write.get(), result_file.get(), progress_write.get()});
   if (!pid) return HandlerResult::failed(pid.error().message);
-  HandlerGuard::instance().started(*pid);
   in_read.reset();
   err_write.reset();
-  ::fcntl(in_write.get(), F_SETFL, O_NONBLOCK);
+  progress_write.reset();
+  ::fcntl(p.in_write.get(), F_SETFL, O_NONBLOCK);
   const int64_t deadline = steady_ms() + timeout_ms;
-  std::string err_tail;
-  const Ending fed = feed_and_listen(in_write, err_read, job, deadline, err_tail);
-  in_write.reset();
+  const Ending fed = feed_and_listen(p, job, deadline);
+  p.in_write.reset();
   int status = 0;
   const Ending ending = reap(*pid, fed, job, deadline, status);
-  return outcome_of(ending, status, timeout_ms, std::move(err_tail), result_file.get());
+  return outcome_of(ending, status, timeout_ms, std::move(p.err_tail), result_file.get());
 }
 
 }  // namespace
+
+std::optional<ProgressReport> parse_progress_line(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  int64_t percent = 0;
+  const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), percent);
+  if (ec != std::errc() || end == line.data()) return std::nullopt;
+  std::string_view rest = line.substr(static_cast<size_t>(end - line.data()));
+  if (rest.starts_with('%')) rest.remove_prefix(1);
+  if (rest.empty()) return ProgressReport{percent, {}};
+  if (rest.front() != ' ') return std::nullopt;
+  return ProgressReport{percent, rest.substr(1)};
+}
 
 int64_t snooze_asked_ms(std::string_view tail, int64_t now_ms) {
   while (!tail.empty() && std::isspace(static_cast<unsigned char>(tail.back()))) tail.remove_suffix(1);

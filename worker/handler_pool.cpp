@@ -212,6 +212,7 @@ const char* outcome_word(proto::Outcome outcome) {
 }  // namespace
 
 proto::JobResult HandlerPool::run_delivery(Delivery& delivery) {
+  delivery.job.progress_board = &progress_;
   const Job& job = delivery.job;
   proto::JobResult result{job.queue, job.id, delivery.token, proto::Outcome::done, {}};
   const bool log = log_jobs_ && spdlog::should_log(spdlog::level::info);
@@ -226,7 +227,9 @@ proto::JobResult HandlerPool::run_delivery(Delivery& delivery) {
   if (log)
     spdlog::info("job {} started: queue {}, type {}, attempt {} of {}", loggable(job.id), loggable(job.queue),
                  loggable(job.type), job.attempt, job.max_attempts);
+  progress_.open({job.queue, job.id, delivery.token});
   HandlerResult outcome = run_handler(job);
+  progress_.close(delivery.token);
   result.outcome = outcome.status == HandlerResult::Status::done      ? proto::Outcome::done
                    : delivery.cancel->by_user.load()                  ? proto::Outcome::cancelled
                    : outcome.status == HandlerResult::Status::failed  ? proto::Outcome::failed

@@ -20,6 +20,7 @@
 
 #include "common/protocol.hpp"
 #include "dueq/worker.hpp"
+#include "worker/progress_board.hpp"
 
 namespace dueq::worker {
 
@@ -86,6 +87,8 @@ class HandlerPool {
   void confirmed(uint64_t token);
 
   int running() const { return running_.load(); }
+  // The running deliveries' progress reports (Job::progress).
+  ProgressBoard& progress() { return progress_; }
   // 0 until a handler has run.
   double mean_handler_us() const { return mean_handler_us_.load(std::memory_order_relaxed); }
 
@@ -124,6 +127,7 @@ class HandlerPool {
   const std::unordered_map<std::string, Handler>& handlers_;
   std::function<void()> wake_main_;
   bool log_jobs_ = true;  // WorkerOptions::log_jobs
+  ProgressBoard progress_;
   std::atomic<double> mean_handler_us_{0};
 
   std::mutex mutex_;

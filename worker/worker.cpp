@@ -93,6 +93,13 @@ struct Worker::Impl {
     announced_capacity = capacity();
     send(proto::Heartbeat{held.refs(), announced_capacity, drain.active()});
     last_heartbeat_ms = now;
+    send_progress();
+  }
+
+  // The progress reported since the last heartbeat: the latest of each job.
+  void send_progress() {
+    proto::Progress progress{pool.progress().take_changed()};
+    if (!progress.items.empty()) send(progress);
   }
 
   // Adaptive workers: buffered jobs past what the measured handler time lets
@@ -141,6 +148,7 @@ struct Worker::Impl {
       spdlog::info("registered with broker {} at {}: queues {}, capacity {}", welcome.broker_id, link.endpoint(),
                    fmt::join(queue_names, ","), announced_capacity);
     pool.announce_all_again();
+    pool.progress().mark_all_changed();
     // Until its first heartbeat the broker treats this worker as a newcomer,
     // sent no job of a queue another worker already serves (§3.3).
     send_heartbeat(steady_ms());

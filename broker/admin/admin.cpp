@@ -12,7 +12,7 @@ namespace dueq::broker {
 
 namespace {
 
-// A running job's start and worker are known only to the loop that sent it
+// A running job's start, worker and progress are known only to the loop that sent it
 // (Redis holds neither until it finishes, when its history entry does): a
 // lookup or a listing gets them here, as that entry would hold them (the
 // delivery's time on the store's clock, the worker's routing id).
@@ -23,6 +23,10 @@ void add_holder(std::map<std::string, std::string>& fields, const InflightTable&
   if (job == nullptr || job->worker.empty()) return;
   fields["st"] = std::to_string(job->delivered_ms);
   fields["w"] = job->worker;
+  if (job->progress_percent < 0) return;
+  fields["pg"] = std::to_string(job->progress_percent);
+  fields["pt"] = job->progress_text;
+  fields["pa"] = std::to_string(job->progress_ms);
 }
 
 void add_holders(Admin::AnswerFrame& frame, const InflightTable& inflight) {

@@ -198,7 +198,12 @@ std::string Dashboard::overview_json() const {
   for (const auto& w : s->worker_rows) {
     json jobs = json::array();
     for (const auto& j : w.jobs)
-      jobs.push_back({{"queue", j.queue}, {"id", bytes_json(j.id)}, {"started", j.started}, {"held_ms", j.held_ms}});
+      jobs.push_back({{"queue", j.queue},
+                      {"id", bytes_json(j.id)},
+                      {"started", j.started},
+                      {"held_ms", j.held_ms},
+                      {"progress", j.progress_percent < 0 ? json(nullptr)
+                                                          : json{{"percent", j.progress_percent}, {"text", bytes_json(j.progress_text)}}}});
     out["workers"].push_back({{"id", bytes_json(w.id)}, {"key", bytes_json(w.key)}, {"queues", w.queues}, {"capacity", w.capacity},
                               {"held", w.held}, {"draining", w.draining}, {"silent_ms", w.silent_ms}, {"jobs", std::move(jobs)}});
   }

@@ -42,6 +42,11 @@ struct InflightJob {
   // else while it runs, so a crash then names it.
   bool alone = false;
   std::string type;  // its handler name, for the run-time histogram ("" when adopted from a HELLO)
+  // Its handler's last progress report (PROGRESS; -1: none yet), and when
+  // it reached the broker (lease clock). Kept for this delivery only.
+  int32_t progress_percent = -1;
+  std::string progress_text;
+  int64_t progress_ms = 0;
 };
 
 class InflightTable {

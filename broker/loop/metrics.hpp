@@ -60,6 +60,8 @@ struct HeldJobRow {
   std::string queue, id;
   bool started = false;  // its worker announced the start (else: sent, maybe buffered)
   int64_t held_ms = 0;   // since it was sent
+  int32_t progress_percent = -1;  // its handler's last report (-1: none)
+  std::string progress_text;
 };
 
 // One registered worker, as the dashboard lists it.

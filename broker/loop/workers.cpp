@@ -130,6 +130,18 @@ void Workers::return_unstarted(const Peer& peer, const std::vector<proto::JobRef
   if (stale > 0) count_stale(peer, stale, "handed back by a worker that does not hold them", heard_ms);
 }
 
+void Workers::on_progress(const Peer& peer, proto::Progress&& progress) {
+  if (registry_.find(peer.routing_id) == nullptr) return;  // it reports again after its HELLO
+  const int64_t now = lease_clock_.now_ms();
+  for (auto& item : progress.items) {
+    InflightJob* job = inflight_.find(item.queue, item.id);
+    if (job == nullptr || job->token != item.token || job->worker != peer.routing_id) continue;
+    job->progress_percent = static_cast<int32_t>(item.percent);
+    job->progress_text = std::move(item.text.data);
+    job->progress_ms = now;
+  }
+}
+
 void Workers::on_starting(const Peer& peer, const proto::Starting& starting, int64_t heard_ms) {
   if (registry_.find(peer.routing_id) == nullptr) {
     // It asks again after its HELLO (which lists these as held).
@@ -350,6 +362,24 @@ int64_t Workers::next_expiry_ms() const {
   return registry_.oldest_seen_ms() + config_.worker_timeout_ms + 1;
 }
 
+namespace {
+// " (42% copying pages)" for a delivery whose handler reported progress,
+// its text cut to kListedProgressBytes (at a UTF-8 character's start) so
+// that a listing stays well within a frame.
+constexpr size_t kListedProgressBytes = 64;
+std::string progress_note(const InflightJob& job) {
+  if (job.progress_percent < 0) return "";
+  if (job.progress_text.empty()) return fmt::format(" ({}%)", job.progress_percent);
+  std::string_view text = job.progress_text;
+  if (text.size() > kListedProgressBytes) {
+    size_t cut = kListedProgressBytes;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text = text.substr(0, cut);
+  }
+  return fmt::format(" ({}% {}{})", job.progress_percent, text, text.size() < job.progress_text.size() ? "..." : "");
+}
+}  // namespace
+
 void Workers::on_list(const Peer& peer, uint64_t request_id, int64_t heard_ms) {
   // A listing walks every delivery on the event loop: one per interval,
   // whoever asks, so that no peer asking without end stalls dispatch.
@@ -374,8 +404,8 @@ void Workers::on_list(const Peer& peer, uint64_t request_id, int64_t heard_ms) {
     auto& mine = held[rid];
     std::sort(mine.begin(), mine.end(), [](const auto* a, const auto* b) { return a->delivered_ms < b->delivered_ms; });
     for (size_t i = 0; i < mine.size() && i < kMaxJobsListed; ++i)
-      jobs += fmt::format("{}{}/{} {}{} ms", i == 0 ? "" : ", ", mine[i]->queue, mine[i]->id,
-                          mine[i]->started ? "running " : "held ", lease_now - mine[i]->delivered_ms);
+      jobs += fmt::format("{}{}/{} {}{} ms{}", i == 0 ? "" : ", ", mine[i]->queue, mine[i]->id,
+                          mine[i]->started ? "running " : "held ", lease_now - mine[i]->delivered_ms, progress_note(*mine[i]));
     if (mine.size() > kMaxJobsListed) jobs += fmt::format(", and {} more", mine.size() - kMaxJobsListed);
     reply.rows.push_back({{"worker", w.worker_id},
                           {"host", w.host},

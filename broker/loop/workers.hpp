@@ -48,6 +48,10 @@ class Workers {
   // start is recorded (losing them now uses an attempt) and the worker told
   // to go; deliveries it does not hold are dropped.
   void on_starting(const Peer& peer, const proto::Starting& starting, int64_t heard_ms);
+  // A running job's progress: kept with the delivery its sender holds (the
+  // job's lookup and `dueq workers` show it); any other item is dropped,
+  // uncounted (a report crossing the job's result is usual).
+  void on_progress(const Peer& peer, proto::Progress&& progress);
   // A RESULTS frame: the items `peer` may report go to Results. It must be
   // a registered worker (else it is told to say HELLO, and resends after),
   // and each delivery must be the one the broker gave it, or one the broker

@@ -25,6 +25,13 @@ struct JobError {
   std::string reason;
 };
 
+// How far a running job got, as its handler last reported it.
+struct JobProgress {
+  int64_t percent = 0;            // 0..100
+  std::string text;               // any bytes, at most 256
+  std::optional<int64_t> at_ms;   // when the broker heard it
+};
+
 struct JobDocument {
   std::string id;
   std::string queue;
@@ -64,6 +71,8 @@ struct JobDocument {
   // Done: what its handler returned, while its done entry is kept (absent:
   // none, or not done).
   std::optional<std::string> result;
+  // Running: its handler's last progress report (absent: none yet).
+  std::optional<JobProgress> progress;
 };
 
 // The document of a JOB reply's or a job row's fields (an empty type when

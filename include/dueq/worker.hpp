@@ -12,9 +12,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dueq {
+
+namespace worker {
+class ProgressBoard;
+}
 
 struct Job {
   std::string queue;
@@ -36,6 +41,14 @@ struct Job {
   // Its start-by deadline (Unix ms; 0 = none): the worker does not start it
   // later than this by its own clock, and reports it expired instead.
   int64_t start_by_ms = 0;
+  // Where progress() reports go (set by the worker; null: nowhere).
+  worker::ProgressBoard* progress_board = nullptr;
+
+  // Tells how far the handler got: `percent` (clamped to 0..100) and a
+  // short text (any bytes, cut to 256). Cheap to call often: the latest
+  // report goes to the broker with the worker's next heartbeat, and `dueq
+  // job`, `dueq workers` and the dashboard show it while the job runs.
+  void progress(int64_t percent, std::string_view text = {}) const;
 };
 
 struct HandlerResult {

@@ -1,8 +1,9 @@
 """The Python worker with one MUST of docs/protocol.md skipped, for the
 conformance suite to catch: --skip received (never sends RECEIVED),
 checksum (runs a payload whatever its checksum says), resend (forgets
-unconfirmed results when a new WELCOME comes) or go (starts a task at once
-whatever its start_check asks)."""
+unconfirmed results when a new WELCOME comes), go (starts a task at once
+whatever its start_check asks) or coalescing (sends each PROGRESS three
+times, as a worker sending one per report would)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,13 @@ elif skip == "go":
         tasks = original_tasks_read(body)
         return protocol.Tasks([dataclasses.replace(t, start_check=0) for t in tasks.items], tasks.seq)
     protocol.Tasks.read = staticmethod(read_ignoring_start_check)  # type: ignore[method-assign]
+elif skip == "coalescing":
+    original_progress_send = dueq.worker.Worker._send
+
+    def send_progress_thrice(self: dueq.worker.Worker, type_: protocol.Type, body: list[object]) -> None:
+        for _ in range(3 if type_ == protocol.Type.PROGRESS else 1):
+            original_progress_send(self, type_, body)
+    dueq.worker.Worker._send = send_progress_thrice  # type: ignore[method-assign]
 else:
     sys.exit(f"unknown --skip {skip}")
 

@@ -45,9 +45,25 @@ def main() -> None:
     @worker.handle("sleep")
     def sleep(job: dueq.Job) -> None:
         note(job)
-        deadline = time.monotonic() + int(job.payload or b"0") / 1000
+        ms = int(job.payload or b"0")
+        start = time.monotonic()
+        deadline = start + ms / 1000
         while time.monotonic() < deadline and not job.cancelled:
+            slept = (time.monotonic() - start) * 1000
+            job.progress(int(slept * 100 / ms), f"{job.id} slept {slept:.0f} of {ms} ms")
             time.sleep(0.005)
+
+    # Reports progress many times (the last: 60%, its id and a byte that is
+    # not UTF-8), then runs until the file its payload names exists.
+    @worker.handle("progress")
+    def progress(job: dueq.Job) -> None:
+        note(job)
+        for i in range(1000):
+            job.progress(i // 20, f"step {i}")
+        job.progress(60, job.id.encode() + b" \xff")
+        go = job.payload.decode()
+        while not os.path.exists(go) and not job.cancelled:
+            time.sleep(0.01)
 
     @worker.handle("echo")
     def echo(job: dueq.Job) -> bytes:

@@ -128,6 +128,28 @@ class PythonWorker(unittest.TestCase):
             producer.enqueue("res", "noop", id="far", delay=3600)
             self.assertEqual(producer.wait("far", "res", timeout=0.3).state, "pending")
 
+    def test_a_handlers_progress_is_shown_while_its_job_runs(self) -> None:
+        d = Deployment(self)
+        d.python_worker("--queue", "prog", "--record", str(d.dir / "progress.rec"))
+        go = d.dir / "go"
+        with dueq.Producer(d.endpoint) as producer:
+            producer.enqueue("prog", "progress", str(go).encode(), id="p-1")
+            self.assertTrue(eventually(lambda: ((producer.job("p-1", "prog") or {}).get("progress") or {}).get("percent")
+                                       == 60, 20))
+            job = producer.job("p-1", "prog")
+            assert job is not None
+            self.assertEqual(job["state"], "running")
+            self.assertEqual(job["progress"]["text"], {"encoding": "base64", "data": "cC0xIP8="})
+            self.assertIsNotNone(job["progress"]["at_ms"])
+            shown = d.dueq("job", "p-1", "--queue", "prog")
+            self.assertIn("progress:     60% p-1 \\xff", shown.stdout)
+            self.assertIn("(60% p-1 \\xff)", d.dueq("workers").stdout)
+            go.touch()
+            self.assertEqual(producer.wait("p-1", "prog", timeout=20).state, "done")
+            done = producer.job("p-1", "prog")
+            assert done is not None
+            self.assertIsNone(done["progress"])
+
     def test_a_job_not_started_by_its_deadline_goes_dead_expired(self) -> None:
         d = Deployment(self)
         record = d.dir / "late.rec"

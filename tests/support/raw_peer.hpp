@@ -20,9 +20,10 @@ class RawPeer {
   }
   template <typename T>
   void send(const T& body) {
-    const std::string bytes = proto::encode(body);
-    socket_.send(zmq::buffer(bytes), zmq::send_flags::none);
+    send_raw(proto::encode(body));
   }
+  // Bytes as they are: a frame this side's encoder would not check.
+  void send_raw(const std::string& bytes) { socket_.send(zmq::buffer(bytes), zmq::send_flags::none); }
   // The next frame within `timeout`, if any.
   std::optional<proto::Frame> receive(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};

@@ -71,3 +71,18 @@ TEST(JobDocument, NumbersThatAreNotNumbersAreNull) {
   EXPECT_TRUE(j["due_ms"].is_null());
   EXPECT_TRUE(j["attempt"].is_null());
 }
+
+// A running job's progress (PROGRESS, kept by the broker that sent it)
+// comes as an object; its text any bytes; none: null.
+TEST(JobDocument, ARunningJobsProgressIsAnObjectWithItsTextAsBytes) {
+  const std::string text("caf\xe9", 4);
+  const auto j = job_to_json(job_document({{"id", "a"}, {"queue", "q"}, {"s", "leased"}, {"t", "x"}, {"pg", "55"},
+                                           {"pt", text}, {"pa", "1764302400000"}}));
+  ASSERT_TRUE(j["progress"].is_object());
+  EXPECT_EQ(j["progress"]["percent"], 55);
+  EXPECT_EQ(bytes_from_json(j["progress"]["text"]), text);
+  EXPECT_EQ(j["progress"]["at"], "2025-11-28T04:00:00.000Z");
+  EXPECT_TRUE(job_to_json(job_document({{"id", "a"}, {"s", "leased"}, {"t", "x"}}))["progress"].is_null());
+  EXPECT_TRUE(job_to_json(job_document({{"id", "a"}, {"s", "leased"}, {"pg", "half"}}))["progress"].is_null())
+      << "a percent that is not a number";
+}

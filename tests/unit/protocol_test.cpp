@@ -378,7 +378,7 @@ TEST(Protocol, EveryDocumentedExampleDecodes) {
     EXPECT_EQ(again, bytes) << name << " encodes back to other bytes";
     ++examples;
   }
-  EXPECT_EQ(examples, 24u) << "one example per frame type";
+  EXPECT_EQ(examples, 25u) << "one example per frame type";
 }
 
 // A done result carries what its handler returned as a seventh field (bin,
@@ -410,6 +410,21 @@ TEST(Protocol, AWaitIsBoundedAndItsReplyNamesAKnownState) {
   EXPECT_FALSE(decode(encode(WaitRequest{1, "q", "", 10})));
   EXPECT_TRUE(decode(encode(WaitReply{1, "dead", 5, {}, "boom"}), kMaxReplyValues));
   EXPECT_FALSE(decode(encode(WaitReply{1, "finished", 5, {}, ""}), kMaxReplyValues));
+}
+
+// PROGRESS: 1..10,000 items of a job reference, a percent 0..100 and a
+// text of at most 256 bytes (any bytes).
+TEST(Protocol, ProgressItemsAreBoundedInCountPercentAndText) {
+  const std::string text("\0\xff", 2);
+  auto ok = decode(encode(Progress{{{"q", "j", 1, 100, Bytes{text}}, {"q", "k", 2, 0, Bytes{std::string(256, 'x')}}}}));
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(std::get<Progress>(*ok).items.at(0).text.data, text);
+  EXPECT_FALSE(decode(encode(Progress{})));
+  EXPECT_FALSE(decode(encode(Progress{{{"q", "j", 1, 101, Bytes{}}}})));
+  EXPECT_FALSE(decode(encode(Progress{{{"q", "j", 1, 1, Bytes{std::string(257, 'x')}}}})));
+  EXPECT_FALSE(decode(encode(Progress{{{"q", "j", 0, 1, Bytes{}}}}))) << "token 0";
+  EXPECT_FALSE(decode(encode(Progress{{{"bad queue", "j", 1, 1, Bytes{}}}})));
+  EXPECT_FALSE(decode(encode(Progress{std::vector<ProgressItem>(kMaxBatch + 1, ProgressItem{"q", "j", 1, 1, Bytes{}})})));
 }
 
 // A snoozed result carries its delay as a sixth field; every other result

@@ -111,7 +111,13 @@ def job_document(fields: dict[str, str]) -> dict[str, Any]:
         "unique_until": fields.get("uu") or None,
         "payload": payload, "payload_bytes": payload_bytes,
         "result": bytes_json(fields["rs"]) if "rs" in fields else None,
+        "progress": None,
     }
+    percent = _number(fields, "pg")
+    if percent is not None:
+        at_ms = _number(fields, "pa")
+        doc["progress"] = {"percent": percent, "text": bytes_json(fields.get("pt", "")), "at": iso_time(at_ms),
+                           "at_ms": at_ms}
     for name, key in (("due", "d"), ("run_at", "r"), ("start_by", "sb"), ("created", "c"), ("lease_deadline", "l"),
                       ("started", "st")):
         ms = _number(fields, key)

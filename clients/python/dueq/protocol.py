@@ -22,6 +22,7 @@ MAX_REPLY_VALUES = 4_000_000
 MAX_ERROR_TEXT = 4096
 MAX_SNOOZE_MS = 10 * 366 * 86_400_000  # a snooze's longest delay
 MAX_RESULT_BYTES = 64 << 10  # a done job's result
+MAX_PROGRESS_TEXT = 256  # a progress report's text (bytes)
 MAX_WAIT_MS = 60_000  # one WAIT request's longest timeout
 MAX_CAPACITY = 10_000
 MAX_WEIGHT = 1000
@@ -55,6 +56,7 @@ class Type(enum.IntEnum):
     HAND_BACK = 23
     WAIT = 24
     WAIT_REPLY = 25
+    PROGRESS = 26
 
 
 class Outcome(enum.IntEnum):

@@ -56,6 +56,54 @@ class Snooze(Exception):
         self.reason = reason
 
 
+def _cut_utf8(text: bytes, limit: int) -> bytes:
+    """`text` cut to at most `limit` bytes, not inside a UTF-8 character."""
+    if len(text) <= limit:
+        return text
+    cut = limit
+    while cut > 0 and text[cut] & 0xC0 == 0x80:
+        cut -= 1
+    return text[:cut]
+
+
+class _ProgressBoard:
+    """The latest progress report of each running delivery (by token), shared
+    by handler threads and the connection thread, which sends what changed
+    with each heartbeat: many reports between two cost one item."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[int, JobRef] = {}
+        self._latest: dict[int, tuple[int, bytes]] = {}
+        self._changed: dict[int, None] = {}  # insertion-ordered set
+
+    def open(self, ref: JobRef) -> None:
+        with self._lock:
+            self._open[ref.token] = ref
+
+    def close(self, token: int) -> None:
+        with self._lock:
+            self._open.pop(token, None)
+            self._latest.pop(token, None)
+            self._changed.pop(token, None)
+
+    def report(self, token: int, percent: int, text: bytes) -> None:
+        with self._lock:
+            if token in self._open:
+                self._latest[token] = (percent, text)
+                self._changed[token] = None
+
+    def take_changed(self) -> list[list[object]]:
+        with self._lock:
+            items = [[self._open[t].queue, self._open[t].id, t, *self._latest[t]] for t in self._changed]
+            self._changed.clear()
+            return items
+
+    def mark_all_changed(self) -> None:
+        with self._lock:
+            self._changed = dict.fromkeys(self._latest)
+
+
 @dataclass
 class Job:
     """What a handler gets."""
@@ -70,11 +118,23 @@ class Job:
     token: int
     key: bytes = b""  # the key it was enqueued with (empty: none)
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    _board: Optional[_ProgressBoard] = field(default=None, repr=False)
 
     @property
     def cancelled(self) -> bool:
         """True once the job was cancelled while it ran: the handler should stop."""
         return self._cancel.is_set()
+
+    def progress(self, percent: int, text: Union[str, bytes] = b"") -> None:
+        """Tells how far the handler got: `percent` (clamped to 0..100) and a
+        short text (cut to 256 bytes). Cheap to call often: the latest report
+        goes to the broker with the next heartbeat; `dueq job`, `dueq workers`
+        and the dashboard show it while the job runs."""
+        if self._board is None:
+            return
+        raw = text.encode() if isinstance(text, str) else bytes(text)
+        self._board.report(self.token, max(0, min(100, int(percent))),
+                           _cut_utf8(raw, protocol.MAX_PROGRESS_TEXT))
 
 
 # A handler may return its result (bytes or str, at most 64 KiB; None for none).
@@ -140,6 +200,7 @@ class Worker:
         self._running: set[Key] = set()
         self._closing = False
         self._finished: collections.deque[tuple[Task, Result]] = collections.deque()
+        self._progress = _ProgressBoard()
         self._wake_read, self._wake_write = os.pipe()
         self._stop_requested = threading.Event()
 
@@ -194,7 +255,11 @@ class Worker:
                 key = (task.queue, task.id)
                 self._running.add(key)
                 job = self._jobs[key]
-            result = self._execute_logged(task, job)
+            self._progress.open(task.ref)
+            try:
+                result = self._execute_logged(task, job)
+            finally:
+                self._progress.close(task.token)
             with self._lock:
                 self._running.discard(key)
                 self._finished.append((task, result))
@@ -304,6 +369,7 @@ class Worker:
                 self._heartbeat_now = False
                 self._send(Type.HEARTBEAT, [[t.ref.wire() for t in self._held.values()], self._capacity,
                                             self._draining])
+                self._send_progress()
                 next_heartbeat = now + self._heartbeat_ms / 1000
             wake_at = next_heartbeat if self._welcomed else self._hello_sent + _HELLO_ANSWER_S
             timeout = max(0.0, wake_at - time.monotonic())
@@ -341,7 +407,13 @@ class Worker:
             return
         self._last_heard = now
 
+    def _send_progress(self) -> None:
+        items = self._progress.take_changed()
+        for start in range(0, len(items), protocol.MAX_BATCH):
+            self._send(Type.PROGRESS, [items[start:start + protocol.MAX_BATCH]])
+
     def _on_welcome(self, welcome: protocol.Welcome) -> None:
+        self._progress.mark_all_changed()
         self._welcomed = True
         self._heartbeat_now = True  # until its first heartbeat a worker is a newcomer (protocol §3.3)
         self._unanswered_hellos = 0
@@ -375,7 +447,7 @@ class Worker:
                 continue
             with self._lock:
                 self._jobs[key] = Job(task.queue, task.id, task.type, task.payload, task.attempt, task.max_attempts,
-                                      task.due_ms, task.created_ms, task.token, task.key)
+                                      task.due_ms, task.created_ms, task.token, task.key, _board=self._progress)
                 if task.start_check == 0 and self._alone_pending():
                     self._held_back.append(task)
                 elif task.start_check == 0:
