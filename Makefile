@@ -6,11 +6,15 @@ BUILD_DIR ?= build
 SAN_BUILD_DIR ?= build-asan
 JOBS ?= 2
 
+# What building and `make demo` need (the demo's broker runs its embedded
+# store with redis-server); the test tools come with `make test` and the
+# other targets that build the suite.
 PACKAGES := build-essential cmake ninja-build pkg-config \
 	libzmq3-dev cppzmq-dev libhiredis-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev \
-	libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libhowardhinnant-date-dev tzdata openssl nlohmann-json3-dev libgtest-dev libxxhash-dev libjemalloc-dev \
-	redis-server redis-tools redis-sentinel iproute2 iptables prometheus tmux chromium python3-websocket fonts-dejavu-core \
-	python3-zmq python3-msgpack python3-xxhash python3-venv mypy
+	libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libhowardhinnant-date-dev tzdata nlohmann-json3-dev libxxhash-dev libjemalloc-dev \
+	redis-server
+TEST_PACKAGES := libgtest-dev openssl redis-tools redis-sentinel iproute2 iptables prometheus tmux chromium \
+	python3-websocket fonts-dejavu-core python3-zmq python3-msgpack python3-xxhash python3-venv mypy
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -21,7 +25,7 @@ DEV_BUILD_DIR ?= build-dev
 SCENARIO ?= all
 BENCH_FLAGS := --scenario $(SCENARIO) $(if $(SMOKE),--smoke,)
 
-.PHONY: deps build demo test lint chaos nemesis nemesis-named bench bench-peers fuzz tsan clean
+.PHONY: deps test-deps build demo test lint chaos nemesis nemesis-named bench bench-peers fuzz tsan clean
 
 # $(call install_missing,PACKAGES): apt-get installs those not yet installed.
 define install_missing
@@ -37,6 +41,9 @@ endef
 
 deps:
 	$(call install_missing,$(PACKAGES))
+
+test-deps:
+	$(call install_missing,$(PACKAGES) $(TEST_PACKAGES))
 
 build: deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=OFF >/dev/null
@@ -55,7 +62,7 @@ demo: build
 # test: 15m09s with only the nemesis runs beside).
 TEST_JOBS ?= 3
 BESIDE := ^(nemesis|RedisCluster|Failover)[.]
-test: deps
+test: test-deps
 	cmake -S . -B $(SAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_SANITIZE=ON -DDUEQ_UNITY=ON -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(SAN_BUILD_DIR) -j$(JOBS)
 	cd $(SAN_BUILD_DIR) && export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1; \
@@ -68,14 +75,14 @@ test: deps
 # clang-16 (it reads GCC's flags badly, and GCC's precompiled headers not at
 # all); any finding fails.
 LINT_BUILD_DIR ?= build-lint
-lint: deps
+lint: test-deps
 	$(call install_missing,clang-16 clang-tidy-16)
 	CXX=clang++-16 cmake -S . -B $(LINT_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(LINT_BUILD_DIR) --target dueq_lua
 	run-clang-tidy-16 -quiet -j $(JOBS) -p $(LINT_BUILD_DIR) '$(CURDIR)/(broker|cli|clients/cpp|common|worker|bench|tests)/.*\.cpp$$'
 
 # A longer chaos run: make chaos SEED=7 DURATION=10m
-chaos: deps
+chaos: test-deps
 	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
 	$(DEV_BUILD_DIR)/bin/chaos_run --seed $(SEED) --duration $(DURATION)
@@ -85,7 +92,7 @@ chaos: deps
 # NEMESIS_FLAGS=--cluster (or --embedded, --faults disk,...) picks a variant.
 MINUTES ?= 5
 NEMESIS_FLAGS ?=
-nemesis: deps
+nemesis: test-deps
 	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
 	$(DEV_BUILD_DIR)/bin/nemesis_run --seed $(SEED) --duration $(MINUTES)m $(NEMESIS_FLAGS)
@@ -94,14 +101,14 @@ nemesis: deps
 # make nemesis-named [SCHEDULE=paused-leader] [BROKER_BIN=/path/to/an/older/dueq-broker]
 NAMED_SCHEDULES ?= paused-leader standby-clock-ahead demoted-master embedded-store-kept-down late-bytes-new-queue take-over-20000-queues
 SCHEDULE ?= $(NAMED_SCHEDULES)
-nemesis-named: deps
+nemesis-named: test-deps
 	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
 	set -e; for s in $(SCHEDULE); do \
 	  $(DEV_BUILD_DIR)/bin/nemesis_run --schedule $$s --batch 2 $(if $(BROKER_BIN),--broker-bin $(BROKER_BIN)); done
 
 # Benchmarks: make bench [SCENARIO=lateness] [SMOKE=1]; records go to bench/results/.
-bench: deps
+bench: test-deps
 	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
 	$(DEV_BUILD_DIR)/bin/dueq-bench $(BENCH_FLAGS)
@@ -110,7 +117,7 @@ bench: deps
 # bench/peers/node_modules) beside dueq on the single-job, low-rate and
 # default-settings scenarios, with dueq/BullMQ ratios: make bench-peers [SMOKE=1]
 # Node and npm come from Debian unless some node and npm are on the PATH.
-bench-peers: deps
+bench-peers: test-deps
 	@command -v node >/dev/null && command -v npm >/dev/null || { \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; }
 	cd bench/peers && npm install --ignore-scripts --no-audit --no-fund
@@ -126,7 +133,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_MERGE ?= 0
 FUZZ_TARGETS := frame_decoder_fuzz job_record_fuzz config_fuzz redis_url_fuzz cluster_reply_fuzz cron_fuzz json_bytes_fuzz http_request_fuzz
 
-fuzz: deps
+fuzz: test-deps
 	$(call install_missing,clang-16 libclang-rt-16-dev)
 	CXX=clang++-16 cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_FUZZ=ON -DDUEQ_TESTS=OFF >/dev/null
 	cmake --build $(FUZZ_BUILD_DIR) -j$(JOBS) --target $(FUZZ_TARGETS)
@@ -137,7 +144,7 @@ fuzz: deps
 TSAN_BUILD_DIR ?= build-tsan
 TSAN_TARGETS := e2e_tests recovery_tests dueq-broker dueq-worker dueq-example-worker dueq
 
-tsan: deps
+tsan: test-deps
 	cmake -S . -B $(TSAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TSAN=ON -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(TSAN_BUILD_DIR) -j$(JOBS) --target $(TSAN_TARGETS)
 	scripts/tsan.sh $(TSAN_BUILD_DIR)

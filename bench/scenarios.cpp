@@ -21,6 +21,7 @@ const std::vector<Scenario>& scenarios() {
       {"ordering", "100,000 jobs of an ordered queue, 1,000 keys, through a worker SIGKILL every 2 s and a take-over: order violations", true, ordering},
       {"fairness", "1,000 light keys at 500 jobs/s beside keys with 1,000,000 / 200,000 / 300,000 jobs ready (weights 1, 2, 3): light enqueue-to-start in a fair queue / not fair, and the shares by weight", true, fairness},
       {"results", "2,000 jobs due 10 ms apart whose handlers return results, each waited for: how long after its handler started each wait returned", true, results},
+      {"progress", "1,000 running jobs reporting progress every 10 ms / reporting nothing: broker and worker CPU", true, progress_reports},
       {"job_control", "2,000 jobs rescheduled by id 300 ms before due: answer time and lateness after the new due time; 1,000 jobs snoozed once for 200 ms: how long past it they run again", true, job_control},
       {"low_rate", "1,000 single-job enqueues per second: enqueue-to-start", true, low_rate},
       {"cluster", "steady flow over 6 queues on a Redis Cluster of 1, 2 and 3 masters: jobs/s, CPU per job", true, cluster_scale},

@@ -49,6 +49,8 @@ Figures keyed_throughput(const Options& o, Json& table);
 Figures ordering(const Options& o, Json& table);
 // bench/scenarios/results.cpp
 Figures results(const Options& o, Json& table);
+// bench/scenarios/progress.cpp
+Figures progress_reports(const Options& o, Json& table);
 // bench/scenarios/job_control.cpp
 Figures job_control(const Options& o, Json& table);
 // bench/scenarios/fairness.cpp

@@ -36,7 +36,7 @@ void note_start(int fd, const dueq::Job& job) {
 
 // The built-in handlers: noop, echo (returns its payload as the job's
 // result), sleep (payload = ms; reports its progress every 10 ms, the text
-// naming the job's id), crash, fail, snooze
+// naming the job's id), sleep_quiet (the same without reports), crash, fail, snooze
 // (payload = ms: asks to run again that much later, every time) and
 // snooze_once (the same the first time this process runs the job, done the
 // next).
@@ -49,16 +49,20 @@ void add_handlers(dueq::Worker& worker, int record_fd) {
     note_start(record_fd, job);
     return dueq::HandlerResult::done(job.payload);
   });
-  worker.handle("sleep", [=](const dueq::Job& job) {
-    note_start(record_fd, job);
-    const long ms = std::strtol(job.payload.c_str(), nullptr, 10);
-    for (long slept = 0; slept < ms; slept += 10) {
-      if (job.cancelled->load()) return dueq::HandlerResult::failed("cancelled");
-      job.progress(slept * 100 / ms, fmt::format("{} slept {} of {} ms", job.id, slept, ms));
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10L, ms - slept)));
-    }
-    return dueq::HandlerResult::done();
-  });
+  const auto sleeper = [=](bool reports) {
+    return [=](const dueq::Job& job) {
+      note_start(record_fd, job);
+      const long ms = std::strtol(job.payload.c_str(), nullptr, 10);
+      for (long slept = 0; slept < ms; slept += 10) {
+        if (job.cancelled->load()) return dueq::HandlerResult::failed("cancelled");
+        if (reports) job.progress(slept * 100 / ms, fmt::format("{} slept {} of {} ms", job.id, slept, ms));
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10L, ms - slept)));
+      }
+      return dueq::HandlerResult::done();
+    };
+  };
+  worker.handle("sleep", sleeper(true));
+  worker.handle("sleep_quiet", sleeper(false));
   // A poison job: takes the whole worker process down with it.
   worker.handle("crash", [=](const dueq::Job& job) {
     note_start(record_fd, job);

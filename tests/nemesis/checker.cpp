@@ -59,6 +59,7 @@ class Checking {
     check_ticks();
     check_searches();
     check_waits();
+    check_progress();
     check_edits();
     check_deadlines();
     check_keys();
@@ -283,6 +284,20 @@ class Checking {
     }
   }
 
+  // A running job's progress (progress.tsv) is its own handler's: the text
+  // the sleep handler reports names its job's id, with a percent 0..100,
+  // and the job was started.
+  void check_progress() {
+    std::set<std::string> started;
+    for (const auto& s : h_.starts) started.insert(s.id);
+    for (const auto& p : h_.progress) {
+      ++v_.progress_samples;
+      if (p.named != p.id) wrong(p.id, "PROGRESS: shown with the progress of job " + p.named);
+      if (p.percent < 0 || p.percent > 100) wrong(p.id, fmt::format("PROGRESS: shown at {}%", p.percent));
+      if (!started.contains(p.id)) wrong(p.id, "PROGRESS: shown for a job no worker recorded starting");
+    }
+  }
+
   // Whether a broker's clock ran at least `early_ms` ahead around `start_ms`.
   bool clock_ahead(int64_t start_ms, int64_t early_ms) const {
     return std::any_of(h_.faults.begin(), h_.faults.end(), [&](const FaultSpan& f) {
@@ -487,6 +502,7 @@ std::string Verdict::report() const {
                      documents_kept, rescheduled, edited, snoozes, expired, searches);
   if (waits_by_state.empty()) out += " 0";
   for (const auto& [state, n] : waits_by_state) out += fmt::format(" {} {}", state, n);
+  out += fmt::format("; progress samples {}", progress_samples);
   out += "\naccepted by queue:";
   for (const auto& [queue, n] : accepted_by_queue) out += fmt::format(" {} {};", queue.empty() ? "(the one queue)" : queue, n);
   out += "\nstarted again, by cause:";

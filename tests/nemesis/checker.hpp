@@ -58,6 +58,7 @@ struct Verdict {
   size_t expired = 0;         // jobs with a start-by deadline that went dead "expired" (deadlines.tsv)
   size_t searches = 0;        // searches by type for a waiting job (searches.tsv)
   std::map<std::string, size_t> waits_by_state;  // waits.tsv, of surely accepted jobs, by how each was answered
+  size_t progress_samples = 0;  // running jobs' progress as `dueq workers` showed it (progress.tsv)
   // The ordered queue (key_order.hpp): its jobs, their keys, and what a
   // fault explained: overlaps or turns out of order, and starts out of due order.
   size_t keyed_jobs = 0, keys = 0, key_turns_excused = 0, key_order_excused = 0;

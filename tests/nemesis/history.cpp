@@ -153,6 +153,11 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     if (!asked || !answered) return false;
     h.waits.push_back({f[0], *asked, *answered, f[3], unhex(f[4]), unhex(f[5])});
     return true;
+  }) && each_line(dir / "progress.tsv", error, [&](const std::vector<std::string>& f) {
+    auto percent = f.size() == 3 ? number(f[2]) : std::nullopt;
+    if (!percent) return false;
+    h.progress.push_back({f[0], f[1], *percent});
+    return true;
   }) && each_line(dir / "unique.tsv", error, [&](const std::vector<std::string>& f) {
     auto sent = f.size() == 6 || f.size() == 8 ? number(f[3]) : std::nullopt;
     auto answered = f.size() == 6 || f.size() == 8 ? number(f[4]) : std::nullopt;

@@ -33,6 +33,8 @@
 //   waits.tsv     id, wall ms asked, wall ms answered, state, result (hex),
 //                 error (hex): a producer's wait (Client::wait, 30 s) for
 //                 an echo job (its handler returns its payload, the id)
+//   progress.tsv  id, the id its progress text names, percent: a running
+//                 job's progress as `dueq workers` showed it
 //   faults.tsv    from ms, to ms, kind, target, clock shift ms: each
 //                 fault's span on the wall clock (a worker that crashed on
 //                 a poison job too)
@@ -92,6 +94,11 @@ struct WaitSeen {
   int64_t asked_ms = 0, answered_ms = 0;
   std::string state;  // done, dead, cancelled, pending, unknown
   std::string result, error;
+};
+
+struct ProgressSeen {
+  std::string id, named;  // the job, and the job its progress text names
+  int64_t percent = 0;
 };
 
 struct FinalState {
@@ -162,6 +169,7 @@ struct History {
   std::vector<SearchSeen> searches;                  // searches.tsv
   std::vector<UniqueAsk> uniques;                    // unique.tsv
   std::vector<WaitSeen> waits;                       // waits.tsv
+  std::vector<ProgressSeen> progress;                 // progress.tsv
   std::vector<FaultSpan> faults;
   std::vector<Start> starts;
   std::map<std::string, FinalState> finals;

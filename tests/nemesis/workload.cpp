@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -270,6 +271,7 @@ void Workload::operate() {
     if (rng() % 40 == 0) edit_one(rng);
     if (rng() % 3 == 0) delete_transient_queue();
     if (rng() % 20 == 0) search_one(rng);
+    if (rng() % 20 == 0) sample_progress();
     std::this_thread::sleep_for(100ms);
   }
 }
@@ -357,6 +359,16 @@ void Workload::cancel_one(std::mt19937_64& rng) {
 // A job due 3 s or more from now moved up to 2 s earlier or later (never
 // before 1.5 s from now, nor after the last due time), through a bulk
 // action whose filter selects it alone.
+// The progress `dueq workers` shows beside each job a worker holds: the
+// sleep handler's text names its own job's id (progress.tsv).
+void Workload::sample_progress() {
+  const auto run = testing::run_dueq(options_.endpoints, "--timeout 5s workers", false);
+  if (run.code != 0) return;  // unanswered (a fault) or a listing too soon after another
+  static const std::regex kShown(R"(([^\s/,]+)/(\S+) (?:running|held) -?\d+ ms \((\d+)% (\S+) slept)");
+  for (std::sregex_iterator it(run.out.begin(), run.out.end(), kShown), end; it != end; ++it)
+    append_line(dir_ / "progress.tsv", {(*it)[2].str(), (*it)[4].str(), (*it)[3].str()});
+}
+
 void Workload::reschedule_one(std::mt19937_64& rng) {
   auto job = waiting_job(rng, 3'000);
   if (!job) return;

@@ -80,6 +80,7 @@ class Workload {
   // waiting 3 s or more ahead that no operator touched; searches.tsv
   // records whether an answered search found it.
   void search_one(std::mt19937_64& rng);
+  void sample_progress();
   struct Cancellable {
     std::string id, queue, type;
     int64_t due_ms = 0;

@@ -217,6 +217,23 @@ TEST(NemesisChecker, AWaitsAnswerMustBeTheJobsEnd) {
   EXPECT_TRUE(check(h, Bounds{}).violations.empty()) << "a job not surely accepted may be unknown";
 }
 
+// A running job's progress, as `dueq workers` showed it, is its own
+// handler's: its text names the job, its percent is 0..100, and the job
+// was started.
+TEST(NemesisChecker, AJobsProgressMustBeItsOwn) {
+  History h = healthy();
+  h.progress.push_back({"j1", "j1", 40});
+  const Verdict right = check(h, Bounds{});
+  EXPECT_TRUE(right.violations.empty()) << right.report();
+  EXPECT_EQ(right.progress_samples, 1u);
+  h.progress[0].named = "j2";
+  EXPECT_TRUE(says(check(h, Bounds{}), "with the progress of job j2"));
+  h.progress[0] = {"j1", "j1", 101};
+  EXPECT_TRUE(says(check(h, Bounds{}), "shown at 101%"));
+  h.progress[0] = {"j9", "j9", 5};
+  EXPECT_TRUE(says(check(h, Bounds{}), "no worker recorded starting"));
+}
+
 TEST(NemesisChecker, AStartBeforeTheDueTimeIsEarly) {
   History h = healthy();
   h.starts[0].start_us = kDue * 1000 - 1;
