@@ -14,7 +14,7 @@ PACKAGES := build-essential cmake ninja-build pkg-config \
 	libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libhowardhinnant-date-dev tzdata nlohmann-json3-dev libxxhash-dev libjemalloc-dev \
 	redis-server
 TEST_PACKAGES := libgtest-dev openssl redis-tools redis-sentinel iproute2 iptables prometheus tmux chromium \
-	python3-websocket fonts-dejavu-core python3-zmq python3-msgpack python3-xxhash python3-venv mypy
+	python3-websocket fonts-dejavu-core python3-zmq python3-msgpack python3-xxhash python3-venv mypy lintian
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -25,7 +25,7 @@ DEV_BUILD_DIR ?= build-dev
 SCENARIO ?= all
 BENCH_FLAGS := --scenario $(SCENARIO) $(if $(SMOKE),--smoke,)
 
-.PHONY: deps test-deps build demo test lint chaos nemesis nemesis-named bench bench-peers fuzz tsan clean
+.PHONY: deps test-deps build demo install deb test lint chaos nemesis nemesis-named bench bench-peers fuzz tsan clean
 
 # $(call install_missing,PACKAGES): apt-get installs those not yet installed.
 define install_missing
@@ -51,6 +51,17 @@ build: deps
 
 demo: build
 	scripts/demo.sh $(BUILD_DIR)/bin
+
+# The programs, headers, libdueq.so, its CMake package and pkg-config file:
+# make install [PREFIX=/usr/local]
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+# Debian packages (dueq, libdueq0.1, libdueq-dev) in $(BUILD_DIR)/packages:
+# sudo apt install ./build/packages/*.deb
+deb: build
+	cd $(BUILD_DIR) && cpack -B packages >/dev/null && ls packages/*.deb
 
 # The suite runs on a build with AddressSanitizer and UndefinedBehaviorSanitizer.
 # Three tests at a time on two cores: most of a test's time is spent waiting

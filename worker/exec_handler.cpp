@@ -29,7 +29,7 @@ constexpr size_t kStderrTail = 2048;
 // Handler commands die with their worker, however it ends (SIGKILL, OOM):
 // a guard process forked once holds the read end of a pipe whose write end
 // only the worker (and its children until their exec) has. Each command
-// registers its own process group (+pgid) between fork and exec, and the
+// registers its own process group (+pgid) between vfork and exec, and the
 // worker deregisters it when reaped (-pgid); when the worker is gone
 // the guard reads EOF and SIGKILLs every group still registered, so no job
 // finishes after its worker was declared dead and re-delivered it.
@@ -100,8 +100,12 @@ class HandlerGuard {
   int write_fd_ = -1;
 };
 
-// The child between fork and exec, in a process with threads: only
-// async-signal-safe calls. Descriptors `fds` become 0, 2, 3 and 4.
+// The child between vfork and exec: it shares the worker's memory and
+// runs on its stack, so it writes nothing but its own locals and calls
+// nothing but system calls (as posix_spawn's child). Signals it could get
+// meanwhile are left to their defaults first: the worker has no handlers
+// (it blocks SIGTERM and SIGINT for a sigwait thread, ignores SIGPIPE).
+// Descriptors `fds` become 0, 2, 3 and 4.
 [[noreturn]] void exec_shell_child(char* const argv[], char* const envp[], std::array<int, 4> fds) {
   ::setpgid(0, 0);
   HandlerGuard::instance().started(::getpid());
@@ -159,7 +163,9 @@ Result<pid_t> spawn_shell(const std::string& command, const Job& job, std::array
   envp.push_back(nullptr);
   std::string shell = "/bin/sh", dash_c = "-c", cmd = command;
   char* argv[] = {shell.data(), dash_c.data(), cmd.data(), nullptr};
-  const pid_t pid = ::fork();
+  // vfork, as posix_spawn does: fork() would copy the page tables of a
+  // worker with many threads for every command (a third of the rate).
+  const pid_t pid = ::vfork();
   if (pid < 0) return fail(Errc::internal, fmt::format("cannot start command: {}", errno_text(errno)));
   if (pid == 0) exec_shell_child(argv, envp.data(), fds);
   ::setpgid(pid, pid);  // also here, so a kill of the group never comes before the child's own call

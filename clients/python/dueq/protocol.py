@@ -12,6 +12,12 @@ from typing import Any, Sequence
 import msgpack  # type: ignore[import]
 import xxhash
 
+# Payload checksums are XXH3-64 (python-xxhash 2.0 and later). The package
+# does not pin xxhash's version (Debian 12's says 0.0.0): it checks here.
+if not hasattr(xxhash, "xxh3_64_intdigest"):
+    raise ImportError("dueq needs python-xxhash 2.0 or later (XXH3-64); "
+                      f"this one is {getattr(xxhash, 'VERSION', 'of an unknown version')}")
+
 VERSION = 1
 MAX_FRAME_BYTES = 16 << 20
 MAX_PAYLOAD_BYTES = 1 << 20
