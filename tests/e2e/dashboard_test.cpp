@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -351,6 +352,7 @@ TEST(Dashboard, ShowsRunningJobsAndWarnsOfReadyJobsNoWorkerServes) {
   const auto page = browse(cluster.dir(), nlohmann::json::array({
       {{"navigate", fmt::format("http://127.0.0.1:{}/", http)}},
       {{"wait", "document.querySelector('#running tr[data-id=\"long-one\"]') !== null && "
+                "document.querySelector('#running tr[data-id=\"long-one\"] td:nth-child(6)').textContent.includes('long-one slept') && "
                 "document.querySelector('#queues tr[data-queue=orphan] [data-field=controls]') !== null && "
                 "document.querySelector('#queues tr[data-queue=orphan] [data-field=controls]').textContent.includes('no worker')"},
        {"timeout_ms", 15000}},
@@ -360,8 +362,11 @@ TEST(Dashboard, ShowsRunningJobsAndWarnsOfReadyJobsNoWorkerServes) {
       {{"eval", "document.querySelector('#queues tr[data-queue=slow] [data-field=controls]').textContent"}, {"name", "served"}},
   }));
   ASSERT_FALSE(page.is_null()) << read_file(cluster.dir() / "browser.log");
-  ASSERT_EQ(page["running"].size(), 5U) << page.dump();
+  ASSERT_EQ(page["running"].size(), 6U) << page.dump();
   EXPECT_EQ(page["running"][1], "slow");
+  // The sleep handler's progress: "N% long-one slept M of 20000 ms".
+  EXPECT_TRUE(std::regex_match(page["running"][5].get<std::string>(), std::regex(R"(\d{1,3}% long-one slept \d+ of 20000 ms)")))
+      << page.dump();
   EXPECT_EQ(page["served"], "-") << "a served queue gets no warning";
   ASSERT_EQ(run_dueq(cluster.endpoint(), "cancel long-one").code, 0);
 }
