@@ -6,22 +6,9 @@
 set -euo pipefail
 BIN=$(cd "${1:-build/bin}" && pwd)
 WORK=$(mktemp -d /tmp/dueq-demo-XXXXXX)
-PIDS=()
-
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() {
-  local port
-  while true; do
-    port=$((20000 + RANDOM % 20000))
-    (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null || { echo "$port"; return; }
-  done
-}
+# shellcheck source=scripts/processes.sh
+. "$(dirname "$0")/processes.sh"
+trap 'stop_started; rm -rf "$WORK"' EXIT
 
 BROKER_PORT=$(free_port)
 export DUEQ_BROKER=tcp://127.0.0.1:$BROKER_PORT

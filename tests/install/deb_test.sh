@@ -9,15 +9,10 @@ BUILD=$(cd "$1" && pwd)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$(id -u)" = 0 ] || { echo "skipped: dpkg needs root"; exit 77; }
 WORK=$(mktemp -d /tmp/dueq-deb-XXXXXX)
-PIDS=()
+# shellcheck source=scripts/processes.sh
+. "$SRC/scripts/processes.sh"
 purge() { dpkg --purge dueq libdueq-dev libdueq0.1 >/dev/null 2>&1 || true; }
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  purge
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+trap 'stop_started; purge; rm -rf "$WORK"' EXIT
 
 (cd "$BUILD" && cpack -B "$WORK/packages" >"$WORK/cpack.log")
 ls "$WORK"/packages/*.deb
@@ -43,13 +38,6 @@ getent passwd dueq >/dev/null || { echo "no user dueq"; exit 1; }
 pkg-config --exists dueq || { echo "pkg-config does not find dueq"; exit 1; }
 
 echo "== a broker and a worker from the installed paths"
-free_port() {
-  local port
-  while true; do
-    port=$((20000 + RANDOM % 20000))
-    (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null || { echo "$port"; return; }
-  done
-}
 ENDPOINT=tcp://127.0.0.1:$(free_port)
 # The packaged config, on a free port (another test may hold 7600).
 runuser -u dueq -- /usr/bin/dueq-broker --config /etc/dueq/broker.toml --listen "$ENDPOINT" >"$WORK/broker.log" 2>&1 &
@@ -61,8 +49,7 @@ PIDS+=($!)
 got=$(/usr/bin/dueq --broker "$ENDPOINT" wait deb-1 --queue packaged --for 30s)
 [ "$got" = "from the package" ] || { echo "the job's result is '$got'"; cat "$WORK/broker.log" "$WORK/worker.log"; exit 1; }
 ls /var/lib/dueq | grep -q . || { echo "the embedded store wrote nothing to /var/lib/dueq"; exit 1; }
-for pid in "${PIDS[@]}"; do kill "$pid"; wait "$pid" 2>/dev/null || true; done
-PIDS=()
+stop_started
 
 echo "== dpkg --purge"
 purge

@@ -8,13 +8,9 @@ set -euo pipefail
 BUILD=$(cd "$1" && pwd)
 SRC=$(cd "$(dirname "$0")" && pwd)/consumer
 WORK=$(mktemp -d /tmp/dueq-install-XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/processes.sh
+. "$(dirname "$0")/../../scripts/processes.sh"
+trap 'stop_started; rm -rf "$WORK"' EXIT
 PREFIX=$WORK/prefix
 
 cmake --install "$BUILD" --prefix "$PREFIX" >"$WORK/install.log"
@@ -36,13 +32,6 @@ for program in worker producer; do
   g++ -std=c++23 -O1 "$SRC/$program.cpp" -o "$WORK/by-pkg/greet-$program" $(pkg-config --cflags --libs dueq) -Wl,-rpath,"$LIBDIR"
 done
 
-free_port() {
-  local port
-  while true; do
-    port=$((20000 + RANDOM % 20000))
-    (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null || { echo "$port"; return; }
-  done
-}
 ENDPOINT=tcp://127.0.0.1:$(free_port)
 "$PREFIX/bin/dueq-broker" --data-dir "$WORK/data" --listen "$ENDPOINT" >"$WORK/broker.log" 2>&1 &
 PIDS+=($!)
