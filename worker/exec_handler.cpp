@@ -122,7 +122,7 @@ class HandlerGuard {
   for (const int sig : {SIGTERM, SIGINT, SIGPIPE}) ::sigaction(sig, &defaults, nullptr);
   sigset_t none;
   sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::pthread_sigmask(SIG_SETMASK, &none, nullptr);  // the child has one thread: the same as sigprocmask
   ::execve(argv[0], argv, envp);
   ::_exit(127);
 }

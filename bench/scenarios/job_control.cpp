@@ -40,6 +40,7 @@ Figures job_control(const Options& o, Json& table) {
   Client client(cluster.endpoint());
   const int64_t first_due = wall_ms() + 3'000;
   std::vector<JobSpec> jobs;
+  jobs.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     jobs.push_back({.queue = "jc", .type = "noop", .id = fmt::format("r-{}", i), .due_ms = first_due + i * kSpacingMs});
   enqueue_all(cluster.endpoint(), jobs, 1);
@@ -58,6 +59,7 @@ Figures job_control(const Options& o, Json& table) {
   }
   if (!refusal.empty()) progress("job_control: a reschedule refused: " + refusal);
   std::vector<JobSpec> snoozing;
+  snoozing.reserve(static_cast<size_t>(snoozed));
   for (int i = 0; i < snoozed; ++i)
     snoozing.push_back({.queue = "jc", .type = "snooze_once", .payload = std::to_string(kSnoozeMs), .id = fmt::format("s-{}", i)});
   enqueue_all(cluster.endpoint(), snoozing, 1);

@@ -18,6 +18,7 @@ std::pair<int64_t, int64_t> cpu_while_running(const Options& o, const std::strin
   if (!cluster.wait_for_workers(1)) throw std::runtime_error("progress: no worker registered");
   const int n = o.smoke ? 100 : kProgressJobs;
   std::vector<JobSpec> jobs;
+  jobs.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) jobs.push_back({.queue = "pr", .type = type, .payload = "20000", .id = fmt::format("p-{}", i)});
   enqueue_all(cluster.endpoint(), jobs, 1);
   await([&] { auto s = cluster.stats("pr"); return s && s->in_flight == n; }, 60s, 50ms);
