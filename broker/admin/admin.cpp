@@ -238,7 +238,7 @@ bool Admin::apply_configured_keys() {
         AdminContext context{redis_, config_, clock_.wall_ms(), effects, "config"};
         Result<proto::AdminReply> reply = fail(Errc::internal, "not run");
         try {
-          reply = find_admin_command(op)(context, request);
+          reply = find_admin_command(op)->run(context, request);
         } catch (const std::exception& e) {
           reply = fail(Errc::internal, e.what());
         }
@@ -304,12 +304,15 @@ Admin::Answer Admin::handle(const Peer& peer, const Request& request) {
     else unavailable(reply.error());
   } else {
     const auto& admin = std::get<proto::AdminRequest>(request);
-    const AdminCommand command = find_admin_command(admin.op);
+    const AdminCommand* command = find_admin_command(admin.op);
     AdminEffects effects;
     AdminContext context{redis_, config_, clock_.wall_ms(), effects, peer.key_name.empty() ? "-" : peer.key_name};
     Result<proto::AdminReply> reply = command != nullptr
-                                          ? command(context, admin)
+                                          ? command->run(context, admin)
                                           : Result<proto::AdminReply>(fail(Errc::bad_argument, "unknown admin operation " + admin.op));
+    if (reply && command->writes) {
+      if (auto kept = await_replicas(redis_, config_); !kept) reply = std::unexpected(kept.error());
+    }
     answer.stop_running = std::move(effects.stop_running);
     answer.ready_queues = std::move(effects.ready_queues);
     answer.earliest_due = std::move(effects.earliest_due);

@@ -111,6 +111,19 @@ Command purge_dead_before(const std::string& queue, int64_t cutoff_ms, int limit
 
 }  // namespace calls
 
+Result<void> await_replicas(RedisClient& redis, const BrokerConfig& config) {
+  if (config.min_replicas == 0) return {};
+  auto r = redis.call(Command{"WAIT", std::to_string(config.min_replicas), std::to_string(config.replica_timeout_ms)});
+  if (!r) return std::unexpected(r.error());
+  const redisReply* acked = r->get();
+  if (acked->type == REDIS_REPLY_INTEGER && acked->integer >= config.min_replicas) return {};
+  return fail(Errc::unavailable,
+              fmt::format("the change was made on the Redis master, but {} of the {} replicas min_replicas asks for took it "
+                          "within {} ms: a fail-over may undo it; look at it again and retry",
+                          acked->type == REDIS_REPLY_INTEGER ? acked->integer : 0, config.min_replicas,
+                          config.replica_timeout_ms));
+}
+
 Result<std::optional<int64_t>> integer_arg(const proto::AdminRequest& request, const char* name, int64_t lo, int64_t hi) {
   const auto it = request.args.find(name);
   if (it == request.args.end()) return std::nullopt;

@@ -87,6 +87,13 @@ struct AdminContext {
   std::string requester = "-";  // the requester's key name (CURVE), for audit lines
 };
 
+// With min_replicas: WAITs until that many replicas have every write this
+// connection made (on every master, behind a Redis Cluster). An operator's
+// change answered done must survive a fail-over as an accepted job does:
+// fewer replicas within replica_timeout is `unavailable` ("made on the
+// master, may be lost: look and retry"). Without min_replicas, nothing.
+Result<void> await_replicas(RedisClient& redis, const BrokerConfig& config);
+
 // An integer ADMIN argument in lo..hi: nullopt when absent, bad_argument
 // (naming it and the range) when it is malformed or out of range.
 Result<std::optional<int64_t>> integer_arg(const proto::AdminRequest& request, const char* name, int64_t lo, int64_t hi);

@@ -272,6 +272,9 @@ Result<void> run_bulk_page(RedisClient& redis, const BrokerConfig& config, BulkA
     for (const auto& row : page->rows.rows) ids.push_back(row.at("id"));
     auto changed = apply(redis, config, a, ids, now_ms);
     if (!changed) return std::unexpected(changed.error());
+    // The record moves past a page only once its changes would survive a
+    // fail-over (a page done twice changes nothing twice).
+    if (auto kept = await_replicas(redis, config); !kept) return std::unexpected(kept.error());
     a.changed += *changed;
     note_effects(a, *changed, now_ms, effects);
     a.cursor = page->next ? page->next->text() : "";

@@ -8,9 +8,16 @@
 
 namespace dueq::broker {
 
-using AdminCommand = Result<proto::AdminReply> (*)(AdminContext& context, const proto::AdminRequest& request);
+using AdminCommandFn = Result<proto::AdminReply> (*)(AdminContext& context, const proto::AdminRequest& request);
+
+struct AdminCommand {
+  AdminCommandFn run = nullptr;
+  // It changes jobs or queues: with min_replicas it is answered once WAIT
+  // saw that many replicas take the change (Admin::handle).
+  bool writes = false;
+};
 
 // The command named `op`; nullptr when there is none.
-AdminCommand find_admin_command(std::string_view op);
+const AdminCommand* find_admin_command(std::string_view op);
 
 }  // namespace dueq::broker

@@ -94,6 +94,15 @@ Result<int64_t> new_due_ms(AdminContext& c, const proto::AdminRequest& request) 
   return at->has_value() ? std::max(**at, int64_t{0}) : c.now_ms;
 }
 
+proto::AdminReply edited_reply(const AdminContext& c, const Target& t, const std::string& state, const std::string& record,
+                               std::string_view what) {
+  proto::AdminReply reply;
+  reply.rows.push_back({{"id", t.id}, {"queue", t.queue}, {"state", state}, {"version", record_version(record)}});
+  reply.summary = fmt::format("job {} {}: version {}", t.id, what, record_version(record));
+  spdlog::info("by key {}: {} in queue {}", loggable(c.requester), loggable(reply.summary, 256), t.queue);
+  return reply;
+}
+
 }  // namespace
 
 Result<proto::AdminReply> reschedule_job(AdminContext& c, const proto::AdminRequest& request) {
@@ -142,11 +151,15 @@ Result<proto::AdminReply> edit_job(AdminContext& c, const proto::AdminRequest& r
   auto stored = read_stored(c, *target);
   if (!stored) return std::unexpected(stored.error());
   if (stored->state != "scheduled" && stored->state != "ready") return not_waiting(*target, stored->state);
-  if (record_version(stored->record) != version->second)
-    return fail(Errc::conflict, fmt::format("job {} changed since version {}: it is version {} now; read it again",
-                                            target->id, loggable(version->second), record_version(stored->record)));
   auto record = decode_job_record(stored->record);
   if (!record) return std::unexpected(record.error());
+  if (record_version(stored->record) != version->second) {
+    // The same edit again (a client's retry after `unavailable`: the
+    // first was made on the master) finds its payload there: done.
+    if (record->payload == payload->second) return edited_reply(c, *target, stored->state, stored->record, "already has that payload");
+    return fail(Errc::conflict, fmt::format("job {} changed since version {}: it is version {} now; read it again",
+                                            target->id, loggable(version->second), record_version(stored->record)));
+  }
   record->payload = payload->second;
   record->payload_checksum = proto::payload_checksum(record->payload);
   const std::string written = encode_job_record(*record);
@@ -158,14 +171,7 @@ Result<proto::AdminReply> edit_job(AdminContext& c, const proto::AdminRequest& r
   if (*status == EditStatus::changed)
     return fail(Errc::conflict, fmt::format("job {} changed while it was edited: read it again", target->id));
   if (*status == EditStatus::not_waiting) return not_waiting(*target, "leased");
-  proto::AdminReply reply;
-  reply.rows.push_back({{"id", target->id},
-                        {"queue", target->queue},
-                        {"state", stored->state},
-                        {"version", record_version(written)}});
-  reply.summary = fmt::format("job {} edited: version {}", target->id, record_version(written));
-  spdlog::info("by key {}: {} in queue {}", loggable(c.requester), loggable(reply.summary, 256), target->queue);
-  return reply;
+  return edited_reply(c, *target, stored->state, written, "edited");
 }
 
 }  // namespace dueq::broker

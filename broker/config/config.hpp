@@ -134,7 +134,7 @@ struct BrokerConfig {
   int64_t leader_lease_ms = 2'000;
   std::string advertise;
 
-  int min_replicas = 0;                // > 0: confirm enqueues only after WAIT saw this many replicas
+  int min_replicas = 0;                // > 0: confirm enqueues and admin changes only after WAIT saw this many replicas
   int64_t replica_timeout_ms = 1'000;  // how long WAIT may take
   int64_t reconcile_interval_ms = 60'000;  // background audit and repair (0 = off)
   // Periodic jobs (broker/loop/cron_scheduler.hpp): each tick due within this much is

@@ -99,8 +99,11 @@ Result<void> ClusterRouter::send(const std::vector<Command>& commands) {
       part_of(*node).indexes.push_back(i);
       continue;
     }
-    // WAIT: on every master written to so far in this batch.
-    if (batch.parts.empty()) part_of(0);
+    // WAIT: on every master written to so far in this batch; alone (after
+    // writes of earlier batches: the admin thread's), on every master, each
+    // of which counts the replicas that have this connection's writes.
+    if (batch.parts.empty())
+      for (size_t node = 0; node < nodes_.size(); ++node) part_of(node);
     for (auto& part : batch.parts) part.indexes.push_back(i);
   }
   for (const auto& part : batch.parts) {

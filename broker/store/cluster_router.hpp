@@ -10,8 +10,9 @@
 // Each of these answers means the command did not run. A lost node breaks the transport; the next connect
 // reads the slot map again (after a fail-over it names the promoted
 // replica). Commands without a key go with their neighbours (MULTI/EXEC) or
-// to the first master; WAIT goes to every master the batch wrote to and
-// answers the fewest replicas any of them reached.
+// to the first master; WAIT goes to every master the batch wrote to (to
+// every master when it wrote to none) and answers the fewest replicas any
+// of them reached.
 #include <array>
 #include <deque>
 #include <memory>
