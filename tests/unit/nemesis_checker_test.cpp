@@ -552,6 +552,22 @@ TEST(NemesisChecker, AJobStartedAgainAfterALaterOneTookTheTurnFails) {
   EXPECT_TRUE(says(v, "a: key acct: started again after b had taken the key's turn")) << v.report();
 }
 
+// A fail-over that lost the ends of a key's runs runs them again, in due
+// order, once a broker leads: the fault since each one's last start
+// explains it; with none, each is a violation.
+TEST(NemesisChecker, AKeysJobsRunAgainAfterAFaultSinceTheirLastStartAreExcused) {
+  History h = ordered_pair();
+  h.starts.push_back({"a", 2, 13, (kDue + 60'000) * 1000, "w0"});
+  h.starts.push_back({"b", 2, 14, (kDue + 60'000 + kOrderedRunMs + 5) * 1000, "w1"});
+  const Verdict unexcused = check(h, Bounds{});
+  EXPECT_TRUE(says(unexcused, "a: key acct: started again after b had taken the key's turn")) << unexcused.report();
+  EXPECT_TRUE(says(unexcused, "b: key acct: started again after a had taken the key's turn")) << unexcused.report();
+  h.faults.push_back({kDue + 1'100 + kOrderedRunMs, kDue + 5'000, "failover", "redis0"});
+  const Verdict excused = check(h, Bounds{});
+  EXPECT_FALSE(says(excused, "had taken the key's turn")) << excused.report();
+  EXPECT_EQ(excused.key_turns_excused, 2U);
+}
+
 TEST(NemesisChecker, AKeysLaterDueJobFirstFailsUnlessAFaultOrTheSlackExplainsIt) {
   History h = ordered_pair();
   std::swap(h.starts[0].start_us, h.starts[1].start_us);
