@@ -25,7 +25,7 @@ DEV_BUILD_DIR ?= build-dev
 SCENARIO ?= all
 BENCH_FLAGS := --scenario $(SCENARIO) $(if $(SMOKE),--smoke,)
 
-.PHONY: deps test-deps build demo install deb test lint chaos nemesis nemesis-named bench bench-peers fuzz tsan clean
+.PHONY: deps test-deps node-deps build demo install deb test lint chaos nemesis nemesis-named bench bench-peers fuzz tsan clean
 
 # $(call install_missing,PACKAGES): apt-get installs those not yet installed.
 define install_missing
@@ -42,8 +42,14 @@ endef
 deps:
 	$(call install_missing,$(PACKAGES))
 
-test-deps:
+test-deps: node-deps
 	$(call install_missing,$(PACKAGES) $(TEST_PACKAGES))
+
+# Node and npm (the Node.js client's tests, the BullMQ bench) come from
+# Debian unless some node and npm are on the PATH.
+node-deps:
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; }
 
 build: deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=OFF >/dev/null
@@ -122,15 +128,13 @@ nemesis-named: test-deps
 bench: test-deps
 	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)
+	cd clients/node && npm ci --no-audit --no-fund --silent  # the node_worker scenario's package
 	$(DEV_BUILD_DIR)/bin/dueq-bench $(BENCH_FLAGS)
 
 # BullMQ (pinned in bench/peers/package.json and its lock file, installed into
 # bench/peers/node_modules) beside dueq on the single-job, low-rate and
 # default-settings scenarios, with dueq/BullMQ ratios: make bench-peers [SMOKE=1]
-# Node and npm come from Debian unless some node and npm are on the PATH.
 bench-peers: test-deps
-	@command -v node >/dev/null && command -v npm >/dev/null || { \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; }
 	cd bench/peers && npm install --ignore-scripts --no-audit --no-fund
 	cmake -S . -B $(DEV_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUEQ_TESTS=ON >/dev/null
 	cmake --build $(DEV_BUILD_DIR) -j$(JOBS)

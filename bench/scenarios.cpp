@@ -27,6 +27,7 @@ const std::vector<Scenario>& scenarios() {
       {"cluster", "steady flow over 6 queues on a Redis Cluster of 1, 2 and 3 masters: jobs/s, CPU per job", true, cluster_scale},
       {"http_handler", "dueq-worker's HTTP handler draining a backlog against a local server / the exec handler running /bin/true", true, http_handler},
       {"python_worker", "the Python package's worker draining a backlog of noop jobs / the C++ worker library", true, python_worker},
+      {"node_worker", "the Node.js package's worker draining a backlog of noop jobs / the C++ worker library", true, node_worker},
       {"hello_flood", "one worker draining 20,000 jobs of 5 ms alone / beside 30,000 hit-and-run HELLOs", true, hello_flood},
       {"metrics", "steady flow with /metrics scraped every second / without the HTTP server, 100 idle queues besides", true, metrics_cost},
       {"peers", "single, low_rate and defaults for dueq and for BullMQ (make bench-peers; not in all)", false, peers},

@@ -70,8 +70,14 @@ Figures metrics_cost(const Options& o, Json& table);
 Figures hello_flood(const Options& o, Json& table);
 // bench/scenarios/http_handler.cpp: dueq-worker's HTTP handler against a local server / exec /bin/true.
 Figures http_handler(const Options& o, Json& table);
+// A backlog of `n` noop jobs (queue "py") drained by one worker process
+// (`argv`, the broker's endpoint and the queue appended); jobs/s from the
+// worker's start to the last job done (bench/scenarios/python_worker.cpp).
+double drain_backlog(std::vector<std::string> argv, size_t n);
 // bench/scenarios/python_worker.cpp: the Python worker / dueq-example-worker, noop backlogs.
 Figures python_worker(const Options& o, Json& table);
+// bench/scenarios/node_worker.cpp: the Node.js worker / dueq-example-worker, noop backlogs.
+Figures node_worker(const Options& o, Json& table);
 
 // Parts of scenarios that others run too.
 Figures bulk_and_steady(const Options& o, int workers, int concurrency, const Link& link = {});

@@ -4,12 +4,7 @@ namespace dueq::bench {
 
 using namespace dueq::testing;
 
-namespace {
-
-// A backlog of `n` noop jobs drained by one worker process (`argv`, the
-// broker's endpoint and the queue appended); jobs/s from the worker's start
-// to the last job done.
-double drain_by(std::vector<std::string> argv, size_t n) {
+double drain_backlog(std::vector<std::string> argv, size_t n) {
   Cluster cluster;
   Client client(cluster.endpoint(), with_timeouts({}));
   auto jobs = noop_jobs(n, "py");
@@ -23,8 +18,6 @@ double drain_by(std::vector<std::string> argv, size_t n) {
   return static_cast<double>(n) / (static_cast<double>(wall_us() - t0) / 1e6);
 }
 
-}  // namespace
-
 // The Python package's worker (clients/python, handler threads 1, 4 and
 // 16: the GIL makes more threads no faster for short handlers) beside the
 // C++ worker library (dueq-example-worker × 16) in the same run, each
@@ -37,14 +30,14 @@ Figures python_worker(const Options& o, Json& table) {
   double best = 0;
   for (const int threads : {1, 4, 16}) {
     progress(fmt::format("python_worker: the Python worker, {} handler threads", threads));
-    const double rate = drain_by({"/usr/bin/env", python_path, "/usr/bin/python3", "-B", script, "--concurrency",
+    const double rate = drain_backlog({"/usr/bin/env", python_path, "/usr/bin/python3", "-B", script, "--concurrency",
                                   std::to_string(threads)},
                                  n);
     f[fmt::format("python_x{}_jobs_per_s", threads)] = rate;
     best = std::max(best, rate);
   }
   progress("python_worker: dueq-example-worker × 16 (baseline)");
-  f["cpp_jobs_per_s"] = drain_by({bin("dueq-example-worker"), "--concurrency", "16"}, n);
+  f["cpp_jobs_per_s"] = drain_backlog({bin("dueq-example-worker"), "--concurrency", "16"}, n);
   f["python_best_jobs_per_s"] = best;
   f["python_over_cpp"] = best / f["cpp_jobs_per_s"];
   table.push_back({{"jobs", n}, {"python_best_jobs_per_s", best}, {"cpp_jobs_per_s", f["cpp_jobs_per_s"]}});

@@ -1,0 +1,323 @@
+// Producer: enqueues jobs, reads queue statistics, looks jobs up, changes
+// waiting jobs and waits for jobs to end. A request that gets no answer in
+// time, an `unavailable` or `overloaded` answer, or a broker that stands by
+// is sent again with the same job ids, so a job is written once however
+// often it is resent (docs/protocol.md §3.2). Requests may overlap: each is
+// told from the others by its request id.
+import { randomBytes, randomUUID } from "node:crypto";
+import type * as zmq from "zeromq";
+
+import { CurveKeys, Endpoints, openDealer, Sender } from "./connection.js";
+import * as p from "./protocol.js";
+import { EnqueueResult, EnqueueStatus, Type } from "./protocol.js";
+
+/** The broker answered ERROR; `code` is one of docs/protocol.md §5. */
+export class DueqError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(`${code}: ${message}`);
+    this.name = "DueqError";
+  }
+}
+
+/** The broker refused a job (a bad name, a payload too large, ...). */
+export class Rejected extends DueqError {}
+
+/** W3C trace context a job carries (docs/jobs.md, "Tracing"). */
+export interface TraceContext {
+  traceparent: string;
+  tracestate?: string;
+}
+
+/** A job to enqueue. Times are ms since the Unix epoch (UTC). */
+export interface JobSpec {
+  queue: string;
+  type: string;
+  payload?: string | Uint8Array;
+  /** Default: a random UUID. */
+  id?: string;
+  /** Due time; 0 (the default) for now. */
+  dueMs?: number;
+  /** Due this many ms from now (instead of dueMs). */
+  delayMs?: number;
+  /** 0: the queue's default. */
+  maxAttempts?: number;
+  backoffBaseMs?: number;
+  backoffCapMs?: number;
+  /** Groups the job with others of its key for order and limits (docs/keys.md; at most 128 bytes). */
+  key?: string | Uint8Array;
+  /** Makes the job unique while it holds this key (docs/keys.md). */
+  uniqueKey?: string | Uint8Array;
+  uniqueUntil?: "waiting" | "started" | "done" | "period" | "debounce";
+  uniqueForMs?: number;
+  /** Never started after this; past it the job goes dead `expired`. */
+  startByMs?: number;
+}
+
+const UNIQUE_UNTIL = { waiting: 1, started: 2, done: 3, period: 4, debounce: 5 } as const;
+
+function jobWire(job: JobSpec & { id: string }): unknown[] {
+  const due = job.delayMs !== undefined ? Date.now() + job.delayMs : job.dueMs ?? 0;
+  const fields: unknown[] = [job.queue, job.id, job.type, p.toBytes(job.payload ?? new Uint8Array()), Math.floor(due),
+    job.maxAttempts ?? 0, job.backoffBaseMs ?? 0, job.backoffCapMs ?? 0];
+  const key = p.toBytes(job.key ?? new Uint8Array());
+  const unique = p.toBytes(job.uniqueKey ?? new Uint8Array());
+  if (unique.length > 0) {
+    const until = job.uniqueUntil ?? (job.uniqueForMs ? "period" : "done");
+    if (!(until in UNIQUE_UNTIL)) throw new Error(`uniqueUntil: waiting, started, done, period or debounce, not ${String(until)}`);
+    fields.push(key, unique, UNIQUE_UNTIL[until], Math.floor(job.uniqueForMs ?? 0));
+  } else if (job.uniqueUntil !== undefined || job.uniqueForMs) {
+    throw new Error("uniqueUntil and uniqueForMs need a uniqueKey");
+  } else if (job.startByMs) {
+    fields.push(key, new Uint8Array(), 0, 0); // the unique fields, as none, come before the deadline
+  } else if (key.length > 0) {
+    fields.push(key); // left out without one: a broker before 0.7 reads exactly 8 fields the same
+  }
+  if (job.startByMs) fields.push(Math.floor(job.startByMs));
+  return fields;
+}
+
+// One ENQUEUE stays within the broker's limits: 10,000 jobs and 8 MiB of payload.
+const BATCH_PAYLOAD_BYTES = 8 << 20;
+const RESEND_AFTER_MS = 1000;
+
+interface Waiter {
+  replyType: Type;
+  resolve: (body: unknown[]) => void;
+  fail: (error: p.ErrorReply) => void;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export interface ProducerOptions {
+  keys?: CurveKeys;
+  /** How long one call may take, in ms (default 30,000). */
+  timeoutMs?: number;
+}
+
+export class Producer {
+  private readonly endpoints: Endpoints;
+  private readonly keys: CurveKeys | undefined;
+  private readonly timeoutMs: number;
+  private socket!: zmq.Dealer;
+  private sender!: Sender;
+  private readonly waiters = new Map<number, Waiter>();
+  private nextRequestId = randomBytes(6).readUIntBE(0, 6) + 1;
+  private closed = false;
+
+  constructor(brokers: string | string[], options: ProducerOptions = {}) {
+    this.endpoints = new Endpoints(brokers);
+    this.keys = options.keys;
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.open();
+  }
+
+  close(): void {
+    this.closed = true;
+    this.socket.close();
+  }
+
+  /** Enqueues one job; throws Rejected when the broker refuses it. The result is
+   * `accepted`, or `duplicate` when a job with its id exists (or, with existingId,
+   * one holds its unique key). */
+  async enqueue(job: JobSpec): Promise<EnqueueResult> {
+    const [result] = await this.enqueueMany([job]);
+    if (result!.status === EnqueueStatus.REJECTED) throw new Rejected("rejected", result!.reason);
+    return result!;
+  }
+
+  /** Enqueues jobs in as few frames as the limits allow; one result per job, in order. */
+  async enqueueMany(jobs: JobSpec[]): Promise<EnqueueResult[]> {
+    const results: EnqueueResult[] = [];
+    let batch: (JobSpec & { id: string })[] = [];
+    let bytes = 0;
+    for (const job of jobs) {
+      const size = p.toBytes(job.payload ?? "").length;
+      if (batch.length > 0 && (batch.length === p.MAX_BATCH || bytes + size > BATCH_PAYLOAD_BYTES)) {
+        results.push(...(await this.enqueueBatch(batch)));
+        batch = [];
+        bytes = 0;
+      }
+      batch.push({ ...job, id: job.id ?? randomUUID().replaceAll("-", "") });
+      bytes += size;
+    }
+    if (batch.length > 0) results.push(...(await this.enqueueBatch(batch)));
+    return results;
+  }
+
+  private async enqueueBatch(jobs: (JobSpec & { id: string })[]): Promise<EnqueueResult[]> {
+    const wires = jobs.map((j) => ({ id: j.id, wire: jobWire(j) }));
+    const done = new Map<string, EnqueueResult>();
+    let waiting = wires;
+    const deadline = Date.now() + this.timeoutMs;
+    while (waiting.length > 0) {
+      const body = await this.request(Type.ENQUEUE, (rid) => [rid, waiting.map((w) => w.wire)], Type.ENQUEUE_REPLY, deadline);
+      const reply = p.readEnqueueReply(body);
+      const overloaded = new Set<string>();
+      for (const r of reply.results) {
+        if (r.status === EnqueueStatus.OVERLOADED) overloaded.add(r.id);
+        else done.set(r.id, r);
+      }
+      waiting = waiting.filter((w) => overloaded.has(w.id));
+      if (waiting.length > 0) await this.pause(reply.retryAfterMs, deadline);
+    }
+    return jobs.map((j) => {
+      const r = done.get(j.id);
+      if (r === undefined) throw new DueqError("internal", `the broker's reply names no result for job ${j.id}`);
+      return r;
+    });
+  }
+
+  /** One row per queue the broker knows, and how many workers it has. */
+  async stats(): Promise<{ queues: p.QueueStats[]; workers: number }> {
+    const body = await this.request(Type.STATS_REQUEST, (rid) => [rid], Type.STATS_REPLY, Date.now() + this.timeoutMs);
+    const reply = p.readStatsReply(body);
+    return { queues: reply.queues, workers: reply.workers };
+  }
+
+  /** The job's fields as the broker sends them (docs/protocol.md, JOB_REPLY), or null. */
+  async job(id: string, queue = ""): Promise<Record<string, string> | null> {
+    const body = await this.request(Type.JOB_REQUEST, (rid) => [rid, id, queue], Type.JOB_REPLY, Date.now() + this.timeoutMs);
+    const reply = p.readJobReply(body);
+    return reply.found ? reply.fields : null;
+  }
+
+  /** Runs one ADMIN operation (the key must have the admin role). */
+  async admin(op: string, queue = "", ids: string[] = [], options: { args?: Record<string, string | Uint8Array>; limit?: number; olderThanMs?: number } = {}): Promise<p.AdminResult> {
+    const args = options.args ?? {};
+    const body = await this.request(Type.ADMIN_REQUEST, (rid) => [rid, op, queue, ids, options.olderThanMs ?? 0, options.limit ?? 0, args],
+      Type.ADMIN_REPLY, Date.now() + this.timeoutMs);
+    const reply = p.readAdminReply(body);
+    return { rows: reply.rows, summary: reply.summary, next: reply.next };
+  }
+
+  /** Cancels jobs: waiting ones at once, running ones are told to stop. */
+  async cancel(ids: string[], queue = ""): Promise<p.AdminResult> {
+    return this.admin("cancel", queue, ids);
+  }
+
+  /** Moves a waiting job's due time (at or before now: ready at once). A job that runs
+   * or finished throws DueqError "conflict". */
+  async reschedule(id: string, dueMs: number, queue = ""): Promise<void> {
+    await this.admin("job_reschedule", queue, [id], { args: { at_ms: String(Math.max(0, Math.floor(dueMs))) } });
+  }
+
+  async runNow(id: string, queue = ""): Promise<void> {
+    await this.admin("job_reschedule", queue, [id], { args: { now: "1" } });
+  }
+
+  /** Replaces a waiting job's payload if its version (the fields' `v`) is still
+   * `version`; returns the new version. DueqError "conflict" when it changed. */
+  async edit(id: string, payload: string | Uint8Array, version: string, queue = ""): Promise<string> {
+    const result = await this.admin("job_edit", queue, [id], { args: { payload: p.toBytes(payload), version } });
+    const v = result.rows[0]?.["version"];
+    if (v === undefined) throw new DueqError("internal", "job_edit: the broker's reply names no version");
+    return v;
+  }
+
+  /** Waits up to `timeoutMs` for the job to end: done (with its result), dead (with
+   * its error) or cancelled; pending when it has not ended by then, unknown when the
+   * queue holds no such job. Goes on at the broker that leads across a take-over. */
+  async wait(id: string, queue: string, timeoutMs = 30_000): Promise<p.JobEnd> {
+    const deadline = Date.now() + Math.max(0, timeoutMs);
+    // Each WAIT is answered within 3/4 of a request's timeout, so that a
+    // silent broker is told from a long wait.
+    const longest = Math.max(0, Math.min(p.MAX_WAIT_MS, Math.floor(this.timeoutMs * 0.75) - 100));
+    for (;;) {
+      const waitMs = Math.min(Math.max(0, deadline - Date.now()), longest);
+      let body: unknown[];
+      try {
+        body = await this.request(Type.WAIT, (rid) => [rid, queue, id, waitMs], Type.WAIT_REPLY, Date.now() + this.timeoutMs);
+      } catch (error) {
+        if (error instanceof DueqError || Date.now() >= deadline) throw error;
+        continue;
+      }
+      const { end } = p.readWaitReply(body);
+      if (end.state !== "pending" || Date.now() >= deadline) return end;
+    }
+  }
+
+  // -- one request, answered or resent until the deadline
+
+  private open(): void {
+    this.socket = openDealer(this.endpoints.current, undefined, this.keys);
+    this.sender = new Sender(this.socket);
+    void this.receive(this.socket);
+  }
+
+  /** To the leader a standby named (added to the list when missing), else to the next endpoint. */
+  private move(notLeaderMessage: string): void {
+    const named = notLeaderMessage.replaceAll(",", " ").replaceAll(";", " ").split(/\s+/).find((w) => w.includes("://")) ?? "";
+    this.endpoints.learn(named);
+    if (!this.endpoints.moveTo(named)) this.endpoints.advance();
+    this.socket.close();
+    this.open();
+  }
+
+  private async receive(socket: zmq.Dealer): Promise<void> {
+    try {
+      for await (const [data] of socket) {
+        if (data === undefined) continue;
+        let type: Type, body: unknown[];
+        try {
+          [type, body] = p.decode(data, true);
+        } catch {
+          continue; // malformed: dropped whole
+        }
+        if (type === Type.ERROR) {
+          let error: p.ErrorReply;
+          try {
+            error = p.readError(body);
+          } catch {
+            continue;
+          }
+          // Errors no request can be named in come with request id 0: every waiter hears them.
+          const named = error.requestId === 0 ? [...this.waiters.values()] : [this.waiters.get(error.requestId)];
+          for (const waiter of named) waiter?.fail(error);
+          continue;
+        }
+        const rid = body[0];
+        const waiter = typeof rid === "number" || typeof rid === "bigint" ? this.waiters.get(Number(rid)) : undefined;
+        if (waiter !== undefined && waiter.replyType === type) waiter.resolve(body);
+      }
+    } catch {
+      // the socket was closed (a move, or close())
+    }
+  }
+
+  private async request(type: Type, body: (rid: number) => unknown[], replyType: Type, deadline: number): Promise<unknown[]> {
+    if (this.closed) throw new Error("the producer is closed");
+    const rid = this.nextRequestId++;
+    const frame = p.encode(type, body(rid));
+    try {
+      for (;;) {
+        const answer = await new Promise<{ body?: unknown[]; error?: p.ErrorReply }>((resolve) => {
+          const timer = setTimeout(() => resolve({}), Math.max(1, Math.min(deadline, Date.now() + RESEND_AFTER_MS) - Date.now()));
+          this.waiters.set(rid, {
+            replyType,
+            resolve: (b) => { clearTimeout(timer); resolve({ body: b }); },
+            fail: (e) => { clearTimeout(timer); resolve({ error: e }); },
+          });
+          this.sender.send(frame);
+        });
+        if (answer.body !== undefined) return answer.body;
+        if (answer.error !== undefined) {
+          const e = answer.error;
+          if (e.code === "not_leader") this.move(e.message);
+          else if (e.code === "unavailable" || e.code === "overloaded") await this.pause(e.retryAfterMs, deadline);
+          else throw new DueqError(e.code, e.message);
+        } else if (this.endpoints.all.length > 1) {
+          const silent = this.endpoints.current;
+          this.move("");
+          if (Date.now() >= deadline) throw new Error(`no answer from ${silent} in ${this.timeoutMs} ms`);
+        }
+        if (Date.now() >= deadline) throw new Error(`no answer from ${this.endpoints.current} in ${this.timeoutMs} ms`);
+      }
+    } finally {
+      this.waiters.delete(rid);
+    }
+  }
+
+  private async pause(retryAfterMs: number, deadline: number): Promise<void> {
+    await sleep(Math.max(0, Math.min(Math.max(retryAfterMs, 10), deadline - Date.now())));
+  }
+}
