@@ -33,6 +33,7 @@ Result<void> validate_new_job(const proto::NewJob& job, int64_t now_ms) {
     if (job.start_by_ms < job.due_ms) return fail(Errc::bad_argument, "start_by_ms is before the job's due time");
     if (job.start_by_ms > now_ms + kFarFutureMs) return fail(Errc::bad_argument, "start_by_ms is more than 10 years away");
   }
+  if (auto ok = validate_trace_context(job.traceparent, job.tracestate); !ok) return ok;
   return validate_unique(job);
 }
 

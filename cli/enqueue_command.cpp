@@ -1,5 +1,6 @@
 #include "cli/enqueue_command.hpp"
 
+#include <cstdlib>
 #include <algorithm>
 #include <deque>
 #include <fstream>
@@ -37,6 +38,7 @@ std::optional<std::string> job_problem(const JobSpec& job) {
     return fmt::format("key of {} bytes; at most {}", job.key.size(), proto::kMaxKeyBytes);
   if (job.start_by_ms != 0 && (job.start_by_ms <= wall_ms() || job.start_by_ms < job.due_ms))
     return "the start-by deadline (--start-by, --start-within, start_by_ms) must be after now and not before the due time";
+  if (auto ok = validate_trace_context(job.traceparent, job.tracestate); !ok) return ok.error().message;
   if (job.unique_until == UniqueUntil::none) return std::nullopt;
   if (job.unique_key.empty() || job.unique_key.size() > proto::kMaxKeyBytes)
     return fmt::format("unique key of {} bytes; 1 to {}", job.unique_key.size(), proto::kMaxKeyBytes);
@@ -124,6 +126,12 @@ std::expected<JobSpec, std::string> job_from_args(const EnqueueArgs& a) {
     if (!ms || *ms <= 0) return std::unexpected("--start-within: a duration of 1 ms or more, e.g. 10m");
     job.start_by_ms = std::max(job.due_ms, wall_ms()) + *ms;
   }
+  // A command run inside a traced process (an exec handler gets both
+  // variables) carries its caller's context unless told otherwise.
+  const char* env_parent = std::getenv("TRACEPARENT");
+  const char* env_state = std::getenv("TRACESTATE");
+  job.traceparent = !a.traceparent.empty() ? a.traceparent : env_parent != nullptr ? env_parent : "";
+  job.tracestate = !a.tracestate.empty() || !a.traceparent.empty() ? a.tracestate : env_state != nullptr ? env_state : "";
   if (auto problem = job_problem(job)) return std::unexpected(*problem);
   return job;
 }
@@ -173,7 +181,8 @@ JobSpec job_from_line(const std::string& line) {
   for (const auto& [key, value] : j.items())
     if (key != "queue" && key != "type" && key != "payload" && key != "delay_ms" && key != "at_ms" && key != "id" &&
         key != "max_attempts" && key != "backoff_base_ms" && key != "backoff_cap_ms" && key != "key" &&
-        key != "unique_key" && key != "unique_until" && key != "unique_for_ms" && key != "start_by_ms")
+        key != "unique_key" && key != "unique_until" && key != "unique_for_ms" && key != "start_by_ms" &&
+        key != "traceparent" && key != "tracestate")
       throw std::runtime_error("unknown field '" + key + "'");
   JobSpec job;
   job.queue = j.at("queue").get<std::string>();
@@ -187,6 +196,8 @@ JobSpec job_from_line(const std::string& line) {
   if (j.contains("backoff_base_ms")) job.backoff_base_ms = j["backoff_base_ms"].get<int64_t>();
   if (j.contains("backoff_cap_ms")) job.backoff_cap_ms = j["backoff_cap_ms"].get<int64_t>();
   if (j.contains("start_by_ms")) job.start_by_ms = j["start_by_ms"].get<int64_t>();
+  if (j.contains("traceparent")) job.traceparent = j["traceparent"].get<std::string>();
+  if (j.contains("tracestate")) job.tracestate = j["tracestate"].get<std::string>();
   if (j.contains("key")) {
     auto key = bytes_from_json(j["key"]);
     if (!key) throw std::runtime_error("key must be a string or {\"encoding\": \"base64\", \"data\": ...}");

@@ -132,6 +132,12 @@ void add_enqueue(CLI::App& app, Invocation& v) {
                                       "past it, it goes dead as expired (docs/jobs.md)")->excludes(from);
   enqueue->add_option("--start-within", e.start_within, "never start it later than this after its due time (e.g. 10m)")
       ->excludes(from, start_by);
+  enqueue->add_option("--traceparent", e.traceparent,
+                      "W3C trace context of the caller's span, kept with the job and handed to its handler "
+                      "(default: $TRACEPARENT; docs/jobs.md, \"Tracing\")")
+      ->excludes(from);
+  enqueue->add_option("--tracestate", e.tracestate, "W3C tracestate to go with --traceparent (default: $TRACESTATE)")
+      ->excludes(from);
   enqueue->add_option("--key", e.key, "the job's key (a tenant, an account...): per-key order and limits, docs/keys.md")
       ->excludes(from);
   auto* unique_key = enqueue->add_option("--unique-key", e.unique_key,

@@ -141,6 +141,8 @@ JobDocument job_document(const std::map<std::string, std::string>& f) {
   job.due_ms = number(f, "d");
   job.run_at_ms = number(f, "r");
   job.start_by_ms = number(f, "sb");
+  job.traceparent = text(f, "tp");
+  job.tracestate = text(f, "ts");
   job.created_ms = number(f, "c");
   job.lease_deadline_ms = number(f, "l");
   job.started_ms = number(f, "st");
@@ -203,6 +205,8 @@ nlohmann::json job_to_json(const JobDocument& job) {
            {"run_at_ms", optional_number(job.run_at_ms)},
            {"start_by", optional_time(job.start_by_ms)},
            {"start_by_ms", optional_number(job.start_by_ms)},
+           {"traceparent", job.traceparent.empty() ? json(nullptr) : json(job.traceparent)},
+           {"tracestate", job.tracestate.empty() ? json(nullptr) : json(job.tracestate)},
            {"created", optional_time(job.created_ms)},
            {"created_ms", optional_number(job.created_ms)},
            {"lease_deadline", optional_time(job.lease_deadline_ms)},

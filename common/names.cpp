@@ -1,7 +1,7 @@
 #include "common/names.hpp"
 
+#include <algorithm>
 #include <charconv>
-
 #include <string>
 
 namespace dueq {
@@ -48,6 +48,38 @@ Result<void> validate_job_id(std::string_view id) {
 Result<void> validate_job_type(std::string_view type) {
   if (type.empty() || type.size() > 128 || !printable_no_space(type))
     return fail(Errc::bad_argument, "job type must be 1..128 printable characters without spaces");
+  return {};
+}
+
+namespace {
+
+bool lower_hex(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+bool all_zero(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return c == '0'; });
+}
+
+}  // namespace
+
+Result<void> validate_trace_context(std::string_view traceparent, std::string_view tracestate) {
+  if (traceparent.empty()) {
+    if (!tracestate.empty()) return fail(Errc::bad_argument, "tracestate needs a traceparent");
+    return {};
+  }
+  const bool shaped = traceparent.size() == kTraceparentChars && traceparent[2] == '-' && traceparent[35] == '-' &&
+                      traceparent[52] == '-';
+  if (!shaped || !lower_hex(traceparent.substr(0, 2)) || !lower_hex(traceparent.substr(3, 32)) ||
+      !lower_hex(traceparent.substr(36, 16)) || !lower_hex(traceparent.substr(53, 2)))
+    return fail(Errc::bad_argument, "traceparent must be VERSION-TRACEID-PARENTID-FLAGS in lower-case hex (2-32-16-2 digits)");
+  if (traceparent.substr(0, 2) == "ff") return fail(Errc::bad_argument, "traceparent version ff is invalid");
+  if (all_zero(traceparent.substr(3, 32)) || all_zero(traceparent.substr(36, 16)))
+    return fail(Errc::bad_argument, "traceparent trace id and parent id must not be all zero");
+  if (tracestate.size() > kMaxTracestateBytes || !std::all_of(tracestate.begin(), tracestate.end(), [](char c) {
+        return c >= 0x20 && c <= 0x7e;
+      }))
+    return fail(Errc::bad_argument, "tracestate must be at most 512 printable ASCII characters");
   return {};
 }
 

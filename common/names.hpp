@@ -22,4 +22,12 @@ Result<void> validate_job_id(std::string_view id);
 // Job types: 1..128 printable ASCII characters, no spaces.
 Result<void> validate_job_type(std::string_view type);
 
+// A job's W3C trace context (docs/jobs.md, "Tracing"): `traceparent` is
+// empty or "VV-TRACEID-PARENTID-FF" in lower-case hex (55 characters;
+// version not ff, ids not all zero); `tracestate` is empty or at most 512
+// printable ASCII characters, and only with a traceparent.
+inline constexpr size_t kTraceparentChars = 55;
+inline constexpr size_t kMaxTracestateBytes = 512;
+Result<void> validate_trace_context(std::string_view traceparent, std::string_view tracestate);
+
 }  // namespace dueq

@@ -187,10 +187,19 @@ struct Task {
   // clock; docs/jobs.md, "Start-by deadlines"); 0 = none, and then not sent
   // (nor the key, when it is empty).
   int64_t start_by_ms = 0;
+  // Appended in 0.9: the W3C trace context the job was enqueued with
+  // (docs/jobs.md, "Tracing"); "" = none, and then not sent (and the two
+  // fields before it only as they are needed).
+  std::string traceparent;
+  std::string tracestate;
   static constexpr size_t kFieldsBefore07 = 11;
   template <typename Packer>
   void msgpack_pack(Packer& pk) const {
-    if (start_by_ms > 0)
+    if (!traceparent.empty())
+      msgpack::type::make_define_array(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms,
+                                       payload_checksum, start_check, key, start_by_ms, traceparent, tracestate)
+          .msgpack_pack(pk);
+    else if (start_by_ms > 0)
       msgpack::type::make_define_array(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms,
                                        payload_checksum, start_check, key, start_by_ms)
           .msgpack_pack(pk);
@@ -206,7 +215,7 @@ struct Task {
   void msgpack_unpack(const msgpack::object& o) {
     detail::require_fields(o, kFieldsBefore07);
     msgpack::type::make_define_array(queue, id, type, payload, due_ms, attempt, max_attempts, token, created_ms,
-                                     payload_checksum, start_check, key, start_by_ms)
+                                     payload_checksum, start_check, key, start_by_ms, traceparent, tracestate)
         .msgpack_unpack(o);
   }
 };
@@ -411,10 +420,19 @@ struct NewJob {
   // it goes dead with the reason "expired" (docs/jobs.md). 0 = none, and
   // then not sent; sent after the three unique fields (none: "", 0, 0).
   int64_t start_by_ms = 0;
+  // Appended in 0.9: a W3C trace context (docs/jobs.md, "Tracing"), kept
+  // with the job and handed to its handler; "" = none, and then not sent.
+  // Sent after start_by_ms (0 for none).
+  std::string traceparent;
+  std::string tracestate;
   static constexpr size_t kFieldsBefore07 = 8;
   template <typename Packer>
   void msgpack_pack(Packer& pk) const {
-    if (start_by_ms > 0)
+    if (!traceparent.empty() || !tracestate.empty())
+      msgpack::type::make_define_array(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms,
+                                       key, unique_key, unique_until, unique_for_ms, start_by_ms, traceparent, tracestate)
+          .msgpack_pack(pk);
+    else if (start_by_ms > 0)
       msgpack::type::make_define_array(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms,
                                        key, unique_key, unique_until, unique_for_ms, start_by_ms)
           .msgpack_pack(pk);
@@ -434,7 +452,7 @@ struct NewJob {
     // The three unique fields come together or not at all.
     if (o.type == msgpack::type::ARRAY && o.via.array.size > 9 && o.via.array.size < 12) throw detail::MissingFields(o.via.array.size, 12);
     msgpack::type::make_define_array(queue, id, type, payload, due_ms, max_attempts, backoff_base_ms, backoff_cap_ms, key,
-                                     unique_key, unique_until, unique_for_ms, start_by_ms)
+                                     unique_key, unique_until, unique_for_ms, start_by_ms, traceparent, tracestate)
         .msgpack_unpack(o);
   }
 };

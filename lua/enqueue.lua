@@ -49,8 +49,10 @@
            answered 2, duplicates still 0 (0 = no limit)
   ARGV[3]  N, number of jobs (1..1000)
   ARGV[4+4i .. 7+4i] for job i: id, due ms (>= 0), job record (a msgpack
-           array of 9 starting with version 2, or of 10 starting with
-           version 3 when the job has a key: broker/store/job_record.hpp),
+           array of 9 starting with version 2, of 10 starting with version
+           3 when the job has a key, of 11 with version 4 (a start-by
+           deadline), of 13 with version 5 (a trace context):
+           broker/store/job_record.hpp),
            schedule partition (0..32767 in plain decimal: it is part of a key)
   ARGV[4+4N+3i .. 6+4N+3i] for job i, or none for any job (F = 3 or 0):
            "GET", "u8", the bit offset of the job's schedule filter bucket
@@ -149,10 +151,12 @@ for i = 0, n - 1 do
   local partition = argv[b + 3]
   if not valid_partitions[partition] and is_partition(partition) then valid_partitions[partition] = true end
   -- 0x99 = msgpack fixarray of 9, then the record version 2, or 0x9a
-  -- (of 10) and version 3 for a job with a key, or 0x9b (of 11) and
-  -- version 4 for one with a start-by deadline.
+  -- (of 10) and version 3 for a job with a key, 0x9b (of 11) and version
+  -- 4 for one with a start-by deadline, or 0x9d (of 13) and version 5 for
+  -- one with a trace context.
   if argv[b] == "" or not due or due < 0
-      or not ((array == 0x99 and version == 2) or (array == 0x9a and version == 3) or (array == 0x9b and version == 4))
+      or not ((array == 0x99 and version == 2) or (array == 0x9a and version == 3) or (array == 0x9b and version == 4)
+        or (array == 0x9d and version == 5))
       or not valid_partitions[partition] then
     return redis.error_reply("ERR dueq bad-args enqueue: job " .. i
       .. " has an empty id, a bad due, a bad record or a bad partition")
@@ -282,7 +286,7 @@ for i = 1, n do
   if due <= now then
     due_now_seen = due_now_seen + 1
     if due_now_seen <= candidates then candidate = due_now_seen end
-    -- A record with a key (version 3, or 4 with a non-empty one).
+    -- A record with a key (version 3, or 4 or 5 with a non-empty one).
     if candidate and record_key(argv[b + 2]) then
       if key_limits_set == nil then key_limits_set = redis.call("EXISTS", KEYS[10], KEYS[15]) > 0 end
       if key_limits_set then candidate = nil end

@@ -141,6 +141,11 @@ std::vector<std::string> job_environment(const Job& job) {
   // An environment string ends at its first NUL: a key holding one is not
   // passed, rather than passed cut short (it is in the job document).
   if (!job.key.empty() && job.key.find('\0') == std::string::npos) env.push_back("DUEQ_JOB_KEY=" + job.key);
+  // The job's W3C trace context under the names OpenTelemetry's environment
+  // carriers read (the worker's own, if it had any, is replaced).
+  std::erase_if(env, [](const std::string& e) { return e.starts_with("TRACEPARENT=") || e.starts_with("TRACESTATE="); });
+  if (!job.traceparent.empty()) env.push_back("TRACEPARENT=" + job.traceparent);
+  if (!job.tracestate.empty()) env.push_back("TRACESTATE=" + job.tracestate);
   return env;
 }
 

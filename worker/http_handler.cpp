@@ -106,6 +106,10 @@ Handler make_http_handler(std::string url, int64_t timeout_ms, std::string ca_fi
                        {"Dueq-Queue", job.queue},
                        {"Dueq-Job-Type", job.type},
                        {"Dueq-Token", fmt::format("{:016x}", job.token)}};
+    // The job's W3C trace context: the server's tracing library continues
+    // the producer's trace as it would any incoming request's.
+    if (!job.traceparent.empty()) request.headers.emplace("traceparent", job.traceparent);
+    if (!job.tracestate.empty()) request.headers.emplace("tracestate", job.tracestate);
     request.body = job.payload;
     // Called as the answer arrives: a server that trickles bytes is cut off
     // at the deadline too (the read timeout alone allows that much per read).

@@ -249,7 +249,8 @@ struct Worker::Impl {
     }
     auto cancel = held.cancel_state(ref);
     worker::Delivery d{Job{std::move(task.queue), std::move(task.id), std::move(task.type), std::move(task.payload.data),
-                   task.due_ms, task.attempt, task.max_attempts, task.created_ms, wall_ms(), &cancel->stop, task.token, std::move(task.key.data), task.start_by_ms},
+                   task.due_ms, task.attempt, task.max_attempts, task.created_ms, wall_ms(), &cancel->stop, task.token, std::move(task.key.data), task.start_by_ms,
+                   std::move(task.traceparent), std::move(task.tracestate)},
                task.token, cancel, 0, task.start_check};
     incoming.push_back(std::move(d));
   }

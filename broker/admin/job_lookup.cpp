@@ -72,6 +72,8 @@ Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
       if (record->backoff_cap_ms != 0) out["bc"] = std::to_string(record->backoff_cap_ms);
       if (!record->key.empty()) out["k"] = record->key;
       if (record->start_by_ms > 0) out["sb"] = std::to_string(record->start_by_ms);
+      if (!record->traceparent.empty()) out["tp"] = record->traceparent;
+      if (!record->tracestate.empty()) out["ts"] = record->tracestate;
     }
   }
   // A finished job's attempts were deleted with it: not known, not 0.

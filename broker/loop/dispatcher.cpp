@@ -385,7 +385,7 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
     frame.items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},
                                       r.due_ms, job.attempt, r.max_attempts, job.token, r.created_ms,
                                       r.payload_checksum, job.start_check, proto::Bytes{std::move(r.key)},
-                                      r.start_by_ms});
+                                      r.start_by_ms, std::move(r.traceparent), std::move(r.tracestate)});
     if (frame.items.size() == proto::kMaxBatch || frame_bytes[slot] >= proto::kMaxTasksFrameBytes)
       send_frame(q, slots[slot], frame, frame_bytes[slot], now_ms);
   }

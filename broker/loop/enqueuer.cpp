@@ -31,7 +31,9 @@ JobRecord new_job_record(const proto::NewJob& job, int64_t now_ms, uint32_t defa
                    job.backoff_cap_ms,
                    proto::payload_checksum(job.payload.data),
                    job.key.data,
-                   job.start_by_ms};
+                   job.start_by_ms,
+                   job.traceparent,
+                   job.tracestate};
 }
 
 namespace {

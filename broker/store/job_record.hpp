@@ -21,6 +21,12 @@
 //
 //   [version=4, type, key, payload, due_ms, ... as version 2, start_by_ms]
 //
+// A job with a trace context (NewJob::traceparent) is written as version 5:
+// version 4's fields (its key and deadline empty or 0 when it has none),
+// then the traceparent and the tracestate:
+//
+//   [version=5, type, key, payload, ... as version 4, traceparent, tracestate]
+//
 // Version 1 records (written before the checksum) have the first 8 fields;
 // they are read with the checksum of the payload as read.
 #include <cstdint>
@@ -34,6 +40,7 @@ namespace dueq::broker {
 inline constexpr int kJobRecordVersion = 2;
 inline constexpr int kKeyedJobRecordVersion = 3;
 inline constexpr int kStartByJobRecordVersion = 4;
+inline constexpr int kTracedJobRecordVersion = 5;
 
 struct JobRecord {
   std::string type;
@@ -46,6 +53,8 @@ struct JobRecord {
   uint64_t payload_checksum = 0;
   std::string key;  // "" = none
   int64_t start_by_ms = 0;  // 0 = none: never started after this (Unix ms)
+  std::string traceparent;  // "" = none (W3C trace context: docs/jobs.md, "Tracing")
+  std::string tracestate;
   bool operator==(const JobRecord&) const = default;
 };
 

@@ -88,7 +88,7 @@ std::expected<proto::Enqueue, ClientError> enqueue_request(std::vector<JobSpec>&
                                          job.backoff_base_ms, job.backoff_cap_ms, proto::Bytes{std::move(job.key)},
                                          proto::Bytes{std::move(job.unique_key)},
                                          static_cast<proto::UniqueUntil>(job.unique_until), job.unique_for_ms,
-                                         job.start_by_ms});
+                                         job.start_by_ms, std::move(job.traceparent), std::move(job.tracestate)});
   }
   return request;
 }

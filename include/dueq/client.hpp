@@ -65,6 +65,11 @@ struct JobSpec {
   // (docs/jobs.md). One before due_ms is rejected; one already past makes
   // the job expire when first leased.
   int64_t start_by_ms = 0;
+  // A W3C trace context (docs/jobs.md, "Tracing"): the caller's span, kept
+  // with the job through delays, retries, dead letters and replay and
+  // handed to its handler (Job::traceparent). "" = none.
+  std::string traceparent;
+  std::string tracestate;  // only with a traceparent
 };
 
 struct EnqueueResult {

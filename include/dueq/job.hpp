@@ -48,6 +48,8 @@ struct JobDocument {
   std::optional<int64_t> due_ms;            // when it was first due
   std::optional<int64_t> run_at_ms;         // scheduled or ready: when it is due now (a retry's backoff included)
   std::optional<int64_t> start_by_ms;       // its start-by deadline: never started after it (docs/jobs.md)
+  std::string traceparent;                  // its W3C trace context ("" = none: docs/jobs.md, "Tracing")
+  std::string tracestate;
   std::optional<int64_t> created_ms;
   std::optional<int64_t> lease_deadline_ms; // running: when its lease runs out unless extended
   std::optional<int64_t> started_ms;        // kept done or cancelled: when its last delivery started (broker clock)

@@ -41,6 +41,10 @@ struct Job {
   // Its start-by deadline (Unix ms; 0 = none): the worker does not start it
   // later than this by its own clock, and reports it expired instead.
   int64_t start_by_ms = 0;
+  // The W3C trace context it was enqueued with ("" = none; docs/jobs.md,
+  // "Tracing"): start the handler's span as a child of `traceparent`.
+  std::string traceparent;
+  std::string tracestate;
   // Where progress() reports go (set by the worker; null: nowhere).
   worker::ProgressBoard* progress_board = nullptr;
 

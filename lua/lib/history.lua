@@ -2,12 +2,12 @@
 -- unpacked, as version 2 numbers its fields whatever its version: [1]
 -- version, [2] type, [3] payload, [4] due, [5] max attempts, [6] created,
 -- [7] backoff base, [8] backoff cap, [9] checksum, and .key (nil when the
--- job has none; version 3 carries it after the type). nil when it does
+-- job has none; versions 3 to 5 carry it after the type). nil when it does
 -- not unpack.
 local function job_record_fields(record)
   local ok, fields = pcall(cmsgpack.unpack, record)
   if not ok or type(fields) ~= "table" then return nil end
-  if (fields[1] == 3 and #fields == 10) or (fields[1] == 4 and #fields == 11) then
+  if (fields[1] == 3 and #fields == 10) or (fields[1] == 4 and #fields == 11) or (fields[1] == 5 and #fields == 13) then
     fields.key = table.remove(fields, 3)
   end
   return fields
@@ -21,11 +21,13 @@ end
 local function history_record(record)
   if record == "" then return record end
   local ok, fields = pcall(cmsgpack.unpack, record)
-  if not ok or type(fields) ~= "table" or #fields ~= 7 + (tonumber(fields[1]) or 0) or #fields < 9 then
+  local version = tonumber(fields and type(fields) == "table" and fields[1]) or 0
+  if not ok or type(fields) ~= "table" or #fields ~= 7 + version + (version == 5 and 1 or 0) or #fields < 9 then
     return record
   end
-  -- The checksum is last but in version 4, where the start-by deadline follows it.
-  fields[fields[1] == 4 and #fields - 1 or #fields] = 0
+  -- The checksum is the 9th field, the 10th from version 3 on (the key
+  -- comes before it; the deadline and the trace context after it).
+  fields[version >= 3 and 10 or 9] = 0
   return cmsgpack.pack(fields)
 end
 

@@ -26,13 +26,15 @@
 -- still exact in a double.
 local key_parked_offset = 4503599627370496
 
--- The key of a job record (broker/store/job_record.hpp): versions 3 and 4
--- (a start-by deadline; its key may be empty) carry it right after the
--- type. nil for a job without one.
+-- The key of a job record (broker/store/job_record.hpp): versions 3, 4 (a
+-- start-by deadline) and 5 (a trace context; in both the key may be empty)
+-- carry it right after the type. nil for a job without one.
 local function record_key(record)
   if not record then return nil end
   local head, version, b = string.byte(record, 1, 3)
-  if not ((head == 0x9a and version == 3) or (head == 0x9b and version == 4)) or not b then return nil end
+  if not ((head == 0x9a and version == 3) or (head == 0x9b and version == 4) or (head == 0x9d and version == 5)) or not b then
+    return nil
+  end
   local at  -- where the key's str header starts: after the type
   if b >= 0xa0 and b <= 0xbf then
     at = 4 + b - 0xa0

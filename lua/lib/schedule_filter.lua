@@ -170,7 +170,7 @@ local types_bits_per_call = 250  -- BITFIELD SET arguments: 4 per bit
 local function record_type(record)
   if not record then return nil end
   local head, version, b = string.byte(record, 1, 3)
-  if (head ~= 0x9b and head ~= 0x9a and head ~= 0x99 and head ~= 0x98) or not version or version > 0x7f or not b then return nil end
+  if (head ~= 0x9d and head ~= 0x9b and head ~= 0x9a and head ~= 0x99 and head ~= 0x98) or not version or version > 0x7f or not b then return nil end
   if b >= 0xa0 and b <= 0xbf then return string.sub(record, 4, 3 + b - 0xa0) end
   local len_at, len_bytes = 4, ({[0xd9] = 1, [0xda] = 2, [0xdb] = 4})[b]
   if not len_bytes then return nil end

@@ -134,13 +134,17 @@ TEST(HttpHandler, PostsTheJobAndFailsNon2xxAndHungRequestsWithTheReason) {
   Client client(cluster.endpoint());
   const int64_t due = wall_ms() + 300;
   ASSERT_TRUE(client.enqueue({.queue = "web", .type = "hang", .payload = "", .id = "h-1", .max_attempts = 1}));
-  ASSERT_TRUE(client.enqueue({.queue = "web", .type = "ok", .payload = std::string("bin\0ary", 7), .id = "ok-1", .due_ms = due}));
+  const std::string traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  ASSERT_TRUE(client.enqueue({.queue = "web", .type = "ok", .payload = std::string("bin\0ary", 7), .id = "ok-1", .due_ms = due,
+                              .traceparent = traceparent, .tracestate = "congo=t61rcWkgMzE"}));
   ASSERT_TRUE(client.enqueue({.queue = "web", .type = "fail", .payload = "x", .id = "f-1", .max_attempts = 1}));
   ASSERT_TRUE(eventually([&] { return text(job_json(cluster, "ok-1"), "state") == "done"; }, 10s));
   EXPECT_EQ(server.header("Dueq-Job-Id"), "ok-1");
   EXPECT_EQ(server.header("Dueq-Attempt"), "1");
   EXPECT_EQ(server.header("Dueq-Due-At-Ms"), std::to_string(due));
   EXPECT_EQ(server.header("Dueq-Queue"), "web");
+  EXPECT_EQ(server.header("traceparent"), traceparent) << "the job's trace context, as any traced request carries it";
+  EXPECT_EQ(server.header("tracestate"), "congo=t61rcWkgMzE");
   EXPECT_EQ(server.body(), std::string("bin\0ary", 7));
   ASSERT_TRUE(eventually([&] { return text(job_json(cluster, "f-1"), "state") == "dead"; }, 10s));
   const std::string fail_error = text(job_json(cluster, "f-1"), "last_error");

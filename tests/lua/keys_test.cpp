@@ -405,3 +405,26 @@ TEST_F(Keys, AKeysOwnRateLimitHoldsInAQueueWithoutOne) {
   EXPECT_EQ(ids_of(lease_with(10, LeaseLimits{.now_ms = 2999})), std::vector<std::string>{});
   EXPECT_EQ(ids_of(lease_with(10, LeaseLimits{.now_ms = 3000})), std::vector<std::string>{"s1"});
 }
+
+// A job with a trace context is a version 5 record: every script finds its
+// key as in the others (one job per key of an ordered queue, a scheduled
+// one left scheduled), and its fields for a retry; the leased record
+// carries the context.
+TEST_F(Keys, TracedRecordsOfVersionFiveAreKeyedOrderedAndRetriedAsTheOthers) {
+  proto::NewJob first = keyed("t1", "A", 100, 2);
+  first.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  first.tracestate = "rojo=1";
+  proto::NewJob second = keyed("t2", "A", 200);
+  second.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+  proto::NewJob later = keyed("t3", "", 50'000);
+  later.traceparent = second.traceparent;
+  enqueue({first, second, later}, 1000);
+  EXPECT_EQ(static_cast<uint8_t>(cli("HGET 'dueq:{q}:jobs' t1").at(0)), 0x9d) << "stored as version 5";
+  auto batch = lease_with(10, ordered_limits(1000));
+  ASSERT_EQ(ids_of(batch), std::vector<std::string>{"t1"}) << "t2 waits for A's turn: its key was read";
+  EXPECT_EQ(batch.jobs[0].record.traceparent, first.traceparent);
+  EXPECT_EQ(batch.jobs[0].record.tracestate, "rojo=1");
+  EXPECT_EQ(batch.jobs[0].record.key, "A");
+  EXPECT_EQ(nack(batch.jobs[0], NackMode::retry).status, NackStatus::retried) << "max attempts read from the record";
+  EXPECT_EQ(cli("ZSCORE 'dueq:{q}:ready' t3"), "") << "due later: scheduled";
+}

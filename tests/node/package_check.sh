@@ -3,7 +3,8 @@
 # makes a package that installs into a new project from the pack and npm's
 # cache alone (its dependencies as the lockfile pins them), and the
 # README's worker and producer run as printed against a real broker: the
-# producer's jobs reach the worker's handler, and SIGTERM drains it.
+# producer's jobs reach the worker's handler, and SIGTERM drains it; then a
+# job's trace context reaches a Node handler (trace_check.mjs).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin="${DUEQ_BIN:-$root/build/bin}"
@@ -57,3 +58,5 @@ code=0; wait "$worker" || code=$?
 [ "$code" -eq 0 ] || { echo "the worker exited $code after SIGTERM:"; cat "$work/worker.log"; exit 1; }
 grep -q "draining" "$work/worker.log" || { echo "no drain in the worker's log:"; cat "$work/worker.log"; exit 1; }
 echo "README example: both jobs sent, drained on SIGTERM"
+cp "$root/tests/node/trace_check.mjs" .
+node trace_check.mjs "$endpoint"

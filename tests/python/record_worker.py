@@ -1,5 +1,6 @@
 """A Python worker for the tests: handlers noop, sleep (payload = ms), fail,
-echo (returns its payload as the result), crash and snooze_once (payload = ms: snoozes the first run of a job, done the
+echo (returns its payload as the result), trace (returns its traceparent
+and tracestate), crash and snooze_once (payload = ms: snoozes the first run of a job, done the
 next), like dueq-example-worker; each start appends `id attempt token
 start_us pid key` to --record (start_us: the wall clock in microseconds;
 key: the job's key in hex, - for none)."""
@@ -69,6 +70,12 @@ def main() -> None:
     def echo(job: dueq.Job) -> bytes:
         note(job)
         return job.payload
+
+    # Returns the trace context it was handed, as its result.
+    @worker.handle("trace")
+    def trace(job: dueq.Job) -> str:
+        note(job)
+        return f"{job.traceparent} {job.tracestate}"
 
     @worker.handle("fail")
     def fail(job: dueq.Job) -> None:

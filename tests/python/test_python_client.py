@@ -150,6 +150,25 @@ class PythonWorker(unittest.TestCase):
             assert done is not None
             self.assertIsNone(done["progress"])
 
+    def test_a_trace_context_given_at_enqueue_reaches_the_handler_and_the_document(self) -> None:
+        d = Deployment(self)
+        d.python_worker("--queue", "tr", "--record", str(d.dir / "trace.rec"))
+        parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        with dueq.Producer(d.endpoint) as producer:
+            producer.enqueue("tr", "trace", id="t-1", traceparent=parent, tracestate="rojo=1")
+            producer.enqueue("tr", "trace", id="t-2")  # no opentelemetry here: none from the context
+            self.assertEqual(producer.wait("t-1", "tr", timeout=20).result, f"{parent} rojo=1".encode())
+            self.assertEqual(producer.wait("t-2", "tr", timeout=20).result, b" ")
+            producer.enqueue("tr", "trace", id="t-later", delay=3600, traceparent=parent, tracestate="rojo=1")
+            job = producer.job("t-later", "tr")
+            assert job is not None
+            self.assertEqual((job["traceparent"], job["tracestate"]), (parent, "rojo=1"))
+            with self.assertRaises(dueq.Rejected) as refused:
+                producer.enqueue("tr", "trace", traceparent="00-not-a-trace-01")
+            self.assertIn("traceparent", str(refused.exception))
+            with self.assertRaises(ValueError):
+                producer.enqueue("tr", "trace", traceparent="", tracestate="rojo=1")
+
     def test_a_job_not_started_by_its_deadline_goes_dead_expired(self) -> None:
         d = Deployment(self)
         record = d.dir / "late.rec"

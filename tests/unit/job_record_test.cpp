@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <msgpack.hpp>
 
 #include "broker/store/job_record.hpp"
@@ -72,6 +74,33 @@ TEST(JobRecord, AStartByDeadlineIsKeptInAVersionFourRecord) {
   r.start_by_ms = 0;
   r.key = "acct-1";
   EXPECT_EQ(static_cast<unsigned char>(encode_job_record(r)[0]), 0x9a) << "version 3 with a key alone";
+}
+
+// A trace context makes a version 5 record, with or without a key and a
+// deadline; a damaged one is refused.
+TEST(JobRecord, ATraceContextIsKeptInAVersionFiveRecord) {
+  JobRecord r{"email", "p", 5000, 3, 1000, 0, 0, proto::payload_checksum("p")};
+  r.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  for (const auto& [key, start_by, state] : {std::tuple{"", int64_t{0}, ""}, std::tuple{"acct-1", int64_t{9000}, "k=v"}}) {
+    r.key = key;
+    r.start_by_ms = start_by;
+    r.tracestate = state;
+    const std::string bytes = encode_job_record(r);
+    EXPECT_EQ(static_cast<unsigned char>(bytes[0]), 0x9d);
+    EXPECT_EQ(bytes[1], 5);
+    auto back = decode_job_record(bytes);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(*back, r) << key;
+  }
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> pk(buffer);
+  pk.pack_array(13);
+  pk.pack(5);
+  for (const char* text : {"t", "", "p"}) pk.pack(std::string(text));
+  for (int i = 0; i < 7; ++i) pk.pack(int64_t{1});
+  pk.pack(std::string());  // an empty traceparent: never written
+  pk.pack(std::string());
+  EXPECT_FALSE(decode_job_record(std::string_view(buffer.data(), buffer.size())));
 }
 
 }  // namespace

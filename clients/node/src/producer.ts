@@ -22,10 +22,22 @@ export class DueqError extends Error {
 /** The broker refused a job (a bad name, a payload too large, ...). */
 export class Rejected extends DueqError {}
 
-/** W3C trace context a job carries (docs/jobs.md, "Tracing"). */
-export interface TraceContext {
-  traceparent: string;
-  tracestate?: string;
+// The current OpenTelemetry context's traceparent and tracestate, when
+// @opentelemetry/api is installed beside this package (it is not a
+// dependency); none otherwise.
+type Propagation = { inject: (context: unknown, carrier: Record<string, string>) => void };
+let otel: { propagation: Propagation; context: { active: () => unknown } } | undefined;
+try {
+  otel = (await import("@opentelemetry/api" as string)) as typeof otel;
+} catch {
+  otel = undefined;
+}
+
+function currentTraceContext(): { traceparent: string; tracestate: string } {
+  if (otel === undefined) return { traceparent: "", tracestate: "" };
+  const carrier: Record<string, string> = {};
+  otel.propagation.inject(otel.context.active(), carrier);
+  return { traceparent: carrier["traceparent"] ?? "", tracestate: carrier["tracestate"] ?? "" };
 }
 
 /** A job to enqueue. Times are ms since the Unix epoch (UTC). */
@@ -51,6 +63,10 @@ export interface JobSpec {
   uniqueForMs?: number;
   /** Never started after this; past it the job goes dead `expired`. */
   startByMs?: number;
+  /** The caller's W3C trace context, handed to the job's handler (docs/jobs.md, "Tracing");
+   * left out, the active OpenTelemetry span's when @opentelemetry/api is installed. */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 const UNIQUE_UNTIL = { waiting: 1, started: 2, done: 3, period: 4, debounce: 5 } as const;
@@ -67,12 +83,14 @@ function jobWire(job: JobSpec & { id: string }): unknown[] {
     fields.push(key, unique, UNIQUE_UNTIL[until], Math.floor(job.uniqueForMs ?? 0));
   } else if (job.uniqueUntil !== undefined || job.uniqueForMs) {
     throw new Error("uniqueUntil and uniqueForMs need a uniqueKey");
-  } else if (job.startByMs) {
+  } else if (job.startByMs || job.traceparent) {
     fields.push(key, new Uint8Array(), 0, 0); // the unique fields, as none, come before the deadline
   } else if (key.length > 0) {
     fields.push(key); // left out without one: a broker before 0.7 reads exactly 8 fields the same
   }
-  if (job.startByMs) fields.push(Math.floor(job.startByMs));
+  if (job.tracestate && !job.traceparent) throw new Error("tracestate needs a traceparent");
+  if (job.startByMs || job.traceparent) fields.push(Math.floor(job.startByMs ?? 0));
+  if (job.traceparent) fields.push(job.traceparent, job.tracestate ?? "");
   return fields;
 }
 
@@ -137,7 +155,8 @@ export class Producer {
         batch = [];
         bytes = 0;
       }
-      batch.push({ ...job, id: job.id ?? randomUUID().replaceAll("-", "") });
+      const trace = job.traceparent === undefined ? currentTraceContext() : {};
+      batch.push({ ...job, ...trace, id: job.id ?? randomUUID().replaceAll("-", "") });
       bytes += size;
     }
     if (batch.length > 0) results.push(...(await this.enqueueBatch(batch)));

@@ -220,6 +220,8 @@ export interface Task {
   startCheck: number;
   key: Uint8Array; // empty: none (or a broker before 0.7)
   startByMs: number; // 0: none (or a broker before 0.8)
+  traceparent: string; // "": none (or a broker before 0.9)
+  tracestate: string;
 }
 
 export function readTask(value: unknown): Task {
@@ -238,6 +240,8 @@ export function readTask(value: unknown): Task {
     startCheck: uint(f[10], "start_check", 2),
     key: f.length > 11 ? bytes(f[11], "key") : new Uint8Array(),
     startByMs: f.length > 12 ? int(f[12], "start_by_ms") : 0,
+    traceparent: f.length > 13 ? str(f[13], "traceparent") : "",
+    tracestate: f.length > 14 ? str(f[14], "tracestate") : "",
   };
 }
 

@@ -83,6 +83,9 @@ export class Job {
   readonly token: bigint;
   /** The key it was enqueued with (empty: none). */
   readonly key: Uint8Array;
+  /** The W3C trace context it was enqueued with ("": none): start the handler's span as its child. */
+  readonly traceparent: string;
+  readonly tracestate: string;
   private readonly abort = new AbortController();
   private running = false;
 
@@ -97,6 +100,8 @@ export class Job {
     this.createdMs = task.createdMs;
     this.token = task.token;
     this.key = task.key;
+    this.traceparent = task.traceparent;
+    this.tracestate = task.tracestate;
   }
 
   /** The payload as UTF-8 text. */

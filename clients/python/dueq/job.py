@@ -122,6 +122,7 @@ def job_document(fields: dict[str, str]) -> dict[str, Any]:
                       ("started", "st")):
         ms = _number(fields, key)
         doc[name], doc[name + "_ms"] = iso_time(ms), ms
+    doc["traceparent"], doc["tracestate"] = fields.get("tp") or None, fields.get("ts") or None
     doc["worker"] = bytes_json(fields["w"]) if fields.get("w") else None
     doc["finished"], doc["finished_ms"] = iso_time(finished), finished
     doc.update({"attempt": _number(fields, "a"), "max_attempts": _number(fields, "m"),

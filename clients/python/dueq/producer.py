@@ -69,6 +69,10 @@ class Job:
     unique_until: str = ""
     unique_for: float = 0.0
     start_by_ms: int = 0  # never started after this (Unix ms); 0: none (docs/jobs.md)
+    # W3C trace context (docs/jobs.md, "Tracing"): the caller's span, handed
+    # to the job's handler (Job.traceparent). "": none.
+    traceparent: str = ""
+    tracestate: str = ""
 
     def wire(self) -> list[Any]:
         fields = [self.queue, self.id, self.type, self.payload, self.due_ms, self.max_attempts, self.backoff_base_ms,
@@ -82,13 +86,29 @@ class Job:
             fields += [key, ukey, _UNIQUE_UNTIL[until], int(self.unique_for * 1000)]
         elif self.unique_until or self.unique_for:
             raise ValueError("unique_until and unique_for need a unique_key")
-        elif self.start_by_ms:
+        elif self.start_by_ms or self.traceparent:
             fields += [key, b"", 0, 0]  # the unique fields, as none, come before the deadline
         elif key:  # left out without one: a broker before 0.7 reads exactly 8 fields the same
             fields.append(key)
-        if self.start_by_ms:
+        if self.tracestate and not self.traceparent:
+            raise ValueError("tracestate needs a traceparent")
+        if self.start_by_ms or self.traceparent:
             fields.append(int(self.start_by_ms))
+        if self.traceparent:
+            fields += [self.traceparent, self.tracestate]
         return fields
+
+
+def current_trace_context() -> tuple[str, str]:
+    """The W3C traceparent and tracestate of the current OpenTelemetry span, as
+    its propagator writes them; ("", "") without opentelemetry or a span."""
+    try:
+        from opentelemetry import propagate  # type: ignore[import]
+    except ImportError:
+        return "", ""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier.get("traceparent", ""), carrier.get("tracestate", "")
 
 
 # The wire's unique_until (docs/protocol.md).
@@ -123,16 +143,21 @@ class Producer:
     def enqueue(self, queue: str, type: str, payload: Union[bytes, str] = b"", *, id: Optional[str] = None,
                 due_ms: int = 0, delay: Optional[float] = None, max_attempts: int = 0,
                 key: Union[str, bytes] = b"", unique_key: Union[str, bytes] = b"", unique_until: str = "",
-                unique_for: float = 0.0, start_by_ms: int = 0) -> EnqueueResult:
+                unique_for: float = 0.0, start_by_ms: int = 0, traceparent: Optional[str] = None,
+                tracestate: str = "") -> EnqueueResult:
         """Enqueues one job, due at `due_ms` or after `delay` seconds; raises Rejected when refused.
         The result is `accepted`, or `duplicate` when a job with this id exists (or, with
         `existing_id`, one holds its unique key). `key` and the unique fields: see Job.
-        `start_by_ms`: the job never starts after this, and goes dead "expired" (docs/jobs.md)."""
+        `start_by_ms`: the job never starts after this, and goes dead "expired" (docs/jobs.md).
+        `traceparent` and `tracestate`: the caller's W3C trace context, handed to the handler;
+        left out, the current OpenTelemetry span's when opentelemetry is installed."""
+        if traceparent is None:
+            traceparent, tracestate = current_trace_context()
         if delay is not None:
             due_ms = int(time.time() * 1000 + delay * 1000)
         job = Job(queue, type, payload.encode() if isinstance(payload, str) else payload, id or uuid.uuid4().hex,
                   due_ms, max_attempts, key=key, unique_key=unique_key, unique_until=unique_until,
-                  unique_for=unique_for, start_by_ms=start_by_ms)
+                  unique_for=unique_for, start_by_ms=start_by_ms, traceparent=traceparent, tracestate=tracestate)
         result = self.enqueue_many([job])[0]
         if result.status == EnqueueStatus.REJECTED:
             raise Rejected("rejected", result.reason)

@@ -203,6 +203,8 @@ class Task:
     start_check: int
     key: bytes = b""  # empty: none, or a broker before 0.7 (11 fields)
     start_by_ms: int = 0  # never started after this (Unix ms); 0: none, or a broker before 0.8
+    traceparent: str = ""  # the W3C trace context it was enqueued with; "": none (or a broker before 0.9)
+    tracestate: str = ""
 
     @property
     def ref(self) -> JobRef:
@@ -216,7 +218,9 @@ class Task:
                     _int(f[4], "due_ms"), _uint(f[5], "attempt", U32), _uint(f[6], "max_attempts", U32),
                     _uint(f[7], "token", low=1), _int(f[8], "created_ms"), _uint(f[9], "payload_checksum"),
                     start_check, _bytes(f[11], "key") if len(f) > 11 else b"",
-                    _int(f[12], "start_by_ms") if len(f) > 12 else 0)
+                    _int(f[12], "start_by_ms") if len(f) > 12 else 0,
+                    _str(f[13], "traceparent") if len(f) > 13 else "",
+                    _str(f[14], "tracestate") if len(f) > 14 else "")
 
 
 @dataclass(frozen=True)

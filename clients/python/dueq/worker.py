@@ -117,6 +117,10 @@ class Job:
     created_ms: int
     token: int
     key: bytes = b""  # the key it was enqueued with (empty: none)
+    # The W3C trace context it was enqueued with ("": none; docs/jobs.md,
+    # "Tracing"): start the handler's span as a child of it.
+    traceparent: str = ""
+    tracestate: str = ""
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _board: Optional[_ProgressBoard] = field(default=None, repr=False)
 
@@ -447,7 +451,8 @@ class Worker:
                 continue
             with self._lock:
                 self._jobs[key] = Job(task.queue, task.id, task.type, task.payload, task.attempt, task.max_attempts,
-                                      task.due_ms, task.created_ms, task.token, task.key, _board=self._progress)
+                                      task.due_ms, task.created_ms, task.token, task.key, task.traceparent,
+                                      task.tracestate, _board=self._progress)
                 if task.start_check == 0 and self._alone_pending():
                     self._held_back.append(task)
                 elif task.start_check == 0:
