@@ -1,7 +1,8 @@
 // Example of the C++ worker library: handlers for a few job types. With
 // --record FILE it appends one line per job start ("id attempt token start_us
-// due_ms created_ms pid payload-or-dash"), which the end-to-end tests and
-// benchmarks read (benchmarks put the send time in the payload).
+// due_ms created_ms pid payload-or-dash traceparent-or-dash"), which the
+// end-to-end tests, the nemesis suite and benchmarks read (benchmarks put
+// the send time in the payload).
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -22,15 +23,16 @@
 
 namespace {
 
-// Appends "id attempt token start_us due_ms created_ms pid payload-or-dash"
-// for each job start to `fd` (none when fd < 0).
+// Appends "id attempt token start_us due_ms created_ms pid payload-or-dash
+// traceparent-or-dash" for each job start to `fd` (none when fd < 0).
 void note_start(int fd, const dueq::Job& job) {
   if (fd < 0) return;
   const int64_t now_us = dueq::wall_us();
   const bool short_word =
       !job.payload.empty() && job.payload.size() <= 32 && job.payload.find_first_of(" \n\t") == std::string::npos;
-  const std::string line = fmt::format("{} {} {} {} {} {} {} {}\n", job.id, job.attempt, job.token, now_us, job.due_ms,
-                                       job.created_ms, ::getpid(), short_word ? job.payload : "-");
+  const std::string line = fmt::format("{} {} {} {} {} {} {} {} {}\n", job.id, job.attempt, job.token, now_us, job.due_ms,
+                                       job.created_ms, ::getpid(), short_word ? job.payload : "-",
+                                       job.traceparent.empty() ? "-" : job.traceparent);
   [[maybe_unused]] auto n = ::write(fd, line.data(), line.size());  // O_APPEND: one atomic line
 }
 

@@ -61,6 +61,7 @@ class Checking {
     check_waits();
     check_progress();
     check_edits();
+    check_traces();
     check_deadlines();
     check_keys();
     check_unique();
@@ -199,6 +200,21 @@ class Checking {
     if (start_by > ready_ms && unexcused_ms(ready_ms, start_by) >= start_by - ready_ms)
       wrong(job.id, fmt::format("EXPIRED with no fault to explain it: due (or accepted) at {} ms, its deadline {} ms later",
                                 ready_ms, start_by - ready_ms));
+  }
+
+  // Every start a worker recorded with its trace context (the example
+  // worker's) was handed the one its job was sent with, whatever faults
+  // came between; a job sent without one was handed none.
+  void check_traces() {
+    for (const auto& s : h_.starts) {
+      if (s.traceparent.empty()) continue;
+      const auto sent = h_.traces.find(s.id);
+      const std::string want = sent == h_.traces.end() ? "-" : sent->second;
+      if (sent != h_.traces.end()) ++v_.traced_starts;
+      if (s.traceparent != want)
+        wrong(s.id, fmt::format("TRACE CONTEXT LOST: a start (token {}) was handed '{}', the job was sent with '{}'", s.token,
+                                s.traceparent, want));
+    }
   }
 
   // A job never starts past its start-by deadline (the workers' clock is
@@ -497,9 +513,9 @@ std::string Verdict::report() const {
                                 cancelled);
   if (dead_by_reason.empty()) out += " 0";
   for (const auto& [reason, n] : dead_by_reason) out += fmt::format(" [{}: {}]", reason, n);
-  out += fmt::format("; finished jobs whose document is kept {}; rescheduled {}; edited {}; snoozed {}; expired {}; "
-                     "searched for by type {}; waits",
-                     documents_kept, rescheduled, edited, snoozes, expired, searches);
+  out += fmt::format("; finished jobs whose document is kept {}; rescheduled {}; edited {}; traced starts {}; snoozed {}; "
+                     "expired {}; searched for by type {}; waits",
+                     documents_kept, rescheduled, edited, traced_starts, snoozes, expired, searches);
   if (waits_by_state.empty()) out += " 0";
   for (const auto& [state, n] : waits_by_state) out += fmt::format(" {} {}", state, n);
   out += fmt::format("; progress samples {}", progress_samples);

@@ -54,6 +54,7 @@ struct Verdict {
   size_t documents_kept = 0;  // done or cancelled jobs whose document the broker still kept
   size_t rescheduled = 0;     // jobs an operator moved to a new due time
   size_t edited = 0;          // jobs whose payload an operator's edit replaced (edits.tsv)
+  size_t traced_starts = 0;   // starts of jobs sent with a trace context, recorded with the one handed (traces.tsv)
   size_t snoozes = 0;         // starts again of a snoozed job, its delay waited out
   size_t expired = 0;         // jobs with a start-by deadline that went dead "expired" (deadlines.tsv)
   size_t searches = 0;        // searches by type for a waiting job (searches.tsv)

@@ -63,7 +63,7 @@ bool read_starts(const std::filesystem::path& file, std::vector<Start>& out, std
     int64_t due = 0, created = 0;
     if (fields >> due >> created >> pid_or_due) {
       s.due_ms = due;
-      fields >> s.payload;
+      fields >> s.payload >> s.traceparent;
     }
     s.worker = file.filename().string();
     out.push_back(std::move(s));
@@ -118,6 +118,10 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
     auto at = f.size() == 2 ? number(f[1]) : std::nullopt;
     if (!at) return false;
     h.deadlines[f[0]] = *at;
+    return true;
+  }) && each_line(dir / "traces.tsv", error, [&](const std::vector<std::string>& f) {
+    if (f.size() != 2) return false;
+    h.traces[f[0]] = f[1];
     return true;
   }) && each_line(dir / "edits.tsv", error, [&](const std::vector<std::string>& f) {
     if (f.size() != 2) return false;

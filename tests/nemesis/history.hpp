@@ -11,6 +11,7 @@
 //                 due time (`dueq bulk run reschedule`, or `dueq job
 //                 reschedule` by id), before asking
 //   deadlines.tsv id, start-by ms: jobs sent with a start-by deadline
+//   traces.tsv    id, traceparent: jobs sent with a trace context
 //   edits.tsv     id, payload: jobs whose payload an operator's `dueq job
 //                 edit` replaced (written once the edit was answered done)
 //   deletes.tsv   queue, from ms, to ms: each `dueq queue delete` that
@@ -87,6 +88,9 @@ struct Start {
   std::string worker;  // the file it came from
   int64_t due_ms = 0;  // the due time the broker sent (the example worker records it), 0 when not recorded
   std::string payload; // the payload it ran with, "" when not recorded ("-" when long or empty)
+  // The traceparent its handler was given, "-" for none; "" when not
+  // recorded (a worker, or a run, before trace contexts).
+  std::string traceparent;
 };
 
 struct WaitSeen {
@@ -163,6 +167,7 @@ struct History {
   std::map<std::string, int64_t> reschedules;  // id -> the new due ms asked
   std::map<std::string, std::string> edits;     // edits.tsv: id -> the payload an edit gave it
   std::map<std::string, int64_t> deadlines;     // deadlines.tsv: id -> its start-by ms
+  std::map<std::string, std::string> traces;    // traces.tsv: id -> the traceparent it was sent with
   std::set<std::string> deleted_queues;  // deletes.tsv: queues a `dueq queue delete` removed
   std::vector<QueueDelete> deletes;      // deletes.tsv, each line
   std::map<std::string, std::vector<int64_t>> asks;  // asks.tsv: id -> when it was asked for again

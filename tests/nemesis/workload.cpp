@@ -126,6 +126,13 @@ void Workload::produce(int producer) {
         job.start_by_ms = std::max(job.due_ms, wall_ms()) + kStartWithinMs;
         append_line(dir_ / "deadlines.tsv", {job.id, std::to_string(job.start_by_ms)});
       }
+      // One in 8 jobs that hold no unique key (a debounce would give a job
+      // another's record) carries a trace context: every start of it must
+      // be handed the one it was sent with (traces.tsv).
+      if (job.unique_until == UniqueUntil::none && rng() % 8 == 0) {
+        job.traceparent = fmt::format("00-{:016x}{:016x}-{:016x}-01", rng() | 1, rng(), rng() | 1);
+        append_line(dir_ / "traces.tsv", {job.id, job.traceparent});
+      }
       batch.push_back(std::move(job));
     }
     send(client, std::move(batch));

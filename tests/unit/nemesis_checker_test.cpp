@@ -727,6 +727,26 @@ TEST(NemesisChecker, ASnoozedJobRunsAgainAsTheSameAttemptAfterItsDelayOnly) {
   EXPECT_TRUE(says(check(h, Bounds{}), "no fault to explain it"));
 }
 
+// A job sent with a trace context: each start recorded with one was handed
+// it; a job sent without one, none; a start recorded without the field (a
+// Python worker, an older run) is not held to it.
+TEST(NemesisChecker, EveryRecordedStartOfATracedJobWasHandedItsTraceContext) {
+  constexpr const char* kSent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  History h = healthy();
+  h.traces["j1"] = kSent;
+  h.starts[0].traceparent = kSent;
+  Verdict v = check(h, Bounds{});
+  EXPECT_TRUE(v.violations.empty()) << v.report();
+  EXPECT_EQ(v.traced_starts, 1U);
+  h.starts[0].traceparent = "-";
+  EXPECT_TRUE(says(check(h, Bounds{}), "j1: TRACE CONTEXT LOST"));
+  h.starts[0].traceparent = "";
+  EXPECT_TRUE(check(h, Bounds{}).violations.empty());
+  h.traces.clear();
+  h.starts[0].traceparent = kSent;
+  EXPECT_TRUE(says(check(h, Bounds{}), "was sent with '-'")) << "handed one it was not sent with";
+}
+
 // An edit answered done: the job's last start carries the edited payload.
 TEST(NemesisChecker, AnEditedJobsLastStartCarriesTheEditedPayload) {
   History h = healthy();
