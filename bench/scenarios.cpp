@@ -26,6 +26,7 @@ const std::vector<Scenario>& scenarios() {
       {"low_rate", "1,000 single-job enqueues per second: enqueue-to-start", true, low_rate},
       {"cluster", "steady flow over 6 queues on a Redis Cluster of 1, 2 and 3 masters: jobs/s, CPU per job", true, cluster_scale},
       {"http_handler", "dueq-worker's HTTP handler draining a backlog against a local server / the exec handler running /bin/true", true, http_handler},
+      {"trace", "100,000 jobs each with a W3C trace context / none: bulk enqueue and drain", true, trace_context},
       {"python_worker", "the Python package's worker draining a backlog of noop jobs / the C++ worker library", true, python_worker},
       {"node_worker", "the Node.js package's worker draining a backlog of noop jobs / the C++ worker library", true, node_worker},
       {"hello_flood", "one worker draining 20,000 jobs of 5 ms alone / beside 30,000 hit-and-run HELLOs", true, hello_flood},

@@ -70,6 +70,8 @@ Figures metrics_cost(const Options& o, Json& table);
 Figures hello_flood(const Options& o, Json& table);
 // bench/scenarios/http_handler.cpp: dueq-worker's HTTP handler against a local server / exec /bin/true.
 Figures http_handler(const Options& o, Json& table);
+// bench/scenarios/trace.cpp: bulk enqueue and drain with a trace context on every job / none.
+Figures trace_context(const Options& o, Json& table);
 // A backlog of `n` noop jobs (queue "py") drained by one worker process
 // (`argv`, the broker's endpoint and the queue appended); jobs/s from the
 // worker's start to the last job done (bench/scenarios/python_worker.cpp).

@@ -141,7 +141,9 @@ std::vector<std::string> Deployment::redis_command(const std::string& name) {
   std::filesystem::create_directories(data);
   std::vector<std::string> argv = {"redis-server", "--port", "6379", "--bind", net_.ip(name), "--dir", data.string(),
                                    "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no",
-                                   "--maxmemory-policy", "noeviction", "--daemonize", "no"};
+                                   "--maxmemory-policy", "noeviction", "--daemonize", "no",
+                                   // As deploy/redis.conf says: no wait before a returning replica's full sync.
+                                   "--repl-diskless-sync-delay", "0"};
   if (topology_.cluster) {
     // Its nodes.conf (in its directory) brings it back into the cluster.
     argv.insert(argv.end(), {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"});
