@@ -381,7 +381,8 @@ void Dispatcher::dispatch(QueueState& q, std::vector<LeasedJob>&& jobs, int64_t 
     inflight_.add(InflightJob{q.name, job.id, job.token, slots[slot].worker, deadline, false, false, frame.seq,
                               deadline - config_.delivery_timeout_ms, false,
                               job.start_check == proto::StartCheck::announce_alone, r.type});
-    frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size();
+    frame_bytes[slot] += r.payload.size() + job.id.size() + r.type.size() + r.key.size() + r.traceparent.size() +
+                         r.tracestate.size();
     frame.items.push_back(proto::Task{q.name, std::move(job.id), std::move(r.type), proto::Bytes{std::move(r.payload)},
                                       r.due_ms, job.attempt, r.max_attempts, job.token, r.created_ms,
                                       r.payload_checksum, job.start_check, proto::Bytes{std::move(r.key)},
