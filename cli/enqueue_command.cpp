@@ -128,8 +128,9 @@ std::expected<JobSpec, std::string> job_from_args(const EnqueueArgs& a) {
   }
   // A command run inside a traced process (an exec handler gets both
   // variables) carries its caller's context unless told otherwise.
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): nothing in dueq changes its environment
   const char* env_parent = std::getenv("TRACEPARENT");
-  const char* env_state = std::getenv("TRACESTATE");
+  const char* env_state = std::getenv("TRACESTATE");  // NOLINT(concurrency-mt-unsafe): likewise
   job.traceparent = !a.traceparent.empty() ? a.traceparent : env_parent != nullptr ? env_parent : "";
   job.tracestate = !a.tracestate.empty() || !a.traceparent.empty() ? a.tracestate : env_state != nullptr ? env_state : "";
   if (auto problem = job_problem(job)) return std::unexpected(*problem);
