@@ -695,9 +695,8 @@ def check_corrupted_failed_final(case: WorkerCase) -> None:
 
 def check_results_resent_after_welcome(case: WorkerCase) -> None:
     """§3.3: HELLO again on unknown_worker, and unconfirmed RESULTS resent after the new WELCOME."""
-    withheld = getattr(case, "withheld", None)
-    if withheld is None:
-        raise CaseFailed("the worker sent no RESULTS")
+    case.wait_for(lambda: getattr(case, "withheld", None) is not None, 15, "the worker sent no RESULTS")
+    withheld = case.withheld  # type: ignore[attr-defined]
     injected_at = [t for t, d, f in case.proxy.log if d == "injected" and f[1] == TYPES["ERROR"]]
 
     def resent() -> bool:
