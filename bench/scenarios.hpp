@@ -3,6 +3,7 @@
 // registry `dueq-bench --scenario` picks from. A scenario starts its own
 // cluster, runs once, and returns its figures (the driver runs it --runs
 // times and reports medians); rows it adds to `table` go into its record.
+#include <functional>
 #include <vector>
 
 #include "bench/harness.hpp"
@@ -76,6 +77,13 @@ Figures trace_context(const Options& o, Json& table);
 // (`argv`, the broker's endpoint and the queue appended); jobs/s from the
 // worker's start to the last job done (bench/scenarios/python_worker.cpp).
 double drain_backlog(std::vector<std::string> argv, size_t n);
+// A worker of another language at each of `levels` (started by
+// `worker_at(level)`) and dueq-example-worker × 16, each draining 20,000
+// noop jobs (500 in a smoke run) alone, the process's start included:
+// {language}_x{level}_jobs_per_s, its best, cpp_jobs_per_s and the ratio
+// {language}_over_cpp (bench/scenarios/python_worker.cpp).
+Figures against_cpp_worker(const Options& o, Json& table, const std::string& language, const std::vector<int>& levels,
+                           const std::function<std::vector<std::string>(int)>& worker_at);
 // bench/scenarios/python_worker.cpp: the Python worker / dueq-example-worker, noop backlogs.
 Figures python_worker(const Options& o, Json& table);
 // bench/scenarios/node_worker.cpp: the Node.js worker / dueq-example-worker, noop backlogs.

@@ -13,7 +13,7 @@ using namespace dueq::testing;
 // queue: enqueue-to-start p99 of the jobs sent while the audit ran, beside
 // the same flow without it, and whether any worker or lease lapsed.
 Figures audit_under_load(const Options& o, Json&) {
-  const size_t n = o.smoke ? 5'000 : 1'000'000;
+  const size_t n = o.smoke ? 1'000 : 1'000'000;
   const int queues = o.smoke ? 1 : 100;
   const double rate = o.smoke ? 2'000 : 20'000;
   const double quiet_s = o.smoke ? 1 : 10;

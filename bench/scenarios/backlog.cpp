@@ -7,7 +7,7 @@ namespace dueq::bench {
 using namespace dueq::testing;
 
 Figures backlog(const Options& o, Json&) {
-  const size_t n = o.smoke ? 5'000 : 1'000'000;
+  const size_t n = o.smoke ? 1'000 : 1'000'000;
   const double seconds = o.smoke ? 1 : 10;
   Figures f;
   for (const bool loaded : {false, true}) {

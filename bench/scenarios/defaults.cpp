@@ -12,7 +12,7 @@ using namespace dueq::testing;
 // setting of the other scenarios) and with --prefetch 32 (= concurrency, the
 // default before it adapted).
 Figures default_settings(const Options& o, Json&, const std::vector<std::string>& prefetches) {
-  const size_t n = o.smoke ? 5'000 : 100'000;
+  const size_t n = o.smoke ? 1'000 : 100'000;
   Figures f;
   for (const std::string& prefetch : prefetches) {
     Cluster cluster;

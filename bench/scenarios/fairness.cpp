@@ -15,7 +15,7 @@ struct Backlogged {
   int weight;
   size_t jobs, smoke_jobs;
 };
-constexpr Backlogged kBacklogged[] = {{"heavy", 1, 1'000'000, 30'000}, {"w2", 2, 200'000, 12'000}, {"w3", 3, 300'000, 18'000}};
+constexpr Backlogged kBacklogged[] = {{"heavy", 1, 1'000'000, 5'000}, {"w2", 2, 200'000, 2'000}, {"w3", 3, 300'000, 3'000}};
 constexpr size_t kLightKeys = 1'000;
 constexpr double kLightRate = 500;  // light jobs per second, over the light keys in turn
 

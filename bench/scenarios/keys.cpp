@@ -13,11 +13,11 @@ struct KeyedVariant {
   size_t keys;         // distinct keys (0: no key)
 };
 
-// 100,000 ready jobs (5,000 in a smoke run) of queue "k" under `variant`,
+// 100,000 ready jobs (1,000 in a smoke run) of queue "k" under `variant`,
 // drained by 2 example workers x 32 with --prefetch 500 from the moment
 // they start: jobs/s.
 double drain(const Options& o, const KeyedVariant& variant) {
-  const size_t n = o.smoke ? 5'000 : 100'000;
+  const size_t n = o.smoke ? 1'000 : 100'000;
   const std::filesystem::path dir = make_temp_dir("bench-keys");
   const auto config = write_config(dir, std::string("[queues.k]\n") + variant.config + "\n");
   double rate = 0;
@@ -46,7 +46,7 @@ double drain(const Options& o, const KeyedVariant& variant) {
 // 100 jobs each (the parking and releasing of turns), and a fair queue of
 // 100,000 keys (the tags), in one run.
 Figures keyed_throughput(const Options& o, Json&) {
-  const size_t keys = o.smoke ? 5'000 : 100'000;
+  const size_t keys = o.smoke ? 1'000 : 100'000;
   const KeyedVariant variants[] = {
       {"no_keys", "", 0},
       {"keys_no_limit", "", keys},

@@ -10,8 +10,8 @@ namespace dueq::bench {
 using namespace dueq::testing;
 
 Figures memory(const Options& o, Json&) {
-  const size_t n = o.smoke ? 5'000 : 1'000'000;
-  const size_t finished = o.smoke ? 5'000 : 500'000;
+  const size_t n = o.smoke ? 1'000 : 1'000'000;
+  const size_t finished = o.smoke ? 1'000 : 500'000;
   // Queue "finished" keeps every finished job's document, so that its
   // history hash can be weighed.
   const auto config = std::filesystem::temp_directory_path() / fmt::format("dueq-bench-memory-{}.toml", ::getpid());

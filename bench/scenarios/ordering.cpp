@@ -70,13 +70,13 @@ std::vector<JobSpec> ordered_jobs(size_t n, int64_t from_ms, int64_t spread_ms) 
 
 }  // namespace
 
-// 100,000 jobs (5,000 in a smoke run) of an ordered queue, 100 each of
+// 100,000 jobs (1,000 in a smoke run) of an ordered queue, 100 each of
 // 1,000 keys due at random over 10 s, run by 3 example workers x 16 given
 // both brokers' endpoints while a worker is SIGKILLed (and another started)
 // every 2 s and the leading broker is SIGKILLed once, 4 s in (its standby
 // takes over): order violations found in the starts, which must be 0.
 Figures ordering(const Options& o, Json& table) {
-  const size_t n = o.smoke ? 5'000 : 100'000;
+  const size_t n = o.smoke ? 1'000 : 100'000;
   const int64_t spread_ms = o.smoke ? 3'000 : 10'000;
   const std::filesystem::path dir = make_temp_dir("bench-ordering");
   const auto config = write_config(dir, "[queues.o]\nordered = true\nmax_attempts = 50\n");

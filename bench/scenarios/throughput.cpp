@@ -9,7 +9,7 @@ using namespace dueq::testing;
 // Bulk (n jobs enqueued, then drained) and steady throughput on one fresh
 // cluster of `workers` processes.
 Figures bulk_and_steady(const Options& o, int workers, int concurrency, const Link& link) {
-  const size_t n = o.smoke ? 5'000 : 200'000;
+  const size_t n = o.smoke ? 1'000 : 200'000;
   const double steady_s = o.smoke ? 1 : 20;
   Cluster cluster(link.broker_args, {}, link.admin);
   Figures f = redis_baselines(cluster.redis());

@@ -8,12 +8,12 @@ namespace {
 
 constexpr const char* kTraceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
-// 100,000 jobs (5,000 in a smoke run) of queue "tr", each with a trace
+// 100,000 jobs (1,000 in a smoke run) of queue "tr", each with a trace
 // context (a traceparent and a 30-byte tracestate) or none: enqueued in
 // bulk (jobs/s), then drained by 2 example workers x 32 with --prefetch 500
 // from the moment they start (jobs/s).
 std::pair<double, double> enqueue_and_drain(const Options& o, bool traced) {
-  const size_t n = o.smoke ? 5'000 : 100'000;
+  const size_t n = o.smoke ? 1'000 : 100'000;
   Cluster cluster;
   std::vector<JobSpec> jobs = noop_jobs(n, "tr");
   for (size_t i = 0; traced && i < n; ++i) {

@@ -9,10 +9,10 @@ using namespace dueq::testing;
 
 namespace {
 
-// Bulk enqueue of 100,000 jobs (5,000 in a smoke run) into a fresh queue,
+// Bulk enqueue of 100,000 jobs (1,000 in a smoke run) into a fresh queue,
 // each with a unique key of its own held until done or none: jobs/s.
 double bulk_enqueue(const Options& o, bool unique) {
-  const size_t n = o.smoke ? 5'000 : 100'000;
+  const size_t n = o.smoke ? 1'000 : 100'000;
   Cluster cluster;
   std::vector<JobSpec> jobs = noop_jobs(n, "u", wall_ms() + 3'600'000);
   for (size_t i = 0; unique && i < n; ++i) {

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <fstream>
 #include <optional>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -88,13 +89,20 @@ TEST(EndToEnd, ConnectionsPastTheOpenFileLimitAreTurnedAwayWithoutSpinning) {
   ASSERT_TRUE(eventually([&] { return done() == 2; }, 10s));
   ASSERT_TRUE(eventually([&] { return cluster.log_count("turned") >= 1; }, 15s)) << "no session was turned away";
   // A new producer is told at once, before its one 1 s attempt times out
-  // (the link check alone would wait 60 s).
+  // (the link check alone would wait 60 s). The 40 peers reconnect every
+  // 100 ms and take what descriptors come free; a newcomer that finds one
+  // first is served (into a queue no worker takes, so the counts below stay),
+  // and the next one tries.
   {
-    Client newcomer(cluster.endpoint(), ClientOptions{.timeout_ms = 1'000, .attempts = 1, .connect_timeout_ms = 60'000});
-    const auto refused = newcomer.enqueue({"fds", "noop", "", "refused", 0, 1});
-    ASSERT_FALSE(refused);
-    EXPECT_EQ(refused.error().code, "unavailable") << refused.error().message;
-    EXPECT_NE(refused.error().message.find("open-file limit"), std::string::npos) << refused.error().message;
+    std::optional<ClientError> refusal;
+    for (int n = 0; n < 50 && !refusal; ++n) {
+      Client newcomer(cluster.endpoint(), ClientOptions{.timeout_ms = 1'000, .attempts = 1, .connect_timeout_ms = 60'000});
+      auto r = newcomer.enqueue({"fds-newcomers", "noop", "", fmt::format("newcomer-{}", n), 0, 1});
+      if (!r) refusal = r.error();
+    }
+    ASSERT_TRUE(refusal) << "50 newcomers were all served at the open-file limit";
+    EXPECT_EQ(refusal->code, "unavailable") << refusal->message;
+    EXPECT_NE(refusal->message.find("open-file limit"), std::string::npos) << refusal->message;
   }
   const int64_t cpu_before = cpu_ms(broker);
   std::this_thread::sleep_for(5s);
@@ -130,15 +138,16 @@ TEST(EndToEnd, ConnectionsPastTheOpenFileLimitAreTurnedAwayWithoutSpinning) {
 // broker's memory and CPU and the healthy producer's enqueue latency.
 // HOSTILE=<bits> runs some of them only, to see what each costs: 1 squatter,
 // 2 HELLO flood, 4 slow reader, 8 pipelining producer.
-// 12,000 hit-and-run HELLOs under distinct routing ids, each taking what the
+// 6,000 hit-and-run HELLOs under distinct routing ids, each taking what the
 // broker sends it and vanishing, beside a healthy worker: deliveries nobody
-// was seen to start charge no attempt, so not one of 2,000 max_attempts=1
-// jobs ends dead (a43b6cc: 1,916 of 2,000, per the measurement).
+// was seen to start charge no attempt, so not one of 1,000 max_attempts=1
+// jobs ends dead (a43b6cc: 1,916 of 2,000 beside 12,000, per the issue's
+// measurement).
 TEST(EndToEnd, ABurstOfHitAndRunHellosSendsNoJobToTheDeadLetters) {
   Cluster cluster;
   Client client(cluster.endpoint());
   std::vector<JobSpec> jobs;
-  for (int i = 0; i < 2000; ++i) jobs.push_back({"burst", "sleep", "5", fmt::format("job-{}", i), 0, 1});
+  for (int i = 0; i < 1000; ++i) jobs.push_back({"burst", "sleep", "5", fmt::format("job-{}", i), 0, 1});
   ASSERT_TRUE(client.enqueue_batch(jobs));
   const pid_t broker = cluster.broker().pid();
   const int64_t rss_before_kb = memory_kb(broker, "VmRSS:");
@@ -149,17 +158,17 @@ TEST(EndToEnd, ABurstOfHitAndRunHellosSendsNoJobToTheDeadLetters) {
   for (int t = 0; t < 4; ++t)
     peers.emplace_back([&, t] {
       zmq::context_t context;
-      for (int i = t; i < 12'000 && std::chrono::steady_clock::now() < give_up; i += 4) {
+      for (int i = t; i < 6'000 && std::chrono::steady_clock::now() < give_up; i += 4) {
         deliveries_taken += hit_and_run(context, cluster.endpoint(), "burst", i);
         ++hellos;
       }
     });
   for (auto& p : peers) p.join();
-  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("burst"); return s && s->done + s->dead == 2000; }, 120s));
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("burst"); return s && s->done + s->dead == 1000; }, 120s));
   auto s = cluster.stats("burst");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->dead, 0);
-  EXPECT_EQ(s->done, 2000);
+  EXPECT_EQ(s->done, 1000);
   EXPECT_TRUE(cluster.broker().running());
   std::printf("[ figures  ] %d hit-and-run HELLOs took %d TASKS frames: %lld dead, %lld done; broker RSS %lld -> %lld kB\n",
               hellos.load(), deliveries_taken.load(), static_cast<long long>(s->dead), static_cast<long long>(s->done),
@@ -231,10 +240,10 @@ TEST(EndToEnd, HostilePeersBesideAHealthyWorkerLoseNothing) {
   Client client(cluster.endpoint(), ClientOptions{.timeout_ms = 10'000, .attempts = 3});
   std::vector<double> latency_ms;
   int64_t max_rss_kb = rss_before_kb;
-  // Enough one-at-a-time jobs to cross every flood many times over (the
+  // Enough one-at-a-time jobs to cross every flood several times (the
   // floods repeat every 2 s at most; each job waits its turn behind them, so
-  // 25 take about half a minute in the sanitized suite); more only lengthen it.
-  constexpr int kJobs = 25;
+  // 12 take about 15 s in the sanitized suite); more only lengthen it.
+  constexpr int kJobs = 12;
   for (int i = 0; i < kJobs; ++i) {
     const int64_t t0 = wall_us();
     auto r = client.enqueue({"good", "noop", "", fmt::format("good-{}", i), 0, 0});

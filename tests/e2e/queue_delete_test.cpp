@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "broker/store/redis_connection.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace dueq;
@@ -42,6 +43,12 @@ bool delete_beside_enqueue(Client& admin, Client& producer, const JobSpec& job, 
   deleter.join();
   EXPECT_TRUE(accepted) << job.id << ": " << (accepted ? "" : accepted.error().message);
   return deleted;
+}
+
+// Whether the registry a take-over reads names `queue`.
+bool registered(broker::RedisConnection& redis, const std::string& queue) {
+  auto reply = redis.run(broker::Command{"SISMEMBER", "dueq:{leader}:queues"}.add(queue));
+  return reply && (*reply)->type == REDIS_REPLY_INTEGER && (*reply)->integer == 1;
 }
 
 }  // namespace
@@ -94,6 +101,8 @@ TEST(QueueDelete, AJobEnqueuedBesideADeleteLeavesItsQueueRegistered) {
   Client admin(cluster.endpoint());
   ASSERT_TRUE(producer.enqueue({"racy", "t", "", "first", Client::in_ms(3'600'000), 3}));
   ASSERT_EQ(run_dueq(cluster.endpoint(), "cancel first").code, 0);
+  auto redis = broker::RedisConnection::connect(*parse_redis_url(cluster.redis().url()), 5000);
+  ASSERT_TRUE(redis) << redis.error().message;
   std::mt19937 rng(7);
   int deleted = 0, unregistered = 0;
   for (int i = 0; i < 300; ++i) {
@@ -102,9 +111,10 @@ TEST(QueueDelete, AJobEnqueuedBesideADeleteLeavesItsQueueRegistered) {
                               std::chrono::microseconds(rng() % 400)))
       ++deleted;
     ASSERT_FALSE(::testing::Test::HasFailure());
-    if (cluster.redis().cli("SISMEMBER dueq:{leader}:queues racy") != "1") ++unregistered;
-    // Empty again (a cancelled id is no job) for the next round.
-    ASSERT_EQ(run_dueq(cluster.endpoint(), "cancel --queue racy " + id).code, 0);
+    if (!registered(*redis, "racy")) ++unregistered;
+    // Empty again (a cancelled id is no job) for the next round; through the
+    // client, not `dueq cancel`: 300 sanitized CLI starts took a minute.
+    ASSERT_TRUE(admin.admin(AdminCommand{"cancel", "racy", {id}, 0, 0}));
   }
   std::printf("[ race     ] 300 enqueues beside a delete: %d deletes landed\n", deleted);
   EXPECT_GT(deleted, 0);
@@ -136,9 +146,15 @@ TEST(QueueDelete, EnqueuesRacingDeletesAreNeverLost) {
     }
   });
   int deletes = 0;
-  // 150 deletes, and on until one landed (at most 1,000).
-  for (int i = 0; i < 1'000 && (i < 150 || deletes == 0); ++i) {
-    if (run_dueq(cluster.endpoint(), "queue delete racy", true).code == 0) ++deletes;
+  // A delete every 10 ms through the client (the first test runs `dueq queue
+  // delete` itself), 150 of them and on until three landed (at most 30 s):
+  // the producer's pauses, in which the worker may empty the queue, come
+  // every 50 jobs.
+  Client admin(cluster.endpoint());
+  const auto give_up = std::chrono::steady_clock::now() + 30s;
+  for (int i = 0; (i < 150 || deletes < 3) && std::chrono::steady_clock::now() < give_up; ++i) {
+    if (admin.admin(AdminCommand{"queue_delete", "racy", {}, 0, 0})) ++deletes;
+    std::this_thread::sleep_for(10ms);
   }
   stop = true;
   producer.join();

@@ -584,16 +584,31 @@ TEST(Recovery, ProducersBeyondTheBacklogAreRefusedWithARetryHint) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Recovery, WithMinReplicasAJobIsAcceptedOnlyOnceAReplicaHasIt) {
-  const auto dir = make_temp_dir("wait");
-  Cluster probe;  // provides the master Redis
-  RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(probe.redis().port())});
-  ASSERT_TRUE(eventually([&] { return replica.cli("INFO replication").find("master_link_status:up") != std::string::npos; }, 10s));
+namespace {
+
+// Whether `replica` has its master's data and follows it.
+bool following(const RedisServer& replica) {
+  return replica.cli("INFO replication").find("master_link_status:up") != std::string::npos;
+}
+
+// The probe's broker replaced by one with min_replicas = 1 (replica_timeout
+// 300 ms), once `replica` follows the probe's Redis; its config in `dir`.
+void lead_with_one_replica(Cluster& probe, const RedisServer& replica, const std::filesystem::path& dir) {
+  ASSERT_TRUE(eventually([&] { return following(replica); }, 10s));
   const auto config = dir / "broker.toml";
   std::ofstream(config) << "min_replicas = 1\nreplica_timeout = \"300ms\"\n";
   probe.broker().signal(SIGKILL);
   probe.broker().wait();
   probe.start_broker({"--config", config.string()});
+}
+
+}  // namespace
+
+TEST(Recovery, WithMinReplicasAJobIsAcceptedOnlyOnceAReplicaHasIt) {
+  const auto dir = make_temp_dir("wait");
+  Cluster probe;  // provides the master Redis
+  RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(probe.redis().port())});
+  ASSERT_NO_FATAL_FAILURE(lead_with_one_replica(probe, replica, dir));
   EXPECT_EQ(dueq_cli(probe.endpoint(), "enqueue --queue r --type t --payload x --id replicated").code, 0);
   EXPECT_EQ(replica.cli("HEXISTS 'dueq:{r}:jobs' replicated"), "1");
   EXPECT_NE(replica.cli("ZSCORE 'dueq:{r}:ready' replicated"), "");
@@ -614,12 +629,7 @@ TEST(Recovery, WithMinReplicasAnOperatorsChangeIsAnsweredDoneOnlyOnceAReplicaHas
   const auto dir = make_temp_dir("wait-admin");
   Cluster probe;  // provides the master Redis
   RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(probe.redis().port())});
-  ASSERT_TRUE(eventually([&] { return replica.cli("INFO replication").find("master_link_status:up") != std::string::npos; }, 10s));
-  const auto config = dir / "broker.toml";
-  std::ofstream(config) << "min_replicas = 1\nreplica_timeout = \"300ms\"\n";
-  probe.broker().signal(SIGKILL);
-  probe.broker().wait();
-  probe.start_broker({"--config", config.string()});
+  ASSERT_NO_FATAL_FAILURE(lead_with_one_replica(probe, replica, dir));
   Client client(probe.endpoint());
   for (const char* id : {"a1", "a2", "a3"})
     ASSERT_TRUE(client.enqueue({.queue = "r", .type = "t", .payload = "old", .id = id, .due_ms = Client::in_ms(3'600'000)}));
@@ -656,7 +666,7 @@ TEST(Recovery, WithMinReplicasAnOperatorsChangeIsAnsweredDoneOnlyOnceAReplicaHas
   // A replica again: the client's retry of the same edit (its version now
   // stale) finds its payload there and is done.
   RedisServer again({"--replicaof", "127.0.0.1", std::to_string(probe.redis().port())});
-  ASSERT_TRUE(eventually([&] { return again.cli("INFO replication").find("master_link_status:up") != std::string::npos; }, 10s));
+  ASSERT_TRUE(eventually([&] { return following(again); }, 10s));
   auto retried = client.edit_payload("a2", "unreplicated-edit", a2_read, "r");
   ASSERT_TRUE(retried) << retried.error().message;
   EXPECT_EQ(*retried, version("a2"));

@@ -38,11 +38,9 @@ getent passwd dueq >/dev/null || { echo "no user dueq"; exit 1; }
 pkg-config --exists dueq || { echo "pkg-config does not find dueq"; exit 1; }
 
 echo "== a broker and a worker from the installed paths"
-ENDPOINT=tcp://127.0.0.1:$(free_port)
 # The packaged config, on a free port (another test may hold 7600).
-runuser -u dueq -- /usr/bin/dueq-broker --config /etc/dueq/broker.toml --listen "$ENDPOINT" >"$WORK/broker.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 200); do /usr/bin/dueq --broker "$ENDPOINT" --timeout 200ms stats >/dev/null 2>&1 && break; sleep 0.05; done
+start_broker /usr/bin/dueq "$WORK/broker.log" runuser -u dueq -- /usr/bin/dueq-broker --config /etc/dueq/broker.toml
+ENDPOINT=$BROKER_ENDPOINT
 /usr/bin/dueq-worker --broker "$ENDPOINT" --queue packaged --exec 'hi=cat > "$DUEQ_RESULT_FILE"' >"$WORK/worker.log" 2>&1 &
 PIDS+=($!)
 /usr/bin/dueq --broker "$ENDPOINT" enqueue --queue packaged --type hi --id deb-1 --payload 'from the package' >/dev/null

@@ -32,10 +32,8 @@ for program in worker producer; do
   g++ -std=c++23 -O1 "$SRC/$program.cpp" -o "$WORK/by-pkg/greet-$program" $(pkg-config --cflags --libs dueq) -Wl,-rpath,"$LIBDIR"
 done
 
-ENDPOINT=tcp://127.0.0.1:$(free_port)
-"$PREFIX/bin/dueq-broker" --data-dir "$WORK/data" --listen "$ENDPOINT" >"$WORK/broker.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 200); do "$PREFIX/bin/dueq" --broker "$ENDPOINT" --timeout 200ms stats >/dev/null 2>&1 && break; sleep 0.05; done
+start_broker "$PREFIX/bin/dueq" "$WORK/broker.log" "$PREFIX/bin/dueq-broker" --data-dir "$WORK/data"
+ENDPOINT=$BROKER_ENDPOINT
 
 run_through() {  # worker build, producer build, payload
   "$WORK/$1/greet-worker" "$ENDPOINT" >"$WORK/worker-$1.log" 2>&1 &

@@ -1,5 +1,6 @@
 #!/bin/bash
-# The Node.js package (clients/node): `tsc --strict` finds nothing, `npm pack`
+# The Node.js package (clients/node), built with `tsc --strict` by the
+# fixture node.InstallsFromItsLockfileAndBuilds (a finding fails it): `npm pack`
 # makes a package that installs into a new project from the pack and npm's
 # cache alone (its dependencies as the lockfile pins them), and the
 # README's worker and producer run as printed against a real broker: the
@@ -13,20 +14,15 @@ work="$(mktemp -d /tmp/dueq-node-XXXXXX)"
 trap 'stop_started; rm -rf "$work"' EXIT
 
 cd "$root/clients/node"
-npx --no-install tsc -p tsconfig.json --noEmit
-echo "tsc --strict: clean"
-npm pack --silent --pack-destination "$work" >/dev/null
+npm pack --ignore-scripts --silent --pack-destination "$work" >/dev/null  # dist/ is the fixture's build
 mkdir "$work/app" && cd "$work/app"
 npm init -y >/dev/null && npm pkg set type=module
 npm install --offline --no-audit --no-fund --silent "$work"/dueq-*.tgz
 test -f node_modules/dueq/dist/index.d.ts || { echo "the package has no type declarations"; exit 1; }
 test ! -e node_modules/dueq/src || { echo "the package ships its sources"; exit 1; }
 
-port=$(free_port)
-endpoint=tcp://127.0.0.1:$port
-"$bin/dueq-broker" --data-dir "$work/data" --listen "$endpoint" >"$work/broker.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 200); do "$bin/dueq" --broker "$endpoint" --timeout 200ms stats >/dev/null 2>&1 && break; sleep 0.05; done
+start_broker "$bin/dueq" "$work/broker.log" "$bin/dueq-broker" --data-dir "$work/data"
+endpoint=$BROKER_ENDPOINT
 
 # The README's two ```js blocks, with the names they leave to the reader.
 python3 - "$root/clients/node/README.md" "$endpoint" "$work" <<'PY'
