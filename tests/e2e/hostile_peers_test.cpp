@@ -89,18 +89,24 @@ TEST(EndToEnd, ConnectionsPastTheOpenFileLimitAreTurnedAwayWithoutSpinning) {
   ASSERT_TRUE(eventually([&] { return done() == 2; }, 10s));
   ASSERT_TRUE(eventually([&] { return cluster.log_count("turned") >= 1; }, 15s)) << "no session was turned away";
   // A new producer is told at once, before its one 1 s attempt times out
-  // (the link check alone would wait 60 s). The 40 peers reconnect every
-  // 100 ms and take what descriptors come free; a newcomer that finds one
-  // first is served (into a queue no worker takes, so the counts below stay),
-  // and the next one tries.
+  // (the link check alone would wait 60 s). Once the flood's peers are in,
+  // a descriptor may be free: a newcomer that finds one is served (into a
+  // queue no worker takes, so the counts below stay). So each try comes
+  // right behind eight more flooding peers, which put the broker past its
+  // limit again.
   {
     std::optional<ClientError> refusal;
-    for (int n = 0; n < 50 && !refusal; ++n) {
+    for (int n = 0; n < 20 && !refusal; ++n) {
+      for (int i = 0; i < 8; ++i) {
+        flood.emplace_back(context, zmq::socket_type::dealer);
+        flood.back().set(zmq::sockopt::linger, 0);
+        flood.back().connect(cluster.endpoint());
+      }
       Client newcomer(cluster.endpoint(), ClientOptions{.timeout_ms = 1'000, .attempts = 1, .connect_timeout_ms = 60'000});
       auto r = newcomer.enqueue({"fds-newcomers", "noop", "", fmt::format("newcomer-{}", n), 0, 1});
       if (!r) refusal = r.error();
     }
-    ASSERT_TRUE(refusal) << "50 newcomers were all served at the open-file limit";
+    ASSERT_TRUE(refusal) << "20 newcomers were all served at the open-file limit";
     EXPECT_EQ(refusal->code, "unavailable") << refusal->message;
     EXPECT_NE(refusal->message.find("open-file limit"), std::string::npos) << refusal->message;
   }

@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -33,16 +35,24 @@ inline bool port_bindable(int port) {
 // kernel's ephemeral range: the source ports of outgoing connections (many,
 // in a parallel suite) come from that range, and one of them could take a
 // port handed out here before its server binds it ("Address already in
-// use"). Random, so that tests running at once rarely pick the same one.
+// use"). Random, so that tests running at once rarely pick the same one;
+// never one this process handed out before (a broker's ZeroMQ and HTTP
+// ports, drawn one after the other, once came out the same).
 inline int free_port() {
   int ephemeral_low = 32768;
   std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
   constexpr int kLowest = 10'000;
   thread_local std::mt19937 random(std::random_device{}());
+  static std::mutex given_mutex;
+  static std::set<int> given;
   if (ephemeral_low > kLowest + 1'000)
     for (int attempt = 0; attempt < 100; ++attempt) {
       const int port = kLowest + static_cast<int>(random() % static_cast<unsigned>(ephemeral_low - kLowest));
-      if (port_bindable(port)) return port;
+      std::lock_guard lock(given_mutex);
+      if (!given.contains(port) && port_bindable(port)) {
+        given.insert(port);
+        return port;
+      }
     }
   // No room below the range: one the kernel picks.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
