@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,13 +76,19 @@ inline double percentile(std::vector<double> values, double p) {
   return values[std::min(values.size() - 1, static_cast<size_t>(p / 100.0 * static_cast<double>(values.size())))];
 }
 
-// Polls `condition` every `every` until it holds or `timeout` passes.
+// Polls `condition` until it holds or `timeout` passes: every `every` when
+// given; by default after 20 ms, then half as long again each time up to
+// 100 ms. Many conditions run a sanitized `dueq` (0.1 s of CPU each) or ask
+// the broker, and the suite is bound by its two cores: a condition met at
+// once is seen as soon, a long wait asks a fifth as often.
 template <typename F>
-bool eventually(F condition, std::chrono::milliseconds timeout, std::chrono::milliseconds every = std::chrono::milliseconds(20)) {
+bool eventually(F condition, std::chrono::milliseconds timeout, std::optional<std::chrono::milliseconds> every = std::nullopt) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::chrono::milliseconds pause = every.value_or(std::chrono::milliseconds(20));
   while (std::chrono::steady_clock::now() < deadline) {
     if (condition()) return true;
-    std::this_thread::sleep_for(every);
+    std::this_thread::sleep_for(pause);
+    if (!every) pause = std::min(pause * 3 / 2, std::chrono::milliseconds(100));
   }
   return condition();
 }
