@@ -90,7 +90,7 @@ class Workload {
   // left there.
   std::optional<Cancellable> waiting_job(std::mt19937_64& rng, int64_t ahead_ms, bool take = true);
   // `dueq queue delete` of the transient queue; deletes.tsv names it when it landed.
-  void delete_transient_queue();
+  void delete_transient_queue(Client& admin);
   // A job every 400 ms to the transient queue (`<queue>-transient`), due
   // within 1.5 s, of a type that succeeds: the queue empties now and then,
   // and the operator's deletes race its enqueues.
