@@ -35,7 +35,8 @@ inline bool port_bindable(int port) {
 
 // Whether a Redis server (or sentinel) on this loopback port answers PING
 // with PONG within 200 ms: one connection in this process, where redis-cli
-// was a shell and a process per try (about 3,000 of them in a suite).
+// was a shell and a process per try (most of the 2,905 redis-cli runs
+// of a suite at 4cc64dc).
 inline bool answers_ping(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
