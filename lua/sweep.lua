@@ -64,6 +64,23 @@ local function earliest(slot, score)
   if score and (out[slot] < 0 or tonumber(score) < out[slot]) then out[slot] = tonumber(score) end
 end
 
+-- Of the ids of set k that finished in the ms `at`, those ranked below
+-- `first_kept` (ids of one ms in the set's order): the trim below stops
+-- before that ms, but a batch of acks finishes many jobs in one ms, and
+-- history_max keeps that many newest, not every job of the ms it ends in.
+-- Up to 10,000 ids at once, not `limit`: those trimmed before are looked
+-- at again (HDEL counts only the entries still there). A ms holds a few
+-- hundred finishes at most; past 10,000 its excess waits for
+-- history_retention.
+local function trim_ties(k, at, first_kept)
+  local excess = first_kept - redis.call("ZCOUNT", KEYS[k], "-inf", "(" .. at)
+  if excess <= 0 or excess > 10000 then return end
+  local ids = redis.call("ZRANGEBYSCORE", KEYS[k], at, at, "LIMIT", 0, excess)
+  for i = 1, #ids, 5000 do
+    out[5] = out[5] + redis.call("HDEL", KEYS[4], unpack(ids, i, math.min(i + 4999, #ids)))
+  end
+end
+
 -- The history entries of set k finished before its cut, from where the
 -- last trim stopped, at most `limit` ids; an id is looked at once unless
 -- more than `limit` finished in the same ms (all of those are taken then).
@@ -71,8 +88,9 @@ local function trim_history(k, from_field)
   local cut = history_cutoff
   local card = redis.call("ZCARD", KEYS[k])
   if history_max > 0 and card > history_max then
-    local oldest_kept = redis.call("ZRANGE", KEYS[k], card - history_max, card - history_max, "WITHSCORES")[2]
-    cut = math.max(cut, tonumber(oldest_kept))
+    local oldest_kept = tonumber(redis.call("ZRANGE", KEYS[k], card - history_max, card - history_max, "WITHSCORES")[2])
+    cut = math.max(cut, oldest_kept)
+    if cut == oldest_kept then trim_ties(k, oldest_kept, card - history_max) end
   end
   local from = redis.call("HGET", KEYS[3], from_field) or "-inf"
   -- Never back: a cut below where the last trim stopped (history turned

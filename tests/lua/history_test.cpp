@@ -101,6 +101,35 @@ TEST_F(Scripts, TheSweepKeepsTheHistoryMaxNewestAndTakesEveryJobOfTheMsWhereItSt
   EXPECT_EQ(field(l[0].id, "t"), "");
 }
 
+// A batch of acks finishes its jobs in one ms: history_max still keeps
+// that many, not every job of the ms where the newest ones begin.
+TEST_F(Scripts, TheSweepKeepsTheHistoryMaxNewestWhenManyFinishedInTheSameMs) {
+  std::vector<proto::NewJob> jobs;
+  for (int i = 0; i < 4; ++i) jobs.push_back(job("j" + std::to_string(i)));
+  enqueue(jobs, 1000);
+  auto l = lease(4, 9000);
+  ASSERT_EQ(l.size(), 4u);
+  Round ack;  // all four finish at 2000
+  ack.add(calls::ack("q", 2000, 60, {{l[0].id, l[0].token, 1, "w"}, {l[1].id, l[1].token, 1, "w"},
+                                     {l[2].id, l[2].token, 1, "w"}, {l[3].id, l[3].token, 1, "w"}}, true));
+  run(ack);
+  Round count;
+  count.add(calls::sweep("q", 0, 100, 1000, 0, 0, 2));
+  EXPECT_EQ(*ints(run(count)), (std::vector<int64_t>{0, 0, 0, 2000, 2, 2000, 0}));
+  EXPECT_EQ(hlen(*redis_), "2");
+  EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' history_trimmed"), "2");
+  // Again: nothing more goes.
+  Round again;
+  again.add(calls::sweep("q", 0, 100, 1000, 0, 0, 2));
+  EXPECT_EQ(*ints(run(again)), (std::vector<int64_t>{0, 0, 0, 2000, 0, 2000, 0}));
+  EXPECT_EQ(hlen(*redis_), "2");
+  // A call of a smaller limit trims its ties all the same.
+  Round one;
+  one.add(calls::sweep("q", 0, 1, 1000, 0, 0, 1));
+  EXPECT_EQ(*ints(run(one)), (std::vector<int64_t>{0, 0, 0, 2000, 1, 2000, 0}));
+  EXPECT_EQ(hlen(*redis_), "1");
+}
+
 TEST_F(Scripts, CancelledJobsKeepTheirDocumentByEveryWayTheyEndCancelled) {
   enqueue({job("waiting"), job("running"), job("expired")}, 1000);
   Round cancel_waiting;
