@@ -166,14 +166,16 @@ TEST(Progress, ForgedMalformedAndFloodedReportsChangeNothingBesideAHealthyWorker
   EXPECT_TRUE(refused(proto::encode(proto::Progress{}))) << "no items";
 
   // A flood: 50 frames of 10,000 reports each about jobs the forger does
-  // not hold, while the healthy worker runs 500 jobs.
+  // not hold, while the healthy worker runs its jobs.
+  constexpr int kHealthyJobs = 500;
   std::vector<JobSpec> jobs;
-  for (int i = 0; i < 500; ++i) jobs.push_back({.queue = "n", .type = "noop", .id = fmt::format("n-{}", i)});
+  for (int i = 0; i < kHealthyJobs; ++i) jobs.push_back({.queue = "n", .type = "noop", .id = fmt::format("n-{}", i)});
   ASSERT_TRUE(client.enqueue_batch(jobs));
   std::vector<proto::ProgressItem> flood;
-  for (int i = 0; i < 10'000; ++i) flood.push_back({"n", fmt::format("n-{}", i % 500), 42, 1, proto::Bytes{std::string(256, 'f')}});
+  for (int i = 0; i < 10'000; ++i)
+    flood.push_back({"n", fmt::format("n-{}", i % kHealthyJobs), 42, 1, proto::Bytes{std::string(256, 'f')}});
   for (int i = 0; i < 50; ++i) forger.send(proto::Progress{flood});
-  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("n"); return s && s->done == 500; }, 120s))
+  ASSERT_TRUE(eventually([&] { auto s = cluster.stats("n"); return s && s->done == kHealthyJobs; }, 120s))
       << "the healthy worker's jobs did not all run";
 
   const json doc = progress_doc(cluster, "mine", "p");
