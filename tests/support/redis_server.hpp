@@ -10,24 +10,33 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include "tests/support/process.hpp"
 
 namespace dueq::testing {
 
-// Whether a loopback TCP port can be bound right now.
-inline bool port_bindable(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+// 127.0.0.1:`port` as a socket address.
+inline sockaddr_in loopback_address(int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port));
+  return addr;
+}
+
+// Whether a loopback TCP port can be bound right now.
+inline bool port_bindable(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = loopback_address(port);
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   ::close(fd);
   return ok;
@@ -43,10 +52,7 @@ inline bool answers_ping(int port) {
   const timeval limit{0, 200'000};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
+  sockaddr_in addr = loopback_address(port);
   bool pong = false;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
     std::string got;
@@ -109,7 +115,6 @@ inline std::filesystem::path make_temp_dir(const std::string& tag) {
   return ::mkdtemp(pattern.data());
 }
 
-// Runs a shell command and returns its standard output without trailing newlines.
 // A test's own temp dir, removed when the test ends unless it failed (the
 // logs are kept for a look). Declared before the processes that write into
 // it, so it goes after them.
@@ -129,6 +134,7 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// Runs a shell command and returns its standard output without trailing newlines.
 inline std::string command_output(const std::string& cmd) {
   std::string out;
   if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
@@ -153,6 +159,106 @@ inline size_t count_of(const std::string& text, const std::string& needle) {
   size_t count = 0;
   for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++count;
   return count;
+}
+
+// The words of `args` as /bin/sh splits them (blanks; '...' and "..."
+// quoting; backslash escapes), or nothing when it asks the shell for more
+// than that (a redirection, a pipe, an expansion) or passes redis-cli an
+// option.
+inline std::optional<std::vector<std::string>> shell_words(const std::string& args) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const char c = args[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else if (c == '\'') {
+      const size_t end = args.find('\'', i + 1);
+      if (end == std::string::npos) return std::nullopt;
+      word.append(args, i + 1, end - i - 1);
+      i = end;
+      in_word = true;
+    } else if (c == '"') {
+      for (++i; i < args.size() && args[i] != '"'; ++i) {
+        if (args[i] == '$' || args[i] == '`') return std::nullopt;
+        if (args[i] == '\\' && i + 1 < args.size() && std::string_view("$`\"\\\n").find(args[i + 1]) != std::string_view::npos) ++i;
+        word += args[i];
+      }
+      if (i == args.size()) return std::nullopt;
+      in_word = true;
+    } else if (c == '\\') {
+      if (++i == args.size()) return std::nullopt;
+      word += args[i];
+      in_word = true;
+    } else if (std::string_view("<>|;&$`()").find(c) != std::string_view::npos) {
+      return std::nullopt;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  if (words.empty() || words.front().starts_with("-")) return std::nullopt;
+  return words;
+}
+
+// `reply` as redis-cli prints it when its output is not a terminal: strings
+// and errors as they are, integers in decimal, nil as nothing, each element
+// of an array (nested ones flattened) on a line of its own.
+inline void append_cli_text(const redisReply* reply, std::string& out) {
+  switch (reply->type) {
+    case REDIS_REPLY_INTEGER:
+      out += std::to_string(reply->integer);
+      break;
+    case REDIS_REPLY_ARRAY:
+      for (size_t i = 0; i < reply->elements; ++i) {
+        if (i > 0) out += '\n';
+        append_cli_text(reply->element[i], out);
+      }
+      break;
+    case REDIS_REPLY_NIL:
+      break;
+    default:
+      out.append(reply->str, reply->len);
+  }
+}
+
+// What `redis-cli -p PORT ARGS 2>&1` prints (trailing newlines dropped),
+// for one command asked over a connection of this process: a redis-cli is
+// a shell and two processes, about 50 ms of CPU on a loaded machine, and
+// tests poll with it. ARGS the shell would do more with still go to a
+// redis-cli.
+inline std::string redis_cli_output(int port, const std::string& args) {
+  const auto words = shell_words(args);
+  if (!words) return command_output("redis-cli -p " + std::to_string(port) + " " + args + " 2>&1");
+  redisContext* c = redisConnectWithTimeout("127.0.0.1", port, timeval{5, 0});
+  if (c == nullptr) return "Could not connect to Redis at 127.0.0.1:" + std::to_string(port) + ": out of memory";
+  std::string out;
+  if (c->err != 0) {
+    out = "Could not connect to Redis at 127.0.0.1:" + std::to_string(port) + ": " + c->errstr;
+  } else {
+    // Longer than any command a test sends blocks (WAIT 1 5000): redis-cli waits without limit.
+    redisSetTimeout(c, timeval{120, 0});
+    std::vector<const char*> argv;
+    std::vector<size_t> lengths;
+    for (const auto& w : *words) {
+      argv.push_back(w.data());
+      lengths.push_back(w.size());
+    }
+    auto* reply = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+    if (reply == nullptr) {
+      out = std::string("Error: ") + c->errstr;
+    } else {
+      append_cli_text(reply, out);
+      freeReplyObject(reply);
+    }
+  }
+  redisFree(c);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
 }
 
 class RedisServer {
@@ -189,10 +295,8 @@ class RedisServer {
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
   const std::filesystem::path& dir() const { return dir_; }
 
-  // Runs redis-cli against this server and returns its output.
-  std::string cli(const std::string& args) const {
-    return command_output("redis-cli -p " + std::to_string(port_) + " " + args + " 2>&1");
-  }
+  // What redis-cli prints for ARGS against this server (redis_cli_output).
+  std::string cli(const std::string& args) const { return redis_cli_output(port_, args); }
 
  private:
   void wait_ready() {

@@ -44,16 +44,14 @@ class Sentinels {
     for (size_t i = 0; i < ports_.size(); ++i) out += (i == 0 ? "" : ",") + std::string("127.0.0.1:") + std::to_string(ports_[i]);
     return out + "/" + master_name_;
   }
-  std::string cli(size_t sentinel, const std::string& args) const {
-    return command_output("redis-cli -p " + std::to_string(ports_.at(sentinel)) + " " + args + " 2>&1");
-  }
-  // The master's port as sentinel `i` names it; 0 when it names none.
+  std::string cli(size_t sentinel, const std::string& args) const { return redis_cli_output(ports_.at(sentinel), args); }
   // Stops sentinel `i` for good (SIGKILL).
   void kill(size_t i) {
     processes_.at(i)->signal(SIGKILL);
     processes_.at(i)->wait();
   }
 
+  // The master's port as sentinel `i` names it; 0 when it names none.
   int master_port(size_t i = 0) const {
     const std::string out = cli(i, "SENTINEL get-master-addr-by-name " + master_name_);
     const auto newline = out.find('\n');
