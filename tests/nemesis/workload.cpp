@@ -7,11 +7,8 @@
 #include <map>
 #include <regex>
 
-#include <nlohmann/json.hpp>
-
 #include "common/clock.hpp"
 #include "tests/nemesis/history.hpp"
-#include "tests/support/cluster.hpp"
 
 namespace dueq::nemesis {
 
@@ -272,44 +269,52 @@ void Workload::send(Client& client, std::vector<JobSpec> batch, int64_t ask_agai
 
 void Workload::operate() {
   std::mt19937_64 rng(options_.seed * 31 + 7);
-  // As `dueq --timeout 5s` asks (its retries included), in this process:
-  // a sanitized dueq costs 0.1 s of CPU to start, three times a second.
+  // The operator's requests go as `dueq --timeout 5s` sends them (its
+  // retries included), from this process: a sanitized dueq costs 0.1 s of
+  // CPU to start, which twice a second took a third of a run's CPU.
   Client admin(options_.endpoints, ClientOptions{.timeout_ms = 5000, .attempts = 3});
   while (producing_) {
-    if (rng() % 40 == 0) cancel_one(rng);
-    if (rng() % 40 == 0) reschedule_one(rng);
-    if (rng() % 40 == 0) edit_one(rng);
+    if (rng() % 40 == 0) cancel_one(admin, rng);
+    if (rng() % 40 == 0) reschedule_one(admin, rng);
+    if (rng() % 40 == 0) edit_one(admin, rng);
     if (rng() % 3 == 0) delete_transient_queue(admin);
-    if (rng() % 20 == 0) search_one(rng);
-    if (rng() % 20 == 0) sample_progress();
+    if (rng() % 20 == 0) search_one(admin, rng);
+    if (rng() % 20 == 0) sample_progress(admin);
     std::this_thread::sleep_for(100ms);
   }
 }
 
 namespace {
 
-// The string field `name` of the JSON object in `text`, with tabs and line
-// breaks made spaces (a history line holds it), or "(no NAME)".
-std::string json_field(const std::string& text, const std::string& name) {
-  const auto doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains(name) || !doc[name].is_string()) return "(no " + name + ")";
-  std::string value = doc[name].get<std::string>();
-  std::replace_if(value.begin(), value.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
-  return value;
+// `text` with tabs and line breaks made spaces: a history line holds it.
+std::string one_line(std::string text) {
+  std::replace_if(text.begin(), text.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
+  return text;
+}
+
+// Rows of an admin answer, one per line, as `key=value` pairs.
+std::string rows_text(const AdminResult& result) {
+  std::string out = "summary: " + result.summary + "\n";
+  for (const auto& row : result.rows) {
+    for (const auto& [key, value] : row) out.append(key).append("=").append(value).append(" ");
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace
 
-void Workload::search_one(std::mt19937_64& rng) {
+void Workload::search_one(Client& admin, std::mt19937_64& rng) {
   auto job = waiting_job(rng, 3'000, false);
   if (!job) return;
   const int64_t at_ms = wall_ms();
-  const auto run = testing::run_dueq(
-      options_.endpoints,
-      fmt::format("--timeout 5s search {} --states scheduled --type {} --id-prefix {} --json", job->queue, job->type, job->id),
-      false);
-  if (run.code != 0) return;  // unanswered (a fault): nothing learned
-  const bool found = run.out.find('"' + job->id + '"') != std::string::npos;
+  const auto run = admin.admin(AdminCommand{"search", job->queue, {}, 0, 0,
+                                            {{"states", "scheduled"}, {"type", job->type}, {"id_prefix", job->id}}});
+  if (!run) return;  // unanswered (a fault): nothing learned
+  const bool found = std::any_of(run->rows.begin(), run->rows.end(), [&](const auto& row) {
+    const auto id = row.find("id");
+    return id != row.end() && id->second == job->id;
+  });
   if (found) {
     append_line(dir_ / "searches.tsv", {job->id, std::to_string(at_ms), "found"});
     return;
@@ -318,18 +323,19 @@ void Workload::search_one(std::mt19937_64& rng) {
   // and where a lookup finds the job right after go with it, to tell a
   // search that passed over a scheduled job from one that was right.
   const int64_t answered_ms = wall_ms();
-  const auto lookup = testing::run_dueq(options_.endpoints, fmt::format("--timeout 5s job --queue {} {} --json", job->queue, job->id), false);
+  const auto lookup = admin.job_document(job->id, job->queue);
   // The audit names partitions the schedule's index or its type index
   // misses (search-misses.txt, kept with the run's history).
-  const auto audit = testing::run_dueq(options_.endpoints, "--timeout 10s audit --queue " + job->queue);
+  const auto audit = admin.admin(AdminCommand{"audit", job->queue, {}, 0, 0});
+  std::string state_after = "(lookup failed)";
+  if (lookup) state_after = *lookup ? (*lookup)->state : "(no such job)";
   {
     std::ofstream out(dir_ / "search-misses.txt", std::ios::app);
-    out << "search for " << job->id << " at wall ms " << at_ms << ":\n" << run.out << "lookup:\n" << lookup.out
-        << "audit (exit " << audit.code << "):\n" << audit.out << "\n";
+    out << "search for " << job->id << " at wall ms " << at_ms << ":\n" << rows_text(*run) << "lookup: " << state_after
+        << "\naudit:\n" << (audit ? rows_text(*audit) : "(failed: " + audit.error().message + ")\n") << "\n";
   }
   append_line(dir_ / "searches.tsv", {job->id, std::to_string(at_ms), "missing", std::to_string(answered_ms),
-                                      json_field(run.out, "summary"),
-                                      lookup.code == 0 ? json_field(lookup.out, "state") : fmt::format("(lookup exit {})", lookup.code)});
+                                      one_line(run->summary), one_line(state_after)});
 }
 
 void Workload::delete_transient_queue(Client& admin) {
@@ -358,48 +364,57 @@ std::optional<Workload::Cancellable> Workload::waiting_job(std::mt19937_64& rng,
   return job;
 }
 
-void Workload::cancel_one(std::mt19937_64& rng) {
+void Workload::cancel_one(Client& admin, std::mt19937_64& rng) {
   auto job = waiting_job(rng, 1'000);
   if (!job) return;
   append_line(dir_ / "cancels.tsv", {job->id});
-  (void)testing::run_dueq(options_.endpoints, "--timeout 5s cancel --queue " + job->queue + " " + job->id);
+  (void)admin.admin(AdminCommand{"cancel", job->queue, {job->id}, 0, 0});
+}
+
+// The progress `dueq workers` shows beside each job a worker holds (the
+// text of its "jobs" field): the sleep handler's text names its own job's
+// id (progress.tsv).
+void Workload::sample_progress(Client& admin) {
+  const auto listed = admin.admin(AdminCommand{"workers", "", {}, 0, 0});
+  if (!listed) return;  // unanswered (a fault) or a listing too soon after another
+  static const std::regex kShown(R"(([^\s/,]+)/(\S+) (?:running|held) -?\d+ ms \((\d+)% (\S+) slept)");
+  for (const auto& row : listed->rows) {
+    const auto jobs = row.find("jobs");
+    if (jobs == row.end()) continue;
+    for (std::sregex_iterator it(jobs->second.begin(), jobs->second.end(), kShown), end; it != end; ++it)
+      append_line(dir_ / "progress.tsv", {(*it)[2].str(), (*it)[4].str(), (*it)[3].str()});
+  }
 }
 
 // A job due 3 s or more from now moved up to 2 s earlier or later (never
-// before 1.5 s from now, nor after the last due time), through a bulk
-// action whose filter selects it alone.
-// The progress `dueq workers` shows beside each job a worker holds: the
-// sleep handler's text names its own job's id (progress.tsv).
-void Workload::sample_progress() {
-  const auto run = testing::run_dueq(options_.endpoints, "--timeout 5s workers", false);
-  if (run.code != 0) return;  // unanswered (a fault) or a listing too soon after another
-  static const std::regex kShown(R"(([^\s/,]+)/(\S+) (?:running|held) -?\d+ ms \((\d+)% (\S+) slept)");
-  for (std::sregex_iterator it(run.out.begin(), run.out.end(), kShown), end; it != end; ++it)
-    append_line(dir_ / "progress.tsv", {(*it)[2].str(), (*it)[4].str(), (*it)[3].str()});
-}
-
-void Workload::reschedule_one(std::mt19937_64& rng) {
+// before 1.5 s from now, nor after the last due time): by id, or through a
+// bulk action whose filter selects it alone.
+void Workload::reschedule_one(Client& admin, std::mt19937_64& rng) {
   auto job = waiting_job(rng, 3'000);
   if (!job) return;
   const int64_t moved = job->due_ms + static_cast<int64_t>(rng() % 4'001) - 2'000;
   const int64_t due = std::min(std::max(moved, wall_ms() + 1'500), options_.last_due_ms);
   append_line(dir_ / "reschedules.tsv", {job->id, std::to_string(due)});
-  if (rng() % 2 == 0)
-    (void)testing::run_dueq(options_.endpoints, fmt::format("--timeout 5s job reschedule {} --queue {} --at {}", job->id, job->queue, due));
-  else
-    (void)testing::run_dueq(options_.endpoints, fmt::format("--timeout 5s bulk run reschedule {} --state scheduled --id-prefix {} --at {}",
-                                                            job->queue, job->id, due));
+  if (rng() % 2 == 0) {
+    (void)admin.reschedule(job->id, due, job->queue);
+    return;
+  }
+  // Started, not followed to its end as `dueq bulk run` does: the broker
+  // goes on with it whatever the asker does.
+  (void)admin.admin(AdminCommand{"bulk", job->queue, {}, 0, 0,
+                                 {{"action", "reschedule"}, {"state", "scheduled"}, {"id_prefix", job->id}, {"at_ms", std::to_string(due)}}});
 }
 
 // The payload of a sleep job due 3 s or more from now (not a unique one: a
-// debounce would replace its record) becomes kEditedPayload; edits.tsv
-// names it once the broker answered that the edit landed.
-void Workload::edit_one(std::mt19937_64& rng) {
+// debounce would replace its record) becomes kEditedPayload, at the version
+// read just before (as `dueq job edit` without --version); edits.tsv names
+// it once the broker answered that the edit landed.
+void Workload::edit_one(Client& admin, std::mt19937_64& rng) {
   auto job = waiting_job(rng, 3'000);
   if (!job || job->type != "sleep" || job->id.starts_with("u")) return;
-  const auto run = testing::run_dueq(options_.endpoints,
-                                     fmt::format("--timeout 5s job edit {} --queue {} --payload {}", job->id, job->queue, kEditedPayload));
-  if (run.code == 0) append_line(dir_ / "edits.tsv", {job->id, kEditedPayload});
+  const auto read = admin.job_document(job->id, job->queue);
+  if (!read || !*read) return;
+  if (admin.edit_payload(job->id, kEditedPayload, (*read)->version, job->queue)) append_line(dir_ / "edits.tsv", {job->id, kEditedPayload});
 }
 
 }  // namespace dueq::nemesis

@@ -71,16 +71,17 @@ class Workload {
   // cancels.tsv before it is asked: on a thread of its own, so that an
   // answer slow in coming (a broker cut off) delays no fault.
   void operate();
-  void cancel_one(std::mt19937_64& rng);
-  // Half through `dueq job reschedule` (by id), half through a bulk action.
-  void reschedule_one(std::mt19937_64& rng);
-  // `dueq job edit` of a waiting sleep job's payload (to kEditedPayload).
-  void edit_one(std::mt19937_64& rng);
+  // Each asks what a `dueq` command asks, through `admin`.
+  void cancel_one(Client& admin, std::mt19937_64& rng);
+  // Half by id (`dueq job reschedule`), half through a bulk action.
+  void reschedule_one(Client& admin, std::mt19937_64& rng);
+  // A waiting sleep job's payload to kEditedPayload (`dueq job edit`).
+  void edit_one(Client& admin, std::mt19937_64& rng);
   // A search of the scheduled state by type (the type index) for a job
   // waiting 3 s or more ahead that no operator touched; searches.tsv
   // records whether an answered search found it.
-  void search_one(std::mt19937_64& rng);
-  void sample_progress();
+  void search_one(Client& admin, std::mt19937_64& rng);
+  void sample_progress(Client& admin);
   struct Cancellable {
     std::string id, queue, type;
     int64_t due_ms = 0;
@@ -89,7 +90,7 @@ class Workload {
   // operator may still cancel or reschedule: taken from them (`take`), or
   // left there.
   std::optional<Cancellable> waiting_job(std::mt19937_64& rng, int64_t ahead_ms, bool take = true);
-  // `dueq queue delete` of the transient queue; deletes.tsv names it when it landed.
+  // The transient queue deleted (`dueq queue delete`); deletes.tsv names it when it landed.
   void delete_transient_queue(Client& admin);
   // A job every 400 ms to the transient queue (`<queue>-transient`), due
   // within 1.5 s, of a type that succeeds: the queue empties now and then,
