@@ -12,7 +12,7 @@ using namespace dueq::testing::scripts;
 
 namespace {
 
-proto::NewJob keyed(std::string id, std::string key, int64_t due = 0) {
+proto::NewJob fair_keyed(std::string id, std::string key, int64_t due = 0) {
   return proto::NewJob{"q", std::move(id), "t", proto::Bytes{"p"}, due, 0, 0, 0, proto::Bytes{std::move(key)}};
 }
 
@@ -64,9 +64,9 @@ class Fair : public Scripts {
 
 TEST_F(Fair, ALightKeysJobGoesAheadOfAHeavyKeysBacklog) {
   std::vector<proto::NewJob> heavy;
-  for (int i = 0; i < 1000; ++i) heavy.push_back(keyed("h" + padded(i), "heavy", 100));
+  for (int i = 0; i < 1000; ++i) heavy.push_back(fair_keyed("h" + padded(i), "heavy", 100));
   enqueue_fair(heavy, 1000);
-  enqueue_fair({keyed("l1", "light-1", 500), keyed("l2", "light-2", 500), job("solo", 500)}, 1000);
+  enqueue_fair({fair_keyed("l1", "light-1", 500), fair_keyed("l2", "light-2", 500), job("solo", 500)}, 1000);
   auto first = lease_with(4, fair_limits(1000));
   std::set<std::string> ids;
   for (const auto& j : first) ids.insert(j.id);
@@ -76,9 +76,9 @@ TEST_F(Fair, ALightKeysJobGoesAheadOfAHeavyKeysBacklog) {
 
 TEST_F(Fair, WithoutFairnessTheSameLightJobsWaitBehindTheBacklog) {
   std::vector<proto::NewJob> heavy;
-  for (int i = 0; i < 1000; ++i) heavy.push_back(keyed("h" + padded(i), "heavy", 100));
+  for (int i = 0; i < 1000; ++i) heavy.push_back(fair_keyed("h" + padded(i), "heavy", 100));
   enqueue_fair(heavy, 1000, /*fair=*/false);
-  enqueue_fair({keyed("l1", "light-1", 500), keyed("l2", "light-2", 500)}, 1000, false);
+  enqueue_fair({fair_keyed("l1", "light-1", 500), fair_keyed("l2", "light-2", 500)}, 1000, false);
   auto first = lease_with(4, LeaseLimits{1000, 0, 0, 1, 0, false, false});
   EXPECT_EQ(per_key(first), (std::map<std::string, int>{{"heavy", 4}})) << "due order: the backlog goes first";
 }
@@ -87,7 +87,7 @@ TEST_F(Fair, KeysWithJobsWaitingShareTheLeasesByWeight) {
   weigh("A", 3);
   std::vector<proto::NewJob> jobs;
   for (int i = 0; i < 600; ++i)
-    for (const char* key : {"A", "B", "C"}) jobs.push_back(keyed(std::string(key) + padded(i), key, 100 + i));
+    for (const char* key : {"A", "B", "C"}) jobs.push_back(fair_keyed(std::string(key) + padded(i), key, 100 + i));
   enqueue_fair(jobs, 1000);
   std::vector<LeasedJob> taken;
   for (int round = 0; round < 5; ++round)
@@ -109,7 +109,7 @@ TEST_F(Fair, KeysWithJobsWaitingShareTheLeasesByWeight) {
 TEST_F(Fair, PromotedJobsTakeTheirTagsInDueOrderAcrossPartitions) {
   // Ids spread over many schedule partitions; due times in reverse id order.
   std::vector<proto::NewJob> jobs;
-  for (int i = 0; i < 200; ++i) jobs.push_back(keyed("a" + padded(i), "A", 10'000 - i));
+  for (int i = 0; i < 200; ++i) jobs.push_back(fair_keyed("a" + padded(i), "A", 10'000 - i));
   enqueue_fair(jobs, 1000);
   promote_fair(20'000);
   std::vector<std::string> order;
@@ -121,8 +121,8 @@ TEST_F(Fair, PromotedJobsTakeTheirTagsInDueOrderAcrossPartitions) {
 
 TEST_F(Fair, AHeavyBacklogPromotedFirstDoesNotHoldUpALightKeyPromotedLater) {
   std::vector<proto::NewJob> jobs;
-  for (int i = 0; i < 2000; ++i) jobs.push_back(keyed("h" + padded(i), "heavy", 5000));
-  jobs.push_back(keyed("light", "light", 6000));
+  for (int i = 0; i < 2000; ++i) jobs.push_back(fair_keyed("h" + padded(i), "heavy", 5000));
+  jobs.push_back(fair_keyed("light", "light", 6000));
   enqueue_fair(jobs, 1000);
   promote_fair(5500);
   ASSERT_EQ(lease_with(10, fair_limits(5500)).size(), 10u);
@@ -134,8 +134,8 @@ TEST_F(Fair, AHeavyBacklogPromotedFirstDoesNotHoldUpALightKeyPromotedLater) {
 
 TEST_F(Fair, AFairQueuesKeyLimitParksTheKeysOtherJobsAndItsAckLetsTheNextRun) {
   std::vector<proto::NewJob> jobs;
-  for (int i = 0; i < 10; ++i) jobs.push_back(keyed("h" + padded(i), "heavy", 100));
-  jobs.push_back(keyed("light", "light", 100));
+  for (int i = 0; i < 10; ++i) jobs.push_back(fair_keyed("h" + padded(i), "heavy", 100));
+  jobs.push_back(fair_keyed("light", "light", 100));
   enqueue_fair(jobs, 1000);
   LeaseLimits limits = fair_limits(1000);
   limits.per_key = 1;
@@ -154,7 +154,7 @@ TEST_F(Fair, AFairQueuesKeyLimitParksTheKeysOtherJobsAndItsAckLetsTheNextRun) {
 }
 
 TEST_F(Fair, IdleKeysCostNothingAndAQueueNoLongerFairDropsItsState) {
-  enqueue_fair({keyed("a1", "A", 100), keyed("a2", "A", 100), keyed("b1", "B", 100)}, 1000);
+  enqueue_fair({fair_keyed("a1", "A", 100), fair_keyed("a2", "A", 100), fair_keyed("b1", "B", 100)}, 1000);
   EXPECT_EQ(cli("ZCARD 'dueq:{q}:fair:finish'"), "2") << "A and B have jobs in line";
   EXPECT_EQ(cli("GET 'dueq:{q}:fair'"), "1000") << "the virtual time started at the first enqueue";
   Round stats;
@@ -165,7 +165,7 @@ TEST_F(Fair, IdleKeysCostNothingAndAQueueNoLongerFairDropsItsState) {
   EXPECT_EQ(lease_with(10, fair_limits(1000)).size(), 3u);
   EXPECT_EQ(cli("EXISTS 'dueq:{q}:fair:finish'"), "0") << "nothing in line: no key keeps a finish tag";
   EXPECT_EQ(cli("GET 'dueq:{q}:fair'"), "2000") << "raised to a2's tag, the highest leased";
-  enqueue_fair({keyed("c1", "C", 100)}, 3000);
+  enqueue_fair({fair_keyed("c1", "C", 100)}, 3000);
   lease_with(10, LeaseLimits{3000, 0, 0, 1, 0, false, false});
   EXPECT_EQ(cli("EXISTS 'dueq:{q}:fair'"), "0") << "a lease of a queue no longer fair removed the virtual time";
 }
