@@ -228,35 +228,30 @@ inline void append_cli_text(const redisReply* reply, std::string& out) {
 
 // What `redis-cli -p PORT ARGS 2>&1` prints (trailing newlines dropped),
 // for one command asked over a connection of this process: a redis-cli is
-// a shell and two processes, about 50 ms of CPU on a loaded machine, and
-// tests poll with it. ARGS the shell would do more with still go to a
-// redis-cli.
+// a shell and a process, about 50 ms of CPU on a loaded machine, and tests
+// poll with it. ARGS the shell would do more with still go to a redis-cli.
 inline std::string redis_cli_output(int port, const std::string& args) {
   const auto words = shell_words(args);
   if (!words) return command_output("redis-cli -p " + std::to_string(port) + " " + args + " 2>&1");
-  redisContext* c = redisConnectWithTimeout("127.0.0.1", port, timeval{5, 0});
-  if (c == nullptr) return "Could not connect to Redis at 127.0.0.1:" + std::to_string(port) + ": out of memory";
-  std::string out;
-  if (c->err != 0) {
-    out = "Could not connect to Redis at 127.0.0.1:" + std::to_string(port) + ": " + c->errstr;
-  } else {
-    // Longer than any command a test sends blocks (WAIT 1 5000): redis-cli waits without limit.
-    redisSetTimeout(c, timeval{120, 0});
-    std::vector<const char*> argv;
-    std::vector<size_t> lengths;
-    for (const auto& w : *words) {
-      argv.push_back(w.data());
-      lengths.push_back(w.size());
-    }
-    auto* reply = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lengths.data()));
-    if (reply == nullptr) {
-      out = std::string("Error: ") + c->errstr;
-    } else {
-      append_cli_text(reply, out);
-      freeReplyObject(reply);
-    }
+  const std::string at = "127.0.0.1:" + std::to_string(port);
+  const std::unique_ptr<redisContext, decltype(&redisFree)> c(redisConnectWithTimeout("127.0.0.1", port, timeval{5, 0}),
+                                                              &redisFree);
+  if (!c) return "Could not connect to Redis at " + at + ": out of memory";
+  if (c->err != 0) return "Could not connect to Redis at " + at + ": " + c->errstr;
+  // Longer than any command a test sends blocks (WAIT 1 5000): redis-cli waits without limit.
+  redisSetTimeout(c.get(), timeval{120, 0});
+  std::vector<const char*> argv;
+  std::vector<size_t> lengths;
+  for (const auto& w : *words) {
+    argv.push_back(w.data());
+    lengths.push_back(w.size());
   }
-  redisFree(c);
+  const std::unique_ptr<redisReply, decltype(&freeReplyObject)> reply(
+      static_cast<redisReply*>(redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())),
+      &freeReplyObject);
+  if (!reply) return std::string("Error: ") + c->errstr;
+  std::string out;
+  append_cli_text(reply.get(), out);
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   return out;
 }
