@@ -11,6 +11,14 @@ namespace {
 
 std::string hlen(dueq::testing::RedisServer& redis) { return redis.cli("HLEN 'dueq:{q}:history'"); }
 
+// The acks of `jobs`, all finished at `finished_ms` in one call that keeps
+// their documents.
+Command ack_all_at(int64_t finished_ms, const std::vector<LeasedJob>& jobs) {
+  std::vector<AckItem> items;
+  for (const auto& j : jobs) items.push_back({j.id, j.token, 1, "w"});
+  return calls::ack("q", finished_ms, 60, items, true);
+}
+
 }  // namespace
 
 TEST_F(Scripts, ADoneJobKeepsItsDocumentWithItsStartWorkerAndErrorsWhileItsQueueKeepsHistory) {
@@ -85,9 +93,8 @@ TEST_F(Scripts, TheSweepKeepsTheHistoryMaxNewestAndTakesEveryJobOfTheMsWhereItSt
   auto l = lease(6, 9000);
   ASSERT_EQ(l.size(), 6u);
   Round ack;  // four finish at 2000, two at 3000
-  ack.add(calls::ack("q", 2000, 60, {{l[0].id, l[0].token, 1, "w"}, {l[1].id, l[1].token, 1, "w"},
-                                     {l[2].id, l[2].token, 1, "w"}, {l[3].id, l[3].token, 1, "w"}}, true));
-  ack.add(calls::ack("q", 3000, 60, {{l[4].id, l[4].token, 1, "w"}, {l[5].id, l[5].token, 1, "w"}}, true));
+  ack.add(ack_all_at(2000, {l.begin(), l.begin() + 4}));
+  ack.add(ack_all_at(3000, {l.begin() + 4, l.end()}));
   run(ack);
   EXPECT_EQ(hlen(*redis_), "6");
   // At most 2 kept: the two of 3000 stay. The limit (2) stops the trim in
@@ -110,8 +117,7 @@ TEST_F(Scripts, TheSweepKeepsTheHistoryMaxNewestWhenManyFinishedInTheSameMs) {
   auto l = lease(4, 9000);
   ASSERT_EQ(l.size(), 4u);
   Round ack;  // all four finish at 2000
-  ack.add(calls::ack("q", 2000, 60, {{l[0].id, l[0].token, 1, "w"}, {l[1].id, l[1].token, 1, "w"},
-                                     {l[2].id, l[2].token, 1, "w"}, {l[3].id, l[3].token, 1, "w"}}, true));
+  ack.add(ack_all_at(2000, l));
   run(ack);
   Round count;
   count.add(calls::sweep("q", 0, 100, 1000, 0, 0, 2));

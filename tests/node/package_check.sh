@@ -1,8 +1,10 @@
 #!/bin/bash
 # The Node.js package (clients/node), built with `tsc --strict` by the
 # fixture node.InstallsFromItsLockfileAndBuilds (a finding fails it): `npm pack`
-# makes a package that installs into a new project from the pack and npm's
-# cache alone (its dependencies as the lockfile pins them), and the
+# makes a package that installs into a new project as a user installs it
+# (its dependencies at the versions package.json pins, from npm's cache
+# where `make test`'s npm ci left them; on a fresh machine the registry's
+# metadata of each, which npm ci never fetches, comes from the network), and the
 # README's worker and producer run as printed against a real broker: the
 # producer's jobs reach the worker's handler, and SIGTERM drains it; then a
 # job's trace context reaches a Node handler (trace_check.mjs).
@@ -17,7 +19,7 @@ cd "$root/clients/node"
 npm pack --ignore-scripts --silent --pack-destination "$work" >/dev/null  # dist/ is the fixture's build
 mkdir "$work/app" && cd "$work/app"
 npm init -y >/dev/null && npm pkg set type=module
-npm install --offline --no-audit --no-fund --silent "$work"/dueq-*.tgz
+npm install --prefer-offline --no-audit --no-fund --silent "$work"/dueq-*.tgz
 test -f node_modules/dueq/dist/index.d.ts || { echo "the package has no type declarations"; exit 1; }
 test ! -e node_modules/dueq/src || { echo "the package ships its sources"; exit 1; }
 
