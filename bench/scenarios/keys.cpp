@@ -28,9 +28,7 @@ double drain(const Options& o, const KeyedVariant& variant) {
     enqueue_all(cluster.endpoint(), jobs, 2);
     progress(fmt::format("keys: {} jobs, {}", n, variant.name));
     const int64_t t0 = wall_us();
-    for (int i = 0; i < 2; ++i)
-      cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "k", "--concurrency",
-                            "32", "--prefetch", "500"});
+    start_workers(cluster, "k", 2, 32);
     await([&] { return done_count(cluster, "k") >= static_cast<int64_t>(n); }, 300s, 2ms);
     rate = static_cast<double>(n) / (static_cast<double>(wall_us() - t0) / 1e6);
   }

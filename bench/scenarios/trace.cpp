@@ -23,9 +23,7 @@ std::pair<double, double> enqueue_and_drain(const Options& o, bool traced) {
   progress(fmt::format("trace: {} jobs, {}", n, traced ? "each with a trace context" : "none"));
   const double enqueue_rate = enqueue_all(cluster.endpoint(), jobs, 2);
   const int64_t t0 = wall_us();
-  for (int i = 0; i < 2; ++i)
-    cluster.start_worker({bin("dueq-example-worker"), "--broker", cluster.endpoint(), "--queue", "tr", "--concurrency", "32",
-                          "--prefetch", "500"});
+  start_workers(cluster, "tr", 2, 32);
   await([&] { return done_count(cluster, "tr") >= static_cast<int64_t>(n); }, 300s, 2ms);
   return {enqueue_rate, static_cast<double>(n) / (static_cast<double>(wall_us() - t0) / 1e6)};
 }
