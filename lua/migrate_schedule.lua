@@ -27,14 +27,8 @@
 --! include lib/partition.lua
 --! include lib/schedule_put.lua
 --! include lib/schedule_filter.lua
-if #ARGV < 2 or #ARGV > 1000 or #ARGV % 2 ~= 0 then
-  return redis.error_reply("ERR dueq bad-args migrate_schedule: expected 1..500 ids, each with its partition")
-end
-for i = 2, #ARGV, 2 do
-  if ARGV[i - 1] == "" or not is_partition(ARGV[i]) then
-    return redis.error_reply("ERR dueq bad-args migrate_schedule: id " .. (i / 2) .. " is empty or has a bad partition")
-  end
-end
+local bad_args = id_partition_pairs_problem("migrate_schedule")
+if bad_args then return bad_args end
 local moved, moved_slots = 0, filter_slots()
 for i = 1, #ARGV, 2 do
   local id, partition = ARGV[i], ARGV[i + 1]

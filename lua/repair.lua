@@ -27,14 +27,8 @@
 --! include lib/fence.lua
 --! include lib/partition.lua
 --! include lib/schedule_filter.lua
-if #ARGV < 2 or #ARGV > 1000 or #ARGV % 2 ~= 0 then
-  return redis.error_reply("ERR dueq bad-args repair: expected 1..500 ids, each with its partition")
-end
-for i = 2, #ARGV, 2 do
-  if ARGV[i - 1] == "" or not is_partition(ARGV[i]) then
-    return redis.error_reply("ERR dueq bad-args repair: id " .. (i / 2) .. " is empty or has a bad partition")
-  end
-end
+local bad_args = id_partition_pairs_problem("repair")
+if bad_args then return bad_args end
 local out = {}
 for i = 1, #ARGV, 2 do
   local id = ARGV[i]
