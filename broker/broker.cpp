@@ -63,13 +63,14 @@ Broker::Broker(BrokerConfig config, Metrics& metrics, AdminGateway& admin_gatewa
       extensions_(config_, lease_clock_, inflight_, refusals_),
       workers_(config_, lease_clock_, broker_id_, queues_, inflight_, results_, extensions_, outbox_),
       enqueuer_(config_, clock_, queues_, outbox_),
+      group_enqueuer_(config_, clock_, queues_, outbox_, enqueuer_),
       stats_(config_, clock_, queues_, outbox_, workers_.registry()),
       cron_(config_, clock_, lease_clock_, queues_, enqueuer_),
       scheduler_(config_, clock_, lease_clock_, queues_, inflight_, workers_, refusals_),
       dispatcher_(config_, lease_clock_, queues_, workers_.registry(), inflight_, results_, outbox_, refusals_, metrics_),
       admin_(config_, clock_, address_, background_budget_),
       queue_remover_(queues_, workers_.registry(), [this](const std::string& queue) { return cron_.entry_for(queue); }, outbox_),
-      inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, stats_, admin_, queue_remover_, waits_),
+      inbound_(router_, clock_, outbox_, access_, workers_, enqueuer_, group_enqueuer_, stats_, admin_, queue_remover_, waits_),
       sentinel_watch_(address_) {
   // Run times are kept only where /metrics can show them: a lookup per result saved otherwise.
   if (!config_.http.empty()) workers_.measure_into(metrics_);
@@ -245,6 +246,7 @@ void Broker::serve_redis_turn() {
     return;
   }
   enqueuer_.answer_unavailable("Redis is unavailable", reconnect_backoff_ms_);
+  group_enqueuer_.answer_unavailable("Redis is unavailable", reconnect_backoff_ms_);
   stats_.answer_unavailable("Redis is unavailable", reconnect_backoff_ms_);
   extensions_.drop();
 }
@@ -252,7 +254,7 @@ void Broker::serve_redis_turn() {
 int64_t Broker::us_until_wake() const {
   const int64_t steady_now = clock_.steady_ms();
   if (!redis_.connected()) return std::max<int64_t>(0, (reconnect_at_ms_ - steady_now) * 1000);
-  if (!rounds_.empty() || enqueuer_.has_work() || results_.has_work() || extensions_.has_work() ||
+  if (!rounds_.empty() || enqueuer_.has_work() || group_enqueuer_.has_work() || results_.has_work() || extensions_.has_work() ||
       queue_remover_.has_work() || dispatcher_.can_lease_now() || waits_.has_work())
     return 0;
   int64_t wait = kMaxSleepMs * 1000;
@@ -315,6 +317,7 @@ void Broker::send_turn() {
   }
   Round enqueues;
   enqueuer_.add_to(enqueues, dispatcher_, stopping_);
+  group_enqueuer_.add_to(enqueues);
   Round rest;
   leadership_.add_to(rest);
   results_.add_to(rest);

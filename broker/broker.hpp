@@ -32,6 +32,7 @@
 #include "broker/loop/cron_scheduler.hpp"
 #include "broker/loop/dispatcher.hpp"
 #include "broker/loop/enqueuer.hpp"
+#include "broker/loop/group_enqueuer.hpp"
 #include "broker/inbound.hpp"
 #include "broker/loop/inflight.hpp"
 #include "broker/loop/leadership.hpp"
@@ -179,6 +180,7 @@ class Broker {
   LeaseExtensions extensions_;
   Workers workers_;
   Enqueuer enqueuer_;
+  GroupEnqueuer group_enqueuer_;
   StatsRequests stats_;
   CronScheduler cron_;
   Scheduler scheduler_;

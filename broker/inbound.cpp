@@ -147,6 +147,7 @@ void Inbound::route(const Peer& peer, const Grant* grant, proto::Frame&& frame, 
         else if constexpr (std::is_same_v<T, proto::Bye>) workers_.on_bye(peer, f, heard_ms);
         else if constexpr (std::is_same_v<T, proto::Progress>) workers_.on_progress(peer, std::forward<decltype(f)>(f));
         else if constexpr (std::is_same_v<T, proto::Enqueue>) on_enqueue(peer, std::forward<decltype(f)>(f), grant);
+        else if constexpr (std::is_same_v<T, proto::GroupEnqueue>) on_group_enqueue(peer, std::forward<decltype(f)>(f), grant);
         else if constexpr (std::is_same_v<T, proto::StatsRequest>) stats_.on_stats(peer, f.request_id);
         else if constexpr (std::is_same_v<T, proto::AdminRequest>) {
           // The workers are this loop's state, not the store's.
@@ -202,6 +203,10 @@ std::string Inbound::refusal(const Peer& peer, const Grant& grant, proto::Frame&
           return "";
         } else if constexpr (std::is_same_v<T, proto::Enqueue>) {
           return worker_key ? "worker keys may not enqueue" : "";
+        } else if constexpr (std::is_same_v<T, proto::GroupEnqueue>) {
+          if (worker_key) return "worker keys may not enqueue";
+          if (!grant.may_use(f.queue)) return fmt::format("this key may not use queue '{}'", loggable(f.queue));
+          return "";
         } else if constexpr (std::is_same_v<T, proto::WaitRequest>) {
           if (worker_key) return "worker keys may not wait for jobs";
           if (!grant.may_use(f.queue)) return fmt::format("this key may not use queue '{}'", loggable(f.queue));
@@ -238,6 +243,21 @@ void Inbound::on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, const Grant
     }
   }
   enqueuer_.on_enqueue(std::move(request));
+}
+
+// A flow or batch is stored whole or not at all: one bad job refuses it.
+void Inbound::on_group_enqueue(const Peer& peer, proto::GroupEnqueue&& request, const Grant*) {
+  const int64_t now = clock_.wall_ms();
+  auto refuse = [&](std::string reason, int64_t index) {
+    outbox_.send(peer, proto::GroupEnqueueReply{request.request_id, proto::GroupStatus::rejected, std::move(reason), index, 0});
+  };
+  if (auto problem = group_problem(request)) return refuse(std::move(problem->reason), problem->job_index);
+  for (size_t i = 0; i < request.jobs.size(); ++i) {
+    auto& job = request.jobs[i].job;
+    if (job.queue.empty()) job.queue = request.queue;
+    if (auto valid = validate_new_job(job, now); !valid) return refuse(valid.error().message, static_cast<int64_t>(i));
+  }
+  group_enqueuer_.on_request(peer, std::move(request));
 }
 
 void Inbound::reject(const Peer& peer, const Error& error, int64_t heard_ms, uint64_t request_id) {

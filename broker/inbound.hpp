@@ -16,6 +16,7 @@
 #include "broker/admin/admin.hpp"
 #include "broker/loop/outbox.hpp"
 #include "broker/loop/enqueuer.hpp"
+#include "broker/loop/group_enqueuer.hpp"
 #include "broker/loop/queue_remover.hpp"
 #include "broker/loop/stats_requests.hpp"
 #include "broker/loop/workers.hpp"
@@ -34,9 +35,10 @@ Result<void> validate_unique(const proto::NewJob& job);
 class Inbound {
  public:
   Inbound(zmq::socket_t& router, const Clock& clock, Outbox& outbox, Access& access, Workers& workers,
-          Enqueuer& enqueuer, StatsRequests& stats, Admin& admin, QueueRemover& remover, Waits& waits)
+          Enqueuer& enqueuer, GroupEnqueuer& group_enqueuer, StatsRequests& stats, Admin& admin, QueueRemover& remover,
+          Waits& waits)
       : router_(router), clock_(clock), outbox_(outbox), access_(access), workers_(workers), enqueuer_(enqueuer),
-        stats_(stats), admin_(admin), remover_(remover), waits_(waits) {}
+        group_enqueuer_(group_enqueuer), stats_(stats), admin_(admin), remover_(remover), waits_(waits) {}
 
   // Reads and routes up to `max_frames` frames without blocking, with
   // `connections` peers connected. Returns true when it stopped because the
@@ -81,6 +83,7 @@ class Inbound {
   // With CURVE on: why `grant` may not send `frame` ("" when it may); caps
   // the capacity a worker announces at its key's.
   std::string refusal(const Peer& peer, const Grant& grant, proto::Frame& frame) const;
+  void on_group_enqueue(const Peer& peer, proto::GroupEnqueue&& request, const Grant* grant);
   void on_enqueue(const Peer& peer, proto::Enqueue&& enqueue, const Grant* grant);
   // Answers ERROR naming `request_id` (0: none could be read).
   void reject(const Peer& peer, const Error& error, int64_t heard_ms, uint64_t request_id = 0);
@@ -91,6 +94,7 @@ class Inbound {
   Access& access_;
   Workers& workers_;
   Enqueuer& enqueuer_;
+  GroupEnqueuer& group_enqueuer_;
   StatsRequests& stats_;
   Admin& admin_;
   QueueRemover& remover_;

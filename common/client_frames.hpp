@@ -242,6 +242,72 @@ struct WaitRequest {
   DUEQ_FIELDS(request_id, queue, id, timeout_ms)
 };
 
+// Flows and batches (docs/flows.md): GROUP_ENQUEUE stores a tree of jobs
+// (each parent waits for its children), jobs joining a batch, or both, all
+// or nothing.
+enum class ChildFailure : uint8_t {
+  none = 0,         // a root: it has no parent
+  fail_parent = 1,  // dead or cancelled: its parent goes dead with its reason
+  ignore = 2,       // its parent runs as if it were done
+  proceed = 3,      // its parent runs, and sees it failed among its children
+};
+enum class GroupRole : uint8_t {
+  job = 0,          // a job of the flow; a root joins the batch, if any
+  on_success = 1,   // the batch's success callback: runs when every member is done
+  on_complete = 2,  // the batch's complete callback: runs when every member settled
+};
+enum class BatchAction : uint8_t { none = 0, open = 1, add = 2 };
+}  // namespace dueq::proto
+MSGPACK_ADD_ENUM(dueq::proto::ChildFailure);
+MSGPACK_ADD_ENUM(dueq::proto::GroupRole);
+MSGPACK_ADD_ENUM(dueq::proto::BatchAction);
+namespace dueq::proto {
+
+struct GroupJob {
+  NewJob job;          // its queue is the request's (or "")
+  uint32_t parent = 0; // 1-based number of its parent in the request (a job before it); 0: a root
+  ChildFailure on_failure = ChildFailure::none;
+  GroupRole role = GroupRole::job;
+  DUEQ_FIELDS(job, parent, on_failure, role)
+};
+
+struct GroupEnqueue {
+  static constexpr Type kType = Type::group_enqueue;
+  static constexpr size_t kMaxJobs = 1'000;   // jobs per request (a flow is one request)
+  static constexpr size_t kMaxDepth = 4;      // levels of a flow, its root included
+  static constexpr size_t kMaxBatchIdBytes = 128;
+  uint64_t request_id = 0;
+  std::string queue;
+  std::string batch_id;  // "" with BatchAction::none
+  BatchAction batch = BatchAction::none;
+  bool close = false;    // the batch takes no more members after these
+  std::vector<GroupJob> jobs;
+  DUEQ_FIELDS(request_id, queue, batch_id, batch, close, jobs)
+};
+
+enum class GroupStatus : uint8_t {
+  accepted = 0,
+  duplicate = 1,     // job_index's id is known to the queue: nothing was stored
+  rejected = 2,      // bad request (reason; job_index when one job is at fault)
+  overloaded = 3,    // the queue's max_backlog has no room for every job
+  no_batch = 4,      // add: no such batch
+  batch_closed = 5,  // add: the batch is closed
+  batch_exists = 6,  // open: a batch of that id exists
+};
+}  // namespace dueq::proto
+MSGPACK_ADD_ENUM(dueq::proto::GroupStatus);
+namespace dueq::proto {
+
+struct GroupEnqueueReply {
+  static constexpr Type kType = Type::group_enqueue_reply;
+  uint64_t request_id = 0;
+  GroupStatus status = GroupStatus::accepted;
+  std::string reason;
+  int64_t job_index = -1;  // 0-based: the job at fault (duplicate, rejected), else -1
+  uint32_t retry_after_ms = 0;
+  DUEQ_FIELDS(request_id, status, reason, job_index, retry_after_ms)
+};
+
 struct WaitReply {
   static constexpr Type kType = Type::wait_reply;
   uint64_t request_id = 0;

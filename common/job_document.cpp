@@ -162,6 +162,9 @@ JobDocument job_document(const std::map<std::string, std::string>& f) {
   job.unique_key = text(f, "uk");
   job.unique_until = text(f, "uu");
   job.version = text(f, "v");
+  job.parent = text(f, "gp");
+  job.batch = text(f, "gb");
+  job.has_children = text(f, "gc") == "1";
   const std::string also = text(f, "also_in");
   for (size_t at = 0; at < also.size();) {
     const size_t comma = std::min(also.find(',', at), also.size());
@@ -191,6 +194,9 @@ nlohmann::json job_to_json(const JobDocument& job) {
            {"key", job.key.empty() ? json(nullptr) : bytes_json(job.key)},
            {"unique_key", job.unique_key.empty() ? json(nullptr) : bytes_json(job.unique_key)},
            {"unique_until", job.unique_until.empty() ? json(nullptr) : json(job.unique_until)},
+           {"parent", job.parent.empty() ? json(nullptr) : bytes_json(job.parent)},
+           {"batch", job.batch.empty() ? json(nullptr) : bytes_json(job.batch)},
+           {"has_children", job.has_children},
            {"payload", job.payload ? bytes_json(*job.payload) : json(nullptr)},
            {"payload_bytes", job.payload_bytes ? json(*job.payload_bytes) : json(nullptr)},
            {"result", job.result ? bytes_json(*job.result) : json(nullptr)},

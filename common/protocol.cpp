@@ -159,6 +159,19 @@ Result<void> validate(const Enqueue& f) {
 }
 
 Result<void> validate(const EnqueueReply&) { return {}; }
+
+Result<void> validate(const GroupEnqueue& f) {
+  if (auto ok = validate_queue_name(f.queue); !ok) return ok;
+  if (f.jobs.size() > GroupEnqueue::kMaxJobs)
+    return bad(fmt::format("group_enqueue of {} jobs exceeds the limit {}", f.jobs.size(), GroupEnqueue::kMaxJobs));
+  if ((f.batch == BatchAction::none) != f.batch_id.empty() || f.batch_id.size() > GroupEnqueue::kMaxBatchIdBytes)
+    return bad("a batch id (1..128 bytes) goes with a batch action open or add, and only with one");
+  if (f.close && f.batch == BatchAction::none) return bad("close needs a batch");
+  if (f.jobs.empty() && !(f.batch == BatchAction::add && f.close)) return bad("group_enqueue carries no jobs (only a batch close may)");
+  return {};
+}
+
+Result<void> validate(const GroupEnqueueReply&) { return {}; }
 Result<void> validate(const StatsRequest&) { return {}; }
 Result<void> validate(const StatsReply&) { return {}; }
 
@@ -188,11 +201,11 @@ Result<void> validate(const AdminRequest& f) {
   static const std::set<std::string> kOps = {"cancel", "dead_list", "replay", "purge", "audit", "scheduled", "pause",
                                              "resume", "cron_add", "cron_list", "cron_remove", "workers", "list", "search", "queue_delete",
                                              "bulk", "bulk_status", "key_limit", "key_rate", "key_weight", "key_list",
-                                             "job_reschedule", "job_edit"};
+                                             "job_reschedule", "job_edit", "batch_close", "group"};
   if (!kOps.contains(f.op))
     return bad("unknown admin op '" + f.op + "' (cancel, dead_list, replay, purge, audit, scheduled, pause, resume, "
                "cron_add, cron_list, cron_remove, workers, list, search, queue_delete, bulk, bulk_status, key_limit, "
-               "key_rate, key_weight, key_list, job_reschedule, job_edit)");
+               "key_rate, key_weight, key_list, job_reschedule, job_edit, batch_close, group)");
   if (f.args.size() > 16) return bad("at most 16 args");
   // job_edit's payload may be as big as an enqueued one.
   for (const auto& [k, v] : f.args)
@@ -200,7 +213,7 @@ Result<void> validate(const AdminRequest& f) {
       return bad("an arg name is at most 64 bytes, its value 64 KiB (a payload 1 MiB)");
   if (!f.queue.empty())
     if (auto ok = validate_queue_name(f.queue); !ok) return ok;
-  if ((f.op == "pause" || f.op == "resume" || f.op == "scheduled" || f.op == "list" || f.op == "search" || f.op == "queue_delete" || f.op == "bulk" || f.op == "key_limit" || f.op == "key_rate" || f.op == "key_weight" || f.op == "key_list") && f.queue.empty()) return bad(f.op + " needs a queue");
+  if ((f.op == "pause" || f.op == "resume" || f.op == "scheduled" || f.op == "list" || f.op == "search" || f.op == "queue_delete" || f.op == "bulk" || f.op == "key_limit" || f.op == "key_rate" || f.op == "key_weight" || f.op == "key_list" || f.op == "batch_close" || f.op == "group") && f.queue.empty()) return bad(f.op + " needs a queue");
   if (f.ids.size() > 1000) return bad("at most 1000 ids per admin request");
   for (const auto& id : f.ids)
     if (auto ok = validate_job_id(id); !ok) return ok;
@@ -261,6 +274,8 @@ const char* type_name(Type type) {
     case Type::wait: return "wait";
     case Type::wait_reply: return "wait_reply";
     case Type::progress: return "progress";
+    case Type::group_enqueue: return "group_enqueue";
+    case Type::group_enqueue_reply: return "group_enqueue_reply";
   }
   return "unknown";
 }
@@ -355,6 +370,8 @@ Result<Frame> decode(std::string_view bytes, size_t max_values) {
       case Type::wait: return convert_body<WaitRequest>(body);
       case Type::wait_reply: return convert_body<WaitReply>(body);
       case Type::progress: return convert_body<Progress>(body);
+      case Type::group_enqueue: return convert_body<GroupEnqueue>(body);
+      case Type::group_enqueue_reply: return convert_body<GroupEnqueueReply>(body);
     }
     return bad(fmt::format("unknown frame type {}", type.via.u64));
   } catch (const msgpack::type_error&) {

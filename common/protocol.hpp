@@ -29,7 +29,7 @@ struct ErrorFrame {
 
 using Frame = std::variant<Hello, Welcome, Tasks, Received, Heartbeat, Pong, Results, Confirm, Cancel, Bye, Enqueue, EnqueueReply,
                            StatsRequest, StatsReply, JobRequest, JobReply, AdminRequest, AdminReply, ErrorFrame, Starting,
-                           StartReply, HandBack, WaitRequest, WaitReply, Progress>;
+                           StartReply, HandBack, WaitRequest, WaitReply, Progress, GroupEnqueue, GroupEnqueueReply>;
 
 // The most values (array elements and map keys and values, nested ones
 // included) a frame may hold. A full ENQUEUE of 10,000 jobs holds about

@@ -48,6 +48,8 @@ enum class Type : uint8_t {
   wait = 24,
   wait_reply = 25,
   progress = 26,
+  group_enqueue = 27,
+  group_enqueue_reply = 28,
 };
 
 namespace detail {

@@ -24,6 +24,13 @@
   KEYS[18] snoozes           hash  id -> times the job snoozed (lua/nack.lua)
   KEYS[19] results           hash  id -> what its handler returned, kept
                                    while its done entry is (lua/sweep.lua)
+  KEYS[20] groups            hash  flows and batches (lib/group.lua): a done
+                                   member is counted, and the last one of a
+                                   group releases its held jobs
+  KEYS[21..23] schedule, dead, cancelled: where a held job goes when its
+           group settles (released in the schedule, dead when a child's
+           failure fails it, cancelled: a batch's success callback when a
+           member failed)
 
   ARGV[1]  now ms
   ARGV[2]  retention seconds for the done entry (0 = keep none)
@@ -36,7 +43,8 @@
            H = 1 the ms its delivery started ("" when unknown) and the
            worker that ran it
 
-  Returns  array of N integers: 1 applied, 0 stale
+  Returns  array of N + 1 integers: per job 1 applied, 0 stale; then the
+           earliest due ms of a held job these acks released, or -1
   Errors   "ERR dueq bad-args <what>"
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
            leader's epoch counter) and ARGV the sender's leader epoch, last
@@ -48,6 +56,9 @@
 --! include lib/history.lua
 --! include lib/keys.lua
 --! include lib/unique.lua
+--! include lib/partition.lua
+--! include lib/schedule_filter.lua
+--! include lib/group.lua
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
 local keep = ARGV[3] == "1"
@@ -129,4 +140,7 @@ if done > 0 then
   unique_release(KEYS[17], finished, "done")
 end
 if done < n then redis.call("HINCRBY", KEYS[2], "stale_acks", n - done) end
+local gk = group_keys(KEYS[20], KEYS[21], KEYS[2], KEYS[3], KEYS[22], KEYS[6], KEYS[23], now, retention)
+if done > 0 then group_settle(gk, finished, "done") end
+out[n + 1] = gk.fired or -1
 return out

@@ -35,6 +35,10 @@
                                    key go
   KEYS[20] snoozes           hash  id -> times the job snoozed (kept while it
                                    is dead, deleted when it ends otherwise)
+  KEYS[21] groups            hash  flows and batches (lib/group.lua): a dead
+                                   or cancelled member is counted, and may
+                                   fail its parent or release its group's
+                                   held jobs
 
   ARGV[1]  now ms
   ARGV[2]  backoff base ms (>= 0), unless the job has its own
@@ -83,7 +87,8 @@
 
   Returns  flat array, 2 values per job: status, due ms
            status 0 stale, 1 retried or snoozed (due ms = when), 2 dead
-           (due ms = 0), 3 cancelled
+           (due ms = 0), 3 cancelled; then one more: the earliest due ms of
+           a held job these outcomes released (lib/group.lua), or -1
   Errors   "ERR dueq bad-args <what>"
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
            leader's epoch counter) and ARGV the sender's leader epoch, last
@@ -98,6 +103,7 @@
 --! include lib/history.lua
 --! include lib/keys.lua
 --! include lib/unique.lua
+--! include lib/group.lua
 local now = tonumber(ARGV[1])
 local base = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
@@ -146,8 +152,10 @@ local retried, dead, stale, cancelled, not_counted, snoozed, expired = 0, 0, 0, 
 local key_state = {held = KEYS[16], running = KEYS[17], parked = KEYS[18], ready = KEYS[2]}
 local holds_turns = redis.call("EXISTS", KEYS[16]) == 1  -- one look for a queue without keys
 local gone = {}  -- dead or cancelled: their unique keys go (lib/unique.lua)
+local died, died_why, ended_cancelled = {}, {}, {}  -- for their groups (lib/group.lua)
 -- A job to the dead letters with WHY: its key's turn and its unique key go.
 local function to_dead(id, why)
+  died[#died + 1], died_why[#died + 1] = id, why
   redis.call("ZADD", KEYS[4], now, id)
   redis.call("HSET", KEYS[9], id, why)
   if holds_turns then key_release(key_state, id, false) end
@@ -191,6 +199,7 @@ for i = 0, n - 1 do
       if retention > 0 then redis.call("ZADD", KEYS[12], now, id) end
       if holds_turns then key_release(key_state, id, false) end
       gone[#gone + 1] = id
+      ended_cancelled[#ended_cancelled + 1] = id
       cancelled = cancelled + 1
       out[#out + 1] = 3
       out[#out + 1] = 0
@@ -263,4 +272,8 @@ if cancelled > 0 then redis.call("HINCRBY", KEYS[5], "cancelled", cancelled) end
 if not_counted > 0 then redis.call("HINCRBY", KEYS[5], "unconfirmed", not_counted) end
 if snoozed > 0 then redis.call("HINCRBY", KEYS[5], "snoozed", snoozed) end
 if expired > 0 then redis.call("HINCRBY", KEYS[5], "expired", expired) end
+local gk = group_keys(KEYS[21], KEYS[1], KEYS[5], KEYS[6], KEYS[4], KEYS[9], KEYS[12], now, retention)
+group_settle(gk, died, "dead", died_why)
+group_settle(gk, ended_cancelled, "cancelled")
+out[#out + 1] = gk.fired or -1
 return out

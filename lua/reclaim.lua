@@ -27,6 +27,9 @@
   KEYS[18] unique            hash  unique jobs' holds (lib/unique.lua): a job
                                    that dies or ends cancelled lets its unique
                                    key go
+  KEYS[19] groups            hash  flows and batches (lib/group.lua): a dead
+                                   or cancelled member is counted
+  KEYS[20] schedule          zset  where a held job its group releases goes
 
   ARGV[1]  now ms
   ARGV[2]  limit (1..5000)
@@ -34,9 +37,11 @@
   ARGV[4]  H: 1 keeps a job that ends cancelled in the history hash (the
            queue keeps history; the retention must be > 0), 0 keeps none
 
-  Returns  {requeued, dead, next_deadline, not_counted}: next_deadline is
-           the earliest lease deadline left, or -1 when nothing is leased;
-           not_counted of the requeued went back without using an attempt
+  Returns  {requeued, dead, next_deadline, not_counted, released}:
+           next_deadline is the earliest lease deadline left, or -1 when
+           nothing is leased; not_counted of the requeued went back without
+           using an attempt; released is the earliest due ms of a held job
+           these outcomes released (lib/group.lua), or -1
   Errors   "ERR dueq bad-args <what>"
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
            leader's epoch counter) and ARGV the sender's leader epoch, last
@@ -49,6 +54,9 @@
 --! include lib/history.lua
 --! include lib/keys.lua
 --! include lib/unique.lua
+--! include lib/partition.lua
+--! include lib/schedule_filter.lua
+--! include lib/group.lua
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local retention = tonumber(ARGV[3])
@@ -67,6 +75,7 @@ local reason = "lease expired (worker lost, hung or unreachable)"
 local key_state = {held = KEYS[15], running = KEYS[16], parked = KEYS[17], ready = KEYS[2]}
 local holds_turns = redis.call("EXISTS", KEYS[15]) == 1
 local gone = {}  -- dead, cancelled or vanished: their unique keys go (lib/unique.lua)
+local died, died_why, ended_cancelled = {}, {}, {}  -- for their groups (lib/group.lua)
 for _, id in ipairs(ids) do
   local waits_again = false
   local record = redis.call("HGET", KEYS[5], id)
@@ -82,6 +91,7 @@ for _, id in ipairs(ids) do
     redis.call("HDEL", KEYS[13], id)
     if retention > 0 then redis.call("ZADD", KEYS[11], now, id) end
     cancelled = cancelled + 1
+    ended_cancelled[#ended_cancelled + 1] = id
     record = nil
   elseif record then
     unstarted = unstarted_delivery(KEYS[13], id, started)
@@ -101,6 +111,7 @@ for _, id in ipairs(ids) do
     if attempt >= (tonumber(r[5]) or 1) then
       redis.call("ZADD", KEYS[3], now, id)
       redis.call("HSET", KEYS[8], id, "attempts exhausted (" .. attempt .. "): " .. reason)
+      died[#died + 1], died_why[#died + 1] = id, "attempts exhausted (" .. attempt .. "): " .. reason
       dead = dead + 1
     else
       redis.call("ZADD", KEYS[2], ARGV[1], id)
@@ -120,4 +131,7 @@ if not_counted > 0 then redis.call("HINCRBY", KEYS[4], "unconfirmed", not_counte
 local head = leases_after(KEYS[1], "-inf", 1, true)
 local next_deadline = -1
 if head[2] then next_deadline = tonumber(head[2]) end
-return {requeued, dead, next_deadline, not_counted}
+local gk = group_keys(KEYS[19], KEYS[20], KEYS[4], KEYS[5], KEYS[3], KEYS[8], KEYS[11], now, retention)
+group_settle(gk, died, "dead", died_why)
+group_settle(gk, ended_cancelled, "cancelled")
+return {requeued, dead, next_deadline, not_counted, gk.fired or -1}

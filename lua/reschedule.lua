@@ -15,6 +15,8 @@
   KEYS[2]  ready       zset  id -> due ms
   KEYS[3]  stats       hash  ("scheduled" counts the schedule)
   KEYS[4]  jobs        hash  id -> record of ready, leased and dead jobs
+  KEYS[5]  groups      hash  flows and batches (lib/group.lua): a job held
+                             until its group settles is left alone
 
   ARGV[1]  now ms
   ARGV[2]  N (1..1000)
@@ -51,7 +53,9 @@ for i = 0, n - 1 do
   local key = KEYS[1] .. ":" .. partition
   out[i + 1] = 0
   local current = redis.call("ZSCORE", key, id)
-  if current and not to_ready and tonumber(current) == tonumber(due_text) then
+  if current and redis.call("HEXISTS", KEYS[5] .. ":waiting", id) == 1 then
+    -- Held for its group: it runs when its children or batch settle.
+  elseif current and not to_ready and tonumber(current) == tonumber(due_text) then
     -- Already there: a page applied again, or the walk meeting a job it
     -- moved ahead of itself, changes and counts nothing.
   elseif current then

@@ -21,6 +21,8 @@
   KEYS[13] unique            hash  id -> the unique key it holds, with its mode
                                    (lib/unique.lua)
   KEYS[14] results           hash  id -> a done job's result (lua/ack.lua)
+  KEYS[15] groups            hash  flows and batches (lib/group.lua): a job
+                                   held until its group settles
 
   ARGV[1]  job id
   ARGV[2]  its schedule partition (0..32767 in plain decimal)
@@ -30,10 +32,14 @@
   Returns  {state, score, record, attempts (a running delivery included), error, error log,
             cancel requested, started ms, worker, unique hold (mode letter
             and unique key, lib/unique.lua's entry, or ""), result (with
-            ARGV[3] "1", of a done job, else "")}; state is one of
-           scheduled, ready, leased, dead, done, cancelled, or "" when the
-           job is unknown; score is the state set's score (due, lease
-           deadline or finished ms); a done or cancelled job's record,
+            ARGV[3] "1", of a done job, else ""), the group it is a member
+            of until it settles ("f" .. its parent's id, "b" .. its batch's,
+            or ""), "1" when it is a flow parent (its group "f" .. id is
+            kept) else "0"}; state is one of
+           scheduled, held (until its flow's children or its batch settle;
+           score = its own due ms), ready, leased, dead, done, cancelled,
+           or "" when the job is unknown; score is the state set's score
+           (due, lease deadline or finished ms); a done or cancelled job's record,
            attempts, errors, start and worker come from its history entry
            while it is kept; missing values are ""
   Errors   "ERR dueq bad-args <what>"
@@ -51,6 +57,8 @@ local state, score, record = "", "", ""
 local s = redis.call("ZSCORE", partition_key, id)
 if s then
   state, score, record = "scheduled", s, redis.call("HGET", partition_key .. ":jobs", id) or ""
+  local held = redis.call("HGET", KEYS[15] .. ":waiting", id)
+  if held then state, score = "held", string.match(held, "^(%d+):") or s end
 else
   local states = {"ready", "leased", "dead", "done", "cancelled"}
   for k = 2, 6 do
@@ -62,6 +70,8 @@ else
   end
   record = get(7)
 end
+local member_of = string.sub(redis.call("HGET", KEYS[15] .. ":of", id) or "", 7)
+local parent = tostring(redis.call("HEXISTS", KEYS[15], "f" .. id .. ":kind"))
 if state == "done" or state == "cancelled" then
   local entry = redis.call("HGET", KEYS[12], id)
   local ok, kept, ran_for, worker, attempt, last_error, error_log = false
@@ -71,12 +81,12 @@ if state == "done" or state == "cancelled" then
     local started = ""
     if type(ran_for) == "number" then started = string.format("%d", tonumber(score) - ran_for) end
     return {state, score, kept, tostring(attempt or ""), last_error or "", error_log or "", "0", started,
-      worker or "", "", result}
+      worker or "", "", result, member_of, parent}
   end
-  return {state, score, "", "", "", "", "0", "", "", "", result}
+  return {state, score, "", "", "", "", "0", "", "", "", result, member_of, parent}
 end
 -- The attempts hash counts failed deliveries; a running one is counted too.
 local attempts = tonumber(get(8)) or 0
 if state == "leased" then attempts = attempts + 1 end
 return {state, score, record, tostring(attempts), get(9), get(10),
-  tostring(redis.call("SISMEMBER", KEYS[11], id)), "", "", get(13), ""}
+  tostring(redis.call("SISMEMBER", KEYS[11], id)), "", "", get(13), "", member_of, parent}

@@ -14,7 +14,8 @@ Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, 
   QueueKeys k(queue);
   return script_call(lua::ScriptId::cancel, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.stats, k.jobs,
                                              k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested, k.unconfirmed,
-                                             k.history, k.key_held, k.key_running, k.key_parked, k.unique, k.snoozes})
+                                             k.history, k.key_held, k.key_running, k.key_parked, k.unique, k.snoozes,
+                                             k.groups})
       .add(now_ms)
       .add(id)
       .add(retention_s)
@@ -25,14 +26,16 @@ Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, 
 Result<CancelOutcome> parse_cancel(const redisReply* r) {
   static constexpr std::array kKnown{CancelStatus::already_finished, CancelStatus::not_found, CancelStatus::cancelled,
                                      CancelStatus::cancel_requested};
-  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_INTEGER)
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != REDIS_REPLY_INTEGER ||
+      r->element[2]->type != REDIS_REPLY_INTEGER)
     return reply::bad(r, "cancel");
   const auto known = reply::code(r->element[0]->integer, kKnown);
   if (!known) return reply::bad(r, "cancel");
-  if (*known != CancelStatus::cancel_requested) return CancelOutcome{*known, 0};
+  const int64_t released = r->element[2]->integer;
+  if (*known != CancelStatus::cancel_requested) return CancelOutcome{*known, 0, released};
   auto token = token_from_text(reply::str(r->element[1]));
   if (!token) return reply::bad(r, "cancel");
-  return CancelOutcome{*known, *token};
+  return CancelOutcome{*known, *token, released};
 }
 
 Result<PauseOutcome> parse_pause(const redisReply* r) {
@@ -59,7 +62,7 @@ Command purge_call(const std::string& queue) {
 Command reschedule(const std::string& queue, int64_t now_ms, int64_t due_ms, const std::vector<std::string>& ids,
                    int64_t spread_ms) {
   QueueKeys k(queue);
-  Command call = script_call(lua::ScriptId::reschedule, {k.schedule, k.ready, k.stats, k.jobs})
+  Command call = script_call(lua::ScriptId::reschedule, {k.schedule, k.ready, k.stats, k.jobs, k.groups})
                      .add(now_ms)
                      .add(static_cast<int64_t>(ids.size()));
   for (const auto& id : ids) {

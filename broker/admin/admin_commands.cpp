@@ -86,6 +86,7 @@ Result<proto::AdminReply> cancel_jobs(AdminContext& c, const proto::AdminRequest
         // It may have held its key's turn (an ordered queue's retry): the
         // key's next job was put back in line, and the loop leases again.
         c.effects.ready_queues.push_back(*queue_name);
+        c.effects.due_at(*queue_name, outcome->released_due_ms);  // a flow parent or batch callback it released
         break;
       case CancelStatus::cancel_requested:
         row["result"] = "cancelling: it is running; its worker was told to stop";

@@ -5,6 +5,7 @@
 // on its own connection; what the event loop must do afterwards (tell a
 // worker to stop a cancelled job, look at a queue's ready jobs) is left in
 // AdminEffects.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <string_view>
@@ -23,6 +24,7 @@ enum class CancelStatus : int64_t { already_finished = -1, not_found = 0, cancel
 struct CancelOutcome {
   CancelStatus status = CancelStatus::not_found;
   uint64_t token = 0;  // with cancel_requested (the job is leased): the delivery to stop
+  int64_t released_due_ms = -1;  // a job held for its group the cancel released (lua/lib/group.lua): its due ms
 };
 
 // Where a dead-letter listing goes on (dead_list's `after`, the reply's
@@ -77,6 +79,13 @@ struct AdminEffects {
   std::vector<std::string> resumed_queues;
   std::vector<CronEntry> cron_put;  // added or replaced: ticks start after now
   std::vector<std::string> cron_removed;
+  // A job of QUEUE is due at DUE_MS (rescheduled, or held for its group and
+  // released): the loop promotes then if that is earlier than it knew of.
+  void due_at(const std::string& queue, int64_t due_ms) {
+    if (due_ms < 0) return;
+    auto [it, added] = earliest_due.emplace(queue, due_ms);
+    if (!added) it->second = std::min(it->second, due_ms);
+  }
 };
 
 struct AdminContext {

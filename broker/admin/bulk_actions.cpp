@@ -248,10 +248,10 @@ void note_effects(const BulkAction& a, int64_t changed, int64_t now_ms, AdminEff
   const int64_t earliest = a.action == "run_now" ? now_ms : a.due_ms;
   // A cancel may free a key's turn (lib/keys.lua) and so ready a parked job.
   if (a.action == "replay" || a.action == "cancel" || (moves && earliest <= now_ms)) effects.ready_queues.push_back(a.queue);
-  if (moves && earliest + a.spread_ms > now_ms) {
-    auto [it, added] = effects.earliest_due.emplace(a.queue, std::max(earliest, now_ms));
-    if (!added) it->second = std::min(it->second, std::max(earliest, now_ms));
-  }
+  if (moves && earliest + a.spread_ms > now_ms) effects.due_at(a.queue, std::max(earliest, now_ms));
+  // A cancelled member of a flow or batch may have released its group's
+  // held job (lua/lib/group.lua): promote looks now.
+  if (a.action == "cancel") effects.due_at(a.queue, now_ms);
 }
 
 }  // namespace

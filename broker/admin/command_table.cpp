@@ -4,6 +4,7 @@
 #include <map>
 
 #include "broker/admin/cron_commands.hpp"
+#include "broker/admin/group_commands.hpp"
 #include "broker/admin/bulk_actions.hpp"
 #include "broker/admin/job_control.hpp"
 #include "broker/admin/job_list.hpp"
@@ -36,6 +37,8 @@ const AdminCommand* find_admin_command(std::string_view op) {
       {"key_list", {key_list, kReads}},
       {"job_reschedule", {reschedule_job, kWrites}},
       {"job_edit", {edit_job, kWrites}},
+      {"batch_close", {close_batch, kWrites}},
+      {"group", {show_group, kReads}},
   };
   auto it = table.find(op);
   return it == table.end() ? nullptr : &it->second;

@@ -17,7 +17,7 @@ Command show(const std::string& queue, const std::string& id, bool with_result) 
   QueueKeys k(queue);
   Command call = script_call(lua::ScriptId::show, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.jobs,
                                                    k.attempts, k.errors, k.error_logs, k.cancel_requested, k.history,
-                                                   k.unique, k.results});
+                                                   k.unique, k.results, k.groups});
   call.add(id).add(static_cast<int64_t>(schedule_partition(id)));
   if (with_result) call.add("1");
   return call;
@@ -40,14 +40,14 @@ void add_unique_hold(const std::string& entry, std::map<std::string, std::string
 }  // namespace
 
 Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
-  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 11) return reply::bad(r, "show");
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 13) return reply::bad(r, "show");
   using reply::str;
   std::map<std::string, std::string> out;
   const std::string state = str(r->element[0]);
   if (state.empty()) return out;
   out["s"] = state;
   if (state == "dead" || state == "done" || state == "cancelled") out["f"] = str(r->element[1]);
-  if (state == "scheduled" || state == "ready") out["r"] = str(r->element[1]);
+  if (state == "scheduled" || state == "ready" || state == "held") out["r"] = str(r->element[1]);
   // A ready job parked behind its key's limit sorts after every other
   // (lua/lib/keys.lua): its score is its due time plus the offset.
   if (state == "ready" && reply::num(r->element[1]) >= kKeyParkedOffset) {
@@ -87,6 +87,11 @@ Result<std::map<std::string, std::string>> parse_show(const redisReply* r) {
   add_unique_hold(str(r->element[9]), out);
   if (auto worker = str(r->element[8]); !worker.empty()) out["w"] = worker;
   if (state == "done" && r->element[10]->type == REDIS_REPLY_STRING && r->element[10]->len > 0) out["rs"] = str(r->element[10]);
+  // Flows and batches (docs/flows.md): the group it waits in, and whether
+  // it is a parent (its children: ADMIN group).
+  if (const std::string group = str(r->element[11]); group.size() > 1)
+    out[group[0] == 'f' ? "gp" : "gb"] = group.substr(1);
+  if (str(r->element[12]) == "1") out["gc"] = "1";
   return out;
 }
 

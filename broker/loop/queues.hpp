@@ -43,6 +43,11 @@ struct QueueState {
   // Whether the ready list may hold jobs at `now_ms` (lease clock): a key's
   // next token counts as a job made ready.
   bool may_have_ready(int64_t now_ms) const { return maybe_ready || (key_wake_ms > 0 && key_wake_ms <= now_ms); }
+  // A script released a job held for its group (a flow parent, a batch
+  // callback: lua/lib/group.lua) at DUE_MS (-1: none): promote then.
+  void released_at(int64_t due_ms) {
+    if (due_ms >= 0 && (next_due_ms < 0 || due_ms < next_due_ms)) next_due_ms = due_ms;
+  }
   size_t rotation = 0;            // spreads single jobs over the workers in turn
   // Steady clock: when done/cancelled entries past retention are next
   // removed (the last sweep's reply says when; Scheduler::add_sweep).

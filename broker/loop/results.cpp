@@ -24,7 +24,8 @@ Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const
   Command call = script_call(lua::ScriptId::ack, {k.leased, k.stats, k.jobs, k.tokens, k.attempts, k.errors,
                                                   k.error_logs, k.cancel_requested, k.done, k.started, k.unconfirmed,
                                                   k.history, k.key_held, k.key_running, k.key_parked, k.ready,
-                                                  k.unique, k.snoozes, k.results});
+                                                  k.unique, k.snoozes, k.results, k.groups, k.schedule, k.dead,
+                                                  k.cancelled});
   call.add(now_ms).add(retention_s).add(keep_history ? "1" : "0").add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) {
     call.add(item.id).add(token_text(item.token)).add(item.result);
@@ -39,7 +40,7 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
   Command call = script_call(lua::ScriptId::nack, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens,
                                                    k.attempts, k.errors, k.error_logs, k.cancel_requested, k.cancelled,
                                                    k.started, k.unconfirmed, k.history, k.key_held, k.key_running,
-                                                   k.key_parked, k.unique, k.snoozes});
+                                                   k.key_parked, k.unique, k.snoozes, k.groups});
   call.add(now_ms).add(base_ms).add(cap_ms).add(retention_s);
   call.add(static_cast<int64_t>(items.size())).add(static_cast<int64_t>(max_snoozes));
   for (const auto& item : items) {
@@ -69,16 +70,30 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
 
 Result<std::vector<AckStatus>> parse_ack(const redisReply* r) {
   static constexpr std::array kKnown{AckStatus::stale, AckStatus::applied};
-  return reply::codes(r, "ack", kKnown);
+  auto values = reply::integers(r, "ack");
+  if (!values || values->empty()) return reply::bad(r, "ack");
+  std::vector<AckStatus> out;
+  for (size_t i = 0; i + 1 < values->size(); ++i) {
+    const auto known = reply::code((*values)[i], kKnown);
+    if (!known) return reply::bad(r, "ack");
+    out.push_back(*known);
+  }
+  return out;
+}
+
+int64_t released_due(const redisReply* r) {
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements == 0) return -1;
+  const redisReply* last = r->element[r->elements - 1];
+  return last->type == REDIS_REPLY_INTEGER ? last->integer : -1;
 }
 
 Result<std::vector<NackOutcome>> parse_nack(const redisReply* r) {
   static constexpr std::array kKnown{NackStatus::stale, NackStatus::retried, NackStatus::dead, NackStatus::cancelled};
   auto values = reply::integers(r, "nack");
   if (!values) return std::unexpected(values.error());
-  if (values->size() % 2 != 0) return reply::bad(r, "nack");
+  if (values->size() % 2 != 1) return reply::bad(r, "nack");
   std::vector<NackOutcome> out;
-  for (size_t i = 0; i < values->size(); i += 2) {
+  for (size_t i = 0; i + 1 < values->size(); i += 2) {
     const auto known = reply::code((*values)[i], kKnown);
     if (!known) return reply::bad(r, "nack");
     out.push_back({*known, (*values)[i + 1]});
@@ -181,6 +196,7 @@ void Results::add_result_call(Round& round, const std::string& queue, bool ack, 
     if (queues_.get(queue).keys_parked) queues_.get(queue).maybe_ready = true;
     if (ack) tell_waits(queue, now, batch, r);
     else note_nack_outcomes(queue, now, r);
+    queues_.get(queue).released_at(calls::released_due(r));
     // Applied (stale ones included: Redis rejected them for good).
     std::map<std::string, std::pair<Peer, proto::Confirm>> confirms;  // by routing id
     for (const auto& p : batch) {
@@ -245,6 +261,7 @@ void Results::add_requeue_calls(Round& round) {
                   refusals_.refused(name, fmt::format("requeue on '{}'", name), err);
                 } else {
                   queues_.get(name).maybe_ready = true;
+                  queues_.get(name).released_at(calls::released_due(r));
                   waits_.changed(name);  // a lost job's last attempt ends it dead
                 }
               });

@@ -82,6 +82,10 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
              const std::vector<NackItem>& items, bool keep_history = false, uint32_t max_snoozes = 0);
 Result<std::vector<NackOutcome>> parse_nack(const redisReply* reply);
 Result<std::vector<AckStatus>> parse_ack(const redisReply* reply);
+// The last value of an ack or nack reply: the earliest due ms of a job held
+// for its group (a flow parent, a batch callback) that these results
+// released (lua/lib/group.lua), or -1.
+int64_t released_due(const redisReply* reply);
 }  // namespace calls
 
 class Results {

@@ -40,7 +40,7 @@ Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t ret
   return script_call(lua::ScriptId::reclaim, {k.leased, k.ready, k.dead, k.stats, k.jobs, k.tokens, k.attempts,
                                               k.errors, k.error_logs, k.cancel_requested, k.cancelled, k.started,
                                               k.unconfirmed, k.history, k.key_held, k.key_running, k.key_parked,
-                                               k.unique})
+                                              k.unique, k.groups, k.schedule})
       .add(now_ms)
       .add(limit)
       .add(retention_s)
@@ -49,8 +49,8 @@ Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t ret
 
 Result<ReclaimOutcome> parse_reclaim(const redisReply* r) {
   auto values = reply::integers(r, "reclaim");
-  if (!values || values->size() != 4) return reply::bad(r, "reclaim");
-  return ReclaimOutcome{(*values)[0], (*values)[1], (*values)[2], (*values)[3]};
+  if (!values || values->size() != 5) return reply::bad(r, "reclaim");
+  return ReclaimOutcome{(*values)[0], (*values)[1], (*values)[2], (*values)[3], (*values)[4]};
 }
 
 Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms,
@@ -162,6 +162,7 @@ void Scheduler::add_reclaim(Round& round, const std::string& name, QueueState& q
                              "used), {} dead-lettered",
                              name, c->requeued, c->not_counted, c->dead);
               if (c->requeued > 0 || (q.keys_parked && c->dead > 0)) q.maybe_ready = true;
+              q.released_at(c->released_due_ms);
               q.next_deadline_ms = c->requeued + c->dead == config_.reclaim_batch ? lease_now : c->next_deadline_ms;
             });
 }

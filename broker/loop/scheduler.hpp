@@ -29,6 +29,7 @@ struct ReclaimOutcome {
   int64_t dead = 0;
   int64_t next_deadline_ms = -1;
   int64_t not_counted = 0;  // of the requeued: deliveries no worker confirmed, no attempt used
+  int64_t released_due_ms = -1;  // a job held for its group that these outcomes released: its due ms
 };
 
 struct SweepOutcome {

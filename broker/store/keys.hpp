@@ -58,7 +58,8 @@ struct QueueKeys {
         key_weights(key(queue, "keys:weights")),
         key_rates(key(queue, "keys:rates")),
         key_tats(key(queue, "keys:tats")),
-        key_wakes(key(queue, "keys:wakes")) {}
+        key_wakes(key(queue, "keys:wakes")),
+        groups(key(queue, "groups")) {}
 
   static std::string key(const std::string& queue, const char* what) { return "dueq:{" + queue + "}:" + what; }
 
@@ -105,6 +106,12 @@ struct QueueKeys {
   std::string key_rates;
   std::string key_tats;
   std::string key_wakes;
+  // Flows and batches (lua/lib/group.lua): hash "<group>:<field>" of each
+  // group's state and counts; beside it groups + ":of" (hash member id ->
+  // policy, partition and group), ":waiting" (hash held job id -> its due,
+  // partition, role and group), ":settled" (zset group -> ms it settled)
+  // and ":m:" + group (set of its members).
+  std::string groups;
 
   std::string schedule_partition_key(uint32_t partition) const { return schedule + ":" + std::to_string(partition); }
   std::string schedule_jobs_key(uint32_t partition) const { return schedule_partition_key(partition) + ":jobs"; }

@@ -66,6 +66,10 @@ struct JobDocument {
   std::string unique_key;                   // the unique key it holds now ("" when none; docs/keys.md)
   std::string unique_until;                 // how long it holds it: waiting, started, done, period or debounce
   std::vector<std::string> also_in;         // other queues holding a job with this id
+  // Flows and batches (docs/flows.md), while it waits in one:
+  std::string parent;                       // the flow parent waiting for it ("" = none)
+  std::string batch;                        // the batch it is a member of ("" = none)
+  bool has_children = false;                // a flow parent: its children are listed by `dueq flow children`
   // The stored record's version (16 hex digits; "" when the record is not
   // kept): `dueq job edit` and Client::edit_payload name it, and are
   // refused once the job changed since (docs/jobs.md).

@@ -14,7 +14,7 @@ TEST_F(Scripts, AckWithTheCurrentTokenCompletesTheJob) {
   auto l = lease(1, 5000);
   Round round;
   round.add(calls::ack("q", 2000, 60, {{"a", l[0].token}}));
-  EXPECT_EQ(*ints(run(round)), std::vector<int64_t>{1});
+  EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{1, -1}));
   EXPECT_EQ(field("a", "s"), "done");
   EXPECT_EQ(field("a", "f"), "2000");
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:leased'"), "0");
@@ -50,7 +50,7 @@ TEST_F(Scripts, AnAcksResultIsKeptWithTheDoneEntryAndSweptWithIt) {
   const std::string result("r\0\xff", 3);
   Round ack;
   ack.add(calls::ack("q", 2000, 60, {{"a", l[0].token, 0, "", result}, {"b", l[1].token}}));
-  EXPECT_EQ(*ints(run(ack)), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(*ints(run(ack)), (std::vector<int64_t>{1, 1, -1}));
   EXPECT_EQ(redis_->cli("HLEN 'dueq:{q}:results'"), "1") << "an empty result is not stored";
   Round ends;
   ends.add(calls::job_ends("q", {"a", "b", "c", "nobody"}));
@@ -152,7 +152,7 @@ TEST_F(Scripts, AckWithAStaleTokenIsACountedNoOp) {
   auto l = lease(1, 5000);
   Round round;
   round.add(calls::ack("q", 2000, 60, {{"a", l[0].token + 1}}));
-  EXPECT_EQ(*ints(run(round)), std::vector<int64_t>{0});
+  EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{0, -1}));
   EXPECT_EQ(field("a", "s"), "leased");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' stale_acks"), "1");
   // A second ack of a finished job is stale too.
@@ -163,7 +163,7 @@ TEST_F(Scripts, AckWithAStaleTokenIsACountedNoOp) {
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:done'"), "0");  // retention 0 keeps no entry
   Round again;
   again.add(calls::ack("q", 2000, 0, {{"a", l[0].token}}));
-  EXPECT_EQ(*ints(run(again)), std::vector<int64_t>{0});
+  EXPECT_EQ(*ints(run(again)), (std::vector<int64_t>{0, -1}));
 }
 
 TEST_F(Scripts, NackRetriesWithBackoffWithinTheJitterBound) {

@@ -37,7 +37,7 @@ class Keys : public Scripts {
   void ack(const LeasedJob& job, int64_t now = 2000) {
     Round round;
     round.add(calls::ack("q", now, 60, {{job.id, job.token}}));
-    EXPECT_EQ(*ints(run(round)), std::vector<int64_t>{1}) << job.id;
+    EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{1, -1})) << job.id;
   }
   NackOutcome nack(const LeasedJob& job, NackMode mode, double jitter = 0) {
     Round round;
