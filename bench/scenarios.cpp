@@ -23,6 +23,7 @@ const std::vector<Scenario>& scenarios() {
       {"results", "2,000 jobs due 10 ms apart whose handlers return results, each waited for: how long after its handler started each wait returned", true, results},
       {"progress", "1,000 running jobs reporting progress every 10 ms / reporting nothing: broker and worker CPU", true, progress_reports},
       {"job_control", "2,000 jobs rescheduled by id 300 ms before due: answer time and lateness after the new due time; 1,000 jobs snoozed once for 200 ms: how long past it they run again", true, job_control},
+      {"flows", "a batch of 100,000 members: its complete callback's start after the last member's; 300 flows of 10: each parent's start after its last child's; flow enqueue / plain enqueue of 10-job requests; Redis bytes per batch member, flow child and plain job", true, flows},
       {"low_rate", "1,000 single-job enqueues per second: enqueue-to-start", true, low_rate},
       {"cluster", "steady flow over 6 queues on a Redis Cluster of 1, 2 and 3 masters: jobs/s, CPU per job", true, cluster_scale},
       {"http_handler", "dueq-worker's HTTP handler draining a backlog against a local server / the exec handler running /bin/true", true, http_handler},

@@ -54,6 +54,8 @@ Figures results(const Options& o, Json& table);
 Figures progress_reports(const Options& o, Json& table);
 // bench/scenarios/job_control.cpp
 Figures job_control(const Options& o, Json& table);
+// bench/scenarios/flows.cpp
+Figures flows(const Options& o, Json& table);
 // bench/scenarios/fairness.cpp
 Figures fairness(const Options& o, Json& table);
 // bench/scenarios/unique.cpp

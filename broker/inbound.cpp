@@ -216,7 +216,13 @@ std::string Inbound::refusal(const Peer& peer, const Grant& grant, proto::Frame&
           if (f.queue.empty() && !grant.all_queues) return "name the queue of the job (this key may use only some queues)";
           if (!f.queue.empty() && !grant.may_use(f.queue)) return fmt::format("this key may not use queue '{}'", loggable(f.queue));
           return "";
-        } else if constexpr (std::is_same_v<T, proto::StatsRequest> || std::is_same_v<T, proto::AdminRequest>) {
+        } else if constexpr (std::is_same_v<T, proto::AdminRequest>) {
+          // A flow's or batch's status is read by its producers and by a
+          // parent's handler (its children's results), not only operators.
+          if (f.op == "group" && grant.role != Role::admin)
+            return grant.may_use(f.queue) ? "" : fmt::format("this key may not use queue '{}'", loggable(f.queue));
+          return grant.role == Role::admin ? "" : "only admin keys may read stats or run operator commands";
+        } else if constexpr (std::is_same_v<T, proto::StatsRequest>) {
           return grant.role == Role::admin ? "" : "only admin keys may read stats or run operator commands";
         } else {
           return "";  // frames the broker does not take are answered by route()

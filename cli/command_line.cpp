@@ -248,6 +248,31 @@ void add_bulk(CLI::App& app, Invocation& v) {
   v.bulk_status->add_flag("--json", v.json, "print JSON");
 }
 
+// Flows and batches (docs/flows.md): producers make them through a
+// client; the CLI looks at them and closes batches.
+void add_groups(CLI::App& app, Invocation& v) {
+  v.batch = app.add_subcommand("batch", "look at and close batches (jobs with success and complete callbacks)");
+  v.batch->require_subcommand(1);
+  v.batch_status = v.batch->add_subcommand("status", "a batch's counts (total, pending, done, dead, cancelled) and members");
+  v.batch_close = v.batch->add_subcommand("close", "close a batch: it takes no more members, and its callbacks run once "
+                                                   "every member settled");
+  for (auto* sub : {v.batch_status, v.batch_close}) {
+    sub->add_option("queue", v.group_queue, "queue")->required();
+    sub->add_option("batch", v.group_id, "the batch id")->required();
+    sub->add_flag("--json", v.json, "print JSON");
+  }
+  v.flow = app.add_subcommand("flow", "look at flows (parents that wait for their children)");
+  v.flow->require_subcommand(1);
+  v.flow_children = v.flow->add_subcommand("children", "a flow parent's state and its children's, with their results");
+  v.flow_children->add_option("queue", v.group_queue, "queue")->required();
+  v.flow_children->add_option("parent", v.group_id, "the parent's job id")->required();
+  v.flow_children->add_flag("--json", v.json, "print JSON");
+  for (auto* sub : {v.batch_status, v.flow_children}) {
+    sub->add_option("--after", v.group_args["after"], "where the page of members starts (the `next` a page printed)");
+    sub->add_option("--limit", v.group_args["limit"], "members at most (default 50, at most 100)");
+  }
+}
+
 void add_keygen(CLI::App& app, Invocation& v) {
   v.keygen = app.add_subcommand("keygen", "write a new CURVE key pair to NAME.key (secret, mode 0600) and NAME.pub")->group(kSetUp);
   v.keygen->add_option("name", v.keygen_base, "path and name of the two files, without extension")->required();
@@ -264,6 +289,7 @@ void define_commands(CLI::App& app, Invocation& v) {
   add_operate(app, v);
   add_cron(app, v);
   add_keys(app, v);
+  add_groups(app, v);
   add_bulk(app, v);
   add_keygen(app, v);
   app.set_version_flag("--version", version_text("dueq"));

@@ -109,6 +109,12 @@ int run_command(Client& client, Invocation& v, std::optional<JobSpec>&& job, boo
     const char* op = *v.key_limit ? "key_limit" : *v.key_rate ? "key_rate" : *v.key_weight ? "key_weight" : "key_list";
     return admin(client, AdminCommand{op, v.key_queue, {}, 0, v.list_limit, v.key_args}, v.json);
   }
+  if (*v.batch || *v.flow) {
+    std::erase_if(v.group_args, [](const auto& kv) { return kv.second.empty(); });
+    if (*v.batch_close) return admin(client, AdminCommand{"batch_close", v.group_queue, {}, 0, 0, {{"batch", v.group_id}}}, v.json);
+    v.group_args[*v.flow ? "parent" : "batch"] = v.group_id;
+    return admin(client, AdminCommand{"group", v.group_queue, {}, 0, 0, v.group_args}, v.json);
+  }
   if (*v.queue_cmd) return admin(client, AdminCommand{"queue_delete", v.delete_queue, {}, 0, 0}, v.json);
   if (*v.resume) return admin(client, AdminCommand{"resume", v.pause_queue, {}, 0, 0}, v.json);
   if (*v.job && job_command_chosen(v.job_control)) return run_job_command(client, v.job_control, v.json);

@@ -77,6 +77,10 @@ void print_job(const JobDocument& job) {
   if (job.finished_ms) fmt::print("finished:     {}\n", format_time(*job.finished_ms));
   if (job.result) fmt::print("result:       {}\n", job.result->empty() ? "(empty)" : loggable(*job.result, 4096));
   if (job.cancel_requested) fmt::print("cancelling:   asked; its worker was told to stop\n");
+  if (job.state == "held") fmt::print("held:         until its {} settle\n", job.has_children ? "children" : "batch's members");
+  if (!job.parent.empty()) fmt::print("parent:       {} (waits for it)\n", loggable(job.parent));
+  if (!job.batch.empty()) fmt::print("batch:        {} (dueq batch status {} {})\n", loggable(job.batch), loggable(job.queue), loggable(job.batch));
+  if (job.has_children) fmt::print("children:     dueq flow children {} {}\n", loggable(job.queue), loggable(job.id));
   if (!job.version.empty() && (job.state == "scheduled" || job.state == "ready"))
     fmt::print("version:      {} (dueq job edit {} --version {})\n", job.version, loggable(job.id), job.version);
   if (job.record_kept || !job.last_error.empty())
@@ -220,6 +224,27 @@ void print_keys(const AdminResult& result) {
   if (!result.next.empty()) fmt::print("the next page: --after {}\n", result.next);
 }
 
+// `dueq batch status` and `dueq flow children`: the group's counts, then a
+// line per member (a done one's result, a dead one's error).
+void print_group(const AdminResult& result) {
+  const auto& s = result.rows.front();
+  const bool flow = field(s, "kind") == "flow";
+  fmt::print("{} {} in {}: {}{}\n", flow ? "flow parent" : "batch", loggable(field(s, flow ? "parent" : "batch")),
+             field(s, "queue"), field(s, "state"), field(s, "open") == "1" ? " (open: it takes more members)" : "");
+  fmt::print("total {}  pending {}  done {}  dead {}  cancelled {}\n", field(s, "total"), field(s, "pending"),
+             field(s, "done"), field(s, "dead"), field(s, "cancelled"));
+  if (!flow)
+    fmt::print("on_success {}  on_complete {}\n", field(s, "success").empty() ? "-" : loggable(field(s, "success")),
+               field(s, "complete").empty() ? "-" : loggable(field(s, "complete")));
+  if (result.rows.size() > 1) fmt::print("{:<40} {:<10} {}\n", flow ? "CHILD" : "MEMBER", "STATE", "RESULT / ERROR");
+  for (size_t i = 1; i < result.rows.size(); ++i) {
+    const auto& row = result.rows[i];
+    const std::string outcome = field(row, "error").empty() ? field(row, "result") : field(row, "error");
+    fmt::print("{:<40} {:<10} {}\n", loggable(field(row, "member")), field(row, "member_state"), loggable(outcome, 512));
+  }
+  if (!result.next.empty()) fmt::print("the next page: --after {}\n", result.next);
+}
+
 }  // namespace
 
 int admin(Client& client, const AdminCommand& command, bool json) {
@@ -240,7 +265,8 @@ int admin(Client& client, const AdminCommand& command, bool json) {
                  field(row, "a"), format_time(std::stoll("0" + field(row, "died_ms"))), field(row, "e"));
     if (!result->next.empty()) fmt::print("{}; the next page: dueq dead list --after {}\n", result->summary, result->next);
   } else if (command.op == "pause" || command.op == "resume" || command.op == "queue_delete" || command.op == "cron_add" || command.op == "cron_remove" || command.op == "key_limit" ||
-             command.op == "key_rate" || command.op == "key_weight" || command.op == "job_reschedule" || command.op == "job_edit") {
+             command.op == "key_rate" || command.op == "key_weight" || command.op == "job_reschedule" || command.op == "job_edit" ||
+             command.op == "batch_close") {
     fmt::print("{}\n", result->summary);
   } else if (command.op == "cron_list") {
     fmt::print("{:<20} {:<24} {:<18} {:<14} {:<12} {:<8} {}\n", "NAME", "SCHEDULE", "TIME_ZONE", "QUEUE", "TYPE", "SOURCE", "NEXT TICKS (UTC)");
@@ -252,6 +278,8 @@ int admin(Client& client, const AdminCommand& command, bool json) {
     }
   } else if (command.op == "key_list") {
     print_keys(*result);
+  } else if (command.op == "group") {
+    print_group(*result);
   } else if (command.op == "bulk_status") {
     print_bulk(*result, false);
   } else if (command.op == "list" || command.op == "search") {

@@ -53,6 +53,10 @@ struct Invocation {
   std::string key_queue;
   std::map<std::string, std::string> key_args;
   bool key_list_limits = false, key_list_rates = false, key_list_weights = false;
+  // Flows and batches (docs/flows.md).
+  CLI::App *batch = nullptr, *batch_status = nullptr, *batch_close = nullptr, *flow = nullptr, *flow_children = nullptr;
+  std::string group_queue, group_id;
+  std::map<std::string, std::string> group_args;
 };
 
 }  // namespace dueq::cli

@@ -276,6 +276,7 @@ struct GroupEnqueue {
   static constexpr size_t kMaxJobs = 1'000;   // jobs per request (a flow is one request)
   static constexpr size_t kMaxDepth = 4;      // levels of a flow, its root included
   static constexpr size_t kMaxBatchIdBytes = 128;
+  static constexpr int64_t kMaxBatchMembers = 1'000'000;  // members of one batch, over all its requests
   uint64_t request_id = 0;
   std::string queue;
   std::string batch_id;  // "" with BatchAction::none
@@ -293,6 +294,7 @@ enum class GroupStatus : uint8_t {
   no_batch = 4,      // add: no such batch
   batch_closed = 5,  // add: the batch is closed
   batch_exists = 6,  // open: a batch of that id exists
+  batch_full = 7,    // the batch would have more than kMaxBatchMembers members
 };
 }  // namespace dueq::proto
 MSGPACK_ADD_ENUM(dueq::proto::GroupStatus);

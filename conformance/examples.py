@@ -85,6 +85,17 @@ EXAMPLES: list[tuple[int, str, list[tuple[str, Any]]]] = [
                         ("error", "")]),
     (26, "PROGRESS", [("items", [[("queue", "mail"), ("id", "welcome-42"), ("token", TOKEN), ("percent", 40),
                                   ("text", b"4 of 10")]])]),
+    (27, "GROUP_ENQUEUE", [("request_id", 12), ("queue", "mail"), ("batch_id", ""), ("batch", 0), ("close", False),
+                           ("jobs", [[("job", [("queue", "mail"), ("id", "digest"), ("type", "send"), ("payload", b"{}"),
+                                               ("due_ms", 0), ("max_attempts", 0), ("backoff_base_ms", 0),
+                                               ("backoff_cap_ms", 0)]),
+                                      ("parent", 0), ("on_failure", 0), ("role", 0)],
+                                     [("job", [("queue", "mail"), ("id", "part-1"), ("type", "render"), ("payload", b""),
+                                               ("due_ms", 0), ("max_attempts", 0), ("backoff_base_ms", 0),
+                                               ("backoff_cap_ms", 0)]),
+                                      ("parent", 1), ("on_failure", 1), ("role", 0)]])]),
+    (28, "GROUP_ENQUEUE_REPLY", [("request_id", 12), ("status", 0), ("reason", ""), ("job_index", -1),
+                                 ("retry_after_ms", 0)]),
 ]
 
 
@@ -148,6 +159,9 @@ def map_header(n: int) -> bytes:
 def describe(value: Any, data: bytes) -> str:
     if isinstance(value, bool):
         return f"bool {str(value).lower()}"
+    if isinstance(value, int) and value < 0:
+        width = {1: "negative fixint", 2: "int8", 3: "int16", 5: "int32", 9: "int64"}[len(data)]
+        return f"{width} {value}"
     if isinstance(value, int):
         width = {1: "positive fixint", 2: "uint8", 3: "uint16", 5: "uint32", 9: "uint64"}[len(data)]
         return f"{width} {value}"

@@ -23,7 +23,10 @@
            and the per-key rates, buckets and wakes (lib/keys.lua), and
            the snooze counts (lua/nack.lua) and the done jobs' results
            (lua/ack.lua)
-  KEYS[32] queues            set   every known queue's name (dueq:{leader}:queues)
+  KEYS[32] groups            hash  flows and batches (lib/group.lua), deleted
+                                   with every key named from it (a batch
+                                   left open, settled groups kept for a look)
+  KEYS[33] queues            set   every known queue's name (dueq:{leader}:queues)
 
   ARGV[1]  the queue's name
 
@@ -37,8 +40,8 @@
 ]]
 --! include lib/fence.lua
 local name = ARGV[1]
-if #ARGV ~= 1 or #KEYS ~= 32 or not name or name == "" or KEYS[32] ~= "dueq:{leader}:queues" then
-  return redis.error_reply("ERR dueq bad-args delete_queue: expected 32 keys and the queue's name")
+if #ARGV ~= 1 or #KEYS ~= 33 or not name or name == "" or KEYS[33] ~= "dueq:{leader}:queues" then
+  return redis.error_reply("ERR dueq bad-args delete_queue: expected 33 keys and the queue's name")
 end
 local scheduled = (tonumber(redis.call("HGET", KEYS[6], "scheduled")) or 0) + redis.call("ZCARD", KEYS[2])
 local ready = redis.call("ZCARD", KEYS[3])
@@ -52,5 +55,11 @@ end
 for k = 1, 31 do redis.call("DEL", KEYS[k]) end
 redis.call("DEL", KEYS[23] .. ":per_key")  -- the parked jobs' counts per key (lib/keys.lua)
 redis.call("DEL", KEYS[25] .. ":finish")  -- the fair flows' finish tags (lib/fair.lua)
-redis.call("SREM", KEYS[32], name)
+-- Every group's members set: each group has a "<group>:kind" field.
+for _, field in ipairs(redis.call("HKEYS", KEYS[32])) do
+  local group = string.match(field, "^(.*):kind$")
+  if group then redis.call("UNLINK", KEYS[32] .. ":m:" .. group) end
+end
+for _, suffix in ipairs({"", ":of", ":waiting", ":settled"}) do redis.call("UNLINK", KEYS[32] .. suffix) end
+redis.call("SREM", KEYS[33], name)
 return {1}

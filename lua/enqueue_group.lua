@@ -31,8 +31,9 @@
   ARGV[5]  "1": the batch is closed after this call's jobs join it, "0" not
   ARGV[6]  retention seconds for a cancelled entry (0 = keep none): closing
            a batch with a failed member cancels its success callback
-  ARGV[7]  N, number of jobs (0..1000; 0 only to close a batch)
-  ARGV[8+7i .. 14+7i] for job i: id, due ms (>= 0), job record (as
+  ARGV[7]  the most members a batch may have (>= 1)
+  ARGV[8]  N, number of jobs (0..1000; 0 only to close a batch)
+  ARGV[9+7i .. 15+7i] for job i: id, due ms (>= 0), job record (as
            enqueue.lua takes it), schedule partition (0..32767 in plain
            decimal), its parent's job number (1..i, a job before it; 0 for
            a root), its failure policy in its parent's group ("f" fail the
@@ -44,7 +45,8 @@
   Returns  {code, job number, released}: code 1 accepted; 0 a duplicate (the
            job number of the first); 2 refused: the backlog has no room for
            N jobs; 3 the batch does not exist; 4 the batch is closed; 5 the
-           batch exists already (open). released = the earliest due ms of a
+           batch exists already (open); 6 the batch would have more than
+           its most members (nothing stored). released = the earliest due ms of a
            held job that closing the batch released, or -1
   Errors   "ERR dueq bad-args <what>"; nothing is written then
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
@@ -61,20 +63,21 @@ local now = tonumber(ARGV[1])
 local max_backlog = tonumber(ARGV[2])
 local batch, action, close = ARGV[3], ARGV[4], ARGV[5]
 local retention = tonumber(ARGV[6])
-local n = tonumber(ARGV[7])
-if not now or not max_backlog or max_backlog < 0 or not retention or retention < 0
-    or not n or n < 0 or n > 1000 or n % 1 ~= 0 or #ARGV ~= 7 + 7 * n
+local max_members = tonumber(ARGV[7])
+local n = tonumber(ARGV[8])
+if not now or not max_backlog or max_backlog < 0 or not retention or retention < 0 or not max_members or max_members < 1
+    or not n or n < 0 or n > 1000 or n % 1 ~= 0 or #ARGV ~= 8 + 7 * n
     or (action ~= "none" and action ~= "open" and action ~= "add") or (close ~= "0" and close ~= "1")
     or (action == "none") ~= (batch == "") or #batch > 128 or (action == "none" and close == "1")
     or (n == 0 and not (action == "add" and close == "1")) then
   return redis.error_reply("ERR dueq bad-args enqueue_group: expected now, max_backlog, a batch id and action "
-    .. "(none, open or add), close 0|1, a retention, N (0 only to close a batch) and 7 values per job")
+    .. "(none, open or add), close 0|1, a retention, the most members of a batch, N (0 only to close a batch) and 7 values per job")
 end
 local max_depth = 4  -- levels of a flow, its root included
 local function bad(i, what) return redis.error_reply("ERR dueq bad-args enqueue_group: job " .. i .. " " .. what) end
 local ids, depth, has_children, callbacks = {}, {}, {}, {}
 for i = 1, n do
-  local b = 8 + 7 * (i - 1)
+  local b = 9 + 7 * (i - 1)
   local id, due, record, partition = ARGV[b], tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3]
   local parent, policy, role = tonumber(ARGV[b + 4]), ARGV[b + 5], ARGV[b + 6]
   local array, version = string.byte(record, 1, 2)
@@ -91,7 +94,7 @@ for i = 1, n do
   if role ~= "j" and (action ~= "open" or parent ~= 0 or callbacks[role]) then
     return bad(i, "is a callback outside an opened batch, with a parent, or a second one of its kind")
   end
-  if parent > 0 and ARGV[8 + 7 * (parent - 1) + 6] ~= "j" then return bad(i, "has a callback for a parent") end
+  if parent > 0 and ARGV[9 + 7 * (parent - 1) + 6] ~= "j" then return bad(i, "has a callback for a parent") end
   if role ~= "j" then callbacks[role] = i end
   depth[i] = parent > 0 and depth[parent] + 1 or 1
   if depth[i] > max_depth then return bad(i, "is deeper than " .. max_depth .. " levels") end
@@ -106,6 +109,13 @@ if action ~= "none" then
   if action == "open" and state then return {5, 0, -1} end
   if action == "add" and not state then return {3, 0, -1} end
   if action == "add" and redis.call("HGET", KEYS[8], batch_group .. ":open") ~= "1" then return {4, 0, -1} end
+  local joining = 0
+  for i = 1, n do
+    if ARGV[9 + 7 * (i - 1) + 4] == "0" and ARGV[9 + 7 * (i - 1) + 6] == "j" then joining = joining + 1 end
+  end
+  if (tonumber(redis.call("HGET", KEYS[8], batch_group .. ":total")) or 0) + joining > max_members then
+    return {6, 0, -1}
+  end
 end
 -- Any id known refuses the call whole: a producer's retry is a duplicate,
 -- and no part of a tree runs without the rest.
@@ -119,7 +129,7 @@ if n > 0 then
   local seen = {}
   for i = 1, n do
     if live[i] or done[i] or cancelled[i] or ready[i] or seen[ids[i]]
-        or redis.call("ZSCORE", KEYS[1] .. ":" .. ARGV[8 + 7 * (i - 1) + 3], ids[i]) then
+        or redis.call("ZSCORE", KEYS[1] .. ":" .. ARGV[9 + 7 * (i - 1) + 3], ids[i]) then
       return {0, i, -1}
     end
     seen[ids[i]] = true
@@ -146,7 +156,7 @@ if action == "open" then
 end
 local batch_joined = 0
 for i = 1, n do
-  local b = 8 + 7 * (i - 1)
+  local b = 9 + 7 * (i - 1)
   local partition, parent, role = ARGV[b + 3], tonumber(ARGV[b + 4]), ARGV[b + 6]
   local due_text = ARGV[b + 1]
   local group = nil  -- the group this job waits for, if held

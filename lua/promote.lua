@@ -26,7 +26,8 @@
 
   Returns  {moved, next_due}: next_due is a lower bound of the earliest due
            ms left in the schedule (exact unless a cancel took that job), or
-           -1 when the schedule is empty
+           -1 when the schedule is empty or holds only jobs held for their
+           groups (lib/group.lua)
   Errors   "ERR dueq bad-args <what>"
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
            leader's epoch counter) and ARGV the sender's leader epoch, last
@@ -108,4 +109,7 @@ schedule_counted_out(KEYS[1], KEYS[4], removed_slots)
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = -1
 if head[2] then next_due = tonumber(head[2]) end
+-- Jobs held for their groups (lib/group.lua, at 2^52) are due when the
+-- script that releases one says so.
+if next_due >= 4503599627370496 then next_due = -1 end
 return {moved, next_due}

@@ -25,7 +25,8 @@
             top_keys}
            scheduled = in the schedule (due later, or due this instant and
            not yet promoted); waiting = ready, not leased; next_due = a
-           lower bound of the earliest scheduled due ms, or -1; died =
+           lower bound of the earliest scheduled due ms, or -1 (also when only
+           jobs held for their groups are scheduled); died =
            jobs that went to the dead-letter set ever; unconfirmed = of
            retried, deliveries that went back unstarted; oldest_ready_due =
            the due ms of the longest-waiting ready job (in a fair queue:
@@ -47,6 +48,8 @@ local top_keys = 10
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = -1
 if head[2] then next_due = tonumber(head[2]) end
+-- Jobs held for their groups (lib/group.lua, at 2^52) are due when released.
+if next_due >= 4503599627370496 then next_due = -1 end
 local oldest = redis.call("ZRANGE", KEYS[2], 0, 0, "WITHSCORES")
 local oldest_ready_due = -1
 if oldest[2] then oldest_ready_due = tonumber(oldest[2]) end

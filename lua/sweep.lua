@@ -21,6 +21,9 @@
   KEYS[4]  history     hash  id -> finished job's entry
   KEYS[5]  results     hash  id -> a done job's result (lua/ack.lua): goes
                              with its id from the done set
+  KEYS[6]  groups      hash  flows and batches (lib/group.lua): a group that
+                             settled before the cutoff goes, at most 100 per
+                             call, its members' set with it
 
   ARGV[1]  cutoff ms: entries finished before it are removed
   ARGV[2]  limit (1..10000)
@@ -36,9 +39,10 @@
            retention, earliest finish ms left in either set or -1 when both
            are empty, history entries trimmed, earliest finish ms of a job
            whose entry may be left or -1 when none, 1 when a history trim
-           stopped at LIMIT (else 0)}; call again while either of the first
-           two equals the limit or the last is 1 (the fourth and sixth tell
-           when a sweep can next remove anything)
+           stopped at LIMIT or 100 groups went (else 0), groups removed};
+           call again while either of the first two equals the limit or the
+           seventh is 1 (the fourth and sixth tell when a sweep can next
+           remove anything; the fourth counts settled groups too)
   Errors   "ERR dueq bad-args <what>"
   Fenced   KEYS take the queue's epoch key (and outside a Redis Cluster the
            leader's epoch counter) and ARGV the sender's leader epoch, last
@@ -46,6 +50,9 @@
            the sender was deposed
 ]]
 --! include lib/fence.lua
+--! include lib/partition.lua
+--! include lib/schedule_filter.lua
+--! include lib/group.lua
 local cutoff = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local max_kept = tonumber(ARGV[3])
@@ -59,7 +66,7 @@ if not cutoff or not limit or limit < 1 or limit > 10000 or not max_kept or max_
 end
 local has_history = redis.call("EXISTS", KEYS[4]) == 1
 local has_results = redis.call("EXISTS", KEYS[5]) == 1
-local out = {0, 0, 0, -1, 0, -1, 0}
+local out = {0, 0, 0, -1, 0, -1, 0, 0}
 local function earliest(slot, score)
   if score and (out[slot] < 0 or tonumber(score) < out[slot]) then out[slot] = tonumber(score) end
 end
@@ -139,6 +146,22 @@ for k = 1, 2 do
   earliest(4, redis.call("ZRANGE", KEYS[k], 0, 0, "WITHSCORES")[2])
   if has_history then trim_history(k, k == 1 and "history_from_done" or "history_from_cancelled") end
 end
+-- Groups settled before the cutoff: a parent's children or a batch's
+-- status were kept for a look as long as a done job's id is.
+local gk = group_keys(KEYS[6], "", "", "", "", "", "", 0, 0)
+local settled = redis.call("ZRANGEBYSCORE", gk.settled, "-inf", "(" .. ARGV[1], "LIMIT", 0, 100)
+if #settled > 0 then
+  local fields = {}
+  for _, group in ipairs(settled) do
+    for _, f in ipairs(group_field_names) do fields[#fields + 1] = group .. ":" .. f end
+    redis.call("UNLINK", group_members_key(gk, group))
+  end
+  redis.call("HDEL", gk.groups, unpack(fields))
+  redis.call("ZREM", gk.settled, unpack(settled))
+  out[8] = #settled
+  if #settled == 100 then out[7] = 1 end
+end
+earliest(4, redis.call("ZRANGE", gk.settled, 0, 0, "WITHSCORES")[2])
 if out[3] > 0 then redis.call("HINCRBY", KEYS[3], "forgotten_early", out[3]) end
 if out[5] > 0 then redis.call("HINCRBY", KEYS[3], "history_trimmed", out[5]) end
 return out

@@ -76,6 +76,9 @@ Result<Stored> read_stored(AdminContext& c, const Target& t) {
 
 // Why a job that is not waiting cannot be changed.
 std::unexpected<Error> not_waiting(const Target& t, const std::string& state) {
+  if (state == "held")
+    return fail(Errc::conflict, fmt::format("job {} is held until its flow's children or its batch settle: it becomes "
+                                            "due then, at its own due time (docs/flows.md)", t.id));
   if (state == "leased")
     return fail(Errc::conflict, fmt::format("job {} is running: it can be changed while it waits (scheduled or ready)", t.id));
   if (state == "dead")
@@ -150,7 +153,8 @@ Result<proto::AdminReply> edit_job(AdminContext& c, const proto::AdminRequest& r
   if (!target) return std::unexpected(target.error());
   auto stored = read_stored(c, *target);
   if (!stored) return std::unexpected(stored.error());
-  if (stored->state != "scheduled" && stored->state != "ready") return not_waiting(*target, stored->state);
+  if (stored->state != "scheduled" && stored->state != "ready" && stored->state != "held")
+    return not_waiting(*target, stored->state);
   auto record = decode_job_record(stored->record);
   if (!record) return std::unexpected(record.error());
   if (record_version(stored->record) != version->second) {

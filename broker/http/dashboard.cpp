@@ -316,6 +316,31 @@ void Dashboard::add_job_routes(httplib::Server& server) {
     if (auto ok = validate_job_id(id); !ok) return bad_request(res, ok.error().message);
     answer(proto::JobRequest{0, id, *queue}, res);
   });
+  // A flow parent's children or a batch's members, with the group's
+  // counts (docs/flows.md): the admin `group` read, checked here first.
+  server.Get("/api/group", [this](const httplib::Request& req, httplib::Response& res) {
+    auto queue = queue_param(req, res, true);
+    if (!queue) return;
+    std::map<std::string, std::string> args;
+    for (const auto& [name, value] : req.params) {
+      if (name == "queue") continue;
+      if (name != "batch" && name != "parent" && name != "after" && name != "limit")
+        return bad_request(res, "group: no parameter " + loggable(name, 64));
+      args[name] = value;
+    }
+    if (args.contains("batch") == args.contains("parent")) return bad_request(res, "give batch or parent");
+    if (args.contains("parent"))
+      if (auto ok = validate_job_id(args["parent"]); !ok) return bad_request(res, ok.error().message);
+    if (args.contains("batch") && (args["batch"].empty() || args["batch"].size() > 128))
+      return bad_request(res, "batch: 1..128 bytes");
+    if (args.contains("after") && (args["after"].empty() || args["after"].size() > 20 ||
+                                   args["after"].find_first_not_of("0123456789") != std::string::npos))
+      return bad_request(res, "after: the next of the page before");
+    auto limit = limit_param(req, 50, 100);
+    if (!limit) return bad_request(res, "limit: 1..100");
+    args["limit"] = std::to_string(*limit);
+    answer(proto::AdminRequest{0, "group", *queue, {}, 0, 0, std::move(args)}, res);
+  });
   for (const char* op : {"job_reschedule", "job_edit"}) {
     server.Post(std::string(op) == "job_edit" ? "/api/job/edit" : "/api/job/reschedule",
                 [this, op](const httplib::Request& req, httplib::Response& res) {

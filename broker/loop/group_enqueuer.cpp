@@ -40,12 +40,13 @@ std::string_view batch_action(proto::BatchAction action) {
 }  // namespace
 
 Command enqueue_group(const proto::GroupEnqueue& request, int64_t now_ms, uint32_t default_max_attempts,
-                      int64_t max_backlog, int64_t retention_s) {
+                      int64_t max_backlog, int64_t retention_s, int64_t max_batch_members) {
   QueueKeys k(request.queue);
   Command call = script_call(lua::ScriptId::enqueue_group,
                              {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.groups});
   call.add(now_ms).add(max_backlog).add(request.batch_id).add(batch_action(request.batch));
-  call.add(request.close ? "1" : "0").add(retention_s).add(static_cast<int64_t>(request.jobs.size()));
+  call.add(request.close ? "1" : "0").add(retention_s).add(max_batch_members);
+  call.add(static_cast<int64_t>(request.jobs.size()));
   for (const auto& g : request.jobs) {
     const JobRecord record = new_job_record(g.job, now_ms, default_max_attempts);
     call.add(g.job.id).add(record.due_ms).add(encode_job_record(record));
@@ -57,7 +58,8 @@ Command enqueue_group(const proto::GroupEnqueue& request, int64_t now_ms, uint32
 
 Result<GroupEnqueueOutcome> parse_enqueue_group(const redisReply* r) {
   static constexpr std::array kKnown{GroupEnqueued::duplicate,  GroupEnqueued::accepted,     GroupEnqueued::backlog_full,
-                                     GroupEnqueued::no_batch,   GroupEnqueued::batch_closed, GroupEnqueued::batch_exists};
+                                     GroupEnqueued::no_batch,   GroupEnqueued::batch_closed, GroupEnqueued::batch_exists,
+                                     GroupEnqueued::batch_full};
   auto values = reply::integers(r, "enqueue_group");
   if (!values) return std::unexpected(values.error());
   if (values->size() != 3) return reply::bad(r, "enqueue_group");
@@ -200,6 +202,10 @@ void GroupEnqueuer::on_enqueued(const redisReply* r, const Gathered& sent, int64
     case calls::GroupEnqueued::batch_exists:
       reply.status = proto::GroupStatus::batch_exists;
       reply.reason = "a batch of this id exists in the queue already";
+      break;
+    case calls::GroupEnqueued::batch_full:
+      reply.status = proto::GroupStatus::batch_full;
+      reply.reason = fmt::format("a batch has at most {} members; nothing was stored", proto::GroupEnqueue::kMaxBatchMembers);
       break;
   }
 }

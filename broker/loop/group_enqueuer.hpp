@@ -28,6 +28,7 @@ enum class GroupEnqueued : int64_t {
   no_batch = 3,
   batch_closed = 4,
   batch_exists = 5,
+  batch_full = 6,
 };
 struct GroupEnqueueOutcome {
   GroupEnqueued code = GroupEnqueued::accepted;
@@ -35,7 +36,8 @@ struct GroupEnqueueOutcome {
   int64_t released_due_ms = -1;  // closing the batch released its callbacks: their earliest due
 };
 Command enqueue_group(const proto::GroupEnqueue& request, int64_t now_ms, uint32_t default_max_attempts,
-                      int64_t max_backlog, int64_t retention_s);
+                      int64_t max_backlog, int64_t retention_s,
+                      int64_t max_batch_members = proto::GroupEnqueue::kMaxBatchMembers);
 Result<GroupEnqueueOutcome> parse_enqueue_group(const redisReply* reply);
 }  // namespace calls
 

@@ -16,7 +16,7 @@ Command delete_queue(const std::string& queue) {
                      {k.schedule, k.legacy_scheduled, k.ready, k.leased, k.dead, k.stats, k.done, k.cancelled, k.jobs,
                       k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested, k.started, k.unconfirmed,
                       k.paused, k.rate, k.cron, k.history, k.key_held, k.key_running, k.key_parked, k.key_limits,
-                      k.fair, k.key_weights, k.key_rates, k.key_tats, k.key_wakes, k.snoozes, k.results, kQueuesKey})
+                      k.fair, k.key_weights, k.key_rates, k.key_tats, k.key_wakes, k.snoozes, k.results, k.groups, kQueuesKey})
       .add(queue);
 }
 

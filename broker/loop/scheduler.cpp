@@ -56,7 +56,7 @@ Result<ReclaimOutcome> parse_reclaim(const redisReply* r) {
 Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t max_kept, int64_t window_start_ms,
               int64_t history_cutoff_ms, int64_t history_max) {
   QueueKeys k(queue);
-  return script_call(lua::ScriptId::sweep, {k.done, k.cancelled, k.stats, k.history, k.results})
+  return script_call(lua::ScriptId::sweep, {k.done, k.cancelled, k.stats, k.history, k.results, k.groups})
       .add(cutoff_ms)
       .add(limit)
       .add(max_kept)
@@ -68,9 +68,9 @@ Command sweep(const std::string& queue, int64_t cutoff_ms, int limit, int64_t ma
 Result<SweepOutcome> parse_sweep(const redisReply* r) {
   auto values = reply::integers(r, "sweep");
   if (!values) return std::unexpected(values.error());
-  if (values->size() != 7) return reply::bad(r, "sweep");
+  if (values->size() != 8) return reply::bad(r, "sweep");
   const auto& v = *values;
-  return SweepOutcome{v[0], v[1], v[2], v[3], v[4], v[5], v[6] == 1};
+  return SweepOutcome{v[0], v[1], v[2], v[3], v[4], v[5], v[6] == 1, v[7]};
 }
 
 Command align_leases(const std::string& queue, int64_t grace_ms, int limit) {

@@ -38,7 +38,8 @@ struct SweepOutcome {
   int64_t earliest_finish_ms = -1;  // of the ids left in either set; -1 when none is
   int64_t history_trimmed = 0;       // history entries removed
   int64_t earliest_history_ms = -1;  // finish of the earliest job whose history entry may be left; -1: none
-  bool history_more = false;         // a history trim stopped at the limit
+  bool history_more = false;         // a history trim stopped at the limit (or the group sweep did)
+  int64_t groups_removed = 0;        // flows and batches settled before the cutoff, forgotten
 };
 
 namespace calls {

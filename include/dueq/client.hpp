@@ -81,6 +81,50 @@ struct EnqueueResult {
   std::string existing_id;       // duplicate by a unique key: the job that holds it
 };
 
+// Flows and batches (docs/flows.md). A flow is a tree of jobs of one queue:
+// each parent runs once all its children settled (done, dead or
+// cancelled), at its own due time if that is later. A batch is a set of
+// jobs with callbacks: on_success runs once every member is done,
+// on_complete once every member settled, both after the batch is closed.
+enum class ChildFailure {
+  fail_parent,  // the child dead or cancelled: its parent goes dead, and its own parent hears of it
+  ignore,       // the parent runs as if the child were done
+  proceed,      // the parent runs, and sees the child failed among its children (Client::children)
+};
+struct FlowJob {
+  JobSpec job;  // its queue is the flow's: left empty, or the same; not unique
+  ChildFailure on_failure = ChildFailure::fail_parent;  // how its failure reaches its parent (not used for the root)
+  std::vector<FlowJob> children;
+};
+struct GroupResult {
+  enum class Status { accepted, duplicate, rejected, overloaded, no_batch, batch_closed, batch_exists, batch_full };
+  Status status = Status::accepted;
+  std::string reason;
+  std::vector<std::string> ids;  // every job's id as sent (a flow: parents before their children, depth first)
+  int64_t job_index = -1;        // duplicate or rejected: the job at fault, in `ids` (-1: the request)
+  uint32_t retry_after_ms = 0;   // overloaded: when to try again
+};
+struct BatchCallbacks {
+  std::optional<JobSpec> on_success;   // runs once every member is done (cancelled if one is not)
+  std::optional<JobSpec> on_complete;  // runs once every member settled
+};
+// A flow's or a batch's status and a page of its members.
+struct GroupView {
+  std::string kind;   // "flow" or "batch"
+  std::string state;  // waiting, settled, failed (a child failed the parent) or cancelled (the parent was)
+  bool open = false;  // a batch that takes more members
+  int64_t total = 0, pending = 0, done = 0, dead = 0, cancelled = 0;
+  std::string parent, on_success, on_complete;  // the held jobs' ids ("" = none)
+  int64_t settled_ms = 0;                       // 0 while it has not
+  struct Member {
+    std::string id;
+    std::string state;   // scheduled, held, ready, running, done, dead, cancelled, or "" once forgotten
+    std::string result;  // done: what its handler returned
+    std::string error;   // dead: its last error
+  };
+  std::vector<Member> members;
+  std::string next;  // where the next page starts ("" after the last)
+};
 struct ClientError {
   std::string code;     // "timeout", "unavailable", "overloaded", "refused", "handshake", "bad_argument", ...
   std::string message;
@@ -246,6 +290,25 @@ class Client {
   // ack is applied; across a broker restart or a take-over the wait goes
   // on at the broker that leads, finding an end that came meanwhile.
   std::expected<JobEnd, ClientError> wait(const std::string& id, const std::string& queue, std::chrono::milliseconds timeout);
+
+  // Flows and batches (docs/flows.md). Each call is stored whole or not at
+  // all (at most 1,000 jobs, a flow at most 4 levels deep): a retry of one
+  // accepted before is answered duplicate, naming its first job. Ids are
+  // made where empty.
+  std::expected<GroupResult, ClientError> enqueue_flow(const std::string& queue, FlowJob root);
+  std::expected<GroupResult, ClientError> open_batch(const std::string& queue, const std::string& batch_id,
+                                                     BatchCallbacks callbacks, std::vector<JobSpec> jobs = {},
+                                                     bool close = false);
+  std::expected<GroupResult, ClientError> add_to_batch(const std::string& queue, const std::string& batch_id,
+                                                       std::vector<JobSpec> jobs, bool close = false);
+  std::expected<GroupResult, ClientError> close_batch(const std::string& queue, const std::string& batch_id);
+  // A batch's status, or a flow parent's with its children's states and
+  // results, a page (up to `limit`, at most 100) at a time from `after`
+  // (the last page's `next`). Any key that may use the queue may read it.
+  std::expected<GroupView, ClientError> batch_status(const std::string& queue, const std::string& batch_id,
+                                                     const std::string& after = "", uint32_t limit = 50);
+  std::expected<GroupView, ClientError> children(const std::string& queue, const std::string& parent_id,
+                                                 const std::string& after = "", uint32_t limit = 50);
 
   static int64_t in_ms(int64_t delay_ms);  // now + delay, as a due time
 

@@ -38,6 +38,10 @@ local function group_keys(groups, schedule, stats, jobs, dead, errors, cancelled
           now = now, retention = retention, fired = nil}
 end
 
+-- Every field a group has in the groups hash.
+local group_field_names = {"kind", "state", "open", "total", "pending", "done", "dead", "cancelled", "parent", "success",
+                           "complete"}
+
 local function group_members_key(gk, group) return gk.groups .. ":m:" .. group end
 local function group_get(gk, group, field) return redis.call("HGET", gk.groups, group .. ":" .. field) end
 

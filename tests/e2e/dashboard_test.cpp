@@ -503,3 +503,51 @@ TEST(Dashboard, AWaitingJobLookedUpIsEditedAndRunNow) {
   ASSERT_TRUE(done);
   EXPECT_EQ(done->status, 409) << done->body;
 }
+
+// A flow parent looked up lists its children with their states and results
+// (any bytes); a batch is looked up by its id; bad parameters are a 400.
+TEST(Dashboard, AFlowParentShowsItsChildrenAndABatchItsMembers) {
+  const int http = free_port();
+  Cluster cluster({"--http", fmt::format("127.0.0.1:{}", http)});
+  cluster.start_example_worker("flows", 2, (cluster.dir() / "starts.log").string());
+  ASSERT_TRUE(cluster.wait_for_workers(1));
+  Client client(cluster.endpoint());
+  JobSpec later{.queue = "flows", .type = "echo", .payload = "not yet", .id = "late-child", .due_ms = Client::in_ms(3'600'000)};
+  FlowJob flow{{.queue = "flows", .type = "echo", .id = "parent-1"}, ChildFailure::fail_parent,
+               {FlowJob{{.queue = "flows", .type = "echo", .payload = std::string("r\xff", 2), .id = "child-1"}}, FlowJob{later}}};
+  ASSERT_EQ(client.enqueue_flow("flows", flow)->status, GroupResult::Status::accepted);
+  ASSERT_EQ(client.open_batch("flows", "batch-1", {}, {JobSpec{.queue = "flows", .type = "echo", .id = "member-1"}})->status,
+            GroupResult::Status::accepted);
+  ASSERT_TRUE(eventually([&] { auto c = client.children("flows", "parent-1"); return c && c->done == 1; }, 20s));
+
+  httplib::Client web("127.0.0.1", http);
+  for (const char* bad : {"/api/group?queue=flows", "/api/group?queue=flows&batch=b&parent=p", "/api/group?queue=flows&batch=b&later=1",
+                          "/api/group?queue=flows&parent=a%20b", "/api/group?queue=flows&batch=b&after=x", "/api/group?batch=b",
+                          "/api/group?queue=flows&batch=b&limit=101"})
+    EXPECT_EQ(web.Get(bad)->status, 400) << bad;
+  auto missing = web.Get("/api/group?queue=flows&batch=nope");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404) << missing->body;
+  auto api = web.Get("/api/group?queue=flows&parent=parent-1");
+  ASSERT_TRUE(api);
+  ASSERT_EQ(api->status, 200) << api->body;
+  EXPECT_NE(api->body.find(R"("encoding":"base64")"), std::string::npos) << "a result that is not UTF-8: " << api->body;
+
+  const auto page = browse(cluster.dir(), nlohmann::json::array({
+      {{"navigate", fmt::format("http://127.0.0.1:{}/", http)}},
+      {{"wait", "document.body.dataset.loaded === 'yes'"}},
+      {{"eval", "document.getElementById('lookup-id').value = 'parent-1', document.querySelector('#lookup button').click(), true"}},
+      {{"wait", "!document.getElementById('group').hidden && document.getElementById('group-members').tBodies[0].rows.length === 2"}},
+      {{"eval", "document.getElementById('group-summary').textContent"}, {"name", "flow"}},
+      {{"eval", "Array.from(document.getElementById('group-members').tBodies[0].rows).map((r) => r.textContent).sort().join('|')"},
+       {"name", "children"}},
+      {{"eval", "document.getElementById('batch-id').value = 'batch-1', document.getElementById('batch-queue').value = 'flows', "
+                "document.querySelector('#batch-lookup button').click(), true"}},
+      {{"wait", "document.getElementById('group-summary').textContent.startsWith('batch')"}},
+      {{"eval", "document.getElementById('group-summary').textContent"}, {"name", "batch"}},
+  }));
+  ASSERT_FALSE(page.is_null()) << read_file(cluster.dir() / "browser.log");
+  EXPECT_EQ(page["flow"], "flow parent-1: waiting · total 2, pending 1, done 1, dead 0, cancelled 0");
+  EXPECT_EQ(page["children"], "child-1doner\\xfflate-childscheduled");
+  EXPECT_NE(page["batch"].get<std::string>().find("batch batch-1: waiting (open) · total 1"), std::string::npos) << page["batch"];
+}

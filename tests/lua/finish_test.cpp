@@ -33,10 +33,10 @@ TEST_F(Scripts, ADoneJobStaysADuplicateUntilTheSweepForgetsIt) {
   EXPECT_EQ(enqueue({job("a")}, 3000), std::vector<int64_t>{0});  // a producer's retry
   Round early;
   early.add(calls::sweep("q", 2000, 100, 1000, 2000));  // finished at 2000: not before the cutoff
-  EXPECT_EQ(*ints(run(early)), (std::vector<int64_t>{0, 0, 0, 2000, 0, -1, 0}));  // 2000: the earliest finish left
+  EXPECT_EQ(*ints(run(early)), (std::vector<int64_t>{0, 0, 0, 2000, 0, -1, 0, 0}));  // 2000: the earliest finish left
   Round late;
   late.add(calls::sweep("q", 2001, 100, 1000, 2001));
-  EXPECT_EQ(*ints(run(late)), (std::vector<int64_t>{1, 0, 0, -1, 0, -1, 0}));  // -1: nothing left to sweep
+  EXPECT_EQ(*ints(run(late)), (std::vector<int64_t>{1, 0, 0, -1, 0, -1, 0, 0}));  // -1: nothing left to sweep
   EXPECT_EQ(field("a", "s"), "");
   EXPECT_EQ(enqueue({job("a")}, 3000), std::vector<int64_t>{1});  // a new job after retention
 }
@@ -82,7 +82,7 @@ TEST_F(Scripts, SweepIsBoundedByItsLimitAndRefusesBadArguments) {
   for (const char* id : {"a", "b", "c"}) redis_->cli(std::string("ZADD 'dueq:{q}:done' 10 ") + id);
   Round round;
   round.add(calls::sweep("q", 100, 2, 1000, 100));
-  EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{2, 0, 0, 10, 0, -1, 0}));
+  EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{2, 0, 0, 10, 0, -1, 0, 0}));
   EXPECT_EQ(redis_->cli("ZCARD 'dueq:{q}:done'"), "1");
   Round bad;
   bad.add(calls::sweep("q", 100, 0, 1000, 100));
@@ -121,16 +121,16 @@ TEST_F(Scripts, SweepKeepsAtMostMaxDoneAndCancelledIds) {
   // Nothing past retention; 6 done over the max, 4 per call, all before
   // their retention ended (counted).
   first.add(calls::sweep("q", 0, 4, 4, 2000));
-  EXPECT_EQ(*ints(run(first)), (std::vector<int64_t>{4, 0, 4, 1000, 0, -1, 0}));  // c0 finished at 1000
+  EXPECT_EQ(*ints(run(first)), (std::vector<int64_t>{4, 0, 4, 1000, 0, -1, 0, 0}));  // c0 finished at 1000
   Round second;
   second.add(calls::sweep("q", 0, 4, 4, 2000));
-  EXPECT_EQ(*ints(run(second)), (std::vector<int64_t>{2, 0, 2, 1000, 0, -1, 0}));
+  EXPECT_EQ(*ints(run(second)), (std::vector<int64_t>{2, 0, 2, 1000, 0, -1, 0, 0}));
   EXPECT_EQ(redis_->cli("ZRANGE 'dueq:{q}:done' 0 -1"), "d6\nd7\nd8\nd9");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' forgotten_early"), "6");
   Round both;
   // The time cutoff takes d6 and every cancelled id; the max takes d7 too.
   both.add(calls::sweep("q", 1007, 100, 2, 2000));
-  EXPECT_EQ(*ints(run(both)), (std::vector<int64_t>{2, 3, 1, 1008, 0, -1, 0}));
+  EXPECT_EQ(*ints(run(both)), (std::vector<int64_t>{2, 3, 1, 1008, 0, -1, 0, 0}));
   EXPECT_EQ(redis_->cli("ZRANGE 'dueq:{q}:done' 0 -1"), "d8\nd9");
 }
 
@@ -140,11 +140,11 @@ TEST_F(Scripts, SweepKeepsIdsFinishedWithinTheDuplicateWindowPastTheMax) {
   for (int i = 0; i < 10; ++i) redis_->cli("ZADD 'dueq:{q}:done' " + std::to_string(1000 + i) + " d" + std::to_string(i));
   Round round;
   round.add(calls::sweep("q", 0, 100, 4, 1005));  // the window began at 1005: d5..d9 stay
-  EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{5, 0, 5, 1005, 0, -1, 0}));
+  EXPECT_EQ(*ints(run(round)), (std::vector<int64_t>{5, 0, 5, 1005, 0, -1, 0, 0}));
   EXPECT_EQ(redis_->cli("ZRANGE 'dueq:{q}:done' 0 -1"), "d5\nd6\nd7\nd8\nd9");
   Round again;
   again.add(calls::sweep("q", 0, 100, 4, 1005));
-  EXPECT_EQ(*ints(run(again)), (std::vector<int64_t>{0, 0, 0, 1005, 0, -1, 0}));
+  EXPECT_EQ(*ints(run(again)), (std::vector<int64_t>{0, 0, 0, 1005, 0, -1, 0, 0}));
 }
 
 TEST_F(Scripts, AckWithAStaleTokenIsACountedNoOp) {

@@ -4,6 +4,7 @@
 // settles the last of them, and the audit's books balance throughout.
 #include "broker/admin/group_commands.hpp"
 #include "broker/loop/group_enqueuer.hpp"
+#include "broker/loop/queue_remover.hpp"
 #include "scripts_fixture.hpp"
 
 namespace dueq::testing::scripts {
@@ -28,9 +29,10 @@ proto::GroupEnqueue batch(std::string id, BatchAction action, bool close, std::v
 
 class Groups : public Scripts {
  protected:
-  calls::GroupEnqueueOutcome put(const proto::GroupEnqueue& request, int64_t now, int64_t max_backlog = 0) {
+  calls::GroupEnqueueOutcome put(const proto::GroupEnqueue& request, int64_t now, int64_t max_backlog = 0,
+                                 int64_t max_members = proto::GroupEnqueue::kMaxBatchMembers) {
     Round round;
-    round.add(calls::enqueue_group(request, now, 3, max_backlog, 60));
+    round.add(calls::enqueue_group(request, now, 3, max_backlog, 60, max_members));
     const redisReply* r = run(round);
     auto outcome = calls::parse_enqueue_group(r);
     EXPECT_TRUE(outcome) << reply_error(r);
@@ -339,6 +341,39 @@ TEST_F(Groups, ABatchWithAFailedMemberCancelsItsSuccessCallbackAndRunsItsComplet
   expect_books_balance();
 }
 
+TEST_F(Groups, ABatchTakesNoMoreThanItsMostMembersAndAFullOneStoresNothing) {
+  ASSERT_EQ(put(batch("B", BatchAction::open, false, {member("m1"), member("m2")}), 1000, 0, 3).code,
+            calls::GroupEnqueued::accepted);
+  EXPECT_EQ(put(batch("B", BatchAction::add, false, {member("m3"), member("m4")}), 1000, 0, 3).code,
+            calls::GroupEnqueued::batch_full);
+  EXPECT_EQ(field("m3", "s"), "");
+  EXPECT_EQ(put(batch("B", BatchAction::add, false, {member("m3")}), 1000, 0, 3).code, calls::GroupEnqueued::accepted);
+  EXPECT_EQ(status("bB", "total"), "3");
+  EXPECT_EQ(put(batch("C", BatchAction::open, false, {member("c1"), member("c2")}), 1000, 0, 1).code,
+            calls::GroupEnqueued::batch_full);
+  EXPECT_TRUE(show("bC").empty());
+  expect_books_balance();
+}
+
+TEST_F(Groups, AFlowsRootJoinsABatchAndSettlesItWhenTheRootDoes) {
+  ASSERT_EQ(put(batch("B", BatchAction::open, true,
+                      {member("cb", 0, ChildFailure::none, 0, GroupRole::on_complete), member("root"),
+                       member("leaf", 2, ChildFailure::fail_parent)}),
+                1000)
+                .code,
+            calls::GroupEnqueued::accepted);
+  EXPECT_EQ(field("root", "gb"), "B");
+  EXPECT_EQ(field("leaf", "gp"), "root");
+  EXPECT_EQ(status("bB", "total"), "1");
+  EXPECT_EQ(promote(1000), 1);
+  EXPECT_EQ(ack(lease_all(9000), {"leaf"}, 2000), 2000);  // releases the root
+  EXPECT_EQ(field("cb", "s"), "held");
+  promote(2000);
+  EXPECT_EQ(ack(lease_all(9000), {"root"}, 3000), 3000);  // settles the batch
+  EXPECT_EQ(field("cb", "s"), "scheduled");
+  expect_books_balance();
+}
+
 TEST_F(Groups, ClosingAnEmptyBatchReleasesItsCallbacksAtOnce) {
   ASSERT_EQ(put(batch("B3", BatchAction::open, true, {member("ok", 0, ChildFailure::none, 0, GroupRole::on_success)}), 1000)
                 .released_due_ms,
@@ -355,6 +390,42 @@ TEST_F(Groups, AHeldJobCannotBeRescheduledAndKeepsWaiting) {
   EXPECT_EQ(moved->at(0), 0);
   EXPECT_EQ(field("P", "s"), "held");
   EXPECT_EQ(promote(3000), 0);
+}
+
+TEST_F(Groups, ASettledGroupIsForgottenWithTheDoneJobsAndAnOpenBatchIsKept) {
+  ASSERT_EQ(put(flow({member("P"), member("A", 1, ChildFailure::ignore)}), 1000).code, calls::GroupEnqueued::accepted);
+  ASSERT_EQ(put(batch("open", BatchAction::open, false, {member("m")}), 1000).code, calls::GroupEnqueued::accepted);
+  promote(1000);
+  auto leased = lease_all(9000);
+  ack(leased, {"A", "m"}, 2000);  // the flow settles at 2000; the batch is open
+  Round early;
+  early.add(calls::sweep("q", 2000, 100, 1000, 2000));
+  auto kept = calls::parse_sweep(run(early));
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->groups_removed, 0);
+  EXPECT_EQ(kept->earliest_finish_ms, 2000);
+  EXPECT_EQ(status("fP", "state"), "settled");
+  Round late;
+  late.add(calls::sweep("q", 2001, 100, 1000, 2001));
+  auto swept = calls::parse_sweep(run(late));
+  ASSERT_TRUE(swept);
+  EXPECT_EQ(swept->groups_removed, 1);
+  EXPECT_TRUE(show("fP").empty());
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:groups:m:fP'"), "0");
+  EXPECT_EQ(status("bopen", "state"), "waiting");
+  EXPECT_EQ(redis_->cli("EXISTS 'dueq:{q}:groups:m:bopen'"), "1");
+}
+
+TEST_F(Groups, DeletingAnEmptyQueueTakesItsGroupsWithIt) {
+  ASSERT_EQ(put(batch("b", BatchAction::open, false, {member("m")}), 1000).code, calls::GroupEnqueued::accepted);
+  promote(1000);
+  ack(lease_all(9000), {"m"}, 2000);
+  Round del;
+  del.add(calls::delete_queue("q"));
+  auto outcome = calls::parse_delete_queue(run(del));
+  ASSERT_TRUE(outcome);
+  EXPECT_EQ(outcome->status, DeleteQueueStatus::deleted);
+  EXPECT_EQ(redis_->cli("KEYS 'dueq:{q}:groups*'"), "");
 }
 
 }  // namespace

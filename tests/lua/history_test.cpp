@@ -65,10 +65,10 @@ TEST_F(Scripts, TheSweepTrimsHistoryByAgeAndKeepsTheIdForDoneRetention) {
   const std::string older = l[0].id, newer = l[1].id;
   Round keep;  // history cutoff 2000: nothing finished before it
   keep.add(calls::sweep("q", 0, 100, 1000, 0, 2000, 1000));
-  EXPECT_EQ(*ints(run(keep)), (std::vector<int64_t>{0, 0, 0, 2000, 0, 2000, 0}));
+  EXPECT_EQ(*ints(run(keep)), (std::vector<int64_t>{0, 0, 0, 2000, 0, 2000, 0, 0}));
   Round trim;  // history cutoff 2500: the job done at 2000 loses its document
   trim.add(calls::sweep("q", 0, 100, 1000, 0, 2500, 1000));
-  EXPECT_EQ(*ints(run(trim)), (std::vector<int64_t>{0, 0, 0, 2000, 1, 3000, 0}));
+  EXPECT_EQ(*ints(run(trim)), (std::vector<int64_t>{0, 0, 0, 2000, 1, 3000, 0, 0}));
   EXPECT_EQ(field(older, "s"), "done");
   EXPECT_EQ(field(older, "t"), "");  // its id stays, its document is gone
   EXPECT_EQ(field(newer, "t"), "t");
@@ -76,12 +76,12 @@ TEST_F(Scripts, TheSweepTrimsHistoryByAgeAndKeepsTheIdForDoneRetention) {
   // The same cutoff again finds nothing more (the trim resumes where it stopped).
   Round again;
   again.add(calls::sweep("q", 0, 100, 1000, 0, 2500, 1000));
-  EXPECT_EQ(*ints(run(again)), (std::vector<int64_t>{0, 0, 0, 2000, 0, 3000, 0}));
+  EXPECT_EQ(*ints(run(again)), (std::vector<int64_t>{0, 0, 0, 2000, 0, 3000, 0, 0}));
   // An id leaving the done set takes its document with it, whatever the
   // history cutoff says.
   Round forget;
   forget.add(calls::sweep("q", 3001, 100, 1000, 3001, 3001, 1000));
-  EXPECT_EQ(*ints(run(forget)), (std::vector<int64_t>{2, 0, 0, -1, 1, -1, 0}));
+  EXPECT_EQ(*ints(run(forget)), (std::vector<int64_t>{2, 0, 0, -1, 1, -1, 0, 0}));
   EXPECT_EQ(hlen(*redis_), "0");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' history_trimmed"), "2");
 }
@@ -102,7 +102,7 @@ TEST_F(Scripts, TheSweepKeepsTheHistoryMaxNewestAndTakesEveryJobOfTheMsWhereItSt
   // ever splits a ms and looks at the same ids again and again.
   Round count;
   count.add(calls::sweep("q", 0, 2, 1000, 0, 0, 2));
-  EXPECT_EQ(*ints(run(count)), (std::vector<int64_t>{0, 0, 0, 2000, 4, 3000, 1}));
+  EXPECT_EQ(*ints(run(count)), (std::vector<int64_t>{0, 0, 0, 2000, 4, 3000, 1, 0}));
   EXPECT_EQ(hlen(*redis_), "2");
   EXPECT_EQ(field(l[5].id, "t"), "t");
   EXPECT_EQ(field(l[0].id, "t"), "");
@@ -121,18 +121,18 @@ TEST_F(Scripts, TheSweepKeepsTheHistoryMaxNewestWhenManyFinishedInTheSameMs) {
   run(ack);
   Round count;
   count.add(calls::sweep("q", 0, 100, 1000, 0, 0, 2));
-  EXPECT_EQ(*ints(run(count)), (std::vector<int64_t>{0, 0, 0, 2000, 2, 2000, 0}));
+  EXPECT_EQ(*ints(run(count)), (std::vector<int64_t>{0, 0, 0, 2000, 2, 2000, 0, 0}));
   EXPECT_EQ(hlen(*redis_), "2");
   EXPECT_EQ(redis_->cli("HGET 'dueq:{q}:stats' history_trimmed"), "2");
   // Again: nothing more goes.
   Round again;
   again.add(calls::sweep("q", 0, 100, 1000, 0, 0, 2));
-  EXPECT_EQ(*ints(run(again)), (std::vector<int64_t>{0, 0, 0, 2000, 0, 2000, 0}));
+  EXPECT_EQ(*ints(run(again)), (std::vector<int64_t>{0, 0, 0, 2000, 0, 2000, 0, 0}));
   EXPECT_EQ(hlen(*redis_), "2");
   // A call of a smaller limit trims its ties all the same.
   Round one;
   one.add(calls::sweep("q", 0, 1, 1000, 0, 0, 1));
-  EXPECT_EQ(*ints(run(one)), (std::vector<int64_t>{0, 0, 0, 2000, 1, 2000, 0}));
+  EXPECT_EQ(*ints(run(one)), (std::vector<int64_t>{0, 0, 0, 2000, 1, 2000, 0, 0}));
   EXPECT_EQ(hlen(*redis_), "1");
 }
 

@@ -1,6 +1,7 @@
 #include "tests/nemesis/checker.hpp"
 
 #include "tests/nemesis/key_order.hpp"
+#include "tests/nemesis/flow_groups.hpp"
 #include "tests/nemesis/unique_holds.hpp"
 
 #include <fmt/format.h>
@@ -65,6 +66,7 @@ class Checking {
     check_deadlines();
     check_keys();
     check_unique();
+    check_groups();
     // Every queue keeps the documents of its newest done jobs (history_max).
     if (b_.documents_kept && v_.done > 0 && v_.documents_kept == 0) wrong_run("no done job kept its document (history_retention, history_max)");
     check_settled(last_due_ms);
@@ -154,6 +156,20 @@ class Checking {
     v_.unique_debounced = found.debounced;
     v_.unique_keys = found.keys;
     v_.unique_excused = found.excused;
+    for (auto& what : found.violations) v_.violations.push_back(std::move(what));
+  }
+
+  // Flows and batches (flow_groups.hpp).
+  void check_groups() {
+    auto found = dueq::nemesis::check_groups(h_, [this](int64_t from_ms, int64_t to_ms) { return fault_near(from_ms, to_ms); });
+    v_.flows = found.flows;
+    v_.batches = found.batches;
+    v_.group_jobs = found.jobs;
+    v_.parents_ran = found.parents_ran;
+    v_.parents_failed = found.parents_failed;
+    v_.callbacks_ran = found.callbacks_ran;
+    v_.successes_cancelled = found.successes_cancelled;
+    v_.groups_excused = found.excused;
     for (auto& what : found.violations) v_.violations.push_back(std::move(what));
   }
 
@@ -530,6 +546,11 @@ std::string Verdict::report() const {
   out += fmt::format("\nunique jobs: {} accepted with {} unique keys, {} answered held by another ({} of them debounced "
                      "into it); a fault or a holder run again explains {}", unique_accepted, unique_keys, unique_held,
                      unique_debounced, unique_excused);
+  out += fmt::format("\nflows and batches: {} flows and {} batches stored whole, {} jobs; {} parents ran after their "
+                     "children, {} failed by a child; {} callbacks ran, {} success callbacks cancelled; a fault near "
+                     "explains {}",
+                     flows, batches, group_jobs, parents_ran, parents_failed, callbacks_ran, successes_cancelled,
+                     groups_excused);
   out += fmt::format("\nperiodic ticks enqueued {}, missed by cause:", ticks_found);
   if (ticks_missed_by_cause.empty()) out += " none";
   for (const auto& [cause, n] : ticks_missed_by_cause) out += fmt::format(" {} {};", cause, n);

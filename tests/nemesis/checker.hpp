@@ -66,6 +66,11 @@ struct Verdict {
   // Unique jobs (unique_holds.hpp): accepted, answered held by another, their
   // unique keys, and what a fault near (or a holder run again) explained.
   size_t unique_accepted = 0, unique_held = 0, unique_keys = 0, unique_excused = 0, unique_debounced = 0;
+  // Flows and batches (flow_groups.hpp): groups, their jobs, parents run
+  // and failed by a child, callbacks run, success callbacks cancelled, and
+  // what a fault near explained.
+  size_t flows = 0, batches = 0, group_jobs = 0, parents_ran = 0, parents_failed = 0, callbacks_ran = 0,
+         successes_cancelled = 0, groups_excused = 0;
   // Ran, in a queue deleted since (only an empty queue can be: it was done).
   size_t gone_with_queue = 0;
   std::map<std::string, size_t> dead_by_reason;

@@ -60,6 +60,7 @@ std::vector<std::string> Topology::queues() const {
   std::vector<std::string> out = {queue, queue + "-transient"};
   if (!ordered_queue().empty()) out.push_back(ordered_queue());
   if (!fair_queue().empty()) out.push_back(fair_queue());
+  if (!flow_queue().empty()) out.push_back(flow_queue());
   out.insert(out.end(), new_queues.begin(), new_queues.end());
   return out;
 }
@@ -244,6 +245,7 @@ bool Deployment::start_all(std::string& why) {
       argv.insert(argv.end(), {"--queue", topology_.queue, "--queue", topology_.queue + "-transient"});
       if (!topology_.ordered_queue().empty()) argv.insert(argv.end(), {"--queue", topology_.ordered_queue()});
       if (!topology_.fair_queue().empty()) argv.insert(argv.end(), {"--queue", topology_.fair_queue()});
+      if (!topology_.flow_queue().empty()) argv.insert(argv.end(), {"--queue", topology_.flow_queue()});
       return argv;
     });
   }

@@ -51,8 +51,11 @@ struct Topology {
   // `<queue>-fair`, set `fair = true` with a rate limit per key (docs/keys.md),
   // served by the C++ workers; none for another build's broker.
   std::string fair_queue() const { return broker_bin.empty() ? queue + "-fair" : std::string(); }
+  // `<queue>-flows`, where flows and batches go (docs/flows.md), served by
+  // the C++ workers; none for another build's broker.
+  std::string flow_queue() const { return broker_bin.empty() ? queue + "-flows" : std::string(); }
 
-  // queue, the transient one, the ordered one, the fair one, then new_queues.
+  // queue, the transient one, the ordered one, the fair one, the flows one, then new_queues.
   std::vector<std::string> queues() const;
 };
 

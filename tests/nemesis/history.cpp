@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <string_view>
 #include <sstream>
 
 namespace dueq::nemesis {
@@ -169,6 +170,13 @@ std::optional<History> read_history(const std::filesystem::path& dir, std::strin
         (f.size() == 8 && f[6] != "done" && f[6] != "debounce"))
       return false;
     h.uniques.push_back({f[0], f[1], f[2], *sent, *answered, f[5], f.size() == 8 ? f[6] : "done", f.size() == 8 ? f[7] : ""});
+    return true;
+  }) && each_line(dir / "groups.tsv", error, [&](const std::vector<std::string>& f) {
+    if (f.size() != 7 || f[3].size() != 1 || f[5].size() != 1 || (f[6] != "accepted" && f[6] != "unknown") ||
+        std::string_view("fic-").find(f[3][0]) == std::string_view::npos ||
+        std::string_view("jsc").find(f[5][0]) == std::string_view::npos)
+      return false;
+    h.group_jobs.push_back({f[0], f[1], f[2], f[3][0], f[4], f[5][0], f[6] == "accepted"});
     return true;
   }) && each_line(dir / "asks.tsv", error, [&](const std::vector<std::string>& f) {
     auto at = f.size() == 2 ? number(f[1]) : std::nullopt;

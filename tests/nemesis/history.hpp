@@ -36,6 +36,12 @@
 //                 an echo job (its handler returns its payload, the id)
 //   progress.tsv  id, the id its progress text names, percent: a running
 //                 job's progress as `dueq workers` showed it
+//   groups.tsv    id, group, parent ("" for none), policy (f, i, c; "-" for a
+//                 root or callback), type, role (j a job, s a batch's success
+//                 callback, c its complete callback), accepted|unknown: each
+//                 job of a flow or batch of the flows queue (docs/flows.md),
+//                 with how its request was answered (a batch's members of
+//                 its closing request: the close's answer too)
 //   faults.tsv    from ms, to ms, kind, target, clock shift ms: each
 //                 fault's span on the wall clock (a worker that crashed on
 //                 a poison job too)
@@ -137,6 +143,17 @@ struct UniqueAsk {
   std::string payload;        // its payload (a sleep's ms)
 };
 
+// A job of a flow or batch (groups.tsv).
+struct GroupJob {
+  std::string id;
+  std::string group;   // "f..." a flow, "b..." a batch
+  std::string parent;  // its flow parent, "" for a root or a batch job
+  char policy = '-';   // f, i, c: what its failure does to its parent
+  std::string type;
+  char role = 'j';     // j, s (success callback), c (complete callback)
+  bool surely = true;  // false: its request was never answered
+};
+
 struct SearchSeen {
   std::string id;
   int64_t at_ms = 0;
@@ -173,6 +190,7 @@ struct History {
   std::map<std::string, std::vector<int64_t>> asks;  // asks.tsv: id -> when it was asked for again
   std::vector<SearchSeen> searches;                  // searches.tsv
   std::vector<UniqueAsk> uniques;                    // unique.tsv
+  std::vector<GroupJob> group_jobs;                  // groups.tsv
   std::vector<WaitSeen> waits;                       // waits.tsv
   std::vector<ProgressSeen> progress;                 // progress.tsv
   std::vector<FaultSpan> faults;

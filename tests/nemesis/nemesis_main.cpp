@@ -256,14 +256,18 @@ void record_ticks(const std::filesystem::path& dir, const std::string& endpoints
   }
 }
 
-// Each accepted job as the broker shows it now, into final.tsv.
-void record_finals(const std::filesystem::path& dir, const std::string& endpoints, const std::string& main_queue) {
+// Each accepted job, and each job of a flow or batch, as the broker shows
+// it now, into final.tsv.
+void record_finals(const std::filesystem::path& dir, const std::string& endpoints, const std::string& main_queue,
+                   const std::string& flow_queue) {
   std::string error;
   auto history = read_history(dir, error);
   if (!history) return;
   Client client(endpoints, ClientOptions{.timeout_ms = 3000, .attempts = 3});
   std::ofstream out(dir / "final.tsv");
-  for (const auto& job : history->accepted) {
+  std::vector<AcceptedJob> jobs = history->accepted;
+  for (const auto& g : history->group_jobs) jobs.push_back(AcceptedJob{.id = g.id, .queue = flow_queue});
+  for (const auto& job : jobs) {
     const std::string& queue = job.queue.empty() ? main_queue : job.queue;
     auto fields = client.job(job.id, queue);
     for (int retry = 0; !fields && retry < 10; ++retry) {
@@ -320,13 +324,16 @@ void record_facts(const std::filesystem::path& dir, Deployment& deployment, cons
     audits << audit.out;
     if (audit.code != 0) facts["audit"] = audit.code;
   }
+  // The flows queue's counters apart: its jobs are in groups.tsv, not
+  // accepted.tsv (flow_groups.hpp checks them).
   if (stats)
     for (const auto& q : *stats)
       if (std::find(queues.begin(), queues.end(), q.queue) != queues.end()) {
-        for (const auto& [name, value] : {std::pair<const char*, int64_t>{"stats_done", q.done}, {"stats_dead", q.dead},
-                                          {"stats_cancelled", q.cancelled}, {"stats_accepted", q.accepted},
-                                          {"stats_in_flight", q.in_flight}, {"stats_stale_acks", q.stale_acks}})
-          facts[name] += value;
+        const std::string prefix = q.queue.ends_with("-flows") ? "flow_stats_" : "stats_";
+        for (const auto& [name, value] : {std::pair<const char*, int64_t>{"done", q.done}, {"dead", q.dead},
+                                          {"cancelled", q.cancelled}, {"accepted", q.accepted},
+                                          {"in_flight", q.in_flight}, {"stale_acks", q.stale_acks}})
+          facts[prefix + name] += value;
       }
   facts["broker_peak_rss_kb"] = deployment.broker_peak_rss_kb();
   facts["redis_peak_bytes"] = deployment.redis_peak_bytes();
@@ -456,7 +463,8 @@ int main(int argc, char** argv) {
   // soon after the last fault heals.
   WorkloadOptions work{.endpoints = deployment.broker_endpoints(), .queue = topology.queue, .seed = seed, .batch = batch,
                        .due_horizon_ms = std::min<int64_t>(20'000, *length_ms / 3), .last_due_ms = wall_ms() + *length_ms,
-                       .ordered_queue = topology.ordered_queue(), .fair_queue = topology.fair_queue()};
+                       .ordered_queue = topology.ordered_queue(), .fair_queue = topology.fair_queue(),
+                       .flow_queue = topology.flow_queue()};
   const int64_t ticks_asked_ms = wall_ms();
   if (!dueq_until_done(deployment.broker_endpoints(),
                        fmt::format("cron add {} --schedule '*/2 * * * * *' --queue {} --type noop", kTickEntry, topology.queue))) {
@@ -477,6 +485,7 @@ int main(int argc, char** argv) {
   run.play(schedule, started_steady_ms, *length_ms);
   workload.stop();
   run.heal_all();
+  workload.close_batches_left_open();
   const int64_t healed_ms = wall_ms();
   const int64_t ticks_remove_asked_ms = wall_ms();
   const bool ticks_removed = dueq_until_done(deployment.broker_endpoints(), fmt::format("cron remove {}", kTickEntry));
@@ -490,7 +499,7 @@ int main(int argc, char** argv) {
     if (f.kind == FaultKind::clock) ahead_ms = std::max(ahead_ms, 3'000 + f.shift_ms);
   record_ticks(dir, deployment.broker_endpoints(), topology.queue, {ticks_asked_ms, ticks_added_ms},
                {ticks_removed_ms, ticks_removed_ms + ahead_ms}, ticks_remove_asked_ms);
-  record_finals(dir, deployment.broker_endpoints(), topology.queue);
+  record_finals(dir, deployment.broker_endpoints(), topology.queue, topology.flow_queue());
   record_stuck(dir, deployment, topology.queues());
   std::map<std::string, int64_t> facts{{"seed", static_cast<int64_t>(seed)}, {"healed_ms", healed_ms},
                                        {"rejected", static_cast<int64_t>(workload.rejected())}};

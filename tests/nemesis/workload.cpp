@@ -58,6 +58,7 @@ Workload::Workload(std::filesystem::path dir, WorkloadOptions options)
   if (!options_.ordered_queue.empty()) threads_.emplace_back([this] { produce_ordered(); });
   if (!options_.fair_queue.empty()) threads_.emplace_back([this] { produce_fair(); });
   threads_.emplace_back([this] { produce_unique(); });
+  if (!options_.flow_queue.empty()) threads_.emplace_back([this] { produce_groups(); });
   for (int w = 0; w < 2; ++w) threads_.emplace_back([this] { wait_for_echoes(); });
 }
 
@@ -187,6 +188,109 @@ void Workload::produce_unique() {
       if (debounced) debounce_deadline[job.id] = sent_ms + job.unique_for_ms;
     }
     std::this_thread::sleep_for(200ms);
+  }
+}
+
+std::optional<bool> Workload::ask_group(const std::function<std::expected<GroupResult, ClientError>()>& request) {
+  const int64_t give_up_at = steady_ms() + kAskAgainMs;
+  for (bool first = true; first || steady_ms() < give_up_at; first = false) {
+    if (!first) std::this_thread::sleep_for(200ms);
+    auto r = request();
+    if (!r || r->status == GroupResult::Status::overloaded) continue;
+    if (r->status == GroupResult::Status::accepted || r->status == GroupResult::Status::duplicate) return true;
+    ++rejected_;
+    fmt::print("REJECTED group request of {}: {} ({})\n", r->ids.empty() ? "a close" : r->ids.front(), r->reason,
+               static_cast<int>(r->status));
+    return std::nullopt;
+  }
+  return false;
+}
+
+void Workload::produce_groups() {
+  std::mt19937_64 rng(options_.seed * 7919 + 49'979'687);
+  Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  const std::string& queue = options_.flow_queue;
+  // A noop, a short sleep, or a job that fails for good (one attempt).
+  auto draw = [&](const std::string& id) {
+    JobSpec job{queue, "noop", "", id, 0, 3};
+    const auto kind = rng() % 10;
+    if (kind < 2) job = JobSpec{queue, "fail", "on purpose", id, 0, 1};
+    else if (kind < 4) job.type = "sleep", job.payload = std::to_string(50 + rng() % 400);
+    if (rng() % 3 == 0) job.due_ms = std::min(wall_ms() + static_cast<int64_t>(rng() % 2'000), options_.last_due_ms);
+    return job;
+  };
+  const char kPolicies[] = {'f', 'i', 'c'};
+  const auto policy_of = [](char p) {
+    return p == 'f' ? ChildFailure::fail_parent : p == 'i' ? ChildFailure::ignore : ChildFailure::proceed;
+  };
+  for (int64_t n = 0; producing_; ++n) {
+    std::vector<std::vector<std::string>> lines;  // groups.tsv, without the answer
+    if (n % 2 == 0) {
+      const std::string group = fmt::format("F{}.", n);
+      FlowJob root{JobSpec{queue, "noop", "", group + "r", 0, 3}};
+      if (rng() % 3 == 0) root.job.due_ms = std::min(wall_ms() + static_cast<int64_t>(rng() % 3'000), options_.last_due_ms);
+      lines.push_back({root.job.id, "f" + root.job.id, "", "-", root.job.type, "j"});
+      const int children = 2 + static_cast<int>(rng() % 2);
+      for (int c = 0; c < children; ++c) {
+        const char p = kPolicies[rng() % 3];
+        FlowJob child{draw(fmt::format("{}c{}", group, c)), policy_of(p)};
+        if (c == 0 && rng() % 2 == 0) {
+          // A child with children of its own: a noop (it runs after them).
+          child.job = JobSpec{queue, "noop", "", child.job.id, 0, 3};
+          for (int g = 0; g < 2; ++g) {
+            const char gp = kPolicies[rng() % 3];
+            FlowJob grandchild{draw(fmt::format("{}c0g{}", group, g)), policy_of(gp)};
+            lines.push_back({grandchild.job.id, "f" + child.job.id, child.job.id, std::string(1, gp), grandchild.job.type, "j"});
+            child.children.push_back(std::move(grandchild));
+          }
+        }
+        lines.push_back({child.job.id, "f" + root.job.id, root.job.id, std::string(1, p), child.job.type, "j"});
+        root.children.push_back(std::move(child));
+      }
+      const auto stored = ask_group([&] { return client.enqueue_flow(queue, root); });
+      if (!stored) continue;
+      for (auto& line : lines) {
+        line.push_back(*stored ? "accepted" : "unknown");
+        append_line(dir_ / "groups.tsv", line);
+      }
+    } else {
+      const std::string batch = fmt::format("B{}.", n), group = "b" + batch;
+      BatchCallbacks callbacks{JobSpec{queue, "noop", "", batch + "s", 0, 3}, JobSpec{queue, "noop", "", batch + "c", 0, 3}};
+      std::vector<JobSpec> first = {draw(batch + "m0"), draw(batch + "m1")};
+      std::vector<JobSpec> second = {draw(batch + "m2"), draw(batch + "m3")};
+      const auto opened = ask_group([&] { return client.open_batch(queue, batch, callbacks, first); });
+      if (!opened) continue;
+      const auto closed = ask_group([&] { return client.add_to_batch(queue, batch, second, true); });
+      const std::string open_answer = *opened ? "accepted" : "unknown";
+      const std::string close_answer = closed && *closed && *opened ? "accepted" : "unknown";
+      append_line(dir_ / "groups.tsv", {batch + "s", group, "", "-", "noop", "s", close_answer});
+      append_line(dir_ / "groups.tsv", {batch + "c", group, "", "-", "noop", "c", close_answer});
+      for (const auto& job : first) append_line(dir_ / "groups.tsv", {job.id, group, "", "-", job.type, "j", open_answer});
+      if (closed && !*closed) {
+        std::lock_guard lock(mutex_);
+        unclosed_.push_back(batch);
+      }
+      if (closed)
+        for (const auto& job : second) append_line(dir_ / "groups.tsv", {job.id, group, "", "-", job.type, "j", close_answer});
+    }
+    std::this_thread::sleep_for(400ms);
+  }
+}
+
+void Workload::close_batches_left_open() {
+  std::vector<std::string> batches;
+  {
+    std::lock_guard lock(mutex_);
+    batches.swap(unclosed_);
+  }
+  Client client(options_.endpoints, ClientOptions{.timeout_ms = 2000, .attempts = 1});
+  for (const auto& batch : batches) {
+    const int64_t give_up_at = steady_ms() + 30'000;
+    for (bool first = true; first || steady_ms() < give_up_at; first = false) {
+      if (!first) std::this_thread::sleep_for(200ms);
+      auto r = client.close_batch(options_.flow_queue, batch);
+      if (r && r->status != GroupResult::Status::overloaded) break;
+    }
   }
 }
 

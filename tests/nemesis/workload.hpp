@@ -12,6 +12,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -49,6 +50,9 @@ struct WorkloadOptions {
   // A fair queue (docs/keys.md), "" for none: a producer of its own sends
   // it jobs of one busy key and a few light ones.
   std::string fair_queue;
+  // A queue of flows and batches (docs/flows.md), "" for none: a producer
+  // of its own sends it a flow or a batch every 400 ms (groups.tsv).
+  std::string flow_queue;
 };
 
 class Workload {
@@ -60,6 +64,10 @@ class Workload {
 
   // Asks the producers to stop and waits for their last batch.
   void stop();
+  // Once faults healed: each batch whose closing request went unanswered
+  // is closed (`Client::close_batch`, for up to 30 s), so that the run
+  // settles; what it was is still unknown to the checker.
+  void close_batches_left_open();
 
   size_t accepted() const { return accepted_count_; }
   size_t rejected() const { return rejected_; }
@@ -106,6 +114,14 @@ class Workload {
   void produce_ordered();
   void produce_fair();
   void produce_unique();
+  // Flows (a root, two or three children, some with children of their own;
+  // noop, sleep or fail jobs under every failure policy) and batches (two
+  // callbacks, two members, then two more with the close), alternately;
+  // each request asked again with the same ids until answered.
+  void produce_groups();
+  // Asks `request` until answered, for at most kAskAgainMs: true when
+  // surely stored (accepted, or a duplicate of an earlier try).
+  std::optional<bool> ask_group(const std::function<std::expected<GroupResult, ClientError>()>& request);
   // Waits for the echo jobs accepted (Client::wait, 30 s each, 2 s at a
   // time so that stop() is not held up), one at a time, oldest first;
   // waits.tsv says how each was answered.
@@ -123,7 +139,8 @@ class Workload {
   std::mutex mutex_;
   std::ofstream accepted_file_;
   std::vector<Cancellable> cancellable_;
-  std::deque<std::pair<std::string, std::string>> echoes_;  // accepted echo jobs to wait for: id, queue
+  std::deque<std::pair<std::string, std::string>> echoes_;
+  std::vector<std::string> unclosed_;  // batches whose close went unanswered  // accepted echo jobs to wait for: id, queue
   std::vector<std::thread> threads_;
 };
 

@@ -58,3 +58,5 @@ grep -q "draining" "$work/worker.log" || { echo "no drain in the worker's log:";
 echo "README example: both jobs sent, drained on SIGTERM"
 cp "$root/tests/node/trace_check.mjs" .
 node trace_check.mjs "$endpoint"
+cp "$root/tests/node/flow_check.mjs" .
+node flow_check.mjs "$endpoint"

@@ -493,6 +493,48 @@ class PythonProducer(unittest.TestCase):
             self.assertEqual((stats["q"].scheduled, stats["q"].accepted), (1, 1))
             self.assertEqual((stats["bulk"].waiting, stats["bulk"].accepted), (12_000, 12_000))
 
+    def test_a_flows_parent_runs_after_its_children_and_a_batchs_callbacks_after_its_members(self) -> None:
+        d = Deployment(self)
+        record = d.dir / "flows.rec"
+        d.python_worker("--queue", "f", "--record", str(record))
+        with dueq.Producer(d.endpoint) as producer:
+            root = dueq.FlowJob(dueq.NewJob("f", "echo", b"parent", id="p"), [
+                dueq.FlowJob(dueq.NewJob("f", "echo", b"one\xff", id="c1")),
+                dueq.FlowJob(dueq.NewJob("f", "fail", b"x", id="c2", max_attempts=1), on_failure="proceed")])
+            put = producer.enqueue_flow(root)
+            self.assertEqual((put.status, put.ids), ("accepted", ["p", "c1", "c2"]))
+            self.assertEqual(producer.enqueue_flow(root).status, "duplicate")
+            self.assertEqual(producer.wait("p", "f", timeout=20).state, "done")
+            children = producer.children("f", "p")
+            self.assertEqual((children["kind"], children["state"], children["done"], children["dead"]),
+                             ("flow", "settled", "1", "1"))
+            by_id = {m["member"]: m for m in children["members"]}
+            self.assertEqual(by_id["c1"]["result"].encode("utf-8", "surrogateescape"), b"one\xff")
+            self.assertEqual(by_id["c2"]["member_state"], "dead")
+            starts = [r[0] for r in read_records(record)]
+            self.assertEqual(starts.count("p"), 1)
+            self.assertGreater(starts.index("p"), starts.index("c1"))
+            opened = producer.open_batch("f", "b-1", [dueq.NewJob("f", "echo", id="m1")],
+                                         on_success=dueq.NewJob("f", "echo", id="ok"),
+                                         on_complete=dueq.NewJob("f", "echo", id="over"))
+            self.assertEqual(opened.status, "accepted")
+            self.assertEqual(producer.add_to_batch("f", "b-1", [dueq.NewJob("f", "echo", id="m2")], close=True).status,
+                             "accepted")
+            self.assertEqual(producer.wait("ok", "f", timeout=20).state, "done")
+            self.assertEqual(producer.wait("over", "f", timeout=20).state, "done")
+            status = producer.batch_status("f", "b-1")
+            self.assertEqual((status["total"], status["done"], status["state"]), ("2", "2", "settled"))
+            self.assertEqual(producer.close_batch("f", "b-1").status, "batch_closed")
+            deep = dueq.FlowJob(dueq.NewJob("f", "echo", id="d1"))
+            at = deep
+            for level in range(2, 6):
+                at.children.append(dueq.FlowJob(dueq.NewJob("f", "echo", id=f"d{level}")))
+                at = at.children[0]
+            refused = producer.enqueue_flow(deep)
+            self.assertEqual((refused.status, refused.job_index), ("rejected", 4))
+            self.assertIn("at most 4 levels", refused.reason)
+            self.assertIsNone(producer.job("d1", "f"))
+
     def test_a_unique_job_answers_another_with_its_unique_key_duplicate_with_its_id(self) -> None:
         d = Deployment(self)
         with dueq.Producer(d.endpoint) as producer:

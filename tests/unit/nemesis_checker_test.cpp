@@ -7,6 +7,7 @@
 #include <set>
 
 #include "tests/nemesis/checker.hpp"
+#include "tests/nemesis/flow_groups.hpp"
 #include "tests/nemesis/unique_holds.hpp"
 #include "tests/nemesis/schedule.hpp"
 #include "tests/support/redis_server.hpp"
@@ -663,6 +664,104 @@ TEST(NemesisUniqueHolds, ADebounceIntoAStartedJobOrALostPayloadIsAViolation) {
   found = check_unique_holds(h, no_fault);
   ASSERT_EQ(found.violations.size(), 1U);
   EXPECT_NE(found.violations[0].find("DEBOUNCED INTO A STARTED JOB"), std::string::npos) << found.violations[0];
+}
+
+// A flow P <- {A (fail_parent), B (ignore)} and a batch with members m1,
+// m2 and callbacks s, c: each rule fails the history that breaks it.
+History groups_history() {
+  History h;
+  h.group_jobs = {{"P", "fP", "", '-', "noop", 'j', true},   {"A", "fP", "P", 'f', "noop", 'j', true},
+                  {"B", "fP", "P", 'i', "fail", 'j', true},  {"s", "bX", "", '-', "noop", 's', true},
+                  {"c", "bX", "", '-', "noop", 'c', true},   {"m1", "bX", "", '-', "noop", 'j', true},
+                  {"m2", "bX", "", '-', "noop", 'j', true}};
+  h.finals = {{"P", {"done", 5'000, "", "noop", 1}},  {"A", {"done", 2'000, "", "noop", 1}},
+              {"B", {"dead", 2'500, "asked to fail", "fail", 1}}, {"s", {"done", 6'000, "", "noop", 1}},
+              {"c", {"done", 6'000, "", "noop", 1}}, {"m1", {"done", 3'000, "", "noop", 1}},
+              {"m2", {"done", 3'100, "", "noop", 1}}};
+  h.starts = {{"A", 1, 1, 1'900'000, "w0"}, {"B", 1, 2, 2'400'000, "w0"}, {"P", 1, 3, 4'900'000, "w0"},
+              {"m1", 1, 4, 2'900'000, "w0"}, {"m2", 1, 5, 3'000'000, "w0"}, {"s", 1, 6, 5'900'000, "w0"},
+              {"c", 1, 7, 5'950'000, "w0"}};
+  h.facts = {{"flow_stats_accepted", 7}, {"flow_stats_done", 6}, {"flow_stats_dead", 1}, {"flow_stats_cancelled", 0},
+             {"flow_stats_in_flight", 0}};
+  return h;
+}
+
+bool group_says(const GroupFindings& f, const std::string& needle) {
+  return std::any_of(f.violations.begin(), f.violations.end(), [&](const std::string& s) { return s.find(needle) != std::string::npos; });
+}
+
+TEST(NemesisGroups, EachRuleOfFlowsAndBatchesFailsTheHistoryThatBreaksIt) {
+  auto no_fault = [](int64_t, int64_t) -> const FaultSpan* { return nullptr; };
+  History h = groups_history();
+  auto found = check_groups(h, no_fault);
+  EXPECT_TRUE(found.violations.empty()) << found.violations.front();
+  EXPECT_EQ(found.flows, 1U);
+  EXPECT_EQ(found.batches, 1U);
+  EXPECT_EQ(found.parents_ran, 1U);
+  EXPECT_EQ(found.callbacks_ran, 2U);
+
+  h = groups_history();  // the parent started before its child did
+  h.starts[2].start_us = 1'800'000;
+  EXPECT_TRUE(group_says(check_groups(h, no_fault), "A PARENT STARTED BEFORE A"));
+  const FaultSpan failover{1'500, 2'000, "failover", "", 0};
+  EXPECT_TRUE(check_groups(h, [&](int64_t, int64_t) { return &failover; }).violations.empty()) << "a fault near excuses it";
+
+  h = groups_history();  // the parent ran twice
+  h.starts.push_back({"P", 2, 8, 5'500'000, "w1"});
+  EXPECT_TRUE(group_says(check_groups(h, no_fault), "A PARENT RAN 2 TIMES"));
+
+  h = groups_history();  // A failed under fail_parent: P must be dead, naming it, and never run
+  h.finals["A"] = {"dead", 2'000, "boom", "noop", 1};
+  h.facts["flow_stats_done"] = 5;
+  h.facts["flow_stats_dead"] = 2;
+  EXPECT_TRUE(group_says(check_groups(h, no_fault), "P: its child A failed it, but it is done"));
+  h.finals["P"] = {"dead", 2'000, "child A dead: boom", "noop", 0};
+  h.facts["flow_stats_done"] = 4;
+  h.facts["flow_stats_dead"] = 3;
+  EXPECT_TRUE(group_says(check_groups(h, no_fault), "A PARENT ITS CHILD FAILED ran 1 times"));
+  h.starts.erase(h.starts.begin() + 2);
+  found = check_groups(h, no_fault);
+  EXPECT_TRUE(found.violations.empty()) << found.violations.front();
+  EXPECT_EQ(found.parents_failed, 1U);
+
+  h = groups_history();  // a member died: the success callback must be cancelled, never run
+  h.finals["m2"] = {"dead", 3'100, "x", "noop", 1};
+  h.facts["flow_stats_done"] = 5;
+  h.facts["flow_stats_dead"] = 2;
+  found = check_groups(h, no_fault);
+  EXPECT_TRUE(group_says(found, "a member failed, but the success callback is done"));
+  EXPECT_TRUE(group_says(found, "A SUCCESS CALLBACK OF A FAILED BATCH ran 1 times"));
+
+  h = groups_history();  // the complete callback ran before a member started
+  h.starts[6].start_us = 2'950'000;
+  EXPECT_TRUE(group_says(check_groups(h, no_fault), "A COMPLETE CALLBACK STARTED BEFORE m2"));
+
+  h = groups_history();  // a job of a stored group the broker does not know; counters that disagree
+  h.finals.erase("m1");
+  found = check_groups(h, no_fault);
+  EXPECT_TRUE(group_says(found, "m1: LOST"));
+  EXPECT_TRUE(group_says(found, "flow_stats_accepted says 7, the history 6"));
+
+  h = groups_history();  // a batch not surely closed: its callbacks are owed nothing
+  h.group_jobs[3].surely = h.group_jobs[4].surely = false;
+  h.finals["s"] = h.finals["c"] = {"held", 0, "", "noop", 0};
+  h.facts["flow_stats_done"] = 4;
+  EXPECT_TRUE(check_groups(h, no_fault).violations.empty());
+}
+
+TEST(NemesisHistory, GroupJobsReadBackAndABadLineIsRefused) {
+  testing::TempDir dir("nemesis-groups");
+  append_line(dir / "groups.tsv", {"F1.c0", "fF1.r", "F1.r", "f", "fail", "j", "accepted"});
+  append_line(dir / "groups.tsv", {"B3.s", "bB3.", "", "-", "noop", "s", "unknown"});
+  std::string error;
+  auto h = read_history(dir.path(), error);
+  ASSERT_TRUE(h) << error;
+  ASSERT_EQ(h->group_jobs.size(), 2U);
+  EXPECT_EQ(h->group_jobs[0].parent, "F1.r");
+  EXPECT_EQ(h->group_jobs[0].policy, 'f');
+  EXPECT_FALSE(h->group_jobs[1].surely);
+  append_line(dir / "groups.tsv", {"x", "fF1.r", "F1.r", "z", "noop", "j", "accepted"});
+  EXPECT_FALSE(read_history(dir.path(), error)) << "a policy other than f, i, c or -";
 }
 
 TEST(NemesisHistory, UniqueAsksReadBackAndABadLineIsRefused) {

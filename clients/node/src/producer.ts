@@ -69,6 +69,36 @@ export interface JobSpec {
   tracestate?: string;
 }
 
+/** A job of a flow (docs/flows.md) and the children it waits for. `onFailure`: what a
+ * child's death or cancel does to its parent: "fail_parent" (the default: the parent goes
+ * dead), "ignore" (it runs as if the child were done) or "proceed" (it runs and sees the
+ * failure among its children); not used for the root. */
+export interface FlowJob {
+  job: JobSpec;
+  children?: FlowJob[];
+  onFailure?: "fail_parent" | "ignore" | "proceed";
+}
+
+/** How a flow or batch request went: `ids` are its jobs' ids in the order sent (a flow:
+ * each parent before its children, depth first); `jobIndex` the job at fault, or -1. */
+export interface GroupResult {
+  status: p.GroupStatus;
+  reason: string;
+  ids: string[];
+  jobIndex: number;
+}
+
+/** A flow's or batch's status row (kind, state, open, total, pending, done, dead,
+ * cancelled, parent, success, complete, settled_ms), its members (member, member_state,
+ * result, error) and where the next page starts ("" after the last). */
+export interface GroupView {
+  status: Record<string, string>;
+  members: Record<string, string>[];
+  next: string;
+}
+
+const ON_FAILURE = { fail_parent: 1, ignore: 2, proceed: 3 } as const;
+
 const UNIQUE_UNTIL = { waiting: 1, started: 2, done: 3, period: 4, debounce: 5 } as const;
 
 function jobWire(job: JobSpec & { id: string }): unknown[] {
@@ -92,6 +122,10 @@ function jobWire(job: JobSpec & { id: string }): unknown[] {
   if (job.startByMs || job.traceparent) fields.push(Math.floor(job.startByMs ?? 0));
   if (job.traceparent) fields.push(job.traceparent, job.tracestate ?? "");
   return fields;
+}
+
+function members(queue: string, jobs: JobSpec[]): unknown[][] {
+  return jobs.map((j) => [jobWire({ ...j, queue: j.queue || queue, id: j.id ?? randomUUID().replaceAll("-", "") }), 0, 0, 0]);
 }
 
 // One ENQUEUE stays within the broker's limits: 10,000 jobs and 8 MiB of payload.
@@ -207,6 +241,76 @@ export class Producer {
       Type.ADMIN_REPLY, Date.now() + this.timeoutMs);
     const reply = p.readAdminReply(body);
     return { rows: reply.rows, summary: reply.summary, next: reply.next };
+  }
+
+  /** Enqueues a tree of jobs of the root's queue, whole or not at all: each parent runs
+   * once all its children settled, at its own due time if later (at most 1,000 jobs, 4 levels). */
+  async enqueueFlow(root: FlowJob): Promise<GroupResult> {
+    const queue = root.job.queue;
+    const jobs: unknown[][] = [];
+    const add = (node: FlowJob, parent: number) => {
+      if ((node.job.queue ?? "") !== "" && node.job.queue !== queue) throw new Error("every job of a flow is in its root's queue");
+      const onFailure = node.onFailure ?? "fail_parent";
+      if (!(onFailure in ON_FAILURE)) throw new Error(`onFailure: fail_parent, ignore or proceed, not ${String(onFailure)}`);
+      jobs.push([jobWire({ ...node.job, queue, id: node.job.id ?? randomUUID().replaceAll("-", "") }), parent,
+        parent === 0 ? 0 : ON_FAILURE[onFailure], 0]);
+      const self = jobs.length;
+      for (const child of node.children ?? []) add(child, self);
+    };
+    add(root, 0);
+    return this.group(queue, "", 0, false, jobs);
+  }
+
+  /** Opens a batch with its callbacks and first members: `onSuccess` runs once every member
+   * is done (cancelled if one is not), `onComplete` once every member settled, both after
+   * the batch is closed. */
+  async openBatch(queue: string, batchId: string, jobs: JobSpec[] = [],
+    options: { onSuccess?: JobSpec; onComplete?: JobSpec; close?: boolean } = {}): Promise<GroupResult> {
+    const wire: unknown[][] = [];
+    for (const [role, spec] of [[1, options.onSuccess], [2, options.onComplete]] as const) {
+      if (spec !== undefined) wire.push([jobWire({ ...spec, queue: spec.queue || queue, id: spec.id ?? randomUUID().replaceAll("-", "") }), 0, 0, role]);
+    }
+    wire.push(...members(queue, jobs));
+    return this.group(queue, batchId, 1, options.close ?? false, wire);
+  }
+
+  /** Adds members to an open batch (at most 1,000 a call), and closes it with `close`. */
+  async addToBatch(queue: string, batchId: string, jobs: JobSpec[], close = false): Promise<GroupResult> {
+    return this.group(queue, batchId, 2, close, members(queue, jobs));
+  }
+
+  /** Closes a batch: its callbacks run once every member settled. */
+  async closeBatch(queue: string, batchId: string): Promise<GroupResult> {
+    return this.group(queue, batchId, 2, true, []);
+  }
+
+  /** A batch's status and a page of its members. */
+  async batchStatus(queue: string, batchId: string, after = "", limit = 50): Promise<GroupView> {
+    return this.groupView(queue, { batch: batchId }, after, limit);
+  }
+
+  /** A flow parent's status and its children's states and results, a page at a time. */
+  async children(queue: string, parentId: string, after = "", limit = 50): Promise<GroupView> {
+    return this.groupView(queue, { parent: parentId }, after, limit);
+  }
+
+  private async group(queue: string, batchId: string, action: number, close: boolean, jobs: unknown[][]): Promise<GroupResult> {
+    if (jobs.length > p.MAX_GROUP_JOBS) throw new Error(`a flow or batch request holds at most ${p.MAX_GROUP_JOBS} jobs`);
+    const ids = jobs.map((j) => (j[0] as unknown[])[1] as string);
+    const deadline = Date.now() + this.timeoutMs;
+    for (;;) {
+      const body = await this.request(Type.GROUP_ENQUEUE, (rid) => [rid, queue, batchId, action, close, jobs], Type.GROUP_ENQUEUE_REPLY, deadline);
+      const reply = p.readGroupEnqueueReply(body);
+      if (reply.status !== "overloaded" || Date.now() >= deadline) return { status: reply.status, reason: reply.reason, ids, jobIndex: reply.jobIndex };
+      await this.pause(reply.retryAfterMs, deadline);
+    }
+  }
+
+  private async groupView(queue: string, named: Record<string, string>, after: string, limit: number): Promise<GroupView> {
+    const args: Record<string, string> = { ...named, limit: String(limit) };
+    if (after !== "") args["after"] = after;
+    const result = await this.admin("group", queue, [], { args });
+    return { status: result.rows[0] ?? {}, members: result.rows.slice(1), next: result.next };
   }
 
   /** Cancels jobs: waiting ones at once, running ones are told to stop. */

@@ -19,6 +19,8 @@ export const MAX_PROGRESS_TEXT = 256;
 export const MAX_WAIT_MS = 60_000;
 export const MAX_CAPACITY = 10_000;
 export const MAX_WEIGHT = 1000;
+/** Jobs of one GROUP_ENQUEUE: a flow, or a batch's members at once (docs/flows.md). */
+export const MAX_GROUP_JOBS = 1000;
 const U32 = 0xffff_ffff;
 const U64 = (1n << 64n) - 1n;
 
@@ -48,6 +50,8 @@ export enum Type {
   WAIT = 24,
   WAIT_REPLY = 25,
   PROGRESS = 26,
+  GROUP_ENQUEUE = 27,
+  GROUP_ENQUEUE_REPLY = 28,
 }
 
 export enum Outcome {
@@ -309,6 +313,22 @@ export function readEnqueueReply(body: unknown[]): { requestId: number; results:
     };
   });
   return { requestId: uint(f[0], "request_id"), results, retryAfterMs: uint(f[2], "retry_after_ms", U32) };
+}
+
+/** GROUP_ENQUEUE_REPLY statuses (docs/flows.md), by their wire numbers. */
+export const GROUP_STATUSES = ["accepted", "duplicate", "rejected", "overloaded", "no_batch", "batch_closed", "batch_exists",
+  "batch_full"] as const;
+export type GroupStatus = (typeof GROUP_STATUSES)[number];
+
+export function readGroupEnqueueReply(body: unknown[]): { requestId: number; status: GroupStatus; reason: string; jobIndex: number; retryAfterMs: number } {
+  const f = fields(body, 5, "GROUP_ENQUEUE_REPLY");
+  return {
+    requestId: uint(f[0], "request_id"),
+    status: GROUP_STATUSES[uint(f[1], "status", GROUP_STATUSES.length - 1)]!,
+    reason: str(f[2], "reason"),
+    jobIndex: int(f[3], "job_index", -1),
+    retryAfterMs: uint(f[4], "retry_after_ms", U32),
+  };
 }
 
 const STATS_FIELDS = [

@@ -44,6 +44,32 @@ class AdminResult:
 
 
 @dataclass
+class FlowJob:
+    """A job of a flow (docs/flows.md) and the children it waits for. `on_failure` says
+    what a child's death or cancel does to its parent: "fail_parent" (the parent goes
+    dead), "ignore" (it runs as if the child were done) or "proceed" (it runs and sees
+    the failure among its children); not used for the root."""
+    job: "Job"
+    children: list["FlowJob"] = field(default_factory=list)
+    on_failure: str = "fail_parent"
+
+
+_ON_FAILURE = {"fail_parent": 1, "ignore": 2, "proceed": 3}
+
+
+@dataclass
+class GroupResult:
+    """How a flow or batch request went: status "accepted", "duplicate" (the job at
+    `job_index` exists: nothing was stored), "rejected" (`reason`), "no_batch",
+    "batch_closed", "batch_exists" or "batch_full"; `ids` are the request's job ids
+    in the order sent (a flow: each parent before its children, depth first)."""
+    status: str
+    reason: str
+    ids: list[str]
+    job_index: int = -1
+
+
+@dataclass
 class Job:
     """A job to enqueue. `due_ms` is milliseconds since the Unix epoch (UTC),
     0 for now; 0 for `max_attempts` and the backoffs takes the queue's defaults.
@@ -235,6 +261,90 @@ class Producer:
                                 Type.ADMIN_REPLY, time.monotonic() + self._timeout)
         _, rows, summary, next_ = protocol.read_admin_reply(body)
         return AdminResult(rows, summary, next_)
+
+    # -- flows and batches (docs/flows.md): each request is stored whole or not at all
+
+    def enqueue_flow(self, root: FlowJob) -> GroupResult:
+        """Enqueues a tree of jobs of the root's queue: each parent runs once all its children
+        settled, at its own due time if later. At most 1,000 jobs and 4 levels."""
+        queue = root.job.queue
+        jobs: list[list[Any]] = []
+
+        def add(node: FlowJob, parent: int) -> None:
+            if node.on_failure not in _ON_FAILURE:
+                raise ValueError(f"on_failure: fail_parent, ignore or proceed, not {node.on_failure!r}")
+            if node.job.queue not in ("", queue):
+                raise ValueError("every job of a flow is in its root's queue")
+            node.job.queue = queue
+            jobs.append([node.job.wire(), parent, _ON_FAILURE[node.on_failure] if parent else 0, 0])
+            number = len(jobs)
+            for child in node.children:
+                add(child, number)
+
+        add(root, 0)
+        return self._group(queue, "", 0, False, jobs)
+
+    def open_batch(self, queue: str, batch_id: str, jobs: Iterable[Job] = (), *, on_success: Optional[Job] = None,
+                   on_complete: Optional[Job] = None, close: bool = False) -> GroupResult:
+        """Opens batch `batch_id` with its callbacks and first members: `on_success` runs once
+        every member is done (it is cancelled if one is not), `on_complete` once every member
+        settled, both after the batch is closed."""
+        wire: list[list[Any]] = []
+        for role, callback in ((1, on_success), (2, on_complete)):
+            if callback is not None:
+                callback.queue = callback.queue or queue
+                wire.append([callback.wire(), 0, 0, role])
+        wire += self._members(queue, jobs)
+        return self._group(queue, batch_id, 1, close, wire)
+
+    def add_to_batch(self, queue: str, batch_id: str, jobs: Iterable[Job], *, close: bool = False) -> GroupResult:
+        """Adds members to an open batch (at most 1,000 a call), and closes it with `close`."""
+        return self._group(queue, batch_id, 2, close, self._members(queue, jobs))
+
+    def close_batch(self, queue: str, batch_id: str) -> GroupResult:
+        """Closes a batch: it takes no more members, and its callbacks run once every one settled."""
+        return self._group(queue, batch_id, 2, True, [])
+
+    def batch_status(self, queue: str, batch_id: str, after: str = "", limit: int = 50) -> dict[str, Any]:
+        """A batch's status (kind, state, open, total, pending, done, dead, cancelled,
+        success, complete, settled_ms), its members (member, member_state, result, error)
+        a page at a time, and `next` (where the next page starts; "" after the last)."""
+        return self._group_view(queue, {"batch": batch_id}, after, limit)
+
+    def children(self, queue: str, parent_id: str, after: str = "", limit: int = 50) -> dict[str, Any]:
+        """A flow parent's status and its children's states and results, as batch_status."""
+        return self._group_view(queue, {"parent": parent_id}, after, limit)
+
+    @staticmethod
+    def _members(queue: str, jobs: Iterable[Job]) -> list[list[Any]]:
+        out = []
+        for job in jobs:
+            job.queue = job.queue or queue
+            out.append([job.wire(), 0, 0, 0])
+        return out
+
+    def _group(self, queue: str, batch_id: str, action: int, close: bool, jobs: list[list[Any]]) -> GroupResult:
+        if len(jobs) > protocol.MAX_GROUP_JOBS:
+            raise ValueError(f"a flow or batch request holds at most {protocol.MAX_GROUP_JOBS} jobs")
+        ids = [j[0][1] for j in jobs]
+        deadline = time.monotonic() + self._timeout
+        while True:
+            _, body = self._request(Type.GROUP_ENQUEUE, lambda rid: [rid, queue, batch_id, action, close, jobs],
+                                    Type.GROUP_ENQUEUE_REPLY, deadline)
+            _, status, reason, index, retry_after_ms = protocol.read_group_enqueue_reply(body)
+            if status != "overloaded" or time.monotonic() >= deadline:
+                return GroupResult(status, reason, ids, index)
+            self._pause(retry_after_ms, deadline)
+
+    def _group_view(self, queue: str, named: dict[str, str], after: str, limit: int) -> dict[str, Any]:
+        args: dict[str, Union[str, bytes]] = {**named, "limit": str(limit)}
+        if after:
+            args["after"] = after
+        result = self.admin("group", queue, args=args)
+        view: dict[str, Any] = dict(result.rows[0]) if result.rows else {}
+        view["members"] = result.rows[1:]
+        view["next"] = result.next
+        return view
 
     # -- changing one waiting job (docs/jobs.md, "Changing a waiting job"); a job
     #    that is running or finished raises DueqError with code "conflict"

@@ -32,6 +32,7 @@ MAX_PROGRESS_TEXT = 256  # a progress report's text (bytes)
 MAX_WAIT_MS = 60_000  # one WAIT request's longest timeout
 MAX_CAPACITY = 10_000
 MAX_WEIGHT = 1000
+MAX_GROUP_JOBS = 1000  # jobs of one GROUP_ENQUEUE (a flow, or a batch's members at once)
 U32 = (1 << 32) - 1
 U64 = (1 << 64) - 1
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -63,6 +64,8 @@ class Type(enum.IntEnum):
     WAIT = 24
     WAIT_REPLY = 25
     PROGRESS = 26
+    GROUP_ENQUEUE = 27
+    GROUP_ENQUEUE_REPLY = 28
 
 
 class Outcome(enum.IntEnum):
@@ -300,6 +303,21 @@ def read_enqueue_reply(body: list[Any]) -> tuple[int, list[EnqueueResult], int]:
         existing = _str(r[3], "existing_id") if len(r) > 3 else ""
         results.append(EnqueueResult(_str(r[0], "id"), EnqueueStatus(status), _str(r[2], "reason"), existing))
     return _uint(f[0], "request_id"), results, _uint(f[2], "retry_after_ms", U32)
+
+
+# GROUP_ENQUEUE_REPLY statuses (docs/flows.md), by their wire numbers.
+GROUP_STATUSES = ("accepted", "duplicate", "rejected", "overloaded", "no_batch", "batch_closed", "batch_exists",
+                  "batch_full")
+
+
+def read_group_enqueue_reply(body: list[Any]) -> tuple[int, str, str, int, int]:
+    """request_id, status (a GROUP_STATUSES name), reason, job_index (-1: none) and retry_after_ms."""
+    f = _fields(body, 5, "GROUP_ENQUEUE_REPLY")
+    status = _uint(f[1], "status", len(GROUP_STATUSES) - 1)
+    index = _int(f[3], "job_index")
+    if index < -1:
+        raise BadFrame("GROUP_ENQUEUE_REPLY job_index: -1 or more")
+    return _uint(f[0], "request_id"), GROUP_STATUSES[status], _str(f[2], "reason"), index, _uint(f[4], "retry_after_ms", U32)
 
 
 STATS_FIELDS = ("queue", "scheduled", "waiting", "in_flight", "done", "dead", "accepted", "retried", "stale_acks",
