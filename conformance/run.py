@@ -44,7 +44,7 @@ TYPES = {"HELLO": 1, "WELCOME": 2, "HEARTBEAT": 4, "PONG": 5, "RESULTS": 6, "CON
          "ENQUEUE": 10, "ENQUEUE_REPLY": 11, "STATS_REQUEST": 12, "STATS_REPLY": 13, "JOB_REQUEST": 14,
          "JOB_REPLY": 15, "ADMIN_REQUEST": 16, "ADMIN_REPLY": 17, "TASKS": 18, "RECEIVED": 19, "ERROR": 20,
          "STARTING": 21, "START_REPLY": 22, "HAND_BACK": 23,
-         "WAIT": 24, "WAIT_REPLY": 25, "PROGRESS": 26}
+         "WAIT": 24, "WAIT_REPLY": 25, "PROGRESS": 26, "GROUP_ENQUEUE": 27, "GROUP_ENQUEUE_REPLY": 28}
 NAMES = {v: k for k, v in TYPES.items()}
 HEARTBEAT_MS = 200
 BROKER_FLAGS = ["--heartbeat", f"{HEARTBEAT_MS}ms", "--worker-timeout", "1s", "--delivery-timeout", "2s"]

@@ -106,12 +106,16 @@ void GroupEnqueuer::refuse(const Peer& producer, uint64_t request_id, proto::Gro
 }
 
 void GroupEnqueuer::on_request(const Peer& producer, proto::GroupEnqueue&& request) {
-  const size_t from_peer = static_cast<size_t>(std::count_if(
-      requests_.begin(), requests_.end(), [&](const Gathered& g) { return g.producer.routing_id == producer.routing_id; }));
-  if (requests_.size() >= kMaxGathered || from_peer >= kMaxGatheredPerPeer)
+  size_t from_peer = 0, peer_bytes = 0, bytes = 0;
+  for (const auto& g : requests_)
+    if (g.producer.routing_id == producer.routing_id) ++from_peer, peer_bytes += g.payload_bytes;
+  for (const auto& g : request.jobs) bytes += g.job.payload.data.size();
+  const bool over_bytes = from_peer > 0 && (peer_bytes + bytes > kMaxPayloadBytesPerPeer || gathered_bytes_ + bytes > kMaxPayloadBytes);
+  if (requests_.size() >= kMaxGathered || from_peer >= kMaxGatheredPerPeer || over_bytes)
     return refuse(producer, request.request_id, proto::GroupStatus::overloaded,
-                  fmt::format("{} group requests wait for one round ({} of this producer's); nothing was written, "
-                              "retry later", requests_.size(), from_peer));
+                  fmt::format("{} group requests ({} bytes of payload) wait for one round, {} of them ({} bytes) this "
+                              "producer's; nothing was written, retry later",
+                              requests_.size(), gathered_bytes_, from_peer, peer_bytes));
   if (queues_.find(request.queue) == nullptr && queues_.size() >= static_cast<size_t>(config_.max_queues))
     return refuse(producer, request.request_id, proto::GroupStatus::rejected,
                   fmt::format("the broker keeps at most {} queues (max_queues); '{}' would be one more",
@@ -121,7 +125,8 @@ void GroupEnqueuer::on_request(const Peer& producer, proto::GroupEnqueue&& reque
     return refuse(producer, request.request_id, proto::GroupStatus::overloaded,
                   fmt::format("queue '{}' has {} or more unfinished jobs (max_backlog); retry later", request.queue,
                               config_.policy(request.queue).max_backlog));
-  requests_.push_back(Gathered{producer, std::move(request)});
+  gathered_bytes_ += bytes;
+  requests_.push_back(Gathered{producer, std::move(request), bytes});
 }
 
 void GroupEnqueuer::add_to(Round& round) {
@@ -135,6 +140,8 @@ void GroupEnqueuer::add_to(Round& round) {
     else sent.push_back(std::move(g));
   }
   requests_ = std::move(waiting);
+  gathered_bytes_ = 0;
+  for (const auto& g : requests_) gathered_bytes_ += g.payload_bytes;
   if (sent.empty()) return;
   answers->answers.resize(sent.size());
   for (size_t i = 0; i < sent.size(); ++i) {
@@ -186,6 +193,7 @@ void GroupEnqueuer::on_enqueued(const redisReply* r, const Gathered& sent, int64
       reply.reason = "the queue knows a job with this id already; nothing of the request was stored";
       break;
     case calls::GroupEnqueued::backlog_full:
+      q.backlog_full_until_ms = clock_.steady_ms() + Enqueuer::kBacklogFullMemoMs;
       reply.status = proto::GroupStatus::overloaded;
       reply.reason = fmt::format("queue '{}' has no room for {} more jobs under its max_backlog of {}; nothing was stored",
                                  sent.frame.queue, sent.frame.jobs.size(), config_.policy(sent.frame.queue).max_backlog);
@@ -231,6 +239,7 @@ void GroupEnqueuer::answer(RoundAnswers& answers, bool applied) {
 }
 
 void GroupEnqueuer::answer_unavailable(const std::string& why, int64_t retry_after_ms) {
+  gathered_bytes_ = 0;
   for (auto& g : std::exchange(requests_, {}))
     outbox_.send(g.producer, proto::ErrorFrame{g.frame.request_id, "unavailable",
                                                why + "; nothing from this request was stored",

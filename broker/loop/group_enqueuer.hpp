@@ -59,8 +59,13 @@ class GroupEnqueuer {
 
   // Requests gathered for one round, from all producers, and per producer;
   // more are answered overloaded at once.
+  // And payload bytes gathered, per producer (its first request of a round
+  // always gets in, whatever its size) and in all: a peer that pipelines
+  // flows of large payloads without reading costs bounded memory.
   static constexpr size_t kMaxGathered = 256;
   static constexpr size_t kMaxGatheredPerPeer = 16;
+  static constexpr size_t kMaxPayloadBytesPerPeer = 8u << 20;
+  static constexpr size_t kMaxPayloadBytes = 64u << 20;
 
   // A request whose shape and jobs passed.
   void on_request(const Peer& producer, proto::GroupEnqueue&& request);
@@ -76,6 +81,7 @@ class GroupEnqueuer {
   struct Gathered {
     Peer producer;
     proto::GroupEnqueue frame;
+    size_t payload_bytes = 0;
   };
   struct Answer {
     Peer producer;
@@ -97,6 +103,7 @@ class GroupEnqueuer {
   Outbox& outbox_;
   Enqueuer& enqueuer_;
   std::vector<Gathered> requests_;
+  size_t gathered_bytes_ = 0;  // payload bytes of requests_
 };
 
 }  // namespace dueq::broker

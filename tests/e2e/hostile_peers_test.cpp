@@ -194,7 +194,7 @@ TEST(EndToEnd, HostilePeersBesideAHealthyWorkerLoseNothing) {
 
   std::atomic<bool> stop{false};
   std::vector<std::thread> hostile;
-  const int mask = std::getenv("HOSTILE") ? std::atoi(std::getenv("HOSTILE")) : 15;
+  const int mask = std::getenv("HOSTILE") ? std::atoi(std::getenv("HOSTILE")) : 31;
   if (mask & 1) hostile.emplace_back([&] {  // squatter
     RawPeer squatter(cluster.endpoint(), "squatter");
     while (!stop) {
@@ -238,6 +238,22 @@ TEST(EndToEnd, HostilePeersBesideAHealthyWorkerLoseNothing) {
       for (int j = 0; j < 100; ++j)
         enqueue.jobs.push_back(proto::NewJob{"flood", fmt::format("f-{}-{}", id, j), "noop", proto::Bytes{std::string(1000, 'x')}, 0, 0});
       const std::string bytes = proto::encode(enqueue);
+      (void)peer.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+
+  if (mask & 16) hostile.emplace_back([&] {  // pipelining flows of 1,000 jobs (1 MB each request) without reading
+    zmq::context_t context;
+    zmq::socket_t peer(context, zmq::socket_type::dealer);
+    peer.set(zmq::sockopt::linger, 0);
+    peer.connect(cluster.endpoint());
+    for (uint64_t id = 1; !stop; ++id) {
+      proto::GroupEnqueue flow{id, "flood", "", proto::BatchAction::none, false, {}};
+      for (uint32_t j = 0; j < 1'000; ++j)
+        flow.jobs.push_back(proto::GroupJob{proto::NewJob{"flood", fmt::format("g-{}-{}", id, j), "noop", proto::Bytes{std::string(1000, 'x')}, 0, 0},
+                                            j == 0 ? 0u : 1u, j == 0 ? proto::ChildFailure::none : proto::ChildFailure::ignore});
+      const std::string bytes = proto::encode(flow);
       (void)peer.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
       std::this_thread::sleep_for(1ms);
     }
