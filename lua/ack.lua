@@ -28,9 +28,13 @@
                                    member is counted, and the last one of a
                                    group releases its held jobs
   KEYS[21..23] schedule, dead, cancelled: where a held job goes when its
-           group settles (released in the schedule, dead when a child's
-           failure fails it, cancelled: a batch's success callback when a
-           member failed)
+           group settles (released: to ready, KEYS[16], when its due time
+           has passed, else it stays in the schedule at it; dead when a
+           child's failure fails it; cancelled: a batch's success callback
+           when a member failed)
+  KEYS[24] fair              string present while the queue is fair: a held
+                                   job released goes through the schedule
+                                   (promote gives its tag), not to ready
 
   ARGV[1]  now ms
   ARGV[2]  retention seconds for the done entry (0 = keep none)
@@ -140,7 +144,7 @@ if done > 0 then
   unique_release(KEYS[17], finished, "done")
 end
 if done < n then redis.call("HINCRBY", KEYS[2], "stale_acks", n - done) end
-local gk = group_keys(KEYS[20], KEYS[21], KEYS[2], KEYS[3], KEYS[22], KEYS[6], KEYS[23], now, retention)
+local gk = group_keys(KEYS[20], KEYS[21], KEYS[2], KEYS[3], KEYS[22], KEYS[6], KEYS[23], now, retention, KEYS[16], KEYS[24])
 if done > 0 then group_settle(gk, finished, "done") end
 out[n + 1] = gk.fired or -1
 return out

@@ -35,6 +35,8 @@
                                    its parent or release its group's held
                                    jobs); a cancelled flow parent cancels its
                                    descendants still scheduled or ready
+  KEYS[22] fair              string present while the queue is fair (a held
+                                   job released waits for promote's tag)
 
   ARGV[1]  now ms
   ARGV[2]  job id
@@ -68,7 +70,7 @@ if not now or not retention or retention < 0 or not ARGV[2] or ARGV[2] == "" or 
     or not is_partition(ARGV[4]) or (ARGV[5] ~= "0" and not keep) or (keep and retention == 0) then
   return redis.error_reply("ERR dueq bad-args cancel: expected now, id, retention, partition and history 0|1")
 end
-local gk = group_keys(KEYS[21], KEYS[1], KEYS[7], KEYS[8], KEYS[4], KEYS[11], KEYS[6], now, retention)
+local gk = group_keys(KEYS[21], KEYS[1], KEYS[7], KEYS[8], KEYS[4], KEYS[11], KEYS[6], now, retention, KEYS[2], KEYS[22])
 local cancel_waiting  -- defined below: a parent's waiting descendants go with it
 
 -- A flow parent ID cancelled: its group is, and so are its members still

@@ -2,10 +2,11 @@
   enqueue_group: store a flow (a tree of jobs: each parent waits for its
   children), jobs added to a batch, or both, all or nothing (docs/flows.md).
 
-  Every job of the call goes to its schedule partition, as enqueue.lua puts
-  a job due later: a leaf at its due time (one due now is promoted in the
-  broker's next round), a parent and a batch callback at group_held_due,
-  held until its group settles (lib/group.lua). A call is refused whole,
+  A parent and a batch callback go to their schedule partitions at
+  group_held_due, held until their groups settle (lib/group.lua); every
+  other job as enqueue.lua puts it: due now to the ready set (in a fair
+  queue to the schedule at its due time, for promote to give it its tag),
+  due later to its schedule partition. A call is refused whole,
   and nothing is written, when any of its ids is known to the queue
   (scheduled, ready, leased, dead, or done/cancelled within the retention),
   when the queue's backlog has no room for all of its jobs, or when its
@@ -14,13 +15,18 @@
   KEYS[1]  schedule    zset  partition -> lower bound of its earliest due ms
                              (partition P: zset KEYS[1]..":"..P, hash
                              KEYS[1]..":"..P..":jobs"; the filter's chunks)
-  KEYS[2]  ready       zset  (read: the backlog, a duplicate)
+  KEYS[2]  ready       zset  (read: the backlog, a duplicate; jobs due now,
+                             and a batch's callback released by the close)
   KEYS[3]  leased      zset  (read: the backlog)
   KEYS[4]  stats       hash  ("scheduled" and "accepted" counted)
-  KEYS[5]  jobs        hash  (read: a duplicate)
+  KEYS[5]  jobs        hash  (read: a duplicate; a job due now's record)
   KEYS[6]  done        zset  (read: a duplicate)
-  KEYS[7]  cancelled   zset  (read: a duplicate)
+  KEYS[7]  cancelled   zset  (read: a duplicate; a success callback a
+                             close finds failed goes here)
   KEYS[8]  groups      hash  flows and batches (lib/group.lua)
+  KEYS[9]  fair        string present while the queue is fair: jobs due now
+                             (and a callback released by the close) go
+                             through the schedule for promote's tags
 
   ARGV[1]  now ms
   ARGV[2]  max backlog (0 = no limit), as enqueue.lua counts it
@@ -126,10 +132,18 @@ if n > 0 then
     return redis.call("ZMSCORE", key, unpack(ids))
   end
   local done, cancelled, ready = scores(KEYS[6]), scores(KEYS[7]), scores(KEYS[2])
+  -- The schedule is asked only where the schedule filter's counter of the
+  -- id's bucket is not zero, and not at all while nothing is scheduled.
+  local maybe_scheduled = {}
+  if (tonumber(redis.call("HGET", KEYS[4], "scheduled")) or 0) > 0 then
+    local slots = filter_slots()
+    for i = 1, n do filter_slot_add(slots, ARGV[9 + 7 * (i - 1) + 3], ids[i]) end
+    maybe_scheduled = filter_get(KEYS[1] .. ":filter", slots)
+  end
   local seen = {}
   for i = 1, n do
     if live[i] or done[i] or cancelled[i] or ready[i] or seen[ids[i]]
-        or redis.call("ZSCORE", KEYS[1] .. ":" .. ARGV[9 + 7 * (i - 1) + 3], ids[i]) then
+        or ((maybe_scheduled[i] or 0) > 0 and redis.call("ZSCORE", KEYS[1] .. ":" .. ARGV[9 + 7 * (i - 1) + 3], ids[i])) then
       return {0, i, -1}
     end
     seen[ids[i]] = true
@@ -141,7 +155,7 @@ if max_backlog > 0 and n > 0 then
   if held + n > max_backlog then return {2, 0, -1} end
 end
 
-local gk = group_keys(KEYS[8], KEYS[1], KEYS[4], KEYS[5], "", "", KEYS[7], now, retention)
+local gk = group_keys(KEYS[8], KEYS[1], KEYS[4], KEYS[5], "", "", KEYS[7], now, retention, KEYS[2], KEYS[9])
 local slots = filter_slots()
 local fields, members_of, of = {}, {}, {}  -- HSET arguments of groups; group -> member ids; of's HSET arguments
 local function put_field(group, field, value)
@@ -155,6 +169,10 @@ if action == "open" then
   put_field(batch_group, "complete", callbacks.c and ids[callbacks.c] or "")
 end
 local batch_joined = 0
+-- A fair queue's ready set is ordered by tags: its jobs due now go through
+-- the schedule, and promote gives them their tags.
+local fair = redis.call("EXISTS", KEYS[9]) == 1
+local ready_args, records = {}, {}  -- ZADD and HSET arguments of the jobs due now
 for i = 1, n do
   local b = 9 + 7 * (i - 1)
   local partition, parent, role = ARGV[b + 3], tonumber(ARGV[b + 4]), ARGV[b + 6]
@@ -180,12 +198,23 @@ for i = 1, n do
     list[#list + 1] = ids[i]
     of[#of + 1], of[#of + 2] = ids[i], policy .. string.format("%05d", tonumber(partition)) .. member_of
   end
-  local key = KEYS[1] .. ":" .. partition
-  redis.call("ZADD", key, due_text, ids[i])
-  redis.call("HSET", key .. ":jobs", ids[i], ARGV[b + 2])
-  redis.call("ZADD", KEYS[1], "LT", due_text, partition)
-  filter_slot_add(slots, partition, ids[i])
-  type_slot_add(slots, partition, ARGV[b + 2])
+  if not held_role and tonumber(due_text) <= now and not fair then
+    -- A job that waits for nothing and is due: in line at once, as
+    -- enqueue.lua puts it (lease.lua applies keys and limits).
+    ready_args[#ready_args + 1], ready_args[#ready_args + 2] = due_text, ids[i]
+    records[#records + 1], records[#records + 2] = ids[i], ARGV[b + 2]
+  else
+    local key = KEYS[1] .. ":" .. partition
+    redis.call("ZADD", key, due_text, ids[i])
+    redis.call("HSET", key .. ":jobs", ids[i], ARGV[b + 2])
+    redis.call("ZADD", KEYS[1], "LT", due_text, partition)
+    filter_slot_add(slots, partition, ids[i])
+    type_slot_add(slots, partition, ARGV[b + 2])
+  end
+end
+if #records > 0 then
+  redis.call("HSET", KEYS[5], unpack(records))
+  redis.call("ZADD", KEYS[2], unpack(ready_args))
 end
 for group, list in pairs(members_of) do
   if group ~= batch_group then

@@ -39,6 +39,8 @@
                                    or cancelled member is counted, and may
                                    fail its parent or release its group's
                                    held jobs
+  KEYS[22] fair              string present while the queue is fair (a held
+                                   job released waits for promote's tag)
 
   ARGV[1]  now ms
   ARGV[2]  backoff base ms (>= 0), unless the job has its own
@@ -272,7 +274,7 @@ if cancelled > 0 then redis.call("HINCRBY", KEYS[5], "cancelled", cancelled) end
 if not_counted > 0 then redis.call("HINCRBY", KEYS[5], "unconfirmed", not_counted) end
 if snoozed > 0 then redis.call("HINCRBY", KEYS[5], "snoozed", snoozed) end
 if expired > 0 then redis.call("HINCRBY", KEYS[5], "expired", expired) end
-local gk = group_keys(KEYS[21], KEYS[1], KEYS[5], KEYS[6], KEYS[4], KEYS[9], KEYS[12], now, retention)
+local gk = group_keys(KEYS[21], KEYS[1], KEYS[5], KEYS[6], KEYS[4], KEYS[9], KEYS[12], now, retention, KEYS[2], KEYS[22])
 group_settle(gk, died, "dead", died_why)
 group_settle(gk, ended_cancelled, "cancelled")
 out[#out + 1] = gk.fired or -1

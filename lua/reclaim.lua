@@ -30,6 +30,8 @@
   KEYS[19] groups            hash  flows and batches (lib/group.lua): a dead
                                    or cancelled member is counted
   KEYS[20] schedule          zset  where a held job its group releases goes
+                                   when it is due later (or the queue is fair)
+  KEYS[21] fair              string present while the queue is fair
 
   ARGV[1]  now ms
   ARGV[2]  limit (1..5000)
@@ -131,7 +133,7 @@ if not_counted > 0 then redis.call("HINCRBY", KEYS[4], "unconfirmed", not_counte
 local head = leases_after(KEYS[1], "-inf", 1, true)
 local next_deadline = -1
 if head[2] then next_deadline = tonumber(head[2]) end
-local gk = group_keys(KEYS[19], KEYS[20], KEYS[4], KEYS[5], KEYS[3], KEYS[8], KEYS[11], now, retention)
+local gk = group_keys(KEYS[19], KEYS[20], KEYS[4], KEYS[5], KEYS[3], KEYS[8], KEYS[11], now, retention, KEYS[2], KEYS[21])
 group_settle(gk, died, "dead", died_why)
 group_settle(gk, ended_cancelled, "cancelled")
 return {requeued, dead, next_deadline, not_counted, gk.fired or -1}

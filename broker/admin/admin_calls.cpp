@@ -15,7 +15,7 @@ Command cancel(const std::string& queue, int64_t now_ms, const std::string& id, 
   return script_call(lua::ScriptId::cancel, {k.schedule, k.ready, k.leased, k.dead, k.done, k.cancelled, k.stats, k.jobs,
                                              k.tokens, k.attempts, k.errors, k.error_logs, k.cancel_requested, k.unconfirmed,
                                              k.history, k.key_held, k.key_running, k.key_parked, k.unique, k.snoozes,
-                                             k.groups})
+                                             k.groups, k.fair})
       .add(now_ms)
       .add(id)
       .add(retention_s)

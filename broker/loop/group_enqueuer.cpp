@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 
 #include "broker/store/job_record.hpp"
@@ -43,7 +44,7 @@ Command enqueue_group(const proto::GroupEnqueue& request, int64_t now_ms, uint32
                       int64_t max_backlog, int64_t retention_s, int64_t max_batch_members) {
   QueueKeys k(request.queue);
   Command call = script_call(lua::ScriptId::enqueue_group,
-                             {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.groups});
+                             {k.schedule, k.ready, k.leased, k.stats, k.jobs, k.done, k.cancelled, k.groups, k.fair});
   call.add(now_ms).add(max_backlog).add(request.batch_id).add(batch_action(request.batch));
   call.add(request.close ? "1" : "0").add(retention_s).add(max_batch_members);
   call.add(static_cast<int64_t>(request.jobs.size()));
@@ -129,19 +130,45 @@ void GroupEnqueuer::on_request(const Peer& producer, proto::GroupEnqueue&& reque
   requests_.push_back(Gathered{producer, std::move(request), bytes});
 }
 
+bool GroupEnqueuer::has_work() const {
+  return std::any_of(requests_.begin(), requests_.end(), [&](const Gathered& g) {
+    const QueueState* q = queues_.find(g.frame.queue);
+    return q == nullptr || !q->registering;
+  });
+}
+
+std::vector<GroupEnqueuer::Gathered> GroupEnqueuer::take_for_round(Round& round) {
+  // Each request's turn: its rank among its producer's requests.
+  std::map<std::string, size_t> seen;
+  std::vector<std::pair<size_t, size_t>> order;  // (turn, index), arrival order within a turn
+  for (size_t i = 0; i < requests_.size(); ++i) order.emplace_back(seen[requests_[i].producer.routing_id]++, i);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<bool> taken(requests_.size(), false);
+  std::map<std::string, bool> writable;  // per queue, asked once a round
+  size_t jobs = 0;
+  for (const auto& [turn, i] : order) {
+    const auto& g = requests_[i];
+    if (jobs > 0 && jobs + g.frame.jobs.size() > kMaxJobsPerRound) break;
+    auto [it, fresh] = writable.try_emplace(g.frame.queue, false);
+    if (fresh) it->second = enqueuer_.ready_for_writes(round, queues_.get(g.frame.queue));
+    if (!it->second) continue;
+    taken[i] = true;
+    jobs += g.frame.jobs.size();
+  }
+  std::vector<Gathered> sent, left;
+  for (size_t i = 0; i < requests_.size(); ++i) (taken[i] ? sent : left).push_back(std::move(requests_[i]));
+  requests_ = std::move(left);
+  gathered_bytes_ = 0;
+  for (const auto& g : requests_) gathered_bytes_ += g.payload_bytes;
+  // In arrival order: two requests of one producer are written as sent.
+  return sent;
+}
+
 void GroupEnqueuer::add_to(Round& round) {
   if (requests_.empty()) return;
   const int64_t now = clock_.wall_ms();
   auto answers = std::make_shared<RoundAnswers>();
-  std::vector<Gathered> waiting;
-  std::vector<Gathered> sent;
-  for (auto& g : std::exchange(requests_, {})) {
-    if (!enqueuer_.ready_for_writes(round, queues_.get(g.frame.queue))) waiting.push_back(std::move(g));
-    else sent.push_back(std::move(g));
-  }
-  requests_ = std::move(waiting);
-  gathered_bytes_ = 0;
-  for (const auto& g : requests_) gathered_bytes_ += g.payload_bytes;
+  std::vector<Gathered> sent = take_for_round(round);
   if (sent.empty()) return;
   answers->answers.resize(sent.size());
   for (size_t i = 0; i < sent.size(); ++i) {

@@ -66,10 +66,18 @@ class GroupEnqueuer {
   static constexpr size_t kMaxGatheredPerPeer = 16;
   static constexpr size_t kMaxPayloadBytesPerPeer = 8u << 20;
   static constexpr size_t kMaxPayloadBytes = 64u << 20;
+  // Jobs of group requests one round writes (a request is never split; the
+  // first is taken whatever its size): the producers' requests are taken in
+  // turn, one of each before a second of any, so that one that pipelines
+  // flows fills no round, and a round's Redis time stays short beside the
+  // plain enqueues and results in it.
+  static constexpr size_t kMaxJobsPerRound = 1'000;
 
   // A request whose shape and jobs passed.
   void on_request(const Peer& producer, proto::GroupEnqueue&& request);
-  bool has_work() const { return !requests_.empty(); }
+  // Requests gathered that a round can take (one waiting for its queue's
+  // registration behind a Redis Cluster needs none).
+  bool has_work() const;
   // One enqueue_group.lua call per request gathered whose queue may be
   // written (Enqueuer::ready_for_writes); each producer is answered when the
   // round is applied.
@@ -93,6 +101,9 @@ class GroupEnqueuer {
     std::vector<Answer> answers;
     bool replicated = true;
   };
+  // The requests this round takes (within kMaxJobsPerRound, producers in
+  // turn, each writable); the rest stay gathered.
+  std::vector<Gathered> take_for_round(Round& round);
   void on_enqueued(const redisReply* r, const Gathered& sent, int64_t now, Answer& answer);
   void answer(RoundAnswers& answers, bool applied);
   void refuse(const Peer& producer, uint64_t request_id, proto::GroupStatus status, std::string reason);

@@ -44,9 +44,12 @@ struct QueueState {
   // next token counts as a job made ready.
   bool may_have_ready(int64_t now_ms) const { return maybe_ready || (key_wake_ms > 0 && key_wake_ms <= now_ms); }
   // A script released a job held for its group (a flow parent, a batch
-  // callback: lua/lib/group.lua) at DUE_MS (-1: none): promote then.
+  // callback: lua/lib/group.lua) at DUE_MS (-1: none): to the ready set when
+  // that has passed (the lease call looks), else promote then.
   void released_at(int64_t due_ms) {
-    if (due_ms >= 0 && (next_due_ms < 0 || due_ms < next_due_ms)) next_due_ms = due_ms;
+    if (due_ms < 0) return;
+    maybe_ready = true;
+    if (next_due_ms < 0 || due_ms < next_due_ms) next_due_ms = due_ms;
   }
   size_t rotation = 0;            // spreads single jobs over the workers in turn
   // Steady clock: when done/cancelled entries past retention are next

@@ -25,7 +25,7 @@ Command ack(const std::string& queue, int64_t now_ms, int64_t retention_s, const
                                                   k.error_logs, k.cancel_requested, k.done, k.started, k.unconfirmed,
                                                   k.history, k.key_held, k.key_running, k.key_parked, k.ready,
                                                   k.unique, k.snoozes, k.results, k.groups, k.schedule, k.dead,
-                                                  k.cancelled});
+                                                  k.cancelled, k.fair});
   call.add(now_ms).add(retention_s).add(keep_history ? "1" : "0").add(static_cast<int64_t>(items.size()));
   for (const auto& item : items) {
     call.add(item.id).add(token_text(item.token)).add(item.result);
@@ -40,7 +40,7 @@ Command nack(const std::string& queue, int64_t now_ms, int64_t base_ms, int64_t 
   Command call = script_call(lua::ScriptId::nack, {k.schedule, k.ready, k.leased, k.dead, k.stats, k.jobs, k.tokens,
                                                    k.attempts, k.errors, k.error_logs, k.cancel_requested, k.cancelled,
                                                    k.started, k.unconfirmed, k.history, k.key_held, k.key_running,
-                                                   k.key_parked, k.unique, k.snoozes, k.groups});
+                                                   k.key_parked, k.unique, k.snoozes, k.groups, k.fair});
   call.add(now_ms).add(base_ms).add(cap_ms).add(retention_s);
   call.add(static_cast<int64_t>(items.size())).add(static_cast<int64_t>(max_snoozes));
   for (const auto& item : items) {

@@ -40,7 +40,7 @@ Command reclaim(const std::string& queue, int64_t now_ms, int limit, int64_t ret
   return script_call(lua::ScriptId::reclaim, {k.leased, k.ready, k.dead, k.stats, k.jobs, k.tokens, k.attempts,
                                               k.errors, k.error_logs, k.cancel_requested, k.cancelled, k.started,
                                               k.unconfirmed, k.history, k.key_held, k.key_running, k.key_parked,
-                                              k.unique, k.groups, k.schedule})
+                                              k.unique, k.groups, k.schedule, k.fair})
       .add(now_ms)
       .add(limit)
       .add(retention_s)

@@ -23,19 +23,22 @@
 --                      settled longer than the done retention
 -- A held job waits in its schedule partition at group_held_due, so that
 -- every count and view of the schedule has it (the audit's law holds as it
--- is) and promote never reaches it; releasing it is one ZADD XX to its own
--- due time, or now if that has passed.
+-- is) and promote never reaches it. Released, it goes to the ready set when
+-- its own due time has passed (in a fair queue, whose ready set is ordered
+-- by tags promote gives, to the schedule at now), else it stays in its
+-- partition at its own due time.
 
 -- 2^52 ms (the year 142,000): never due.
 local group_held_due = 4503599627370496
 local group_held_due_text = "4503599627370496"
 
 -- KEYS a settling script passes: the groups hash and the queue keys a
--- released or failed held job needs.
-local function group_keys(groups, schedule, stats, jobs, dead, errors, cancelled, now, retention)
+-- released or failed held job needs (READY and FAIR may be nil where
+-- nothing is released).
+local function group_keys(groups, schedule, stats, jobs, dead, errors, cancelled, now, retention, ready, fair)
   return {groups = groups, of = groups .. ":of", waiting = groups .. ":waiting", settled = groups .. ":settled",
           schedule = schedule, stats = stats, jobs = jobs, dead = dead, errors = errors, cancelled = cancelled,
-          now = now, retention = retention, fired = nil}
+          now = now, retention = retention, ready = ready, fair = fair, fired = nil}
 end
 
 -- Every field a group has in the groups hash.
@@ -68,15 +71,23 @@ local function group_unschedule(gk, id, partition)
   return record
 end
 
--- Releases held job ID: due at its own due time, or now if that has passed.
+-- Releases held job ID: ready when its own due time has passed, else due
+-- then. GK.fired is the earliest due time released (the broker's hint).
 local function group_release(gk, id)
   local held = group_held_entry(gk, id)
   if not held then return end
   redis.call("HDEL", gk.waiting, id)
   local due = math.max(held.due, gk.now)
   local due_text = string.format("%d", due)
-  if redis.call("ZADD", gk.schedule .. ":" .. held.partition, "XX", "CH", due_text, id) == 0 then return end
-  redis.call("ZADD", gk.schedule, "LT", due_text, held.partition)
+  if held.due <= gk.now and gk.ready and redis.call("EXISTS", gk.fair) == 0 then
+    local record = group_unschedule(gk, id, held.partition)
+    if not record then return end
+    redis.call("HSET", gk.jobs, id, record)
+    redis.call("ZADD", gk.ready, string.format("%d", held.due), id)
+  else
+    if redis.call("ZADD", gk.schedule .. ":" .. held.partition, "XX", "CH", due_text, id) == 0 then return end
+    redis.call("ZADD", gk.schedule, "LT", due_text, held.partition)
+  end
   if not gk.fired or due < gk.fired then gk.fired = due end
 end
 

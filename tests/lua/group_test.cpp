@@ -119,18 +119,19 @@ TEST_F(Groups, AParentWaitsForItsChildrenAndIsDueInTheStepThatSettlesTheLast) {
   EXPECT_EQ(field("P", "r"), "1000");  // its own due time, not the far end of the schedule
   EXPECT_EQ(field("P", "gc"), "1");
   EXPECT_EQ(field("A", "gp"), "P");
-  EXPECT_EQ(promote(1000), 2);  // the children; the parent is held
+  EXPECT_EQ(field("A", "s"), "ready") << "a child due now is in line at once";
+  EXPECT_EQ(promote(1000), 0);  // nothing due: the parent is held
   auto leased = lease_all(9000);
   ASSERT_EQ(leased.size(), 2u);
   EXPECT_EQ(ack(leased, {"A"}, 2000, "a's result"), -1);
   EXPECT_EQ(field("P", "s"), "held");
   EXPECT_EQ(status("fP", "pending"), "1");
   EXPECT_EQ(ack(leased, {"B"}, 3000), 3000);  // released now: its own due time has passed
-  EXPECT_EQ(field("P", "s"), "scheduled");
-  EXPECT_EQ(field("P", "r"), "3000");
+  EXPECT_EQ(field("P", "s"), "ready") << "in the step that settled its last child";
+  EXPECT_EQ(field("P", "r"), "1000");
   EXPECT_EQ(status("fP", "state"), "settled");
   EXPECT_EQ(status("fP", "done"), "2");
-  EXPECT_EQ(promote(3000), 1);
+  EXPECT_EQ(promote(3000), 0);
   auto parent = lease_all(9000);
   ASSERT_TRUE(parent.contains("P"));
   // The parent's handler reads its children and their results.
@@ -163,7 +164,7 @@ TEST_F(Groups, AFailedChildFailsItsParentAndTheGrandparentHearsOfIt) {
                 1000)
                 .code,
             calls::GroupEnqueued::accepted);
-  EXPECT_EQ(promote(1000), 2);  // C and S: P and G are held
+  EXPECT_EQ(promote(1000), 0);  // C and S are ready; P and G are held
   auto leased = lease_all(9000);
   ASSERT_EQ(leased.size(), 2u);
   EXPECT_EQ(nack(leased.at("C"), NackMode::dead, "boom", 2000), -1);
@@ -185,7 +186,7 @@ TEST_F(Groups, IgnoredAndContinuedFailuresLetTheParentRunAndAreCounted) {
   auto leased = lease_all(9000);
   EXPECT_EQ(nack(leased.at("I"), NackMode::dead, "bad", 2000), -1);
   EXPECT_EQ(nack(leased.at("K"), NackMode::dead, "worse", 2500), 2500);
-  EXPECT_EQ(field("P", "s"), "scheduled");
+  EXPECT_EQ(field("P", "s"), "ready");
   EXPECT_EQ(status("fP", "dead"), "2");
   auto page = show("fP");
   std::map<std::string, std::string> errors;
@@ -226,7 +227,7 @@ TEST_F(Groups, CancellingAParentCancelsItsWaitingDescendantsButNotARunningOne) {
                 1000)
                 .code,
             calls::GroupEnqueued::accepted);
-  EXPECT_EQ(promote(1000), 1);  // R: Q and NC are due later, N waits for NC
+  EXPECT_EQ(promote(1000), 0);  // R is ready; Q and NC are due later, N waits for NC
   auto leased = lease_all(9000);
   ASSERT_TRUE(leased.contains("R"));
   EXPECT_EQ(cancel("P", 2000).status, CancelStatus::cancelled);
@@ -250,7 +251,7 @@ TEST_F(Groups, CancellingAChildTellsItsParent) {
   EXPECT_EQ(field("P", "e"), "child A cancelled");
   ASSERT_EQ(put(flow({member("P2"), member("B", 1, ChildFailure::ignore, 90'000)}), 1000).code, calls::GroupEnqueued::accepted);
   EXPECT_EQ(cancel("B", 3000).released_due_ms, 3000);
-  EXPECT_EQ(field("P2", "s"), "scheduled");
+  EXPECT_EQ(field("P2", "s"), "ready");
   expect_books_balance();
 }
 
@@ -303,7 +304,7 @@ TEST_F(Groups, ABatchReleasesItsCallbacksOnceClosedAndSettled) {
   EXPECT_EQ(field("ok", "s"), "held");
   EXPECT_EQ(field("m1", "gb"), "B1");
   ASSERT_EQ(put(batch("B1", BatchAction::add, false, {member("m3")}), 1000).code, calls::GroupEnqueued::accepted);
-  EXPECT_EQ(promote(1000), 3);
+  EXPECT_EQ(promote(1000), 0);  // the members are ready
   auto leased = lease_all(9000);
   EXPECT_EQ(ack(leased, {"m1", "m2", "m3"}, 2000), -1);  // open: it may take more members
   EXPECT_EQ(status("bB1", "pending"), "0");
@@ -311,8 +312,8 @@ TEST_F(Groups, ABatchReleasesItsCallbacksOnceClosedAndSettled) {
   auto closed = put(batch("B1", BatchAction::add, true, {}), 3000);
   EXPECT_EQ(closed.code, calls::GroupEnqueued::accepted);
   EXPECT_EQ(closed.released_due_ms, 3000);
-  EXPECT_EQ(field("ok", "s"), "scheduled");
-  EXPECT_EQ(field("all", "s"), "scheduled");
+  EXPECT_EQ(field("ok", "s"), "ready");
+  EXPECT_EQ(field("all", "s"), "ready");
   EXPECT_EQ(status("bB1", "total"), "3");
   EXPECT_EQ(status("bB1", "state"), "settled");
   EXPECT_EQ(put(batch("B1", BatchAction::add, false, {member("m4")}), 3000).code, calls::GroupEnqueued::batch_closed);
@@ -335,7 +336,7 @@ TEST_F(Groups, ABatchWithAFailedMemberCancelsItsSuccessCallbackAndRunsItsComplet
   EXPECT_EQ(nack(leased.at("m1"), NackMode::dead, "no", 2000), -1);
   EXPECT_EQ(ack(leased, {"m2"}, 3000), 3000);  // the last member: the step releases the callbacks
   EXPECT_EQ(field("ok", "s"), "cancelled");
-  EXPECT_EQ(field("all", "s"), "scheduled");
+  EXPECT_EQ(field("all", "s"), "ready");
   EXPECT_EQ(status("bB2", "dead"), "1");
   EXPECT_EQ(status("bB2", "done"), "1");
   expect_books_balance();
@@ -365,12 +366,12 @@ TEST_F(Groups, AFlowsRootJoinsABatchAndSettlesItWhenTheRootDoes) {
   EXPECT_EQ(field("root", "gb"), "B");
   EXPECT_EQ(field("leaf", "gp"), "root");
   EXPECT_EQ(status("bB", "total"), "1");
-  EXPECT_EQ(promote(1000), 1);
+  EXPECT_EQ(field("leaf", "s"), "ready");
   EXPECT_EQ(ack(lease_all(9000), {"leaf"}, 2000), 2000);  // releases the root
   EXPECT_EQ(field("cb", "s"), "held");
-  promote(2000);
+  EXPECT_EQ(field("root", "s"), "ready");
   EXPECT_EQ(ack(lease_all(9000), {"root"}, 3000), 3000);  // settles the batch
-  EXPECT_EQ(field("cb", "s"), "scheduled");
+  EXPECT_EQ(field("cb", "s"), "ready");
   expect_books_balance();
 }
 
@@ -378,7 +379,28 @@ TEST_F(Groups, ClosingAnEmptyBatchReleasesItsCallbacksAtOnce) {
   ASSERT_EQ(put(batch("B3", BatchAction::open, true, {member("ok", 0, ChildFailure::none, 0, GroupRole::on_success)}), 1000)
                 .released_due_ms,
             1000);
-  EXPECT_EQ(field("ok", "s"), "scheduled");
+  EXPECT_EQ(field("ok", "s"), "ready");
+}
+
+// A fair queue's ready set is ordered by the tags promote gives: a parent
+// released there goes through the schedule, due now.
+TEST_F(Groups, InAFairQueueAReleasedParentIsDueNowAndPromoteGivesItItsTag) {
+  redis_->cli("SET 'dueq:{q}:fair' 1000");  // as lease.lua keeps it while the queue is fair
+  ASSERT_EQ(put(flow({member("P"), member("A", 1, ChildFailure::ignore)}), 1000).code, calls::GroupEnqueued::accepted);
+  EXPECT_EQ(field("A", "s"), "scheduled") << "due now, through the schedule for its tag";
+  Round first;
+  first.add(calls::promote("q", 1000, 1000, true));
+  EXPECT_EQ(calls::parse_promote(run(first))->moved, 1);
+  auto leased = lease_all(9000);
+  redis_->cli("SET 'dueq:{q}:fair' 1000");  // this test's lease was not fair and took it away
+  EXPECT_EQ(ack(leased, {"A"}, 2000), 2000);
+  EXPECT_EQ(field("P", "s"), "scheduled");
+  EXPECT_EQ(field("P", "r"), "2000");
+  Round fair_promote;
+  fair_promote.add(calls::promote("q", 2000, 1000, true));
+  EXPECT_EQ(calls::parse_promote(run(fair_promote))->moved, 1);
+  EXPECT_EQ(field("P", "s"), "ready");
+  expect_books_balance();
 }
 
 TEST_F(Groups, AHeldJobCannotBeRescheduledAndKeepsWaiting) {
