@@ -49,7 +49,9 @@
            one each at most, with no parent and no children)
 
   Returns  {code, job number, released}: code 1 accepted; 0 a duplicate (the
-           job number of the first); 2 refused: the backlog has no room for
+           job number of the first; looked at first, so that a request
+           resent after it was applied is answered so whatever its batch
+           became); 2 refused: the backlog has no room for
            N jobs; 3 the batch does not exist; 4 the batch is closed; 5 the
            batch exists already (open); 6 the batch would have more than
            its most members (nothing stored). released = the earliest due ms of a
@@ -108,22 +110,8 @@ for i = 1, n do
   ids[i] = id
 end
 
--- The batch as the action needs it.
-local batch_group = "b" .. batch
-if action ~= "none" then
-  local state = redis.call("HGET", KEYS[8], batch_group .. ":state")
-  if action == "open" and state then return {5, 0, -1} end
-  if action == "add" and not state then return {3, 0, -1} end
-  if action == "add" and redis.call("HGET", KEYS[8], batch_group .. ":open") ~= "1" then return {4, 0, -1} end
-  local joining = 0
-  for i = 1, n do
-    if ARGV[9 + 7 * (i - 1) + 4] == "0" and ARGV[9 + 7 * (i - 1) + 6] == "j" then joining = joining + 1 end
-  end
-  if (tonumber(redis.call("HGET", KEYS[8], batch_group .. ":total")) or 0) + joining > max_members then
-    return {6, 0, -1}
-  end
-end
--- Any id known refuses the call whole: a producer's retry is a duplicate,
+-- Any id known refuses the call whole: a producer's retry is a duplicate
+-- (looked at before the batch: a resent close finds its batch closed),
 -- and no part of a tree runs without the rest.
 if n > 0 then
   local live = redis.call("HMGET", KEYS[5], unpack(ids))
@@ -147,6 +135,21 @@ if n > 0 then
       return {0, i, -1}
     end
     seen[ids[i]] = true
+  end
+end
+-- The batch as the action needs it.
+local batch_group = "b" .. batch
+if action ~= "none" then
+  local state = redis.call("HGET", KEYS[8], batch_group .. ":state")
+  if action == "open" and state then return {5, 0, -1} end
+  if action == "add" and not state then return {3, 0, -1} end
+  if action == "add" and redis.call("HGET", KEYS[8], batch_group .. ":open") ~= "1" then return {4, 0, -1} end
+  local joining = 0
+  for i = 1, n do
+    if ARGV[9 + 7 * (i - 1) + 4] == "0" and ARGV[9 + 7 * (i - 1) + 6] == "j" then joining = joining + 1 end
+  end
+  if (tonumber(redis.call("HGET", KEYS[8], batch_group .. ":total")) or 0) + joining > max_members then
+    return {6, 0, -1}
   end
 end
 if max_backlog > 0 and n > 0 then

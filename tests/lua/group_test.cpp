@@ -317,6 +317,8 @@ TEST_F(Groups, ABatchReleasesItsCallbacksOnceClosedAndSettled) {
   EXPECT_EQ(status("bB1", "total"), "3");
   EXPECT_EQ(status("bB1", "state"), "settled");
   EXPECT_EQ(put(batch("B1", BatchAction::add, false, {member("m4")}), 3000).code, calls::GroupEnqueued::batch_closed);
+  // The closing request resent (its answer lost): a duplicate, not refused.
+  EXPECT_EQ(put(batch("B1", BatchAction::add, false, {member("m3")}), 3000).code, calls::GroupEnqueued::duplicate);
   EXPECT_EQ(put(batch("B1", BatchAction::add, true, {}), 3000).code, calls::GroupEnqueued::batch_closed);
   EXPECT_EQ(put(batch("B9", BatchAction::add, false, {member("m5")}), 3000).code, calls::GroupEnqueued::no_batch);
   EXPECT_EQ(put(batch("B1", BatchAction::open, false, {member("m6")}), 3000).code, calls::GroupEnqueued::batch_exists);

@@ -723,6 +723,13 @@ TEST(NemesisGroups, EachRuleOfFlowsAndBatchesFailsTheHistoryThatBreaksIt) {
   found = check_groups(h, no_fault);
   EXPECT_TRUE(found.violations.empty()) << found.violations.front();
   EXPECT_EQ(found.parents_failed, 1U);
+  // Two children under fail_parent died: either may be the one named.
+  h.group_jobs[2].policy = 'f';
+  h.finals["P"].error = "child B dead: asked to fail";
+  found = check_groups(h, no_fault);
+  EXPECT_TRUE(found.violations.empty()) << found.violations.front();
+  h.finals["P"].error = "child Z dead: ?";
+  EXPECT_TRUE(group_says(check_groups(h, no_fault), "P: its child A failed it, but it is dead"));
 
   h = groups_history();  // a member died: the success callback must be cancelled, never run
   h.finals["m2"] = {"dead", 3'100, "x", "noop", 1};
