@@ -9,6 +9,10 @@ namespace dueq::nemesis {
 
 namespace {
 
+// How far an end time a broker wrote and a start a worker read may
+// disagree on one host's clock (both in whole ms).
+constexpr int64_t kClockSlackMs = 5;
+
 struct Checker {
   const History& h;
   const std::function<const FaultSpan*(int64_t, int64_t)>& fault_near;
@@ -30,13 +34,23 @@ struct Checker {
     else out.violations.push_back(fmt::format("{}: {}", id, what));
   }
 
-  // Every start of `before` came ahead of the first start of `after`.
+  // `after` first started once `before` had settled: after its first start
+  // (a delivery of it sent again may start later, beside a start that
+  // already ended it), and not before the broker wrote its end (a broker's
+  // clock stepped, or a fail-over that lost the end, excuses that).
   void started_after(const std::string& after, const std::string& before, const char* what) {
     const auto& late = starts_ms[after];
     const auto& early = starts_ms[before];
-    if (late.empty() || early.empty() || early.back() < late.front()) return;
-    judge(fault_near(late.front(), early.back()) != nullptr, after,
-          fmt::format("{} STARTED BEFORE {} was done starting: {} ms earlier", what, before, early.back() - late.front()));
+    if (late.empty()) return;
+    if (!early.empty() && early.front() >= late.front()) {
+      out.violations.push_back(fmt::format("{}: {} STARTED BEFORE {} EVER DID, {} ms earlier", after, what, before,
+                                           early.front() - late.front()));
+      return;
+    }
+    const FinalState* end = final_of(before);
+    if (end == nullptr || end->finished_ms <= 0 || end->finished_ms <= late.front() + kClockSlackMs) return;
+    judge(fault_near(late.front(), end->finished_ms) != nullptr, after,
+          fmt::format("{} STARTED {} ms BEFORE {} ENDED", what, end->finished_ms - late.front(), before));
   }
   void ran_at_most_once(const std::string& id, const char* what) {
     const auto& runs = starts_ms[id];

@@ -1,14 +1,15 @@
 #pragma once
 // The nemesis checker's rules for flows and batches (docs/flows.md), over
 // groups.tsv: no job of a stored flow or batch is lost or left unfinished;
-// a parent starts only after every start of its children, and runs at most
-// once; a parent whose child failed under fail_parent is dead, naming the
-// child, and never ran; a parent whose children all settled otherwise is
-// done; a closed batch's complete callback runs once, after every member's
-// starts, and its success callback too when every member is done, else it
-// is cancelled and never ran. Pure, like the rest of the checker; a fault
-// near the two starts excuses an order or a run again it may explain (a
-// fail-over that loses an acknowledged write runs both again).
+// a parent starts only after each child first started and after the end the
+// broker wrote for it, and runs at most once; a parent whose child failed
+// under fail_parent is dead, naming such a child, and never ran; a parent
+// whose children all settled otherwise is done; a closed batch's complete
+// callback runs once, after every member started and ended, and its success
+// callback too when every member is done, else it is cancelled and never
+// ran. Pure, like the rest of the checker; a fault near excuses what it may
+// explain (a broker's clock stepped, a fail-over that loses an acknowledged
+// write and runs both again), never a start before a child ever started.
 #include <functional>
 #include <string>
 #include <vector>

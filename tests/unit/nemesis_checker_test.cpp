@@ -700,11 +700,17 @@ TEST(NemesisGroups, EachRuleOfFlowsAndBatchesFailsTheHistoryThatBreaksIt) {
   EXPECT_EQ(found.parents_ran, 1U);
   EXPECT_EQ(found.callbacks_ran, 2U);
 
-  h = groups_history();  // the parent started before its child did
+  h = groups_history();  // the parent started before its child ever did: nothing excuses it
   h.starts[2].start_us = 1'800'000;
-  EXPECT_TRUE(group_says(check_groups(h, no_fault), "A PARENT STARTED BEFORE A"));
   const FaultSpan failover{1'500, 2'000, "failover", "", 0};
+  EXPECT_TRUE(group_says(check_groups(h, [&](int64_t, int64_t) { return &failover; }), "A PARENT STARTED BEFORE A EVER DID"));
+  h = groups_history();  // the parent started after its child B's start, but before B ended
+  h.starts[2].start_us = 2'450'000;
+  EXPECT_TRUE(group_says(check_groups(h, no_fault), "A PARENT STARTED 50 ms BEFORE B ENDED"));
   EXPECT_TRUE(check_groups(h, [&](int64_t, int64_t) { return &failover; }).violations.empty()) << "a fault near excuses it";
+  h = groups_history();  // a delivery of the child sent again started after the parent: the first one ended it
+  h.starts.push_back({"A", 1, 9, 5'000'000, "w1"});
+  EXPECT_TRUE(check_groups(h, no_fault).violations.empty()) << check_groups(h, no_fault).violations.front();
 
   h = groups_history();  // the parent ran twice
   h.starts.push_back({"P", 2, 8, 5'500'000, "w1"});
@@ -741,7 +747,7 @@ TEST(NemesisGroups, EachRuleOfFlowsAndBatchesFailsTheHistoryThatBreaksIt) {
 
   h = groups_history();  // the complete callback ran before a member started
   h.starts[6].start_us = 2'950'000;
-  EXPECT_TRUE(group_says(check_groups(h, no_fault), "A COMPLETE CALLBACK STARTED BEFORE m2"));
+  EXPECT_TRUE(group_says(check_groups(h, no_fault), "A COMPLETE CALLBACK STARTED BEFORE m2 EVER DID"));
 
   h = groups_history();  // a job of a stored group the broker does not know; counters that disagree
   h.finals.erase("m1");
