@@ -11,9 +11,9 @@ namespace {
 
 // How far an end time a broker wrote and a start a worker read may
 // disagree on one host's clock (both in whole ms).
-constexpr int64_t kClockSlackMs = 5;
+constexpr int64_t kGroupClockSlackMs = 5;
 
-struct Checker {
+struct GroupChecker {
   const History& h;
   const std::function<const FaultSpan*(int64_t, int64_t)>& fault_near;
   GroupFindings out;
@@ -48,7 +48,7 @@ struct Checker {
       return;
     }
     const FinalState* end = final_of(before);
-    if (end == nullptr || end->finished_ms <= 0 || end->finished_ms <= late.front() + kClockSlackMs) return;
+    if (end == nullptr || end->finished_ms <= 0 || end->finished_ms <= late.front() + kGroupClockSlackMs) return;
     judge(fault_near(late.front(), end->finished_ms) != nullptr, after,
           fmt::format("{} STARTED {} ms BEFORE {} ENDED", what, end->finished_ms - late.front(), before));
   }
@@ -181,7 +181,7 @@ struct Checker {
 }  // namespace
 
 GroupFindings check_groups(const History& history, const std::function<const FaultSpan*(int64_t, int64_t)>& fault_near) {
-  return Checker{history, fault_near, {}, {}, {}, {}}.run();
+  return GroupChecker{history, fault_near, {}, {}, {}, {}}.run();
 }
 
 }  // namespace dueq::nemesis
