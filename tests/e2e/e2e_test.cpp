@@ -333,6 +333,13 @@ TEST(EndToEnd, TheBrokersUserInDeployUsersAclIsRefusedNothingInAWholeRun) {
   for (int i = 0; i < 6; ++i) jobs.push_back({.queue = "acl-keys", .type = "noop", .id = "keyed-" + std::to_string(i), .key = "k"});
   jobs.push_back({"acl", "noop", "never", "tocancel", wall_ms() + 3'600'000, 3});
   ASSERT_TRUE(client.enqueue_batch(jobs));
+  // A flow and a batch (docs/flows.md): their scripts' own commands too.
+  ASSERT_EQ(client.enqueue_flow("acl", FlowJob{{.queue = "acl", .type = "noop", .id = "acl-parent"}, ChildFailure::fail_parent,
+                                               {FlowJob{{.queue = "acl", .type = "noop", .id = "acl-child"}}}})->status,
+            GroupResult::Status::accepted);
+  ASSERT_EQ(client.open_batch("acl", "acl-batch", {.on_complete = JobSpec{.queue = "acl", .type = "noop", .id = "acl-callback"}},
+                              {JobSpec{.queue = "acl", .type = "noop", .id = "acl-member"}}, true)->status,
+            GroupResult::Status::accepted);
   Process worker({bin("dueq-example-worker"), "--broker", endpoint, "--queue", "acl", "--queue", "acl-keys", "--concurrency", "4"},
                  (dir / "worker.log").string());
   auto queue_stats = [&](const std::string& name) -> std::optional<QueueStats> {
@@ -342,7 +349,7 @@ TEST(EndToEnd, TheBrokersUserInDeployUsersAclIsRefusedNothingInAWholeRun) {
       if (q.queue == name) return q;
     return std::nullopt;
   };
-  ASSERT_TRUE(eventually([&] { auto q = queue_stats("acl"); return q && q->done == 40 && q->dead == 1; }, 20s))
+  ASSERT_TRUE(eventually([&] { auto q = queue_stats("acl"); return q && q->done == 44 && q->dead == 1; }, 20s))
       << read_file(dir / "broker.log");
   ASSERT_TRUE(eventually([&] { auto q = queue_stats("acl-keys"); return q && q->done == 6; }, 20s)) << read_file(dir / "broker.log");
   auto cancelled = run_dueq(endpoint, "cancel tocancel");
@@ -361,7 +368,8 @@ TEST(EndToEnd, TheBrokersUserInDeployUsersAclIsRefusedNothingInAWholeRun) {
   for (const char* args : {"list acl --state done --limit 5", "list acl --state done --limit 5 --after 1:now-1",
                            "list acl --state scheduled", "bulk run cancel acl --state scheduled --dry-run",
                            "bulk run purge acl --state dead --id-prefix nothing-matches", "bulk status", "key list acl-keys",
-                           "key limit acl-keys k 2", "key list acl-keys --limits", "key limit acl-keys k clear"}) {
+                           "key limit acl-keys k 2", "key list acl-keys --limits", "key limit acl-keys k clear",
+                           "flow children acl acl-parent", "batch status acl acl-batch"}) {
     const auto run = run_dueq(endpoint, args);
     EXPECT_EQ(run.code, 0) << args << ": " << run.out;
   }
