@@ -167,7 +167,8 @@ Result<void> validate(const GroupEnqueue& f) {
   if ((f.batch == BatchAction::none) != f.batch_id.empty() || f.batch_id.size() > GroupEnqueue::kMaxBatchIdBytes)
     return bad("a batch id (1..128 bytes) goes with a batch action open or add, and only with one");
   if (f.close && f.batch == BatchAction::none) return bad("close needs a batch");
-  if (f.jobs.empty() && !(f.batch == BatchAction::add && f.close)) return bad("group_enqueue carries no jobs (only a batch close may)");
+  if (f.jobs.empty() && f.batch == BatchAction::none) return bad("group_enqueue carries no jobs (only a batch's open or close may)");
+  if (f.jobs.empty() && f.batch == BatchAction::add && !f.close) return bad("an add to a batch carries jobs, or closes it");
   return {};
 }
 

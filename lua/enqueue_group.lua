@@ -38,7 +38,7 @@
   ARGV[6]  retention seconds for a cancelled entry (0 = keep none): closing
            a batch with a failed member cancels its success callback
   ARGV[7]  the most members a batch may have (>= 1)
-  ARGV[8]  N, number of jobs (0..1000; 0 only to close a batch)
+  ARGV[8]  N, number of jobs (0..1000; 0 only to open a batch, or to close one)
   ARGV[9+7i .. 15+7i] for job i: id, due ms (>= 0), job record (as
            enqueue.lua takes it), schedule partition (0..32767 in plain
            decimal), its parent's job number (1..i, a job before it; 0 for
@@ -77,9 +77,9 @@ if not now or not max_backlog or max_backlog < 0 or not retention or retention <
     or not n or n < 0 or n > 1000 or n % 1 ~= 0 or #ARGV ~= 8 + 7 * n
     or (action ~= "none" and action ~= "open" and action ~= "add") or (close ~= "0" and close ~= "1")
     or (action == "none") ~= (batch == "") or #batch > 128 or (action == "none" and close == "1")
-    or (n == 0 and not (action == "add" and close == "1")) then
+    or (n == 0 and not (action == "open" or close == "1")) then
   return redis.error_reply("ERR dueq bad-args enqueue_group: expected now, max_backlog, a batch id and action "
-    .. "(none, open or add), close 0|1, a retention, the most members of a batch, N (0 only to close a batch) and 7 values per job")
+    .. "(none, open or add), close 0|1, a retention, the most members of a batch, N (0 only to open or close a batch) and 7 values per job")
 end
 local max_depth = 4  -- levels of a flow, its root included
 local function bad(i, what) return redis.error_reply("ERR dueq bad-args enqueue_group: job " .. i .. " " .. what) end

@@ -1,4 +1,5 @@
 #include <atomic>
+#include <sstream>
 #include <thread>
 
 #include "bench/scenarios.hpp"
@@ -53,6 +54,17 @@ double bytes_per_job(Cluster& cluster, size_t n, const std::function<void()>& pu
   return static_cast<double>(used_memory(cluster.redis()) - before) / static_cast<double>(n);
 }
 
+// What the groups of `queue` hold (lua/lib/group.lua: the groups hash, each
+// member's entry, the held jobs' entries, the member sets), in bytes as
+// MEMORY USAGE counts them, per one of `n` members.
+double group_bytes_per_member(Cluster& cluster, const std::string& queue, size_t n) {
+  std::istringstream keys(cluster.redis().cli(fmt::format("--scan --pattern 'dueq:{{{}}}:groups*'", queue)));
+  int64_t bytes = 0;
+  for (std::string key; std::getline(keys, key);)
+    if (!key.empty()) bytes += std::stoll("0" + cluster.redis().cli(fmt::format("MEMORY USAGE '{}' SAMPLES 0", key)));
+  return static_cast<double>(bytes) / static_cast<double>(n);
+}
+
 }  // namespace
 
 // Flows and batches (docs/flows.md). Fan-in: a batch of 100,000 members
@@ -63,8 +75,9 @@ double bytes_per_job(Cluster& cluster, size_t n, const std::function<void()>& pu
 // parent and 9 children due now, enqueued 50 ms apart: each parent's start
 // after its last child's start. Enqueue: 2,000 requests (200) of 10 jobs as
 // flows, then as plain ENQUEUE batches, in one cluster. Bytes: Redis memory
-// per job of 20,000 jobs (2,000) as batch members and as plain jobs, all due
-// in an hour.
+// per job of 20,000 jobs (2,000) as batch members, as flow children (flows
+// of 100) and as plain jobs, all due in an hour, and what the groups' own
+// keys take per member (MEMORY USAGE).
 Figures flows(const Options& o, Json& table) {
   const size_t members = o.smoke ? 2'000 : 100'000;
   const int flows_n = o.smoke ? 30 : 300, requests = o.smoke ? 200 : 2'000;
@@ -128,11 +141,13 @@ Figures flows(const Options& o, Json& table) {
       enqueue_all(cluster.endpoint(), noop_jobs(sized, "plain", due), 2);
     });
     f["bytes_per_batch_member"] = bytes_per_job(cluster, sized, [&] {
-      client.open_batch("sized", "b", {});
+      auto opened = client.open_batch("sized", "b", {});
+      if (!opened || opened->status != GroupResult::Status::accepted) throw std::runtime_error("flows: the sized batch did not open");
       for (size_t at = 0; at < sized; at += 1'000) {
         std::vector<JobSpec> jobs;
         for (size_t i = at; i < at + 1'000; ++i) jobs.push_back({.queue = "sized", .type = "noop", .id = fmt::format("{:08}", i), .due_ms = due});
-        client.add_to_batch("sized", "b", std::move(jobs));
+        auto added = client.add_to_batch("sized", "b", std::move(jobs));
+        if (!added || added->status != GroupResult::Status::accepted) throw std::runtime_error("flows: sized members not added");
       }
     });
     f["bytes_per_flow_child"] = bytes_per_job(cluster, sized, [&] {
@@ -140,15 +155,19 @@ Figures flows(const Options& o, Json& table) {
         FlowJob root{{.queue = "flowsized", .type = "noop", .id = fmt::format("r{:08}", at), .due_ms = due}};
         for (size_t i = at + 1; i < at + 100; ++i)
           root.children.push_back(FlowJob{{.queue = "flowsized", .type = "noop", .id = fmt::format("{:08}", i), .due_ms = due}});
-        client.enqueue_flow("flowsized", std::move(root));
+        auto put = client.enqueue_flow("flowsized", std::move(root));
+        if (!put || put->status != GroupResult::Status::accepted) throw std::runtime_error("flows: a sized flow was not accepted");
       }
     });
+    f["group_bytes_per_batch_member"] = group_bytes_per_member(cluster, "sized", sized);
+    f["group_bytes_per_flow_child"] = group_bytes_per_member(cluster, "flowsized", sized - sized / 100);
   }
   table.push_back({{"fan_in_members", members},
                    {"callback_after_last_member_ms", f["fan_in_callback_after_last_member_ms"]},
                    {"parent_after_last_child_p99_ms", f["parent_after_last_child_ms_p99"]},
                    {"flow_vs_plain_enqueue", f["flow_vs_plain_enqueue"]},
-                   {"bytes_per_batch_member", f["bytes_per_batch_member"]},
+                   {"group_bytes_per_batch_member", f["group_bytes_per_batch_member"]},
+                   {"group_bytes_per_flow_child", f["group_bytes_per_flow_child"]},
                    {"bytes_per_plain_job", f["bytes_per_plain_job"]}});
   return f;
 }

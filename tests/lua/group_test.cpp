@@ -377,6 +377,16 @@ TEST_F(Groups, AFlowsRootJoinsABatchAndSettlesItWhenTheRootDoes) {
   expect_books_balance();
 }
 
+TEST_F(Groups, ABatchOpensEmptyTakesMembersLaterAndAnEmptyAddIsRefused) {
+  ASSERT_EQ(put(batch("E", BatchAction::open, false, {}), 1000).code, calls::GroupEnqueued::accepted);
+  EXPECT_EQ(status("bE", "state"), "waiting");
+  EXPECT_EQ(status("bE", "total"), "0");
+  EXPECT_NE(put_error(batch("E", BatchAction::add, false, {}), 1000).find("bad-args"), std::string::npos);
+  EXPECT_EQ(put(batch("E", BatchAction::add, true, {member("e1")}), 1000).code, calls::GroupEnqueued::accepted);
+  EXPECT_EQ(status("bE", "total"), "1");
+  EXPECT_EQ(status("bE", "open"), "0");
+}
+
 TEST_F(Groups, ClosingAnEmptyBatchReleasesItsCallbacksAtOnce) {
   ASSERT_EQ(put(batch("B3", BatchAction::open, true, {member("ok", 0, ChildFailure::none, 0, GroupRole::on_success)}), 1000)
                 .released_due_ms,
