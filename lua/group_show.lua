@@ -22,7 +22,7 @@
             next cursor ("0": the last page), members...}: kind "f" or
            "b"; state "waiting", "settled", "failed" (a child failed the
            parent) or "cancelled" (the parent was); then 4 values per
-           member: id, state (scheduled, waiting: held for its own group,
+           member: id, state (scheduled, held: waiting for its own group,
            ready, leased, done, dead, cancelled, or "" once forgotten), a
            done member's result, a dead one's last error. SSCAN may give
            more members than asked (a small set comes whole: at most 128);
@@ -68,7 +68,7 @@ for _, id in ipairs(page[2]) do
       break
     end
   end
-  if state == "" and redis.call("HEXISTS", gk.waiting, id) == 1 then state = "waiting"
+  if state == "" and redis.call("HEXISTS", gk.waiting, id) == 1 then state = "held"
   elseif state == "" and redis.call("HEXISTS", gk.of, id) == 1 then state = "scheduled" end
   local result, err = "", ""
   if state == "done" then result = redis.call("HGET", KEYS[7], id) or "" end

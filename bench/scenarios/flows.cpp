@@ -24,11 +24,13 @@ double enqueue_rate(Cluster& cluster, const std::string& queue, int requests, bo
   std::atomic<int> next{0};
   const int64_t due = wall_ms() + 3'600'000, begin = steady_us();
   std::vector<std::thread> producers;
+  producers.reserve(4);
   for (int p = 0; p < 4; ++p)
     producers.emplace_back([&] {
       Client client(cluster.endpoint(), with_timeouts({}));
       for (int r = next++; r < requests; r = next++) {
         std::vector<JobSpec> jobs;
+        jobs.reserve(10);
         for (int j = 0; j < 10; ++j)
           jobs.push_back({.queue = queue, .type = "noop", .id = fmt::format("{}-{}-{}", queue, r, j), .due_ms = due});
         if (!as_flows) {
@@ -114,7 +116,7 @@ Figures flows(const Options& o, Json& table) {
       if (!client.enqueue_flow("fan", std::move(root))) throw std::runtime_error("flows: a flow was not sent");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    await([&] { return done_count(cluster, "fan") >= static_cast<int64_t>(members) + 1 + flows_n * 10; }, 120s);
+    await([&] { return done_count(cluster, "fan") >= static_cast<int64_t>(members) + 1 + int64_t{flows_n} * 10; }, 120s);
     starts = first_starts_us(record);
     std::vector<double> after_ms;
     for (int i = 0; i < flows_n; ++i) {

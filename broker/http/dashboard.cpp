@@ -266,6 +266,7 @@ void Dashboard::add_routes(httplib::Server& server) {
     answer(proto::AdminRequest{0, "dead_list", *queue, {}, 0, *limit, {{"after", after}}}, res, true);
   });
   add_job_routes(server);
+  add_group_routes(server);
   server.Get("/api/bulk", [this](const httplib::Request&, httplib::Response& res) {
     answer(proto::AdminRequest{0, "bulk_status", "", {}, 0, 0}, res);
   });
@@ -316,8 +317,20 @@ void Dashboard::add_job_routes(httplib::Server& server) {
     if (auto ok = validate_job_id(id); !ok) return bad_request(res, ok.error().message);
     answer(proto::JobRequest{0, id, *queue}, res);
   });
-  // A flow parent's children or a batch's members, with the group's
-  // counts (docs/flows.md): the admin `group` read, checked here first.
+  for (const char* op : {"job_reschedule", "job_edit"}) {
+    server.Post(std::string(op) == "job_edit" ? "/api/job/edit" : "/api/job/reschedule",
+                [this, op](const httplib::Request& req, httplib::Response& res) {
+                  if (!admin_allowed(req, res)) return;
+                  auto request = job_change_request(op, req.body);
+                  if (!request) return bad_request(res, request.error().message);
+                  answer(std::move(*request), res);
+                });
+  }
+}
+
+// A flow parent's children or a batch's members, with the group's counts
+// (docs/flows.md): the admin `group` read, its parameters checked here first.
+void Dashboard::add_group_routes(httplib::Server& server) {
   server.Get("/api/group", [this](const httplib::Request& req, httplib::Response& res) {
     auto queue = queue_param(req, res, true);
     if (!queue) return;
@@ -341,15 +354,6 @@ void Dashboard::add_job_routes(httplib::Server& server) {
     args["limit"] = std::to_string(*limit);
     answer(proto::AdminRequest{0, "group", *queue, {}, 0, 0, std::move(args)}, res);
   });
-  for (const char* op : {"job_reschedule", "job_edit"}) {
-    server.Post(std::string(op) == "job_edit" ? "/api/job/edit" : "/api/job/reschedule",
-                [this, op](const httplib::Request& req, httplib::Response& res) {
-                  if (!admin_allowed(req, res)) return;
-                  auto request = job_change_request(op, req.body);
-                  if (!request) return bad_request(res, request.error().message);
-                  answer(std::move(*request), res);
-                });
-  }
 }
 
 bool Dashboard::admin_allowed(const httplib::Request& req, httplib::Response& res) const {

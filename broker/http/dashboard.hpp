@@ -25,6 +25,7 @@ class Dashboard {
 
   void add_routes(httplib::Server& server);
   void add_job_routes(httplib::Server& server);
+  void add_group_routes(httplib::Server& server);
 
   static constexpr size_t kMaxIds = 1'000;          // per replay or purge
   static constexpr std::chrono::milliseconds kAdminWait{10'000};

@@ -43,6 +43,7 @@ std::vector<proto::GroupJob> members(const std::string& queue, std::vector<JobSp
 
 std::expected<GroupResult, ClientError> send(client::Connection& connection, proto::GroupEnqueue request) {
   std::vector<std::string> ids;
+  ids.reserve(request.jobs.size());
   for (const auto& g : request.jobs) ids.push_back(g.job.id);
   return ask<GroupResult>(connection, std::move(request), [ids = std::move(ids)](proto::Frame frame)
                           -> std::expected<GroupResult, ClientError> {
